@@ -1,0 +1,1 @@
+"""A tiny shop: catalog, cart and pricing (example program for fntrace)."""

@@ -1,0 +1,41 @@
+"""Facts about the running interpreter, one named flag per behaviour (coverage.py's env.py).
+
+Code tests these names, never ``sys.version_info`` directly.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+PYVERSION = sys.version_info
+
+
+class PYBEHAVIOR:
+    # PEP 669 sys.monitoring exists (3.12+): per-code-object local events, so sites with
+    # no ops attached run with no callback at all.  3.11 only has sys.setprofile, which
+    # sees every call: the kernel without DYNAMIC_FTRACE.
+    has_monitoring = PYVERSION >= (3, 12)
+
+    # PY_UNWIND cannot be a local event (python/cpython#142186), so an exception leaving
+    # a traced function is only seen with PY_UNWIND enabled globally.
+    unwind_is_local = False
+
+    # Inside a sys.monitoring callback or a setprofile hook the interpreter reports no
+    # events (tstate->tracing is raised around the call), so a callback calling a traced
+    # function never recurses into tracing.  This is what FTRACE_OPS_FL_RECURSION asks
+    # for; it costs nothing here.
+    callbacks_are_not_traced = True
+
+    # 3.11's setprofile trampoline (Python/sysmodule.c call_trampoline) copies fast
+    # locals to f_locals before every hook call and back after it: reading arguments
+    # through frame.f_locals is free there, writing them is not supported.
+    profile_syncs_locals = PYVERSION < (3, 12)
+
+
+# Back end: "monitoring" on 3.12+, "profile" otherwise; FNTRACE_BACKEND=profile forces
+# the setprofile back end on 3.12+ (both are tested).
+BACKEND = os.environ.get("FNTRACE_BACKEND") or ("monitoring" if PYBEHAVIOR.has_monitoring else "profile")
+if BACKEND not in ("monitoring", "profile") or (BACKEND == "monitoring" and not PYBEHAVIOR.has_monitoring):
+    BACKEND = "monitoring" if PYBEHAVIOR.has_monitoring else "profile"
+
+DEBUG = bool(os.environ.get("FNTRACE_DEBUG"))

@@ -1,0 +1,98 @@
+"""sys.monitoring back end (3.12+): a site is patched by enabling local events on its
+code object, so functions nobody traces run with no callback at all (PEP 669).
+
+One tool id carries all of fntrace — every ops, instance and tracer multiplexes on it
+through core/dispatch.py — and it is taken only while some site is patched.
+"""
+from __future__ import annotations
+
+import sys
+
+from ..core import dispatch
+from ..core.records import FTRACE_FL, DynFtrace
+from ..errors import BusyError
+
+__all__ = ["MonitoringBackend", "TOOL_ID"]
+
+# 0 debugger, 1 coverage, 2 profilers (cProfile, viztracer), 3 coverage measuring
+# itself, 5 optimizers: 4 is the one nobody claims.
+TOOL_ID = 4
+TOOL_NAME = "fntrace"
+
+_RET = int(FTRACE_FL.RET)
+
+
+class MonitoringBackend:
+    name = "monitoring"
+
+    def __init__(self) -> None:
+        self.active = False
+        self.call_ops = True
+        self._patched: dict[int, DynFtrace] = {}
+        self._unwind = False
+
+    def _events(self, rec: DynFtrace) -> int:
+        E = sys.monitoring.events
+        ev = E.PY_START
+        if rec.flags & _RET:
+            ev |= E.PY_RETURN | E.PY_YIELD
+        return ev
+
+    def start(self, call_ops: bool = True) -> None:
+        if self.active:
+            return
+        mon = sys.monitoring
+        holder = mon.get_tool(TOOL_ID)
+        if holder is not None:
+            raise BusyError(f"sys.monitoring tool id {TOOL_ID} is already used by {holder!r}")
+        mon.use_tool_id(TOOL_ID, TOOL_NAME)
+        E = mon.events
+        self.call_ops = call_ops
+        mon.register_callback(TOOL_ID, E.PY_START,
+                              dispatch.on_py_start if call_ops else dispatch.on_py_start_global)
+        mon.register_callback(TOOL_ID, E.PY_RETURN, dispatch.on_py_return)
+        mon.register_callback(TOOL_ID, E.PY_YIELD, dispatch.on_py_return)
+        self.active = True
+
+    def set_unwind(self, on: bool) -> None:
+        """PY_UNWIND is global-only (python/cpython#142186): graph users need it on
+        everywhere, and the callback ignores frames that are not patched sites."""
+        if not self.active or on == self._unwind:
+            return
+        mon = sys.monitoring
+        mon.register_callback(TOOL_ID, mon.events.PY_UNWIND, dispatch.on_py_unwind if on else None)
+        mon.set_events(TOOL_ID, mon.events.PY_UNWIND if on else 0)
+        self._unwind = on
+
+    def stop(self) -> None:
+        if not self.active:
+            return
+        mon = sys.monitoring
+        for rec in list(self._patched.values()):
+            try:
+                mon.set_local_events(TOOL_ID, rec.code, 0)
+            except ValueError:
+                pass
+        self._patched.clear()
+        mon.set_events(TOOL_ID, 0)
+        for ev in (mon.events.PY_START, mon.events.PY_RETURN, mon.events.PY_YIELD,
+                   mon.events.PY_UNWIND):
+            mon.register_callback(TOOL_ID, ev, None)
+        mon.free_tool_id(TOOL_ID)
+        self._unwind = False
+        self.active = False
+
+    # -- the arch ops of the update path ------------------------------------------------
+    def make_call(self, rec: DynFtrace) -> None:
+        dispatch.sites[id(rec.code)] = rec
+        self._patched[rec.ip] = rec
+        sys.monitoring.set_local_events(TOOL_ID, rec.code, self._events(rec))
+
+    def modify_call(self, rec: DynFtrace) -> None:
+        # The slot (rec.func / rec.ops) was already rewritten; only the event set may change.
+        sys.monitoring.set_local_events(TOOL_ID, rec.code, self._events(rec))
+
+    def make_nop(self, rec: DynFtrace) -> None:
+        sys.monitoring.set_local_events(TOOL_ID, rec.code, 0)
+        dispatch.sites.pop(id(rec.code), None)
+        self._patched.pop(rec.ip, None)

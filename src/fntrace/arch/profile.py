@@ -1,0 +1,60 @@
+"""sys.setprofile back end (3.11, or FNTRACE_BACKEND=profile): the kernel without
+DYNAMIC_FTRACE.  Every call of every function reaches the hook, which looks the code
+object up among the patched sites; "patching" a site is adding it to that table.
+
+Threads already running when the hook is installed are not seen (CPython has no
+setprofile for all threads before 3.12); threads started afterwards are.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+
+from ..core import dispatch
+from ..core.records import DynFtrace
+from ..errors import BusyError
+
+__all__ = ["ProfileBackend"]
+
+
+class ProfileBackend:
+    name = "profile"
+
+    def __init__(self) -> None:
+        self.active = False
+        self.call_ops = True
+        self._hook = None
+
+    def start(self, call_ops: bool = True) -> None:
+        if self.active:
+            return
+        cur = sys.getprofile()
+        if cur is not None:
+            raise BusyError(f"a profiler is already installed with sys.setprofile: {cur!r}")
+        self.call_ops = call_ops
+        self._hook = dispatch.profile_hook if call_ops else dispatch.profile_hook_global
+        threading.setprofile(self._hook)
+        sys.setprofile(self._hook)
+        self.active = True
+
+    def set_unwind(self, on: bool) -> None:
+        # setprofile reports an exception leaving a frame as a 'return' with None.
+        pass
+
+    def stop(self) -> None:
+        if not self.active:
+            return
+        if sys.getprofile() is self._hook:
+            sys.setprofile(None)
+        threading.setprofile(None)
+        dispatch.sites.clear()
+        self.active = False
+
+    def make_call(self, rec: DynFtrace) -> None:
+        dispatch.sites[id(rec.code)] = rec
+
+    def modify_call(self, rec: DynFtrace) -> None:
+        pass
+
+    def make_nop(self, rec: DynFtrace) -> None:
+        dispatch.sites.pop(id(rec.code), None)

@@ -1,0 +1,239 @@
+"""The hot path: what a patched site runs (ftrace_caller, CALL_OPS, ftrace_ops_list_func).
+
+Everything that runs per traced call lives here, in a few small functions, so that a
+native twin can mirror it branch by branch.  The control side (core/ops.py) only ever
+writes three things that this module reads:
+
+  sites[id(code)]  -> the record of a patched site (absent = nop)
+  rec.func, rec.ops -> what the site calls and with which ops (the CALL_OPS slot):
+                       (ops.func, ops) for a site with one ops,
+                       (ftrace_ops_list_func, list_ops) for a site shared by several
+  ftrace_trace_function / function_trace_op -> the single global target used when
+                       CALL_OPS is configured off (kernel without WITH_CALL_OPS)
+
+        code object ──PY_START──> on_py_start ──> rec.func(rec, parent, rec.ops, fregs)
+                                                       │
+                                   ftrace_ops_list_func┘──> each ops whose hash has rec
+
+A callback that raises is contained here: counted on its ops, reported once on stderr,
+never raised into the traced program.
+"""
+from __future__ import annotations
+
+import sys
+from sys import _getframe
+
+from .records import FTRACE_FL, ROOT, record_table
+from .regs import FtraceRegs
+
+__all__ = [
+    "sites", "on_py_start", "on_py_start_global", "profile_hook",
+    "ftrace_ops_list_func", "ftrace_stub", "DISPATCH_CODES", "callback_errors",
+]
+
+# id(code) -> record, for patched sites only.
+sites: dict = {}
+_sites_get = sites.get
+_by_code_get = record_table.by_code.get
+_sym = record_table.sym
+_REGS_EN = int(FTRACE_FL.REGS_EN)
+
+# The global target of a kernel without CALL_OPS (ftrace.c ftrace_trace_function and
+# function_trace_op).  Written by core/ops.update_ftrace_function().
+class _Global:
+    __slots__ = ("trace_function", "trace_op", "ops_list", "ret_handler")
+
+    def __init__(self) -> None:
+        self.trace_function = None
+        self.trace_op = None
+        self.ops_list: tuple = ()          # registered ops, most recent first
+        self.ret_handler = None            # fgraph's return path, when a graph user is on
+
+
+G = _Global()
+callback_errors = [0]
+
+
+def _contain(op, exc: BaseException) -> None:
+    """An ops callback raised: count it on the ops, warn once, never propagate."""
+    callback_errors[0] += 1
+    try:
+        op.nerrors += 1
+        first = op.nerrors == 1
+        name = op.name
+    except Exception:
+        first, name = False, repr(op)
+    if first:
+        try:
+            sys.stderr.write(f"fntrace: callback of {name} raised {type(exc).__name__}: {exc}"
+                             " (contained; further errors are only counted)\n")
+        except Exception:
+            pass
+
+
+def _parent_slow(back):
+    glb = back.f_globals
+    return _sym(back.f_code, glb.get("__name__") if isinstance(glb, dict) else None)
+
+
+def ftrace_stub(ip, parent_ip, op, fregs) -> None:
+    """The nop ops' function: what a site that is being turned off may still call."""
+
+
+def ftrace_ops_list_func(ip, parent_ip, op, fregs) -> None:
+    """Call every registered ops whose hash contains this function (ftrace.c
+    __ftrace_ops_list_func).  Most recently registered first, like the kernel's list."""
+    for op in G.ops_list:
+        if op.flags & 0x20:                  # FTRACE_OPS_FL_STUB: placeholder, skip
+            continue
+        if op.test(ip, fregs):
+            try:
+                op.func(ip, parent_ip, op, fregs)
+            except (Exception, SystemExit) as exc:
+                _contain(op, exc)
+
+
+def on_py_start(code, offset):
+    """sys.monitoring PY_START on a patched site, CALL_OPS dispatch: the site's record
+    holds its ops, so one ops costs the same whatever else is registered."""
+    rec = _sites_get(id(code))
+    if rec is None:
+        return None                          # site turned off while the event was on its way
+    frame = _getframe(1)
+    back = frame.f_back
+    if back is None:
+        parent = ROOT
+    else:
+        parent = _by_code_get(id(back.f_code))
+        if parent is None:
+            parent = _parent_slow(back)
+    op = rec.ops
+    try:
+        rec.func(rec, parent, op, FtraceRegs(frame, rec, rec.flags & _REGS_EN))
+    except (Exception, SystemExit) as exc:
+        _contain(op, exc)
+    return None
+
+
+def on_py_start_global(code, offset):
+    """PY_START without CALL_OPS: every site calls the one global target, which is the
+    single registered ops or, as soon as two are registered, the list func."""
+    rec = _sites_get(id(code))
+    if rec is None:
+        return None
+    frame = _getframe(1)
+    back = frame.f_back
+    if back is None:
+        parent = ROOT
+    else:
+        parent = _by_code_get(id(back.f_code))
+        if parent is None:
+            parent = _parent_slow(back)
+    op = G.trace_op
+    try:
+        G.trace_function(rec, parent, op, FtraceRegs(frame, rec, rec.flags & _REGS_EN))
+    except (Exception, SystemExit) as exc:
+        _contain(op, exc)
+    return None
+
+
+def on_py_return(code, offset, retval):
+    """PY_RETURN / PY_YIELD on a site that reports returns (a graph user is on it)."""
+    rec = _sites_get(id(code))
+    h = G.ret_handler
+    if rec is None or h is None:
+        return None
+    try:
+        h(rec, _getframe(1), retval, False)
+    except (Exception, SystemExit) as exc:
+        _contain(h, exc)
+    return None
+
+
+def on_py_unwind(code, offset, exc):
+    """PY_UNWIND (global only): an exception leaves a frame."""
+    rec = _sites_get(id(code))
+    h = G.ret_handler
+    if rec is None or h is None:
+        return None
+    try:
+        h(rec, _getframe(1), exc, True)
+    except (Exception, SystemExit) as e:
+        _contain(h, e)
+    return None
+
+
+def _make_profile_hook(call_ops: bool):
+    """The setprofile hook (3.11 back end): every call reaches it and it tests the
+    record, like a kernel without DYNAMIC_FTRACE where every mcount call runs."""
+    g = G
+
+    if call_ops:
+        def profile_hook(frame, event, arg):
+            if event == "call":
+                rec = _sites_get(id(frame.f_code))
+                if rec is None:
+                    return
+                back = frame.f_back
+                if back is None:
+                    parent = ROOT
+                else:
+                    parent = _by_code_get(id(back.f_code))
+                    if parent is None:
+                        parent = _parent_slow(back)
+                op = rec.ops
+                try:
+                    rec.func(rec, parent, op, FtraceRegs(frame, rec, rec.flags & _REGS_EN))
+                except (Exception, SystemExit) as exc:
+                    _contain(op, exc)
+            elif event == "return":
+                h = g.ret_handler
+                if h is None:
+                    return
+                rec = _sites_get(id(frame.f_code))
+                if rec is None:
+                    return
+                try:
+                    h(rec, frame, arg, False)
+                except (Exception, SystemExit) as exc:
+                    _contain(h, exc)
+    else:
+        def profile_hook(frame, event, arg):
+            if event == "call":
+                rec = _sites_get(id(frame.f_code))
+                if rec is None:
+                    return
+                back = frame.f_back
+                if back is None:
+                    parent = ROOT
+                else:
+                    parent = _by_code_get(id(back.f_code))
+                    if parent is None:
+                        parent = _parent_slow(back)
+                op = g.trace_op
+                try:
+                    g.trace_function(rec, parent, op, FtraceRegs(frame, rec, rec.flags & _REGS_EN))
+                except (Exception, SystemExit) as exc:
+                    _contain(op, exc)
+            elif event == "return":
+                h = g.ret_handler
+                if h is None:
+                    return
+                rec = _sites_get(id(frame.f_code))
+                if rec is None:
+                    return
+                try:
+                    h(rec, frame, arg, False)
+                except (Exception, SystemExit) as exc:
+                    _contain(h, exc)
+    return profile_hook
+
+
+profile_hook = _make_profile_hook(True)
+profile_hook_global = _make_profile_hook(False)
+
+# Code objects of the dispatcher: a thread with one of these on its stack is inside a
+# callback (used by ops.synchronize(), the RCU grace period of unregister).
+DISPATCH_CODES = {f.__code__ for f in (on_py_start, on_py_start_global, on_py_return,
+                                        on_py_unwind, profile_hook, profile_hook_global,
+                                        ftrace_ops_list_func)}

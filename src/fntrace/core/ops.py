@@ -1,0 +1,706 @@
+"""ftrace_ops and the one update path (kernel/trace/ftrace.c).
+
+    register / unregister / filter change
+        -> __ftrace_hash_rec_update(ops, inc)     per-record ref count and request bits
+        -> ftrace_check_record(rec)                IGNORE / MAKE_CALL / MODIFY_CALL / MAKE_NOP
+        -> ftrace_replace_code()                   the site's slot, then the back end:
+                                                   make_call / modify_call / make_nop
+
+Nothing else patches a site.  The hot path (core/dispatch.py) only reads what this
+module writes: the ``sites`` table, each record's ``func``/``ops`` slot, and the global
+``ftrace_trace_function`` used when CALL_OPS is configured off.
+"""
+from __future__ import annotations
+
+import enum
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable
+from types import CodeType
+from typing import Any
+
+from .. import _env
+from ..errors import BusyError, FilterError, NotFoundError, UsageError
+from . import dispatch
+from .hash import (EMPTY_HASH, FtraceHash, ModCacheEntry, PendingPattern, apply_mod_cache,
+                   apply_pending, ftrace_process_regex)
+from .records import FTRACE_FL, FTRACE_NOCLEAR_FLAGS, FTRACE_REF_MAX, DynFtrace, record_table
+
+__all__ = [
+    "FTRACE_OPS_FL", "Ops", "register_ftrace_function", "unregister_ftrace_function",
+    "ftrace_set_filter", "ftrace_set_notrace", "ftrace_set_filter_ip", "ftrace_set_filter_ips",
+    "ftrace_free_filter", "ftrace_ops_test", "ftrace_lock", "ftrace_config", "ftrace_enabled",
+    "set_ftrace_enabled", "enabled_functions", "touched_functions", "ftrace_ops_list",
+    "backend", "synchronize",
+]
+
+
+class FTRACE_OPS_FL(enum.IntFlag):
+    """ftrace_ops flags (include/linux/ftrace.h).
+
+    SAVE_REGS, SAVE_REGS_IF_SUPPORTED, RECURSION, STUB and IPMODIFY are attributes set
+    before registering; the others are state kept by the core.
+    """
+    ENABLED = 1 << 0                # registered
+    DYNAMIC = 1 << 1                # allocated at run time (every Python ops is)
+    SAVE_REGS = 1 << 2              # wants the full frame: ftrace_get_regs() non-None
+    SAVE_REGS_IF_SUPPORTED = 1 << 3  # same; the frame is always available here
+    RECURSION = 1 << 4              # wants recursion protection (given for free: _env)
+    STUB = 1 << 5                   # placeholder: the list func skips it
+    INITIALIZED = 1 << 6            # hashes set up (first filter or first register)
+    DELETED = 1 << 7                # being deleted; may not be registered again
+    ADDING = 1 << 8
+    REMOVING = 1 << 9
+    MODIFYING = 1 << 10             # filter being changed
+    ALLOC_TRAMP = 1 << 11           # the core made the trampoline
+    IPMODIFY = 1 << 12              # replaces the function (live patching); one per function
+    PID = 1 << 13                   # honours set_ftrace_pid
+    RCU = 1 << 14
+    TRACE_ARRAY = 1 << 15           # private is a trace array
+    PERMANENT = 1 << 16             # ignores ftrace_enabled=0 and blocks setting it
+    DIRECT = 1 << 17                # the direct-call helper ops
+    SUBOP = 1 << 18                 # managed by another ops
+    GRAPH = 1 << 19                 # part of an fgraph_ops
+    # Python: the ops needs return events at its sites (fgraph's manager ops).
+    RETURNS = 1 << 24
+
+
+_ATTRIBUTE_FLAGS = (FTRACE_OPS_FL.SAVE_REGS | FTRACE_OPS_FL.SAVE_REGS_IF_SUPPORTED
+                    | FTRACE_OPS_FL.RECURSION | FTRACE_OPS_FL.STUB | FTRACE_OPS_FL.IPMODIFY
+                    | FTRACE_OPS_FL.PID | FTRACE_OPS_FL.PERMANENT | FTRACE_OPS_FL.DIRECT
+                    | FTRACE_OPS_FL.RCU | FTRACE_OPS_FL.TRACE_ARRAY | FTRACE_OPS_FL.RETURNS
+                    | FTRACE_OPS_FL.GRAPH | FTRACE_OPS_FL.SUBOP)
+
+Callback = Callable[[DynFtrace, DynFtrace, "Ops", Any], None]
+
+
+class Ops:
+    """struct ftrace_ops.
+
+    func         ``func(ip, parent_ip, ops, fregs)``: ip is the traced function's record,
+                 parent_ip the caller's, fregs an FtraceRegs
+    flags        FTRACE_OPS_FL attributes (SAVE_REGS, IPMODIFY, PID, PERMANENT, ...)
+    private      anything the owner wants back in the callback (``ops.private``)
+    trampoline   optional: what a site whose only ops is this one calls instead of func
+    """
+    __slots__ = ("func", "flags", "private", "filter_hash", "notrace_hash", "mod_cache",
+                 "notrace_mod_cache", "pending", "notrace_pending", "filter_cached",
+                 "trampoline", "ops_func", "direct_call", "name", "nerrors", "saved_func",
+                 "managed", "__weakref__")
+
+    def __init__(self, func: Callback | None = None, flags: int = 0, private: Any = None, *,
+                 name: str | None = None, trampoline: Callable | None = None):
+        self.func = func if func is not None else dispatch.ftrace_stub
+        self.flags = int(flags) | int(FTRACE_OPS_FL.DYNAMIC)
+        self.private = private
+        self.filter_hash: FtraceHash = EMPTY_HASH
+        self.notrace_hash: FtraceHash = EMPTY_HASH
+        self.mod_cache: list[ModCacheEntry] = []
+        self.notrace_mod_cache: list[ModCacheEntry] = []
+        self.pending: list[PendingPattern] = []
+        self.notrace_pending: list[PendingPattern] = []
+        # A filter was asked for even if it matches nothing yet (patterns kept for
+        # modules not loaded): then an empty filter hash means "none", not "all".
+        self.filter_cached = False
+        self.trampoline = trampoline
+        self.ops_func = None
+        self.direct_call = None
+        self.saved_func = self.func
+        self.managed = None
+        self.nerrors = 0
+        self.name = name or getattr(func, "__qualname__", None) or "ops"
+
+    def traces(self, rec: DynFtrace) -> bool:
+        """hash_contains_ip(): in the filter (empty = all) and not in notrace."""
+        f = self.filter_hash
+        if (f or self.filter_cached) and rec not in f:
+            return False
+        return rec not in self.notrace_hash
+
+    def test(self, rec: DynFtrace, fregs=None) -> bool:
+        """ftrace_ops_test(): as traces(), and a SAVE_REGS ops is never called without
+        the full frame (the race the kernel guards against when adding such an ops)."""
+        if self.flags & 0x4 and fregs is not None and not fregs.regs:
+            return False
+        f = self.filter_hash
+        if (f or self.filter_cached) and rec not in f:
+            return False
+        return rec not in self.notrace_hash
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.flags & FTRACE_OPS_FL.ENABLED)
+
+    def __repr__(self) -> str:
+        return f"<Ops {self.name} flags={FTRACE_OPS_FL(self.flags & 0xffffff)!r}>"
+
+
+def ftrace_ops_test(ops: Ops, rec: DynFtrace, fregs=None) -> bool:
+    return ops.test(rec, fregs)
+
+
+# The stubs a site's slot holds when it is shared or off (ftrace.c ftrace_list_ops,
+# ftrace_nop_ops).
+list_ops = Ops(dispatch.ftrace_ops_list_func, FTRACE_OPS_FL.STUB, name="ftrace_list_ops")
+nop_ops = Ops(dispatch.ftrace_stub, FTRACE_OPS_FL.STUB, name="ftrace_nop_ops")
+
+
+class _Config:
+    """Build-time choices of the kernel, switchable here for measurement."""
+    # DYNAMIC_FTRACE_WITH_CALL_OPS: a site with one ops calls it through its own slot.
+    # Off, every site goes through the global ftrace_trace_function, which becomes the
+    # list func as soon as two ops are registered anywhere (seed 003's "without" table).
+    call_ops = True
+
+
+ftrace_config = _Config()
+ftrace_lock = threading.RLock()
+ftrace_ops_list: list[Ops] = []           # most recently registered first
+_all_ops_with_caches: "weakref.WeakSet[Ops]" = weakref.WeakSet()
+_state = {"enabled": True}
+
+
+def ftrace_enabled() -> bool:
+    return _state["enabled"]
+
+
+def _make_backend():
+    if _env.BACKEND == "monitoring":
+        from ..arch.monitoring import MonitoringBackend
+        return MonitoringBackend()
+    from ..arch.profile import ProfileBackend
+    return ProfileBackend()
+
+
+backend = _make_backend()
+
+_REF_MASK = FTRACE_REF_MAX
+_FL = FTRACE_FL
+
+
+# ---------------------------------------------------------------------------------
+# The update path
+# ---------------------------------------------------------------------------------
+
+def _candidates(ops: Ops) -> Iterable[DynFtrace]:
+    # With a filter, only its records can match (the kernel stops after hash->count).
+    if ops.filter_hash or ops.filter_cached:
+        return list(ops.filter_hash)
+    return list(record_table.records)
+
+
+def _rec_wants(rec: DynFtrace, ops_iter: Iterable[Ops]) -> tuple[bool, bool]:
+    regs = ret = False
+    for op in ops_iter:
+        if op.traces(rec):
+            if op.flags & (FTRACE_OPS_FL.SAVE_REGS | FTRACE_OPS_FL.SAVE_REGS_IF_SUPPORTED):
+                regs = True
+            if op.flags & FTRACE_OPS_FL.RETURNS:
+                ret = True
+    return regs, ret
+
+
+def _find_unique_ops(rec: DynFtrace) -> Ops | None:
+    """ftrace_find_unique_ops(): the one registered ops tracing rec, else None."""
+    found = None
+    for op in ftrace_ops_list:
+        if op.traces(rec):
+            if found is not None:
+                return None
+            found = op
+    return found
+
+
+def _hash_rec_update(ops: Ops, inc: bool, recs: Iterable[DynFtrace] | None = None) -> list[DynFtrace]:
+    """__ftrace_hash_rec_update(): add or remove ops from the count and request bits of
+    every record it traces.  Returns the records whose site may need patching."""
+    touched: list[DynFtrace] = []
+    for rec in (recs if recs is not None else _candidates(ops)):
+        if not rec.index or not ops.traces(rec):
+            continue
+        if inc:
+            if rec.count == FTRACE_REF_MAX:
+                continue
+            rec.flags += 1
+            if ops.flags & FTRACE_OPS_FL.DIRECT:
+                rec.flags |= _FL.DIRECT
+            if ops.flags & FTRACE_OPS_FL.IPMODIFY:
+                rec.flags |= _FL.IPMODIFY
+        else:
+            if rec.count == 0:
+                continue
+            rec.flags -= 1
+            if ops.flags & FTRACE_OPS_FL.DIRECT:
+                rec.flags &= ~_FL.DIRECT
+            if ops.flags & FTRACE_OPS_FL.IPMODIFY:
+                rec.flags &= ~_FL.IPMODIFY
+        touched.append(rec)
+    return touched
+
+
+def _recompute_request_bits(rec: DynFtrace, others: list[Ops]) -> None:
+    """REGS, RET, TRAMP and CALL_OPS request bits from the ops now tracing rec."""
+    count = rec.count
+    regs, ret = _rec_wants(rec, others) if count else (False, False)
+    f = rec.flags & ~(_FL.REGS | _FL.RET | _FL.TRAMP | _FL.CALL_OPS)
+    if regs:
+        f |= _FL.REGS
+    if ret:
+        f |= _FL.RET
+    if count == 1:
+        only = _find_unique_ops(rec)
+        if only is not None and only.trampoline is not None:
+            f |= _FL.TRAMP
+        elif only is not None and ftrace_config.call_ops:
+            f |= _FL.CALL_OPS
+    rec.flags = f
+
+
+FTRACE_UPDATE_IGNORE, FTRACE_UPDATE_MAKE_CALL, FTRACE_UPDATE_MODIFY_CALL, FTRACE_UPDATE_MAKE_NOP = range(4)
+
+
+def ftrace_check_record(rec: DynFtrace, enable: bool, update: bool) -> int:
+    """What the site must do to match its record (ftrace.c ftrace_check_record)."""
+    flag = 0
+    count = rec.count
+    if enable and count:
+        flag = int(_FL.ENABLED)
+        if bool(rec.flags & _FL.REGS) != bool(rec.flags & _FL.REGS_EN):
+            flag |= _FL.REGS
+        if bool(rec.flags & _FL.TRAMP) != bool(rec.flags & _FL.TRAMP_EN):
+            flag |= _FL.TRAMP
+        if bool(rec.flags & _FL.RET) != bool(rec.flags & _FL.RET_EN):
+            flag |= _FL.RET
+        # Direct calls and ops calls are special: count matters, they are only enabled
+        # when exactly one ops is on the site; otherwise the list func handles them.
+        want_direct = bool(rec.flags & _FL.DIRECT) and count == 1
+        if want_direct != bool(rec.flags & _FL.DIRECT_EN):
+            flag |= _FL.DIRECT
+        want_call_ops = bool(rec.flags & _FL.CALL_OPS) and count == 1
+        if want_call_ops != bool(rec.flags & _FL.CALL_OPS_EN):
+            flag |= _FL.CALL_OPS
+    # Nothing changes (the slot may still need rewriting: see _site_target).
+    if (rec.flags & _FL.ENABLED) == (flag & _FL.ENABLED) and not (flag & ~_FL.ENABLED):
+        return FTRACE_UPDATE_IGNORE if not flag else FTRACE_UPDATE_MODIFY_CALL
+
+    if flag:
+        if update:
+            for req, en in ((_FL.REGS, _FL.REGS_EN), (_FL.TRAMP, _FL.TRAMP_EN),
+                            (_FL.RET, _FL.RET_EN)):
+                if flag & req:
+                    if rec.flags & req:
+                        rec.flags |= en
+                    else:
+                        rec.flags &= ~en
+            if flag & _FL.DIRECT:
+                if rec.flags & _FL.DIRECT and count == 1:
+                    rec.flags |= _FL.DIRECT_EN
+                else:
+                    rec.flags &= ~_FL.DIRECT_EN
+            if flag & _FL.CALL_OPS:
+                if rec.flags & _FL.CALL_OPS and count == 1:
+                    rec.flags |= _FL.CALL_OPS_EN
+                else:
+                    rec.flags &= ~_FL.CALL_OPS_EN
+        if not (rec.flags & _FL.ENABLED):
+            if update:
+                rec.flags |= _FL.ENABLED | _FL.TOUCHED
+                if rec.flags & (_FL.DIRECT | _FL.IPMODIFY):
+                    rec.flags |= _FL.MODIFIED
+            return FTRACE_UPDATE_MAKE_CALL
+        if update and rec.flags & (_FL.DIRECT | _FL.IPMODIFY):
+            rec.flags |= _FL.MODIFIED
+        return FTRACE_UPDATE_MODIFY_CALL
+
+    if update:
+        # count 0: clear everything but the flags that record history
+        rec.flags &= FTRACE_NOCLEAR_FLAGS
+    return FTRACE_UPDATE_MAKE_NOP
+
+
+def _site_target(rec: DynFtrace) -> None:
+    """Write the site's slot: what it calls and with which ops (ftrace_rec_update_ops)."""
+    if rec.flags & _FL.TRAMP_EN:
+        op = _find_unique_ops(rec)
+        if op is not None:
+            rec.ops, rec.func = op, op.trampoline
+            return
+    if rec.flags & _FL.CALL_OPS_EN:
+        op = _find_unique_ops(rec)
+        if op is not None:
+            rec.ops, rec.func = op, op.func
+            return
+    rec.ops, rec.func = list_ops, dispatch.ftrace_ops_list_func
+
+
+def ftrace_replace_code(recs: Iterable[DynFtrace]) -> None:
+    """Apply the records' state to their sites, through the back end."""
+    enable = _state["enabled"]
+    seen: set[int] = set()
+    for rec in recs:
+        if rec.ip in seen:
+            continue
+        seen.add(rec.ip)
+        others = [op for op in ftrace_ops_list if op.traces(rec)] if rec.count else []
+        _recompute_request_bits(rec, others)
+        action = ftrace_check_record(rec, enable, True)
+        if action == FTRACE_UPDATE_MAKE_CALL:
+            _site_target(rec)
+            _backend_start()
+            backend.make_call(rec)
+        elif action == FTRACE_UPDATE_MODIFY_CALL:
+            # Rewrite the slot even when the call itself is unchanged: with CALL_OPS the
+            # associated ops changes without the target changing (ftrace.h).
+            _site_target(rec)
+            backend.modify_call(rec)
+        elif action == FTRACE_UPDATE_MAKE_NOP and rec.ops is not None:
+            rec.ops, rec.func = nop_ops, dispatch.ftrace_stub
+            backend.make_nop(rec)
+            rec.ops = rec.func = None
+
+
+def _backend_start() -> None:
+    if not backend.active:
+        backend.start(ftrace_config.call_ops)
+
+
+def update_ftrace_function() -> None:
+    """The global target for sites without CALL_OPS (ftrace.c update_ftrace_function)."""
+    live = [op for op in ftrace_ops_list if not op.flags & FTRACE_OPS_FL.STUB]
+    dispatch.G.ops_list = tuple(ftrace_ops_list)
+    if not live:
+        dispatch.G.trace_function, dispatch.G.trace_op = dispatch.ftrace_stub, nop_ops
+    elif len(live) == 1:
+        dispatch.G.trace_function, dispatch.G.trace_op = live[0].func, live[0]
+    else:
+        dispatch.G.trace_function, dispatch.G.trace_op = dispatch.ftrace_ops_list_func, list_ops
+    backend.set_unwind(any(op.flags & FTRACE_OPS_FL.RETURNS for op in ftrace_ops_list))
+
+
+def synchronize(timeout: float = 5.0) -> None:
+    """Wait until no other thread is inside a callback (the RCU grace period that makes
+    "after unregister returns, the callback is never called again" true)."""
+    me = threading.get_ident()
+    deadline = time.monotonic() + timeout
+    codes = dispatch.DISPATCH_CODES
+    while True:
+        busy = False
+        for tid, frame in sys._current_frames().items():
+            if tid == me:
+                continue
+            f = frame
+            while f is not None:
+                if f.f_code in codes:
+                    busy = True
+                    break
+                f = f.f_back
+            if busy:
+                break
+        if not busy or time.monotonic() > deadline:
+            return
+        time.sleep(0.0002)
+
+
+# ---------------------------------------------------------------------------------
+# Registration
+# ---------------------------------------------------------------------------------
+
+def _check_ipmodify(ops: Ops, recs: Iterable[DynFtrace]) -> None:
+    if not ops.flags & FTRACE_OPS_FL.IPMODIFY:
+        return
+    for rec in recs:
+        if rec.flags & _FL.IPMODIFY and ops.traces(rec):
+            raise BusyError(f"{rec.name} is already modified by another IPMODIFY ops")
+
+
+def register_ftrace_function(ops: Ops) -> None:
+    """Start calling ``ops.func`` for every function its filter selects.
+
+    Raises FilterError (EINVAL) for a deleted ops or an IPMODIFY/DIRECT ops without a
+    filter, BusyError (EBUSY) if already registered, if PERMANENT while ftrace_enabled
+    is off, or if an IPMODIFY ops collides with another.
+    """
+    with ftrace_lock:
+        if ops.flags & FTRACE_OPS_FL.DELETED:
+            raise FilterError("ops is being deleted and may not be registered again")
+        if ops.flags & FTRACE_OPS_FL.ENABLED:
+            raise BusyError(f"{ops.name} is already registered")
+        if ops.flags & FTRACE_OPS_FL.PERMANENT and not _state["enabled"]:
+            raise BusyError("ftrace_enabled is off: a PERMANENT ops cannot be registered")
+        if ops.flags & (FTRACE_OPS_FL.IPMODIFY | FTRACE_OPS_FL.DIRECT):
+            if not ops.filter_hash:
+                raise FilterError("IPMODIFY and DIRECT ops need a non-empty filter")
+            if ops.flags & FTRACE_OPS_FL.IPMODIFY and ops.notrace_hash:
+                raise FilterError("an IPMODIFY ops may not have a notrace hash")
+        _check_ipmodify(ops, _candidates(ops))
+        ops.flags |= FTRACE_OPS_FL.ENABLED | FTRACE_OPS_FL.INITIALIZED | FTRACE_OPS_FL.ADDING
+        ftrace_ops_list.insert(0, ops)
+        try:
+            touched = _hash_rec_update(ops, True)
+            update_ftrace_function()
+            ftrace_replace_code(touched)
+        except BaseException:
+            _hash_rec_update(ops, False)
+            ftrace_ops_list.remove(ops)
+            ops.flags &= ~FTRACE_OPS_FL.ENABLED
+            update_ftrace_function()
+            ftrace_replace_code(touched if 'touched' in locals() else [])
+            raise
+        finally:
+            ops.flags &= ~FTRACE_OPS_FL.ADDING
+        _install_module_listener()
+
+
+def unregister_ftrace_function(ops: Ops) -> None:
+    """Stop calling ``ops.func``.  When this returns the callback is running nowhere and
+    will not be called again."""
+    with ftrace_lock:
+        if not ops.flags & FTRACE_OPS_FL.ENABLED:
+            raise FilterError(f"{ops.name} is not registered")
+        ops.flags |= FTRACE_OPS_FL.REMOVING
+        touched = _hash_rec_update(ops, False)
+        ftrace_ops_list.remove(ops)
+        ops.flags &= ~FTRACE_OPS_FL.ENABLED
+        update_ftrace_function()
+        ftrace_replace_code(touched)
+        ops.flags &= ~FTRACE_OPS_FL.REMOVING
+        if not ftrace_ops_list and backend.active:
+            backend.stop()
+    synchronize()
+
+
+# ---------------------------------------------------------------------------------
+# Filters
+# ---------------------------------------------------------------------------------
+
+def _move_hash(ops: Ops, new_filter: FtraceHash | None, new_notrace: FtraceHash | None,
+               filter_cached: bool | None = None) -> None:
+    """ftrace_hash_move_and_update_ops(): swap an ops' hashes; for a registered ops,
+    remove it from every record, publish the new hashes, add it back, patch."""
+    registered = bool(ops.flags & FTRACE_OPS_FL.ENABLED)
+    if registered:
+        ops.flags |= FTRACE_OPS_FL.MODIFYING
+        old = _hash_rec_update(ops, False)
+    else:
+        old = []
+    if new_filter is not None:
+        ops.filter_hash = new_filter if new_filter else EMPTY_HASH
+    if new_notrace is not None:
+        ops.notrace_hash = new_notrace if new_notrace else EMPTY_HASH
+    if filter_cached is not None:
+        ops.filter_cached = filter_cached
+    if registered:
+        new = _hash_rec_update(ops, True)
+        ftrace_replace_code(old + new)
+        ops.flags &= ~FTRACE_OPS_FL.MODIFYING
+
+
+def _set_regex(ops: Ops, buf: str | None, reset: bool, enable: bool, keep_unmatched: bool) -> None:
+    with ftrace_lock:
+        record_table.refresh()
+        if enable:
+            cur, mod_cache, pending = ops.filter_hash, ops.mod_cache, ops.pending
+        else:
+            cur, mod_cache, pending = ops.notrace_hash, ops.notrace_mod_cache, ops.notrace_pending
+        new = FtraceHash() if reset else cur.copy()
+        new_cache = [] if reset else list(mod_cache)
+        new_pending = [] if reset else list(pending)
+        if buf:
+            ftrace_process_regex(new, buf, record_table.records, mod_cache=new_cache,
+                                 pending=new_pending if keep_unmatched else None,
+                                 allow_commands=False,
+                                 loaded_modules=record_table.loaded_modules())
+        if not enable and ops.flags & FTRACE_OPS_FL.IPMODIFY and new:
+            raise FilterError("an IPMODIFY ops may not have a notrace hash")
+        if enable and ops.flags & FTRACE_OPS_FL.ENABLED and ops.flags & (
+                FTRACE_OPS_FL.IPMODIFY | FTRACE_OPS_FL.DIRECT) and not new:
+            raise FilterError("IPMODIFY and DIRECT ops cannot trace every function")
+        if enable and ops.flags & FTRACE_OPS_FL.IPMODIFY:
+            for rec in new:
+                if rec.flags & _FL.IPMODIFY and not (ops.flags & FTRACE_OPS_FL.ENABLED and ops.traces(rec)):
+                    raise BusyError(f"{rec.name} is already modified by another IPMODIFY ops")
+        if enable:
+            ops.mod_cache[:] = new_cache
+            ops.pending[:] = new_pending
+            cached = bool(new_cache or new_pending)
+            _move_hash(ops, new, None, cached)
+        else:
+            ops.notrace_mod_cache[:] = new_cache
+            ops.notrace_pending[:] = new_pending
+            _move_hash(ops, None, new)
+        ops.flags |= FTRACE_OPS_FL.INITIALIZED
+        if new_cache or new_pending:
+            _all_ops_with_caches.add(ops)
+            _install_module_listener()
+
+
+def ftrace_set_filter(ops: Ops, buf: str | None, reset: bool = True, *,
+                      keep_unmatched: bool = False) -> None:
+    """Set (reset=True) or add to the functions ``ops`` traces.
+
+    ``buf`` uses the set_ftrace_filter grammar (globs, ``!``, indexes, ``FUNC:mod:MOD``);
+    ``None`` with reset traces everything again.  A pattern that matches nothing raises
+    FilterError (EINVAL) and nothing changes, unless ``keep_unmatched`` (the CLI's
+    ``-F``), which keeps it and applies it to modules imported later.
+    """
+    _set_regex(ops, buf, reset, True, keep_unmatched)
+
+
+def ftrace_set_notrace(ops: Ops, buf: str | None, reset: bool = True, *,
+                       keep_unmatched: bool = False) -> None:
+    """Set or add to the functions ``ops`` never traces (notrace wins over filter)."""
+    _set_regex(ops, buf, reset, False, keep_unmatched)
+
+
+def _rec_of(ip: Any) -> DynFtrace:
+    rec = record_table.lookup(ip)
+    if rec is None:
+        raise FilterError(f"{ip!r} is not a traceable function")
+    return rec
+
+
+def ftrace_set_filter_ips(ops: Ops, ips: Iterable[Any], remove: bool = False,
+                          reset: bool = False) -> None:
+    """Add (or remove) functions by object: functions, methods, code objects or records.
+    A non-traceable object raises FilterError (EINVAL); removing one that is not in the
+    filter raises NotFoundError (ENOENT)."""
+    with ftrace_lock:
+        recs = [_rec_of(ip) for ip in ips]
+        new = FtraceHash() if reset else ops.filter_hash.copy()
+        for rec in recs:
+            if remove:
+                if rec not in new:
+                    raise NotFoundError(f"{rec.name} is not in the filter")
+                new.discard(rec)
+            else:
+                new.add(rec)
+        if ops.flags & FTRACE_OPS_FL.IPMODIFY:
+            for rec in new:
+                if rec.flags & _FL.IPMODIFY and not (ops.flags & FTRACE_OPS_FL.ENABLED and ops.traces(rec)):
+                    raise BusyError(f"{rec.name} is already modified by another IPMODIFY ops")
+        if reset:
+            ops.mod_cache.clear()
+            ops.pending.clear()
+        _move_hash(ops, new, None, bool(ops.mod_cache or ops.pending))
+        ops.flags |= FTRACE_OPS_FL.INITIALIZED
+
+
+def ftrace_set_filter_ip(ops: Ops, ip: Any, remove: bool = False, reset: bool = False) -> None:
+    ftrace_set_filter_ips(ops, [ip], remove, reset)
+
+
+def ftrace_free_filter(ops: Ops) -> None:
+    """Drop both hashes of an unregistered ops (a registered one is left alone)."""
+    with ftrace_lock:
+        if ops.flags & FTRACE_OPS_FL.ENABLED:
+            return
+        ops.filter_hash = ops.notrace_hash = EMPTY_HASH
+        ops.mod_cache.clear()
+        ops.notrace_mod_cache.clear()
+        ops.pending.clear()
+        ops.notrace_pending.clear()
+        ops.filter_cached = False
+
+
+# ---------------------------------------------------------------------------------
+# Module load (ftrace_module_enable)
+# ---------------------------------------------------------------------------------
+
+def _on_module_load(module: str, new: list[DynFtrace]) -> None:
+    if not new:
+        return
+    with ftrace_lock:
+        for ops in list(_all_ops_with_caches):
+            changed = False
+            if ops.mod_cache or ops.pending:
+                nf = ops.filter_hash.copy()
+                n = apply_mod_cache(nf, ops.mod_cache, new) + apply_pending(nf, ops.pending, new)
+                if n:
+                    ops.filter_hash = nf
+                    changed = True
+            if ops.notrace_mod_cache or ops.notrace_pending:
+                nn = ops.notrace_hash.copy()
+                n = (apply_mod_cache(nn, ops.notrace_mod_cache, new)
+                     + apply_pending(nn, ops.notrace_pending, new))
+                if n:
+                    ops.notrace_hash = nn
+                    changed = True
+            del changed
+        touched: list[DynFtrace] = []
+        for ops in ftrace_ops_list:
+            touched.extend(_hash_rec_update(ops, True, new))
+        if touched:
+            ftrace_replace_code(touched)
+
+
+def _install_module_listener() -> None:
+    if _on_module_load not in record_table.listeners:
+        record_table.listeners.append(_on_module_load)
+        record_table.install_import_hook()
+
+
+# ---------------------------------------------------------------------------------
+# ftrace_enabled (the sysctl)
+# ---------------------------------------------------------------------------------
+
+def set_ftrace_enabled(on: bool) -> None:
+    """/proc/sys/kernel/ftrace_enabled: turn every site off (or back on).  Refused with
+    BusyError while a PERMANENT ops is registered."""
+    with ftrace_lock:
+        on = bool(on)
+        if on == _state["enabled"]:
+            return
+        if not on and any(op.flags & FTRACE_OPS_FL.PERMANENT for op in ftrace_ops_list):
+            raise BusyError("a PERMANENT ops is registered")
+        _state["enabled"] = on
+        ftrace_replace_code([r for r in record_table.records if r.count])
+
+
+# ---------------------------------------------------------------------------------
+# enabled_functions / touched_functions (ftrace.c t_show)
+# ---------------------------------------------------------------------------------
+
+def _func_name(f: Any) -> str:
+    mod = getattr(f, "__module__", None) or ""
+    qn = getattr(f, "__qualname__", None) or repr(f)
+    return f"{mod}.{qn}" if mod else qn
+
+
+def _rec_line(rec: DynFtrace) -> str:
+    f = rec.flags
+    line = (f"{rec.name} ({rec.count})"
+            f"{' R' if f & _FL.REGS else '  '}"
+            f"{' I' if f & _FL.IPMODIFY else '  '}"
+            f"{' D' if f & _FL.DIRECT else '  '}"
+            f"{' O' if f & _FL.CALL_OPS else '  '}"
+            f"{' M ' if f & _FL.MODIFIED else '   '}")
+    if f & _FL.TRAMP_EN:
+        op = _find_unique_ops(rec)
+        line += (f"\ttramp: {_func_name(op.trampoline)} ({_func_name(op.func)})"
+                 if op is not None else "\ttramp: ERROR!")
+    if f & _FL.CALL_OPS_EN:
+        op = _find_unique_ops(rec)
+        line += f"\tops: {op.name} ({_func_name(op.func)})" if op is not None else "\tops: ERROR!"
+    if f & _FL.DIRECT and rec.direct is not None:
+        line += f"\n\tdirect-->{_func_name(rec.direct)}"
+    return line
+
+
+def enabled_functions() -> list[str]:
+    with ftrace_lock:
+        return [_rec_line(r) for r in record_table.records if r.flags & _FL.ENABLED]
+
+
+def touched_functions() -> list[str]:
+    with ftrace_lock:
+        return [_rec_line(r) for r in record_table.records if r.flags & _FL.TOUCHED]
+
+
+def reset_for_tests() -> None:
+    """Unregister everything (used by the test suite between tests)."""
+    with ftrace_lock:
+        for op in list(ftrace_ops_list):
+            unregister_ftrace_function(op)
+        _state["enabled"] = True

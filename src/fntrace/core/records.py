@@ -1,0 +1,359 @@
+"""dyn_ftrace records: one per Python function code object (kernel/trace/ftrace.c).
+
+In the kernel every traceable function has a patchable call site, collected at build time
+into ``__mcount_loc`` and turned into one ``struct dyn_ftrace`` per site at boot; module
+sites are added when the module loads.  Here the "call site" is a function's code object:
+records are made for every function, method, lambda and nested function of every imported
+module, and for each module imported later, before its body runs (the module-load
+notifier).
+
+Every code object fntrace meets also needs a symbol id for the ring buffer (the parent of
+a traced call may be a ``<module>`` body, which is not traceable), so the table hands out
+``DynFtrace`` objects for those too; only *traceable* ones are listed in
+``available_filter_functions`` (``index`` > 0).
+"""
+from __future__ import annotations
+
+import enum
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from types import CodeType, FunctionType, ModuleType
+
+__all__ = [
+    "FTRACE_FL", "FTRACE_REF_MAX", "DynFtrace", "RecordTable", "record_table", "ROOT",
+]
+
+
+class FTRACE_FL(enum.IntFlag):
+    """The record's flags word, kernel bit for bit (include/linux/ftrace.h).
+
+    The low FTRACE_REF_MAX_SHIFT bits are the number of ops tracing the function; each
+    request bit X has an X_EN twin saying whether the site currently does it, so the update
+    path can tell what must change (ftrace_check_record).
+    """
+    ENABLED = 1 << 31       # the function is being traced (site patched)
+    REGS = 1 << 30          # an ops wants the full frame (SAVE_REGS)
+    REGS_EN = 1 << 29       # the site passes the full frame
+    TRAMP = 1 << 28         # the site wants its single ops' own trampoline
+    TRAMP_EN = 1 << 27      # the site calls that trampoline
+    IPMODIFY = 1 << 26      # an IPMODIFY ops owns the function (live patching)
+    DISABLED = 1 << 25      # not ready to be touched (not traceable)
+    DIRECT = 1 << 24        # a direct trampoline is attached
+    DIRECT_EN = 1 << 23     # the site calls the direct trampoline
+    CALL_OPS = 1 << 22      # the site can use its own ops slot (exactly one ops)
+    CALL_OPS_EN = 1 << 21   # the site's ops slot holds that ops
+    TOUCHED = 1 << 20       # a callback was attached since start-up
+    MODIFIED = 1 << 19      # IPMODIFY or DIRECT was ever attached
+    # Python has no return address to hijack: a graph user (fgraph) needs the site to
+    # report returns, yields and resumes as well.  Kept above the kernel's 32 bits.
+    RET = 1 << 32           # an ops covering the site wants return events
+    RET_EN = 1 << 33        # the site reports return events
+
+
+FTRACE_REF_MAX_SHIFT = 19
+FTRACE_REF_MAX = (1 << FTRACE_REF_MAX_SHIFT) - 1
+# Kept when the count drops to zero (ftrace.c FTRACE_NOCLEAR_FLAGS).
+FTRACE_NOCLEAR_FLAGS = FTRACE_FL.DISABLED | FTRACE_FL.TOUCHED | FTRACE_FL.MODIFIED
+
+# Code flags (Include/cpython/code.h).  A function body is "optimized" (fast locals);
+# module and class bodies are not, and are not traceable functions.
+_CO_OPTIMIZED = 0x0001
+# PEP 709 (3.12) inlined list/dict/set comprehensions into their function; on 3.11 they
+# are still separate code objects.  They are not listed, so that the same filters and
+# the same traces come out on every version.
+_INLINED_COMPREHENSIONS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>"})
+
+
+class DynFtrace:
+    """One patchable site: a code object, its name, and the kernel's flags word.
+
+    ip        symbol id used in ring-buffer records (unique, never reused)
+    index     1-based line in available_filter_functions; 0 when not traceable
+    name      ``module.qualname``
+    ops       CALL_OPS slot: the site's unique ops, the list ops, or the nop ops
+    func      what the site calls: ``func(rec, parent, ops, fregs)``
+    """
+    __slots__ = ("ip", "index", "code", "name", "module", "qualname", "filename", "line",
+                 "flags", "ops", "func", "direct", "__weakref__")
+
+    def __init__(self, ip: int, code: CodeType | None, module: str, qualname: str,
+                 filename: str = "", line: int = 0, index: int = 0):
+        self.ip = ip
+        self.index = index
+        self.code = code
+        self.module = module
+        self.qualname = qualname
+        self.name = f"{module}.{qualname}" if module else qualname
+        self.filename = filename
+        self.line = line
+        self.flags = 0 if index else int(FTRACE_FL.DISABLED)
+        self.ops = None
+        self.func = None
+        self.direct = None
+
+    @property
+    def count(self) -> int:
+        """ftrace_rec_count(): how many ops trace this function."""
+        return self.flags & FTRACE_REF_MAX
+
+    def __repr__(self) -> str:
+        return f"<DynFtrace {self.name} ip={self.ip} count={self.count}>"
+
+
+# The caller of a thread's first frame, or of anything fntrace cannot name.
+ROOT = DynFtrace(0, None, "", "")
+
+
+def _is_traceable(code: CodeType) -> bool:
+    return bool(code.co_flags & _CO_OPTIMIZED) and code.co_name not in _INLINED_COMPREHENSIONS
+
+
+def _own_module(name: str) -> bool:
+    # The tracer never lists (so never traces) its own code: the kernel's `notrace`.
+    return name == "fntrace" or name.startswith("fntrace.")
+
+
+class RecordTable:
+    """All records, the ip -> record map and the module-load notifier.
+
+    Control path only: the hot path reads ``by_code`` (keyed by ``id(code)``; the record
+    holds the code object, so the id stays valid).
+    """
+
+    def __init__(self) -> None:
+        self.records: list[DynFtrace] = []          # traceable, in listing order
+        self.by_code: dict[int, DynFtrace] = {}     # id(code) -> record (traceable or not)
+        self.by_ip: dict[int, DynFtrace] = {0: ROOT}
+        self.scanned: set[str] = set()               # module names already walked
+        self.module_ids: dict[str, int] = {}         # id() of the module object scanned
+        self.listeners: list[Callable[[str, list[DynFtrace]], None]] = []
+        self._next_ip = 1
+        self.lock = threading.RLock()
+        self._hook_installed = False
+
+    # -- symbols -----------------------------------------------------------------
+    def _new(self, code: CodeType, module: str, qualname: str | None = None) -> DynFtrace:
+        traceable = _is_traceable(code) and not _own_module(module)
+        rec = DynFtrace(self._next_ip, code, module, qualname or code.co_qualname,
+                        code.co_filename, code.co_firstlineno,
+                        index=len(self.records) + 1 if traceable else 0)
+        self._next_ip += 1
+        self.by_code[id(code)] = rec
+        self.by_ip[rec.ip] = rec
+        if traceable:
+            self.records.append(rec)
+        return rec
+
+    def sym(self, code: CodeType, module: str | None = None) -> DynFtrace:
+        """The record of any code object, made on first sight (slow path of the parent
+        lookup).  Code met this way was never listed, so it stays untraceable: the kernel
+        does not add sites at run time either."""
+        rec = self.by_code.get(id(code))
+        if rec is not None:
+            return rec
+        with self.lock:
+            rec = self.by_code.get(id(code))
+            if rec is None:
+                rec = DynFtrace(self._next_ip, code, module or "", code.co_qualname,
+                                code.co_filename, code.co_firstlineno)
+                self._next_ip += 1
+                self.by_code[id(code)] = rec
+                self.by_ip[rec.ip] = rec
+            return rec
+
+    def lookup(self, obj: object) -> DynFtrace | None:
+        """The traceable record for a function, method, code object or record."""
+        if isinstance(obj, DynFtrace):
+            return obj if obj.index else None
+        code = getattr(obj, "__code__", None)
+        if code is None:
+            func = getattr(obj, "__func__", None)
+            code = getattr(func, "__code__", None)
+        if code is None and isinstance(obj, CodeType):
+            code = obj
+        if code is None:
+            return None
+        rec = self.by_code.get(id(code))
+        if rec is None:
+            module = getattr(obj, "__module__", None)
+            glb = getattr(obj, "__globals__", None)
+            if isinstance(glb, dict):
+                module = glb.get("__name__", module)
+            if module and module not in self.scanned and module in sys.modules:
+                self.scan_module(sys.modules[module])
+                rec = self.by_code.get(id(code))
+            if rec is None and module:
+                with self.lock:
+                    new = self._add_code_tree(code, module)
+                self._notify(module, new)
+                rec = self.by_code.get(id(code))
+        return rec if rec is not None and rec.index else None
+
+    # -- discovery -----------------------------------------------------------------
+    def _add_code_tree(self, code: CodeType, module: str, out: list | None = None,
+                       qualname: str | None = None) -> list[DynFtrace]:
+        """Register a code object and every code object nested in it (co_consts)."""
+        if out is None:
+            out = []
+        stack: list[tuple[CodeType, str | None]] = [(code, qualname)]
+        while stack:
+            c, qn = stack.pop()
+            if id(c) not in self.by_code:
+                rec = self._new(c, module, qn)
+                if rec.index:
+                    out.append(rec)
+            for k in reversed(c.co_consts):
+                if isinstance(k, CodeType):
+                    stack.append((k, None))
+        return out
+
+    def _walk_namespace(self, ns: dict, module: str, out: list, seen: set) -> None:
+        for value in list(ns.values()):
+            self._walk_object(value, module, out, seen)
+
+    def _walk_object(self, value: object, module: str, out: list, seen: set) -> None:
+        if id(value) in seen:
+            return
+        seen.add(id(value))
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        elif isinstance(value, property):
+            for f in (value.fget, value.fset, value.fdel):
+                if f is not None:
+                    self._walk_object(f, module, out, seen)
+            return
+        if isinstance(value, FunctionType):
+            glb = value.__globals__
+            owner = glb.get("__name__", module) if isinstance(glb, dict) else module
+            if owner != module:
+                return          # imported from elsewhere: that module lists it
+            code = value.__code__
+            qn = None
+            # Generated code (dataclasses, namedtuple) is compiled from a string; its
+            # code's qualname names the generator, the function's names the method.
+            if code.co_filename.startswith("<"):
+                qn = value.__qualname__
+            if id(code) not in self.by_code:
+                self._add_code_tree(code, module, out, qn)
+            wrapped = getattr(value, "__wrapped__", None)
+            if wrapped is not None:
+                self._walk_object(wrapped, module, out, seen)
+        elif isinstance(value, type):
+            if value.__module__ != module:
+                return
+            try:
+                ns = dict(vars(value))
+            except TypeError:
+                return
+            self._walk_namespace(ns, module, out, seen)
+
+    def scan_module(self, mod: ModuleType, code: CodeType | None = None) -> list[DynFtrace]:
+        """Make records for a module's functions (and, given its code, everything defined
+        lexically in it).  Returns the new traceable records; listeners are notified."""
+        name = getattr(mod, "__name__", None)
+        if not isinstance(name, str) or _own_module(name):
+            return []
+        with self.lock:
+            new: list[DynFtrace] = []
+            if code is not None:
+                self._add_code_tree(code, name, new)
+                # The <module> body itself is a symbol, not a traceable record.
+            ns = getattr(mod, "__dict__", None)
+            if isinstance(ns, dict):
+                try:
+                    self._walk_namespace(ns, name, new, set())
+                except Exception:           # an exotic module must not break discovery
+                    pass
+            self.scanned.add(name)
+            self.module_ids[name] = id(mod)
+        self._notify(name, new)
+        return new
+
+    def _notify(self, name: str, new: list[DynFtrace]) -> None:
+        for cb in list(self.listeners):
+            cb(name, new)
+
+    def refresh(self) -> list[DynFtrace]:
+        """Walk every module in sys.modules not walked yet (or replaced since)."""
+        new: list[DynFtrace] = []
+        for name, mod in list(sys.modules.items()):
+            if mod is None:
+                continue
+            if name in self.scanned and self.module_ids.get(name) == id(mod):
+                continue
+            new.extend(self.scan_module(mod))
+        return new
+
+    def loaded_modules(self) -> list[str]:
+        return [n for n, m in list(sys.modules.items()) if m is not None]
+
+    def __iter__(self) -> Iterator[DynFtrace]:
+        return iter(self.records)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    # -- the module-load notifier --------------------------------------------------
+    def install_import_hook(self) -> None:
+        """Have every module loaded from Python source report its code before it runs.
+
+        ``_LoaderBasics.exec_module`` is what SourceFileLoader and SourcelessFileLoader
+        run: get_code, then exec in the module's namespace.  Doing the same here, with
+        the code registered in between, gives records for every function of the module
+        (lambdas and nested functions included) before any of them can be called — the
+        kernel's module-load notifier.  Patching the shared base class, rather than
+        wrapping each spec's loader, leaves ``module.__loader__`` untouched.
+        """
+        if self._hook_installed:
+            return
+        import importlib._bootstrap_external as bx
+        base = bx._LoaderBasics
+        orig = base.exec_module
+        table = self
+
+        def exec_module(self, module):       # noqa: ANN001 - loader protocol
+            get_code = getattr(self, "get_code", None)
+            if get_code is None:
+                orig(self, module)
+                table.scan_module(module)
+                return
+            code = get_code(module.__name__)
+            if code is None:
+                raise ImportError(f"cannot load module {module.__name__!r} when "
+                                  "get_code() returns None")
+            table.scan_module(module, code)
+            exec(code, module.__dict__)
+            # Functions made while the body ran (dataclasses, exec'd helpers).
+            table.scan_module(module)
+
+        exec_module.__qualname__ = "_LoaderBasics.exec_module"
+        exec_module._fntrace_orig = orig      # type: ignore[attr-defined]
+        base.exec_module = exec_module
+        self._hook_installed = True
+
+    def remove_import_hook(self) -> None:
+        if not self._hook_installed:
+            return
+        import importlib._bootstrap_external as bx
+        cur = bx._LoaderBasics.exec_module
+        orig = getattr(cur, "_fntrace_orig", None)
+        if orig is not None:
+            bx._LoaderBasics.exec_module = orig
+        self._hook_installed = False
+
+
+def scan_code_as(code: CodeType, module: str) -> list[DynFtrace]:
+    """Register code compiled by fntrace itself (the script run as __main__, -c code)."""
+    table = record_table
+    with table.lock:
+        new = table._add_code_tree(code, module)
+    table._notify(module, new)
+    return new
+
+
+record_table = RecordTable()
+
+
+def iter_records() -> Iterable[DynFtrace]:
+    return record_table.records

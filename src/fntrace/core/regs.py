@@ -1,0 +1,133 @@
+"""ftrace_regs vs pt_regs (seed 002; include/linux/ftrace_regs.h).
+
+Every callback gets an ``FtraceRegs``: a cheap, read-only view of what the kernel's
+ftrace_regs holds on a WITH_ARGS arch — the arguments (by position and by parameter
+name), the function (instruction pointer), the caller, and on return the return value.
+The full frame (locals, globals, f_back: the "pt_regs") is handed out by
+``ftrace_get_regs()`` only when the site was set up to save regs, i.e. some ops on it
+asked for FTRACE_OPS_FL_SAVE_REGS; otherwise it returns ``None``, so a callback never
+relies on state it did not ask for.
+
+The view is only valid during the callback, like the kernel's: it holds the frame, and
+keeping it alive keeps the frame alive.
+"""
+from __future__ import annotations
+
+import inspect
+from types import FrameType
+from typing import Any
+
+__all__ = [
+    "FtraceRegs", "ftrace_get_regs", "ftrace_regs_get_argument",
+    "ftrace_regs_get_return_value", "ftrace_regs_get_instruction_pointer",
+    "ftrace_regs_has_args", "FTRACE_REGS_MAX_ARGS",
+]
+
+FTRACE_REGS_MAX_ARGS = 6
+
+_CO_VARARGS = inspect.CO_VARARGS
+_CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
+_NO_RETVAL = object()
+
+
+def _param_names(code) -> tuple[str, ...]:
+    n = code.co_argcount + code.co_kwonlyargcount
+    if code.co_flags & _CO_VARARGS:
+        n += 1
+    if code.co_flags & _CO_VARKEYWORDS:
+        n += 1
+    return code.co_varnames[:n]
+
+
+class FtraceRegs:
+    """The arguments and return value of one traced call.
+
+    Slots: ``frame`` the traced function's frame, ``rec`` its record, ``regs`` whether the
+    site saves the full frame, ``retval`` the return value (exit callbacks only).
+    """
+    __slots__ = ("frame", "rec", "regs", "retval")
+
+    def __init__(self, frame: FrameType, rec, regs: bool = False, retval: Any = _NO_RETVAL):
+        self.frame = frame
+        self.rec = rec
+        self.regs = regs
+        self.retval = retval
+
+    # -- arguments ------------------------------------------------------------------
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return _param_names(self.frame.f_code)
+
+    def get_argument(self, n: int) -> Any:
+        """The n-th parameter's value (0-based, like ftrace_regs_get_argument).
+
+        Parameters are those of the signature, in order: positional, keyword-only, then
+        *args and **kwargs.  On a return callback this is the parameter's current value.
+        """
+        names = _param_names(self.frame.f_code)
+        if not 0 <= n < len(names):
+            raise IndexError(f"{self.rec.name if self.rec else '?'} has no argument {n}")
+        return self.frame.f_locals[names[n]]
+
+    def arg(self, name: str) -> Any:
+        """A parameter by name."""
+        if name not in _param_names(self.frame.f_code):
+            raise KeyError(name)
+        return self.frame.f_locals[name]
+
+    @property
+    def args(self) -> list[tuple[str, Any]]:
+        """All parameters as (name, value) pairs."""
+        loc = self.frame.f_locals
+        return [(n, loc.get(n)) for n in _param_names(self.frame.f_code)]
+
+    def __getitem__(self, key: int | str) -> Any:
+        return self.get_argument(key) if isinstance(key, int) else self.arg(key)
+
+    # -- what the kernel keeps beside the arguments ------------------------------------
+    @property
+    def instruction_pointer(self):
+        """The traced function's record (ftrace_regs_get_instruction_pointer)."""
+        return self.rec
+
+    @property
+    def caller_frame_code(self):
+        back = self.frame.f_back
+        return back.f_code if back is not None else None
+
+    @property
+    def has_retval(self) -> bool:
+        return self.retval is not _NO_RETVAL
+
+    def get_return_value(self) -> Any:
+        if self.retval is _NO_RETVAL:
+            raise LookupError("no return value on a function entry")
+        return self.retval
+
+    def __repr__(self) -> str:
+        name = self.rec.name if self.rec is not None else "?"
+        return f"<FtraceRegs {name} regs={'full' if self.regs else 'args'}>"
+
+
+def ftrace_get_regs(fregs: FtraceRegs | None) -> FrameType | None:
+    """The full frame, or None unless the site saves regs (a SAVE_REGS ops is on it)."""
+    if fregs is None or not fregs.regs:
+        return None
+    return fregs.frame
+
+
+def ftrace_regs_has_args(fregs: FtraceRegs | None) -> bool:
+    # Always true here: every site passes the arguments (HAVE_DYNAMIC_FTRACE_WITH_ARGS).
+    return fregs is not None
+
+
+def ftrace_regs_get_argument(fregs: FtraceRegs, n: int) -> Any:
+    return fregs.get_argument(n)
+
+
+def ftrace_regs_get_return_value(fregs: FtraceRegs) -> Any:
+    return fregs.get_return_value()
+
+
+def ftrace_regs_get_instruction_pointer(fregs: FtraceRegs):
+    return fregs.rec

@@ -1,0 +1,149 @@
+"""Per-thread ring buffers of fixed-size binary records (kernel/trace/ring_buffer.c).
+
+One ``RingBuffer`` per thread (the kernel's per-CPU buffer; the thread's small index is
+the CPU column).  Records are 32 bytes (layout in docs/internals.md):
+
+    slot = seq % nrec
+    +--------+--------+-----+--------+          seq: how many records were ever written
+    | oldest |  ...   | ... | newest |          lo:  the oldest sequence still held
+    +--------+--------+-----+--------+          read: the first not yet consumed (trace_pipe)
+
+Full buffer: overwrite mode drops the oldest record (``overrun``), stop mode drops the new
+one (``dropped``); with a sink attached (``fntrace record``) a full buffer is handed to
+the sink as one chunk instead, so nothing is lost.  Objects that do not fit a record
+(argument reprs, marker text) ride beside it in ``payloads``, keyed by sequence number,
+and go when their record is overwritten.
+"""
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = ["RECORD", "RECORD_SIZE", "RingBuffer", "TRACE_FN", "TRACE_GRAPH_ENT",
+           "TRACE_GRAPH_RET", "TRACE_PRINT", "TRACE_STACK", "TRACE_EVENT", "HAS_PAYLOAD"]
+
+RECORD = struct.Struct("<QHHIIIQ")
+RECORD_SIZE = RECORD.size
+assert RECORD_SIZE == 32
+
+TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, TRACE_PRINT, TRACE_STACK, TRACE_EVENT = 1, 2, 3, 4, 5, 6
+HAS_PAYLOAD = 1
+
+Sink = Callable[["RingBuffer", bytes | memoryview, int, dict], None]
+
+
+class RingBuffer:
+    """One thread's buffer.
+
+    cpu        the thread's index (CPU column)
+    nrec       capacity in records (buffer_size_kb * 1024 // 32)
+    seq        records ever accepted (the next record's sequence number)
+    read       first sequence not consumed by trace_pipe
+    overrun    records overwritten before anyone read them (overwrite mode)
+    dropped    records refused because the buffer was full (stop mode)
+    """
+    __slots__ = ("cpu", "data", "nrec", "seq", "read", "overrun", "dropped", "overwrite",
+                 "sink", "payloads", "_pack")
+
+    def __init__(self, cpu: int, size_kb: int, overwrite: bool = True, sink: Sink | None = None):
+        self.cpu = cpu
+        self.nrec = max(1, size_kb * 1024 // RECORD_SIZE)
+        self.data = bytearray(self.nrec * RECORD_SIZE)
+        self.seq = 0
+        self.read = 0
+        self.overrun = 0
+        self.dropped = 0
+        self.overwrite = overwrite
+        self.sink = sink
+        self.payloads: dict[int, Any] = {}
+        self._pack = RECORD.pack_into
+
+    # -- writing (hot path) -------------------------------------------------------------
+    def write(self, ts: int, typ: int, flags: int, a: int, b: int, c: int, d: int) -> int:
+        """Append one record; returns its sequence number, or -1 if it was dropped."""
+        seq = self.seq
+        if seq - self.read >= self.nrec:
+            # The slot still holds a record nobody has read.
+            if self.sink is not None:
+                self.flush()
+            elif self.overwrite:
+                self.overrun += 1
+                if self.payloads:
+                    self.payloads.pop(seq - self.nrec, None)
+            else:
+                self.dropped += 1
+                return -1
+        self._pack(self.data, (seq % self.nrec) * 32, ts, typ, flags, a, b, c, d)
+        self.seq = seq + 1
+        return seq
+
+    def write_payload(self, ts: int, typ: int, a: int, b: int, c: int, d: int, payload: Any) -> int:
+        seq = self.write(ts, typ, HAS_PAYLOAD, a, b, c, d)
+        if seq >= 0:
+            self.payloads[seq] = payload
+        return seq
+
+    # -- the sink (record mode) -----------------------------------------------------
+    def flush(self) -> None:
+        """Hand every record not yet flushed to the sink as one chunk, in order."""
+        sink = self.sink
+        start, end = max(self.read, self.seq - self.nrec), self.seq
+        if sink is None or end <= start:
+            return
+        n, nrec = end - start, self.nrec
+        s = start % nrec
+        mv = memoryview(self.data)
+        if s + n <= nrec:
+            chunk = mv[s * 32:(s + n) * 32]
+        else:
+            chunk = bytes(mv[s * 32:]) + bytes(mv[:(s + n - nrec) * 32])
+        pay = {}
+        if self.payloads:
+            pay = {q: self.payloads.pop(q) for q in range(start, end) if q in self.payloads}
+        sink(self, chunk, start, pay)
+        self.read = end
+
+    # -- reading ------------------------------------------------------------------------
+    @property
+    def lo(self) -> int:
+        return max(self.read, self.seq - self.nrec, 0)
+
+    @property
+    def entries(self) -> int:
+        """Records in the buffer now (not consumed, not overwritten)."""
+        return self.seq - self.lo
+
+    @property
+    def written(self) -> int:
+        """Every record ever offered, lost ones included: entries-written."""
+        return self.seq + self.dropped
+
+    def records(self, start: int | None = None) -> Iterator[tuple]:
+        """(seq, ts, type, flags, a, b, c, d, payload) from ``start`` (default: oldest held)."""
+        lo = self.lo if start is None else max(start, self.seq - self.nrec, 0)
+        unpack = RECORD.unpack_from
+        data, nrec, pay = self.data, self.nrec, self.payloads
+        for q in range(lo, self.seq):
+            ts, typ, flags, a, b, c, d = unpack(data, (q % nrec) * 32)
+            yield (q, ts, typ, flags, a, b, c, d, pay.get(q) if flags & HAS_PAYLOAD else None)
+
+    def consume(self) -> tuple[int, list[tuple]]:
+        """trace_pipe: (events lost since the last read, the records now held), and
+        mark them read."""
+        lost = max(0, self.seq - self.nrec - self.read)
+        recs = list(self.records())
+        for r in recs:
+            self.payloads.pop(r[0], None)
+        self.read = self.seq
+        return lost, recs
+
+    def reset(self) -> None:
+        """``echo > trace``: empty the buffer (counters restart too)."""
+        self.seq = self.read = self.overrun = self.dropped = 0
+        self.payloads.clear()
+
+    def resize(self, size_kb: int) -> None:
+        self.nrec = max(1, size_kb * 1024 // RECORD_SIZE)
+        self.data = bytearray(self.nrec * RECORD_SIZE)
+        self.reset()

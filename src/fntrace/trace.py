@@ -1,0 +1,122 @@
+"""The trace array: one instance's buffers, tracer and settings (kernel/trace/trace.c).
+
+A ``TraceArray`` owns a ring buffer per thread, the ``tracing_on`` switch, the current
+tracer, and the ops whose hashes ``set_ftrace_filter``/``set_ftrace_notrace`` edit.
+Threads get a small index the first time they write anything: it is the CPU column of
+every output format and the key of their ring buffer.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from .core.ops import FTRACE_OPS_FL, Ops
+from .ring_buffer import RingBuffer
+
+__all__ = ["TraceArray", "thread_cpu", "thread_info", "DEFAULT_BUFFER_KB"]
+
+# The kernel's default per-CPU buffer (buffer_size_kb reads "1408 (units kilobytes)").
+DEFAULT_BUFFER_KB = 1408
+TASK_COMM_LEN = 16
+
+_cpu_lock = threading.Lock()
+_cpu_of: dict[int, int] = {}              # threading.get_ident() -> cpu
+thread_info: dict[int, tuple[int, str]] = {}   # cpu -> (native id, comm)
+
+
+def thread_cpu() -> int:
+    """The calling thread's CPU index (assigned on first use, never reused)."""
+    ident = threading.get_ident()
+    cpu = _cpu_of.get(ident)
+    if cpu is None:
+        with _cpu_lock:
+            cpu = _cpu_of.get(ident)
+            if cpu is None:
+                cpu = len(thread_info)
+                t = threading.current_thread()
+                # comm is TASK_COMM_LEN-1 characters in the kernel.
+                thread_info[cpu] = (threading.get_native_id(), t.name[:TASK_COMM_LEN - 1])
+                _cpu_of[ident] = cpu
+    return cpu
+
+
+def forget_threads() -> None:
+    """After fork: thread idents of the parent mean nothing in the child."""
+    with _cpu_lock:
+        _cpu_of.clear()
+        thread_info.clear()
+
+
+class TraceArray:
+    """An instance: buffers, tracer, filters.
+
+    sink    optional ``sink(buf, chunk, first_seq, payloads)``: full buffers are handed
+            to it (fntrace record) instead of overwriting
+    """
+
+    def __init__(self, name: str = "", buffer_size_kb: int = DEFAULT_BUFFER_KB,
+                 overwrite: bool = True, sink: Callable | None = None):
+        self.name = name
+        self.buffer_size_kb = buffer_size_kb
+        self.overwrite = overwrite
+        self.sink = sink
+        self.tracing_on = True
+        self.buffers: dict[int, RingBuffer] = {}
+        self.local = threading.local()
+        self.lock = threading.Lock()
+        self.options: dict[str, bool] = {"print-parent": True, "irq-info": False}
+        # The ops whose hashes set_ftrace_filter / set_ftrace_notrace edit; tracers
+        # set its func and register it.
+        self.ops = Ops(None, FTRACE_OPS_FL.PID | FTRACE_OPS_FL.TRACE_ARRAY, self,
+                       name=f"{name or 'global'}_ops")
+        self.tracer = None
+        from .tracers import nop
+        self.set_tracer(nop.NopTracer())
+
+    # -- buffers -------------------------------------------------------------------
+    def cpu_buffer(self) -> RingBuffer:
+        """The calling thread's buffer (slow path: first event of a thread)."""
+        cpu = thread_cpu()
+        with self.lock:
+            buf = self.buffers.get(cpu)
+            if buf is None:
+                buf = RingBuffer(cpu, self.buffer_size_kb, self.overwrite, self.sink)
+                self.buffers[cpu] = buf
+        self.local.buf = buf
+        return buf
+
+    def set_buffer_size_kb(self, kb: int) -> None:
+        with self.lock:
+            self.buffer_size_kb = kb
+            for b in self.buffers.values():
+                b.resize(kb)
+
+    def set_overwrite(self, on: bool) -> None:
+        self.overwrite = on
+        for b in self.buffers.values():
+            b.overwrite = on
+
+    def clear(self) -> None:
+        """``echo > trace``."""
+        for b in list(self.buffers.values()):
+            b.reset()
+
+    def flush(self) -> None:
+        for b in list(self.buffers.values()):
+            b.flush()
+
+    def entries(self) -> tuple[int, int]:
+        """(entries in buffer, entries written) over every thread."""
+        bufs = list(self.buffers.values())
+        return sum(b.entries for b in bufs), sum(b.written for b in bufs)
+
+    # -- tracer ------------------------------------------------------------------
+    def set_tracer(self, tracer: Any) -> None:
+        """``echo NAME > current_tracer``: stop the old tracer, clear the buffer, start."""
+        old = self.tracer
+        if old is not None:
+            old.reset(self)
+        self.clear()
+        self.tracer = tracer
+        tracer.init(self)

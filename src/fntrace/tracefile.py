@@ -1,0 +1,625 @@
+"""The binary trace file written by ``fntrace record`` and read by ``fntrace report``.
+
+The byte layout is described in ``docs/tracefile-format.md``.  In short: an
+8-byte magic and a u32 version, then a sequence of self-checking blocks
+(4-byte tag, u32 length, payload, u32 CRC-32).  Ring-buffer records travel in
+CHNK blocks exactly as the ring buffer holds them (32 bytes each, see
+``RECORD``), so writing a chunk costs a few ``write()`` calls and a CRC, and no
+Python object per record.
+
+A file cut off at any byte (the recorder crashed or was killed) still reads up
+to its last whole block; damage inside the file is reported as
+:class:`TraceFileError` naming the file, the byte offset and what is wrong.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+import struct
+import threading
+import zlib
+from collections.abc import Iterable, Iterator, Mapping
+from operator import itemgetter
+from typing import Any, BinaryIO, NamedTuple
+
+from .errors import TraceFileError
+
+__all__ = [
+    "RECORD",
+    "RECORD_SIZE",
+    "TF_HAS_PAYLOAD",
+    "MAGIC",
+    "VERSION",
+    "TraceFileWriter",
+    "TraceFile",
+    "TraceFileError",
+]
+
+#: One ring-buffer record: ts, type, flags, a, b, c, d (docs/internals.md).
+RECORD = struct.Struct("<QHHIIIQ")
+RECORD_SIZE = RECORD.size
+assert RECORD_SIZE == 32
+
+#: Record flag: a payload object is attached to the record.
+TF_HAS_PAYLOAD = 1
+
+MAGIC = b"FNTRACE\0"
+VERSION = 1
+
+# Block tags are four ASCII bytes so that a hex dump of a trace file is legible
+# and a damaged tag is unlikely to spell another valid one.
+TAG_HEADER = b"HEAD"
+TAG_SYMBOLS = b"SYMS"
+TAG_THREAD = b"THRD"
+TAG_CHUNK = b"CHNK"
+TAG_STATS = b"STAT"
+TAG_END = b"END\0"
+
+# A length above this cannot have been written by TraceFileWriter; reading it
+# as "the file was cut short" would silently hide a damaged length field.
+MAX_BLOCK_LEN = 1 << 30
+
+_FILE_HEAD = struct.Struct("<8sI")  # magic, version
+_BLOCK_HEAD = struct.Struct("<4sI")  # tag, payload length
+_CRC = struct.Struct("<I")
+_CHUNK_HEAD = struct.Struct("<IIQQ")  # cpu, nrecords, first_seq, lost
+_THREAD_HEAD = struct.Struct("<IQI")  # cpu, native_id, name length
+_SYM_ENTRY = struct.Struct("<IIII")  # ip, line, file index, name length
+_U32 = struct.Struct("<I")
+_FLAGS = struct.Struct("<H")
+_FLAGS_OFFSET = 10  # offset of the flags field inside a record
+
+_BLOCK_OVERHEAD = _BLOCK_HEAD.size + _CRC.size
+
+
+def _json_default(obj: Any) -> Any:
+    # A tracer must not lose a trace because one payload is not JSON-able:
+    # paths are stored as paths, anything else as its repr().
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    return repr(obj)
+
+
+def _dumps(obj: Any) -> bytes:
+    # ensure_ascii keeps lone surrogates representable (as \udXXX escapes).
+    return json.dumps(obj, separators=(",", ":"), default=_json_default).encode("ascii")
+
+
+def _enc(s: str) -> bytes:
+    # surrogatepass: file names decoded with surrogateescape must round-trip.
+    return s.encode("utf-8", "surrogatepass")
+
+
+def _dec(b: bytes | memoryview) -> str:
+    return bytes(b).decode("utf-8", "surrogatepass")
+
+
+def _as_bytes_view(records: bytes | bytearray | memoryview) -> memoryview:
+    mv = memoryview(records)
+    if mv.format != "B" or mv.ndim != 1:
+        # e.g. an array('Q') or a typed view of a ring buffer: length must
+        # be counted in bytes.
+        mv = mv.cast("B")
+    return mv
+
+
+class TraceFileWriter:
+    """Write a trace file block by block.
+
+    Every public method writes whole blocks under one lock, so several threads
+    (e.g. one consumer per ring buffer) may share a writer.  Symbols handed to
+    :meth:`add_symbols` are buffered and written in one SYMS block just before
+    the next block of any other kind, which keeps them ahead of the first chunk
+    that refers to them.
+    """
+
+    #: Chunks with more records are split into several CHNK blocks, which
+    #: keeps blocks far below MAX_BLOCK_LEN and limits what a cut can lose.
+    max_chunk_records: int = 1 << 20
+
+    def __init__(self, file: str | os.PathLike[str] | BinaryIO, header: dict[str, Any]) -> None:
+        if not isinstance(header, dict):
+            raise TypeError(f"header must be a dict, not {type(header).__name__}")
+        self._lock = threading.Lock()
+        if isinstance(file, (str, bytes, os.PathLike)):
+            self._file: BinaryIO = open(file, "wb")
+            self._owns_file = True
+        else:
+            self._file = file
+            self._owns_file = False
+        self._closed = False
+        # Set when a write failed part-way: the file then ends in a partial
+        # block and anything appended after it would read as damage.
+        self._broken: BaseException | None = None
+        self._known_ips: set[int] = set()
+        self._files: dict[str, int] = {}  # file name -> index in the file table
+        self._pending_syms: list[tuple[int, str, str, int]] = []
+        try:
+            with self._lock:
+                self._write(_FILE_HEAD.pack(MAGIC, VERSION))
+                self._write_block(TAG_HEADER, _dumps(header))
+                self._file.flush()
+        except BaseException:
+            if self._owns_file:
+                self._file.close()
+            raise
+
+    # -- public API -------------------------------------------------------
+
+    def add_symbols(self, syms: Iterable[tuple[int, str, str, int]]) -> None:
+        """Queue symbols ``(ip, name, filename, line)``; ips already written are skipped."""
+        new = []
+        for ip, name, filename, line in syms:
+            if not 0 <= ip <= 0xFFFFFFFF:
+                raise ValueError(f"symbol ip {ip} does not fit in u32")
+            if not 0 <= line <= 0xFFFFFFFF:
+                raise ValueError(f"symbol line {line} does not fit in u32")
+            new.append((ip, str(name), str(filename), line))
+        with self._lock:
+            self._check_open()
+            for sym in new:
+                if sym[0] not in self._known_ips:
+                    self._known_ips.add(sym[0])
+                    self._pending_syms.append(sym)
+
+    def add_thread(self, cpu: int, native_id: int, name: str) -> None:
+        """Describe the thread behind ring buffer ``cpu``; a later call for the same cpu wins."""
+        name_b = _enc(name)
+        payload = _THREAD_HEAD.pack(cpu, native_id, len(name_b)) + name_b
+        with self._lock:
+            self._check_open()
+            self._flush_symbols()
+            self._write_block(TAG_THREAD, payload)
+
+    def write_chunk(
+        self,
+        cpu: int,
+        records: bytes | bytearray | memoryview,
+        first_seq: int,
+        lost: int = 0,
+        payloads: Mapping[int, Any] | None = None,
+    ) -> None:
+        """Write raw 32-byte records of ring buffer ``cpu`` as they are.
+
+        ``first_seq`` is the sequence number of the first record; ``payloads``
+        maps the sequence number of each record flagged TF_HAS_PAYLOAD to its
+        payload object.  ``lost`` counts records the buffer dropped before
+        this chunk.
+        """
+        mv = _as_bytes_view(records)
+        if mv.nbytes % RECORD_SIZE:
+            raise ValueError(f"records length {mv.nbytes} is not a multiple of {RECORD_SIZE}")
+        n = mv.nbytes // RECORD_SIZE
+        step = max(1, int(self.max_chunk_records))
+        npieces = max(1, -(-n // step))
+        # Serialize payloads before taking the lock: JSON is the slow part.
+        per_piece: list[list[list[Any]]] = [[] for _ in range(npieces)]
+        if payloads:
+            for seq, obj in payloads.items():
+                i = seq - first_seq
+                if not 0 <= i < n:
+                    raise ValueError(
+                        f"payload for seq {seq} is outside the chunk "
+                        f"(seqs {first_seq}..{first_seq + n - 1})"
+                    )
+                (flags,) = _FLAGS.unpack_from(mv, i * RECORD_SIZE + _FLAGS_OFFSET)
+                if not flags & TF_HAS_PAYLOAD:
+                    raise ValueError(f"payload for seq {seq} but the record has no TF_HAS_PAYLOAD flag")
+                per_piece[i // step].append([i % step, obj])
+        blocks = []
+        for k in range(npieces):
+            start = k * step
+            count = min(step, n - start)
+            pairs = per_piece[k]
+            if pairs:
+                pairs.sort(key=itemgetter(0))  # deterministic files for identical input
+                tail = _dumps(pairs)
+            else:
+                tail = b""
+            head = _CHUNK_HEAD.pack(cpu, count, first_seq + start, lost if k == 0 else 0)
+            body = mv[start * RECORD_SIZE : (start + count) * RECORD_SIZE]
+            blocks.append((head, body, tail))
+            if len(head) + body.nbytes + len(tail) > MAX_BLOCK_LEN:
+                raise ValueError("chunk payloads too large for one block")
+        with self._lock:
+            self._check_open()
+            self._flush_symbols()
+            for head, body, tail in blocks:
+                self._write_block(TAG_CHUNK, head, body, tail)
+            # A killed recorder should leave every written chunk in the file.
+            self._file.flush()
+
+    def flush(self) -> None:
+        """Write queued symbols and flush the file."""
+        with self._lock:
+            self._check_open()
+            self._flush_symbols()
+            self._file.flush()
+
+    def close(self, stats: dict[str, Any] | None = None) -> None:
+        """Write queued symbols, the STAT block (if ``stats``) and END; flush.
+
+        Closes the file if the writer opened it.  Calling close() again does nothing.
+        """
+        stats_b = None if stats is None else _dumps(stats)
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                if self._broken is None:
+                    self._flush_symbols()
+                    if stats_b is not None:
+                        self._write_block(TAG_STATS, stats_b)
+                    self._write_block(TAG_END)
+                    self._file.flush()
+            finally:
+                self._closed = True
+                if self._owns_file:
+                    self._file.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> TraceFileWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals (called with the lock held) -----------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError("trace file writer is closed")
+        if self._broken is not None:
+            raise ValueError(f"trace file writer failed earlier: {self._broken}") from self._broken
+
+    def _write(self, data: bytes | memoryview) -> None:
+        try:
+            n = self._file.write(data)
+            # Raw (unbuffered) files may write less than asked for.
+            if n is not None and n < len(data):
+                view = memoryview(data)
+                while n < len(view):
+                    w = self._file.write(view[n:])
+                    if not w:
+                        raise OSError("short write to trace file")
+                    n += w
+        except BaseException as e:
+            self._broken = e
+            raise
+
+    def _write_block(self, tag: bytes, *parts: bytes | memoryview) -> None:
+        length = sum(memoryview(p).nbytes for p in parts)
+        head = _BLOCK_HEAD.pack(tag, length)
+        crc = zlib.crc32(head)
+        for p in parts:
+            crc = zlib.crc32(p, crc)
+        self._write(head)
+        for p in parts:
+            if len(p):
+                self._write(p)
+        self._write(_CRC.pack(crc))
+
+    def _flush_symbols(self) -> None:
+        syms = self._pending_syms
+        if not syms:
+            return
+        new_files = []
+        out = []
+        for ip, name, filename, line in syms:
+            idx = self._files.get(filename)
+            if idx is None:
+                idx = self._files[filename] = len(self._files)
+                new_files.append(filename)
+            name_b = _enc(name)
+            out.append(_SYM_ENTRY.pack(ip, line, idx, len(name_b)))
+            out.append(name_b)
+        parts = [_U32.pack(len(new_files))]
+        for f in new_files:
+            f_b = _enc(f)
+            parts.append(_U32.pack(len(f_b)))
+            parts.append(f_b)
+        parts.append(_U32.pack(len(syms)))
+        payload = b"".join(parts) + b"".join(out)
+        try:
+            self._write_block(TAG_SYMBOLS, payload)
+        except BaseException:
+            # The writer is broken now anyway; keep the tables consistent.
+            for f in new_files:
+                del self._files[f]
+            raise
+        self._pending_syms = []
+
+
+class _Chunk(NamedTuple):
+    first_seq: int
+    nrecords: int
+    lost: int
+    records: memoryview
+    payloads: dict[int, Any] | None  # record index in chunk -> payload
+
+
+class TraceFile:
+    """A trace file read into memory.
+
+    ``truncated`` is True when the file ends inside a block or without an END
+    block (the recorder did not finish); everything up to the last whole block
+    is available.  ``complete`` is True when the END block was read.
+    """
+
+    header: dict[str, Any]
+    symbols: dict[int, tuple[str, str, int]]
+    threads: dict[int, tuple[int, str]]
+    stats: dict[str, Any] | None
+    truncated: bool
+    complete: bool
+    #: Byte offset just past the last whole block that was read.
+    end_offset: int
+    name: str
+
+    def __init__(self, data: bytes, name: str = "<memory>") -> None:
+        self.name = name
+        self.header = {}
+        self.symbols = {}
+        self.threads = {}
+        self.stats = None
+        self.truncated = False
+        self.complete = False
+        self.end_offset = 0
+        self._data = data
+        self._chunks: dict[int, list[_Chunk]] = {}
+        self._files: list[str] = []
+        self._parse(memoryview(data))
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> TraceFile:
+        """Read and check the whole file; raise TraceFileError if it is damaged."""
+        with open(path, "rb") as f:
+            data = f.read()
+        return cls(data, os.fsdecode(path))
+
+    @classmethod
+    def frombytes(cls, data: bytes | bytearray | memoryview, name: str = "<memory>") -> TraceFile:
+        """Parse a trace file held in memory (``name`` is used in error messages)."""
+        return cls(bytes(data), name)
+
+    # -- queries ----------------------------------------------------------
+
+    @property
+    def cpus(self) -> list[int]:
+        """Ring buffers that have chunks or a thread entry, in ascending order."""
+        return sorted(set(self._chunks) | set(self.threads))
+
+    def records(self, cpu: int | None = None) -> Iterator[tuple[int, int, int, int, int, int, int, int, Any]]:
+        """Yield ``(cpu, ts, type, flags, a, b, c, d, payload)``.
+
+        With ``cpu=None`` all buffers are merged by timestamp; the merge is
+        stable: records of one buffer keep their order, and equal timestamps
+        of different buffers come out in ascending cpu order.
+        """
+        if cpu is not None:
+            return self._cpu_records(cpu)
+        cpus = sorted(self._chunks)
+        if len(cpus) == 1:
+            return self._cpu_records(cpus[0])
+        return heapq.merge(*(self._cpu_records(c) for c in cpus), key=itemgetter(1))
+
+    def lost(self, cpu: int | None = None) -> int:
+        """Records dropped by the ring buffer(s), as reported in the chunks."""
+        return sum(ch.lost for ch in self._iter_chunks(cpu))
+
+    def nr_records(self, cpu: int | None = None) -> int:
+        return sum(ch.nrecords for ch in self._iter_chunks(cpu))
+
+    def __repr__(self) -> str:
+        state = "complete" if self.complete else "truncated"
+        return (
+            f"<TraceFile {self.name!r} {state} cpus={self.cpus} "
+            f"records={self.nr_records()} symbols={len(self.symbols)}>"
+        )
+
+    def _iter_chunks(self, cpu: int | None) -> Iterator[_Chunk]:
+        if cpu is not None:
+            yield from self._chunks.get(cpu, ())
+        else:
+            for chunks in self._chunks.values():
+                yield from chunks
+
+    def _cpu_records(self, cpu: int) -> Iterator[tuple[int, int, int, int, int, int, int, int, Any]]:
+        unpack = RECORD.iter_unpack
+        for ch in self._chunks.get(cpu, ()):
+            pl = ch.payloads
+            if pl is None:
+                # The common case: no per-record work beyond building the tuple.
+                for ts, ty, fl, a, b, c, d in unpack(ch.records):
+                    yield (cpu, ts, ty, fl, a, b, c, d, None)
+            else:
+                get = pl.get
+                for i, (ts, ty, fl, a, b, c, d) in enumerate(unpack(ch.records)):
+                    yield (cpu, ts, ty, fl, a, b, c, d, get(i) if fl & TF_HAS_PAYLOAD else None)
+
+    # -- parsing ----------------------------------------------------------
+
+    def _error(self, offset: int, what: str) -> TraceFileError:
+        return TraceFileError(f"{self.name}: offset {offset}: {what}")
+
+    def _parse(self, mv: memoryview) -> None:
+        size = len(mv)
+        if size < len(MAGIC):
+            if bytes(mv) == MAGIC[:size]:
+                raise self._error(size, "file ends inside the magic number" if size else "empty file")
+            raise self._error(0, "bad magic: not an fntrace trace file")
+        if bytes(mv[: len(MAGIC)]) != MAGIC:
+            raise self._error(0, f"bad magic {bytes(mv[:len(MAGIC)])!r}: not an fntrace trace file")
+        if size < _FILE_HEAD.size:
+            raise self._error(size, "file ends inside the version number")
+        _, version = _FILE_HEAD.unpack_from(mv)
+        if version != VERSION:
+            raise self._error(len(MAGIC), f"unsupported trace file version {version} (this reader supports {VERSION})")
+
+        pos = _FILE_HEAD.size
+        self.end_offset = pos
+        first = True
+        while True:
+            block = self._next_block(mv, pos)
+            if block is None:
+                if first:
+                    raise self._error(pos, "file ends inside the HEAD block")
+                self.truncated = True
+                return
+            tag, payload, end = block
+            if first and tag != TAG_HEADER:
+                raise self._error(pos, f"first block is {tag!r}, expected HEAD")
+            if not first and tag == TAG_HEADER:
+                raise self._error(pos, "second HEAD block")
+            first = False
+            body = pos + _BLOCK_HEAD.size  # file offset of the payload, for messages
+            if tag == TAG_CHUNK:
+                self._parse_chunk(payload, body)
+            elif tag == TAG_SYMBOLS:
+                self._parse_symbols(payload, body)
+            elif tag == TAG_THREAD:
+                self._parse_thread(payload, body)
+            elif tag == TAG_HEADER:
+                self.header = self._parse_json_dict(payload, body, "HEAD")
+            elif tag == TAG_STATS:
+                self.stats = self._parse_json_dict(payload, body, "STAT")
+            elif tag == TAG_END:
+                if end != size:
+                    raise self._error(end, f"{size - end} bytes of data after the END block")
+                self.end_offset = end
+                self.complete = True
+                return
+            # Unknown tags with a good checksum are skipped: later writers may
+            # add optional blocks without breaking older readers.
+            self.end_offset = pos = end
+
+    def _next_block(self, mv: memoryview, pos: int) -> tuple[bytes, memoryview, int] | None:
+        """Return (tag, payload, end offset) of the block at pos, None if the file ends inside it."""
+        size = len(mv)
+        if pos + _BLOCK_HEAD.size > size:
+            return None
+        tag, length = _BLOCK_HEAD.unpack_from(mv, pos)
+        if tag == b"\0\0\0\0" and not bytes(mv[pos:]).strip(b"\0"):
+            # Tag 0 is never written: a zero-filled tail is what some file
+            # systems leave after a crash, so it reads as a cut, not damage.
+            return None
+        if tag == TAG_END and length != 0:
+            raise self._error(pos + 4, f"END block with length {length} (must be 0)")
+        if length > MAX_BLOCK_LEN:
+            raise self._error(pos + 4, f"impossible block length {length} (limit {MAX_BLOCK_LEN})")
+        end = pos + _BLOCK_OVERHEAD + length
+        if end > size:
+            if self._ends_with_end_block(mv):
+                raise self._error(
+                    pos + 4,
+                    f"{bytes(tag)!r} block length {length} runs past the end of a complete file",
+                )
+            return None
+        (stored,) = _CRC.unpack_from(mv, end - _CRC.size)
+        computed = zlib.crc32(mv[pos : end - _CRC.size])
+        if stored != computed:
+            raise self._error(
+                pos,
+                f"{tag!r} block: checksum mismatch (stored {stored:#010x}, computed {computed:#010x})",
+            )
+        return bytes(tag), mv[pos + _BLOCK_HEAD.size : end - _CRC.size], end
+
+    @staticmethod
+    def _ends_with_end_block(mv: memoryview) -> bool:
+        # A cut file cannot end in a valid END block; if one is there, a block
+        # that runs past the end of the file has a damaged length instead.
+        n = _BLOCK_OVERHEAD
+        if len(mv) < _FILE_HEAD.size + n:
+            return False
+        tail = mv[len(mv) - n :]
+        tag, length = _BLOCK_HEAD.unpack_from(tail)
+        (crc,) = _CRC.unpack_from(tail, _BLOCK_HEAD.size)
+        return tag == TAG_END and length == 0 and crc == zlib.crc32(tail[: _BLOCK_HEAD.size])
+
+    def _parse_json_dict(self, payload: memoryview, offset: int, what: str) -> dict[str, Any]:
+        try:
+            obj = json.loads(bytes(payload))
+        except ValueError as e:
+            raise self._error(offset, f"{what} block: bad JSON ({e})") from None
+        if not isinstance(obj, dict):
+            raise self._error(offset, f"{what} block: expected a JSON object, got {type(obj).__name__}")
+        return obj
+
+    def _parse_chunk(self, payload: memoryview, offset: int) -> None:
+        if len(payload) < _CHUNK_HEAD.size:
+            raise self._error(offset, f"CHNK block too short ({len(payload)} bytes)")
+        cpu, n, first_seq, lost = _CHUNK_HEAD.unpack_from(payload)
+        rec_end = _CHUNK_HEAD.size + n * RECORD_SIZE
+        if rec_end > len(payload):
+            raise self._error(
+                offset,
+                f"CHNK block: impossible record count {n} for a {len(payload)}-byte block",
+            )
+        pl: dict[int, Any] | None = None
+        if rec_end < len(payload):
+            at = offset + rec_end
+            try:
+                pairs = json.loads(bytes(payload[rec_end:]))
+            except ValueError as e:
+                raise self._error(at, f"CHNK block: bad payload JSON ({e})") from None
+            if not isinstance(pairs, list):
+                raise self._error(at, "CHNK block: payloads are not a JSON list")
+            pl = {}
+            for pair in pairs:
+                if (
+                    not isinstance(pair, list)
+                    or len(pair) != 2
+                    or type(pair[0]) is not int
+                    or not 0 <= pair[0] < n
+                ):
+                    raise self._error(at, f"CHNK block: bad payload entry {pair!r:.60}")
+                pl[pair[0]] = pair[1]
+        records = payload[_CHUNK_HEAD.size : rec_end]
+        self._chunks.setdefault(cpu, []).append(_Chunk(first_seq, n, lost, records, pl))
+
+    def _parse_thread(self, payload: memoryview, offset: int) -> None:
+        if len(payload) < _THREAD_HEAD.size:
+            raise self._error(offset, f"THRD block too short ({len(payload)} bytes)")
+        cpu, native_id, nlen = _THREAD_HEAD.unpack_from(payload)
+        if _THREAD_HEAD.size + nlen != len(payload):
+            raise self._error(offset, f"THRD block: impossible name length {nlen}")
+        self.threads[cpu] = (native_id, _dec(payload[_THREAD_HEAD.size :]))
+
+    def _parse_symbols(self, payload: memoryview, offset: int) -> None:
+        p = 0
+        size = len(payload)
+
+        def need(n: int, what: str) -> None:
+            if p + n > size:
+                raise self._error(offset + p, f"SYMS block: {what} runs past the end of the block")
+
+        need(4, "file count")
+        (nfiles,) = _U32.unpack_from(payload, p)
+        p += 4
+        for _ in range(nfiles):
+            need(4, "file name length")
+            (flen,) = _U32.unpack_from(payload, p)
+            p += 4
+            need(flen, "file name")
+            self._files.append(_dec(payload[p : p + flen]))
+            p += flen
+        need(4, "symbol count")
+        (nsyms,) = _U32.unpack_from(payload, p)
+        p += 4
+        files = self._files
+        for _ in range(nsyms):
+            need(_SYM_ENTRY.size, "symbol entry")
+            ip, line, fidx, nlen = _SYM_ENTRY.unpack_from(payload, p)
+            if fidx >= len(files):
+                raise self._error(offset + p, f"SYMS block: symbol {ip} refers to unknown file #{fidx}")
+            p += _SYM_ENTRY.size
+            need(nlen, "symbol name")
+            self.symbols[ip] = (_dec(payload[p : p + nlen]), files[fidx], line)
+            p += nlen
+        if p != size:
+            raise self._error(offset + p, f"SYMS block: {size - p} stray bytes after the last symbol")

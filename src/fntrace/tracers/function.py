@@ -1,0 +1,36 @@
+"""The function tracer (kernel/trace/trace_functions.c): at every traced function's
+entry, record timestamp, thread, function and caller.
+
+    function_trace_call(ip, parent_ip, op, fregs)
+        -> the thread's ring buffer: TRACE_FN(ts, a=ip, b=parent_ip)
+"""
+from __future__ import annotations
+
+from time import monotonic_ns
+
+from ..core.ops import register_ftrace_function, unregister_ftrace_function
+
+__all__ = ["FunctionTracer", "function_trace_call"]
+
+
+def function_trace_call(ip, parent_ip, op, fregs) -> None:
+    tr = op.private
+    if not tr.tracing_on:
+        return
+    try:
+        buf = tr.local.buf
+    except AttributeError:
+        buf = tr.cpu_buffer()
+    buf.write(monotonic_ns(), 1, 0, ip.ip, parent_ip.ip, 0, 0)
+
+
+class FunctionTracer:
+    name = "function"
+
+    def init(self, tr) -> None:
+        tr.ops.func = tr.ops.saved_func = function_trace_call
+        register_ftrace_function(tr.ops)
+
+    def reset(self, tr) -> None:
+        if tr.ops.enabled:
+            unregister_ftrace_function(tr.ops)

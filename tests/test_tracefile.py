@@ -1,0 +1,577 @@
+"""Tests for the binary trace file (fntrace.tracefile)."""
+
+from __future__ import annotations
+
+import array
+import io
+import struct
+import threading
+import zlib
+
+import pytest
+
+from fntrace.errors import FntraceError, TraceFileError
+from fntrace.tracefile import (
+    MAGIC,
+    RECORD,
+    RECORD_SIZE,
+    TF_HAS_PAYLOAD,
+    VERSION,
+    TraceFile,
+    TraceFileWriter,
+)
+
+TRACE_FN, GRAPH_ENT, GRAPH_RET, PRINT = 1, 2, 3, 4
+
+
+def pack(recs):
+    """Records as the ring buffer holds them: 32 bytes each, back to back."""
+    return b"".join(RECORD.pack(*r) for r in recs)
+
+
+def make_chunk(cpu, first_ts, n, step=10, payload_every=0):
+    """n records for one cpu; every payload_every-th record carries a payload."""
+    recs = []
+    for i in range(n):
+        flags = TF_HAS_PAYLOAD if payload_every and i % payload_every == 0 else 0
+        recs.append((first_ts + i * step, TRACE_FN, flags, 100 + i % 3, cpu, i, cpu * 1000 + i))
+    return recs
+
+
+class Recorder:
+    """Writes a small trace into memory and remembers what went in, and where."""
+
+    def __init__(self, header=None):
+        self.buf = io.BytesIO()
+        self.w = TraceFileWriter(self.buf, header if header is not None else {"tracer": "function"})
+        self.header_end = len(self.buf.getvalue())
+        # (end offset of the chunk block, cpu, expected read-back tuples)
+        self.chunks = []
+        self.seq = {}
+
+    def chunk(self, cpu, recs, lost=0, payload_fn=lambda seq: ["p", seq]):
+        first = self.seq.get(cpu, 0)
+        self.seq[cpu] = first + len(recs)
+        payloads = {
+            first + i: payload_fn(first + i) for i, r in enumerate(recs) if r[2] & TF_HAS_PAYLOAD
+        }
+        self.w.write_chunk(cpu, pack(recs), first, lost=lost, payloads=payloads or None)
+        expected = [(cpu, *r, payloads.get(first + i)) for i, r in enumerate(recs)]
+        self.chunks.append((len(self.buf.getvalue()), cpu, expected))
+
+    def data(self):
+        return self.buf.getvalue()
+
+
+def small_trace():
+    r = Recorder({"tracer": "function_graph", "argv": ["prog", "-x"]})
+    r.w.add_symbols([(100, "f", "mod.py", 3), (101, "g", "mod.py", 9), (102, "h", "other.py", 1)])
+    r.w.add_thread(0, 4242, "MainThread")
+    r.w.add_thread(1, 4243, "worker")
+    r.chunk(0, make_chunk(0, 1000, 4, payload_every=2))
+    r.chunk(1, make_chunk(1, 1005, 3), lost=2)
+    r.w.add_symbols([(103, "k", "mod.py", 20)])
+    r.chunk(0, make_chunk(0, 1040, 3, payload_every=3))
+    r.chunk(1, make_chunk(1, 1035, 2, payload_every=1), lost=1)
+    r.w.close({"entries": 12, "overrun": 3})
+    return r
+
+
+# -- round trip -------------------------------------------------------------
+
+
+def test_constants():
+    assert RECORD.format == "<QHHIIIQ"
+    assert RECORD_SIZE == RECORD.size == 32
+    assert TF_HAS_PAYLOAD == 1
+    assert issubclass(TraceFileError, FntraceError)
+
+
+def test_round_trip(tmp_path):
+    path = tmp_path / "trace.dat"
+    w = TraceFileWriter(path, {"tracer": "function", "clock": "mono"})
+    w.add_symbols([(1, "main", "app/main.py", 10), (2, "Cls.meth", "app/main.py", 20)])
+    w.add_symbols([(3, "helper", "app/lib.py", 5), (1, "main", "app/main.py", 10)])
+    w.add_thread(0, 111, "MainThread")
+    w.add_thread(1, 222, "worker-1")
+    c0a = [(10, TRACE_FN, 0, 1, 0, 0, 0), (30, PRINT, TF_HAS_PAYLOAD, 2, 1, 0, 0)]
+    c1a = [(20, GRAPH_ENT, 0, 3, 0, 0, 0), (25, GRAPH_RET, TF_HAS_PAYLOAD, 3, 0, 7, 5)]
+    c0b = [(40, TRACE_FN, TF_HAS_PAYLOAD, 2, 1, 0, 0)]
+    c1b = [(35, TRACE_FN, 0, 3, 2, 0, 0)]
+    w.write_chunk(0, pack(c0a), 0, payloads={1: ("hello", 1, 2.5, True, None)})
+    w.write_chunk(1, bytearray(pack(c1a)), 0, lost=3, payloads={1: [1, [2, 3]]})
+    w.write_chunk(0, memoryview(pack(c0b)), 2, lost=1, payloads={2: "x" * 1000})
+    w.write_chunk(1, pack(c1b), 2)
+    w.close({"entries": 6, "overrun": 4})
+    assert w.closed
+
+    tf = TraceFile.open(path)
+    assert tf.complete and not tf.truncated
+    assert tf.name == str(path)
+    assert tf.header == {"tracer": "function", "clock": "mono"}
+    assert tf.symbols == {
+        1: ("main", "app/main.py", 10),
+        2: ("Cls.meth", "app/main.py", 20),
+        3: ("helper", "app/lib.py", 5),
+    }
+    assert tf.threads == {0: (111, "MainThread"), 1: (222, "worker-1")}
+    assert tf.stats == {"entries": 6, "overrun": 4}
+    assert tf.cpus == [0, 1]
+    # tuples come back as lists (JSON)
+    assert list(tf.records(0)) == [
+        (0, *c0a[0], None),
+        (0, *c0a[1], ["hello", 1, 2.5, True, None]),
+        (0, *c0b[0], "x" * 1000),
+    ]
+    assert list(tf.records(1)) == [
+        (1, *c1a[0], None),
+        (1, *c1a[1], [1, [2, 3]]),
+        (1, *c1b[0], None),
+    ]
+    assert [r[1] for r in tf.records()] == [10, 20, 25, 30, 35, 40]
+    assert tf.nr_records() == 6 and tf.nr_records(0) == 3 and tf.nr_records(1) == 3
+    assert tf.lost() == 4 and tf.lost(0) == 1 and tf.lost(1) == 3
+    assert list(tf.records(7)) == [] and tf.nr_records(7) == 0 and tf.lost(7) == 0
+
+
+def test_symbols_written_once_and_file_names_shared():
+    buf = io.BytesIO()
+    w = TraceFileWriter(buf, {})
+    long_file = "/a/very/long/path/to/a/module/" + "x" * 200 + ".py"
+    w.add_symbols([(i, f"f{i}", long_file, i) for i in range(50)])
+    w.add_symbols([(i, f"f{i}", long_file, i) for i in range(50)])  # nothing new
+    w.write_chunk(0, b"", 0)
+    w.add_symbols([(i, f"f{i}", long_file, i) for i in range(60)])  # 10 new
+    w.close()
+    data = buf.getvalue()
+    assert data.count(b"SYMS") == 2
+    assert data.count(long_file.encode()) == 1
+    tf = TraceFile.frombytes(data)
+    assert tf.symbols == {i: (f"f{i}", long_file, i) for i in range(60)}
+
+
+def test_symbols_precede_the_chunk_that_follows():
+    buf = io.BytesIO()
+    w = TraceFileWriter(buf, {})
+    w.add_symbols([(5, "f", "m.py", 1)])
+    assert b"SYMS" not in buf.getvalue()  # queued, not yet written
+    w.write_chunk(0, pack([(1, TRACE_FN, 0, 5, 0, 0, 0)]), 0)
+    data = buf.getvalue()
+    assert 0 < data.index(b"SYMS") < data.index(b"CHNK")
+    w.close()
+
+
+def test_odd_strings_round_trip():
+    name = "caf\u00e9.\u00fcber<lambda>\U0001f600"
+    fname = "pkg/bad\udcff\udc80name.py"  # os.fsdecode of undecodable bytes
+    w_buf = io.BytesIO()
+    w = TraceFileWriter(w_buf, {"x": "\ud800 lone", "path": "\u00e9"})
+    w.add_symbols([(0xFFFFFFFF, name, fname, 0)])
+    w.add_thread(3, 2**64 - 1, "th\u00e9\udcff")
+    w.write_chunk(3, pack([(1, PRINT, TF_HAS_PAYLOAD, 0, 0, 0, 0)]), 7, payloads={7: "\ud800\x00\u00e9"})
+    w.close()
+    tf = TraceFile.frombytes(w_buf.getvalue())
+    assert tf.header == {"x": "\ud800 lone", "path": "\u00e9"}
+    assert tf.symbols == {0xFFFFFFFF: (name, fname, 0)}
+    assert tf.threads == {3: (2**64 - 1, "th\u00e9\udcff")}
+    assert [r[-1] for r in tf.records()] == ["\ud800\x00\u00e9"]
+
+
+def test_unjsonable_payload_stored_as_repr():
+    class Obj:
+        def __repr__(self):
+            return "<Obj>"
+
+    buf = io.BytesIO()
+    w = TraceFileWriter(buf, {})
+    w.write_chunk(0, pack([(1, PRINT, TF_HAS_PAYLOAD, 0, 0, 0, 0)]), 0, payloads={0: [Obj(), {"k": (1, 2)}]})
+    w.close()
+    assert list(TraceFile.frombytes(buf.getvalue()).records())[0][-1] == ["<Obj>", {"k": [1, 2]}]
+
+
+def test_records_from_typed_memoryview():
+    recs = make_chunk(0, 0, 5)
+    arr = array.array("Q", pack(recs))  # a view whose items are 8 bytes
+    buf = io.BytesIO()
+    w = TraceFileWriter(buf, {})
+    w.write_chunk(0, memoryview(arr), 0)
+    w.close()
+    assert [r[1:8] for r in TraceFile.frombytes(buf.getvalue()).records()] == recs
+
+
+def test_large_chunk_is_split():
+    buf = io.BytesIO()
+    w = TraceFileWriter(buf, {})
+    w.max_chunk_records = 4
+    recs = make_chunk(2, 0, 10, payload_every=3)
+    payloads = {50 + i: i for i, r in enumerate(recs) if r[2] & TF_HAS_PAYLOAD}
+    w.write_chunk(2, pack(recs), 50, lost=5, payloads=payloads)
+    w.close()
+    data = buf.getvalue()
+    assert data.count(b"CHNK") == 3
+    tf = TraceFile.frombytes(data)
+    assert list(tf.records()) == [(2, *r, payloads.get(50 + i)) for i, r in enumerate(recs)]
+    assert tf.lost() == 5
+
+
+def test_empty_trace():
+    buf = io.BytesIO()
+    TraceFileWriter(buf, {"a": 1}).close()
+    tf = TraceFile.frombytes(buf.getvalue())
+    assert tf.complete and not tf.truncated
+    assert tf.header == {"a": 1} and tf.stats is None
+    assert list(tf.records()) == [] and tf.nr_records() == 0 and tf.cpus == []
+
+
+# -- writer contract ----------------------------------------------------------
+
+
+def test_writer_rejects_bad_input():
+    buf = io.BytesIO()
+    with pytest.raises(TypeError):
+        TraceFileWriter(buf, ["not", "a", "dict"])  # type: ignore[arg-type]
+    w = TraceFileWriter(buf, {})
+    with pytest.raises(ValueError, match="multiple of 32"):
+        w.write_chunk(0, b"x" * 33, 0)
+    recs = pack([(1, PRINT, TF_HAS_PAYLOAD, 0, 0, 0, 0), (2, PRINT, 0, 0, 0, 0, 0)])
+    with pytest.raises(ValueError, match="outside the chunk"):
+        w.write_chunk(0, recs, 10, payloads={12: "x"})
+    with pytest.raises(ValueError, match="TF_HAS_PAYLOAD"):
+        w.write_chunk(0, recs, 10, payloads={11: "x"})
+    with pytest.raises(ValueError):
+        w.add_symbols([(-1, "f", "m.py", 1)])
+    # nothing half-written: the file is still good
+    w.write_chunk(0, recs, 10, payloads={10: "ok"})
+    w.close()
+    tf = TraceFile.frombytes(buf.getvalue())
+    assert [r[-1] for r in tf.records()] == ["ok", None]
+
+
+def test_writer_close_semantics(tmp_path):
+    buf = io.BytesIO()
+    w = TraceFileWriter(buf, {})
+    w.close({"a": 1})
+    w.close({"b": 2})  # second close does nothing
+    assert not buf.closed  # a file object handed in stays open
+    with pytest.raises(ValueError, match="closed"):
+        w.write_chunk(0, b"", 0)
+    with pytest.raises(ValueError, match="closed"):
+        w.add_thread(0, 1, "t")
+    assert TraceFile.frombytes(buf.getvalue()).stats == {"a": 1}
+
+    with TraceFileWriter(tmp_path / "t.dat", {"ctx": True}) as w2:
+        w2.write_chunk(0, pack(make_chunk(0, 0, 2)), 0)
+    assert w2.closed and w2._file.closed
+    tf = TraceFile.open(tmp_path / "t.dat")
+    assert tf.complete and tf.nr_records() == 2
+
+
+def test_writer_broken_after_failed_write():
+    class Flaky(io.BytesIO):
+        fail = False
+
+        def write(self, b):
+            if self.fail:
+                raise OSError(28, "No space left on device")
+            return super().write(b)
+
+    f = Flaky()
+    w = TraceFileWriter(f, {})
+    w.write_chunk(0, pack(make_chunk(0, 0, 2)), 0)
+    f.fail = True
+    with pytest.raises(OSError):
+        w.write_chunk(0, pack(make_chunk(0, 100, 2)), 2)
+    f.fail = False
+    with pytest.raises(ValueError, match="failed earlier"):
+        w.write_chunk(0, pack(make_chunk(0, 200, 2)), 4)
+    w.close()  # writes nothing more after the failure
+    tf = TraceFile.frombytes(f.getvalue())
+    assert tf.truncated and tf.nr_records() == 2
+
+
+def test_writer_handles_short_writes():
+    class Dribble(io.RawIOBase):
+        """A raw file that accepts at most 7 bytes per write() call."""
+
+        def __init__(self):
+            self.data = bytearray()
+
+        def writable(self):
+            return True
+
+        def write(self, b):
+            chunk = bytes(memoryview(b)[:7])
+            self.data += chunk
+            return len(chunk)
+
+    f = Dribble()
+    w = TraceFileWriter(f, {"k": "v"})
+    recs = make_chunk(0, 0, 5, payload_every=2)
+    w.write_chunk(0, pack(recs), 0, payloads={0: "a", 2: "b", 4: "c"})
+    w.close()
+    tf = TraceFile.frombytes(bytes(f.data))
+    assert tf.complete and [r[-1] for r in tf.records()] == ["a", None, "b", None, "c"]
+
+
+def test_writer_thread_safety():
+    buf = io.BytesIO()
+    w = TraceFileWriter(buf, {"threads": 4})
+    nchunks, per_chunk = 50, 20
+
+    def worker(cpu):
+        w.add_thread(cpu, 1000 + cpu, f"t{cpu}")
+        for k in range(nchunks):
+            w.add_symbols([(cpu * 10_000 + k, f"f{cpu}_{k}", f"m{cpu}.py", k)])
+            recs = [
+                (k * per_chunk + i, TRACE_FN, TF_HAS_PAYLOAD if i == 0 else 0, cpu * 10_000 + k, cpu, k, i)
+                for i in range(per_chunk)
+            ]
+            first = k * per_chunk
+            w.write_chunk(cpu, pack(recs), first, lost=1, payloads={first: [cpu, k]})
+
+    threads = [threading.Thread(target=worker, args=(c,)) for c in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    w.close({"done": True})
+
+    tf = TraceFile.frombytes(buf.getvalue())
+    assert tf.complete
+    assert tf.nr_records() == 4 * nchunks * per_chunk
+    assert tf.lost() == 4 * nchunks
+    assert tf.threads == {c: (1000 + c, f"t{c}") for c in range(4)}
+    assert len(tf.symbols) == 4 * nchunks
+    for cpu in range(4):
+        recs = list(tf.records(cpu))
+        assert [r[1] for r in recs] == list(range(nchunks * per_chunk))
+        assert all(r[4] in tf.symbols for r in recs)
+        assert [r[-1] for r in recs if r[-1] is not None] == [[cpu, k] for k in range(nchunks)]
+
+
+# -- merge order --------------------------------------------------------------
+
+
+def test_merge_order_is_by_timestamp_and_stable():
+    buf = io.BytesIO()
+    w = TraceFileWriter(buf, {})
+    # cpu 2 is written first but ties must still come out in ascending cpu order;
+    # equal timestamps inside one cpu keep their order.
+    w.write_chunk(2, pack([(5, 1, 0, 20, 0, 0, 0), (5, 1, 0, 21, 0, 0, 0), (9, 1, 0, 22, 0, 0, 0)]), 0)
+    w.write_chunk(0, pack([(1, 1, 0, 0, 0, 0, 0), (5, 1, 0, 1, 0, 0, 0), (5, 1, 0, 2, 0, 0, 0)]), 0)
+    w.write_chunk(1, pack([(5, 1, 0, 10, 0, 0, 0), (7, 1, 0, 11, 0, 0, 0)]), 0)
+    w.write_chunk(0, pack([(9, 1, 0, 3, 0, 0, 0), (12, 1, 0, 4, 0, 0, 0)]), 3)
+    w.close()
+    tf = TraceFile.frombytes(buf.getvalue())
+    got = [(r[0], r[1], r[4]) for r in tf.records()]
+    assert got == [
+        (0, 1, 0),
+        (0, 5, 1),
+        (0, 5, 2),
+        (1, 5, 10),
+        (2, 5, 20),
+        (2, 5, 21),
+        (1, 7, 11),
+        (0, 9, 3),
+        (2, 9, 22),
+        (0, 12, 4),
+    ]
+
+
+def test_merge_matches_sorted_reference():
+    r = small_trace()
+    tf = TraceFile.frombytes(r.data())
+    everything = [rec for _, _, exp in r.chunks for rec in exp]
+    # the reference: a stable sort by (ts, cpu) of the per-cpu streams
+    assert list(tf.records()) == sorted(everything, key=lambda rec: (rec[1], rec[0]))
+
+
+# -- truncation ---------------------------------------------------------------
+
+
+def test_truncation_at_every_byte():
+    r = small_trace()
+    data = r.data()
+    full = TraceFile.frombytes(data)
+    assert full.complete and not full.truncated
+    prev_count = -1
+    for cut in range(len(data) + 1):
+        prefix = data[:cut]
+        if cut < r.header_end:
+            with pytest.raises(TraceFileError) as ei:
+                TraceFile.frombytes(prefix, "cut.dat")
+            assert str(ei.value).startswith("cut.dat: offset ")
+            assert "\n" not in str(ei.value)
+            continue
+        tf = TraceFile.frombytes(prefix, "cut.dat")
+        if cut == len(data):
+            assert tf.complete and not tf.truncated
+        else:
+            assert tf.truncated and not tf.complete, cut
+            assert tf.end_offset <= cut
+        assert tf.header == full.header
+        whole = [c for c in r.chunks if c[0] <= cut]
+        for cpu in (0, 1):
+            expected = [rec for _, c, exp in whole if c == cpu for rec in exp]
+            assert list(tf.records(cpu)) == expected, cut
+        merged = list(tf.records())
+        assert len(merged) == tf.nr_records() == sum(len(c[2]) for c in whole)
+        # a longer prefix never yields fewer records
+        assert len(merged) >= prev_count
+        prev_count = len(merged)
+        # symbols referred to by the records that were read are known
+        assert all(rec[4] in tf.symbols for rec in merged)
+
+
+def test_truncated_file_on_disk(tmp_path):
+    r = small_trace()
+    data = r.data()
+    cut = r.chunks[1][0] + 5  # a few bytes into the block after the 2nd chunk
+    p = tmp_path / "crashed.dat"
+    p.write_bytes(data[:cut])
+    tf = TraceFile.open(p)
+    assert tf.truncated and not tf.complete and tf.stats is None
+    assert tf.nr_records() == len(r.chunks[0][2]) + len(r.chunks[1][2])
+    assert tf.end_offset == r.chunks[1][0]
+
+
+def test_zero_filled_tail_reads_as_truncated():
+    r = small_trace()
+    data = r.data()
+    cut = r.chunks[2][0]
+    tf = TraceFile.frombytes(data[:cut] + b"\0" * 4096)
+    assert tf.truncated and tf.end_offset == cut
+    assert tf.nr_records() == sum(len(c[2]) for c in r.chunks[:3])
+
+
+def test_writer_without_close_reads_as_truncated():
+    buf = io.BytesIO()
+    w = TraceFileWriter(buf, {})
+    w.write_chunk(0, pack(make_chunk(0, 0, 3)), 0)
+    tf = TraceFile.frombytes(buf.getvalue())
+    assert tf.truncated and not tf.complete and tf.nr_records() == 3
+
+
+# -- corruption ---------------------------------------------------------------
+
+
+def block_offsets(data):
+    """(offset, tag, length) of each block, walking the framing."""
+    pos, out = 12, []
+    while pos < len(data):
+        tag, length = struct.unpack_from("<4sI", data, pos)
+        out.append((pos, tag, length))
+        pos += 12 + length
+    return out
+
+
+def test_flipped_byte_in_chunk_reports_offset():
+    r = small_trace()
+    data = r.data()
+    chunk_pos, _, length = next(b for b in block_offsets(data) if b[1] == b"CHNK")
+    bad = bytearray(data)
+    bad[chunk_pos + 8 + 24 + 5] ^= 0x40  # inside the first record
+    with pytest.raises(TraceFileError) as ei:
+        TraceFile.frombytes(bytes(bad), "trace.dat")
+    msg = str(ei.value)
+    assert msg.startswith(f"trace.dat: offset {chunk_pos}: ")
+    assert "checksum mismatch" in msg and "CHNK" in msg
+    assert "\n" not in msg
+
+
+def test_flipped_byte_anywhere_is_detected():
+    data = small_trace().data()
+    for i in range(len(data)):
+        bad = bytearray(data)
+        bad[i] ^= 0x10
+        with pytest.raises(TraceFileError, match=r"^f: offset \d+: "):
+            TraceFile.frombytes(bytes(bad), "f")
+
+
+def test_bad_magic(tmp_path):
+    p = tmp_path / "notatrace.txt"
+    p.write_bytes(b"hello world, this is not a trace file")
+    with pytest.raises(TraceFileError, match=r"notatrace\.txt: offset 0: bad magic"):
+        TraceFile.open(p)
+    with pytest.raises(TraceFileError, match="bad magic"):
+        TraceFile.frombytes(b"FNX")
+    with pytest.raises(TraceFileError, match="empty file"):
+        TraceFile.frombytes(b"")
+
+
+def test_unsupported_version():
+    data = bytearray(small_trace().data())
+    struct.pack_into("<I", data, 8, VERSION + 1)
+    with pytest.raises(TraceFileError, match=r"offset 8: unsupported trace file version 2"):
+        TraceFile.frombytes(bytes(data))
+
+
+def block(tag, payload):
+    head = struct.pack("<4sI", tag, len(payload))
+    return head + payload + struct.pack("<I", zlib.crc32(head + payload))
+
+
+FILE_HEAD = MAGIC + struct.pack("<I", VERSION)
+HEAD = block(b"HEAD", b"{}")
+END = block(b"END\0", b"")
+
+
+def test_impossible_length():
+    data = FILE_HEAD + HEAD + struct.pack("<4sI", b"CHNK", 0xFFFFFFF0) + b"\0" * 64
+    with pytest.raises(TraceFileError, match=rf"offset {len(FILE_HEAD + HEAD) + 4}: impossible block length"):
+        TraceFile.frombytes(data)
+
+
+def test_length_past_end_of_complete_file():
+    data = bytearray(small_trace().data())
+    pos, tag, length = block_offsets(bytes(data))[2]
+    struct.pack_into("<I", data, pos + 4, length + 1000)
+    with pytest.raises(TraceFileError, match=rf"offset {pos + 4}: .*runs past the end of a complete file"):
+        TraceFile.frombytes(bytes(data))
+
+
+def test_impossible_record_count_with_valid_crc():
+    chunk = struct.pack("<IIQQ", 0, 5, 0, 0) + b"\0" * 32  # says 5 records, holds 1
+    data = FILE_HEAD + HEAD + block(b"CHNK", chunk) + END
+    with pytest.raises(TraceFileError, match="impossible record count 5"):
+        TraceFile.frombytes(data)
+
+
+def test_bad_inner_structures_with_valid_crc():
+    cases = [
+        (b"THRD", struct.pack("<IQI", 0, 1, 50) + b"abc", "impossible name length"),
+        (b"SYMS", struct.pack("<I", 1) + struct.pack("<I", 99) + b"x", "runs past the end"),
+        (b"SYMS", struct.pack("<II", 0, 1) + struct.pack("<IIII", 1, 1, 3, 1) + b"f", "unknown file"),
+        (b"SYMS", struct.pack("<II", 0, 0) + b"zz", "stray bytes"),
+        (b"STAT", b"[1, 2]", "expected a JSON object"),
+        (b"STAT", b"{nope", "bad JSON"),
+        (b"CHNK", struct.pack("<IIQQ", 0, 1, 0, 0) + b"\0" * 32 + b"[[5, 1]]", "bad payload entry"),
+        (b"CHNK", struct.pack("<IIQQ", 0, 1, 0, 0) + b"\0" * 32 + b"{", "bad payload JSON"),
+        (b"CHNK", b"\0" * 8, "too short"),
+        (b"HEAD", b"{}", "second HEAD"),
+    ]
+    for tag, payload, what in cases:
+        with pytest.raises(TraceFileError, match=what):
+            TraceFile.frombytes(FILE_HEAD + HEAD + block(tag, payload) + END)
+
+
+def test_first_block_must_be_header():
+    with pytest.raises(TraceFileError, match="expected HEAD"):
+        TraceFile.frombytes(FILE_HEAD + block(b"THRD", struct.pack("<IQI", 0, 1, 0)) + END)
+
+
+def test_end_block_with_length():
+    with pytest.raises(TraceFileError, match="END block with length 4"):
+        TraceFile.frombytes(FILE_HEAD + HEAD + block(b"END\0", b"abcd"))
+
+
+def test_data_after_end():
+    data = small_trace().data()
+    with pytest.raises(TraceFileError, match=rf"offset {len(data)}: 3 bytes of data after the END block"):
+        TraceFile.frombytes(data + b"xyz")
+
+
+def test_unknown_block_is_skipped():
+    data = FILE_HEAD + HEAD + block(b"XTRA", b"future stuff") + END
+    tf = TraceFile.frombytes(data)
+    assert tf.complete and tf.nr_records() == 0
