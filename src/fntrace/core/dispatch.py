@@ -23,6 +23,7 @@ from __future__ import annotations
 import sys
 from sys import _getframe
 
+from .records import _INLINED_COMPREHENSIONS as _INLINED
 from .records import FTRACE_FL, ROOT, record_table
 from .regs import FtraceRegs
 
@@ -72,6 +73,13 @@ def _contain(op, exc: BaseException) -> None:
 
 
 def _parent_slow(back):
+    # 3.11 runs list/dict/set comprehensions in frames of their own; 3.12 inlined them
+    # (PEP 709).  The caller is the function around the comprehension on every version.
+    while back.f_code.co_name in _INLINED and back.f_back is not None:
+        back = back.f_back
+        rec = _by_code_get(id(back.f_code))
+        if rec is not None:
+            return rec
     glb = back.f_globals
     return _sym(back.f_code, glb.get("__name__") if isinstance(glb, dict) else None)
 
@@ -174,6 +182,8 @@ def _make_profile_hook(call_ops: bool):
                 rec = _sites_get(id(frame.f_code))
                 if rec is None:
                     return
+                if rec.gen_start >= 0 and frame.f_lasti != rec.gen_start:
+                    return               # a generator resuming, not a call (PY_RESUME)
                 back = frame.f_back
                 if back is None:
                     parent = ROOT
@@ -203,6 +213,8 @@ def _make_profile_hook(call_ops: bool):
                 rec = _sites_get(id(frame.f_code))
                 if rec is None:
                     return
+                if rec.gen_start >= 0 and frame.f_lasti != rec.gen_start:
+                    return               # a generator resuming, not a call (PY_RESUME)
                 back = frame.f_back
                 if back is None:
                     parent = ROOT

@@ -65,6 +65,21 @@ _CO_OPTIMIZED = 0x0001
 _INLINED_COMPREHENSIONS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>"})
 
 
+_CO_GENLIKE = 0x20 | 0x80 | 0x200    # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
+
+
+_RESUME = __import__("dis").opmap["RESUME"]
+
+
+def _first_resume(code: CodeType) -> int:
+    # Instructions are 2-byte units (3.11+); RESUME comes within the first few.
+    b = code.co_code
+    for i in range(0, len(b), 2):
+        if b[i] == _RESUME:
+            return i
+    return -1
+
+
 class DynFtrace:
     """One patchable site: a code object, its name, and the kernel's flags word.
 
@@ -75,7 +90,7 @@ class DynFtrace:
     func      what the site calls: ``func(rec, parent, ops, fregs)``
     """
     __slots__ = ("ip", "index", "code", "name", "module", "qualname", "filename", "line",
-                 "flags", "ops", "func", "direct", "__weakref__")
+                 "flags", "ops", "func", "direct", "gen_start", "__weakref__")
 
     def __init__(self, ip: int, code: CodeType | None, module: str, qualname: str,
                  filename: str = "", line: int = 0, index: int = 0):
@@ -91,6 +106,9 @@ class DynFtrace:
         self.ops = None
         self.func = None
         self.direct = None
+        # Generators and coroutines: the offset of their first RESUME.  A setprofile
+        # 'call' elsewhere is a resume, not a call (3.11 reports both as 'call').
+        self.gen_start = _first_resume(code) if code is not None and code.co_flags & _CO_GENLIKE else -1
 
     @property
     def count(self) -> int:
@@ -131,6 +149,9 @@ class RecordTable:
         self._next_ip = 1
         self.lock = threading.RLock()
         self._hook_installed = False
+        # True while the CLI's target has not started: "__main__" is then fntrace's
+        # launcher, not the program, and counts as not loaded for ':mod:' filters.
+        self.main_pending = False
 
     # -- symbols -----------------------------------------------------------------
     def _new(self, code: CodeType, module: str, qualname: str | None = None) -> DynFtrace:
@@ -199,7 +220,9 @@ class RecordTable:
         stack: list[tuple[CodeType, str | None]] = [(code, qualname)]
         while stack:
             c, qn = stack.pop()
-            if id(c) not in self.by_code:
+            if c.co_name in _INLINED_COMPREHENSIONS:
+                pass            # not a frame of its own on 3.12+: see _parent_slow
+            elif id(c) not in self.by_code:
                 rec = self._new(c, module, qn)
                 if rec.index:
                     out.append(rec)
@@ -286,7 +309,8 @@ class RecordTable:
         return new
 
     def loaded_modules(self) -> list[str]:
-        return [n for n, m in list(sys.modules.items()) if m is not None]
+        return [n for n, m in list(sys.modules.items())
+                if m is not None and not (self.main_pending and n == "__main__")]
 
     def __iter__(self) -> Iterator[DynFtrace]:
         return iter(self.records)

@@ -1,0 +1,82 @@
+"""``fntrace ls``: available_filter_functions for a target.
+
+By default the target is not run: its own functions are compiled and listed, and the
+modules it imports at top level are imported (module bodies run, ``__main__`` does not),
+so what a filter may name is known before tracing.  ``--run`` runs the program first
+(its output goes where it always goes) and lists everything it imported.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import sys
+from collections.abc import Iterator
+
+from ..core.hash import FtraceHash, ftrace_process_regex, hash_contains
+from ..core.records import record_table, scan_code_as
+from ..errors import FilterError, UsageError
+from .target import Target, run_target
+
+__all__ = ["list_functions"]
+
+
+def _top_level_imports(code_source: str) -> list[str]:
+    try:
+        tree = ast.parse(code_source)
+    except SyntaxError:
+        return []
+    names = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module)
+    return names
+
+
+def _select(patterns: list[str], label: str) -> FtraceHash:
+    h = FtraceHash()
+    for pat in patterns:
+        try:
+            ftrace_process_regex(h, pat, record_table.records, mod_cache=[], pending=None,
+                                 allow_commands=False,
+                                 loaded_modules=record_table.loaded_modules())
+        except FilterError as e:
+            raise UsageError(f"{label} {pat!r}: {e.msg}") from None
+    return h
+
+
+def list_functions(target: Target, filters: list[str], notrace: list[str],
+                   run: bool) -> Iterator[str]:
+    main = sys.modules.get("__main__")
+    if main is not None:
+        record_table.scanned.add("__main__")
+        record_table.module_ids["__main__"] = id(main)
+    record_table.install_import_hook()
+    if run:
+        def start(mod, code):
+            record_table.module_ids["__main__"] = id(mod)
+            scan_code_as(code, "__main__")
+        run_target(target, start)
+    else:
+        scan_code_as(target.code, "__main__")
+        if target.kind == "script":
+            path0 = target.path0
+            sys.path.insert(0, path0)
+            try:
+                with open(target.code.co_filename, encoding="utf-8", errors="replace") as f:
+                    src = f.read()
+                for name in _top_level_imports(src):
+                    try:
+                        importlib.import_module(name)
+                    except Exception:
+                        pass          # listing must not fail on an import the program guards
+            finally:
+                sys.path.remove(path0)
+    record_table.remove_import_hook()
+    record_table.refresh()
+    flt = _select(filters, "-F") if filters else FtraceHash()
+    nt = _select(notrace, "-N") if notrace else FtraceHash()
+    for rec in record_table.records:
+        if hash_contains(rec, flt, nt):
+            yield rec.name

@@ -1,0 +1,171 @@
+"""The ``fntrace`` command: record, report, live, ls.
+
+Every step raises UsageError (or another FntraceError) with a one-line message; only
+``main()`` prints it and picks the exit status:
+
+    0..255  the traced program's own status (record, live)
+    1       report/ls failed (bad trace file, bad filter)
+    2       bad command line
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+
+from ..errors import FntraceError, UsageError
+
+__all__ = ["main"]
+
+REPORT_OPTIONS = {
+    "print-parent": ("print_parent", True), "noprint-parent": ("print_parent", False),
+    "irq-info": ("irq_info", True), "noirq-info": ("irq_info", False),
+}
+
+
+def _add_target(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("-m", dest="module", metavar="MOD",
+                   help="run library module MOD as a script (like python -m)")
+    g.add_argument("-c", dest="code", metavar="CODE",
+                   help="run CODE (like python -c)")
+    p.add_argument("target", nargs=argparse.REMAINDER, metavar="script.py [args]",
+                   help="the program to trace and its arguments")
+
+
+def _add_record_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-p", "--tracer", default="function", metavar="TRACER",
+                   help="tracer to use (default: function)")
+    p.add_argument("-F", "--filter", action="append", default=[], metavar="GLOB",
+                   help="trace only functions matching GLOB (set_ftrace_filter grammar; "
+                        "repeatable; may name modules imported later)")
+    p.add_argument("-N", "--notrace", action="append", default=[], metavar="GLOB",
+                   help="never trace functions matching GLOB (set_ftrace_notrace)")
+    p.add_argument("-b", "--buffer-size-kb", default="1408", metavar="KB",
+                   help="per-thread ring buffer size in KB (default: 1408)")
+
+
+def _add_report_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-O", "--option", action="append", default=[], metavar="OPTION",
+                   help="trace option: print-parent/noprint-parent, irq-info/noirq-info")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="fntrace",
+        description="ftrace for Python programs: trace function calls with the kernel's "
+                    "function tracer formats.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    r = sub.add_parser("record", help="run a program traced and write a trace file")
+    _add_record_options(r)
+    r.add_argument("-o", "--output", default="fntrace.dat", metavar="FILE",
+                   help="trace file to write (default: fntrace.dat)")
+    _add_target(r)
+
+    rep = sub.add_parser("report", help="print a trace file in ftrace text format")
+    rep.add_argument("file", nargs="?", default="fntrace.dat", help="trace file (default: fntrace.dat)")
+    _add_report_options(rep)
+
+    lv = sub.add_parser("live", help="record and report in one go")
+    _add_record_options(lv)
+    _add_report_options(lv)
+    _add_target(lv)
+
+    ls = sub.add_parser("ls", help="print available_filter_functions for a target")
+    ls.add_argument("-F", "--filter", action="append", default=[], metavar="GLOB",
+                    help="list only what this filter selects")
+    ls.add_argument("-N", "--notrace", action="append", default=[], metavar="GLOB",
+                    help="leave out what this selects")
+    ls.add_argument("--run", action="store_true",
+                    help="run the target first (lists what it imports at run time)")
+    _add_target(ls)
+    return p
+
+
+def _target(args):
+    from .target import prepare_target
+    if args.module is None and args.code is None and not args.target:
+        raise UsageError("no program given: use script.py, -m MOD or -c CODE")
+    if args.module is not None or args.code is not None:
+        return prepare_target(None, args.module, args.code, list(args.target))
+    return prepare_target(args.target[0], None, None, list(args.target[1:]))
+
+
+def _report_opts(args) -> dict:
+    out = {"print_parent": True, "irq_info": False}
+    for o in args.option:
+        if o not in REPORT_OPTIONS:
+            raise UsageError(f"unknown option {o!r} (known: {', '.join(REPORT_OPTIONS)})")
+        k, v = REPORT_OPTIONS[o]
+        out[k] = v
+    return out
+
+
+def _record(args, output: str) -> int:
+    from .record import RecordOptions, check_buffer_kb, record
+    opts = RecordOptions(tracer=args.tracer, filters=args.filter, notrace=args.notrace,
+                         buffer_kb=check_buffer_kb(args.buffer_size_kb), output=output)
+    target = _target(args)
+    return record(target, opts)
+
+
+def _report(path: str, ropts: dict, out) -> None:
+    from ..tracefile import TraceFile
+    from .report import report_text
+    tf = TraceFile.open(path)
+    for line in report_text(tf, **ropts):
+        out.write(line + "\n")
+    if tf.truncated:
+        print(f"fntrace: {path}: trace file is cut short; reported up to the last whole chunk",
+              file=sys.stderr)
+
+
+def _ls(args) -> int:
+    from .ls import list_functions
+    for line in list_functions(_target(args), args.filter, args.notrace, args.run):
+        sys.stdout.write(line + "\n")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "record":
+            return _record(args, args.output)
+        if args.command == "report":
+            if not os.path.exists(args.file):
+                raise UsageError(f"{args.file}: no such file")
+            _report(args.file, _report_opts(args), sys.stdout)
+            return 0
+        if args.command == "live":
+            ropts = _report_opts(args)
+            with tempfile.TemporaryDirectory(prefix="fntrace-") as d:
+                path = os.path.join(d, "live.dat")
+                status = _record(args, path)
+                sys.stdout.flush()
+                _report(path, ropts, sys.stdout)
+            return status
+        if args.command == "ls":
+            return _ls(args)
+    except UsageError as e:
+        print(f"fntrace: {e.msg}", file=sys.stderr)
+        return 2
+    except FntraceError as e:
+        print(f"fntrace: {e.msg}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        # `fntrace report | head`: the reader went away; that is not an error.
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
+    return 2
+
+
+if __name__ == "__main__":      # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""``fntrace record``: run a program with a tracer on and write its trace file.
+
+Like trace-cmd record, full per-thread buffers are handed to the file as they fill (the
+ring buffer's sink), so a long run keeps constant memory and loses nothing; the rest is
+written at the end.  Function names go into the file's symbol table once, the first time
+a chunk refers to them.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from .. import _env
+from ..core import dispatch
+from ..core.ops import ftrace_set_filter, ftrace_set_notrace
+from ..core.records import record_table, scan_code_as
+from ..errors import FilterError, UsageError
+from ..trace import TraceArray, thread_info
+from ..tracefile import TraceFileWriter
+from ..tracers import available_tracers
+from .target import Target, run_target
+
+__all__ = ["RecordOptions", "record"]
+
+MAX_BUFFER_KB = 1 << 20
+
+
+@dataclass
+class RecordOptions:
+    tracer: str = "function"
+    filters: list[str] = field(default_factory=list)
+    notrace: list[str] = field(default_factory=list)
+    buffer_kb: int = 1408
+    output: str = "fntrace.dat"
+
+
+def check_buffer_kb(text: str) -> int:
+    try:
+        kb = int(text, 0)
+    except ValueError:
+        raise UsageError(f"bad buffer size {text!r}: not a number of kilobytes") from None
+    if not 1 <= kb <= MAX_BUFFER_KB:
+        raise UsageError(f"bad buffer size {kb}: must be between 1 and {MAX_BUFFER_KB} KB")
+    return kb
+
+
+class _FileSink:
+    """Ring-buffer sink writing chunks, new symbols and new threads to the file."""
+
+    def __init__(self, writer: TraceFileWriter):
+        self.writer = writer
+        self.next_ip = 1
+        self.threads_written: set[int] = set()
+        self.lock = threading.Lock()
+
+    def _sync_tables(self) -> None:
+        hi = record_table._next_ip
+        if hi > self.next_ip:
+            by_ip = record_table.by_ip
+            self.writer.add_symbols(
+                (ip, r.name, r.filename, r.line)
+                for ip in range(self.next_ip, hi) if (r := by_ip.get(ip)) is not None)
+            self.next_ip = hi
+        for cpu, (native, comm) in list(thread_info.items()):
+            if cpu not in self.threads_written:
+                self.writer.add_thread(cpu, native, comm)
+                self.threads_written.add(cpu)
+
+    def __call__(self, buf, chunk, first_seq: int, payloads: dict) -> None:
+        with self.lock:
+            self._sync_tables()
+            self.writer.write_chunk(buf.cpu, chunk, first_seq, 0, payloads or None)
+
+    def finish(self, stats: dict) -> None:
+        with self.lock:
+            self._sync_tables()
+        self.writer.close(stats)
+
+
+def _apply_filters(tr: TraceArray, opts: RecordOptions) -> None:
+    for label, pats, setter in (("-F", opts.filters, ftrace_set_filter),
+                                ("-N", opts.notrace, ftrace_set_notrace)):
+        first = True
+        for pat in pats:
+            try:
+                setter(tr.ops, pat, reset=first, keep_unmatched=True)
+            except FilterError as e:
+                where = f" (at column {e.pos + 1})" if e.pos is not None else ""
+                raise UsageError(f"{label} {pat!r}: {e.msg}{where}") from None
+            first = False
+
+
+def unmatched_patterns(tr: TraceArray) -> list[str]:
+    """Filters that never selected a function during the run (reported on stderr)."""
+    ops = tr.ops
+    out = [p.pattern for p in ops.pending if not p.matched]
+    out += [p.pattern for p in ops.notrace_pending if not p.matched]
+    for entry in ops.mod_cache + ops.notrace_mod_cache:
+        if not any(entry.matches(r) for r in record_table.records):
+            out.append(str(entry))
+    return out
+
+
+def record(target: Target, opts: RecordOptions) -> int:
+    """Run ``target`` traced; write ``opts.output``; return the program's exit status."""
+    tracers = available_tracers()
+    if opts.tracer not in tracers:
+        raise UsageError(f"unknown tracer {opts.tracer!r} (available: {' '.join(sorted(tracers))})")
+    try:
+        f = open(opts.output, "wb")
+    except OSError as e:
+        raise UsageError(f"{opts.output}: {e.strerror}") from None
+    header = {
+        "tracer": opts.tracer,
+        "python": sys.version.split()[0],
+        "backend": _env.BACKEND,
+        "pid": os.getpid(),
+        "argv": [target.argv0, *target.args],
+        "clock": "mono",
+        "buffer_size_kb": opts.buffer_kb,
+        "filters": opts.filters,
+        "notrace": opts.notrace,
+        "start_wall": time.time(),
+    }
+    writer = TraceFileWriter(f, header)
+    sink = _FileSink(writer)
+    tr = TraceArray(buffer_size_kb=opts.buffer_kb, sink=sink)
+    # Until the target runs, "__main__" is fntrace's own launcher: never list it, and
+    # let ':mod:__main__' filters wait for the target's module.
+    main = sys.modules.get("__main__")
+    if main is not None:
+        record_table.scanned.add("__main__")
+        record_table.module_ids["__main__"] = id(main)
+    record_table.install_import_hook()
+    record_table.refresh()
+    record_table.main_pending = True
+    status = 1
+    try:
+        _apply_filters(tr, opts)
+        tracer = tracers[opts.tracer]()
+
+        def start(mod, code) -> None:
+            record_table.main_pending = False
+            record_table.scanned.add("__main__")
+            record_table.module_ids["__main__"] = id(mod)
+            scan_code_as(code, "__main__")
+            tr.set_tracer(tracer)
+
+        status = run_target(target, start)
+    finally:
+        # Off first, so nothing below is traced; then hand what is left to the file.
+        tr.tracing_on = False
+        if tr.tracer is not None:
+            tr.tracer.reset(tr)
+            tr.tracer = None
+        tr.flush()
+        record_table.main_pending = False
+        stats = {
+            "cpus": {str(c): {"written": b.written, "overrun": b.overrun, "dropped": b.dropped}
+                     for c, b in tr.buffers.items()},
+            "callback_errors": dispatch.callback_errors[0],
+            "exit_status": status,
+        }
+        sink.finish(stats)
+        for pat in unmatched_patterns(tr):
+            print(f"fntrace: filter {pat!r} matched no function", file=sys.stderr)
+    return status

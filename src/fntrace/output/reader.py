@@ -1,0 +1,85 @@
+"""Turning binary records into TraceEntry objects (the kernel's trace_iterator).
+
+Two sources give the same stream: a trace file (``fntrace report``) and the live ring
+buffers of a TraceArray (tracefs ``trace`` / ``trace_pipe``).  Names are resolved only
+here, when the buffer is read; the hot path never formats anything.
+"""
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from ..ring_buffer import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET
+from .entry import LostEvents, TraceEntry
+
+__all__ = ["decode", "entries_from_file", "entries_from_buffers"]
+
+
+def decode(cpu: int, ts: int, typ: int, flags: int, a: int, b: int, c: int, d: int,
+           payload: Any, name_of: Callable[[int], str], comm: str, pid: int) -> TraceEntry:
+    """One record -> one entry (the type's fields named)."""
+    e = TraceEntry(ts=ts, cpu=cpu, comm=comm, pid=pid, type=typ, func=name_of(a))
+    if typ == TRACE_FN:
+        e.parent = name_of(b) if b else ""
+        if payload is not None:
+            e.args = [tuple(p) for p in payload]
+    elif typ == TRACE_GRAPH_ENT:
+        e.depth = b
+        if payload is not None:
+            e.args = [tuple(p) for p in payload]
+    elif typ == TRACE_GRAPH_RET:
+        e.depth, e.overrun, e.calltime, e.rettime = b, c, d, ts
+        if payload is not None:
+            e.retval = payload
+            e.has_retval = True
+    else:
+        # PRINT / STACK / EVENT carry their text (and an event name) in the payload.
+        if isinstance(payload, (list, tuple)) and len(payload) == 2:
+            e.func, e.text = payload[0] or "", payload[1] or ""
+        elif payload is not None:
+            e.func, e.text = "", str(payload)
+    return e
+
+
+def entries_from_file(tf, cpu: int | None = None) -> Iterator[TraceEntry | LostEvents]:
+    """Every record of a TraceFile in time order, with LostEvents where chunks said
+    records were dropped."""
+    syms = tf.symbols
+    cache: dict[int, str] = {}
+
+    def name_of(ip: int) -> str:
+        n = cache.get(ip)
+        if n is None:
+            s = syms.get(ip)
+            n = s[0] if s is not None else f"0x{ip:x}"
+            cache[ip] = n
+        return n
+
+    threads = tf.threads
+    for (c, ts, typ, flags, a, b, cc, d, payload) in tf.records(cpu):
+        pid, comm = threads.get(c, (0, "<...>"))
+        yield decode(c, ts, typ, flags, a, b, cc, d, payload, name_of, comm, pid)
+
+
+def entries_from_buffers(buffers: Iterable, name_of: Callable[[int], str],
+                         thread_info: dict[int, tuple[int, str]], *,
+                         consume: bool = False) -> Iterator[TraceEntry | LostEvents]:
+    """The records held in live ring buffers, merged by time.  ``consume`` is trace_pipe:
+    records are marked read and a LostEvents marker precedes a cpu's records when some
+    were overwritten since the last read."""
+    streams = []
+    lost_markers = []
+    for buf in buffers:
+        if consume:
+            lost, recs = buf.consume()
+            if lost:
+                lost_markers.append(LostEvents(buf.cpu, lost))
+        else:
+            recs = list(buf.records())
+        streams.append([(r[1], buf.cpu, r) for r in recs])
+    yield from lost_markers
+    for ts, cpu, r in heapq.merge(*streams, key=lambda x: x[0]):
+        pid, comm = thread_info.get(cpu, (0, "<...>"))
+        _, ts, typ, flags, a, b, c, d, payload = r
+        yield decode(cpu, ts, typ, flags, a, b, c, d, payload, name_of, comm, pid)
