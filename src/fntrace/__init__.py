@@ -1,0 +1,59 @@
+"""fntrace: ftrace for Python programs.
+
+The kernel's function-tracing machinery, mechanism by mechanism, for Python functions:
+records (one per function), ops with filter hashes, one update path, CALL_OPS dispatch,
+ftrace_regs, per-thread ring buffers, the function tracer and its text format, tracefs.
+
+    import fntrace
+
+    def cb(ip, parent_ip, ops, fregs):
+        print(ip.name, "called from", parent_ip.name, fregs.args)
+
+    ops = fntrace.Ops(cb)
+    fntrace.ftrace_set_filter(ops, "json.encoder.*")
+    fntrace.register_ftrace_function(ops)
+    ...
+    fntrace.unregister_ftrace_function(ops)
+"""
+from __future__ import annotations
+
+from .core.hash import EMPTY_HASH as EMPTY_HASH
+from .core.hash import FtraceHash as FtraceHash
+from .core.ops import FTRACE_OPS_FL as FTRACE_OPS_FL
+from .core.ops import Ops as Ops
+from .core.ops import enabled_functions as enabled_functions
+from .core.ops import ftrace_config as ftrace_config
+from .core.ops import ftrace_enabled as ftrace_enabled
+from .core.ops import ftrace_free_filter as ftrace_free_filter
+from .core.ops import ftrace_ops_test as ftrace_ops_test
+from .core.ops import ftrace_set_filter as ftrace_set_filter
+from .core.ops import ftrace_set_filter_ip as ftrace_set_filter_ip
+from .core.ops import ftrace_set_filter_ips as ftrace_set_filter_ips
+from .core.ops import ftrace_set_notrace as ftrace_set_notrace
+from .core.ops import register_ftrace_function as register_ftrace_function
+from .core.ops import set_ftrace_enabled as set_ftrace_enabled
+from .core.ops import touched_functions as touched_functions
+from .core.ops import unregister_ftrace_function as unregister_ftrace_function
+from .core.records import FTRACE_FL as FTRACE_FL
+from .core.records import DynFtrace as DynFtrace
+from .core.records import record_table as record_table
+from .core.regs import FtraceRegs as FtraceRegs
+from .core.regs import ftrace_get_regs as ftrace_get_regs
+from .core.regs import ftrace_regs_get_argument as ftrace_regs_get_argument
+from .core.regs import ftrace_regs_get_instruction_pointer as ftrace_regs_get_instruction_pointer
+from .core.regs import ftrace_regs_get_return_value as ftrace_regs_get_return_value
+from .core.regs import ftrace_regs_has_args as ftrace_regs_has_args
+from .errors import BusyError as BusyError
+from .errors import FilterError as FilterError
+from .errors import FntraceError as FntraceError
+from .errors import NoSpaceError as NoSpaceError
+from .errors import NotFoundError as NotFoundError
+from .errors import TraceFileError as TraceFileError
+from .errors import UsageError as UsageError
+from .session import TraceSession as TraceSession
+from .session import trace as trace
+from .session import traced as traced
+from .trace import TraceArray as TraceArray
+from .tracefs import tracefs as tracefs
+
+__version__ = "0.1.0"

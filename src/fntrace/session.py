@@ -1,0 +1,103 @@
+"""Pythonic conveniences over the kernel-named API: a context manager and a decorator.
+
+    with fntrace.trace("json.*") as t:
+        json.dumps(data)
+    print(t.text())
+
+Each session is its own trace instance (its own buffers and ops), so several can run at
+once, and with other users of the core.
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .core.ops import ftrace_set_filter, ftrace_set_notrace
+from .core.records import record_table
+from .output.entry import TraceEntry
+from .output.ftrace_text import render_function_trace
+from .output.reader import entries_from_buffers
+from .trace import TraceArray, thread_info
+from .tracers import available_tracers
+
+__all__ = ["TraceSession", "trace", "traced"]
+
+
+class TraceSession:
+    """A trace instance started by ``__enter__`` and stopped by ``__exit__``."""
+
+    def __init__(self, filter: str | None = None, notrace: str | None = None, *,
+                 tracer: str = "function", buffer_size_kb: int = 1408, overwrite: bool = True):
+        tracers = available_tracers()
+        if tracer not in tracers:
+            raise ValueError(f"unknown tracer {tracer!r} (available: {' '.join(sorted(tracers))})")
+        self.tr = TraceArray(name="session", buffer_size_kb=buffer_size_kb, overwrite=overwrite)
+        record_table.install_import_hook()
+        if filter:
+            ftrace_set_filter(self.tr.ops, filter)
+        if notrace:
+            ftrace_set_notrace(self.tr.ops, notrace)
+        self._tracer = tracers[tracer]()
+        self.active = False
+
+    def start(self) -> "TraceSession":
+        self.tr.set_tracer(self._tracer)
+        self.active = True
+        return self
+
+    def stop(self) -> None:
+        if self.active:
+            self.tr.tracer.reset(self.tr)
+            self.active = False
+
+    def __enter__(self) -> "TraceSession":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def _name_of(self, ip: int) -> str:
+        r = record_table.by_ip.get(ip)
+        return r.name if r is not None else f"0x{ip:x}"
+
+    def entries(self) -> Iterator[TraceEntry]:
+        """The recorded entries, oldest first, all threads merged."""
+        for e in entries_from_buffers(list(self.tr.buffers.values()), self._name_of, thread_info):
+            if isinstance(e, TraceEntry):
+                yield e
+
+    def lines(self, *, header: bool = True) -> list[str]:
+        n, written = self.tr.entries()
+        return list(render_function_trace(
+            entries_from_buffers(list(self.tr.buffers.values()), self._name_of, thread_info),
+            header=header, tracer=self._tracer.name, nr_entries=n, written=written,
+            nr_cpus=max(1, len(self.tr.buffers))))
+
+    def text(self, *, header: bool = True) -> str:
+        return "".join(line + "\n" for line in self.lines(header=header))
+
+
+def trace(filter: str | None = None, notrace: str | None = None, **kw: Any) -> TraceSession:
+    """A session for ``with``: ``with fntrace.trace("mymod.*") as t: ...``."""
+    return TraceSession(filter, notrace, **kw)
+
+
+def traced(filter: str | None = None, notrace: str | None = None, *,
+           sink: Callable[[TraceSession], None] | None = None, **kw: Any):
+    """Decorator: trace every call of the decorated function; ``sink(session)`` gets the
+    session after each call (default: print the trace to stderr)."""
+    def deco(fn):
+        @functools.wraps(fn)
+        def wrapper(*a, **k):
+            s = TraceSession(filter, notrace, **kw)
+            with s:
+                result = fn(*a, **k)
+            if sink is not None:
+                sink(s)
+            else:
+                import sys
+                sys.stderr.write(s.text())
+            return result
+        return wrapper
+    return deco

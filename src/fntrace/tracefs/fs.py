@@ -1,0 +1,295 @@
+"""tracefs in the process: the kernel's file names, write grammar and read strings.
+
+    fs = tracefs()                      # the top-level instance
+    fs.write("set_ftrace_filter", "json.*")
+    fs.write("current_tracer", "function")
+    print(fs.read("trace"))
+
+``write(path, data, append=False)`` is ``echo data > path`` (``>>`` with append): the
+whole write is applied when the "file is closed", and a write that fails changes nothing,
+raises FntraceError with the kernel's errno, and — for parse errors — leaves an entry in
+``error_log`` with a caret under the position where it went wrong.
+"""
+from __future__ import annotations
+
+import errno
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+from ..core import ops as core_ops
+from ..core.hash import hash_lines
+from ..core.records import record_table
+from ..errors import FilterError, FntraceError
+from ..output.ftrace_text import render_function_trace
+from ..output.reader import entries_from_buffers
+from ..trace import TraceArray, thread_info
+from ..tracers import available_tracers
+
+__all__ = ["Tracefs", "tracefs", "ErrorLog"]
+
+README = """\
+tracing mini-HOWTO (fntrace: ftrace for Python programs)
+
+# echo 0 > tracing_on : quick way to disable tracing
+# echo 1 > tracing_on : quick way to re-enable tracing
+
+ Important files:
+  trace\t\t\t- The static contents of the buffer
+\t\t\t  To clear the buffer write into this file: echo > trace
+  trace_pipe\t\t- A consuming read to see the contents of the buffer
+  current_tracer\t- function and latency tracers
+  available_tracers\t- list of configured tracers for current_tracer
+  error_log\t- error log for failed commands (that support it)
+  buffer_size_kb\t- view and modify size of per thread buffer
+  buffer_total_size_kb  - view total size of all thread buffers
+  trace_options\t\t- Set format or modify how tracing happens
+\t\t\t  Disable an option by prefixing 'no' to the
+\t\t\t  option name
+  available_filter_functions - list of functions that can be filtered on
+  set_ftrace_filter\t- echo function name in here to only trace these
+\t\t\t  functions
+\t     accepts: func_full_name or glob-matching-pattern
+\t     modules: Can select a group via module
+\t      Format: :mod:<module-name>
+\t     example: echo :mod:json > set_ftrace_filter
+\t\t    To remove a function: echo '!<function>' >> set_ftrace_filter
+  set_ftrace_notrace\t- echo function name in here to never trace.
+\t    accepts: func_full_name, *func_end, func_begin*, *func_middle*
+\t    modules: Can select a group via module command :mod:
+\t    Does not accept triggers
+  enabled_functions\t- list of functions with a callback attached
+  touched_functions\t- list of functions that ever had a callback attached
+"""
+
+ERROR_LOG_MAX = 8
+
+
+class ErrorLog:
+    """error_log: the last 8 failed commands, each with its caret line."""
+
+    def __init__(self) -> None:
+        self.entries: deque[str] = deque(maxlen=ERROR_LOG_MAX)
+        self.lock = threading.Lock()
+
+    def add(self, location: str, msg: str, command: str, pos: int) -> None:
+        t = time.monotonic_ns() // 1000
+        secs, usecs = divmod(t, 1_000_000)
+        pos = max(0, min(pos, len(command)))
+        # "  Command: " is 11 characters; the caret sits under the offending character.
+        text = (f"[{secs:5d}.{usecs:06d}] {location}: error: {msg}\n"
+                f"  Command: {command}\n"
+                f"{' ' * (11 + pos)}^\n")
+        with self.lock:
+            self.entries.append(text)
+
+    def read(self) -> str:
+        with self.lock:
+            return "".join(self.entries)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.entries.clear()
+
+
+def _bool(data: str, name: str) -> bool:
+    s = data.strip()
+    if s in ("0", "1"):
+        return s == "1"
+    raise FntraceError(f"{name}: expected 0 or 1, got {s!r}")
+
+
+class Tracefs:
+    """One directory of the tree (the top level, or an instance)."""
+
+    OPTIONS = ("print-parent", "irq-info", "overwrite", "markers", "function-trace")
+
+    def __init__(self, tr: TraceArray | None = None, *, top: bool = True):
+        self.tr = tr if tr is not None else TraceArray()
+        self.top = top
+        self.error_log = ErrorLog()
+        self.tr.options.setdefault("overwrite", True)
+        self.tr.options.setdefault("markers", True)
+        self.tr.options.setdefault("function-trace", True)
+        self._files: dict[str, tuple[Callable[[], str] | None, Callable[[str, bool], None] | None]] = {
+            "README": (lambda: README, None),
+            "available_tracers": (lambda: " ".join(sorted(available_tracers(), reverse=False)) + "\n", None),
+            "current_tracer": (lambda: self.tr.tracer.name + "\n", self._w_current_tracer),
+            "tracing_on": (lambda: f"{int(self.tr.tracing_on)}\n", self._w_tracing_on),
+            "trace": (self._r_trace, self._w_trace),
+            "trace_pipe": (self._r_trace_pipe, None),
+            "trace_marker": (None, self._w_trace_marker),
+            "buffer_size_kb": (lambda: f"{self.tr.buffer_size_kb} (units kilobytes)\n", self._w_buffer_size_kb),
+            "buffer_total_size_kb": (lambda: f"{self.tr.buffer_size_kb * max(1, len(self.tr.buffers))}\n", None),
+            "trace_options": (self._r_trace_options, self._w_trace_options),
+            "set_ftrace_filter": (lambda: self._r_hash(True), lambda d, a: self._w_hash(d, a, True)),
+            "set_ftrace_notrace": (lambda: self._r_hash(False), lambda d, a: self._w_hash(d, a, False)),
+            "error_log": (self.error_log.read, lambda d, a: self.error_log.clear()),
+        }
+        if top:
+            self._files.update({
+                "available_filter_functions": (self._r_available, None),
+                "available_filter_functions_addrs": (self._r_available_addrs, None),
+                "enabled_functions": (lambda: "".join(l + "\n" for l in core_ops.enabled_functions()), None),
+                "touched_functions": (lambda: "".join(l + "\n" for l in core_ops.touched_functions()), None),
+                "dyn_ftrace_total_info": (lambda: f"{len(record_table.records)}\n", None),
+            })
+        for name in self.OPTIONS:
+            self._files[f"options/{name}"] = (
+                (lambda n=name: f"{int(self.tr.options.get(n, False))}\n"),
+                (lambda d, a, n=name: self._set_option(n, _bool(d, n))))
+
+    # -- the file API -------------------------------------------------------------
+    def ls(self, path: str = "") -> list[str]:
+        prefix = path.rstrip("/") + "/" if path else ""
+        out = set()
+        for name in self._files:
+            if name.startswith(prefix):
+                out.add(name[len(prefix):].split("/", 1)[0])
+        return sorted(out)
+
+    def read(self, path: str) -> str:
+        f = self._files.get(path.strip("/"))
+        if f is None:
+            raise FntraceError(f"{path}: no such file", command=path)
+        if f[0] is None:
+            err = FntraceError(f"{path}: not readable")
+            err.errno = errno.EINVAL
+            raise err
+        return f[0]()
+
+    def write(self, path: str, data: str, append: bool = False) -> None:
+        f = self._files.get(path.strip("/"))
+        if f is None:
+            raise FntraceError(f"{path}: no such file", command=path)
+        if f[1] is None:
+            err = FntraceError(f"{path}: permission denied")
+            err.errno = errno.EACCES
+            raise err
+        f[1](data, append)
+
+    # -- handlers -----------------------------------------------------------------
+    def _w_current_tracer(self, data: str, append: bool) -> None:
+        name = data.strip()
+        tracers = available_tracers()
+        if name not in tracers:
+            self.error_log.add("current_tracer", "No such tracer", data.rstrip("\n"), 0)
+            raise FntraceError(f"no such tracer {name!r}", command=data)
+        if self.tr.tracer is not None and self.tr.tracer.name == name:
+            return
+        self.tr.set_tracer(tracers[name]())
+
+    def _w_tracing_on(self, data: str, append: bool) -> None:
+        self.tr.tracing_on = _bool(data, "tracing_on")
+
+    def _w_trace(self, data: str, append: bool) -> None:
+        if not append:
+            self.tr.clear()
+
+    def _w_trace_marker(self, data: str, append: bool) -> None:
+        if not self.tr.options.get("markers", True):
+            raise FntraceError("markers are disabled (options/markers is 0)")
+        from ..ring_buffer import TRACE_PRINT
+        if not self.tr.tracing_on:
+            return
+        try:
+            buf = self.tr.local.buf
+        except AttributeError:
+            buf = self.tr.cpu_buffer()
+        text = data if data.endswith("\n") else data + "\n"
+        buf.write_payload(time.monotonic_ns(), TRACE_PRINT, 0, 0, 0, 0, ["", text])
+
+    def _w_buffer_size_kb(self, data: str, append: bool) -> None:
+        s = data.strip()
+        try:
+            kb = int(s)
+        except ValueError:
+            raise FntraceError(f"buffer_size_kb: {s!r} is not a number") from None
+        if kb < 1 or kb > (1 << 20):
+            err = FntraceError(f"buffer_size_kb: {kb} is out of range")
+            err.errno = errno.ENOMEM if kb > 0 else errno.EINVAL
+            raise err
+        self.tr.set_buffer_size_kb(kb)
+
+    def _r_trace_options(self) -> str:
+        return "".join(f"{'' if self.tr.options.get(n, False) else 'no'}{n}\n" for n in self.OPTIONS)
+
+    def _w_trace_options(self, data: str, append: bool) -> None:
+        for word in data.split():
+            on = not word.startswith("no")
+            name = word[2:] if not on else word
+            if name not in self.OPTIONS:
+                self.error_log.add("trace_options", "No such option", data.rstrip("\n"),
+                                   data.find(word))
+                raise FntraceError(f"no such option {word!r}", command=data)
+            self._set_option(name, on)
+
+    def _set_option(self, name: str, on: bool) -> None:
+        self.tr.options[name] = on
+        if name == "overwrite":
+            self.tr.set_overwrite(on)
+
+    def _r_hash(self, enable: bool) -> str:
+        ops = self.tr.ops
+        if enable:
+            lines = hash_lines(ops.filter_hash, record_table.records, ops.mod_cache,
+                               empty_line="#### all functions enabled ####")
+        else:
+            lines = hash_lines(ops.notrace_hash, record_table.records, ops.notrace_mod_cache,
+                               empty_line="#### no functions disabled ####")
+        return "".join(l + "\n" for l in lines)
+
+    def _w_hash(self, data: str, append: bool, enable: bool) -> None:
+        setter = core_ops.ftrace_set_filter if enable else core_ops.ftrace_set_notrace
+        text = data.rstrip("\n")
+        try:
+            setter(self.tr.ops, text if text.strip() else None, reset=not append)
+        except FilterError as e:
+            self.error_log.add("ftrace", e.msg, text, e.pos or 0)
+            raise
+
+    def _r_available(self) -> str:
+        record_table.refresh()
+        return "".join(r.name + "\n" for r in record_table.records)
+
+    def _r_available_addrs(self) -> str:
+        record_table.refresh()
+        return "".join(f"{r.ip:x} {r.name}\n" for r in record_table.records)
+
+    def _name_of(self, ip: int) -> str:
+        r = record_table.by_ip.get(ip)
+        return r.name if r is not None else f"0x{ip:x}"
+
+    def _r_trace(self) -> str:
+        tr = self.tr
+        entries, written = tr.entries()
+        lines = render_function_trace(
+            entries_from_buffers(list(tr.buffers.values()), self._name_of, thread_info),
+            header=True, tracer=tr.tracer.name, nr_entries=entries, written=written,
+            nr_cpus=max(1, len(tr.buffers)), irq_info=tr.options.get("irq-info", False),
+            print_parent=tr.options.get("print-parent", True))
+        return "".join(l + "\n" for l in lines)
+
+    def _r_trace_pipe(self) -> str:
+        tr = self.tr
+        lines = render_function_trace(
+            entries_from_buffers(list(tr.buffers.values()), self._name_of, thread_info,
+                                 consume=True),
+            header=False, tracer=tr.tracer.name, nr_entries=0, written=0,
+            nr_cpus=max(1, len(tr.buffers)), irq_info=tr.options.get("irq-info", False),
+            print_parent=tr.options.get("print-parent", True))
+        return "".join(l + "\n" for l in lines)
+
+
+_top: Tracefs | None = None
+_top_lock = threading.Lock()
+
+
+def tracefs() -> Tracefs:
+    """The process's top-level tracefs directory (made on first use)."""
+    global _top
+    with _top_lock:
+        if _top is None:
+            _top = Tracefs()
+        return _top
