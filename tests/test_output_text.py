@@ -78,8 +78,8 @@ def test_header_noirq_info_is_print_func_help_header() -> None:
     ]
 
 
-def test_header_irq_info_matches_reference_verbatim() -> None:
-    # kernel-ftrace.md §2.1, "header as printed by a current kernel" (block indent removed).
+def test_header_irq_info_matches_kernel_docs_verbatim() -> None:
+    # As a current kernel prints it (quoted in fprobetrace.rst), block indent removed.
     assert print_trace_header("nop", 813, 26317372, 8, irq_info=True) == [
         "# tracer: nop",
         "#",
@@ -106,8 +106,8 @@ def test_header_columns_line_up_with_lines() -> None:
 
 # -- context and lines -----------------------------------------------------------------
 
-def test_event_line_matches_reference_verbatim() -> None:
-    # kernel-ftrace.md §2.3 (fprobetrace.rst), irq-info on, block indent removed.
+def test_event_line_matches_kernel_docs_verbatim() -> None:
+    # Documentation/trace/fprobetrace.rst, irq-info on, block indent removed.
     e = TraceEntry(ts=sec(335.883208), cpu=0, comm="sh", pid=70, type=TRACE_EVENT,
                    func="vfs_read__exit", text="(ksys_read+0x75/0x100 <- vfs_read) arg1=1")
     assert format_print_entry(e, irq_info=True) == (
