@@ -70,6 +70,16 @@ class TraceArray:
         # set its func and register it.
         self.ops = Ops(None, FTRACE_OPS_FL.PID | FTRACE_OPS_FL.TRACE_ARRAY, self,
                        name=f"{name or 'global'}_ops")
+        # function_graph settings: set_graph_function / set_graph_notrace are kept as
+        # the filter hashes of two ops that are never registered (so they share the
+        # grammar, the :mod: cache and the module-load path), max_graph_depth,
+        # tracing_thresh (ns), and what graph entries/returns record.
+        self.graph_fops = Ops(None, 0, self, name="set_graph_function")
+        self.graph_notrace_fops = Ops(None, 0, self, name="set_graph_notrace")
+        self.max_graph_depth = 0
+        self.tracing_thresh = 0
+        self.graph_args = False
+        self.graph_retval = False
         self.tracer = None
         from .tracers import nop
         self.set_tracer(nop.NopTracer())

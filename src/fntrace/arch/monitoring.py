@@ -30,12 +30,13 @@ class MonitoringBackend:
         self.call_ops = True
         self._patched: dict[int, DynFtrace] = {}
         self._unwind = False
+        self._want_unwind = False
 
     def _events(self, rec: DynFtrace) -> int:
         E = sys.monitoring.events
         ev = E.PY_START
         if rec.flags & _RET:
-            ev |= E.PY_RETURN | E.PY_YIELD
+            ev |= E.PY_RETURN | E.PY_YIELD | E.PY_RESUME
         return ev
 
     def start(self, call_ops: bool = True) -> None:
@@ -52,16 +53,22 @@ class MonitoringBackend:
                               dispatch.on_py_start if call_ops else dispatch.on_py_start_global)
         mon.register_callback(TOOL_ID, E.PY_RETURN, dispatch.on_py_return)
         mon.register_callback(TOOL_ID, E.PY_YIELD, dispatch.on_py_return)
+        mon.register_callback(TOOL_ID, E.PY_RESUME, dispatch.on_py_resume)
         self.active = True
+        if self._want_unwind:
+            self.set_unwind(True)
 
     def set_unwind(self, on: bool) -> None:
         """PY_UNWIND is global-only (python/cpython#142186): graph users need it on
         everywhere, and the callback ignores frames that are not patched sites."""
+        self._want_unwind = on
         if not self.active or on == self._unwind:
             return
         mon = sys.monitoring
-        mon.register_callback(TOOL_ID, mon.events.PY_UNWIND, dispatch.on_py_unwind if on else None)
-        mon.set_events(TOOL_ID, mon.events.PY_UNWIND if on else 0)
+        E = mon.events
+        mon.register_callback(TOOL_ID, E.PY_UNWIND, dispatch.on_py_unwind if on else None)
+        mon.register_callback(TOOL_ID, E.PY_THROW, dispatch.on_py_throw if on else None)
+        mon.set_events(TOOL_ID, (E.PY_UNWIND | E.PY_THROW) if on else 0)
         self._unwind = on
 
     def stop(self) -> None:
@@ -75,8 +82,8 @@ class MonitoringBackend:
                 pass
         self._patched.clear()
         mon.set_events(TOOL_ID, 0)
-        for ev in (mon.events.PY_START, mon.events.PY_RETURN, mon.events.PY_YIELD,
-                   mon.events.PY_UNWIND):
+        E = mon.events
+        for ev in (E.PY_START, E.PY_RETURN, E.PY_YIELD, E.PY_RESUME, E.PY_UNWIND, E.PY_THROW):
             mon.register_callback(TOOL_ID, ev, None)
         mon.free_tool_id(TOOL_ID)
         self._unwind = False

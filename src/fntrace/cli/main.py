@@ -18,10 +18,20 @@ from ..errors import FntraceError, UsageError
 
 __all__ = ["main"]
 
-REPORT_OPTIONS = {
-    "print-parent": ("print_parent", True), "noprint-parent": ("print_parent", False),
-    "irq-info": ("irq_info", True), "noirq-info": ("irq_info", False),
+# trace_options a report honours: name -> (keyword, value); every option also has its
+# "no" form.
+_BOOL_OPTIONS = {
+    "print-parent": "print_parent", "irq-info": "irq_info",
+    "funcgraph-cpu": "cpu", "funcgraph-overhead": "overhead", "funcgraph-proc": "proc",
+    "funcgraph-duration": "duration", "funcgraph-abstime": "abstime",
+    "funcgraph-tail": "tail", "funcgraph-retval": "retval",
+    "funcgraph-retval-hex": "retval_hex", "funcgraph-overrun": "overrun",
+    "funcgraph-args": "args",
 }
+REPORT_OPTIONS = {}
+for _name, _kw in _BOOL_OPTIONS.items():
+    REPORT_OPTIONS[_name] = (_kw, True)
+    REPORT_OPTIONS["no" + _name] = (_kw, False)
 
 
 def _add_target(p: argparse.ArgumentParser) -> None:
@@ -44,11 +54,27 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
                    help="never trace functions matching GLOB (set_ftrace_notrace)")
     p.add_argument("-b", "--buffer-size-kb", default="1408", metavar="KB",
                    help="per-thread ring buffer size in KB (default: 1408)")
+    g = p.add_argument_group("function_graph")
+    g.add_argument("-g", "--graph-function", action="append", default=[], metavar="GLOB",
+                   help="graph only these functions and what they call (set_graph_function)")
+    g.add_argument("--graph-notrace", action="append", default=[], metavar="GLOB",
+                   help="do not graph these functions nor what they call (set_graph_notrace)")
+    g.add_argument("-D", "--max-depth", default="0", metavar="N",
+                   help="graph at most N levels deep (max_graph_depth; 0 = unlimited)")
+    g.add_argument("--thresh", default="0", metavar="USEC",
+                   help="only write returns that took at least USEC microseconds (tracing_thresh)")
+    g.add_argument("-A", "--args", action="store_true",
+                   help="record arguments (funcgraph-args)")
+    g.add_argument("-R", "--retval", action="store_true",
+                   help="record return values (funcgraph-retval)")
 
 
 def _add_report_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-O", "--option", action="append", default=[], metavar="OPTION",
-                   help="trace option: print-parent/noprint-parent, irq-info/noirq-info")
+                   help="trace option, or its no- form: print-parent, irq-info, "
+                        "funcgraph-proc, funcgraph-abstime, funcgraph-tail, funcgraph-cpu, "
+                        "funcgraph-overhead, funcgraph-duration, funcgraph-retval, "
+                        "funcgraph-retval-hex, funcgraph-args, funcgraph-overrun")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -95,7 +121,7 @@ def _target(args):
 
 
 def _report_opts(args) -> dict:
-    out = {"print_parent": True, "irq_info": False}
+    out: dict = {}
     for o in args.option:
         if o not in REPORT_OPTIONS:
             raise UsageError(f"unknown option {o!r} (known: {', '.join(REPORT_OPTIONS)})")
@@ -106,8 +132,12 @@ def _report_opts(args) -> dict:
 
 def _record(args, output: str) -> int:
     from .record import RecordOptions, check_buffer_kb, record
+    from .record import check_depth, check_thresh
     opts = RecordOptions(tracer=args.tracer, filters=args.filter, notrace=args.notrace,
-                         buffer_kb=check_buffer_kb(args.buffer_size_kb), output=output)
+                         buffer_kb=check_buffer_kb(args.buffer_size_kb), output=output,
+                         graph_functions=args.graph_function, graph_notrace=args.graph_notrace,
+                         max_depth=check_depth(args.max_depth), thresh_us=check_thresh(args.thresh),
+                         args=args.args, retval=args.retval)
     target = _target(args)
     return record(target, opts)
 

@@ -35,6 +35,12 @@ class RecordOptions:
     notrace: list[str] = field(default_factory=list)
     buffer_kb: int = 1408
     output: str = "fntrace.dat"
+    graph_functions: list[str] = field(default_factory=list)
+    graph_notrace: list[str] = field(default_factory=list)
+    max_depth: int = 0
+    thresh_us: int = 0
+    args: bool = False
+    retval: bool = False
 
 
 def check_buffer_kb(text: str) -> int:
@@ -80,13 +86,36 @@ class _FileSink:
         self.writer.close(stats)
 
 
+def check_depth(text: str) -> int:
+    try:
+        n = int(text, 0)
+    except ValueError:
+        raise UsageError(f"bad max depth {text!r}: not a number") from None
+    if n < 0:
+        raise UsageError(f"bad max depth {n}: must be 0 (unlimited) or more")
+    return n
+
+
+def check_thresh(text: str) -> int:
+    try:
+        n = int(text, 0)
+    except ValueError:
+        raise UsageError(f"bad threshold {text!r}: not a whole number of microseconds") from None
+    if n < 0:
+        raise UsageError(f"bad threshold {n}: must be 0 (off) or more microseconds")
+    return n
+
+
 def _apply_filters(tr: TraceArray, opts: RecordOptions) -> None:
-    for label, pats, setter in (("-F", opts.filters, ftrace_set_filter),
-                                ("-N", opts.notrace, ftrace_set_notrace)):
+    for label, pats, ops, setter in (
+            ("-F", opts.filters, tr.ops, ftrace_set_filter),
+            ("-N", opts.notrace, tr.ops, ftrace_set_notrace),
+            ("-g", opts.graph_functions, tr.graph_fops, ftrace_set_filter),
+            ("--graph-notrace", opts.graph_notrace, tr.graph_notrace_fops, ftrace_set_filter)):
         first = True
         for pat in pats:
             try:
-                setter(tr.ops, pat, reset=first, keep_unmatched=True)
+                setter(ops, pat, reset=first, keep_unmatched=True)
             except FilterError as e:
                 where = f" (at column {e.pos + 1})" if e.pos is not None else ""
                 raise UsageError(f"{label} {pat!r}: {e.msg}{where}") from None
@@ -95,12 +124,13 @@ def _apply_filters(tr: TraceArray, opts: RecordOptions) -> None:
 
 def unmatched_patterns(tr: TraceArray) -> list[str]:
     """Filters that never selected a function during the run (reported on stderr)."""
-    ops = tr.ops
-    out = [p.pattern for p in ops.pending if not p.matched]
-    out += [p.pattern for p in ops.notrace_pending if not p.matched]
-    for entry in ops.mod_cache + ops.notrace_mod_cache:
-        if not any(entry.matches(r) for r in record_table.records):
-            out.append(str(entry))
+    out = []
+    for ops in (tr.ops, tr.graph_fops, tr.graph_notrace_fops):
+        out += [p.pattern for p in ops.pending if not p.matched]
+        out += [p.pattern for p in ops.notrace_pending if not p.matched]
+        for entry in ops.mod_cache + ops.notrace_mod_cache:
+            if not any(entry.matches(r) for r in record_table.records):
+                out.append(str(entry))
     return out
 
 
@@ -123,11 +153,21 @@ def record(target: Target, opts: RecordOptions) -> int:
         "buffer_size_kb": opts.buffer_kb,
         "filters": opts.filters,
         "notrace": opts.notrace,
+        "graph_functions": opts.graph_functions,
+        "graph_notrace": opts.graph_notrace,
+        "max_graph_depth": opts.max_depth,
+        "tracing_thresh_us": opts.thresh_us,
+        "graph_args": opts.args,
+        "graph_retval": opts.retval,
         "start_wall": time.time(),
     }
     writer = TraceFileWriter(f, header)
     sink = _FileSink(writer)
     tr = TraceArray(buffer_size_kb=opts.buffer_kb, sink=sink)
+    tr.max_graph_depth = opts.max_depth
+    tr.tracing_thresh = opts.thresh_us * 1000
+    tr.graph_args = opts.args
+    tr.graph_retval = opts.retval
     # Until the target runs, "__main__" is fntrace's own launcher: never list it, and
     # let ':mod:__main__' filters wait for the target's module.
     main = sys.modules.get("__main__")

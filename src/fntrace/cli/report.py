@@ -4,9 +4,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..output.ftrace_text import render_function_trace
+from ..output.function_graph import GraphPrinter
 from ..output.reader import entries_from_file
 
 __all__ = ["report_text"]
+
+_TEXT_KW = ("print_parent", "irq_info")
+_GRAPH_KW = ("cpu", "overhead", "proc", "duration", "abstime", "tail", "retval",
+             "retval_hex", "overrun", "args", "irq_info")
 
 
 def _counts(tf) -> tuple[int, int]:
@@ -22,10 +27,19 @@ def _counts(tf) -> tuple[int, int]:
     return entries, written
 
 
-def report_text(tf, *, print_parent: bool = True, irq_info: bool = False) -> Iterator[str]:
+def report_text(tf, **opts) -> Iterator[str]:
     tracer = tf.header.get("tracer", "function")
-    entries, written = _counts(tf)
     nr_cpus = max(len(tf.threads), 1)
+    if tracer == "function_graph":
+        kw = {k: v for k, v in opts.items() if k in _GRAPH_KW}
+        # What was recorded is shown unless turned off.
+        kw.setdefault("args", bool(tf.header.get("graph_args")))
+        kw.setdefault("retval", bool(tf.header.get("graph_retval")))
+        p = GraphPrinter(nr_cpus=nr_cpus, **kw)
+        yield from p.headers()
+        yield from p.render(entries_from_file(tf))
+        return
+    entries, written = _counts(tf)
+    kw = {k: v for k, v in opts.items() if k in _TEXT_KW}
     yield from render_function_trace(entries_from_file(tf), header=True, tracer=tracer,
-                                     nr_entries=entries, written=written, nr_cpus=nr_cpus,
-                                     irq_info=irq_info, print_parent=print_parent)
+                                     nr_entries=entries, written=written, nr_cpus=nr_cpus, **kw)

@@ -38,17 +38,19 @@ _sites_get = sites.get
 _by_code_get = record_table.by_code.get
 _sym = record_table.sym
 _REGS_EN = int(FTRACE_FL.REGS_EN)
+_RET_EN = int(FTRACE_FL.RET_EN)
 
 # The global target of a kernel without CALL_OPS (ftrace.c ftrace_trace_function and
 # function_trace_op).  Written by core/ops.update_ftrace_function().
 class _Global:
-    __slots__ = ("trace_function", "trace_op", "ops_list", "ret_handler")
+    __slots__ = ("trace_function", "trace_op", "ops_list", "ret_handler", "resume_handler")
 
     def __init__(self) -> None:
         self.trace_function = None
         self.trace_op = None
         self.ops_list: tuple = ()          # registered ops, most recent first
         self.ret_handler = None            # fgraph's return path, when a graph user is on
+        self.resume_handler = None         # fgraph's generator-resume path
 
 
 G = _Global()
@@ -158,17 +160,61 @@ def on_py_return(code, offset, retval):
     return None
 
 
+def on_py_resume(code, offset):
+    """PY_RESUME on a site that reports returns: a generator or coroutine resumed."""
+    rec = _sites_get(id(code))
+    h = G.resume_handler
+    if rec is None or h is None:
+        return None
+    try:
+        h(rec, _getframe(1), rec.flags & _REGS_EN)
+    except (Exception, SystemExit) as exc:
+        _contain(h, exc)
+    return None
+
+
+def on_py_throw(code, offset, exc):
+    """PY_THROW (global only): a generator resumed by throw()."""
+    rec = _sites_get(id(code))
+    h = G.resume_handler
+    if rec is None or h is None or not rec.flags & _RET_EN:
+        return None
+    try:
+        h(rec, _getframe(1), rec.flags & _REGS_EN)
+    except (Exception, SystemExit) as e:
+        _contain(h, e)
+    return None
+
+
 def on_py_unwind(code, offset, exc):
     """PY_UNWIND (global only): an exception leaves a frame."""
     rec = _sites_get(id(code))
     h = G.ret_handler
-    if rec is None or h is None:
+    if rec is None or h is None or not rec.flags & _RET_EN:
         return None
     try:
         h(rec, _getframe(1), exc, True)
     except (Exception, SystemExit) as e:
         _contain(h, e)
     return None
+
+
+_ret_offs: dict = {}
+
+
+def _return_offsets(rec) -> frozenset:
+    """Offsets where a frame stops normally: returns, yields, and (3.13) the RESUME after
+    a yield, where f_lasti points once the frame is suspended (coverage.py's
+    lasti_is_yield quirk, python/cpython#113728)."""
+    offs = _ret_offs.get(rec.ip)
+    if offs is None:
+        import dis
+        offs = frozenset(
+            i.offset for i in dis.get_instructions(rec.code)
+            if i.opname in ("RETURN_VALUE", "RETURN_CONST", "YIELD_VALUE")
+            or (i.opname == "RESUME" and i.arg))
+        _ret_offs[rec.ip] = offs
+    return offs
 
 
 def _make_profile_hook(call_ops: bool):
@@ -183,7 +229,14 @@ def _make_profile_hook(call_ops: bool):
                 if rec is None:
                     return
                 if rec.gen_start >= 0 and frame.f_lasti != rec.gen_start:
-                    return               # a generator resuming, not a call (PY_RESUME)
+                    # A generator resuming, not a call: only a graph user sees it.
+                    h = g.resume_handler
+                    if h is not None and rec.flags & _RET_EN:
+                        try:
+                            h(rec, frame, rec.flags & _REGS_EN)
+                        except (Exception, SystemExit) as exc:
+                            _contain(h, exc)
+                    return
                 back = frame.f_back
                 if back is None:
                     parent = ROOT
@@ -201,10 +254,15 @@ def _make_profile_hook(call_ops: bool):
                 if h is None:
                     return
                 rec = _sites_get(id(frame.f_code))
-                if rec is None:
+                if rec is None or not rec.flags & _RET_EN:
                     return
                 try:
-                    h(rec, frame, arg, False)
+                    if frame.f_lasti in _return_offsets(rec):
+                        h(rec, frame, arg, False)
+                    else:
+                        # setprofile reports an exception leaving the frame as a
+                        # 'return' of None: the last instruction tells them apart.
+                        h(rec, frame, sys.exc_info()[1], True)
                 except (Exception, SystemExit) as exc:
                     _contain(h, exc)
     else:
@@ -214,7 +272,14 @@ def _make_profile_hook(call_ops: bool):
                 if rec is None:
                     return
                 if rec.gen_start >= 0 and frame.f_lasti != rec.gen_start:
-                    return               # a generator resuming, not a call (PY_RESUME)
+                    # A generator resuming, not a call: only a graph user sees it.
+                    h = g.resume_handler
+                    if h is not None and rec.flags & _RET_EN:
+                        try:
+                            h(rec, frame, rec.flags & _REGS_EN)
+                        except (Exception, SystemExit) as exc:
+                            _contain(h, exc)
+                    return
                 back = frame.f_back
                 if back is None:
                     parent = ROOT
@@ -232,10 +297,15 @@ def _make_profile_hook(call_ops: bool):
                 if h is None:
                     return
                 rec = _sites_get(id(frame.f_code))
-                if rec is None:
+                if rec is None or not rec.flags & _RET_EN:
                     return
                 try:
-                    h(rec, frame, arg, False)
+                    if frame.f_lasti in _return_offsets(rec):
+                        h(rec, frame, arg, False)
+                    else:
+                        # setprofile reports an exception leaving the frame as a
+                        # 'return' of None: the last instruction tells them apart.
+                        h(rec, frame, sys.exc_info()[1], True)
                 except (Exception, SystemExit) as exc:
                     _contain(h, exc)
     return profile_hook
@@ -247,5 +317,5 @@ profile_hook_global = _make_profile_hook(False)
 # Code objects of the dispatcher: a thread with one of these on its stack is inside a
 # callback (used by ops.synchronize(), the RCU grace period of unregister).
 DISPATCH_CODES = {f.__code__ for f in (on_py_start, on_py_start_global, on_py_return,
-                                        on_py_unwind, profile_hook, profile_hook_global,
+                                        on_py_unwind, on_py_resume, on_py_throw, profile_hook, profile_hook_global,
                                         ftrace_ops_list_func)}

@@ -218,7 +218,7 @@ def _hash_rec_update(ops: Ops, inc: bool, recs: Iterable[DynFtrace] | None = Non
     every record it traces.  Returns the records whose site may need patching."""
     touched: list[DynFtrace] = []
     for rec in (recs if recs is not None else _candidates(ops)):
-        if not rec.index or not ops.traces(rec):
+        if not rec.index or rec.flags & _FL.DISABLED or not ops.traces(rec):
             continue
         if inc:
             if rec.count == FTRACE_REF_MAX:
@@ -495,6 +495,10 @@ def _move_hash(ops: Ops, new_filter: FtraceHash | None, new_notrace: FtraceHash 
         new = _hash_rec_update(ops, True)
         ftrace_replace_code(old + new)
         ops.flags &= ~FTRACE_OPS_FL.MODIFYING
+    if ops.managed is not None:
+        # A subop (an fgraph user's filter): its manager's hashes follow
+        # (ftrace_hash_move_and_update_subops).
+        ops.managed(ops)
 
 
 def _set_regex(ops: Ops, buf: str | None, reset: bool, enable: bool, keep_unmatched: bool) -> None:
@@ -609,25 +613,29 @@ def ftrace_free_filter(ops: Ops) -> None:
 # ---------------------------------------------------------------------------------
 
 def _on_module_load(module: str, new: list[DynFtrace]) -> None:
-    if not new:
-        return
+    """New records (a module was imported): apply cached filters, then enable the
+    records and add every registered ops that traces them (ftrace_module_enable)."""
     with ftrace_lock:
+        new = [r for r in new if r.flags & _FL.DISABLED]
+        if not new:
+            return
         for ops in list(_all_ops_with_caches):
             changed = False
             if ops.mod_cache or ops.pending:
                 nf = ops.filter_hash.copy()
-                n = apply_mod_cache(nf, ops.mod_cache, new) + apply_pending(nf, ops.pending, new)
-                if n:
+                if apply_mod_cache(nf, ops.mod_cache, new) + apply_pending(nf, ops.pending, new):
                     ops.filter_hash = nf
                     changed = True
             if ops.notrace_mod_cache or ops.notrace_pending:
                 nn = ops.notrace_hash.copy()
-                n = (apply_mod_cache(nn, ops.notrace_mod_cache, new)
-                     + apply_pending(nn, ops.notrace_pending, new))
-                if n:
+                if (apply_mod_cache(nn, ops.notrace_mod_cache, new)
+                        + apply_pending(nn, ops.notrace_pending, new)):
                     ops.notrace_hash = nn
                     changed = True
-            del changed
+            if changed and ops.managed is not None:
+                ops.managed(ops)
+        for rec in new:
+            rec.flags &= ~_FL.DISABLED
         touched: list[DynFtrace] = []
         for ops in ftrace_ops_list:
             touched.extend(_hash_rec_update(ops, True, new))
@@ -638,7 +646,10 @@ def _on_module_load(module: str, new: list[DynFtrace]) -> None:
 def _install_module_listener() -> None:
     if _on_module_load not in record_table.listeners:
         record_table.listeners.append(_on_module_load)
-        record_table.install_import_hook()
+    record_table.install_import_hook()
+
+
+record_table.listeners.append(_on_module_load)
 
 
 # ---------------------------------------------------------------------------------

@@ -102,7 +102,9 @@ class DynFtrace:
         self.name = f"{module}.{qualname}" if module else qualname
         self.filename = filename
         self.line = line
-        self.flags = 0 if index else int(FTRACE_FL.DISABLED)
+        # Not ready to be touched until the module-load notifier has run
+        # (ftrace_module_enable); symbols that are not traceable stay so.
+        self.flags = int(FTRACE_FL.DISABLED)
         self.ops = None
         self.func = None
         self.direct = None
@@ -296,6 +298,8 @@ class RecordTable:
     def _notify(self, name: str, new: list[DynFtrace]) -> None:
         for cb in list(self.listeners):
             cb(name, new)
+        for rec in new:
+            rec.flags &= ~FTRACE_FL.DISABLED
 
     def refresh(self) -> list[DynFtrace]:
         """Walk every module in sys.modules not walked yet (or replaced since)."""

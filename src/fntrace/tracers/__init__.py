@@ -14,5 +14,6 @@ class Tracer(Protocol):
 
 def available_tracers() -> dict[str, type]:
     from .function import FunctionTracer
+    from .function_graph import FunctionGraphTracer
     from .nop import NopTracer
-    return {"function": FunctionTracer, "nop": NopTracer}
+    return {"function": FunctionTracer, "function_graph": FunctionGraphTracer, "nop": NopTracer}

@@ -1,0 +1,147 @@
+"""The function_graph tracer on fgraph (kernel/trace/trace_functions_graph.c).
+
+    graph_entry(trace, gops, fregs)    -> TRACE_GRAPH_ENT(ts=calltime, a=func, b=depth)
+    graph_return(trace, gops, fregs)   -> TRACE_GRAPH_RET(ts=rettime, a=func, b=depth,
+                                                          c=overrun, d=calltime)
+
+Its fgraph user shares the instance's ops, so set_ftrace_filter/set_ftrace_notrace still
+decide which functions are hooked; set_graph_function, set_graph_notrace, max_graph_depth
+and tracing_thresh are applied here, per thread, through the user's task variable:
+
+    task var bits   FL       inside a set_graph_function function (its depth kept)
+                    NOTRACE  inside a set_graph_notrace function (its depth kept)
+"""
+from __future__ import annotations
+
+import reprlib
+from time import monotonic_ns
+from typing import Any
+
+from ..fgraph import FgraphOps, _tls, register_ftrace_graph, shadow_stack, unregister_ftrace_graph
+from ..ring_buffer import TRACE_GRAPH_ENT, TRACE_GRAPH_RET
+
+__all__ = ["FunctionGraphTracer", "safe_repr", "retval_payload"]
+
+TRACE_GRAPH_FL = 1
+TRACE_GRAPH_NOTRACE = 2
+_DEPTH_SHIFT = 2
+_DEPTH_MASK = (1 << 20) - 1
+MAX_REPR = 64
+
+_repr = reprlib.Repr()
+_repr.maxstring = 40
+_repr.maxother = 40
+_repr.maxlong = 40
+
+
+def safe_repr(v: Any) -> str:
+    """A short repr that never raises (a failing __repr__ gives ``(fault)``)."""
+    try:
+        s = _repr.repr(v)
+    except BaseException:
+        return "(fault)"
+    if len(s) > MAX_REPR:
+        s = s[:MAX_REPR - 3] + "..."
+    return s
+
+
+def retval_payload(v: Any, unwind: bool) -> Any:
+    """What is recorded for a return value: ints as ints (printed the kernel's way),
+    anything else as a short safe repr; an exception leaving the call as ``raised X``."""
+    if unwind:
+        # 3.11's setprofile does not say which exception is leaving.
+        return "raised" if v is None else "raised " + safe_repr(v)
+    if type(v) is int:
+        return v
+    return safe_repr(v)
+
+
+def _graph_vars(gops):
+    try:
+        st = _tls.st
+    except AttributeError:
+        st = shadow_stack()
+    return st.task_vars[gops.idx]
+
+
+def graph_entry(trace, gops, fregs) -> bool:
+    tr = gops.private
+    tv = _graph_vars(gops)
+    v = tv.value
+    if v & TRACE_GRAPH_NOTRACE:
+        return False
+    depth = trace.depth
+    func = trace.func
+    if func in tr.graph_notrace_fops.filter_hash:
+        # Skip this function and everything it calls; its return clears the bit.
+        tv.value = v | TRACE_GRAPH_NOTRACE | ((depth & _DEPTH_MASK) << (_DEPTH_SHIFT + 20))
+        return True
+    gf = tr.graph_fops
+    if (gf.filter_hash or gf.filter_cached) and not v & TRACE_GRAPH_FL:
+        if func not in gf.filter_hash:
+            return False
+        v = v | TRACE_GRAPH_FL | ((depth & _DEPTH_MASK) << _DEPTH_SHIFT)
+        tv.value = v
+    if tr.max_graph_depth and depth >= tr.max_graph_depth:
+        return False
+    if tr.tracing_thresh:
+        return True              # only returns are written (graph_entry: thresh)
+    if not tr.tracing_on:
+        return True
+    try:
+        buf = tr.local.buf
+    except AttributeError:
+        buf = tr.cpu_buffer()
+    ts = monotonic_ns()
+    if tr.graph_args:
+        buf.write_payload(ts, TRACE_GRAPH_ENT, func.ip, depth, 0, 0,
+                          [[n, safe_repr(x)] for n, x in fregs.args])
+    else:
+        buf.write(ts, TRACE_GRAPH_ENT, 0, func.ip, depth, 0, 0)
+    return True
+
+
+def graph_return(trace, gops, fregs) -> None:
+    tr = gops.private
+    tv = _graph_vars(gops)
+    v = tv.value
+    depth = trace.depth
+    if v & TRACE_GRAPH_NOTRACE:
+        if (v >> (_DEPTH_SHIFT + 20)) & _DEPTH_MASK == depth:
+            tv.value = v & ~TRACE_GRAPH_NOTRACE & ~(_DEPTH_MASK << (_DEPTH_SHIFT + 20))
+        return
+    if v & TRACE_GRAPH_FL and (v >> _DEPTH_SHIFT) & _DEPTH_MASK == depth:
+        tv.value = v & ~TRACE_GRAPH_FL & ~(_DEPTH_MASK << _DEPTH_SHIFT)
+    if tr.tracing_thresh and trace.rettime - trace.calltime < tr.tracing_thresh:
+        return
+    if not tr.tracing_on:
+        return
+    try:
+        buf = tr.local.buf
+    except AttributeError:
+        buf = tr.cpu_buffer()
+    if tr.graph_retval:
+        buf.write_payload(trace.rettime, TRACE_GRAPH_RET, trace.func.ip, depth,
+                          trace.overrun, trace.calltime, retval_payload(trace.retval, trace.unwind))
+    else:
+        buf.write(trace.rettime, TRACE_GRAPH_RET, 0, trace.func.ip, depth, trace.overrun,
+                  trace.calltime)
+
+
+class FunctionGraphTracer:
+    name = "function_graph"
+
+    def __init__(self) -> None:
+        self.gops: FgraphOps | None = None
+
+    def init(self, tr) -> None:
+        # The user shares the instance's ops: set_ftrace_filter still applies
+        # (fgraph_init_ops).
+        self.gops = FgraphOps(graph_entry, graph_return, tr, ops=tr.ops, name="function_graph")
+        register_ftrace_graph(self.gops)
+
+    def reset(self, tr) -> None:
+        if self.gops is not None and self.gops.idx >= 0:
+            unregister_ftrace_graph(self.gops)
+        self.gops = None
+
