@@ -94,6 +94,10 @@ def _parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="print a trace file in ftrace text format")
     rep.add_argument("file", nargs="?", default="fntrace.dat", help="trace file (default: fntrace.dat)")
     _add_report_options(rep)
+    rep.add_argument("-D", "--max-depth", default="0", metavar="N",
+                     help="function_graph: show at most N levels")
+    rep.add_argument("--thresh", default="0", metavar="USEC",
+                     help="function_graph: show only calls that took at least USEC microseconds")
 
     lv = sub.add_parser("live", help="record and report in one go")
     _add_record_options(lv)
@@ -169,7 +173,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "report":
             if not os.path.exists(args.file):
                 raise UsageError(f"{args.file}: no such file")
-            _report(args.file, _report_opts(args), sys.stdout)
+            from .record import check_depth, check_thresh
+            ropts = _report_opts(args)
+            ropts["max_depth"] = check_depth(args.max_depth)
+            ropts["thresh_ns"] = check_thresh(args.thresh) * 1000
+            _report(args.file, ropts, sys.stdout)
             return 0
         if args.command == "live":
             ropts = _report_opts(args)

@@ -27,7 +27,22 @@ def _counts(tf) -> tuple[int, int]:
     return entries, written
 
 
-def report_text(tf, **opts) -> Iterator[str]:
+def graph_display_filter(entries, max_depth: int = 0, thresh_ns: int = 0):
+    """max_graph_depth and tracing_thresh applied when reading (uftrace replay -D/-t):
+    entries at or below the depth limit are dropped; with a threshold only returns that
+    took at least that long are kept, and no entries (the kernel's tracing_thresh)."""
+    from ..output.entry import TRACE_GRAPH_ENT, TRACE_GRAPH_RET, TraceEntry
+    for e in entries:
+        if isinstance(e, TraceEntry) and e.type in (TRACE_GRAPH_ENT, TRACE_GRAPH_RET):
+            if max_depth and e.depth >= max_depth:
+                continue
+            if thresh_ns:
+                if e.type == TRACE_GRAPH_ENT or e.rettime - e.calltime < thresh_ns:
+                    continue
+        yield e
+
+
+def report_text(tf, *, max_depth: int = 0, thresh_ns: int = 0, **opts) -> Iterator[str]:
     tracer = tf.header.get("tracer", "function")
     nr_cpus = max(len(tf.threads), 1)
     if tracer == "function_graph":
@@ -37,7 +52,7 @@ def report_text(tf, **opts) -> Iterator[str]:
         kw.setdefault("retval", bool(tf.header.get("graph_retval")))
         p = GraphPrinter(nr_cpus=nr_cpus, **kw)
         yield from p.headers()
-        yield from p.render(entries_from_file(tf))
+        yield from p.render(graph_display_filter(entries_from_file(tf), max_depth, thresh_ns))
         return
     entries, written = _counts(tf)
     kw = {k: v for k, v in opts.items() if k in _TEXT_KW}

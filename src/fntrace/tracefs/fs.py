@@ -104,6 +104,12 @@ class Tracefs:
     """One directory of the tree (the top level, or an instance)."""
 
     OPTIONS = ("print-parent", "irq-info", "overwrite", "markers", "function-trace")
+    # function_graph's options (trace_functions_graph.c trace_opts) and their defaults.
+    GRAPH_OPTIONS = {"funcgraph-overrun": False, "funcgraph-cpu": True,
+                     "funcgraph-overhead": True, "funcgraph-proc": False,
+                     "funcgraph-duration": True, "funcgraph-abstime": False,
+                     "funcgraph-tail": False, "funcgraph-retval": False,
+                     "funcgraph-retval-hex": False, "funcgraph-args": False}
 
     def __init__(self, tr: TraceArray | None = None, *, top: bool = True):
         self.tr = tr if tr is not None else TraceArray()
@@ -112,6 +118,8 @@ class Tracefs:
         self.tr.options.setdefault("overwrite", True)
         self.tr.options.setdefault("markers", True)
         self.tr.options.setdefault("function-trace", True)
+        for name, default in self.GRAPH_OPTIONS.items():
+            self.tr.options.setdefault(name, default)
         self._files: dict[str, tuple[Callable[[], str] | None, Callable[[str, bool], None] | None]] = {
             "README": (lambda: README, None),
             "available_tracers": (lambda: " ".join(sorted(available_tracers(), reverse=False)) + "\n", None),
@@ -134,8 +142,13 @@ class Tracefs:
                 "enabled_functions": (lambda: "".join(l + "\n" for l in core_ops.enabled_functions()), None),
                 "touched_functions": (lambda: "".join(l + "\n" for l in core_ops.touched_functions()), None),
                 "dyn_ftrace_total_info": (lambda: f"{len(record_table.records)}\n", None),
+                "set_graph_function": (lambda: self._r_graph(True), lambda d, a: self._w_graph(d, a, True)),
+                "set_graph_notrace": (lambda: self._r_graph(False), lambda d, a: self._w_graph(d, a, False)),
+                "max_graph_depth": (lambda: f"{self.tr.max_graph_depth}\n", self._w_max_graph_depth),
             })
-        for name in self.OPTIONS:
+        self._files["tracing_thresh"] = (lambda: f"{self.tr.tracing_thresh // 1000}\n",
+                                         self._w_tracing_thresh)
+        for name in self.OPTIONS + tuple(self.GRAPH_OPTIONS):
             self._files[f"options/{name}"] = (
                 (lambda n=name: f"{int(self.tr.options.get(n, False))}\n"),
                 (lambda d, a, n=name: self._set_option(n, _bool(d, n))))
@@ -213,13 +226,14 @@ class Tracefs:
         self.tr.set_buffer_size_kb(kb)
 
     def _r_trace_options(self) -> str:
-        return "".join(f"{'' if self.tr.options.get(n, False) else 'no'}{n}\n" for n in self.OPTIONS)
+        return "".join(f"{'' if self.tr.options.get(n, False) else 'no'}{n}\n"
+                       for n in self.OPTIONS + tuple(self.GRAPH_OPTIONS))
 
     def _w_trace_options(self, data: str, append: bool) -> None:
         for word in data.split():
             on = not word.startswith("no")
             name = word[2:] if not on else word
-            if name not in self.OPTIONS:
+            if name not in self.OPTIONS and name not in self.GRAPH_OPTIONS:
                 self.error_log.add("trace_options", "No such option", data.rstrip("\n"),
                                    data.find(word))
                 raise FntraceError(f"no such option {word!r}", command=data)
@@ -229,6 +243,39 @@ class Tracefs:
         self.tr.options[name] = on
         if name == "overwrite":
             self.tr.set_overwrite(on)
+        elif name == "funcgraph-args":
+            self.tr.graph_args = on
+        elif name == "funcgraph-retval":
+            self.tr.graph_retval = on
+
+    def _r_graph(self, enable: bool) -> str:
+        ops = self.tr.graph_fops if enable else self.tr.graph_notrace_fops
+        empty = "#### all functions enabled ####" if enable else "#### no functions disabled ####"
+        lines = hash_lines(ops.filter_hash, record_table.records, ops.mod_cache, empty_line=empty)
+        return "".join(l + "\n" for l in lines)
+
+    def _w_graph(self, data: str, append: bool, enable: bool) -> None:
+        ops = self.tr.graph_fops if enable else self.tr.graph_notrace_fops
+        text = data.rstrip("\n")
+        try:
+            core_ops.ftrace_set_filter(ops, text if text.strip() else None, reset=not append)
+        except FilterError as e:
+            self.error_log.add("ftrace", e.msg, text, e.pos or 0)
+            raise
+
+    def _w_max_graph_depth(self, data: str, append: bool) -> None:
+        s = data.strip()
+        if not s.isdigit():
+            self.error_log.add("max_graph_depth", "Invalid depth", s, 0)
+            raise FntraceError(f"max_graph_depth: {s!r} is not a depth (0 = unlimited)")
+        self.tr.max_graph_depth = int(s)
+
+    def _w_tracing_thresh(self, data: str, append: bool) -> None:
+        s = data.strip()
+        if not s.isdigit():
+            self.error_log.add("tracing_thresh", "Invalid threshold", s, 0)
+            raise FntraceError(f"tracing_thresh: {s!r} is not a number of microseconds")
+        self.tr.tracing_thresh = int(s) * 1000
 
     def _r_hash(self, enable: bool) -> str:
         ops = self.tr.ops
@@ -261,8 +308,23 @@ class Tracefs:
         r = record_table.by_ip.get(ip)
         return r.name if r is not None else f"0x{ip:x}"
 
+    def _graph_printer(self):
+        from ..output.function_graph import GraphPrinter
+        o = self.tr.options
+        return GraphPrinter(cpu=o["funcgraph-cpu"], overhead=o["funcgraph-overhead"],
+                            proc=o["funcgraph-proc"], duration=o["funcgraph-duration"],
+                            abstime=o["funcgraph-abstime"], tail=o["funcgraph-tail"],
+                            retval=o["funcgraph-retval"], retval_hex=o["funcgraph-retval-hex"],
+                            overrun=o["funcgraph-overrun"], args=o["funcgraph-args"],
+                            irq_info=o.get("irq-info", False))
+
     def _r_trace(self) -> str:
         tr = self.tr
+        if tr.tracer.name == "function_graph":
+            p = self._graph_printer()
+            lines = p.headers() + list(p.render(entries_from_buffers(
+                list(tr.buffers.values()), self._name_of, thread_info)))
+            return "".join(l + "\n" for l in lines)
         entries, written = tr.entries()
         lines = render_function_trace(
             entries_from_buffers(list(tr.buffers.values()), self._name_of, thread_info),
@@ -273,6 +335,11 @@ class Tracefs:
 
     def _r_trace_pipe(self) -> str:
         tr = self.tr
+        if tr.tracer.name == "function_graph":
+            p = self._graph_printer()
+            lines = list(p.render(entries_from_buffers(
+                list(tr.buffers.values()), self._name_of, thread_info, consume=True)))
+            return "".join(l + "\n" for l in lines)
         lines = render_function_trace(
             entries_from_buffers(list(tr.buffers.values()), self._name_of, thread_info,
                                  consume=True),
