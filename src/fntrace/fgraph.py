@@ -117,6 +117,7 @@ class FgraphOps:
         self.ops = ops if ops is not None else Ops(None, 0, self, name=name or "fgraph_ops")
         self.idx = -1
         self.nerrors = 0
+        self.missed: Callable | None = None     # told when a call could not be pushed
         self.name = name or getattr(entryfunc, "__qualname__", None) or "fgraph_ops"
 
     def __repr__(self) -> str:
@@ -216,6 +217,9 @@ def function_graph_enter(ip, parent_ip, op, fregs) -> None:
     depth = len(frames)
     if depth >= SHADOW_STACK_MAX_DEPTH:
         st.overrun += 1
+        for _, gops in _S.users:
+            if gops.missed is not None and gops.ops.test(ip, fregs):
+                gops.missed(ip)
         return
     fr = FgraphFrame(fregs.frame, ip, depth, monotonic_ns())
     frames.append(fr)
