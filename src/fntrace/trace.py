@@ -80,6 +80,8 @@ class TraceArray:
         self.tracing_thresh = 0
         self.graph_args = False
         self.graph_retval = False
+        self.event_files: dict = {}          # (system, event) -> EventFile
+        self.snapshot: list | None = None     # copies of the buffers (the snapshot file)
         self.tracer = None
         from .tracers import nop
         self.set_tracer(nop.NopTracer())
@@ -115,6 +117,29 @@ class TraceArray:
     def flush(self) -> None:
         for b in list(self.buffers.values()):
             b.flush()
+
+    def take_snapshot(self) -> None:
+        """``echo 1 > snapshot`` / the snapshot trigger: keep a copy of every buffer."""
+        import copy
+        with self.lock:
+            snap = []
+            for b in self.buffers.values():
+                c = copy.copy(b)
+                c.data = bytearray(b.data)
+                c.payloads = dict(b.payloads)
+                c.sink = None
+                snap.append(c)
+            self.snapshot = snap
+
+    def event_file(self, call):
+        """This instance's file for an event call (made on first use)."""
+        from .events.core import EventFile
+        key = (call.system, call.name)
+        ef = self.event_files.get(key)
+        if ef is None or ef.call is not call:
+            ef = EventFile(call, self)
+            self.event_files[key] = ef
+        return ef
 
     def entries(self) -> tuple[int, int]:
         """(entries in buffer, entries written) over every thread."""

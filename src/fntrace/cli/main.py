@@ -45,8 +45,8 @@ def _add_target(p: argparse.ArgumentParser) -> None:
 
 
 def _add_record_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-p", "--tracer", default="function", metavar="TRACER",
-                   help="tracer to use (default: function)")
+    p.add_argument("-p", "--tracer", default=None, metavar="TRACER",
+                   help="tracer to use (default: function; nop when only events are asked for)")
     p.add_argument("-F", "--filter", action="append", default=[], metavar="GLOB",
                    help="trace only functions matching GLOB (set_ftrace_filter grammar; "
                         "repeatable; may name modules imported later)")
@@ -54,6 +54,16 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
                    help="never trace functions matching GLOB (set_ftrace_notrace)")
     p.add_argument("-b", "--buffer-size-kb", default="1408", metavar="KB",
                    help="per-thread ring buffer size in KB (default: 1408)")
+    e = p.add_argument_group("events")
+    p.set_defaults(events=None)
+    e.add_argument("-e", "--event", action=_EventAction, dest="event", metavar="EVENT",
+                   help="enable EVENT ('grp:event'), or define and enable a dynamic event: "
+                        "'f[:[GRP/]EVENT] SYM[%%return] [FETCHARGS]'")
+    e.add_argument("-f", "--event-filter", action=_EventAction, dest="event_filter", metavar="FILTER",
+                   help="filter for the preceding -e (e.g. 'n > 3 && name ~ \"a*\"')")
+    e.add_argument("-T", "--trigger", action=_EventAction, dest="trigger", metavar="TRIGGER",
+                   help="trigger for the preceding -e: traceon, traceoff, stacktrace, "
+                        "snapshot, enable_event:G:E, disable_event:G:E [:N] [if FILTER]")
     g = p.add_argument_group("function_graph")
     g.add_argument("-g", "--graph-function", action="append", default=[], metavar="GLOB",
                    help="graph only these functions and what they call (set_graph_function)")
@@ -134,6 +144,24 @@ def _report_opts(args) -> dict:
     return out
 
 
+class _EventAction(argparse.Action):
+    """-e, -f and -T share one ordered list: each -f/-T belongs to the -e before it."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        events = getattr(namespace, "events", None)
+        if events is None:
+            events = []
+            namespace.events = events
+        if self.dest == "event":
+            events.append({"event": value, "filter": None, "triggers": []})
+        elif not events:
+            parser.error(f"{option_string} {value!r} must follow an -e EVENT")
+        elif self.dest == "event_filter":
+            events[-1]["filter"] = value
+        else:
+            events[-1]["triggers"].append(value)
+
+
 def _record(args, output: str) -> int:
     from .record import RecordOptions, check_buffer_kb, record
     from .record import check_depth, check_thresh
@@ -141,7 +169,9 @@ def _record(args, output: str) -> int:
                          buffer_kb=check_buffer_kb(args.buffer_size_kb), output=output,
                          graph_functions=args.graph_function, graph_notrace=args.graph_notrace,
                          max_depth=check_depth(args.max_depth), thresh_us=check_thresh(args.thresh),
-                         args=args.args, retval=args.retval)
+                         args=args.args, retval=args.retval, events=args.events or [])
+    if opts.tracer is None:
+        opts.tracer = "nop" if opts.events else "function"
     target = _target(args)
     return record(target, opts)
 

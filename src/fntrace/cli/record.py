@@ -41,6 +41,7 @@ class RecordOptions:
     thresh_us: int = 0
     args: bool = False
     retval: bool = False
+    events: list = field(default_factory=list)
 
 
 def check_buffer_kb(text: str) -> int:
@@ -122,6 +123,49 @@ def _apply_filters(tr: TraceArray, opts: RecordOptions) -> None:
             first = False
 
 
+def _apply_events(tr: TraceArray, opts: RecordOptions) -> None:
+    """-e/-f/-T: define dynamic events, enable them in this trace, set filters/triggers.
+    Any error is a one-line UsageError with the caret position."""
+    from ..events.core import find_event_call
+    from ..events.filter import FilterParseError
+    from ..events.fprobe_event import dynevent_create
+    from ..events.probe_parse import ProbeError
+    from ..events.trigger import TriggerError, apply_trigger_command
+
+    def where(e, text):
+        return f"\n  {text}\n  {' ' * (e.pos or 0)}^" if e.pos is not None else ""
+
+    for spec in opts.events:
+        text = spec["event"]
+        if text[:1] == "f" and (len(text) == 1 or text[1] in " :0123456789"):
+            try:
+                ev = dynevent_create(text)
+            except ProbeError as e:
+                raise UsageError(f"-e: {e.msg}{where(e, text)}") from None
+            call = ev.call
+        else:
+            sysname, _, name = text.rpartition(":")
+            call = find_event_call(sysname or None, name)
+            if call is None:
+                raise UsageError(f"-e {text!r}: no such event")
+        ef = tr.event_file(call)
+        if spec["filter"]:
+            try:
+                ef.set_filter(spec["filter"])
+            except FilterParseError as e:
+                raise UsageError(f"-f: event filter parse error: {e.msg}{where(e, spec['filter'])}") from None
+
+        def files_of_tr(system, event):
+            c = find_event_call(system, event)
+            return tr.event_file(c) if c is not None else None
+        for t in spec["triggers"]:
+            try:
+                apply_trigger_command(ef, t, files_of_tr)
+            except (TriggerError, FilterParseError) as e:
+                raise UsageError(f"-T: {e.msg}{where(e, t)}") from None
+        ef.set_enabled(True)
+
+
 def unmatched_patterns(tr: TraceArray) -> list[str]:
     """Filters that never selected a function during the run (reported on stderr)."""
     out = []
@@ -159,6 +203,7 @@ def record(target: Target, opts: RecordOptions) -> int:
         "tracing_thresh_us": opts.thresh_us,
         "graph_args": opts.args,
         "graph_retval": opts.retval,
+        "events": [e["event"] for e in opts.events],
         "start_wall": time.time(),
     }
     writer = TraceFileWriter(f, header)
@@ -180,6 +225,7 @@ def record(target: Target, opts: RecordOptions) -> int:
     status = 1
     try:
         _apply_filters(tr, opts)
+        _apply_events(tr, opts)
         tracer = tracers[opts.tracer]()
 
         def start(mod, code) -> None:
@@ -207,4 +253,12 @@ def record(target: Target, opts: RecordOptions) -> int:
         sink.finish(stats)
         for pat in unmatched_patterns(tr):
             print(f"fntrace: filter {pat!r} matched no function", file=sys.stderr)
+        if opts.events:
+            from ..events.fprobe_event import unbound_events
+            for ev in unbound_events():
+                print(f"fntrace: event {ev}: the function never appeared", file=sys.stderr)
+            for ef in list(tr.event_files.values()):
+                ef.set_enabled(False)
+                ef.triggers.clear()
+                ef._sync()
     return status

@@ -434,6 +434,9 @@ def register_ftrace_function(ops: Ops) -> None:
                 raise FilterError("IPMODIFY and DIRECT ops need a non-empty filter")
             if ops.flags & FTRACE_OPS_FL.IPMODIFY and ops.notrace_hash:
                 raise FilterError("an IPMODIFY ops may not have a notrace hash")
+        # Every module imported so far gets its records (the kernel has them from boot).
+        record_table.refresh()
+        _install_module_listener()
         _check_ipmodify(ops, _candidates(ops))
         ops.flags |= FTRACE_OPS_FL.ENABLED | FTRACE_OPS_FL.INITIALIZED | FTRACE_OPS_FL.ADDING
         ftrace_ops_list.insert(0, ops)

@@ -148,6 +148,11 @@ class Tracefs:
             })
         self._files["tracing_thresh"] = (lambda: f"{self.tr.tracing_thresh // 1000}\n",
                                          self._w_tracing_thresh)
+        self._files["set_event"] = (self._r_set_event, self._w_set_event)
+        self._files["available_events"] = (self._r_available_events, None)
+        self._files["snapshot"] = (self._r_snapshot, self._w_snapshot)
+        if top:
+            self._files["dynamic_events"] = (self._r_dynamic_events, self._w_dynamic_events)
         for name in self.OPTIONS + tuple(self.GRAPH_OPTIONS):
             self._files[f"options/{name}"] = (
                 (lambda n=name: f"{int(self.tr.options.get(n, False))}\n"),
@@ -157,13 +162,26 @@ class Tracefs:
     def ls(self, path: str = "") -> list[str]:
         prefix = path.rstrip("/") + "/" if path else ""
         out = set()
-        for name in self._files:
+        from ..events.core import event_calls
+        names = list(self._files) + ["events/enable"]
+        for (sysname, ev) in list(event_calls):
+            names += [f"events/{sysname}/enable", f"events/{sysname}/{ev}/enable",
+                      f"events/{sysname}/{ev}/filter", f"events/{sysname}/{ev}/trigger",
+                      f"events/{sysname}/{ev}/format", f"events/{sysname}/{ev}/id"]
+        for name in names:
             if name.startswith(prefix):
                 out.add(name[len(prefix):].split("/", 1)[0])
         return sorted(out)
 
+    def _lookup(self, path: str):
+        path = path.strip("/")
+        f = self._files.get(path)
+        if f is None and (path == "events" or path.startswith("events/")):
+            f = self._event_path(path)
+        return f
+
     def read(self, path: str) -> str:
-        f = self._files.get(path.strip("/"))
+        f = self._lookup(path)
         if f is None:
             raise FntraceError(f"{path}: no such file", command=path)
         if f[0] is None:
@@ -173,7 +191,7 @@ class Tracefs:
         return f[0]()
 
     def write(self, path: str, data: str, append: bool = False) -> None:
-        f = self._files.get(path.strip("/"))
+        f = self._lookup(path)
         if f is None:
             raise FntraceError(f"{path}: no such file", command=path)
         if f[1] is None:
@@ -307,6 +325,156 @@ class Tracefs:
     def _name_of(self, ip: int) -> str:
         r = record_table.by_ip.get(ip)
         return r.name if r is not None else f"0x{ip:x}"
+
+    # -- events ---------------------------------------------------------------------
+    def _calls(self, system: str | None = None):
+        from ..events.core import event_calls
+        return [c for (sy, _), c in list(event_calls.items()) if system in (None, sy)]
+
+    def _event_path(self, path: str):
+        from ..events.core import find_event_call
+        parts = path.split("/")
+        if parts == ["events", "enable"]:
+            return (lambda: self._r_enable_many(self._calls()),
+                    lambda d, a: self._w_enable_many(self._calls(), d))
+        if len(parts) == 3 and parts[2] == "enable":
+            calls = self._calls(parts[1])
+            if not calls:
+                return None
+            return (lambda: self._r_enable_many(calls), lambda d, a: self._w_enable_many(calls, d))
+        if len(parts) != 4:
+            return None
+        call = find_event_call(parts[1], parts[2])
+        if call is None:
+            return None
+        ef = self.tr.event_file(call)
+        leaf = parts[3]
+        if leaf == "enable":
+            return (lambda: ef.enable_text() + "\n",
+                    lambda d, a: ef.set_enabled(_bool(d, "enable")))
+        if leaf == "filter":
+            return ((lambda: (ef.filter_text or "none") + "\n"),
+                    lambda d, a: self._w_event_filter(ef, d))
+        if leaf == "trigger":
+            return (lambda: self._r_trigger(ef), lambda d, a: self._w_trigger(ef, d))
+        if leaf == "format":
+            return (call.format_text, None)
+        if leaf == "id":
+            return (lambda: f"{call.id}\n", None)
+        return None
+
+    def _r_enable_many(self, calls) -> str:
+        states = {self.tr.event_file(c).enable_text()[0] for c in calls}
+        if not states:
+            return "0\n"
+        return ("X" if len(states) > 1 else states.pop()) + "\n"
+
+    def _w_enable_many(self, calls, data: str) -> None:
+        on = _bool(data, "enable")
+        for c in calls:
+            self.tr.event_file(c).set_enabled(on)
+
+    def _w_event_filter(self, ef, data: str) -> None:
+        from ..events.filter import FilterParseError
+        text = data.strip()
+        try:
+            ef.set_filter(text)
+        except FilterParseError as e:
+            self.error_log.add("event filter parse error", e.msg, text, e.pos or 0)
+            raise
+
+    def _r_trigger(self, ef) -> str:
+        if not ef.triggers:
+            return "# Available triggers:\n# traceon traceoff snapshot stacktrace enable_event disable_event\n"
+        return "".join(f"{t}\n" for t in ef.triggers)
+
+    def _w_trigger(self, ef, data: str) -> None:
+        from ..events.core import find_event_call
+        from ..events.trigger import TriggerError, apply_trigger_command
+
+        def files_of_tr(system, event):
+            c = find_event_call(system, event)
+            return self.tr.event_file(c) if c is not None else None
+        text = data.rstrip("\n")
+        try:
+            apply_trigger_command(ef, text, files_of_tr)
+        except TriggerError as e:
+            self.error_log.add("event trigger", e.msg, text, e.pos or 0)
+            raise
+
+    def _r_set_event(self) -> str:
+        return "".join(f"{c.system}:{c.name}\n" for c in self._calls()
+                       if self.tr.event_file(c).enabled)
+
+    def _w_set_event(self, data: str, append: bool) -> None:
+        from ..core.hash import glob_match
+        words = data.split()
+        plan = []
+        for w in words:
+            on = not w.startswith("!")
+            pat = w.lstrip("!")
+            sysp, _, evp = pat.rpartition(":")
+            if not sysp:
+                sysp = "*"
+            matched = [c for c in self._calls() if glob_match(sysp, c.system) and glob_match(evp or "*", c.name)]
+            if not matched:
+                raise FntraceError(f"set_event: no event matches {w!r}", command=data)
+            plan.append((on, matched))
+        if not append:
+            for c in self._calls():
+                self.tr.event_file(c).set_enabled(False)
+        for on, matched in plan:
+            for c in matched:
+                self.tr.event_file(c).set_enabled(on)
+
+    def _r_available_events(self) -> str:
+        return "".join(f"{c.system}:{c.name}\n" for c in self._calls())
+
+    def _r_dynamic_events(self) -> str:
+        from ..events.fprobe_event import dynamic_events_lines
+        return "".join(l + "\n" for l in dynamic_events_lines())
+
+    def _w_dynamic_events(self, data: str, append: bool) -> None:
+        from ..events.fprobe_event import dynevent_clear, dynevent_create
+        from ..events.probe_parse import ProbeError
+        if not append:
+            dynevent_clear()
+        for line in data.splitlines():
+            cmd = line.strip()
+            if not cmd or cmd.startswith("#"):
+                continue
+            try:
+                dynevent_create(cmd)
+            except ProbeError as e:
+                self.error_log.add("trace_fprobe", e.msg, cmd, e.pos or 0)
+                raise
+
+    def _r_snapshot(self) -> str:
+        snap = self.tr.snapshot
+        if snap is None:
+            return ("# tracer: " + self.tr.tracer.name + "\n#\n"
+                    "# * Snapshot is freed *\n#\n"
+                    "# Snapshot commands:\n# echo 0 > snapshot : Clears and frees snapshot buffer\n"
+                    "# echo 1 > snapshot : Allocates snapshot buffer, if not already allocated.\n"
+                    "#                      Takes a snapshot of the main buffer.\n")
+        n = sum(b.entries for b in snap)
+        w = sum(b.written for b in snap)
+        lines = render_function_trace(
+            entries_from_buffers(snap, self._name_of, thread_info), header=True,
+            tracer=self.tr.tracer.name, nr_entries=n, written=w, nr_cpus=max(1, len(snap)),
+            irq_info=self.tr.options.get("irq-info", False),
+            print_parent=self.tr.options.get("print-parent", True))
+        return "".join(l + "\n" for l in lines)
+
+    def _w_snapshot(self, data: str, append: bool) -> None:
+        v = data.strip()
+        if v == "0":
+            self.tr.snapshot = None
+        elif v == "1":
+            self.tr.take_snapshot()
+        elif self.tr.snapshot is not None:
+            for b in self.tr.snapshot:
+                b.reset()
 
     def _graph_printer(self):
         from ..output.function_graph import GraphPrinter

@@ -1,0 +1,230 @@
+"""Trace events: the event calls, their per-instance files, enable/filter/trigger
+(kernel/trace/trace_events.c, trace_events_trigger.c).
+
+    EventCall   one event type (``fprobes/work__entry``): its fields and how it is hooked
+    EventFile   that event in one trace instance: enable state, filter, triggers
+
+An event is hooked while some file has it enabled or in soft mode (a trigger may enable
+it).  When it fires, each file runs its triggers, then — if enabled and not soft-disabled
+and its filter passes — writes a TRACE_EVENT record into its instance's buffer.
+
+enable file reads (event_enable_read):  "1"/"0", plus "*" in soft mode
+    soft mode      an enable_event/disable_event trigger refers to the event
+    soft disabled  hooked for the trigger's sake, but not recorded until it fires
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from time import monotonic_ns
+from typing import Any
+
+from ..errors import FntraceError
+from ..ring_buffer import TRACE_EVENT, TRACE_STACK
+
+__all__ = ["EventCall", "EventFile", "event_calls", "register_event_call",
+           "unregister_event_call", "find_event_call", "stack_text"]
+
+_lock = threading.RLock()
+# (system, name) -> EventCall, in creation order.
+event_calls: dict[tuple[str, str], "EventCall"] = {}
+
+
+def stack_text(frame, limit: int = 32) -> str:
+    """A stack trace as the kernel's <stack trace> lines list it: innermost first."""
+    from ..core.records import record_table
+    out = []
+    f = frame
+    while f is not None and len(out) < limit:
+        rec = record_table.by_code.get(id(f.f_code))
+        if rec is None:
+            glb = f.f_globals
+            mod = glb.get("__name__", "") if isinstance(glb, dict) else ""
+            name = f"{mod}.{f.f_code.co_qualname}" if mod else f.f_code.co_qualname
+        else:
+            name = rec.name
+        if not name.startswith("fntrace."):
+            out.append(name)
+        f = f.f_back
+    return "\n".join(out)
+
+
+class EventCall:
+    """One event type.
+
+    fields    name -> kind ('int', 'str', 'any') for filters and the format file
+    hook      called with True when the first file needs the event, False after the last
+    """
+
+    def __init__(self, system: str, name: str, fields: Mapping[str, str], *,
+                 print_fmt: str = "", hook: Callable[[bool], None] | None = None,
+                 definition: str = ""):
+        self.system = system
+        self.name = name
+        self.fields = dict(fields)
+        self.print_fmt = print_fmt
+        self.hook = hook
+        self.definition = definition
+        self.files: list[EventFile] = []        # files with the event on (hard or soft)
+        self.hooked = False
+        self.id = len(event_calls) + 1
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.system}:{self.name}"
+
+    def _update_hook(self) -> None:
+        want = bool(self.files)
+        if want != self.hooked and self.hook is not None:
+            self.hook(want)
+        self.hooked = want
+
+    def format_text(self) -> str:
+        """The ``format`` file."""
+        lines = [f"name: {self.name}", f"ID: {self.id}", "format:",
+                 "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;",
+                 "\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;",
+                 "\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;",
+                 "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;", ""]
+        off = 8
+        lines.append(f"\tfield:unsigned long __probe_ip;\toffset:{off};\tsize:8;\tsigned:0;")
+        off += 8
+        for name, kind in self.fields.items():
+            ctype = {"int": "s64", "str": "__data_loc char[]"}.get(kind, "object")
+            lines.append(f"\tfield:{ctype} {name};\toffset:{off};\tsize:8;\tsigned:{int(kind == 'int')};")
+            off += 8
+        lines.append("")
+        lines.append(f"print fmt: {self.print_fmt}")
+        return "\n".join(lines) + "\n"
+
+    def fire(self, func_ip: int, values: Mapping[str, Any], text_fn: Callable[[], str],
+             frame=None) -> None:
+        """The event happened: run every file's triggers, then record where enabled.
+        ``text_fn`` builds the line's text once, only if something records it."""
+        text = None
+        for ef in self.files:
+            if ef.triggers:
+                ef.run_triggers(values, frame)
+            if not ef.enabled or ef.soft_disabled:
+                continue
+            flt = ef.filter
+            if flt is not None:
+                try:
+                    if not flt(values):
+                        continue
+                except Exception:
+                    continue
+            tr = ef.tr
+            if not tr.tracing_on:
+                continue
+            if text is None:
+                text = text_fn()
+            try:
+                buf = tr.local.buf
+            except AttributeError:
+                buf = tr.cpu_buffer()
+            buf.write_payload(monotonic_ns(), TRACE_EVENT, func_ip, 0, 0, 0, [self.name, text])
+
+
+class EventFile:
+    """An event in one trace instance (struct trace_event_file)."""
+
+    def __init__(self, call: EventCall, tr) -> None:
+        self.call = call
+        self.tr = tr
+        self.enabled = False          # hard enable (the enable file)
+        self.soft_mode = 0            # triggers referring to it
+        self.soft_disabled = False
+        self.filter = None
+        self.filter_text = ""
+        self.triggers: list = []
+        self.trigger_refs = 0         # triggers attached to this file (hook needed)
+
+    def enable_text(self) -> str:
+        on = self.enabled and not self.soft_disabled
+        return ("1" if on else "0") + ("*" if self.soft_mode else "")
+
+    def _sync(self) -> None:
+        need = self.enabled or self.soft_mode > 0 or bool(self.triggers)
+        with _lock:
+            if need and self not in self.call.files:
+                self.call.files.append(self)
+            elif not need and self in self.call.files:
+                self.call.files.remove(self)
+            self.call._update_hook()
+
+    def set_enabled(self, on: bool) -> None:
+        self.enabled = on
+        if self.soft_mode:
+            # writing the enable file of a soft-mode event sets what it is now; the
+            # trigger may change it again (func_event_triggers.tc)
+            self.soft_disabled = not on
+        self._sync()
+
+    def soft_enable(self, enable_trigger: bool) -> None:
+        """An enable_event (soft-disabled until it fires) or disable_event trigger was
+        attached."""
+        self.soft_mode += 1
+        if self.soft_mode == 1:
+            if enable_trigger:
+                self.enabled = True
+                self.soft_disabled = True
+            else:
+                self.enabled = True
+                self.soft_disabled = False
+        self._sync()
+
+    def soft_release(self) -> None:
+        self.soft_mode = max(0, self.soft_mode - 1)
+        if not self.soft_mode:
+            self.soft_disabled = False
+            self.enabled = False
+        self._sync()
+
+    def set_filter(self, text: str) -> None:
+        from .filter import parse_filter
+        flt = parse_filter(text, self.call.fields)
+        self.filter = flt
+        self.filter_text = flt.text if flt is not None else ""
+
+    def run_triggers(self, values: Mapping[str, Any], frame) -> None:
+        for t in list(self.triggers):
+            try:
+                t.fire(self, values, frame)
+            except Exception as exc:         # a trigger must never reach the program
+                try:
+                    sys.stderr.write(f"fntrace: trigger {t} failed: {exc}\n")
+                except Exception:
+                    pass
+
+
+def register_event_call(call: EventCall) -> EventCall:
+    with _lock:
+        key = (call.system, call.name)
+        if key in event_calls:
+            raise FntraceError(f"event {call.full_name} already exists")
+        event_calls[key] = call
+        return call
+
+
+def unregister_event_call(call: EventCall) -> None:
+    with _lock:
+        if call.files:
+            err = FntraceError(f"event {call.full_name} is in use")
+            err.errno = 16   # EBUSY
+            raise err
+        event_calls.pop((call.system, call.name), None)
+        if call.hooked and call.hook is not None:
+            call.hook(False)
+            call.hooked = False
+
+
+def find_event_call(system: str | None, name: str) -> EventCall | None:
+    with _lock:
+        if system is not None:
+            return event_calls.get((system, name))
+        for (s, n), c in event_calls.items():
+            if n == name:
+                return c
+        return None

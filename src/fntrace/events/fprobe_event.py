@@ -1,0 +1,348 @@
+"""fprobe events: dynamic events defined by ``f ...`` commands (kernel/trace/trace_fprobe.c).
+
+    echo 'f:myprobe shop.cart.Cart.add_item qty=$arg2 name=product.name' >> dynamic_events
+    echo 'f shop.pricing.price_line%return $retval' >> dynamic_events
+
+Each event is an EventCall backed by an Fprobe on the named function: an entry probe
+has only an entry handler (a plain ops, no shadow-stack frame); a ``%return`` probe has
+an exit handler, and its ``$argN``/parameter fetchargs are taken at entry and kept in the
+call's entry data.  A SYM that is not imported yet is bound when its module loads.
+
+Line text (trace_fprobe.c print_fentry_event / print_fexit_event):
+    work__entry: (__main__.work+0) a=1 b='x'
+    work__exit: (__main__.main+3 <- __main__.work) arg1=3
+where ``+N`` is the line offset from the function's first line (the kernel's +offset).
+"""
+from __future__ import annotations
+
+import reprlib
+import sys
+import threading
+from typing import Any
+
+from ..core.records import DynFtrace, record_table
+from ..core.regs import _param_names
+from ..errors import FntraceError
+from ..fprobe import Fprobe, register_fprobe_ips, unregister_fprobe
+from .core import EventCall, event_calls, register_event_call, unregister_event_call
+
+__all__ = ["FprobeEvent", "dynevent_create", "dynevent_remove", "dynevent_clear",
+           "dynamic_events_lines", "dyn_events", "unbound_events"]
+
+_lock = threading.RLock()
+dyn_events: dict[tuple[str, str], "FprobeEvent"] = {}
+
+_repr = reprlib.Repr()
+_repr.maxstring = 64
+_repr.maxother = 64
+_repr.maxlong = 40
+MAX_TEXT = 128
+FAULT = "(fault)"
+
+_INT_TYPES = {"s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64",
+              "x8", "x16", "x32", "x64", "len", "bool"}
+
+
+def _field_kind(t: str | None) -> str:
+    if t in _INT_TYPES:
+        return "int"
+    if t in ("string", "repr", "symbol", "char"):
+        return "str"
+    return "any"
+
+
+def _bounded(s: str) -> str:
+    return s if len(s) <= MAX_TEXT else s[:MAX_TEXT - 3] + "..."
+
+
+def render(value: Any, typ: str | None) -> tuple[Any, str]:
+    """(value for filters, text) of one fetched value; never raises."""
+    try:
+        if typ is None or typ == "repr":
+            return value, _bounded(_repr.repr(value))
+        if typ == "string":
+            s = str(value)
+            return s, '"' + _bounded(s).replace('"', '\\"') + '"'
+        if typ == "len":
+            n = len(value)
+            return n, str(n)
+        if typ == "bool":
+            b = int(bool(value))
+            return b, str(b)
+        if typ == "char":
+            s = chr(value) if isinstance(value, int) else str(value)[:1]
+            return s, f"'{s}'"
+        if typ == "symbol":
+            mod = getattr(value, "__module__", None) or ""
+            qn = getattr(value, "__qualname__", None) or _repr.repr(value)
+            s = f"{mod}.{qn}" if mod else qn
+            return s, s
+        if not isinstance(value, int):
+            if isinstance(value, bool) or not hasattr(value, "__index__"):
+                return None, FAULT
+            value = value.__index__()
+        bits = int(typ[1:])
+        mask = (1 << bits) - 1
+        if typ[0] == "x":
+            return value, f"0x{value & mask:x}"
+        if typ[0] == "u":
+            v = value & mask
+            return v, str(v)
+        v = value & mask
+        if v >> (bits - 1):
+            v -= 1 << bits
+        return v, str(v)
+    except BaseException:
+        return None, FAULT
+
+
+def _frame_pos(frame) -> str:
+    """``func+N``: the frame's function and its line offset from the def line."""
+    code = frame.f_code
+    rec = record_table.by_code.get(id(code))
+    name = rec.name if rec is not None else code.co_qualname
+    lineno = frame.f_lineno or code.co_firstlineno
+    return f"{name}+{max(0, lineno - code.co_firstlineno)}"
+
+
+def _fetch(expr: tuple, frame, retval: Any) -> Any:
+    k = expr[0]
+    if k == "param":
+        return frame.f_locals[expr[1]]
+    if k == "arg":
+        names = _param_names(frame.f_code)
+        return frame.f_locals[names[expr[1] - 1]]
+    if k == "retval":
+        return retval
+    if k == "comm":
+        return threading.current_thread().name
+    if k == "stack":
+        f = frame.f_back
+        for _ in range(expr[1]):
+            if f is None:
+                break
+            f = f.f_back
+        if f is None:
+            raise LookupError("no such caller")
+        rec = record_table.by_code.get(id(f.f_code))
+        return rec.name if rec is not None else f.f_code.co_qualname
+    if k == "stackdepth":
+        n, f = 0, frame
+        while f is not None:
+            n += 1
+            f = f.f_back
+        return n
+    if k == "imm":
+        return expr[1]
+    if k == "attr":
+        return getattr(_fetch(expr[1], frame, retval), expr[2])
+    if k == "item":
+        return _fetch(expr[1], frame, retval)[expr[2]]
+    raise LookupError(f"cannot fetch {k}")
+
+
+def _uses_entry(expr: tuple) -> bool:
+    k = expr[0]
+    if k in ("param", "arg"):
+        return True
+    if k in ("attr", "item"):
+        return _uses_entry(expr[1])
+    return False
+
+
+class FprobeEvent:
+    """One ``f`` dynamic event: its spec, its EventCall and (while hooked) its Fprobe."""
+
+    def __init__(self, spec) -> None:
+        self.spec = spec
+        self.call = EventCall(spec.group, spec.event,
+                              {a.name: _field_kind(a.type) for a in spec.args},
+                              print_fmt=self._print_fmt(), hook=self._hook,
+                              definition=spec.normalized())
+        self.fp: Fprobe | None = None
+        self.want = False
+        self.bound: list[DynFtrace] = []
+        # fetchargs taken at entry on a %return probe
+        self.entry_args = [i for i, a in enumerate(spec.args)
+                           if spec.is_return and _uses_entry(a.expr)]
+
+    def _print_fmt(self) -> str:
+        head = "(%lx <- %lx)" if self.spec.is_return else "(%lx)"
+        fmt = " ".join([head] + [f"{a.name}=%s" for a in self.spec.args])
+        refs = ["REC->__probe_func", "REC->__probe_ret_ip"] if self.spec.is_return else ["REC->__probe_ip"]
+        refs += [f"REC->{a.name}" for a in self.spec.args]
+        return f'"{fmt}", ' + ", ".join(refs)
+
+    # -- hooking ------------------------------------------------------------------------
+    def _targets(self) -> list[DynFtrace]:
+        return [r for r in record_table.records if r.name == self.spec.symbol]
+
+    def _hook(self, on: bool) -> None:
+        self.want = on
+        if on:
+            self._bind()
+        elif self.fp is not None:
+            fp, self.fp = self.fp, None
+            unregister_fprobe(fp)
+
+    def _bind(self) -> None:
+        if not self.want or self.fp is not None:
+            return
+        recs = self._targets()
+        if not recs:
+            return                      # bound when the module is imported
+        if self.spec.is_return:
+            n = len(self.entry_args)
+            fp = Fprobe(self._entry_capture if n else None, self._exit, n,
+                        name=self.call.full_name, entry_data_type=lambda k: [None] * k)
+        else:
+            fp = Fprobe(self._entry, None, name=self.call.full_name)
+        register_fprobe_ips(fp, recs)
+        self.fp = fp
+        self.bound = recs
+
+    def on_module_load(self, new: list[DynFtrace]) -> None:
+        if self.want and self.fp is None and any(r.name == self.spec.symbol for r in new):
+            self._bind()
+
+    # -- firing ------------------------------------------------------------------------
+    def _values(self, frame, retval, entry_data, rendered: list) -> dict:
+        vals = {}
+        for i, a in enumerate(self.spec.args):
+            if entry_data is not None and i in self.entry_args:
+                v, t = entry_data[self.entry_args.index(i)]
+            else:
+                try:
+                    v, t = render(_fetch(a.expr, frame, retval), a.type)
+                except BaseException:
+                    v, t = None, FAULT
+            vals[a.name] = v
+            rendered.append(f"{a.name}={t}")
+        return vals
+
+    def _entry(self, fp, ip, ret_ip, fregs, data) -> None:
+        frame = fregs.frame
+        rendered: list[str] = []
+        vals = self._values(frame, None, None, rendered)
+        head = f"({ip.name}+0)"
+        self.call.fire(ip.ip, vals, lambda: " ".join([head] + rendered), frame)
+
+    def _entry_capture(self, fp, ip, ret_ip, fregs, data) -> None:
+        frame = fregs.frame
+        for j, i in enumerate(self.entry_args):
+            a = self.spec.args[i]
+            try:
+                data[j] = render(_fetch(a.expr, frame, None), a.type)
+            except BaseException:
+                data[j] = (None, FAULT)
+
+    def _exit(self, fp, ip, ret_ip, fregs, data) -> None:
+        frame = fregs.frame
+        rendered: list[str] = []
+        vals = self._values(frame, fregs.retval, data, rendered)
+        back = frame.f_back
+        where = _frame_pos(back) if back is not None else "0"
+        head = f"({where} <- {ip.name})"
+        self.call.fire(ip.ip, vals, lambda: " ".join([head] + rendered), frame)
+
+
+def _on_module_load(module: str, new: list[DynFtrace]) -> None:
+    with _lock:
+        for ev in list(dyn_events.values()):
+            ev.on_module_load(new)
+
+
+record_table.listeners.append(_on_module_load)
+
+
+def _loaded_prefix(symbol: str) -> bool:
+    mods = set(record_table.loaded_modules())
+    parts = symbol.split(".")
+    return any(".".join(parts[:i]) in mods for i in range(1, len(parts)))
+
+
+def resolve_symbol(symbol: str):
+    """The parser's BTF: parameter names of SYM, UNRESOLVED if its module is not
+    imported yet, None if it does not exist."""
+    from .probe_parse import UNRESOLVED
+    for r in record_table.records:
+        if r.name == symbol:
+            return list(_param_names(r.code))
+    record_table.refresh()
+    for r in record_table.records:
+        if r.name == symbol:
+            return list(_param_names(r.code))
+    return None if _loaded_prefix(symbol) else UNRESOLVED
+
+
+def dynevent_create(cmd: str) -> FprobeEvent | None:
+    """One ``dynamic_events`` command (define or ``-:`` remove).  ProbeError on a bad
+    command, with the kernel's error kind and caret position; nothing changes then."""
+    from .probe_parse import ERRORS, ProbeError, RemoveSpec, parse_probe_command
+    with _lock:
+        spec = parse_probe_command(cmd, resolve_symbol)
+        if isinstance(spec, RemoveSpec):
+            dynevent_remove(spec.group, spec.event, cmd)
+            return None
+        key = (spec.group, spec.event)
+        if key in dyn_events or key in event_calls:
+            old = dyn_events.get(key)
+            if old is not None and old.spec.normalized() == spec.normalized():
+                kind = "SAME_PROBE"
+            elif old is not None and old.spec.is_return != spec.is_return:
+                kind = "DIFF_PROBE_TYPE"
+            else:
+                kind = "EVENT_EXIST"
+            e = ProbeError(ERRORS.get(kind, kind), pos=0, command=cmd)
+            e.kind = kind
+            raise e
+        ev = FprobeEvent(spec)
+        register_event_call(ev.call)
+        dyn_events[key] = ev
+        return ev
+
+
+def dynevent_remove(group: str | None, event: str, cmd: str = "") -> None:
+    with _lock:
+        key = None
+        for (g, e) in dyn_events:
+            if e == event and (group is None or g == group):
+                key = (g, e)
+                break
+        if key is None:
+            err = FntraceError(f"no such event {group + '/' if group else ''}{event}",
+                               pos=0, command=cmd)
+            err.errno = 2   # ENOENT
+            raise err
+        ev = dyn_events[key]
+        unregister_event_call(ev.call)       # EBUSY while enabled
+        del dyn_events[key]
+
+
+def dynevent_clear() -> None:
+    """``echo > dynamic_events``: remove every fprobe event (EBUSY if one is in use)."""
+    with _lock:
+        busy = [ev for ev in dyn_events.values() if ev.call.files]
+        if busy:
+            err = FntraceError(f"event {busy[0].call.full_name} is in use")
+            err.errno = 16
+            raise err
+        for key in list(dyn_events):
+            unregister_event_call(dyn_events[key].call)
+            del dyn_events[key]
+
+
+def dynamic_events_lines() -> list[str]:
+    with _lock:
+        return [ev.spec.normalized() for ev in dyn_events.values()]
+
+
+def unbound_events() -> list[str]:
+    """Enabled events whose function never appeared."""
+    with _lock:
+        return [ev.call.full_name + " (" + ev.spec.symbol + ")"
+                for ev in dyn_events.values() if ev.want and ev.fp is None]
+
+
+def _debug(*a) -> None:  # pragma: no cover
+    print(*a, file=sys.stderr)
