@@ -20,6 +20,7 @@ TOOL_ID = 4
 TOOL_NAME = "fntrace"
 
 _RET = int(FTRACE_FL.RET)
+_DIRECT_EN = int(FTRACE_FL.DIRECT_EN)
 
 
 class MonitoringBackend:
@@ -34,6 +35,8 @@ class MonitoringBackend:
 
     def _events(self, rec: DynFtrace) -> int:
         E = sys.monitoring.events
+        if rec.flags & _DIRECT_EN:
+            return 0            # only the direct trampoline: the stub calls it, no event
         ev = E.PY_START
         if rec.flags & _RET:
             ev |= E.PY_RETURN | E.PY_YIELD | E.PY_RESUME
@@ -75,11 +78,8 @@ class MonitoringBackend:
         if not self.active:
             return
         mon = sys.monitoring
-        for rec in list(self._patched.values()):
-            try:
-                mon.set_local_events(TOOL_ID, rec.code, 0)
-            except ValueError:
-                pass
+        for rec, code in list(self._patched.values()):
+            self._unpatch(code)
         self._patched.clear()
         mon.set_events(TOOL_ID, 0)
         E = mon.events
@@ -91,15 +91,31 @@ class MonitoringBackend:
 
     # -- the arch ops of the update path ------------------------------------------------
     def make_call(self, rec: DynFtrace) -> None:
-        dispatch.sites[id(rec.code)] = rec
-        self._patched[rec.ip] = rec
-        sys.monitoring.set_local_events(TOOL_ID, rec.code, self._events(rec))
+        code = rec.site_code
+        dispatch.sites[id(code)] = rec
+        self._patched[rec.ip] = (rec, code)
+        sys.monitoring.set_local_events(TOOL_ID, code, self._events(rec))
 
     def modify_call(self, rec: DynFtrace) -> None:
-        # The slot (rec.func / rec.ops) was already rewritten; only the event set may change.
-        sys.monitoring.set_local_events(TOOL_ID, rec.code, self._events(rec))
+        # The slot (rec.func / rec.ops) was already rewritten; the event set, or the code
+        # patched (a stub came or went), may change.
+        old = self._patched.get(rec.ip)
+        if old is not None and old[1] is not rec.site_code:
+            self._unpatch(old[1])
+            self.make_call(rec)
+            return
+        sys.monitoring.set_local_events(TOOL_ID, rec.site_code, self._events(rec))
+
+    def _unpatch(self, code) -> None:
+        try:
+            sys.monitoring.set_local_events(TOOL_ID, code, 0)
+        except ValueError:
+            pass
+        dispatch.sites.pop(id(code), None)
 
     def make_nop(self, rec: DynFtrace) -> None:
-        sys.monitoring.set_local_events(TOOL_ID, rec.code, 0)
-        dispatch.sites.pop(id(rec.code), None)
-        self._patched.pop(rec.ip, None)
+        old = self._patched.pop(rec.ip, None)
+        if old is not None:
+            self._unpatch(old[1])
+        else:
+            self._unpatch(rec.site_code)

@@ -11,10 +11,12 @@ import sys
 import threading
 
 from ..core import dispatch
-from ..core.records import DynFtrace
+from ..core.records import FTRACE_FL, DynFtrace
 from ..errors import BusyError
 
 __all__ = ["ProfileBackend"]
+
+_DIRECT_EN = int(FTRACE_FL.DIRECT_EN)
 
 
 class ProfileBackend:
@@ -48,13 +50,30 @@ class ProfileBackend:
             sys.setprofile(None)
         threading.setprofile(None)
         dispatch.sites.clear()
+        self.__init_patched().clear()
         self.active = False
 
+    def __init_patched(self) -> dict:
+        p = getattr(self, "_patched", None)
+        if p is None:
+            p = self._patched = {}
+        return p
+
     def make_call(self, rec: DynFtrace) -> None:
-        dispatch.sites[id(rec.code)] = rec
+        patched = self.__init_patched()
+        old = patched.get(rec.ip)
+        if old is not None and old is not rec.site_code:
+            dispatch.sites.pop(id(old), None)
+        code = rec.site_code
+        patched[rec.ip] = code
+        if rec.flags & _DIRECT_EN:
+            dispatch.sites.pop(id(code), None)   # only the direct trampoline: no hook work
+        else:
+            dispatch.sites[id(code)] = rec
 
     def modify_call(self, rec: DynFtrace) -> None:
-        pass
+        self.make_call(rec)
 
     def make_nop(self, rec: DynFtrace) -> None:
-        dispatch.sites.pop(id(rec.code), None)
+        code = self.__init_patched().pop(rec.ip, rec.site_code)
+        dispatch.sites.pop(id(code), None)

@@ -64,6 +64,9 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
     e.add_argument("-T", "--trigger", action=_EventAction, dest="trigger", metavar="TRIGGER",
                    help="trigger for the preceding -e: traceon, traceoff, stacktrace, "
                         "snapshot, enable_event:G:E, disable_event:G:E [:N] [if FILTER]")
+    p.add_argument("--patch", action="append", default=[], metavar="SYM=FILE:FUNC",
+                   help="replace function SYM for this run: FUNC(original, *args, **kwargs) "
+                        "from FILE decides whether and how to call the original")
     g = p.add_argument_group("function_graph")
     g.add_argument("-g", "--graph-function", action="append", default=[], metavar="GLOB",
                    help="graph only these functions and what they call (set_graph_function)")
@@ -169,7 +172,7 @@ def _record(args, output: str) -> int:
                          buffer_kb=check_buffer_kb(args.buffer_size_kb), output=output,
                          graph_functions=args.graph_function, graph_notrace=args.graph_notrace,
                          max_depth=check_depth(args.max_depth), thresh_us=check_thresh(args.thresh),
-                         args=args.args, retval=args.retval, events=args.events or [])
+                         args=args.args, retval=args.retval, events=args.events or [], patches=args.patch)
     if opts.tracer is None:
         opts.tracer = "nop" if opts.events else "function"
     target = _target(args)

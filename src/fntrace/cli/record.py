@@ -42,6 +42,7 @@ class RecordOptions:
     args: bool = False
     retval: bool = False
     events: list = field(default_factory=list)
+    patches: list = field(default_factory=list)
 
 
 def check_buffer_kb(text: str) -> int:
@@ -126,6 +127,8 @@ def _apply_filters(tr: TraceArray, opts: RecordOptions) -> None:
 def _apply_events(tr: TraceArray, opts: RecordOptions) -> None:
     """-e/-f/-T: define dynamic events, enable them in this trace, set filters/triggers.
     Any error is a one-line UsageError with the caret position."""
+    if not opts.events:
+        return
     from ..events.core import find_event_call
     from ..events.filter import FilterParseError
     from ..events.fprobe_event import dynevent_create
@@ -223,7 +226,10 @@ def record(target: Target, opts: RecordOptions) -> int:
     record_table.refresh()
     record_table.main_pending = True
     status = 1
+    from . import patch as _patch
+    requests = [_patch.parse_patch(p) for p in opts.patches]
     try:
+        _patch.install(requests)
         _apply_filters(tr, opts)
         _apply_events(tr, opts)
         tracer = tracers[opts.tracer]()
@@ -243,6 +249,8 @@ def record(target: Target, opts: RecordOptions) -> int:
             tr.tracer.reset(tr)
             tr.tracer = None
         tr.flush()
+        for msg in _patch.finish(requests):
+            print(f"fntrace: {msg}", file=sys.stderr)
         record_table.main_pending = False
         stats = {
             "cpus": {str(c): {"written": b.written, "overrun": b.overrun, "dropped": b.dropped}

@@ -202,19 +202,19 @@ def on_py_unwind(code, offset, exc):
 _ret_offs: dict = {}
 
 
-def _return_offsets(rec) -> frozenset:
+def _return_offsets(code) -> frozenset:
     """Offsets where a frame stops normally: returns, yields, and (3.13) the RESUME after
     a yield, where f_lasti points once the frame is suspended (coverage.py's
     lasti_is_yield quirk, python/cpython#113728)."""
-    offs = _ret_offs.get(rec.ip)
-    if offs is None:
+    ent = _ret_offs.get(id(code))
+    if ent is None or ent[0] is not code:
         import dis
         offs = frozenset(
-            i.offset for i in dis.get_instructions(rec.code)
+            i.offset for i in dis.get_instructions(code)
             if i.opname in ("RETURN_VALUE", "RETURN_CONST", "YIELD_VALUE")
             or (i.opname == "RESUME" and i.arg))
-        _ret_offs[rec.ip] = offs
-    return offs
+        ent = _ret_offs[id(code)] = (code, offs)
+    return ent[1]
 
 
 def _make_profile_hook(call_ops: bool):
@@ -257,7 +257,7 @@ def _make_profile_hook(call_ops: bool):
                 if rec is None or not rec.flags & _RET_EN:
                     return
                 try:
-                    if frame.f_lasti in _return_offsets(rec):
+                    if frame.f_lasti in _return_offsets(frame.f_code):
                         h(rec, frame, arg, False)
                     else:
                         # setprofile reports an exception leaving the frame as a
@@ -300,7 +300,7 @@ def _make_profile_hook(call_ops: bool):
                 if rec is None or not rec.flags & _RET_EN:
                     return
                 try:
-                    if frame.f_lasti in _return_offsets(rec):
+                    if frame.f_lasti in _return_offsets(frame.f_code):
                         h(rec, frame, arg, False)
                     else:
                         # setprofile reports an exception leaving the frame as a

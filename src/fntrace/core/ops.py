@@ -24,6 +24,7 @@ from typing import Any
 from .. import _env
 from ..errors import BusyError, FilterError, NotFoundError, UsageError
 from . import dispatch
+from .direct import sync_stub
 from .hash import (EMPTY_HASH, FtraceHash, ModCacheEntry, PendingPattern, apply_mod_cache,
                    apply_pending, ftrace_process_regex)
 from .records import FTRACE_FL, FTRACE_NOCLEAR_FLAGS, FTRACE_REF_MAX, DynFtrace, record_table
@@ -345,7 +346,12 @@ def ftrace_replace_code(recs: Iterable[DynFtrace]) -> None:
         seen.add(rec.ip)
         others = [op for op in ftrace_ops_list if op.traces(rec)] if rec.count else []
         _recompute_request_bits(rec, others)
+        stub_changed = False
+        if rec.stub is not None or rec.flags & (_FL.DIRECT | _FL.IPMODIFY):
+            stub_changed = sync_stub(rec, others)
         action = ftrace_check_record(rec, enable, True)
+        if stub_changed and action == FTRACE_UPDATE_IGNORE and rec.flags & _FL.ENABLED:
+            action = FTRACE_UPDATE_MODIFY_CALL
         if action == FTRACE_UPDATE_MAKE_CALL:
             _site_target(rec)
             _backend_start()
@@ -407,12 +413,31 @@ def synchronize(timeout: float = 5.0) -> None:
 # Registration
 # ---------------------------------------------------------------------------------
 
+def _direct_ops_of(rec: DynFtrace) -> Ops | None:
+    for op in ftrace_ops_list:
+        if op.flags & FTRACE_OPS_FL.DIRECT and op.traces(rec):
+            return op
+    return None
+
+
 def _check_ipmodify(ops: Ops, recs: Iterable[DynFtrace]) -> None:
+    """One IPMODIFY owner per function; an IPMODIFY ops landing on a function with a
+    direct trampoline must be accepted by the direct ops' ops_func
+    (__ftrace_hash_update_ipmodify, prepare_direct_functions_for_ipmodify)."""
     if not ops.flags & FTRACE_OPS_FL.IPMODIFY:
         return
+    from .direct import FTRACE_OPS_CMD
     for rec in recs:
-        if rec.flags & _FL.IPMODIFY and ops.traces(rec):
+        if not ops.traces(rec):
+            continue
+        if rec.flags & _FL.IPMODIFY:
             raise BusyError(f"{rec.name} is already modified by another IPMODIFY ops")
+        if rec.flags & _FL.DIRECT:
+            d = _direct_ops_of(rec)
+            if d is None or d.ops_func is None or d.ops_func(
+                    d, FTRACE_OPS_CMD.ENABLE_SHARE_IPMODIFY_PEER):
+                raise BusyError(f"{rec.name} has a direct trampoline that does not share "
+                                "the function with an IPMODIFY ops")
 
 
 def register_ftrace_function(ops: Ops) -> None:
@@ -463,6 +488,12 @@ def unregister_ftrace_function(ops: Ops) -> None:
         if not ops.flags & FTRACE_OPS_FL.ENABLED:
             raise FilterError(f"{ops.name} is not registered")
         ops.flags |= FTRACE_OPS_FL.REMOVING
+        if ops.flags & FTRACE_OPS_FL.IPMODIFY:
+            from .direct import FTRACE_OPS_CMD
+            for rec in list(ops.filter_hash):
+                d = _direct_ops_of(rec) if rec.flags & _FL.DIRECT else None
+                if d is not None and d.ops_func is not None:
+                    d.ops_func(d, FTRACE_OPS_CMD.DISABLE_SHARE_IPMODIFY_PEER)
         touched = _hash_rec_update(ops, False)
         ftrace_ops_list.remove(ops)
         ops.flags &= ~FTRACE_OPS_FL.ENABLED
@@ -524,9 +555,9 @@ def _set_regex(ops: Ops, buf: str | None, reset: bool, enable: bool, keep_unmatc
         if enable and ops.flags & FTRACE_OPS_FL.ENABLED and ops.flags & (
                 FTRACE_OPS_FL.IPMODIFY | FTRACE_OPS_FL.DIRECT) and not new:
             raise FilterError("IPMODIFY and DIRECT ops cannot trace every function")
-        if enable and ops.flags & FTRACE_OPS_FL.IPMODIFY:
+        if enable and ops.flags & FTRACE_OPS_FL.IPMODIFY and ops.flags & FTRACE_OPS_FL.ENABLED:
             for rec in new:
-                if rec.flags & _FL.IPMODIFY and not (ops.flags & FTRACE_OPS_FL.ENABLED and ops.traces(rec)):
+                if rec.flags & _FL.IPMODIFY and not ops.traces(rec):
                     raise BusyError(f"{rec.name} is already modified by another IPMODIFY ops")
         if enable:
             ops.mod_cache[:] = new_cache
@@ -583,9 +614,9 @@ def ftrace_set_filter_ips(ops: Ops, ips: Iterable[Any], remove: bool = False,
                 new.discard(rec)
             else:
                 new.add(rec)
-        if ops.flags & FTRACE_OPS_FL.IPMODIFY:
+        if ops.flags & FTRACE_OPS_FL.IPMODIFY and ops.flags & FTRACE_OPS_FL.ENABLED:
             for rec in new:
-                if rec.flags & _FL.IPMODIFY and not (ops.flags & FTRACE_OPS_FL.ENABLED and ops.traces(rec)):
+                if rec.flags & _FL.IPMODIFY and not ops.traces(rec):
                     raise BusyError(f"{rec.name} is already modified by another IPMODIFY ops")
         if reset:
             ops.mod_cache.clear()

@@ -90,7 +90,7 @@ class DynFtrace:
     func      what the site calls: ``func(rec, parent, ops, fregs)``
     """
     __slots__ = ("ip", "index", "code", "name", "module", "qualname", "filename", "line",
-                 "flags", "ops", "func", "direct", "gen_start", "__weakref__")
+                 "flags", "ops", "func", "direct", "gen_start", "stub", "__weakref__")
 
     def __init__(self, ip: int, code: CodeType | None, module: str, qualname: str,
                  filename: str = "", line: int = 0, index: int = 0):
@@ -108,9 +108,17 @@ class DynFtrace:
         self.ops = None
         self.func = None
         self.direct = None
+        # While a direct trampoline or an IPMODIFY ops owns the function, its calls run
+        # this stub code (core/direct.py) and the site is patched there.
+        self.stub = None
         # Generators and coroutines: the offset of their first RESUME.  A setprofile
         # 'call' elsewhere is a resume, not a call (3.11 reports both as 'call').
         self.gen_start = _first_resume(code) if code is not None and code.co_flags & _CO_GENLIKE else -1
+
+    @property
+    def site_code(self) -> CodeType | None:
+        """The code object the back end patches: the function's own, or its stub."""
+        return self.stub if self.stub is not None else self.code
 
     @property
     def count(self) -> int:

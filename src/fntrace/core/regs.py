@@ -31,12 +31,18 @@ _NO_RETVAL = object()
 
 
 def _param_names(code) -> tuple[str, ...]:
-    n = code.co_argcount + code.co_kwonlyargcount
+    """Parameter names in signature order: positional, *args, keyword-only, **kwargs."""
+    names = code.co_varnames
+    npos, nkw = code.co_argcount, code.co_kwonlyargcount
+    i = npos + nkw
+    out = list(names[:npos])
     if code.co_flags & _CO_VARARGS:
-        n += 1
+        out.append(names[i])
+        i += 1
+    out.extend(names[npos:npos + nkw])
     if code.co_flags & _CO_VARKEYWORDS:
-        n += 1
-    return code.co_varnames[:n]
+        out.append(names[i])
+    return tuple(out)
 
 
 class FtraceRegs:

@@ -1,0 +1,378 @@
+"""Direct calls and live patching (ftrace.c register_ftrace_direct, IPMODIFY; seed 000).
+
+The kernel turns a function's call into a call to a direct trampoline, or (IPMODIFY)
+changes where the function continues.  A Python function's behaviour lives in its code
+object, and every reference to the function — module attribute, ``from x import f``
+copies, bound methods, callbacks stored in registries — goes through the one function
+object.  So the function's ``__code__`` is swapped for a *stub*: a code object with the
+same name, file, line, parameters, defaults and flags (so ``inspect`` sees the same
+function), whose body hands the call to the site's dispatcher:
+
+    f.__code__ = stub            f(a, b=2, *rest, k, **kw)
+                                   └─> direct_site(a, b, *rest, k=k, **kw)
+                                         ├─ IPMODIFY: an ops asked (from its callback) to
+                                         │  continue in another function: call that
+                                         └─ direct trampoline: tramp(original, *args, **kw)
+                                            decides whether, how and what to return
+
+The site's other ops still run first: the stub is the patched site (its PY_START is where
+callbacks run, its return is what function_graph times), and ``original`` runs the
+function's real code without a second entry event.  With only the direct ops on the
+site, no event is enabled at all (DIRECT_EN: the stub calls the trampoline directly).
+Unpatching puts the original code object back: same code, no wrapper left anywhere.
+
+    f:  (seed 000's diagram)
+    f --- stub (site) --- ops list: function tracer, fgraph, fprobes ...
+    |                \\
+    |                 `-- direct_site: tramp(original, ...) / IPMODIFY target
+"""
+from __future__ import annotations
+
+import enum
+import threading
+import types
+import warnings
+from collections.abc import Callable
+from types import CodeType, FunctionType
+from typing import Any
+
+from ..errors import BusyError, FilterError, FntraceError, UsageError
+from .records import FTRACE_FL, DynFtrace, record_table
+
+__all__ = ["FTRACE_OPS_CMD", "DirectSite", "install_stub", "remove_stub",
+           "ftrace_regs_set_instruction_pointer", "check_patchable"]
+
+
+class FTRACE_OPS_CMD(enum.IntEnum):
+    """ops_func commands (include/linux/ftrace.h enum ftrace_ops_cmd)."""
+    ENABLE_SHARE_IPMODIFY_SELF = 0
+    ENABLE_SHARE_IPMODIFY_PEER = 1
+    DISABLE_SHARE_IPMODIFY_PEER = 2
+
+
+_CO_GENERATOR = 0x20
+_CO_COROUTINE = 0x80
+_CO_ITERABLE_COROUTINE = 0x100
+_CO_ASYNC_GENERATOR = 0x200
+_CO_VARARGS = 0x04
+_CO_VARKEYWORDS = 0x08
+_PLACEHOLDER = "__fntrace_direct_site__"
+
+_tls = threading.local()
+
+
+def ftrace_regs_set_instruction_pointer(fregs, target: Callable) -> None:
+    """From an IPMODIFY ops' callback: this call continues in ``target`` (called with
+    the same arguments) instead of the function's own code — how a live patch takes over
+    a function (klp_ftrace_handler)."""
+    if not callable(target):
+        raise UsageError(f"{target!r} is not callable")
+    _tls.redirect = (fregs.rec, target)
+
+
+def _function_of(rec: DynFtrace) -> FunctionType | None:
+    """The function object whose code is rec's: by module attribute path when the
+    qualname allows it, else through the garbage collector's referrers."""
+    import sys
+    code = rec.code
+    mod = sys.modules.get(rec.module)
+    if mod is not None and "<" not in rec.qualname:
+        obj = mod
+        for part in rec.qualname.split("."):
+            obj = getattr(obj, part, None) if not isinstance(obj, dict) else obj.get(part)
+            if obj is None:
+                break
+        if isinstance(obj, (staticmethod, classmethod)):
+            obj = obj.__func__
+        if obj is not None and getattr(obj, "__code__", None) is code:
+            return obj
+        # staticmethod/classmethod seen through the class are unwrapped already;
+        # look in the class dict for the raw descriptor too.
+    import gc
+    for obj in gc.get_referrers(code):
+        if isinstance(obj, FunctionType) and obj.__code__ is code:
+            return obj
+    return None
+
+
+def check_patchable(obj: Any) -> FunctionType:
+    """The Python function behind ``obj``, or UsageError saying why it cannot be patched."""
+    f = obj
+    if isinstance(f, (staticmethod, classmethod)):
+        f = f.__func__
+    if isinstance(f, types.MethodType):
+        f = f.__func__
+    if not isinstance(f, FunctionType):
+        raise UsageError(f"{obj!r} is not a Python function (builtins and C functions "
+                         "cannot be patched)")
+    if f.__code__.co_flags & _CO_ASYNC_GENERATOR:
+        raise UsageError(f"{f.__qualname__} is an async generator: patching one is not "
+                         "supported (its asend/athrow could not be passed through)")
+    return f
+
+
+def _param_source(code: CodeType) -> tuple[str, str]:
+    """(parameter list, call argument list) reproducing the code's signature."""
+    names = code.co_varnames
+    npos = code.co_argcount
+    nposonly = code.co_posonlyargcount
+    nkw = code.co_kwonlyargcount
+    i = npos + nkw
+    varargs = names[i] if code.co_flags & _CO_VARARGS else None
+    if varargs:
+        i += 1
+    varkw = names[i] if code.co_flags & _CO_VARKEYWORDS else None
+    params: list[str] = []
+    call: list[str] = []
+    for j, n in enumerate(names[:npos]):
+        params.append(n)
+        call.append(n)
+        if nposonly and j == nposonly - 1:
+            params.append("/")
+    if varargs:
+        params.append("*" + varargs)
+        call.append("*" + varargs)
+    elif nkw:
+        params.append("*")
+    for n in names[npos:npos + nkw]:
+        params.append(n)
+        call.append(f"{n}={n}")
+    if varkw:
+        params.append("**" + varkw)
+        call.append("**" + varkw)
+    return ", ".join(params), ", ".join(call)
+
+
+def make_stub(func: FunctionType, site: "DirectSite") -> CodeType:
+    """A code object that looks like ``func.__code__`` from outside and calls ``site``."""
+    code = func.__code__
+    params, call = _param_source(code)
+    flags = code.co_flags
+    fv = code.co_freevars
+    body_call = f"{_PLACEHOLDER!r}({call})"
+    if flags & _CO_COROUTINE:
+        inner = f"async def {code.co_name}({params}):\n"
+        body = f"return await {body_call}"
+    elif flags & _CO_GENERATOR:
+        inner = f"def {code.co_name}({params}):\n"
+        body = f"return (yield from {body_call})"
+    else:
+        inner = f"def {code.co_name}({params}):\n"
+        body = f"return {body_call}"
+    lines = ["def __fntrace_outer__():"]
+    if fv:
+        # The stub must have the same free variables (the function keeps its closure).
+        lines.append("    " + " = ".join(fv) + " = None")
+    lines.append("    " + inner.rstrip("\n"))
+    if fv:
+        # Dead code still counts for the symbol table: the names become free
+        # variables without being loaded (a cell may legitimately be empty).
+        lines.append("        if 0: (" + ", ".join(fv) + ",)")
+    lines.append("        " + body)
+    lines.append(f"    return {code.co_name}")
+    src = "\n".join(lines) + "\n"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)   # "'str' object is not callable"
+        outer = compile(src, code.co_filename, "exec")
+    fcode = next(c for c in outer.co_consts if isinstance(c, CodeType))
+    stub = next(c for c in fcode.co_consts if isinstance(c, CodeType))
+    consts = tuple(site if c == _PLACEHOLDER else c for c in stub.co_consts)
+    stub = stub.replace(co_consts=consts, co_name=code.co_name, co_qualname=code.co_qualname,
+                        co_firstlineno=code.co_firstlineno, co_filename=code.co_filename)
+    if stub.co_freevars != fv:
+        raise UsageError(f"{func.__qualname__}: cannot build a stub with the same closure")
+    return stub
+
+
+class DirectSite:
+    """The callable a stub calls: the direct trampoline or the IPMODIFY target, with the
+    original function.  ``tramp`` is read once per call, so a modify switches atomically:
+    every call goes to the old or the new trampoline, never neither."""
+
+    __slots__ = ("rec", "func", "orig_code", "original", "tramp", "__weakref__")
+
+    def __init__(self, rec: DynFtrace, func: FunctionType):
+        self.rec = rec
+        self.func = func
+        self.orig_code = func.__code__
+        self.tramp: Callable | None = None
+        # The original behaviour: the same code object, run as a separate function
+        # object so calling it does not come back here.  Its code is no longer the
+        # patched site (the stub is), so it runs with no second entry event.
+        orig = FunctionType(func.__code__, func.__globals__, func.__name__,
+                            func.__defaults__, func.__closure__)
+        orig.__kwdefaults__ = func.__kwdefaults__
+        orig.__qualname__ = func.__qualname__
+        orig.__module__ = func.__module__
+        orig.__doc__ = func.__doc__
+        orig.__dict__ = func.__dict__
+        self.original = orig
+
+    def __call__(self, *args, **kwargs):
+        target = self.original
+        r = getattr(_tls, "redirect", None)
+        if r is not None:
+            _tls.redirect = None
+            if r[0] is self.rec:
+                target = r[1]
+        tramp = self.tramp
+        if tramp is not None:
+            return tramp(target, *args, **kwargs)
+        return target(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<DirectSite {self.rec.name}>"
+
+
+def install_stub(rec: DynFtrace) -> DirectSite:
+    """Swap the function's code for a stub (once per function); returns its site."""
+    if rec.stub is not None:
+        return _sites[rec.ip]
+    func = _function_of(rec)
+    if func is None:
+        raise UsageError(f"{rec.name}: no live function object uses this code")
+    check_patchable(func)
+    site = DirectSite(rec, func)
+    stub = make_stub(func, site)
+    func.__code__ = stub
+    rec.stub = stub
+    record_table.by_code[id(stub)] = rec
+    _sites[rec.ip] = site
+    _stubs_keep[rec.ip] = stub
+    return site
+
+
+def remove_stub(rec: DynFtrace) -> None:
+    """Put the original code back (exact restoration)."""
+    site = _sites.pop(rec.ip, None)
+    if site is None:
+        return
+    if site.func.__code__ is rec.stub:
+        site.func.__code__ = site.orig_code
+    record_table.by_code.pop(id(rec.stub), None)
+    _stubs_keep.pop(rec.ip, None)
+    rec.stub = None
+
+
+_sites: dict[int, DirectSite] = {}
+_stubs_keep: dict[int, CodeType] = {}      # keep ids of stubs unique while in use
+
+
+def site_of(rec: DynFtrace) -> DirectSite | None:
+    return _sites.get(rec.ip)
+
+
+# ---------------------------------------------------------------------------------
+# The update path's stub step and the direct-call API
+# ---------------------------------------------------------------------------------
+
+_WANT_STUB = int(FTRACE_FL.DIRECT | FTRACE_FL.IPMODIFY)
+
+
+def sync_stub(rec: DynFtrace, ops_list) -> bool:
+    """Called by ftrace_replace_code for every record it updates: install the stub while
+    a DIRECT or IPMODIFY ops owns the function, remove it after; point the site at the
+    current direct trampoline.  Returns whether the patched code changed."""
+    want = bool(rec.flags & _WANT_STUB) and rec.count > 0
+    changed = False
+    if want and rec.stub is None:
+        install_stub(rec)
+        changed = True
+    elif not want and rec.stub is not None:
+        remove_stub(rec)
+        changed = True
+    site = _sites.get(rec.ip)
+    tramp = None
+    if site is not None or rec.direct is not None:
+        for op in ops_list:
+            if op.direct_call is not None and op.flags & (1 << 17) and op.traces(rec):
+                tramp = op.direct_call
+                break
+    if site is not None:
+        site.tramp = tramp
+    rec.direct = tramp
+    return changed
+
+
+def ftrace_find_rec_direct(ip: Any) -> Callable | None:
+    """The direct trampoline attached to a function, or None."""
+    rec = record_table.lookup(ip)
+    return rec.direct if rec is not None else None
+
+
+def register_ftrace_direct(ops, addr: Callable) -> None:
+    """Route every call of the functions in ``ops``'s filter to ``addr``, a trampoline
+    ``addr(original, *args, **kwargs)`` that decides whether and how to call the
+    original and what to return.
+
+    FilterError (EINVAL): ops already registered, or no function in its filter;
+    BusyError (EBUSY): a function already has a direct trampoline, or is owned by an
+    IPMODIFY ops whose sharing this ops' ops_func does not accept.
+    """
+    from .ops import FTRACE_OPS_FL, ftrace_lock, ftrace_ops_list, register_ftrace_function
+    from .dispatch import ftrace_stub
+    if not callable(addr):
+        raise UsageError(f"direct trampoline {addr!r} is not callable")
+    with ftrace_lock:
+        if ops.flags & FTRACE_OPS_FL.ENABLED or ops.direct_call is not None:
+            raise FilterError(f"{ops.name} is already registered")
+        if not ops.filter_hash:
+            raise FilterError(f"{ops.name}: no function in the filter (set it with "
+                              "ftrace_set_filter_ip first)")
+        if ops.func is not ftrace_stub or ops.trampoline is not None:
+            raise FilterError(f"{ops.name}: a direct ops must not have func or trampoline")
+        recs = list(ops.filter_hash)
+        for rec in recs:
+            if rec.flags & FTRACE_FL.DIRECT:
+                raise BusyError(f"{rec.name} already has a direct trampoline")
+            fn = _function_of(rec)
+            if fn is None:
+                raise UsageError(f"{rec.name}: no function object uses this code (yet)")
+            check_patchable(fn)
+        for rec in recs:
+            if rec.flags & FTRACE_FL.IPMODIFY:
+                ok = ops.ops_func is not None and not ops.ops_func(
+                    ops, FTRACE_OPS_CMD.ENABLE_SHARE_IPMODIFY_SELF)
+                if not ok:
+                    raise BusyError(f"{rec.name} is modified by an IPMODIFY ops and "
+                                    f"{ops.name} does not accept sharing it")
+        ops.direct_call = addr
+        ops.flags |= FTRACE_OPS_FL.DIRECT
+        try:
+            register_ftrace_function(ops)
+        except BaseException:
+            ops.direct_call = None
+            ops.flags &= ~FTRACE_OPS_FL.DIRECT
+            raise
+
+
+def modify_ftrace_direct(ops, addr: Callable) -> None:
+    """Switch a registered direct ops to a new trampoline; every call goes to the old or
+    the new one, never neither."""
+    from .ops import FTRACE_OPS_FL, ftrace_lock
+    if not callable(addr):
+        raise UsageError(f"direct trampoline {addr!r} is not callable")
+    with ftrace_lock:
+        if not ops.flags & FTRACE_OPS_FL.ENABLED or ops.direct_call is None:
+            raise FilterError(f"{ops.name} is not a registered direct ops")
+        ops.direct_call = addr
+        for rec in ops.filter_hash:
+            site = _sites.get(rec.ip)
+            if site is not None:
+                site.tramp = addr          # one store: atomic for callers
+            rec.direct = addr
+
+
+def unregister_ftrace_direct(ops, addr: Callable, free_filters: bool = True) -> None:
+    """Detach the trampoline; the functions run their own code again (same code object)."""
+    from .ops import FTRACE_OPS_FL, ftrace_free_filter, ftrace_lock, unregister_ftrace_function
+    with ftrace_lock:
+        if not ops.flags & FTRACE_OPS_FL.ENABLED or ops.direct_call is None:
+            raise FilterError(f"{ops.name} is not a registered direct ops")
+        if ops.direct_call is not addr:
+            raise FilterError(f"{ops.name} is attached to {ops.direct_call!r}, not {addr!r}")
+        unregister_ftrace_function(ops)
+        ops.direct_call = None
+        ops.flags &= ~FTRACE_OPS_FL.DIRECT
+        if free_filters:
+            ftrace_free_filter(ops)
