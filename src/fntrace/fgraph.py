@@ -48,7 +48,7 @@ from .errors import BusyError, FntraceError, NoSpaceError
 __all__ = [
     "FgraphOps", "FtraceGraphEnt", "FtraceGraphRet", "register_ftrace_graph",
     "unregister_ftrace_graph", "fgraph_reserve_data", "fgraph_retrieve_data",
-    "fgraph_retrieve_parent_data", "fgraph_get_task_var", "FGRAPH_ARRAY_SIZE",
+    "fgraph_retrieve_parent_data", "fgraph_get_task_var", "fgraph_switch_ops", "FGRAPH_ARRAY_SIZE",
     "FGRAPH_MAX_DATA_SIZE", "SHADOW_STACK_MAX_DEPTH", "graph_ops", "shadow_stack",
 ]
 
@@ -429,6 +429,26 @@ def register_ftrace_graph(gops: FgraphOps) -> None:
                 dispatch.G.ret_handler = None
                 dispatch.G.resume_handler = None
             raise
+
+
+def fgraph_switch_ops(gops: FgraphOps, ops: Ops, *, blocking: bool = True) -> bool:
+    """Give a registered user another filter ops (the manager follows).  With
+    blocking=False (from inside a callback) gives up instead of waiting for the lock."""
+    if not ftrace_lock.acquire(blocking=blocking):
+        return False
+    try:
+        if gops.idx < 0 or gops.ops is ops:
+            return gops.ops is ops
+        old = gops.ops
+        old.flags &= ~(FTRACE_OPS_FL.GRAPH | FTRACE_OPS_FL.SUBOP)
+        old.managed = None
+        ops.flags |= FTRACE_OPS_FL.GRAPH | FTRACE_OPS_FL.SUBOP | FTRACE_OPS_FL.INITIALIZED
+        ops.managed = _rebuild_manager
+        gops.ops = ops
+        _rebuild_manager()
+        return True
+    finally:
+        ftrace_lock.release()
 
 
 def unregister_ftrace_graph(gops: FgraphOps) -> None:

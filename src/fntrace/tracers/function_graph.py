@@ -17,7 +17,8 @@ import reprlib
 from time import monotonic_ns
 from typing import Any
 
-from ..fgraph import FgraphOps, _tls, register_ftrace_graph, shadow_stack, unregister_ftrace_graph
+from ..fgraph import (FgraphOps, _tls, fgraph_switch_ops, register_ftrace_graph, shadow_stack,
+                      unregister_ftrace_graph)
 from ..ring_buffer import TRACE_GRAPH_ENT, TRACE_GRAPH_RET
 
 __all__ = ["FunctionGraphTracer", "safe_repr", "retval_payload"]
@@ -80,6 +81,16 @@ def graph_entry(trace, gops, fregs) -> bool:
     if (gf.filter_hash or gf.filter_cached) and not v & TRACE_GRAPH_FL:
         if func not in gf.filter_hash:
             return False
+        if gops.ops is gf:
+            # Lazy start: only the graph functions were patched.  One is running now:
+            # patch what set_ftrace_filter selects, so what it calls is seen.
+            if not tr.ops.traces(func):
+                return False
+            if fgraph_switch_ops(gops, tr.ops, blocking=False):
+                # patching took time the function did not spend
+                cur = _tls.st.cur
+                if cur is not None:
+                    cur.calltime = monotonic_ns()
         v = v | TRACE_GRAPH_FL | ((depth & _DEPTH_MASK) << _DEPTH_SHIFT)
         tv.value = v
     if tr.max_graph_depth and depth >= tr.max_graph_depth:
@@ -136,8 +147,14 @@ class FunctionGraphTracer:
 
     def init(self, tr) -> None:
         # The user shares the instance's ops: set_ftrace_filter still applies
-        # (fgraph_init_ops).
-        self.gops = FgraphOps(graph_entry, graph_return, tr, ops=tr.ops, name="function_graph")
+        # (fgraph_init_ops).  With set_graph_function, nothing outside a graph function
+        # is ever written, so at first only the graph functions are patched: a graph
+        # function that is never called costs nothing.  The first one entered switches
+        # the user to the instance's ops (graph_entry).
+        gf = tr.graph_fops
+        lazy = bool(gf.filter_hash or gf.filter_cached) and not tr.graph_notrace_fops.filter_hash
+        self.gops = FgraphOps(graph_entry, graph_return, tr, ops=gf if lazy else tr.ops,
+                              name="function_graph")
         register_ftrace_graph(self.gops)
 
     def reset(self, tr) -> None:
