@@ -39,3 +39,17 @@ if BACKEND not in ("monitoring", "profile") or (BACKEND == "monitoring" and not 
     BACKEND = "monitoring" if PYBEHAVIOR.has_monitoring else "profile"
 
 DEBUG = bool(os.environ.get("FNTRACE_DEBUG"))
+
+# FNTRACE_PURE=1: run the pure-Python hot path even when the native twin is built.
+PURE = os.environ.get("FNTRACE_PURE", "") not in ("", "0")
+
+
+def native():
+    """The native twin (fntrace._native), or None: missing, or FNTRACE_PURE=1."""
+    if PURE:
+        return None
+    try:
+        from . import _native
+    except ImportError:
+        return None
+    return _native

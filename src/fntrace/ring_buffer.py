@@ -20,6 +20,8 @@ import struct
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from . import _env
+
 __all__ = ["RECORD", "RECORD_SIZE", "RingBuffer", "TRACE_FN", "TRACE_GRAPH_ENT",
            "TRACE_GRAPH_RET", "TRACE_PRINT", "TRACE_STACK", "TRACE_EVENT", "HAS_PAYLOAD"]
 
@@ -33,31 +35,11 @@ HAS_PAYLOAD = 1
 Sink = Callable[["RingBuffer", bytes | memoryview, int, dict], None]
 
 
-class RingBuffer:
-    """One thread's buffer.
-
-    cpu        the thread's index (CPU column)
-    nrec       capacity in records (buffer_size_kb * 1024 // 32)
-    seq        records ever accepted (the next record's sequence number)
-    read       first sequence not consumed by trace_pipe
-    overrun    records overwritten before anyone read them (overwrite mode)
-    dropped    records refused because the buffer was full (stop mode)
-    """
+class _PyRingBufferBase:
+    """The counters and write() of a ring buffer; fntrace._native.RingBufferBase is its
+    native twin (same attribute names, same behaviour)."""
     __slots__ = ("cpu", "data", "nrec", "seq", "read", "overrun", "dropped", "overwrite",
-                 "sink", "payloads", "_pack")
-
-    def __init__(self, cpu: int, size_kb: int, overwrite: bool = True, sink: Sink | None = None):
-        self.cpu = cpu
-        self.nrec = max(1, size_kb * 1024 // RECORD_SIZE)
-        self.data = bytearray(self.nrec * RECORD_SIZE)
-        self.seq = 0
-        self.read = 0
-        self.overrun = 0
-        self.dropped = 0
-        self.overwrite = overwrite
-        self.sink = sink
-        self.payloads: dict[int, Any] = {}
-        self._pack = RECORD.pack_into
+                 "sink", "payloads")
 
     # -- writing (hot path) -------------------------------------------------------------
     def write(self, ts: int, typ: int, flags: int, a: int, b: int, c: int, d: int) -> int:
@@ -74,7 +56,7 @@ class RingBuffer:
             else:
                 self.dropped += 1
                 return -1
-        self._pack(self.data, (seq % self.nrec) * 32, ts, typ, flags, a, b, c, d)
+        _pack_into(self.data, (seq % self.nrec) * 32, ts, typ, flags, a, b, c, d)
         self.seq = seq + 1
         return seq
 
@@ -83,6 +65,36 @@ class RingBuffer:
         if seq >= 0:
             self.payloads[seq] = payload
         return seq
+
+
+_native = _env.native()
+_Base = _native.RingBufferBase if _native is not None else _PyRingBufferBase
+_pack_into = RECORD.pack_into
+
+
+class RingBuffer(_Base):
+    """One thread's buffer.
+
+    cpu        the thread's index (CPU column)
+    nrec       capacity in records (buffer_size_kb * 1024 // 32)
+    seq        records ever accepted (the next record's sequence number)
+    read       first sequence not consumed by trace_pipe
+    overrun    records overwritten before anyone read them (overwrite mode)
+    dropped    records refused because the buffer was full (stop mode)
+    """
+    __slots__ = ()
+
+    def __init__(self, cpu: int, size_kb: int, overwrite: bool = True, sink: Sink | None = None):
+        self.cpu = cpu
+        self.nrec = max(1, size_kb * 1024 // RECORD_SIZE)
+        self.data = bytearray(self.nrec * RECORD_SIZE)
+        self.seq = 0
+        self.read = 0
+        self.overrun = 0
+        self.dropped = 0
+        self.overwrite = overwrite
+        self.sink = sink
+        self.payloads: dict[int, Any] = {}
 
     # -- the sink (record mode) -----------------------------------------------------
     def flush(self) -> None:

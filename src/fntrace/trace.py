@@ -51,9 +51,13 @@ def forget_threads() -> None:
 class TraceArray:
     """An instance: buffers, tracer, filters.
 
+    ``tracing_on`` and ``local`` are slots: the native function tracer reads them.
+
     sink    optional ``sink(buf, chunk, first_seq, payloads)``: full buffers are handed
             to it (fntrace record) instead of overwriting
     """
+
+    __slots__ = ("tracing_on", "local", "__dict__", "__weakref__")
 
     def __init__(self, name: str = "", buffer_size_kb: int = DEFAULT_BUFFER_KB,
                  overwrite: bool = True, sink: Callable | None = None):
@@ -120,14 +124,12 @@ class TraceArray:
 
     def take_snapshot(self) -> None:
         """``echo 1 > snapshot`` / the snapshot trigger: keep a copy of every buffer."""
-        import copy
         with self.lock:
             snap = []
             for b in self.buffers.values():
-                c = copy.copy(b)
-                c.data = bytearray(b.data)
-                c.payloads = dict(b.payloads)
-                c.sink = None
+                c = RingBuffer(b.cpu, 1, b.overwrite)
+                c.nrec, c.data, c.payloads = b.nrec, bytearray(b.data), dict(b.payloads)
+                c.seq, c.read, c.overrun, c.dropped = b.seq, b.read, b.overrun, b.dropped
                 snap.append(c)
             self.snapshot = snap
 

@@ -264,7 +264,7 @@ def record(target: Target, opts: RecordOptions) -> int:
         if opts.events:
             from ..events.fprobe_event import unbound_events
             for ev in unbound_events():
-                print(f"fntrace: event {ev}: the function never appeared", file=sys.stderr)
+                print(f"fntrace: event {ev}", file=sys.stderr)
             for ef in list(tr.event_files.values()):
                 ef.set_enabled(False)
                 ef.triggers.clear()

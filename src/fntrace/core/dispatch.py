@@ -319,3 +319,35 @@ profile_hook_global = _make_profile_hook(False)
 DISPATCH_CODES = {f.__code__ for f in (on_py_start, on_py_start_global, on_py_return,
                                         on_py_unwind, on_py_resume, on_py_throw, profile_hook, profile_hook_global,
                                         ftrace_ops_list_func)}
+
+
+# -- the native twin -------------------------------------------------------------------
+# fntrace._native mirrors the functions above; when it is built (and FNTRACE_PURE is not
+# set) they are replaced by it.  It reads the same tables and the same record slots.
+from .. import _env as _env  # noqa: E402
+
+_native = _env.native()
+
+
+def attach_native() -> None:
+    """Swap in the native twin (called by core/ops.py once Ops exists)."""
+    if _native is None:
+        return
+    from ..trace import TraceArray
+    from .ops import Ops
+    from .records import DynFtrace
+    from .regs import _NO_RETVAL
+    _native.init({
+        "sites": sites, "by_code": record_table.by_code, "ROOT": ROOT, "G": G,
+        "contain": _contain, "parent_slow": _parent_slow, "return_offsets": _return_offsets,
+        "NO_RETVAL": _NO_RETVAL, "FtraceRegs": FtraceRegs, "DynFtrace": DynFtrace,
+        "Global": _Global, "Ops": Ops, "TraceArray": TraceArray,
+        "REGS_EN": _REGS_EN, "RET_EN": _RET_EN,
+    })
+    g = globals()
+    for name in ("on_py_start", "on_py_start_global", "on_py_return", "on_py_unwind",
+                 "on_py_resume", "on_py_throw"):
+        g[name] = getattr(_native, name)
+    hook, hook_global = _native.ProfileHook(), _native.ProfileHook()
+    hook.call_ops, hook_global.call_ops = 1, 0
+    g["profile_hook"], g["profile_hook_global"] = hook, hook_global

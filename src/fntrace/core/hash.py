@@ -256,6 +256,10 @@ def glob_match(pattern: str, s: str) -> bool:
             back_i = i
             continue
 
+        if d == "[" and c == "":
+            # A class never matches the end of the string (the fix lib/glob.c got:
+            # "[!a]" used to match past the end).
+            return False
         if d == "[":
             inverted = p < np and pattern[p] == "!"
             k = p + inverted

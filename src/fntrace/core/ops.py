@@ -391,6 +391,18 @@ def synchronize(timeout: float = 5.0) -> None:
     me = threading.get_ident()
     deadline = time.monotonic() + timeout
     codes = dispatch.DISPATCH_CODES
+    native = dispatch._native
+    if native is not None:
+        # The native dispatcher has no frame: each thread counts its callbacks; wait
+        # until every thread busy now has left the callback it was in.
+        pending = dict(native.busy_threads())
+        while pending and time.monotonic() <= deadline:
+            for ident, count in list(pending.items()):
+                st = native.thread_count(ident)
+                if st is None or st[0] == 0 or st[1] != count:
+                    del pending[ident]
+            if pending:
+                time.sleep(0.0002)
     while True:
         busy = False
         for tid, frame in sys._current_frames().items():
@@ -749,3 +761,7 @@ def reset_for_tests() -> None:
         for op in list(ftrace_ops_list):
             unregister_ftrace_function(op)
         _state["enabled"] = True
+
+
+# The native twin of the hot path, if built (core/dispatch.py).
+dispatch.attach_native()

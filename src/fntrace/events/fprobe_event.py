@@ -160,6 +160,7 @@ class FprobeEvent:
                               print_fmt=self._print_fmt(), hook=self._hook,
                               definition=spec.normalized())
         self.fp: Fprobe | None = None
+        self.error: str | None = None
         self.want = False
         self.bound: list[DynFtrace] = []
         # fetchargs taken at entry on a %return probe
@@ -191,6 +192,20 @@ class FprobeEvent:
         recs = self._targets()
         if not recs:
             return                      # bound when the module is imported
+        if not getattr(self.spec, "resolved", True):
+            # Defined before its module was imported: parameter names and $arg* can
+            # only be checked now.  (Same event name: explicit, or from SYM.)
+            from .probe_parse import ProbeError, parse_probe_command
+            try:
+                spec = parse_probe_command(self.spec.command, resolve_symbol)
+            except ProbeError as e:
+                self.error = f"{e.msg} (at column {(e.pos or 0) + 1} of {self.spec.command!r})"
+                return
+            self.spec = spec
+            self.call.fields = {a.name: _field_kind(a.type) for a in spec.args}
+            self.call.definition = spec.normalized()
+            self.entry_args = [i for i, a in enumerate(spec.args)
+                               if spec.is_return and _uses_entry(a.expr)]
         if self.spec.is_return:
             n = len(self.entry_args)
             fp = Fprobe(self._entry_capture if n else None, self._exit, n,
@@ -341,6 +356,7 @@ def unbound_events() -> list[str]:
     """Enabled events whose function never appeared."""
     with _lock:
         return [ev.call.full_name + " (" + ev.spec.symbol + ")"
+                + (f": {ev.error}" if ev.error else ": the function never appeared")
                 for ev in dyn_events.values() if ev.want and ev.fp is None]
 
 

@@ -24,6 +24,13 @@ def function_trace_call(ip, parent_ip, op, fregs) -> None:
     buf.write(monotonic_ns(), 1, 0, ip.ip, parent_ip.ip, 0, 0)
 
 
+from .. import _env  # noqa: E402
+
+_native = _env.native()
+if _native is not None:
+    function_trace_call = _native.function_trace_call   # noqa: F811 - the native twin
+
+
 class FunctionTracer:
     name = "function"
 

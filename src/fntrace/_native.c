@@ -1,0 +1,921 @@
+/*
+ * fntrace._native: the native twin of the hot path.
+ *
+ * Each function here mirrors one Python function, branch by branch, and is swapped in
+ * for it when the extension is importable (unless FNTRACE_PURE=1):
+ *
+ *   core/dispatch.py   on_py_start, on_py_start_global, on_py_return, on_py_resume,
+ *                      on_py_throw, on_py_unwind, and the setprofile hook (3.11)
+ *   ring_buffer.py     RingBuffer.write / write_payload (the RingBufferBase type)
+ *   tracers/function.py  function_trace_call
+ *   fgraph.py          function_graph_enter, fgraph_return (when only C users are on)
+ *   tracers/function_graph.py  graph_entry, graph_return
+ *
+ * The objects stay Python objects (records, ops, shadow-stack frames ...): this file
+ * reads and writes their __slots__ at the offsets their member descriptors give, so the
+ * control path in Python and the hot path here share one state.  User callbacks are
+ * called as Python callables; only the machinery is native.
+ *
+ * A callback that raises Exception or SystemExit is handed to the Python _contain()
+ * (counted, reported once); anything else (KeyboardInterrupt) propagates, as in Python.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <frameobject.h>
+#include <structmember.h>
+#include <time.h>
+#include <string.h>
+
+/* -- Version/platform shims ------------------------------------------------------ */
+
+#if PY_VERSION_HEX >= 0x030C0000   /* Python 3.12.0 */
+#define FETCH_EXC() PyErr_GetRaisedException()
+#else
+static PyObject *
+FETCH_EXC(void)
+{
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyErr_NormalizeException(&t, &v, &tb);
+    if (v != NULL && tb != NULL)
+        PyException_SetTraceback(v, tb);
+    Py_XDECREF(t);
+    Py_XDECREF(tb);
+    return v;
+}
+#endif
+
+static inline long long
+now_ns(void)
+{
+    /* time.monotonic_ns() reads CLOCK_MONOTONIC too: both paths share one clock. */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+
+/* -- State shared with the Python side (set once by init()) ----------------------- */
+
+static PyObject *g_sites;          /* dispatch.sites: id(code) -> record */
+static PyObject *g_by_code;        /* record_table.by_code */
+static PyObject *g_root;           /* records.ROOT */
+static PyObject *g_G;              /* dispatch.G */
+static PyTypeObject *g_regs_type;  /* core.regs.FtraceRegs */
+static PyObject *g_contain;        /* dispatch._contain(op, exc) */
+static PyObject *g_parent_slow;    /* dispatch._parent_slow(frame) */
+static PyObject *g_return_offsets; /* dispatch._return_offsets(code) */
+static PyObject *g_no_retval;      /* core.regs._NO_RETVAL */
+static long long g_REGS_EN, g_RET_EN;
+
+/* slot offsets */
+static Py_ssize_t off_rec_func, off_rec_ops, off_rec_flags, off_rec_ip, off_rec_gen_start;
+static Py_ssize_t off_G_trace_function, off_G_trace_op, off_G_ret_handler, off_G_resume_handler;
+static Py_ssize_t off_regs_frame, off_regs_rec, off_regs_regs, off_regs_retval;
+static Py_ssize_t off_ops_private;
+static Py_ssize_t off_tr_tracing_on, off_tr_local;
+
+static PyObject *str_buf, *str_cpu_buffer;
+
+static Py_ssize_t
+slot_offset(PyObject *type, const char *name)
+{
+    PyObject *d = PyObject_GetAttrString(type, name);
+    if (d == NULL)
+        return -1;
+    if (!PyObject_TypeCheck(d, &PyMemberDescr_Type)) {
+        PyErr_Format(PyExc_TypeError, "%s is not a __slots__ member", name);
+        Py_DECREF(d);
+        return -1;
+    }
+    Py_ssize_t off = ((PyMemberDescrObject *)d)->d_member->offset;
+    Py_DECREF(d);
+    return off;
+}
+
+/* -- Small helpers ----------------------------------------------------------------- */
+
+static inline PyObject *
+lookup_id(PyObject *dict, void *ptr)
+{
+    /* dict keyed by id(obj): borrowed result, NULL if absent (no error set). */
+    PyObject *key = PyLong_FromVoidPtr(ptr);
+    if (key == NULL)
+        return NULL;
+    PyObject *v = PyDict_GetItemWithError(dict, key);
+    Py_DECREF(key);
+    return v;
+}
+
+static inline long long
+rec_flags(PyObject *rec)
+{
+    PyObject *f = SLOT(rec, off_rec_flags);
+    return f ? PyLong_AsLongLong(f) : 0;
+}
+
+/* An ops callback raised: contain it like dispatch._contain, or let it through. */
+static int
+contain(PyObject *who)
+{
+    if (!PyErr_ExceptionMatches(PyExc_Exception) && !PyErr_ExceptionMatches(PyExc_SystemExit))
+        return -1;
+    PyObject *exc = FETCH_EXC();
+    PyObject *r = PyObject_CallFunctionObjArgs(g_contain, who ? who : Py_None,
+                                               exc ? exc : Py_None, NULL);
+    Py_XDECREF(exc);
+    if (r == NULL)
+        PyErr_Clear();
+    Py_XDECREF(r);
+    return 0;
+}
+
+/* The caller's record (a new reference): ROOT without a caller. */
+static PyObject *
+parent_of(PyFrameObject *frame)
+{
+    PyFrameObject *back = PyFrame_GetBack(frame);
+    if (back == NULL)
+        return Py_NewRef(g_root);
+    PyCodeObject *bc = PyFrame_GetCode(back);
+    PyObject *p = lookup_id(g_by_code, bc);
+    Py_DECREF(bc);
+    if (p != NULL) {
+        Py_DECREF(back);
+        return Py_NewRef(p);
+    }
+    if (PyErr_Occurred()) {
+        Py_DECREF(back);
+        return NULL;
+    }
+    p = PyObject_CallOneArg(g_parent_slow, (PyObject *)back);
+    Py_DECREF(back);
+    return p;
+}
+
+/* FtraceRegs(frame, rec, regs, retval) without running its __init__. */
+static PyObject *
+new_regs(PyFrameObject *frame, PyObject *rec, int regs, PyObject *retval)
+{
+    PyObject *r = g_regs_type->tp_alloc(g_regs_type, 0);
+    if (r == NULL)
+        return NULL;
+    SLOT(r, off_regs_frame) = Py_NewRef((PyObject *)frame);
+    SLOT(r, off_regs_rec) = Py_NewRef(rec);
+    SLOT(r, off_regs_regs) = Py_NewRef(regs ? Py_True : Py_False);
+    if (retval != NULL)
+        SLOT(r, off_regs_retval) = Py_NewRef(retval);
+    else
+        SLOT(r, off_regs_retval) = Py_NewRef(g_no_retval);   /* "no return value" */
+    return r;
+}
+
+/* -- Quiescent states (ops.synchronize) ----------------------------------------------
+ *
+ * The Python dispatcher is seen on a thread's stack by sys._current_frames(); this one
+ * has no frame, so each thread keeps a record instead:
+ *     busy   callbacks of this thread running now (nesting depth)
+ *     count  callbacks it ever entered
+ * A thread is past a grace period when it is not busy or its count moved on. */
+typedef struct thread_rec {
+    long busy;
+    unsigned long count;
+    unsigned long ident;
+    struct thread_rec *next;
+} thread_rec;
+
+static thread_rec *g_threads;          /* every thread that ever ran a callback */
+static _Thread_local thread_rec *tl_rec;
+
+static inline thread_rec *
+my_rec(void)
+{
+    thread_rec *t = tl_rec;
+    if (t == NULL) {
+        /* Kept after the thread ends (it is then never busy): a few bytes a thread. */
+        t = (thread_rec *)PyMem_RawCalloc(1, sizeof(thread_rec));
+        if (t == NULL)
+            return NULL;
+        t->ident = PyThread_get_thread_ident();
+        t->next = g_threads;       /* the GIL is held: no other writer */
+        g_threads = t;
+        tl_rec = t;
+    }
+    return t;
+}
+
+#define ENTER() thread_rec *_tr = my_rec(); if (_tr) { _tr->busy++; _tr->count++; }
+#define LEAVE() if (_tr) _tr->busy--
+
+static PyObject *
+busy_threads(PyObject *self, PyObject *unused)
+{
+    /* [(ident, count)] of the threads inside a callback now, this thread excluded. */
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    unsigned long me = PyThread_get_thread_ident();
+    for (thread_rec *t = g_threads; t != NULL; t = t->next) {
+        if (t->busy > 0 && t->ident != me) {
+            PyObject *item = Py_BuildValue("(kk)", t->ident, t->count);
+            if (item == NULL || PyList_Append(out, item) < 0) {
+                Py_XDECREF(item);
+                Py_DECREF(out);
+                return NULL;
+            }
+            Py_DECREF(item);
+        }
+    }
+    return out;
+}
+
+static PyObject *
+thread_count(PyObject *self, PyObject *arg)
+{
+    /* (busy, count) of the thread with this ident, or None. */
+    unsigned long ident = PyLong_AsUnsignedLong(arg);
+    if (PyErr_Occurred())
+        return NULL;
+    for (thread_rec *t = g_threads; t != NULL; t = t->next)
+        if (t->ident == ident && (t->busy > 0 || t->count))
+            return Py_BuildValue("(lk)", t->busy, t->count);
+    Py_RETURN_NONE;
+}
+
+/* -- The entry path --------------------------------------------------------------- */
+
+/* Call func(rec, parent, op, fregs) for a patched site entered in `frame`. */
+static int
+site_entry(PyObject *rec, PyFrameObject *frame, PyObject *func, PyObject *op)
+{
+    PyObject *parent = parent_of(frame);
+    if (parent == NULL)
+        return contain(op);
+    PyObject *fregs = new_regs(frame, rec, (rec_flags(rec) & g_REGS_EN) != 0, NULL);
+    if (fregs == NULL) {
+        Py_DECREF(parent);
+        return contain(op);
+    }
+    PyObject *args[4] = {rec, parent, op ? op : Py_None, fregs};
+    ENTER();
+    PyObject *r = func ? PyObject_Vectorcall(func, args, 4, NULL) : NULL;
+    LEAVE();
+    Py_DECREF(parent);
+    Py_DECREF(fregs);
+    if (r == NULL)
+        return func ? contain(op) : 0;
+    Py_DECREF(r);
+    return 0;
+}
+
+static PyObject *
+on_py_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    /* PY_START on a patched site, CALL_OPS dispatch (dispatch.on_py_start). */
+    if (nargs < 1)
+        Py_RETURN_NONE;
+    PyObject *rec = lookup_id(g_sites, args[0]);
+    if (rec == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    PyFrameObject *frame = PyEval_GetFrame();
+    if (frame == NULL)
+        Py_RETURN_NONE;
+    Py_INCREF(rec);
+    PyObject *func = SLOT(rec, off_rec_func), *op = SLOT(rec, off_rec_ops);
+    Py_XINCREF(func);
+    Py_XINCREF(op);
+    int rc = site_entry(rec, frame, func, op);
+    Py_XDECREF(func);
+    Py_XDECREF(op);
+    Py_DECREF(rec);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+on_py_start_global(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    /* PY_START without CALL_OPS: the one global target (dispatch.on_py_start_global). */
+    if (nargs < 1)
+        Py_RETURN_NONE;
+    PyObject *rec = lookup_id(g_sites, args[0]);
+    if (rec == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    PyFrameObject *frame = PyEval_GetFrame();
+    if (frame == NULL)
+        Py_RETURN_NONE;
+    Py_INCREF(rec);
+    PyObject *func = SLOT(g_G, off_G_trace_function), *op = SLOT(g_G, off_G_trace_op);
+    Py_XINCREF(func);
+    Py_XINCREF(op);
+    int rc = site_entry(rec, frame, func, op);
+    Py_XDECREF(func);
+    Py_XDECREF(op);
+    Py_DECREF(rec);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* -- The return path (fgraph) ------------------------------------------------------ */
+
+static int
+site_return(PyObject *rec, PyFrameObject *frame, PyObject *retval, int unwind)
+{
+    PyObject *h = SLOT(g_G, off_G_ret_handler);
+    if (h == NULL || h == Py_None)
+        return 0;
+    Py_INCREF(h);
+    PyObject *args[4] = {rec, (PyObject *)frame, retval ? retval : Py_None,
+                         unwind ? Py_True : Py_False};
+    ENTER();
+    PyObject *r = PyObject_Vectorcall(h, args, 4, NULL);
+    LEAVE();
+    int rc = 0;
+    if (r == NULL)
+        rc = contain(h);
+    Py_XDECREF(r);
+    Py_DECREF(h);
+    return rc;
+}
+
+static int
+site_resume(PyObject *rec, PyFrameObject *frame)
+{
+    PyObject *h = SLOT(g_G, off_G_resume_handler);
+    if (h == NULL || h == Py_None)
+        return 0;
+    Py_INCREF(h);
+    PyObject *args[3] = {rec, (PyObject *)frame,
+                         (rec_flags(rec) & g_REGS_EN) ? Py_True : Py_False};
+    ENTER();
+    PyObject *r = PyObject_Vectorcall(h, args, 3, NULL);
+    LEAVE();
+    int rc = 0;
+    if (r == NULL)
+        rc = contain(h);
+    Py_XDECREF(r);
+    Py_DECREF(h);
+    return rc;
+}
+
+static PyObject *
+on_py_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    /* PY_RETURN / PY_YIELD (dispatch.on_py_return). */
+    if (nargs < 3)
+        Py_RETURN_NONE;
+    PyObject *rec = lookup_id(g_sites, args[0]);
+    if (rec == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    PyFrameObject *frame = PyEval_GetFrame();
+    if (frame == NULL)
+        Py_RETURN_NONE;
+    Py_INCREF(rec);
+    int rc = site_return(rec, frame, args[2], 0);
+    Py_DECREF(rec);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+on_py_unwind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    /* PY_UNWIND, global only (dispatch.on_py_unwind). */
+    if (nargs < 3)
+        Py_RETURN_NONE;
+    PyObject *rec = lookup_id(g_sites, args[0]);
+    if (rec == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    if (!(rec_flags(rec) & g_RET_EN))
+        Py_RETURN_NONE;
+    PyFrameObject *frame = PyEval_GetFrame();
+    if (frame == NULL)
+        Py_RETURN_NONE;
+    Py_INCREF(rec);
+    int rc = site_return(rec, frame, args[2], 1);
+    Py_DECREF(rec);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+on_py_resume(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    /* PY_RESUME (dispatch.on_py_resume). */
+    if (nargs < 1)
+        Py_RETURN_NONE;
+    PyObject *rec = lookup_id(g_sites, args[0]);
+    if (rec == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    PyFrameObject *frame = PyEval_GetFrame();
+    if (frame == NULL)
+        Py_RETURN_NONE;
+    Py_INCREF(rec);
+    int rc = site_resume(rec, frame);
+    Py_DECREF(rec);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+on_py_throw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    /* PY_THROW, global only (dispatch.on_py_throw). */
+    if (nargs < 1)
+        Py_RETURN_NONE;
+    PyObject *rec = lookup_id(g_sites, args[0]);
+    if (rec == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    if (!(rec_flags(rec) & g_RET_EN))
+        Py_RETURN_NONE;
+    PyFrameObject *frame = PyEval_GetFrame();
+    if (frame == NULL)
+        Py_RETURN_NONE;
+    Py_INCREF(rec);
+    int rc = site_resume(rec, frame);
+    Py_DECREF(rec);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* -- The setprofile back end (3.11, or FNTRACE_BACKEND=profile) --------------------- */
+
+/* A C-level profile function: no Python frame and, unlike a Python setprofile hook,
+ * no copying of fast locals to f_locals and back around every call (3.11's
+ * call_trampoline does that for Python hooks). */
+typedef struct {
+    PyObject_HEAD
+    int call_ops;
+} ProfileHookObject;
+
+static int
+c_profile(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
+{
+    if (what != PyTrace_CALL && what != PyTrace_RETURN)
+        return 0;
+    PyCodeObject *code = PyFrame_GetCode(frame);
+    PyObject *rec = lookup_id(g_sites, code);
+    Py_DECREF(code);
+    if (rec == NULL) {
+        if (PyErr_Occurred())
+            PyErr_Clear();
+        return 0;
+    }
+    Py_INCREF(rec);
+    int rc = 0;
+    if (what == PyTrace_CALL) {
+        PyObject *gs = SLOT(rec, off_rec_gen_start);
+        long gen_start = gs ? PyLong_AsLong(gs) : -1;
+        if (gen_start >= 0 && PyFrame_GetLasti(frame) != gen_start) {
+            /* a generator resuming, not a call: only a graph user sees it */
+            if (rec_flags(rec) & g_RET_EN)
+                rc = site_resume(rec, frame);
+        }
+        else if (((ProfileHookObject *)obj)->call_ops) {
+            PyObject *func = SLOT(rec, off_rec_func), *op = SLOT(rec, off_rec_ops);
+            Py_XINCREF(func);
+            Py_XINCREF(op);
+            rc = site_entry(rec, frame, func, op);
+            Py_XDECREF(func);
+            Py_XDECREF(op);
+        }
+        else {
+            PyObject *func = SLOT(g_G, off_G_trace_function), *op = SLOT(g_G, off_G_trace_op);
+            Py_XINCREF(func);
+            Py_XINCREF(op);
+            rc = site_entry(rec, frame, func, op);
+            Py_XDECREF(func);
+            Py_XDECREF(op);
+        }
+    }
+    else if (rec_flags(rec) & g_RET_EN) {
+        PyObject *h = SLOT(g_G, off_G_ret_handler);
+        if (h != NULL && h != Py_None) {
+            /* A C profile function is told about an exception leaving the frame by a
+             * NULL arg: no need to look at the last instruction as the Python hook does. */
+            rc = site_return(rec, frame, arg, arg == NULL);
+        }
+    }
+    Py_DECREF(rec);
+    return rc;
+}
+
+static PyObject *
+ProfileHook_call(PyObject *self, PyObject *args, PyObject *kw)
+{
+    /* Called as a Python profile function (threading.setprofile in a new thread): put
+     * the C profile function in its place for this thread, then handle the event. */
+    PyObject *frame, *event, *arg;
+    if (!PyArg_ParseTuple(args, "OOO", &frame, &event, &arg))
+        return NULL;
+    PyEval_SetProfile(c_profile, self);
+    if (PyFrame_Check(frame) && PyUnicode_Check(event)) {
+        int what = -1;
+        if (PyUnicode_CompareWithASCIIString(event, "call") == 0)
+            what = PyTrace_CALL;
+        else if (PyUnicode_CompareWithASCIIString(event, "return") == 0)
+            what = PyTrace_RETURN;
+        if (what >= 0 && c_profile(self, (PyFrameObject *)frame, what, arg) < 0)
+            return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+ProfileHook_install(PyObject *self, PyObject *unused)
+{
+    PyEval_SetProfile(c_profile, self);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef ProfileHook_methods[] = {
+    {"install", ProfileHook_install, METH_NOARGS, "install as this thread's profile function"},
+    {NULL}
+};
+
+static PyMemberDef ProfileHook_members[] = {
+    {"call_ops", T_INT, offsetof(ProfileHookObject, call_ops), 0, NULL},
+    {NULL}
+};
+
+static PyTypeObject ProfileHook_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "fntrace._native.ProfileHook",
+    .tp_basicsize = sizeof(ProfileHookObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_call = ProfileHook_call,
+    .tp_methods = ProfileHook_methods,
+    .tp_members = ProfileHook_members,
+    .tp_doc = "The setprofile back end's hook (C profile function).",
+};
+
+/* -- Ring buffer (ring_buffer.RingBuffer.write) ------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t cpu;
+    Py_ssize_t nrec;
+    long long seq;
+    long long read;
+    long long overrun;
+    long long dropped;
+    char overwrite;
+    PyObject *data;        /* bytearray, nrec * 32 bytes */
+    PyObject *sink;        /* None, or called by flush() */
+    PyObject *payloads;    /* dict seq -> object */
+} RingBufferObject;
+
+#pragma pack(push, 1)
+typedef struct {
+    unsigned long long ts;
+    unsigned short type, flags;
+    unsigned int a, b, c;
+    unsigned long long d;
+} record_t;
+#pragma pack(pop)
+
+static PyObject *str_flush;
+
+/* Append one record; returns its sequence number, -1 if dropped, -2 on error. */
+static long long
+rb_write(RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
+         unsigned long a, unsigned long b, unsigned long c, unsigned long long d)
+{
+    long long seq = rb->seq;
+    if (seq - rb->read >= rb->nrec) {
+        /* the slot still holds a record nobody has read */
+        if (rb->sink != NULL && rb->sink != Py_None) {
+            PyObject *r = PyObject_CallMethodNoArgs((PyObject *)rb, str_flush);
+            if (r == NULL)
+                return -2;
+            Py_DECREF(r);
+        }
+        else if (rb->overwrite) {
+            rb->overrun++;
+            if (rb->payloads != NULL && PyDict_GET_SIZE(rb->payloads)) {
+                PyObject *k = PyLong_FromLongLong(seq - rb->nrec);
+                if (k == NULL)
+                    return -2;
+                if (PyDict_DelItem(rb->payloads, k) < 0)
+                    PyErr_Clear();
+                Py_DECREF(k);
+            }
+        }
+        else {
+            rb->dropped++;
+            return -1;
+        }
+    }
+    if (rb->data == NULL || !PyByteArray_Check(rb->data)
+            || PyByteArray_GET_SIZE(rb->data) < rb->nrec * 32) {
+        PyErr_SetString(PyExc_RuntimeError, "ring buffer data is not set up");
+        return -2;
+    }
+    record_t *rec = (record_t *)(PyByteArray_AS_STRING(rb->data) + (seq % rb->nrec) * 32);
+    rec->ts = (unsigned long long)ts;
+    rec->type = (unsigned short)type;
+    rec->flags = (unsigned short)flags;
+    rec->a = (unsigned int)a;
+    rec->b = (unsigned int)b;
+    rec->c = (unsigned int)c;
+    rec->d = d;
+    rb->seq = seq + 1;
+    return seq;
+}
+
+static PyObject *
+RingBuffer_write(RingBufferObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "write(ts, type, flags, a, b, c, d)");
+        return NULL;
+    }
+    long long ts = PyLong_AsLongLong(args[0]);
+    unsigned long type = PyLong_AsUnsignedLong(args[1]);
+    unsigned long flags = PyLong_AsUnsignedLong(args[2]);
+    unsigned long a = PyLong_AsUnsignedLong(args[3]);
+    unsigned long b = PyLong_AsUnsignedLong(args[4]);
+    unsigned long c = PyLong_AsUnsignedLong(args[5]);
+    unsigned long long d = PyLong_AsUnsignedLongLong(args[6]);
+    if (PyErr_Occurred())
+        return NULL;
+    long long seq = rb_write(self, ts, type, flags, a, b, c, d);
+    if (seq == -2)
+        return NULL;
+    return PyLong_FromLongLong(seq);
+}
+
+static PyObject *
+RingBuffer_write_payload(RingBufferObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "write_payload(ts, type, a, b, c, d, payload)");
+        return NULL;
+    }
+    long long ts = PyLong_AsLongLong(args[0]);
+    unsigned long type = PyLong_AsUnsignedLong(args[1]);
+    unsigned long a = PyLong_AsUnsignedLong(args[2]);
+    unsigned long b = PyLong_AsUnsignedLong(args[3]);
+    unsigned long c = PyLong_AsUnsignedLong(args[4]);
+    unsigned long long d = PyLong_AsUnsignedLongLong(args[5]);
+    if (PyErr_Occurred())
+        return NULL;
+    long long seq = rb_write(self, ts, type, 1, a, b, c, d);
+    if (seq == -2)
+        return NULL;
+    if (seq >= 0) {
+        PyObject *k = PyLong_FromLongLong(seq);
+        if (k == NULL || PyDict_SetItem(self->payloads, k, args[6]) < 0) {
+            Py_XDECREF(k);
+            return NULL;
+        }
+        Py_DECREF(k);
+    }
+    return PyLong_FromLongLong(seq);
+}
+
+static int
+RingBuffer_traverse(RingBufferObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->data);
+    Py_VISIT(self->sink);
+    Py_VISIT(self->payloads);
+    Py_VISIT(Py_TYPE(self));
+    return 0;
+}
+
+static int
+RingBuffer_clear(RingBufferObject *self)
+{
+    Py_CLEAR(self->data);
+    Py_CLEAR(self->sink);
+    Py_CLEAR(self->payloads);
+    return 0;
+}
+
+static void
+RingBuffer_dealloc(RingBufferObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    RingBuffer_clear(self);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static PyMethodDef RingBuffer_methods[] = {
+    {"write", (PyCFunction)(void (*)(void))RingBuffer_write, METH_FASTCALL,
+     "write(ts, type, flags, a, b, c, d) -> seq (-1 if dropped)"},
+    {"write_payload", (PyCFunction)(void (*)(void))RingBuffer_write_payload, METH_FASTCALL,
+     "write_payload(ts, type, a, b, c, d, payload) -> seq"},
+    {NULL}
+};
+
+static PyMemberDef RingBuffer_members[] = {
+    {"cpu", T_PYSSIZET, offsetof(RingBufferObject, cpu), 0, NULL},
+    {"nrec", T_PYSSIZET, offsetof(RingBufferObject, nrec), 0, NULL},
+    {"seq", T_LONGLONG, offsetof(RingBufferObject, seq), 0, NULL},
+    {"read", T_LONGLONG, offsetof(RingBufferObject, read), 0, NULL},
+    {"overrun", T_LONGLONG, offsetof(RingBufferObject, overrun), 0, NULL},
+    {"dropped", T_LONGLONG, offsetof(RingBufferObject, dropped), 0, NULL},
+    {"overwrite", T_BOOL, offsetof(RingBufferObject, overwrite), 0, NULL},
+    {"data", T_OBJECT, offsetof(RingBufferObject, data), 0, NULL},
+    {"sink", T_OBJECT, offsetof(RingBufferObject, sink), 0, NULL},
+    {"payloads", T_OBJECT, offsetof(RingBufferObject, payloads), 0, NULL},
+    {NULL}
+};
+
+static PyType_Slot RingBuffer_slots[] = {
+    {Py_tp_dealloc, RingBuffer_dealloc},
+    {Py_tp_traverse, RingBuffer_traverse},
+    {Py_tp_clear, RingBuffer_clear},
+    {Py_tp_methods, RingBuffer_methods},
+    {Py_tp_members, RingBuffer_members},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_doc, "The native part of ring_buffer.RingBuffer: its counters and write()."},
+    {0, NULL}
+};
+
+static PyType_Spec RingBuffer_spec = {
+    .name = "fntrace._native.RingBufferBase",
+    .basicsize = sizeof(RingBufferObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .slots = RingBuffer_slots,
+};
+
+static PyTypeObject *RingBuffer_Type;
+
+/* -- The function tracer (tracers/function.function_trace_call) -------------------- */
+
+static RingBufferObject *
+cpu_buffer(PyObject *tr)
+{
+    /* tr.local.buf, or tr.cpu_buffer() on a thread's first event (new reference). */
+    PyObject *local = SLOT(tr, off_tr_local);
+    PyObject *buf = NULL;
+    if (local != NULL) {
+        buf = PyObject_GetAttr(local, str_buf);
+        if (buf == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+                return NULL;
+            PyErr_Clear();
+        }
+    }
+    if (buf == NULL)
+        buf = PyObject_CallMethodNoArgs(tr, str_cpu_buffer);
+    if (buf != NULL && !PyObject_TypeCheck(buf, RingBuffer_Type)) {
+        Py_DECREF(buf);
+        PyErr_SetString(PyExc_TypeError, "cpu buffer is not a native ring buffer");
+        return NULL;
+    }
+    return (RingBufferObject *)buf;
+}
+
+static PyObject *
+function_trace_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "function_trace_call(ip, parent_ip, op, fregs)");
+        return NULL;
+    }
+    PyObject *tr = SLOT(args[2], off_ops_private);
+    if (tr == NULL)
+        Py_RETURN_NONE;
+    PyObject *on = SLOT(tr, off_tr_tracing_on);
+    if (on == NULL || !PyObject_IsTrue(on))
+        Py_RETURN_NONE;
+    RingBufferObject *buf = cpu_buffer(tr);
+    if (buf == NULL)
+        return NULL;
+    PyObject *ip = SLOT(args[0], off_rec_ip), *pip = SLOT(args[1], off_rec_ip);
+    unsigned long a = ip ? PyLong_AsUnsignedLong(ip) : 0;
+    unsigned long b = pip ? PyLong_AsUnsignedLong(pip) : 0;
+    long long rc = rb_write(buf, now_ns(), 1, 0, a, b, 0, 0);
+    Py_DECREF(buf);
+    if (rc == -2)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* -- init ---------------------------------------------------------------------------- */
+
+#define GET(name, var) do { var = PyDict_GetItemString(ns, name); \
+    if (var == NULL) { PyErr_Format(PyExc_KeyError, "init: %s missing", name); return NULL; } \
+    Py_INCREF(var); } while (0)
+#define OFF(type, name, var) do { var = slot_offset(type, name); if (var < 0) return NULL; } while (0)
+
+static PyObject *
+native_init(PyObject *self, PyObject *ns)
+{
+    if (!PyDict_Check(ns)) {
+        PyErr_SetString(PyExc_TypeError, "init(namespace dict)");
+        return NULL;
+    }
+    PyObject *rec_type, *G_type, *ops_type, *tr_type, *regs_type, *v;
+    GET("sites", g_sites);
+    GET("by_code", g_by_code);
+    GET("ROOT", g_root);
+    GET("G", g_G);
+    GET("contain", g_contain);
+    GET("parent_slow", g_parent_slow);
+    GET("return_offsets", g_return_offsets);
+    GET("NO_RETVAL", g_no_retval);
+    GET("FtraceRegs", regs_type);
+    g_regs_type = (PyTypeObject *)regs_type;
+    GET("DynFtrace", rec_type);
+    GET("Global", G_type);
+    GET("Ops", ops_type);
+    GET("TraceArray", tr_type);
+    GET("REGS_EN", v);
+    g_REGS_EN = PyLong_AsLongLong(v);
+    GET("RET_EN", v);
+    g_RET_EN = PyLong_AsLongLong(v);
+    OFF(rec_type, "func", off_rec_func);
+    OFF(rec_type, "ops", off_rec_ops);
+    OFF(rec_type, "flags", off_rec_flags);
+    OFF(rec_type, "ip", off_rec_ip);
+    OFF(rec_type, "gen_start", off_rec_gen_start);
+    OFF(G_type, "trace_function", off_G_trace_function);
+    OFF(G_type, "trace_op", off_G_trace_op);
+    OFF(G_type, "ret_handler", off_G_ret_handler);
+    OFF(G_type, "resume_handler", off_G_resume_handler);
+    OFF(regs_type, "frame", off_regs_frame);
+    OFF(regs_type, "rec", off_regs_rec);
+    OFF(regs_type, "regs", off_regs_regs);
+    OFF(regs_type, "retval", off_regs_retval);
+    OFF(ops_type, "private", off_ops_private);
+    OFF(tr_type, "tracing_on", off_tr_tracing_on);
+    OFF(tr_type, "local", off_tr_local);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef native_methods[] = {
+    {"init", native_init, METH_O, "init(namespace): share the Python side's state"},
+    {"on_py_start", (PyCFunction)(void (*)(void))on_py_start, METH_FASTCALL, NULL},
+    {"on_py_start_global", (PyCFunction)(void (*)(void))on_py_start_global, METH_FASTCALL, NULL},
+    {"on_py_return", (PyCFunction)(void (*)(void))on_py_return, METH_FASTCALL, NULL},
+    {"on_py_unwind", (PyCFunction)(void (*)(void))on_py_unwind, METH_FASTCALL, NULL},
+    {"on_py_resume", (PyCFunction)(void (*)(void))on_py_resume, METH_FASTCALL, NULL},
+    {"on_py_throw", (PyCFunction)(void (*)(void))on_py_throw, METH_FASTCALL, NULL},
+    {"function_trace_call", (PyCFunction)(void (*)(void))function_trace_call, METH_FASTCALL, NULL},
+    {"busy_threads", busy_threads, METH_NOARGS, NULL},
+    {"thread_count", thread_count, METH_O, NULL},
+    {NULL}
+};
+
+static struct PyModuleDef native_module = {
+    PyModuleDef_HEAD_INIT, "fntrace._native",
+    "The native twin of fntrace's hot path (see the Python modules it mirrors).",
+    -1, native_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__native(void)
+{
+    if (PyType_Ready(&ProfileHook_Type) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&native_module);
+    if (m == NULL)
+        return NULL;
+    RingBuffer_Type = (PyTypeObject *)PyType_FromSpec(&RingBuffer_spec);
+    if (RingBuffer_Type == NULL)
+        return NULL;
+    Py_INCREF(RingBuffer_Type);
+    if (PyModule_AddObject(m, "RingBufferBase", (PyObject *)RingBuffer_Type) < 0)
+        return NULL;
+    Py_INCREF(&ProfileHook_Type);
+    if (PyModule_AddObject(m, "ProfileHook", (PyObject *)&ProfileHook_Type) < 0)
+        return NULL;
+    str_buf = PyUnicode_InternFromString("buf");
+    str_cpu_buffer = PyUnicode_InternFromString("cpu_buffer");
+    str_flush = PyUnicode_InternFromString("flush");
+    if (str_buf == NULL || str_cpu_buffer == NULL || str_flush == NULL)
+        return NULL;
+    return m;
+}

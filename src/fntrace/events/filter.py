@@ -1,0 +1,487 @@
+"""Event filter expressions (kernel/trace/trace_events_filter.c).
+
+    ((sig >= 10 && sig < 15) || sig == 17) && comm != bash
+
+Predicates ``field op value`` joined by ``&&`` (binds tighter) and ``||``, grouped by
+parentheses; ``!`` negates the predicate or group after it.  Numeric ops
+``== != < <= > >= &`` take an integer (decimal, 0x hex, 0 octal, negative); string ops
+``== != ~`` take a quoted string ('...' or "..."), or a bare word (fntrace, as
+events.rst shows).  ``~`` is a glob (``*``, ``?``, ``[...]``, ``\\``); a leading ``!`` in
+the pattern negates it.  The text ``0`` alone clears the filter.
+
+Errors carry the kernel's message and the position its error_log shows.  Inside a
+predicate the kernel's position is one past the offending character (parse_pred()
+gets ``ptr - str`` with ptr already advanced), so ``dsig ^== 17`` marks the '=' after
+an unknown field, as tracing-error-log.tc expects; we keep that.
+
+A parsed filter compiles to one Python function: a predicate on a field the record
+lacks, an integer op on a non-integer, and any exception all give False.
+"""
+from __future__ import annotations
+
+import errno as _errno
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from fntrace.core.hash import glob_match
+from fntrace.errors import FntraceError
+
+__all__ = [
+    "ERRORS",
+    "COMMON_FIELDS",
+    "FilterParseError",
+    "EventFilter",
+    "parse_filter",
+]
+
+# trace_events_filter.c ERRORS, verbatim.
+ERRORS: dict[str, str] = {
+    "NONE": "No error",
+    "INVALID_OP": "Invalid operator",
+    "TOO_MANY_OPEN": "Too many '('",
+    "TOO_MANY_CLOSE": "Too few '('",
+    "MISSING_QUOTE": "Missing matching quote",
+    "MISSING_BRACE_OPEN": "Missing '{'",
+    "MISSING_BRACE_CLOSE": "Missing '}'",
+    "OPERAND_TOO_LONG": "Operand too long",
+    "EXPECT_STRING": "Expecting string field",
+    "EXPECT_DIGIT": "Expecting numeric field",
+    "ILLEGAL_FIELD_OP": "Illegal operation for field type",
+    "FIELD_NOT_FOUND": "Field not found",
+    "ILLEGAL_INTVAL": "Illegal integer value",
+    "BAD_SUBSYS_FILTER": "Couldn't find or set field in one of a subsystem's events",
+    "TOO_MANY_PREDS": "Too many terms in predicate expression",
+    "INVALID_FILTER": "Meaningless filter expression",
+    "INVALID_CPULIST": "Invalid cpulist",
+    "IP_FIELD_ONLY": "Only 'ip' field is supported for function trace",
+    "INVALID_VALUE": "Invalid value (did you forget quotes)?",
+    "NO_FUNCTION": "Function not found",
+    "ERRNO": "Error",
+    "NO_FILTER": "No filter found",
+}
+
+# Fields every event has (the kernel's common and generic fields we record).
+COMMON_FIELDS: dict[str, str] = {"common_pid": "int", "common_cpu": "int", "comm": "str"}
+
+MAX_FILTER_STR_VAL = 256      # a string operand is shorter than this
+NUM_BUF_LEN = 24              # "0xfeedfacedeadbeef is 18 chars max"
+
+# Due to token parsing '<=' must be before '<' and '>=' must be before '>'.
+OPS = ("~", "!=", "==", "<=", "<", ">=", ">", "&")
+STRING_OPS = ("==", "!=", "~")
+
+# filter_parse_regex() match types
+MATCH_FULL, MATCH_FRONT_ONLY, MATCH_MIDDLE_ONLY, MATCH_END_ONLY, MATCH_GLOB = range(5)
+
+
+class FilterParseError(FntraceError):
+    """A filter the kernel would reject.  .kind is the FILT_ERR_ name, .msg its text,
+    .pos the caret's 0-based offset in .command (the filter text)."""
+
+    errno = _errno.EINVAL
+
+    def __init__(self, msg: str, *, pos: int | None = None, command: str | None = None,
+                 kind: str | None = None):
+        super().__init__(msg, pos=pos, command=command)
+        self.kind = kind
+
+    def annotated(self) -> str:
+        """What the filter file reads back after the failed write (append_filter_err)."""
+        text = self.command or ""
+        pos = min(self.pos or 0, len(text))
+        return f"{text}\n{' ' * pos}^\nparse_error: {self.msg}"
+
+
+class _Fail(Exception):
+    def __init__(self, kind: str, pos: int):
+        super().__init__(kind, pos)
+        self.kind = kind
+        self.pos = pos
+
+
+# --------------------------------------------------------------------------------------
+# The tree.  Nodes are tuples:
+#   ("or", [node, ...])  ("and", [node, ...])  ("not", node)
+#   ("int", field, op, value)            op in OPS but "~"
+#   ("str", field, op, value)            op "==" or "!="
+#   ("glob", field, pattern, negate)     op "~"
+
+class EventFilter:
+    """A parsed filter.  Call it with a record (a mapping of field values); .match is
+    the same function without the method call.  .text is what the filter file shows."""
+
+    __slots__ = ("text", "tree", "match")
+
+    def __init__(self, text: str, tree: tuple, match: Callable[[Mapping[str, Any]], bool]):
+        self.text = text
+        self.tree = tree
+        self.match = match
+
+    def __call__(self, record: Mapping[str, Any]) -> bool:
+        return self.match(record)
+
+    def __repr__(self) -> str:
+        return f"EventFilter({self.text!r})"
+
+
+# --------------------------------------------------------------------------------------
+# Parsing
+
+def _kstrtoull(s: str) -> int | None:
+    """kstrtoull(s, 0, ...): the whole string, 0x hex, 0 octal, else decimal."""
+    if s[:1] == "+":
+        s = s[1:]
+    hexd = "0123456789abcdefABCDEF"
+    if len(s) >= 3 and s[0] == "0" and s[1] in "xX" and s[2] in hexd:
+        base, s, digits = 16, s[2:], hexd
+    elif s[:1] == "0":
+        base, digits = 8, "01234567"
+    else:
+        base, digits = 10, "0123456789"
+    if not s or any(c not in digits for c in s):
+        return None
+    v = int(s, base)
+    return v if v < 1 << 64 else None
+
+
+def _int_value(s: str) -> int | None:
+    """kstrtoll for a negative number, kstrtoull otherwise: a Python int field is
+    neither signed nor unsigned, so take the whole u64 range and the s64 negatives."""
+    if s[:1] == "-":
+        v = _kstrtoull(s[1:])
+        return -v if v is not None and v <= 1 << 63 else None
+    return _kstrtoull(s)
+
+
+def _isalnum(c: str) -> bool:
+    return c.isascii() and c.isalnum()
+
+
+def _calc_stack(s: str) -> int:
+    """calc_stack(): quotes and parentheses balance; returns the predicate count."""
+    is_pred = False
+    nr_preds = 0
+    depth = 1                                  # the expression counts as "(E)"
+    quote = ""
+    last_quote = 0
+    n = len(s)
+    for i, ch in enumerate(s):
+        if ch.isspace():
+            continue
+        if quote:
+            if ch == quote:
+                quote = ""
+            continue
+        if ch in "'\"":
+            quote, last_quote = ch, i
+        elif ch in "|&" and i + 1 < n and s[i + 1] == ch:
+            is_pred = False
+            continue
+        elif ch == "(":
+            is_pred = False
+            depth += 1
+            continue
+        elif ch == ")":
+            is_pred = False
+            if depth == 1:
+                raise _Fail("TOO_MANY_CLOSE", i)
+            depth -= 1
+            continue
+        if not is_pred:
+            nr_preds += 1
+            is_pred = True
+    if quote:
+        raise _Fail("MISSING_QUOTE", last_quote)
+    if depth != 1:
+        # find the bad open, scanning back (the kernel stops before index 0)
+        level = depth
+        for i in range(n - 1, 0, -1):
+            ch = s[i]
+            if quote:
+                if ch == quote:
+                    quote = ""
+                continue
+            if ch == "(":
+                if level == depth:
+                    raise _Fail("TOO_MANY_OPEN", i)
+                level -= 1
+            elif ch == ")":
+                level += 1
+            elif ch in "'\"":
+                quote = ch
+        raise _Fail("TOO_MANY_OPEN", 0)
+    return nr_preds
+
+
+class _Parser:
+    """predicate_parse() as recursive descent: the same tokens, precedence and errors."""
+
+    def __init__(self, s: str, fields: Mapping[str, str]):
+        self.s = s
+        self.n = len(s)
+        self.fields = fields
+
+    def skip(self, i: int) -> int:
+        while i < self.n and self.s[i].isspace():
+            i += 1
+        return i
+
+    def parse(self) -> tuple:
+        node, i = self.or_expr(0)
+        i = self.skip(i)
+        if i < self.n:                          # a ')' with no '(' (calc_stack saw it)
+            raise _Fail("TOO_MANY_CLOSE", i + 1)
+        return node
+
+    def or_expr(self, i: int) -> tuple[tuple, int]:
+        parts = []
+        while True:
+            node, i = self.and_expr(i)
+            parts.append(node)
+            i = self.skip(i)
+            if self.s.startswith("||", i):
+                i += 2
+                continue
+            break
+        return (parts[0] if len(parts) == 1 else ("or", parts)), i
+
+    def and_expr(self, i: int) -> tuple[tuple, int]:
+        parts = []
+        while True:
+            node, i = self.unary(i)
+            parts.append(node)
+            i = self.skip(i)
+            if self.s.startswith("&&", i):
+                i += 2
+                continue
+            break
+        return (parts[0] if len(parts) == 1 else ("and", parts)), i
+
+    def unary(self, i: int) -> tuple[tuple, int]:
+        s = self.s
+        invert = False
+        i = self.skip(i)
+        # '!' is a not, unless it starts "!=" or "!~" (is_not())
+        while i < self.n and s[i] == "!" and s[i + 1:i + 2] not in ("=", "~"):
+            invert = not invert
+            i = self.skip(i + 1)
+        if i < self.n and s[i] == "(":
+            node, i = self.or_expr(i + 1)
+            i = self.skip(i)
+            if i >= self.n or s[i] != ")":       # calc_stack makes this unreachable
+                raise _Fail("TOO_MANY_OPEN", i)
+            i += 1
+        else:
+            node, i = self.pred(i)
+        # after a term: only ')', '&&', '||' or the end (#5)
+        j = self.skip(i)
+        if j < self.n and s[j] != ")" and not s.startswith("&&", j) and not s.startswith("||", j):
+            raise _Fail("TOO_MANY_PREDS", j)
+        return (("not", node) if invert else node), i
+
+    def kind_of(self, name: str) -> str | None:
+        kind = self.fields.get(name)
+        if kind is None:
+            kind = COMMON_FIELDS.get(name)
+        return kind
+
+    def pred(self, start: int) -> tuple[tuple, int]:
+        """parse_pred(): one ``field op value``.  Errors at start + 1 + i, like the
+        kernel's pos + i."""
+        s, n = self.s, self.n
+        base = start + 1
+        i = start
+        while i < n and (_isalnum(s[i]) or s[i] == "_"):
+            i += 1
+        name = s[start:i]
+        if not name:                            # the kernel: -1, no message
+            raise _Fail("FIELD_NOT_FOUND", base)
+        kind = self.kind_of(name)
+        if kind is None:
+            raise _Fail("FIELD_NOT_FOUND", base + i - start)
+        i = self.skip(i)
+        for op in OPS:
+            if s.startswith(op, i):
+                break
+        else:
+            raise _Fail("INVALID_OP", base + i - start)
+        i = self.skip(i + len(op))
+        vstart = i
+        c = s[i] if i < n else ""
+        at = base + i - start
+        if c in ("'", '"'):
+            if op not in STRING_OPS:
+                raise _Fail("ILLEGAL_FIELD_OP", at)
+            if kind == "int":
+                raise _Fail("EXPECT_DIGIT", at)
+            end = s.find(c, i + 1)
+            if end < 0:
+                raise _Fail("MISSING_QUOTE", base + n - start)
+            value = s[i + 1:end]
+            if len(value) >= MAX_FILTER_STR_VAL:
+                raise _Fail("OPERAND_TOO_LONG", base + end - start)
+            return _string_pred(name, op, value), end + 1
+        if ("0" <= c <= "9") or c == "-":
+            if kind == "str":
+                raise _Fail("EXPECT_STRING", at)
+            if op == "~":
+                raise _Fail("ILLEGAL_FIELD_OP", at)
+            if c == "-":
+                i += 1
+            while i < n and _isalnum(s[i]):     # "We allow 0xDEADBEEF"
+                i += 1
+            num = s[vstart:i]
+            if len(num) >= NUM_BUF_LEN:
+                raise _Fail("OPERAND_TOO_LONG", base + i - start)
+            value = _int_value(num)
+            if value is None:
+                raise _Fail("ILLEGAL_INTVAL", base + vstart - start)
+            return ("int", name, op, value), i
+        # a bare word: a string operand (not the kernel's; events.rst writes one)
+        if kind == "int":
+            raise _Fail("INVALID_VALUE", at)
+        while i < n and not s[i].isspace() and s[i] not in "()&|":
+            i += 1
+        word = s[vstart:i]
+        if not word or self.kind_of(word) is not None:
+            # nothing there, or another field: field-vs-field has no meaning
+            raise _Fail("INVALID_VALUE", at)
+        if op not in STRING_OPS:
+            raise _Fail("ILLEGAL_FIELD_OP", at)
+        if len(word) >= MAX_FILTER_STR_VAL:
+            raise _Fail("OPERAND_TOO_LONG", base + i - start)
+        return _string_pred(name, op, word), i
+
+
+def _string_pred(name: str, op: str, value: str) -> tuple:
+    if op == "~":
+        negate = value[:1] == "!"
+        return ("glob", name, value[1:] if negate else value, negate)
+    return ("str", name, op, value)
+
+
+def _classify(pattern: str) -> tuple[int, str]:
+    """filter_parse_regex() for a '~' pattern (already without its '!')."""
+    last = len(pattern) - 1
+    mtype = MATCH_FULL
+    for i, ch in enumerate(pattern):
+        if ch == "*":
+            if i == 0:
+                mtype = MATCH_END_ONLY
+            elif i == last:
+                mtype = MATCH_MIDDLE_ONLY if mtype == MATCH_END_ONLY else MATCH_FRONT_ONLY
+                pattern = pattern[:i]
+                break
+            else:
+                return MATCH_GLOB, pattern
+        elif ch in "[?\\":
+            return MATCH_GLOB, pattern
+    if pattern[:1] == "*":
+        pattern = pattern[1:]
+    return mtype, pattern
+
+
+# --------------------------------------------------------------------------------------
+# Compiling: one generated function, the predicates inlined.
+
+class _Missing:
+    __slots__ = ()
+
+
+_MISSING = _Missing()
+
+
+def _to_str(v: Any) -> str | None:
+    """The string a string op compares: str(v); None if absent or str() fails."""
+    if v.__class__ is str:
+        return v
+    if v is _MISSING:
+        return None
+    try:
+        return str(v)
+    except Exception:
+        return None
+
+
+def _glob(pattern: str, s: str) -> bool:
+    """lib/glob.c glob_match() as fixed upstream ("if (c == '\\0') return false;" for a
+    class): core.hash.glob_match lets '[!a]' match the end of the string.  A sentinel
+    at the end of both sides gives the fixed answer from the unfixed matcher."""
+    if "\0" in pattern or "\0" in s:
+        return glob_match(pattern, s)
+    return glob_match(pattern + "\0", s + "\0")
+
+
+_PY_OPS = {"==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+
+def _gen(node: tuple) -> str:
+    k = node[0]
+    if k == "or":
+        return "(" + " or ".join(_gen(x) for x in node[1]) + ")"
+    if k == "and":
+        return "(" + " and ".join(_gen(x) for x in node[1]) + ")"
+    if k == "not":
+        return f"(not {_gen(node[1])})"
+    if k == "int":
+        _, name, op, value = node
+        get = f"isinstance(_v := _get({name!r}, _M), int)"
+        if op == "&":
+            return f"({get} and (_v & {value!r}) != 0)"
+        return f"({get} and _v {_PY_OPS[op]} {value!r})"
+    if k == "str":
+        _, name, op, value = node
+        if op == "==":
+            return f"(_str(_get({name!r}, _M)) == {value!r})"
+        return f"((_s := _str(_get({name!r}, _M))) is not None and _s != {value!r})"
+    if k == "glob":
+        _, name, pattern, negate = node
+        mtype, search = _classify(pattern)
+        if mtype == MATCH_FULL:
+            test = f"_s == {search!r}"
+        elif mtype == MATCH_FRONT_ONLY:
+            test = f"_s.startswith({search!r})"
+        elif mtype == MATCH_END_ONLY:
+            test = f"_s.endswith({search!r})"
+        elif mtype == MATCH_MIDDLE_ONLY:
+            test = f"{search!r} in _s"
+        else:
+            test = f"_glob({search!r}, _s)"
+        if negate:
+            test = f"not ({test})"
+        return f"((_s := _str(_get({name!r}, _M))) is not None and {test})"
+    raise AssertionError(node)
+
+
+def _compile(tree: tuple) -> Callable[[Mapping[str, Any]], bool]:
+    src = (
+        "def _event_filter(r):\n"
+        "    try:\n"
+        "        _get = r.get\n"
+        f"        return {_gen(tree)}\n"
+        "    except Exception:\n"
+        "        return False\n"
+    )
+    ns: dict[str, Any] = {"_M": _MISSING, "_str": _to_str, "_glob": _glob}
+    exec(compile(src, "<event filter>", "exec"), ns)
+    return ns["_event_filter"]
+
+
+def parse_filter(text: str, fields: Mapping[str, str]) -> EventFilter | None:
+    """Parse a write to an event's filter file.
+
+    fields maps each field name to 'int', 'str' or 'any' (either kind of operand);
+    common_pid, common_cpu and comm are always there (a field of the same name in
+    fields wins).  Returns None for "0" or an empty text (the filter is cleared).
+    """
+    s = text.rstrip()                           # strstrip(); leading blanks stay
+    if not s.strip() or s.strip() == "0":
+        return None
+    try:
+        if not _calc_stack(s):
+            raise _Fail("INVALID_FILTER", 0)
+        tree = _Parser(s, fields).parse()
+    except _Fail as f:
+        raise FilterParseError(ERRORS[f.kind], pos=min(f.pos, len(s)), command=s,
+                               kind=f.kind) from None
+    return EventFilter(s, tree, _compile(tree))
