@@ -54,6 +54,6 @@ from .session import TraceSession as TraceSession
 from .session import trace as trace
 from .session import traced as traced
 from .trace import TraceArray as TraceArray
-from .tracefs import tracefs as tracefs
+from . import tracefs as tracefs
 
 __version__ = "0.1.0"

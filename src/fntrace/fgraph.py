@@ -39,7 +39,7 @@ from typing import Any
 
 from .core import dispatch
 from .core.hash import EMPTY_HASH, FtraceHash
-from .core.ops import (FTRACE_OPS_FL, Ops, _move_hash, ftrace_lock, register_ftrace_function,
+from .core.ops import (FTRACE_OPS_FL, OFL, Ops, _move_hash, ftrace_lock, register_ftrace_function,
                        unregister_ftrace_function)
 from .core.records import record_table
 from .core.regs import FtraceRegs
@@ -128,6 +128,9 @@ class FgraphOps:
 # return and calls nothing ("The array must always have real data on it").
 fgraph_stub = FgraphOps(_true, _nop, name="fgraph_stub")
 fgraph_array: list[FgraphOps] = [fgraph_stub] * FGRAPH_ARRAY_SIZE
+# Free indexes, least recently freed first (fgraph_lru_alloc_index): a user that takes
+# a slot just freed could otherwise be handed returns of frames pushed for the old one.
+_lru: list[int] = list(range(FGRAPH_ARRAY_SIZE))
 
 
 class FgraphFrame:
@@ -394,18 +397,17 @@ def register_ftrace_graph(gops: FgraphOps) -> None:
     """Add a graph user.  BusyError if already registered, NoSpaceError when the 16
     slots are taken."""
     with ftrace_lock:
-        if gops.ops.flags & FTRACE_OPS_FL.GRAPH or gops.idx >= 0:
+        if gops.ops.flags & OFL.GRAPH or gops.idx >= 0:
             raise BusyError(f"{gops.name} is already registered")
-        if gops.ops.flags & FTRACE_OPS_FL.ENABLED:
+        if gops.ops.flags & OFL.ENABLED:
             raise BusyError(f"{gops.ops.name} is registered as a plain ops")
-        try:
-            idx = fgraph_array.index(fgraph_stub)
-        except ValueError:
+        if not _lru:
             raise NoSpaceError(f"no space for {gops.name}: all {FGRAPH_ARRAY_SIZE} "
-                               "function graph users are registered") from None
+                               "function graph users are registered")
+        idx = _lru.pop(0)
         gops.idx = idx
         fgraph_array[idx] = gops
-        gops.ops.flags |= FTRACE_OPS_FL.GRAPH | FTRACE_OPS_FL.SUBOP | FTRACE_OPS_FL.INITIALIZED
+        gops.ops.flags |= OFL.GRAPH | OFL.SUBOP | OFL.INITIALIZED
         gops.ops.managed = _rebuild_manager
         for st in list(_S.stacks):
             st.task_vars[idx].value = 0
@@ -422,8 +424,9 @@ def register_ftrace_graph(gops: FgraphOps) -> None:
         except BaseException:
             _S.users = tuple(u for u in _S.users if u[1] is not gops)
             fgraph_array[idx] = fgraph_stub
+            _lru.insert(0, idx)
             gops.idx = -1
-            gops.ops.flags &= ~(FTRACE_OPS_FL.GRAPH | FTRACE_OPS_FL.SUBOP)
+            gops.ops.flags &= ~(OFL.GRAPH | OFL.SUBOP)
             gops.ops.managed = None
             if not _S.users:
                 dispatch.G.ret_handler = None
@@ -440,9 +443,9 @@ def fgraph_switch_ops(gops: FgraphOps, ops: Ops, *, blocking: bool = True) -> bo
         if gops.idx < 0 or gops.ops is ops:
             return gops.ops is ops
         old = gops.ops
-        old.flags &= ~(FTRACE_OPS_FL.GRAPH | FTRACE_OPS_FL.SUBOP)
+        old.flags &= ~(OFL.GRAPH | OFL.SUBOP)
         old.managed = None
-        ops.flags |= FTRACE_OPS_FL.GRAPH | FTRACE_OPS_FL.SUBOP | FTRACE_OPS_FL.INITIALIZED
+        ops.flags |= OFL.GRAPH | OFL.SUBOP | OFL.INITIALIZED
         ops.managed = _rebuild_manager
         gops.ops = ops
         _rebuild_manager()
@@ -458,12 +461,15 @@ def unregister_ftrace_graph(gops: FgraphOps) -> None:
             raise FntraceError(f"{gops.name} is not registered")
         idx = gops.idx
         fgraph_array[idx] = fgraph_stub
+        _lru.append(idx)
         _S.users = tuple(u for u in _S.users if u[1] is not gops)
         gops.idx = -1
-        gops.ops.flags &= ~(FTRACE_OPS_FL.GRAPH | FTRACE_OPS_FL.SUBOP)
+        gops.ops.flags &= ~(OFL.GRAPH | OFL.SUBOP)
         gops.ops.managed = None
         if _S.users:
             _rebuild_manager()
+            from .core.ops import synchronize
+            synchronize()
         else:
             unregister_ftrace_function(graph_ops)
             graph_ops.filter_hash = graph_ops.notrace_hash = EMPTY_HASH

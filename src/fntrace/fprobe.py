@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .core.hash import FtraceHash, ftrace_match, filter_parse_regex, glob_match
-from .core.ops import (FTRACE_OPS_FL, Ops, _move_hash, ftrace_lock, register_ftrace_function,
+from .core.ops import (FTRACE_OPS_FL, OFL, Ops, _move_hash, ftrace_lock, register_ftrace_function,
                        unregister_ftrace_function)
 from .core.records import DynFtrace, record_table
 from .errors import FilterError, FntraceError, NoSpaceError, NotFoundError
@@ -196,7 +196,7 @@ def _sync_backends() -> None:
     for ops_, ips, is_graph in ((fprobe_graph_ops.ops, graph_ips, True),
                                 (fprobe_ftrace_ops, ftrace_ips, False)):
         registered = (fprobe_graph_ops.idx >= 0) if is_graph else bool(
-            ops_.flags & FTRACE_OPS_FL.ENABLED)
+            ops_.flags & OFL.ENABLED)
         if ips:
             _move_hash(ops_, FtraceHash(ips), None, False)
             if not registered:

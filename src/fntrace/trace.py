@@ -7,6 +7,7 @@ every output format and the key of their ring buffer.
 """
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +26,32 @@ _cpu_of: dict[int, int] = {}              # threading.get_ident() -> cpu
 thread_info: dict[int, tuple[int, str]] = {}   # cpu -> (native id, comm)
 
 
+def _thread_name(ident: int) -> str:
+    """The name of a thread, found without side effects.
+
+    threading.current_thread() would make a _DummyThread (and change the program's
+    thread numbering) for a thread still starting up; a thread's first traced calls
+    happen in Thread._bootstrap before it is in threading._active, so look there, then
+    in the starting threads, then for the Thread object on the stack.
+    """
+    t = threading._active.get(ident)
+    if t is None:
+        for cand in list(threading._limbo.values()):
+            if getattr(cand, "_ident", None) == ident:
+                t = cand
+                break
+    if t is None:
+        f = sys._getframe(1)
+        while f is not None:
+            if f.f_code.co_name in ("_bootstrap", "_bootstrap_inner") and "self" in f.f_locals:
+                cand = f.f_locals["self"]
+                if isinstance(cand, threading.Thread):
+                    t = cand
+            f = f.f_back
+    name = getattr(t, "_name", None) if t is not None else None
+    return name if isinstance(name, str) else "<...>"
+
+
 def thread_cpu() -> int:
     """The calling thread's CPU index (assigned on first use, never reused)."""
     ident = threading.get_ident()
@@ -34,9 +61,9 @@ def thread_cpu() -> int:
             cpu = _cpu_of.get(ident)
             if cpu is None:
                 cpu = len(thread_info)
-                t = threading.current_thread()
                 # comm is TASK_COMM_LEN-1 characters in the kernel.
-                thread_info[cpu] = (threading.get_native_id(), t.name[:TASK_COMM_LEN - 1])
+                thread_info[cpu] = (threading.get_native_id(),
+                                    _thread_name(ident)[:TASK_COMM_LEN - 1])
                 _cpu_of[ident] = cpu
     return cpu
 

@@ -116,12 +116,32 @@ def _main_module(t: Target) -> types.ModuleType:
 
 
 def _join_threads() -> None:
-    # The interpreter joins non-daemon threads before it exits; do the same while
-    # tracing is still on so their calls are recorded.
-    me = threading.current_thread()
-    for t in threading.enumerate():
-        if t is not me and not t.daemon and t.is_alive():
-            t.join()
+    """The interpreter joins non-daemon threads before it exits; do the same while
+    tracing is still on so their calls are recorded.
+
+    Tracing is on, so this must not call traced (library) functions itself: no
+    threading.enumerate()/join() — it waits on the thread's C-level lock or handle
+    instead, which a later join() by the program still handles.
+    """
+    me = threading.get_ident()
+    while True:
+        waited = False
+        for t in list(threading._active.values()):
+            if t._ident == me or t._daemonic:
+                continue
+            handle = getattr(t, "_handle", None)           # 3.13: _ThreadHandle
+            if handle is not None and hasattr(handle, "is_done"):
+                if not handle.is_done():
+                    handle.join()
+                    waited = True
+                continue
+            lock = getattr(t, "_tstate_lock", None)        # 3.11, 3.12
+            if lock is not None and lock.locked():
+                lock.acquire()
+                lock.release()
+                waited = True
+        if not waited:
+            return
 
 
 def _print_exception(exc: BaseException) -> None:

@@ -29,6 +29,7 @@ Unpatching puts the original code object back: same code, no wrapper left anywhe
 from __future__ import annotations
 
 import enum
+import sys
 import threading
 import types
 import warnings
@@ -37,7 +38,7 @@ from types import CodeType, FunctionType
 from typing import Any
 
 from ..errors import BusyError, FilterError, FntraceError, UsageError
-from .records import FTRACE_FL, DynFtrace, record_table
+from .records import FL, FTRACE_FL, DynFtrace, record_table
 
 __all__ = ["FTRACE_OPS_CMD", "DirectSite", "install_stub", "remove_stub",
            "ftrace_regs_set_instruction_pointer", "check_patchable"]
@@ -67,32 +68,22 @@ def ftrace_regs_set_instruction_pointer(fregs, target: Callable) -> None:
     a function (klp_ftrace_handler)."""
     if not callable(target):
         raise UsageError(f"{target!r} is not callable")
-    _tls.redirect = (fregs.rec, target)
+    # Keyed by the frame of the call being patched: a callback may itself call other
+    # patched functions (or this one) before this call's body starts.
+    _tls.redirect = (fregs.frame, target)
+
+
+def _functions_of(rec: DynFtrace) -> list[FunctionType]:
+    """Every function object running rec's code (all closures made from it so far)."""
+    import gc
+    code = rec.code
+    return [obj for obj in gc.get_referrers(code)
+            if isinstance(obj, FunctionType) and obj.__code__ is code]
 
 
 def _function_of(rec: DynFtrace) -> FunctionType | None:
-    """The function object whose code is rec's: by module attribute path when the
-    qualname allows it, else through the garbage collector's referrers."""
-    import sys
-    code = rec.code
-    mod = sys.modules.get(rec.module)
-    if mod is not None and "<" not in rec.qualname:
-        obj = mod
-        for part in rec.qualname.split("."):
-            obj = getattr(obj, part, None) if not isinstance(obj, dict) else obj.get(part)
-            if obj is None:
-                break
-        if isinstance(obj, (staticmethod, classmethod)):
-            obj = obj.__func__
-        if obj is not None and getattr(obj, "__code__", None) is code:
-            return obj
-        # staticmethod/classmethod seen through the class are unwrapped already;
-        # look in the class dict for the raw descriptor too.
-    import gc
-    for obj in gc.get_referrers(code):
-        if isinstance(obj, FunctionType) and obj.__code__ is code:
-            return obj
-    return None
+    funcs = _functions_of(rec)
+    return funcs[0] if funcs else None
 
 
 def check_patchable(obj: Any) -> FunctionType:
@@ -143,33 +134,36 @@ def _param_source(code: CodeType) -> tuple[str, str]:
     return ", ".join(params), ", ".join(call)
 
 
-def make_stub(func: FunctionType, site: "DirectSite") -> CodeType:
-    """A code object that looks like ``func.__code__`` from outside and calls ``site``."""
-    code = func.__code__
+def make_stub(code: CodeType, site: "DirectSite") -> CodeType:
+    """A code object that looks like ``code`` from outside and calls ``site``.
+
+    One stub serves every function object of the code.  A closure's stub hands the
+    site its own cells — ``(lambda: (free, vars)).__closure__`` is a tuple of the very
+    cell objects of the running function — so the original code runs with the closure
+    of whichever function was called.
+    """
     params, call = _param_source(code)
     flags = code.co_flags
     fv = code.co_freevars
-    body_call = f"{_PLACEHOLDER!r}({call})"
+    cells = f"(lambda: ({', '.join(fv)},)).__closure__, " if fv else ""
+    body_call = f"{_PLACEHOLDER!r}({cells}{call})"
+    name = "__fntrace_stub__"          # the real name (maybe '<lambda>') is set below
     if flags & _CO_COROUTINE:
-        inner = f"async def {code.co_name}({params}):\n"
+        inner = f"async def {name}({params}):"
         body = f"return await {body_call}"
     elif flags & _CO_GENERATOR:
-        inner = f"def {code.co_name}({params}):\n"
+        inner = f"def {name}({params}):"
         body = f"return (yield from {body_call})"
     else:
-        inner = f"def {code.co_name}({params}):\n"
+        inner = f"def {name}({params}):"
         body = f"return {body_call}"
     lines = ["def __fntrace_outer__():"]
     if fv:
-        # The stub must have the same free variables (the function keeps its closure).
+        # The stub must have the same free variables (each function keeps its closure).
         lines.append("    " + " = ".join(fv) + " = None")
-    lines.append("    " + inner.rstrip("\n"))
-    if fv:
-        # Dead code still counts for the symbol table: the names become free
-        # variables without being loaded (a cell may legitimately be empty).
-        lines.append("        if 0: (" + ", ".join(fv) + ",)")
+    lines.append("    " + inner)
     lines.append("        " + body)
-    lines.append(f"    return {code.co_name}")
+    lines.append(f"    return {name}")
     src = "\n".join(lines) + "\n"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SyntaxWarning)   # "'str' object is not callable"
@@ -180,7 +174,7 @@ def make_stub(func: FunctionType, site: "DirectSite") -> CodeType:
     stub = stub.replace(co_consts=consts, co_name=code.co_name, co_qualname=code.co_qualname,
                         co_firstlineno=code.co_firstlineno, co_filename=code.co_filename)
     if stub.co_freevars != fv:
-        raise UsageError(f"{func.__qualname__}: cannot build a stub with the same closure")
+        raise UsageError(f"{code.co_qualname}: cannot build a stub with the same closure")
     return stub
 
 
@@ -189,32 +183,42 @@ class DirectSite:
     original function.  ``tramp`` is read once per call, so a modify switches atomically:
     every call goes to the old or the new trampoline, never neither."""
 
-    __slots__ = ("rec", "func", "orig_code", "original", "tramp", "__weakref__")
+    __slots__ = ("rec", "funcs", "orig_code", "original", "closed", "tramp", "__weakref__")
 
-    def __init__(self, rec: DynFtrace, func: FunctionType):
+    def __init__(self, rec: DynFtrace, funcs: list[FunctionType]):
+        func = funcs[0]
         self.rec = rec
-        self.func = func
+        self.funcs = funcs
         self.orig_code = func.__code__
         self.tramp: Callable | None = None
+        self.closed = bool(self.orig_code.co_freevars)
         # The original behaviour: the same code object, run as a separate function
-        # object so calling it does not come back here.  Its code is no longer the
-        # patched site (the stub is), so it runs with no second entry event.
-        orig = FunctionType(func.__code__, func.__globals__, func.__name__,
-                            func.__defaults__, func.__closure__)
+        # object so calling it does not come back here.  The stub is the patched site
+        # now, so the original code runs without a second entry event.  A closure's
+        # original is made per call, with the cells of the function that was called.
+        self.original = None if self.closed else self._make_original(func.__closure__)
+
+    def _make_original(self, closure) -> FunctionType:
+        func = self.funcs[0]
+        orig = FunctionType(self.orig_code, func.__globals__, func.__name__,
+                            func.__defaults__, closure)
         orig.__kwdefaults__ = func.__kwdefaults__
         orig.__qualname__ = func.__qualname__
         orig.__module__ = func.__module__
         orig.__doc__ = func.__doc__
-        orig.__dict__ = func.__dict__
-        self.original = orig
+        return orig
 
-    def __call__(self, *args, **kwargs):
-        target = self.original
+    def __call__(self, /, *args, **kwargs):
+        if self.closed:
+            target = self._make_original(args[0])
+            args = args[1:]
+        else:
+            target = self.original
         r = getattr(_tls, "redirect", None)
-        if r is not None:
+        if r is not None and r[0] is sys._getframe(1):
+            # This call's IPMODIFY target, set by a callback at the stub's entry.
             _tls.redirect = None
-            if r[0] is self.rec:
-                target = r[1]
+            target = r[1]
         tramp = self.tramp
         if tramp is not None:
             return tramp(target, *args, **kwargs)
@@ -225,16 +229,18 @@ class DirectSite:
 
 
 def install_stub(rec: DynFtrace) -> DirectSite:
-    """Swap the function's code for a stub (once per function); returns its site."""
+    """Swap the code of every function object of rec (once) for a stub."""
     if rec.stub is not None:
         return _sites[rec.ip]
-    func = _function_of(rec)
-    if func is None:
-        raise UsageError(f"{rec.name}: no live function object uses this code")
-    check_patchable(func)
-    site = DirectSite(rec, func)
-    stub = make_stub(func, site)
-    func.__code__ = stub
+    funcs = _functions_of(rec)
+    if not funcs:
+        raise UsageError(f"{rec.name}: no function object uses this code (yet)")
+    for f in funcs:
+        check_patchable(f)
+    site = DirectSite(rec, funcs)
+    stub = make_stub(rec.code, site)
+    for f in funcs:
+        f.__code__ = stub
     rec.stub = stub
     record_table.by_code[id(stub)] = rec
     _sites[rec.ip] = site
@@ -243,12 +249,13 @@ def install_stub(rec: DynFtrace) -> DirectSite:
 
 
 def remove_stub(rec: DynFtrace) -> None:
-    """Put the original code back (exact restoration)."""
+    """Put the original code back in every function patched (exact restoration)."""
     site = _sites.pop(rec.ip, None)
     if site is None:
         return
-    if site.func.__code__ is rec.stub:
-        site.func.__code__ = site.orig_code
+    for f in site.funcs:
+        if f.__code__ is rec.stub:
+            f.__code__ = site.orig_code
     record_table.by_code.pop(id(rec.stub), None)
     _stubs_keep.pop(rec.ip, None)
     rec.stub = None
@@ -309,12 +316,12 @@ def register_ftrace_direct(ops, addr: Callable) -> None:
     BusyError (EBUSY): a function already has a direct trampoline, or is owned by an
     IPMODIFY ops whose sharing this ops' ops_func does not accept.
     """
-    from .ops import FTRACE_OPS_FL, ftrace_lock, ftrace_ops_list, register_ftrace_function
+    from .ops import OFL, ftrace_lock, ftrace_ops_list, register_ftrace_function
     from .dispatch import ftrace_stub
     if not callable(addr):
         raise UsageError(f"direct trampoline {addr!r} is not callable")
     with ftrace_lock:
-        if ops.flags & FTRACE_OPS_FL.ENABLED or ops.direct_call is not None:
+        if ops.flags & OFL.ENABLED or ops.direct_call is not None:
             raise FilterError(f"{ops.name} is already registered")
         if not ops.filter_hash:
             raise FilterError(f"{ops.name}: no function in the filter (set it with "
@@ -323,37 +330,38 @@ def register_ftrace_direct(ops, addr: Callable) -> None:
             raise FilterError(f"{ops.name}: a direct ops must not have func or trampoline")
         recs = list(ops.filter_hash)
         for rec in recs:
-            if rec.flags & FTRACE_FL.DIRECT:
+            if rec.flags & FL.DIRECT:
                 raise BusyError(f"{rec.name} already has a direct trampoline")
-            fn = _function_of(rec)
-            if fn is None:
+            funcs = _functions_of(rec)
+            if not funcs:
                 raise UsageError(f"{rec.name}: no function object uses this code (yet)")
-            check_patchable(fn)
+            for fn in funcs:
+                check_patchable(fn)
         for rec in recs:
-            if rec.flags & FTRACE_FL.IPMODIFY:
+            if rec.flags & FL.IPMODIFY:
                 ok = ops.ops_func is not None and not ops.ops_func(
                     ops, FTRACE_OPS_CMD.ENABLE_SHARE_IPMODIFY_SELF)
                 if not ok:
                     raise BusyError(f"{rec.name} is modified by an IPMODIFY ops and "
                                     f"{ops.name} does not accept sharing it")
         ops.direct_call = addr
-        ops.flags |= FTRACE_OPS_FL.DIRECT
+        ops.flags |= OFL.DIRECT
         try:
             register_ftrace_function(ops)
         except BaseException:
             ops.direct_call = None
-            ops.flags &= ~FTRACE_OPS_FL.DIRECT
+            ops.flags &= ~OFL.DIRECT
             raise
 
 
 def modify_ftrace_direct(ops, addr: Callable) -> None:
     """Switch a registered direct ops to a new trampoline; every call goes to the old or
     the new one, never neither."""
-    from .ops import FTRACE_OPS_FL, ftrace_lock
+    from .ops import OFL, ftrace_lock
     if not callable(addr):
         raise UsageError(f"direct trampoline {addr!r} is not callable")
     with ftrace_lock:
-        if not ops.flags & FTRACE_OPS_FL.ENABLED or ops.direct_call is None:
+        if not ops.flags & OFL.ENABLED or ops.direct_call is None:
             raise FilterError(f"{ops.name} is not a registered direct ops")
         ops.direct_call = addr
         for rec in ops.filter_hash:
@@ -365,14 +373,14 @@ def modify_ftrace_direct(ops, addr: Callable) -> None:
 
 def unregister_ftrace_direct(ops, addr: Callable, free_filters: bool = True) -> None:
     """Detach the trampoline; the functions run their own code again (same code object)."""
-    from .ops import FTRACE_OPS_FL, ftrace_free_filter, ftrace_lock, unregister_ftrace_function
+    from .ops import OFL, ftrace_free_filter, ftrace_lock, unregister_ftrace_function
     with ftrace_lock:
-        if not ops.flags & FTRACE_OPS_FL.ENABLED or ops.direct_call is None:
+        if not ops.flags & OFL.ENABLED or ops.direct_call is None:
             raise FilterError(f"{ops.name} is not a registered direct ops")
         if ops.direct_call is not addr:
             raise FilterError(f"{ops.name} is attached to {ops.direct_call!r}, not {addr!r}")
         unregister_ftrace_function(ops)
         ops.direct_call = None
-        ops.flags &= ~FTRACE_OPS_FL.DIRECT
+        ops.flags &= ~OFL.DIRECT
         if free_filters:
             ftrace_free_filter(ops)

@@ -385,8 +385,9 @@ class ModCacheEntry:
 
 @dataclass
 class PendingPattern:
-    """A plain pattern that matched nothing when written (CLI mode only): the
-    function may live in a module the traced program has not imported yet."""
+    """A plain pattern kept for modules imported later (CLI mode only): the function
+    may live in a module the traced program has not imported yet.  ``matched`` says
+    whether it selected anything so far."""
 
     pattern: str        # as written, without the leading '!'
     negate: bool
@@ -479,10 +480,12 @@ def ftrace_process_regex(
                 if ftrace_match(rec.name, mtype, search):
                     _enter_record(work, rec, negate)
                     found = True
-            if not found:
-                if new_pending is None:
-                    raise fail(f"'{word}': no function matches", pos)
-                new_pending.append(PendingPattern(word[1:] if negate else word, negate))
+            if new_pending is not None:
+                # CLI mode: the pattern also applies to modules the program imports
+                # later, whether or not it matched something already.
+                new_pending.append(PendingPattern(word[1:] if negate else word, negate, found))
+            elif not found:
+                raise fail(f"'{word}': no function matches", pos)
             continue
 
         cmd, sep2, param_s = rest.partition(":")

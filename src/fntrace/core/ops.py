@@ -27,7 +27,8 @@ from . import dispatch
 from .direct import sync_stub
 from .hash import (EMPTY_HASH, FtraceHash, ModCacheEntry, PendingPattern, apply_mod_cache,
                    apply_pending, ftrace_process_regex)
-from .records import FTRACE_FL, FTRACE_NOCLEAR_FLAGS, FTRACE_REF_MAX, DynFtrace, record_table
+from .records import (FL, FTRACE_FL, FTRACE_NOCLEAR_FLAGS, FTRACE_REF_MAX, DynFtrace, _Ints,
+                      record_table)
 
 __all__ = [
     "FTRACE_OPS_FL", "Ops", "register_ftrace_function", "unregister_ftrace_function",
@@ -68,11 +69,13 @@ class FTRACE_OPS_FL(enum.IntFlag):
     RETURNS = 1 << 24
 
 
-_ATTRIBUTE_FLAGS = (FTRACE_OPS_FL.SAVE_REGS | FTRACE_OPS_FL.SAVE_REGS_IF_SUPPORTED
-                    | FTRACE_OPS_FL.RECURSION | FTRACE_OPS_FL.STUB | FTRACE_OPS_FL.IPMODIFY
-                    | FTRACE_OPS_FL.PID | FTRACE_OPS_FL.PERMANENT | FTRACE_OPS_FL.DIRECT
-                    | FTRACE_OPS_FL.RCU | FTRACE_OPS_FL.TRACE_ARRAY | FTRACE_OPS_FL.RETURNS
-                    | FTRACE_OPS_FL.GRAPH | FTRACE_OPS_FL.SUBOP)
+OFL = _Ints(FTRACE_OPS_FL)
+
+_ATTRIBUTE_FLAGS = (OFL.SAVE_REGS | OFL.SAVE_REGS_IF_SUPPORTED
+                    | OFL.RECURSION | OFL.STUB | OFL.IPMODIFY
+                    | OFL.PID | OFL.PERMANENT | OFL.DIRECT
+                    | OFL.RCU | OFL.TRACE_ARRAY | OFL.RETURNS
+                    | OFL.GRAPH | OFL.SUBOP)
 
 Callback = Callable[[DynFtrace, DynFtrace, "Ops", Any], None]
 
@@ -94,7 +97,7 @@ class Ops:
     def __init__(self, func: Callback | None = None, flags: int = 0, private: Any = None, *,
                  name: str | None = None, trampoline: Callable | None = None):
         self.func = func if func is not None else dispatch.ftrace_stub
-        self.flags = int(flags) | int(FTRACE_OPS_FL.DYNAMIC)
+        self.flags = int(flags) | int(OFL.DYNAMIC)
         self.private = private
         self.filter_hash: FtraceHash = EMPTY_HASH
         self.notrace_hash: FtraceHash = EMPTY_HASH
@@ -132,7 +135,7 @@ class Ops:
 
     @property
     def enabled(self) -> bool:
-        return bool(self.flags & FTRACE_OPS_FL.ENABLED)
+        return bool(self.flags & OFL.ENABLED)
 
     def __repr__(self) -> str:
         return f"<Ops {self.name} flags={FTRACE_OPS_FL(self.flags & 0xffffff)!r}>"
@@ -144,8 +147,8 @@ def ftrace_ops_test(ops: Ops, rec: DynFtrace, fregs=None) -> bool:
 
 # The stubs a site's slot holds when it is shared or off (ftrace.c ftrace_list_ops,
 # ftrace_nop_ops).
-list_ops = Ops(dispatch.ftrace_ops_list_func, FTRACE_OPS_FL.STUB, name="ftrace_list_ops")
-nop_ops = Ops(dispatch.ftrace_stub, FTRACE_OPS_FL.STUB, name="ftrace_nop_ops")
+list_ops = Ops(dispatch.ftrace_ops_list_func, OFL.STUB, name="ftrace_list_ops")
+nop_ops = Ops(dispatch.ftrace_stub, OFL.STUB, name="ftrace_nop_ops")
 
 
 class _Config:
@@ -159,7 +162,9 @@ class _Config:
 ftrace_config = _Config()
 ftrace_lock = threading.RLock()
 ftrace_ops_list: list[Ops] = []           # most recently registered first
-_all_ops_with_caches: "weakref.WeakSet[Ops]" = weakref.WeakSet()
+# Ops with cached (:mod: or pending) patterns.  id -> weakref, not a WeakSet: iterating
+# a WeakSet runs library code the tracer would trace.
+_all_ops_with_caches: dict[int, "weakref.ref[Ops]"] = {}
 _state = {"enabled": True}
 
 
@@ -178,7 +183,7 @@ def _make_backend():
 backend = _make_backend()
 
 _REF_MASK = FTRACE_REF_MAX
-_FL = FTRACE_FL
+_FL = FL
 
 
 # ---------------------------------------------------------------------------------
@@ -196,9 +201,9 @@ def _rec_wants(rec: DynFtrace, ops_iter: Iterable[Ops]) -> tuple[bool, bool]:
     regs = ret = False
     for op in ops_iter:
         if op.traces(rec):
-            if op.flags & (FTRACE_OPS_FL.SAVE_REGS | FTRACE_OPS_FL.SAVE_REGS_IF_SUPPORTED):
+            if op.flags & (OFL.SAVE_REGS | OFL.SAVE_REGS_IF_SUPPORTED):
                 regs = True
-            if op.flags & FTRACE_OPS_FL.RETURNS:
+            if op.flags & OFL.RETURNS:
                 ret = True
     return regs, ret
 
@@ -225,17 +230,17 @@ def _hash_rec_update(ops: Ops, inc: bool, recs: Iterable[DynFtrace] | None = Non
             if rec.count == FTRACE_REF_MAX:
                 continue
             rec.flags += 1
-            if ops.flags & FTRACE_OPS_FL.DIRECT:
+            if ops.flags & OFL.DIRECT:
                 rec.flags |= _FL.DIRECT
-            if ops.flags & FTRACE_OPS_FL.IPMODIFY:
+            if ops.flags & OFL.IPMODIFY:
                 rec.flags |= _FL.IPMODIFY
         else:
             if rec.count == 0:
                 continue
             rec.flags -= 1
-            if ops.flags & FTRACE_OPS_FL.DIRECT:
+            if ops.flags & OFL.DIRECT:
                 rec.flags &= ~_FL.DIRECT
-            if ops.flags & FTRACE_OPS_FL.IPMODIFY:
+            if ops.flags & OFL.IPMODIFY:
                 rec.flags &= ~_FL.IPMODIFY
         touched.append(rec)
     return touched
@@ -316,8 +321,13 @@ def ftrace_check_record(rec: DynFtrace, enable: bool, update: bool) -> int:
         return FTRACE_UPDATE_MODIFY_CALL
 
     if update:
-        # count 0: clear everything but the flags that record history
-        rec.flags &= FTRACE_NOCLEAR_FLAGS
+        if count:
+            # turned off (ftrace_enabled=0) with ops still on it: keep the count
+            rec.flags &= ~(_FL.ENABLED | _FL.REGS_EN | _FL.TRAMP_EN | _FL.DIRECT_EN
+                           | _FL.CALL_OPS_EN | _FL.RET_EN)
+        else:
+            # count 0: clear everything but the flags that record history
+            rec.flags &= FTRACE_NOCLEAR_FLAGS
     return FTRACE_UPDATE_MAKE_NOP
 
 
@@ -374,7 +384,7 @@ def _backend_start() -> None:
 
 def update_ftrace_function() -> None:
     """The global target for sites without CALL_OPS (ftrace.c update_ftrace_function)."""
-    live = [op for op in ftrace_ops_list if not op.flags & FTRACE_OPS_FL.STUB]
+    live = [op for op in ftrace_ops_list if not op.flags & OFL.STUB]
     dispatch.G.ops_list = tuple(ftrace_ops_list)
     if not live:
         dispatch.G.trace_function, dispatch.G.trace_op = dispatch.ftrace_stub, nop_ops
@@ -382,7 +392,7 @@ def update_ftrace_function() -> None:
         dispatch.G.trace_function, dispatch.G.trace_op = live[0].func, live[0]
     else:
         dispatch.G.trace_function, dispatch.G.trace_op = dispatch.ftrace_ops_list_func, list_ops
-    backend.set_unwind(any(op.flags & FTRACE_OPS_FL.RETURNS for op in ftrace_ops_list))
+    backend.set_unwind(any(op.flags & OFL.RETURNS for op in ftrace_ops_list))
 
 
 def synchronize(timeout: float = 5.0) -> None:
@@ -427,7 +437,7 @@ def synchronize(timeout: float = 5.0) -> None:
 
 def _direct_ops_of(rec: DynFtrace) -> Ops | None:
     for op in ftrace_ops_list:
-        if op.flags & FTRACE_OPS_FL.DIRECT and op.traces(rec):
+        if op.flags & OFL.DIRECT and op.traces(rec):
             return op
     return None
 
@@ -436,7 +446,7 @@ def _check_ipmodify(ops: Ops, recs: Iterable[DynFtrace]) -> None:
     """One IPMODIFY owner per function; an IPMODIFY ops landing on a function with a
     direct trampoline must be accepted by the direct ops' ops_func
     (__ftrace_hash_update_ipmodify, prepare_direct_functions_for_ipmodify)."""
-    if not ops.flags & FTRACE_OPS_FL.IPMODIFY:
+    if not ops.flags & OFL.IPMODIFY:
         return
     from .direct import FTRACE_OPS_CMD
     for rec in recs:
@@ -460,22 +470,22 @@ def register_ftrace_function(ops: Ops) -> None:
     is off, or if an IPMODIFY ops collides with another.
     """
     with ftrace_lock:
-        if ops.flags & FTRACE_OPS_FL.DELETED:
+        if ops.flags & OFL.DELETED:
             raise FilterError("ops is being deleted and may not be registered again")
-        if ops.flags & FTRACE_OPS_FL.ENABLED:
+        if ops.flags & OFL.ENABLED:
             raise BusyError(f"{ops.name} is already registered")
-        if ops.flags & FTRACE_OPS_FL.PERMANENT and not _state["enabled"]:
+        if ops.flags & OFL.PERMANENT and not _state["enabled"]:
             raise BusyError("ftrace_enabled is off: a PERMANENT ops cannot be registered")
-        if ops.flags & (FTRACE_OPS_FL.IPMODIFY | FTRACE_OPS_FL.DIRECT):
+        if ops.flags & (OFL.IPMODIFY | OFL.DIRECT):
             if not ops.filter_hash:
                 raise FilterError("IPMODIFY and DIRECT ops need a non-empty filter")
-            if ops.flags & FTRACE_OPS_FL.IPMODIFY and ops.notrace_hash:
+            if ops.flags & OFL.IPMODIFY and ops.notrace_hash:
                 raise FilterError("an IPMODIFY ops may not have a notrace hash")
         # Every module imported so far gets its records (the kernel has them from boot).
         record_table.refresh()
         _install_module_listener()
         _check_ipmodify(ops, _candidates(ops))
-        ops.flags |= FTRACE_OPS_FL.ENABLED | FTRACE_OPS_FL.INITIALIZED | FTRACE_OPS_FL.ADDING
+        ops.flags |= OFL.ENABLED | OFL.INITIALIZED | OFL.ADDING
         ftrace_ops_list.insert(0, ops)
         try:
             touched = _hash_rec_update(ops, True)
@@ -484,12 +494,12 @@ def register_ftrace_function(ops: Ops) -> None:
         except BaseException:
             _hash_rec_update(ops, False)
             ftrace_ops_list.remove(ops)
-            ops.flags &= ~FTRACE_OPS_FL.ENABLED
+            ops.flags &= ~OFL.ENABLED
             update_ftrace_function()
             ftrace_replace_code(touched if 'touched' in locals() else [])
             raise
         finally:
-            ops.flags &= ~FTRACE_OPS_FL.ADDING
+            ops.flags &= ~OFL.ADDING
         _install_module_listener()
 
 
@@ -497,10 +507,10 @@ def unregister_ftrace_function(ops: Ops) -> None:
     """Stop calling ``ops.func``.  When this returns the callback is running nowhere and
     will not be called again."""
     with ftrace_lock:
-        if not ops.flags & FTRACE_OPS_FL.ENABLED:
+        if not ops.flags & OFL.ENABLED:
             raise FilterError(f"{ops.name} is not registered")
-        ops.flags |= FTRACE_OPS_FL.REMOVING
-        if ops.flags & FTRACE_OPS_FL.IPMODIFY:
+        ops.flags |= OFL.REMOVING
+        if ops.flags & OFL.IPMODIFY:
             from .direct import FTRACE_OPS_CMD
             for rec in list(ops.filter_hash):
                 d = _direct_ops_of(rec) if rec.flags & _FL.DIRECT else None
@@ -508,10 +518,10 @@ def unregister_ftrace_function(ops: Ops) -> None:
                     d.ops_func(d, FTRACE_OPS_CMD.DISABLE_SHARE_IPMODIFY_PEER)
         touched = _hash_rec_update(ops, False)
         ftrace_ops_list.remove(ops)
-        ops.flags &= ~FTRACE_OPS_FL.ENABLED
+        ops.flags &= ~OFL.ENABLED
         update_ftrace_function()
         ftrace_replace_code(touched)
-        ops.flags &= ~FTRACE_OPS_FL.REMOVING
+        ops.flags &= ~OFL.REMOVING
         if not ftrace_ops_list and backend.active:
             backend.stop()
     synchronize()
@@ -525,9 +535,9 @@ def _move_hash(ops: Ops, new_filter: FtraceHash | None, new_notrace: FtraceHash 
                filter_cached: bool | None = None) -> None:
     """ftrace_hash_move_and_update_ops(): swap an ops' hashes; for a registered ops,
     remove it from every record, publish the new hashes, add it back, patch."""
-    registered = bool(ops.flags & FTRACE_OPS_FL.ENABLED)
+    registered = bool(ops.flags & OFL.ENABLED)
     if registered:
-        ops.flags |= FTRACE_OPS_FL.MODIFYING
+        ops.flags |= OFL.MODIFYING
         old = _hash_rec_update(ops, False)
     else:
         old = []
@@ -540,7 +550,7 @@ def _move_hash(ops: Ops, new_filter: FtraceHash | None, new_notrace: FtraceHash 
     if registered:
         new = _hash_rec_update(ops, True)
         ftrace_replace_code(old + new)
-        ops.flags &= ~FTRACE_OPS_FL.MODIFYING
+        ops.flags &= ~OFL.MODIFYING
     if ops.managed is not None:
         # A subop (an fgraph user's filter): its manager's hashes follow
         # (ftrace_hash_move_and_update_subops).
@@ -562,15 +572,10 @@ def _set_regex(ops: Ops, buf: str | None, reset: bool, enable: bool, keep_unmatc
                                  pending=new_pending if keep_unmatched else None,
                                  allow_commands=False,
                                  loaded_modules=record_table.loaded_modules())
-        if not enable and ops.flags & FTRACE_OPS_FL.IPMODIFY and new:
+        if not enable and ops.flags & OFL.IPMODIFY and new:
             raise FilterError("an IPMODIFY ops may not have a notrace hash")
-        if enable and ops.flags & FTRACE_OPS_FL.ENABLED and ops.flags & (
-                FTRACE_OPS_FL.IPMODIFY | FTRACE_OPS_FL.DIRECT) and not new:
-            raise FilterError("IPMODIFY and DIRECT ops cannot trace every function")
-        if enable and ops.flags & FTRACE_OPS_FL.IPMODIFY and ops.flags & FTRACE_OPS_FL.ENABLED:
-            for rec in new:
-                if rec.flags & _FL.IPMODIFY and not ops.traces(rec):
-                    raise BusyError(f"{rec.name} is already modified by another IPMODIFY ops")
+        if enable:
+            _check_owned_filter(ops, new)
         if enable:
             ops.mod_cache[:] = new_cache
             ops.pending[:] = new_pending
@@ -580,10 +585,26 @@ def _set_regex(ops: Ops, buf: str | None, reset: bool, enable: bool, keep_unmatc
             ops.notrace_mod_cache[:] = new_cache
             ops.notrace_pending[:] = new_pending
             _move_hash(ops, None, new)
-        ops.flags |= FTRACE_OPS_FL.INITIALIZED
+        ops.flags |= OFL.INITIALIZED
         if new_cache or new_pending:
-            _all_ops_with_caches.add(ops)
+            _all_ops_with_caches[id(ops)] = weakref.ref(ops)
             _install_module_listener()
+
+
+def _check_owned_filter(ops: Ops, new: FtraceHash) -> None:
+    """A registered DIRECT or IPMODIFY ops may not trace every function, nor take a
+    function another such ops owns (__ftrace_hash_update_ipmodify, direct's -EBUSY)."""
+    if not ops.flags & OFL.ENABLED or not ops.flags & (OFL.IPMODIFY | OFL.DIRECT):
+        return
+    if not new:
+        raise FilterError("IPMODIFY and DIRECT ops cannot trace every function")
+    for rec in new:
+        if ops.traces(rec):
+            continue
+        if ops.flags & OFL.IPMODIFY and rec.flags & _FL.IPMODIFY:
+            raise BusyError(f"{rec.name} is already modified by another IPMODIFY ops")
+        if ops.flags & OFL.DIRECT and rec.flags & _FL.DIRECT:
+            raise BusyError(f"{rec.name} already has a direct trampoline")
 
 
 def ftrace_set_filter(ops: Ops, buf: str | None, reset: bool = True, *,
@@ -626,15 +647,12 @@ def ftrace_set_filter_ips(ops: Ops, ips: Iterable[Any], remove: bool = False,
                 new.discard(rec)
             else:
                 new.add(rec)
-        if ops.flags & FTRACE_OPS_FL.IPMODIFY and ops.flags & FTRACE_OPS_FL.ENABLED:
-            for rec in new:
-                if rec.flags & _FL.IPMODIFY and not ops.traces(rec):
-                    raise BusyError(f"{rec.name} is already modified by another IPMODIFY ops")
+        _check_owned_filter(ops, new)
         if reset:
             ops.mod_cache.clear()
             ops.pending.clear()
         _move_hash(ops, new, None, bool(ops.mod_cache or ops.pending))
-        ops.flags |= FTRACE_OPS_FL.INITIALIZED
+        ops.flags |= OFL.INITIALIZED
 
 
 def ftrace_set_filter_ip(ops: Ops, ip: Any, remove: bool = False, reset: bool = False) -> None:
@@ -644,7 +662,7 @@ def ftrace_set_filter_ip(ops: Ops, ip: Any, remove: bool = False, reset: bool = 
 def ftrace_free_filter(ops: Ops) -> None:
     """Drop both hashes of an unregistered ops (a registered one is left alone)."""
     with ftrace_lock:
-        if ops.flags & FTRACE_OPS_FL.ENABLED:
+        if ops.flags & OFL.ENABLED:
             return
         ops.filter_hash = ops.notrace_hash = EMPTY_HASH
         ops.mod_cache.clear()
@@ -665,7 +683,11 @@ def _on_module_load(module: str, new: list[DynFtrace]) -> None:
         new = [r for r in new if r.flags & _FL.DISABLED]
         if not new:
             return
-        for ops in list(_all_ops_with_caches):
+        for key, ref in list(_all_ops_with_caches.items()):
+            ops = ref()
+            if ops is None:
+                del _all_ops_with_caches[key]
+                continue
             changed = False
             if ops.mod_cache or ops.pending:
                 nf = ops.filter_hash.copy()
@@ -709,7 +731,7 @@ def set_ftrace_enabled(on: bool) -> None:
         on = bool(on)
         if on == _state["enabled"]:
             return
-        if not on and any(op.flags & FTRACE_OPS_FL.PERMANENT for op in ftrace_ops_list):
+        if not on and any(op.flags & OFL.PERMANENT for op in ftrace_ops_list):
             raise BusyError("a PERMANENT ops is registered")
         _state["enabled"] = on
         ftrace_replace_code([r for r in record_table.records if r.count])

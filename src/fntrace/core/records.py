@@ -51,10 +51,22 @@ class FTRACE_FL(enum.IntFlag):
     RET_EN = 1 << 33        # the site reports return events
 
 
+class _Ints:
+    """An IntFlag's members as plain ints.  The control path uses these: enum's
+    operators are Python code, and the tracer must not run (so trace) library code of
+    its own while it updates sites."""
+
+    def __init__(self, flag: type[enum.IntFlag]) -> None:
+        for m in flag:
+            setattr(self, m.name, int(m))
+
+
+FL = _Ints(FTRACE_FL)
+
 FTRACE_REF_MAX_SHIFT = 19
 FTRACE_REF_MAX = (1 << FTRACE_REF_MAX_SHIFT) - 1
 # Kept when the count drops to zero (ftrace.c FTRACE_NOCLEAR_FLAGS).
-FTRACE_NOCLEAR_FLAGS = FTRACE_FL.DISABLED | FTRACE_FL.TOUCHED | FTRACE_FL.MODIFIED
+FTRACE_NOCLEAR_FLAGS = FL.DISABLED | FL.TOUCHED | FL.MODIFIED
 
 # Code flags (Include/cpython/code.h).  A function body is "optimized" (fast locals);
 # module and class bodies are not, and are not traceable functions.
@@ -104,7 +116,7 @@ class DynFtrace:
         self.line = line
         # Not ready to be touched until the module-load notifier has run
         # (ftrace_module_enable); symbols that are not traceable stay so.
-        self.flags = int(FTRACE_FL.DISABLED)
+        self.flags = FL.DISABLED
         self.ops = None
         self.func = None
         self.direct = None
@@ -307,7 +319,7 @@ class RecordTable:
         for cb in list(self.listeners):
             cb(name, new)
         for rec in new:
-            rec.flags &= ~FTRACE_FL.DISABLED
+            rec.flags &= ~FL.DISABLED
 
     def refresh(self) -> list[DynFtrace]:
         """Walk every module in sys.modules not walked yet (or replaced since)."""

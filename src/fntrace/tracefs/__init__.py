@@ -1,4 +1,24 @@
-"""tracefs: the control and output files, in process (fs.py)."""
-from .fs import ErrorLog, Tracefs, tracefs
+"""tracefs: the control and output files, in process (fs.py).
 
-__all__ = ["ErrorLog", "Tracefs", "tracefs"]
+The package is callable: ``fntrace.tracefs()`` is the process's top-level directory,
+``fntrace.tracefs.Tracefs()`` a new instance.
+"""
+import sys as _sys
+import types as _types
+
+from .fs import ErrorLog, Tracefs, tracefs as _top
+
+__all__ = ["ErrorLog", "Tracefs", "top"]
+
+
+def top() -> Tracefs:
+    """The process's top-level tracefs directory."""
+    return _top()
+
+
+class _CallableModule(_types.ModuleType):
+    def __call__(self) -> Tracefs:
+        return _top()
+
+
+_sys.modules[__name__].__class__ = _CallableModule
