@@ -644,11 +644,14 @@ def test_command_error_gets_position_and_leaves_hash_unchanged():
 # CLI mode: pending patterns
 # ---------------------------------------------------------------------------
 
-def test_pending_keeps_unmatched_plain_patterns():
+def test_pending_keeps_every_plain_pattern_for_later_modules():
+    # CLI mode: a plain pattern also applies to modules imported later, whether it
+    # matched something already (re.sub) or not yet (mypkg.*); `matched` tells which.
     pending: list[PendingPattern] = []
     h = write(FtraceHash(), "re.sub mypkg.* !mypkg.slow", pending=pending)
     assert names(h) == ["re.sub"]
-    assert pending == [PendingPattern("mypkg.*", False), PendingPattern("mypkg.slow", True)]
+    assert pending == [PendingPattern("re.sub", False, True), PendingPattern("mypkg.*", False),
+                       PendingPattern("mypkg.slow", True)]
 
 
 def test_pending_does_not_cover_bad_index_or_commands():

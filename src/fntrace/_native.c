@@ -823,12 +823,591 @@ function_trace_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
-/* -- init ---------------------------------------------------------------------------- */
-
 #define GET(name, var) do { var = PyDict_GetItemString(ns, name); \
     if (var == NULL) { PyErr_Format(PyExc_KeyError, "init: %s missing", name); return NULL; } \
     Py_INCREF(var); } while (0)
 #define OFF(type, name, var) do { var = slot_offset(type, name); if (var < 0) return NULL; } while (0)
+
+
+/* -- fgraph (fgraph.function_graph_enter, fgraph_return) ----------------------------- */
+
+static PyObject *g_S;                /* fgraph._S */
+static PyObject *g_tls;              /* fgraph._tls */
+static PyObject *g_shadow_stack;     /* fgraph.shadow_stack() */
+static PyObject *g_fgraph_array;     /* fgraph.fgraph_array */
+static PyObject *g_fg_contain;       /* fgraph._contain(gops, exc) */
+static PyObject *g_fg_missed;        /* fgraph._missed(ip, fregs): overrun bookkeeping */
+static PyTypeObject *g_frame_type, *g_ent_type, *g_ret_type;
+static Py_ssize_t off_S_users, off_S_epoch;
+static Py_ssize_t off_st_frames, off_st_task_vars, off_st_overrun, off_st_epoch, off_st_cur, off_st_ret;
+static Py_ssize_t off_fr_frame, off_fr_rec, off_fr_depth, off_fr_bitmap, off_fr_data, off_fr_calltime;
+static Py_ssize_t off_ent_func, off_ent_depth;
+static Py_ssize_t off_ret_func, off_ret_depth, off_ret_retval, off_ret_calltime, off_ret_rettime,
+                  off_ret_overrun, off_ret_unwind;
+static Py_ssize_t off_ops_flags, off_ops_filter_hash, off_ops_notrace_hash, off_ops_filter_cached;
+static Py_ssize_t off_hash_entries, off_tv_value;
+static long g_max_depth;
+static PyObject *str_st, *str_entryfunc, *str_retfunc, *str_ops, *str_idx, *str_private;
+
+static inline void
+set_slot(PyObject *obj, Py_ssize_t off, PyObject *v)   /* steals v */
+{
+    PyObject *old = SLOT(obj, off);
+    SLOT(obj, off) = v;
+    Py_XDECREF(old);
+}
+
+/* The calling thread's ShadowStack (new reference), current epoch. */
+static PyObject *
+get_stack(int create)
+{
+    PyObject *st = PyObject_GetAttr(g_tls, str_st);
+    if (st == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return NULL;
+        PyErr_Clear();
+        if (!create)
+            return NULL;
+        return PyObject_CallNoArgs(g_shadow_stack);
+    }
+    PyObject *e1 = SLOT(st, off_st_epoch), *e2 = SLOT(g_S, off_S_epoch);
+    if (e1 != e2 && (e1 == NULL || e2 == NULL || PyObject_RichCompareBool(e1, e2, Py_NE) == 1)) {
+        Py_DECREF(st);
+        if (!create)
+            return NULL;
+        return PyObject_CallNoArgs(g_shadow_stack);
+    }
+    return st;
+}
+
+/* FtraceHash membership: rec in hash.entries (a set or frozenset). */
+static inline int
+hash_has(PyObject *h, PyObject *rec)
+{
+    PyObject *e = h ? SLOT(h, off_hash_entries) : NULL;
+    if (e == NULL)
+        return 0;
+    return PySet_Contains(e, rec) == 1;
+}
+
+static inline int
+hash_empty(PyObject *h)
+{
+    PyObject *e = h ? SLOT(h, off_hash_entries) : NULL;
+    return e == NULL || PySet_GET_SIZE(e) == 0;
+}
+
+/* Ops.traces / Ops.test (core/ops.py) */
+static int
+ops_test(PyObject *op, PyObject *rec, int regs_saved)
+{
+    PyObject *fl = SLOT(op, off_ops_flags);
+    if (fl && (PyLong_AsLongLong(fl) & 0x4) && !regs_saved)
+        return 0;
+    PyObject *f = SLOT(op, off_ops_filter_hash);
+    PyObject *cached = SLOT(op, off_ops_filter_cached);
+    if ((!hash_empty(f) || (cached && PyObject_IsTrue(cached))) && !hash_has(f, rec))
+        return 0;
+    return !hash_has(SLOT(op, off_ops_notrace_hash), rec);
+}
+
+static int
+fg_contain(PyObject *gops)
+{
+    if (!PyErr_ExceptionMatches(PyExc_Exception) && !PyErr_ExceptionMatches(PyExc_SystemExit))
+        return -1;
+    PyObject *exc = FETCH_EXC();
+    PyObject *r = PyObject_CallFunctionObjArgs(g_fg_contain, gops, exc ? exc : Py_None, NULL);
+    Py_XDECREF(exc);
+    if (r == NULL)
+        PyErr_Clear();
+    Py_XDECREF(r);
+    return 0;
+}
+
+/* Call gops.<name>(trace, gops, fregs); *result gets its truth (entry) if asked. */
+static int
+call_user(PyObject *gops, PyObject *name, PyObject *trace, PyObject *fregs, int *result)
+{
+    PyObject *fn = PyObject_GetAttr(gops, name);
+    if (fn == NULL)
+        return fg_contain(gops);
+    PyObject *args[3] = {trace, gops, fregs};
+    ENTER();
+    PyObject *r = PyObject_Vectorcall(fn, args, 3, NULL);
+    LEAVE();
+    Py_DECREF(fn);
+    if (r == NULL) {
+        if (result)
+            *result = 0;
+        return fg_contain(gops);
+    }
+    if (result) {
+        int t = PyObject_IsTrue(r);
+        if (t < 0) {
+            Py_DECREF(r);
+            *result = 0;
+            return fg_contain(gops);
+        }
+        *result = t;
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
+static PyObject *
+function_graph_enter(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    /* graph_ops.func: push a frame, run each matching user's entryfunc. */
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "function_graph_enter(ip, parent_ip, op, fregs)");
+        return NULL;
+    }
+    PyObject *ip = args[0], *fregs = args[3];
+    PyObject *st = get_stack(1);
+    if (st == NULL)
+        return NULL;
+    PyObject *frames = SLOT(st, off_st_frames);
+    Py_ssize_t depth = PyList_GET_SIZE(frames);
+    if (depth >= g_max_depth) {
+        PyObject *ov = SLOT(st, off_st_overrun);
+        set_slot(st, off_st_overrun, PyLong_FromLongLong((ov ? PyLong_AsLongLong(ov) : 0) + 1));
+        Py_DECREF(st);
+        PyObject *r = PyObject_CallFunctionObjArgs(g_fg_missed, ip, fregs, NULL);
+        if (r == NULL)
+            return NULL;
+        Py_DECREF(r);
+        Py_RETURN_NONE;
+    }
+    PyObject *fr = g_frame_type->tp_alloc(g_frame_type, 0);
+    if (fr == NULL) {
+        Py_DECREF(st);
+        return NULL;
+    }
+    PyObject *pyframe = SLOT(fregs, off_regs_frame);
+    SLOT(fr, off_fr_frame) = Py_NewRef(pyframe ? pyframe : Py_None);
+    SLOT(fr, off_fr_rec) = Py_NewRef(ip);
+    SLOT(fr, off_fr_depth) = PyLong_FromSsize_t(depth);
+    SLOT(fr, off_fr_bitmap) = PyLong_FromLong(0);
+    SLOT(fr, off_fr_data) = Py_NewRef(Py_None);
+    SLOT(fr, off_fr_calltime) = PyLong_FromLongLong(now_ns());
+    if (PyList_Append(frames, fr) < 0) {
+        Py_DECREF(fr);
+        Py_DECREF(st);
+        return NULL;
+    }
+    set_slot(st, off_st_cur, Py_NewRef(fr));
+    PyObject *trace = g_ent_type->tp_alloc(g_ent_type, 0);
+    if (trace == NULL) {
+        Py_DECREF(fr);
+        Py_DECREF(st);
+        return NULL;
+    }
+    SLOT(trace, off_ent_func) = Py_NewRef(ip);
+    SLOT(trace, off_ent_depth) = PyLong_FromSsize_t(depth);
+    unsigned long bitmap = 0;
+    PyObject *users = SLOT(g_S, off_S_users);
+    Py_XINCREF(users);
+    Py_ssize_t n = users ? PyTuple_GET_SIZE(users) : 0;
+    PyObject *regs = SLOT(fregs, off_regs_regs);
+    int regs_saved = regs && PyObject_IsTrue(regs);
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+        PyObject *u = PyTuple_GET_ITEM(users, i);
+        long idx = PyLong_AsLong(PyTuple_GET_ITEM(u, 0));
+        PyObject *gops = PyTuple_GET_ITEM(u, 1);
+        if (n > 1) {
+            /* several users: each is tested against its own filter */
+            PyObject *uops = PyObject_GetAttr(gops, str_ops);
+            if (uops == NULL) {
+                rc = -1;
+                break;
+            }
+            int ok = ops_test(uops, ip, regs_saved);
+            Py_DECREF(uops);
+            if (!ok)
+                continue;
+        }
+        int res = 0;
+        rc = call_user(gops, str_entryfunc, trace, fregs, &res);
+        if (res)
+            bitmap |= 1UL << idx;
+        else if (n > 1) {
+            /* anything it reserved goes with the refused entry */
+            PyObject *data = SLOT(fr, off_fr_data);
+            if (data && PyDict_Check(data)) {
+                PyObject *k = PyLong_FromLong(idx);
+                if (k && PyDict_DelItem(data, k) < 0)
+                    PyErr_Clear();
+                Py_XDECREF(k);
+            }
+        }
+    }
+    Py_XDECREF(users);
+    Py_DECREF(trace);
+    set_slot(st, off_st_cur, Py_NewRef(Py_None));
+    if (rc == 0) {
+        if (bitmap)
+            set_slot(fr, off_fr_bitmap, PyLong_FromUnsignedLong(bitmap));
+        else {
+            Py_ssize_t len = PyList_GET_SIZE(frames);
+            if (len > 0 && PyList_GET_ITEM(frames, len - 1) == fr)
+                PyList_SetSlice(frames, len - 1, len, NULL);
+        }
+    }
+    Py_DECREF(fr);
+    Py_DECREF(st);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+fgraph_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    /* G.ret_handler: pop the call's frame, run the retfuncs that asked. */
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "fgraph_return(rec, frame, retval, unwind)");
+        return NULL;
+    }
+    PyObject *rec = args[0], *frame = args[1], *retval = args[2], *unwind = args[3];
+    PyObject *st = get_stack(0);
+    if (st == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *frames = SLOT(st, off_st_frames);
+    Py_ssize_t len = PyList_GET_SIZE(frames);
+    if (len == 0) {
+        Py_DECREF(st);
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t i = len - 1;
+    while (i >= 0 && SLOT(PyList_GET_ITEM(frames, i), off_fr_frame) != frame)
+        i--;
+    if (i < 0) {                   /* its entry was never pushed */
+        Py_DECREF(st);
+        Py_RETURN_NONE;
+    }
+    PyObject *fr = Py_NewRef(PyList_GET_ITEM(frames, i));
+    /* frames above it never saw their return; then pop it */
+    if (PyList_SetSlice(frames, i, len, NULL) < 0) {
+        Py_DECREF(fr);
+        Py_DECREF(st);
+        return NULL;
+    }
+    long long rettime = now_ns();
+    PyObject *trace = g_ret_type->tp_alloc(g_ret_type, 0);
+    PyObject *fregs = trace ? new_regs((PyFrameObject *)frame, rec,
+                                       (rec_flags(rec) & g_REGS_EN) != 0, retval) : NULL;
+    if (fregs == NULL) {
+        Py_XDECREF(trace);
+        Py_DECREF(fr);
+        Py_DECREF(st);
+        return NULL;
+    }
+    SLOT(trace, off_ret_func) = Py_NewRef(rec);
+    SLOT(trace, off_ret_depth) = Py_NewRef(SLOT(fr, off_fr_depth));
+    SLOT(trace, off_ret_retval) = Py_NewRef(retval);
+    SLOT(trace, off_ret_calltime) = Py_NewRef(SLOT(fr, off_fr_calltime));
+    SLOT(trace, off_ret_rettime) = PyLong_FromLongLong(rettime);
+    PyObject *ov = SLOT(st, off_st_overrun);
+    SLOT(trace, off_ret_overrun) = Py_NewRef(ov ? ov : Py_None);
+    SLOT(trace, off_ret_unwind) = Py_NewRef(unwind);
+    unsigned long bitmap = PyLong_AsUnsignedLong(SLOT(fr, off_fr_bitmap));
+    PyObject *prev = SLOT(st, off_st_ret);
+    Py_XINCREF(prev);
+    set_slot(st, off_st_ret, Py_NewRef(fr));
+    int rc = 0;
+    while (bitmap && rc == 0) {
+        unsigned long low = bitmap & (~bitmap + 1);
+        bitmap ^= low;
+        int idx = __builtin_ctzl(low);
+        PyObject *gops = PyList_GetItem(g_fgraph_array, idx);
+        if (gops == NULL) {
+            PyErr_Clear();
+            continue;
+        }
+        Py_INCREF(gops);
+        rc = call_user(gops, str_retfunc, trace, fregs, NULL);
+        Py_DECREF(gops);
+    }
+    set_slot(st, off_st_ret, prev ? prev : Py_NewRef(Py_None));
+    Py_DECREF(trace);
+    Py_DECREF(fregs);
+    Py_DECREF(fr);
+    Py_DECREF(st);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* -- function_graph tracer (tracers/function_graph.graph_entry / graph_return) ------- */
+
+static Py_ssize_t off_tr_graph_fops, off_tr_graph_notrace_fops, off_tr_max_graph_depth,
+                  off_tr_tracing_thresh, off_tr_graph_args, off_tr_graph_retval;
+static PyObject *g_graph_entry_py, *g_graph_return_py;   /* the Python twins, for rare paths */
+#define TRACE_GRAPH_FL 1
+#define TRACE_GRAPH_NOTRACE 2
+#define DEPTH_SHIFT 2
+#define DEPTH_MASK ((1LL << 20) - 1)
+
+static inline long long
+slot_ll(PyObject *obj, Py_ssize_t off)
+{
+    PyObject *v = SLOT(obj, off);
+    if (v == NULL || v == Py_None)
+        return 0;
+    if (v == Py_True)
+        return 1;
+    if (v == Py_False)
+        return 0;
+    return PyLong_AsLongLong(v);
+}
+
+/* st.task_vars[gops.idx] (new reference) */
+static PyObject *
+graph_var(PyObject *gops)
+{
+    PyObject *st = get_stack(1);
+    if (st == NULL)
+        return NULL;
+    PyObject *idx = PyObject_GetAttr(gops, str_idx);
+    if (idx == NULL) {
+        Py_DECREF(st);
+        return NULL;
+    }
+    PyObject *tv = PyList_GetItem(SLOT(st, off_st_task_vars), PyLong_AsSsize_t(idx));
+    Py_XINCREF(tv);
+    Py_DECREF(idx);
+    Py_DECREF(st);
+    return tv;
+}
+
+static PyObject *
+graph_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "graph_entry(trace, gops, fregs)");
+        return NULL;
+    }
+    PyObject *trace = args[0], *gops = args[1];
+    PyObject *tr = PyObject_GetAttr(gops, str_private);
+    if (tr == NULL)
+        return NULL;
+    PyObject *gf = SLOT(tr, off_tr_graph_fops);
+    PyObject *cached = gf ? SLOT(gf, off_ops_filter_cached) : NULL;
+    PyObject *func = SLOT(trace, off_ent_func);
+    PyObject *tv = graph_var(gops);
+    if (tv == NULL) {
+        Py_DECREF(tr);
+        return NULL;
+    }
+    long long v = slot_ll(tv, off_tv_value);
+    PyObject *result = Py_False;
+    long long depth = slot_ll(trace, off_ent_depth);
+    if (v & TRACE_GRAPH_NOTRACE)
+        goto out;
+    PyObject *gn = SLOT(tr, off_tr_graph_notrace_fops);
+    if (gn && hash_has(SLOT(gn, off_ops_filter_hash), func)) {
+        /* skip this function and what it calls; its return clears the bit */
+        set_slot(tv, off_tv_value, PyLong_FromLongLong(
+            v | TRACE_GRAPH_NOTRACE | ((depth & DEPTH_MASK) << (DEPTH_SHIFT + 20))));
+        result = Py_True;
+        goto out;
+    }
+    if (gf && (!hash_empty(SLOT(gf, off_ops_filter_hash)) || (cached && PyObject_IsTrue(cached)))
+            && !(v & TRACE_GRAPH_FL)) {
+        if (!hash_has(SLOT(gf, off_ops_filter_hash), func))
+            goto out;
+        PyObject *uops = PyObject_GetAttr(gops, str_ops);
+        int lazy = uops == gf;
+        Py_XDECREF(uops);
+        if (lazy) {
+            /* the lazy start: rare, done by the Python twin */
+            Py_DECREF(tv);
+            Py_DECREF(tr);
+            return PyObject_Vectorcall(g_graph_entry_py, args, nargs, NULL);
+        }
+        v = v | TRACE_GRAPH_FL | ((depth & DEPTH_MASK) << DEPTH_SHIFT);
+        set_slot(tv, off_tv_value, PyLong_FromLongLong(v));
+    }
+    long long maxd = slot_ll(tr, off_tr_max_graph_depth);
+    if (maxd && depth >= maxd)
+        goto out;
+    result = Py_True;
+    if (slot_ll(tr, off_tr_tracing_thresh))
+        goto out;
+    PyObject *on = SLOT(tr, off_tr_tracing_on);
+    if (on == NULL || !PyObject_IsTrue(on))
+        goto out;
+    if (slot_ll(tr, off_tr_graph_args)) {
+        /* arguments go in a payload: the Python twin builds it */
+        Py_DECREF(tv);
+        Py_DECREF(tr);
+        return PyObject_Vectorcall(g_graph_entry_py, args, nargs, NULL);
+    }
+    RingBufferObject *buf = cpu_buffer(tr);
+    if (buf == NULL) {
+        Py_DECREF(tv);
+        Py_DECREF(tr);
+        return NULL;
+    }
+    PyObject *ipo = SLOT(func, off_rec_ip);
+    long long w = rb_write(buf, now_ns(), 2, 0, ipo ? PyLong_AsUnsignedLong(ipo) : 0,
+                           (unsigned long)depth, 0, 0);
+    Py_DECREF(buf);
+    if (w == -2) {
+        Py_DECREF(tv);
+        Py_DECREF(tr);
+        return NULL;
+    }
+out:
+    Py_DECREF(tv);
+    Py_DECREF(tr);
+    return Py_NewRef(result);
+}
+
+static PyObject *
+graph_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "graph_return(trace, gops, fregs)");
+        return NULL;
+    }
+    PyObject *trace = args[0], *gops = args[1];
+    PyObject *tr = PyObject_GetAttr(gops, str_private);
+    if (tr == NULL)
+        return NULL;
+    PyObject *tv = graph_var(gops);
+    if (tv == NULL) {
+        Py_DECREF(tr);
+        return NULL;
+    }
+    long long v = slot_ll(tv, off_tv_value);
+    long long depth = slot_ll(trace, off_ret_depth);
+    if (v & TRACE_GRAPH_NOTRACE) {
+        if (((v >> (DEPTH_SHIFT + 20)) & DEPTH_MASK) == depth)
+            set_slot(tv, off_tv_value, PyLong_FromLongLong(
+                v & ~TRACE_GRAPH_NOTRACE & ~(DEPTH_MASK << (DEPTH_SHIFT + 20))));
+        goto out;
+    }
+    if ((v & TRACE_GRAPH_FL) && ((v >> DEPTH_SHIFT) & DEPTH_MASK) == depth)
+        set_slot(tv, off_tv_value, PyLong_FromLongLong(
+            v & ~TRACE_GRAPH_FL & ~(DEPTH_MASK << DEPTH_SHIFT)));
+    long long calltime = slot_ll(trace, off_ret_calltime);
+    long long rettime = slot_ll(trace, off_ret_rettime);
+    long long thresh = slot_ll(tr, off_tr_tracing_thresh);
+    if (thresh && rettime - calltime < thresh)
+        goto out;
+    PyObject *on = SLOT(tr, off_tr_tracing_on);
+    if (on == NULL || !PyObject_IsTrue(on))
+        goto out;
+    if (slot_ll(tr, off_tr_graph_retval)) {
+        /* the return value goes in a payload: the Python twin builds it */
+        Py_DECREF(tv);
+        Py_DECREF(tr);
+        return PyObject_Vectorcall(g_graph_return_py, args, nargs, NULL);
+    }
+    RingBufferObject *buf = cpu_buffer(tr);
+    if (buf == NULL) {
+        Py_DECREF(tv);
+        Py_DECREF(tr);
+        return NULL;
+    }
+    PyObject *ipo = SLOT(SLOT(trace, off_ret_func), off_rec_ip);
+    long long w = rb_write(buf, rettime, 3, 0, ipo ? PyLong_AsUnsignedLong(ipo) : 0,
+                           (unsigned long)depth, (unsigned long)slot_ll(trace, off_ret_overrun),
+                           (unsigned long long)calltime);
+    Py_DECREF(buf);
+    if (w == -2) {
+        Py_DECREF(tv);
+        Py_DECREF(tr);
+        return NULL;
+    }
+out:
+    Py_DECREF(tv);
+    Py_DECREF(tr);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+set_graph_twins(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "set_graph_twins(graph_entry, graph_return)");
+        return NULL;
+    }
+    Py_XSETREF(g_graph_entry_py, Py_NewRef(args[0]));
+    Py_XSETREF(g_graph_return_py, Py_NewRef(args[1]));
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+native_init_fgraph(PyObject *self, PyObject *ns)
+{
+    PyObject *S_type, *st_type, *fr_type, *ent_type, *ret_type, *ops_type, *hash_type, *tv_type,
+             *tr_type, *v;
+    GET("S", g_S);
+    GET("tls", g_tls);
+    GET("shadow_stack", g_shadow_stack);
+    GET("fgraph_array", g_fgraph_array);
+    GET("contain", g_fg_contain);
+    GET("missed", g_fg_missed);
+    GET("State", S_type);
+    GET("ShadowStack", st_type);
+    GET("FgraphFrame", fr_type);
+    g_frame_type = (PyTypeObject *)fr_type;
+    GET("FtraceGraphEnt", ent_type);
+    g_ent_type = (PyTypeObject *)ent_type;
+    GET("FtraceGraphRet", ret_type);
+    g_ret_type = (PyTypeObject *)ret_type;
+    GET("Ops", ops_type);
+    GET("FtraceHash", hash_type);
+    GET("TaskVar", tv_type);
+    GET("TraceArray", tr_type);
+    GET("MAX_DEPTH", v);
+    g_max_depth = PyLong_AsLong(v);
+    OFF(S_type, "users", off_S_users);
+    OFF(S_type, "epoch", off_S_epoch);
+    OFF(st_type, "frames", off_st_frames);
+    OFF(st_type, "task_vars", off_st_task_vars);
+    OFF(st_type, "overrun", off_st_overrun);
+    OFF(st_type, "epoch", off_st_epoch);
+    OFF(st_type, "cur", off_st_cur);
+    OFF(st_type, "ret", off_st_ret);
+    OFF(fr_type, "frame", off_fr_frame);
+    OFF(fr_type, "rec", off_fr_rec);
+    OFF(fr_type, "depth", off_fr_depth);
+    OFF(fr_type, "bitmap", off_fr_bitmap);
+    OFF(fr_type, "data", off_fr_data);
+    OFF(fr_type, "calltime", off_fr_calltime);
+    OFF(ent_type, "func", off_ent_func);
+    OFF(ent_type, "depth", off_ent_depth);
+    OFF(ret_type, "func", off_ret_func);
+    OFF(ret_type, "depth", off_ret_depth);
+    OFF(ret_type, "retval", off_ret_retval);
+    OFF(ret_type, "calltime", off_ret_calltime);
+    OFF(ret_type, "rettime", off_ret_rettime);
+    OFF(ret_type, "overrun", off_ret_overrun);
+    OFF(ret_type, "unwind", off_ret_unwind);
+    OFF(ops_type, "flags", off_ops_flags);
+    OFF(ops_type, "filter_hash", off_ops_filter_hash);
+    OFF(ops_type, "notrace_hash", off_ops_notrace_hash);
+    OFF(ops_type, "filter_cached", off_ops_filter_cached);
+    OFF(hash_type, "entries", off_hash_entries);
+    OFF(tv_type, "value", off_tv_value);
+    OFF(tr_type, "graph_fops", off_tr_graph_fops);
+    OFF(tr_type, "graph_notrace_fops", off_tr_graph_notrace_fops);
+    OFF(tr_type, "max_graph_depth", off_tr_max_graph_depth);
+    OFF(tr_type, "tracing_thresh", off_tr_tracing_thresh);
+    OFF(tr_type, "graph_args", off_tr_graph_args);
+    OFF(tr_type, "graph_retval", off_tr_graph_retval);
+    Py_RETURN_NONE;
+}
+
+/* -- init ---------------------------------------------------------------------------- */
 
 static PyObject *
 native_init(PyObject *self, PyObject *ns)
@@ -885,6 +1464,12 @@ static PyMethodDef native_methods[] = {
     {"on_py_throw", (PyCFunction)(void (*)(void))on_py_throw, METH_FASTCALL, NULL},
     {"function_trace_call", (PyCFunction)(void (*)(void))function_trace_call, METH_FASTCALL, NULL},
     {"busy_threads", busy_threads, METH_NOARGS, NULL},
+    {"init_fgraph", native_init_fgraph, METH_O, NULL},
+    {"set_graph_twins", (PyCFunction)(void (*)(void))set_graph_twins, METH_FASTCALL, NULL},
+    {"function_graph_enter", (PyCFunction)(void (*)(void))function_graph_enter, METH_FASTCALL, NULL},
+    {"fgraph_return", (PyCFunction)(void (*)(void))fgraph_return, METH_FASTCALL, NULL},
+    {"graph_entry", (PyCFunction)(void (*)(void))graph_entry, METH_FASTCALL, NULL},
+    {"graph_return", (PyCFunction)(void (*)(void))graph_return, METH_FASTCALL, NULL},
     {"thread_count", thread_count, METH_O, NULL},
     {NULL}
 };
@@ -915,6 +1500,12 @@ PyInit__native(void)
     str_buf = PyUnicode_InternFromString("buf");
     str_cpu_buffer = PyUnicode_InternFromString("cpu_buffer");
     str_flush = PyUnicode_InternFromString("flush");
+    str_st = PyUnicode_InternFromString("st");
+    str_entryfunc = PyUnicode_InternFromString("entryfunc");
+    str_retfunc = PyUnicode_InternFromString("retfunc");
+    str_ops = PyUnicode_InternFromString("ops");
+    str_idx = PyUnicode_InternFromString("idx");
+    str_private = PyUnicode_InternFromString("private");
     if (str_buf == NULL || str_cpu_buffer == NULL || str_flush == NULL)
         return NULL;
     return m;

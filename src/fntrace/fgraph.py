@@ -207,6 +207,13 @@ def _contain(gops: FgraphOps, exc: BaseException) -> None:
 # The hot path: entry (manager ops func) and return
 # ---------------------------------------------------------------------------------
 
+def _missed(ip, fregs) -> None:
+    """No room on the shadow stack: tell the users that keep count (fprobe's nmissed)."""
+    for _, gops in _S.users:
+        if gops.missed is not None and gops.ops.test(ip, fregs):
+            gops.missed(ip)
+
+
 def function_graph_enter(ip, parent_ip, op, fregs) -> None:
     """graph_ops.func: push a frame and run every matching user's entryfunc
     (fgraph.c function_graph_enter_regs)."""
@@ -220,9 +227,7 @@ def function_graph_enter(ip, parent_ip, op, fregs) -> None:
     depth = len(frames)
     if depth >= SHADOW_STACK_MAX_DEPTH:
         st.overrun += 1
-        for _, gops in _S.users:
-            if gops.missed is not None and gops.ops.test(ip, fregs):
-                gops.missed(ip)
+        _missed(ip, fregs)
         return
     fr = FgraphFrame(fregs.frame, ip, depth, monotonic_ns())
     frames.append(fr)
@@ -477,3 +482,28 @@ def unregister_ftrace_graph(gops: FgraphOps) -> None:
             dispatch.G.ret_handler = None
             dispatch.G.resume_handler = None
             _S.epoch += 1
+
+
+# -- the native twin -------------------------------------------------------------------
+# function_graph_enter, fgraph_return and the function_graph tracer's callbacks run in
+# fntrace._native when it is built; they use the same ShadowStack and frame objects, so
+# reserve/retrieve, task vars and shadow_stack() work unchanged.
+def _attach_native() -> None:
+    native = dispatch._native
+    if native is None:
+        return
+    global function_graph_enter, fgraph_return
+    from .trace import TraceArray
+    native.init_fgraph({
+        "S": _S, "tls": _tls, "shadow_stack": shadow_stack, "fgraph_array": fgraph_array,
+        "contain": _contain, "missed": _missed, "State": _State, "ShadowStack": ShadowStack,
+        "FgraphFrame": FgraphFrame, "FtraceGraphEnt": FtraceGraphEnt,
+        "FtraceGraphRet": FtraceGraphRet, "Ops": Ops, "FtraceHash": FtraceHash,
+        "TaskVar": TaskVar, "TraceArray": TraceArray, "MAX_DEPTH": SHADOW_STACK_MAX_DEPTH,
+    })
+    function_graph_enter = native.function_graph_enter
+    fgraph_return = native.fgraph_return
+    graph_ops.func = graph_ops.saved_func = function_graph_enter
+
+
+_attach_native()

@@ -78,13 +78,14 @@ def forget_threads() -> None:
 class TraceArray:
     """An instance: buffers, tracer, filters.
 
-    ``tracing_on`` and ``local`` are slots: the native function tracer reads them.
+    The attributes the tracers read per event are slots: the native twin reads them.
 
     sink    optional ``sink(buf, chunk, first_seq, payloads)``: full buffers are handed
             to it (fntrace record) instead of overwriting
     """
 
-    __slots__ = ("tracing_on", "local", "__dict__", "__weakref__")
+    __slots__ = ("tracing_on", "local", "graph_fops", "graph_notrace_fops", "max_graph_depth",
+                 "tracing_thresh", "graph_args", "graph_retval", "__dict__", "__weakref__")
 
     def __init__(self, name: str = "", buffer_size_kb: int = DEFAULT_BUFFER_KB,
                  overwrite: bool = True, sink: Callable | None = None):

@@ -37,6 +37,32 @@ class PatchRequest:
                    if r.name == self.symbol and _function_of(r) is not None]
         if not targets:
             return
+        self._register(targets)
+
+    def on_module_load(self, module: str, new: list[DynFtrace]) -> None:
+        if self.ops is None and self.symbol.startswith(module + "."):
+            self.try_apply()
+
+    def rewrite(self, module: str, ns: dict, code):
+        """The module's body is about to run: if it defines the function, its code tree
+        gets the stub first, so the function is patched from its first call (calls
+        made while the module is imported included)."""
+        from ..core.direct import prepatch_tree
+        if self.ops is not None or not self.symbol.startswith(module + "."):
+            return code
+        recs = [r for r in record_table.records
+                if r.name == self.symbol and r.module == module and _in_tree(r.code, code)]
+        if not recs:
+            return code
+        try:
+            code = prepatch_tree(code, recs, ns)
+        except FntraceError as e:
+            self.error = e.msg
+            return code
+        self._register(recs)
+        return code
+
+    def _register(self, targets) -> None:
         ops = Ops(name=f"patch:{self.symbol}")
         try:
             for r in targets:
@@ -47,15 +73,22 @@ class PatchRequest:
             return
         self.ops = ops
 
-    def on_module_load(self, module: str, new: list[DynFtrace]) -> None:
-        if self.ops is None and self.symbol.startswith(module + "."):
-            self.try_apply()
-
     def remove(self) -> None:
         if self.ops is not None:
             with ftrace_lock:
                 unregister_ftrace_direct(self.ops, self.tramp)
             self.ops = None
+
+
+def _in_tree(target, code) -> bool:
+    from types import CodeType
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        if c is target:
+            return True
+        stack.extend(k for k in c.co_consts if isinstance(k, CodeType))
+    return False
 
 
 def _load_callable(path: str, name: str, spec: str) -> Callable:
@@ -95,6 +128,7 @@ def install(requests: list[PatchRequest]) -> None:
         if r.error:
             raise UsageError(f"--patch {r.spec!r}: {r.error}")
         record_table.listeners.append(r.on_module_load)
+        record_table.rewriters.append(r.rewrite)
 
 
 def finish(requests: list[PatchRequest]) -> list[str]:
@@ -103,6 +137,8 @@ def finish(requests: list[PatchRequest]) -> list[str]:
     for r in requests:
         if r.on_module_load in record_table.listeners:
             record_table.listeners.remove(r.on_module_load)
+        if r.rewrite in record_table.rewriters:
+            record_table.rewriters.remove(r.rewrite)
         if r.ops is None:
             out.append(f"--patch {r.spec!r}: " + (r.error or f"{r.symbol} never appeared"))
         r.remove()

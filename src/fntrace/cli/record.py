@@ -239,7 +239,9 @@ def record(target: Target, opts: RecordOptions) -> int:
             record_table.scanned.add("__main__")
             record_table.module_ids["__main__"] = id(mod)
             scan_code_as(code, "__main__")
+            code = record_table.rewrite("__main__", mod.__dict__, code)
             tr.set_tracer(tracer)
+            return code
 
         status = run_target(target, start)
     finally:

@@ -173,10 +173,11 @@ def run_target(t: Target, start=None) -> int:
     sys.modules["__main__"] = mod
     status = 0
     try:
+        code = t.code
         if start is not None:
-            start(mod, t.code)
+            code = start(mod, code) or code
         try:
-            exec(t.code, mod.__dict__)
+            exec(code, mod.__dict__)
         finally:
             _join_threads()
     except SystemExit as e:

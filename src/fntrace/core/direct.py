@@ -40,7 +40,7 @@ from typing import Any
 from ..errors import BusyError, FilterError, FntraceError, UsageError
 from .records import FL, FTRACE_FL, DynFtrace, record_table
 
-__all__ = ["FTRACE_OPS_CMD", "DirectSite", "install_stub", "remove_stub",
+__all__ = ["FTRACE_OPS_CMD", "DirectSite", "install_stub", "remove_stub", "prepatch_tree",
            "ftrace_regs_set_instruction_pointer", "check_patchable"]
 
 
@@ -183,29 +183,32 @@ class DirectSite:
     original function.  ``tramp`` is read once per call, so a modify switches atomically:
     every call goes to the old or the new trampoline, never neither."""
 
-    __slots__ = ("rec", "funcs", "orig_code", "original", "closed", "tramp", "__weakref__")
+    __slots__ = ("rec", "orig_code", "globals", "proto", "original", "closed", "tramp",
+                 "__weakref__")
 
-    def __init__(self, rec: DynFtrace, funcs: list[FunctionType]):
-        func = funcs[0]
+    def __init__(self, rec: DynFtrace, code: CodeType, globals_: dict,
+                 proto: FunctionType | None = None):
         self.rec = rec
-        self.funcs = funcs
-        self.orig_code = func.__code__
+        self.orig_code = code
+        self.globals = globals_
+        self.proto = proto              # a function object to copy names from, if any
         self.tramp: Callable | None = None
-        self.closed = bool(self.orig_code.co_freevars)
+        self.closed = bool(code.co_freevars)
         # The original behaviour: the same code object, run as a separate function
         # object so calling it does not come back here.  The stub is the patched site
         # now, so the original code runs without a second entry event.  A closure's
         # original is made per call, with the cells of the function that was called.
-        self.original = None if self.closed else self._make_original(func.__closure__)
+        # The stub passes every parameter explicitly, so defaults are not needed.
+        self.original = None if self.closed else self._make_original(None)
 
     def _make_original(self, closure) -> FunctionType:
-        func = self.funcs[0]
-        orig = FunctionType(self.orig_code, func.__globals__, func.__name__,
-                            func.__defaults__, closure)
-        orig.__kwdefaults__ = func.__kwdefaults__
-        orig.__qualname__ = func.__qualname__
-        orig.__module__ = func.__module__
-        orig.__doc__ = func.__doc__
+        code = self.orig_code
+        orig = FunctionType(code, self.globals, code.co_name, None, closure)
+        p = self.proto
+        orig.__qualname__ = p.__qualname__ if p is not None else code.co_qualname
+        if p is not None:
+            orig.__module__ = p.__module__
+            orig.__doc__ = p.__doc__
         return orig
 
     def __call__(self, /, *args, **kwargs):
@@ -237,28 +240,143 @@ def install_stub(rec: DynFtrace) -> DirectSite:
         raise UsageError(f"{rec.name}: no function object uses this code (yet)")
     for f in funcs:
         check_patchable(f)
-    site = DirectSite(rec, funcs)
+    site = DirectSite(rec, rec.code, funcs[0].__globals__, funcs[0])
     stub = make_stub(rec.code, site)
     for f in funcs:
         f.__code__ = stub
+    _install(rec, site, stub)
+    # Closures not made yet come from the enclosing function's code: give it the stub.
+    _lifted[rec.ip] = _lift(rec.code, stub)
+    return site
+
+
+_CO_OPTIMIZED = 0x0001
+_lifted: dict[int, list] = {}     # rec.ip -> [(record, old enclosing code, new), ...]
+
+
+def _parent_code(code: CodeType) -> CodeType | None:
+    """The function body whose constants hold ``code`` (None at module or class level,
+    whose bodies have already run)."""
+    for r in list(record_table.by_code.values()):
+        c = r.code
+        if c is not None and c is not code and any(k is code for k in c.co_consts):
+            return c if c.co_flags & _CO_OPTIMIZED else None
+    return None
+
+
+def _move_code(old: CodeType, new: CodeType) -> None:
+    """Every function object and record running ``old`` now runs ``new``."""
+    import gc
+    for f in gc.get_referrers(old):
+        if isinstance(f, FunctionType) and f.__code__ is old:
+            f.__code__ = new
+    rec = record_table.by_code.get(id(old))
+    if rec is not None and rec.code is old:
+        rec.code = new
+        record_table.by_code[id(new)] = rec
+        site = _sites.get(rec.ip)
+        if site is not None:
+            site.orig_code = new
+            if not site.closed:
+                site.original = site._make_original(None)
+        _resite(rec)
+
+
+def _resite(rec: DynFtrace) -> None:
+    """A record's code object changed: move its patched site along."""
+    if rec.flags & FL.ENABLED:
+        from .ops import backend
+        backend.modify_call(rec)
+
+
+def _lift(child_old: CodeType, child_new: CodeType) -> list:
+    changes = []
+    while True:
+        parent = _parent_code(child_old)
+        if parent is None:
+            return changes
+        new_parent = parent.replace(co_consts=tuple(
+            child_new if k is child_old else k for k in parent.co_consts))
+        _move_code(parent, new_parent)
+        changes.append((parent, new_parent))
+        child_old, child_new = parent, new_parent
+
+
+def _unlift(ip: int) -> None:
+    for old, new in reversed(_lifted.pop(ip, [])):
+        _move_code(new, old)
+        record_table.by_code.pop(id(new), None)
+
+
+def _install(rec: DynFtrace, site: DirectSite, stub: CodeType) -> None:
     rec.stub = stub
     record_table.by_code[id(stub)] = rec
     _sites[rec.ip] = site
     _stubs_keep[rec.ip] = stub
-    return site
 
 
 def remove_stub(rec: DynFtrace) -> None:
-    """Put the original code back in every function patched (exact restoration)."""
+    """Put the original code back in every function object running the stub (exact
+    restoration)."""
+    import gc
     site = _sites.pop(rec.ip, None)
     if site is None:
         return
-    for f in site.funcs:
-        if f.__code__ is rec.stub:
+    stub = rec.stub
+    for f in gc.get_referrers(stub):
+        if isinstance(f, FunctionType) and f.__code__ is stub:
             f.__code__ = site.orig_code
-    record_table.by_code.pop(id(rec.stub), None)
+    record_table.by_code.pop(id(stub), None)
     _stubs_keep.pop(rec.ip, None)
     rec.stub = None
+    _unlift(rec.ip)
+
+
+def prepatch_tree(module_code: CodeType, recs: list[DynFtrace], globals_: dict) -> CodeType:
+    """Before a module body runs: put stubs in place of these functions' code in its
+    code tree, so every function object made from it — while the module is imported,
+    and closures made later — is born patched.  Enclosing code objects are rebuilt
+    with the new constants; their records follow (the rebuilt code is what runs)."""
+    mapping: dict[int, CodeType] = {}
+    for rec in recs:
+        if rec.stub is not None:
+            continue
+        code = rec.code
+        if code.co_flags & _CO_ASYNC_GENERATOR:
+            raise UsageError(f"{rec.name} is an async generator: patching one is not supported")
+        site = DirectSite(rec, code, globals_)
+        stub = make_stub(code, site)
+        _install(rec, site, stub)
+        mapping[id(code)] = stub
+    if not mapping:
+        return module_code
+    return _rewrite(module_code, mapping)
+
+
+def _rewrite(code: CodeType, mapping: dict[int, CodeType]) -> CodeType:
+    consts = []
+    changed = False
+    for c in code.co_consts:
+        if isinstance(c, CodeType):
+            new = mapping.get(id(c))
+            if new is None:
+                new = _rewrite(c, mapping)
+                if new is not c:
+                    rec = record_table.by_code.get(id(c))
+                    if rec is not None and rec.code is c:
+                        rec.code = new
+                        record_table.by_code[id(new)] = rec
+                        _rebuilt.append((c, new))
+                        _resite(rec)
+            if new is not c:
+                changed = True
+            consts.append(new)
+        else:
+            consts.append(c)
+    return code.replace(co_consts=tuple(consts)) if changed else code
+
+
+_rebuilt: list = []          # (old, new) enclosing code objects, kept alive
 
 
 _sites: dict[int, DirectSite] = {}
@@ -332,11 +450,12 @@ def register_ftrace_direct(ops, addr: Callable) -> None:
         for rec in recs:
             if rec.flags & FL.DIRECT:
                 raise BusyError(f"{rec.name} already has a direct trampoline")
-            funcs = _functions_of(rec)
-            if not funcs:
-                raise UsageError(f"{rec.name}: no function object uses this code (yet)")
-            for fn in funcs:
-                check_patchable(fn)
+            if rec.stub is None:
+                funcs = _functions_of(rec)
+                if not funcs:
+                    raise UsageError(f"{rec.name}: no function object uses this code (yet)")
+                for fn in funcs:
+                    check_patchable(fn)
         for rec in recs:
             if rec.flags & FL.IPMODIFY:
                 ok = ops.ops_func is not None and not ops.ops_func(

@@ -174,6 +174,9 @@ class RecordTable:
         # True while the CLI's target has not started: "__main__" is then fntrace's
         # launcher, not the program, and counts as not loaded for ':mod:' filters.
         self.main_pending = False
+        # rewriter(module_name, module_dict, code) -> code: may replace a module's code
+        # before its body runs (live patches of functions not loaded yet).
+        self.rewriters: list[Callable] = []
 
     # -- symbols -----------------------------------------------------------------
     def _new(self, code: CodeType, module: str, qualname: str | None = None) -> DynFtrace:
@@ -332,6 +335,11 @@ class RecordTable:
             new.extend(self.scan_module(mod))
         return new
 
+    def rewrite(self, name: str, ns: dict, code: CodeType) -> CodeType:
+        for rw in list(self.rewriters):
+            code = rw(name, ns, code)
+        return code
+
     def loaded_modules(self) -> list[str]:
         return [n for n, m in list(sys.modules.items())
                 if m is not None and not (self.main_pending and n == "__main__")]
@@ -371,6 +379,7 @@ class RecordTable:
                 raise ImportError(f"cannot load module {module.__name__!r} when "
                                   "get_code() returns None")
             table.scan_module(module, code)
+            code = table.rewrite(module.__name__, module.__dict__, code)
             exec(code, module.__dict__)
             # Functions made while the body ran (dataclasses, exec'd helpers).
             table.scan_module(module)

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..fgraph import (FgraphOps, _tls, fgraph_switch_ops, register_ftrace_graph, shadow_stack,
                       unregister_ftrace_graph)
+from .. import _env
 from ..ring_buffer import TRACE_GRAPH_ENT, TRACE_GRAPH_RET
 
 __all__ = ["FunctionGraphTracer", "safe_repr", "retval_payload"]
@@ -137,6 +138,17 @@ def graph_return(trace, gops, fregs) -> None:
     else:
         buf.write(trace.rettime, TRACE_GRAPH_RET, 0, trace.func.ip, depth, trace.overrun,
                   trace.calltime)
+
+
+# The native twins, when built; the Python ones stay for the rare paths (arguments,
+# return values, the lazy start), which the native ones hand back to them.
+py_graph_entry = graph_entry
+py_graph_return = graph_return
+_native = _env.native()
+if _native is not None and hasattr(_native, "graph_entry"):
+    _native.set_graph_twins(py_graph_entry, py_graph_return)
+    graph_entry = _native.graph_entry        # noqa: F811
+    graph_return = _native.graph_return      # noqa: F811
 
 
 class FunctionGraphTracer:
