@@ -217,97 +217,90 @@ def _return_offsets(code) -> frozenset:
     return ent[1]
 
 
+_throw_at: dict = {}     # id(frame) -> f_lasti of a generator resumed by throw() (3.11)
+
+
+def _yield_offsets(code) -> frozenset:
+    ent = _yield_offs.get(id(code))
+    if ent is None or ent[0] is not code:
+        import dis
+        ent = _yield_offs[id(code)] = (code, frozenset(
+            i.offset for i in dis.get_instructions(code) if i.opname == "YIELD_VALUE"))
+    return ent[1]
+
+
+_yield_offs: dict = {}
+
+
+def _profile_resume(rec, frame) -> None:
+    """setprofile 'call' of a generator that is resuming, not starting (3.11 reports
+    both as 'call').  Only a graph user sees it, as a call of its own."""
+    h = G.resume_handler
+    if h is None or not rec.flags & _RET_EN:
+        return
+    if frame.f_lasti in _yield_offsets(frame.f_code):
+        # Resumed by throw(): a plain resume continues after the yield, a throw at it.
+        _throw_at[id(frame)] = frame.f_lasti
+    try:
+        h(rec, frame, rec.flags & _REGS_EN)
+    except (Exception, SystemExit) as exc:
+        _contain(h, exc)
+
+
+def _profile_return(rec, frame, arg) -> None:
+    """setprofile 'return': a return, a yield, or an exception leaving the frame — which
+    setprofile reports as a 'return' of None.  The last instruction tells them apart;
+    a generator thrown into that lets the exception out is still at its yield."""
+    h = G.ret_handler
+    if h is None or not rec.flags & _RET_EN:
+        return
+    lasti = frame.f_lasti
+    unwind = lasti not in _return_offsets(frame.f_code)
+    if _throw_at and _throw_at.pop(id(frame), -1) == lasti and arg is None:
+        unwind = True
+    try:
+        if unwind:
+            h(rec, frame, sys.exc_info()[1], True)
+        else:
+            h(rec, frame, arg, False)
+    except (Exception, SystemExit) as exc:
+        _contain(h, exc)
+
+
 def _make_profile_hook(call_ops: bool):
     """The setprofile hook (3.11 back end): every call reaches it and it tests the
     record, like a kernel without DYNAMIC_FTRACE where every mcount call runs."""
     g = G
 
-    if call_ops:
-        def profile_hook(frame, event, arg):
-            if event == "call":
-                rec = _sites_get(id(frame.f_code))
-                if rec is None:
-                    return
-                if rec.gen_start >= 0 and frame.f_lasti != rec.gen_start:
-                    # A generator resuming, not a call: only a graph user sees it.
-                    h = g.resume_handler
-                    if h is not None and rec.flags & _RET_EN:
-                        try:
-                            h(rec, frame, rec.flags & _REGS_EN)
-                        except (Exception, SystemExit) as exc:
-                            _contain(h, exc)
-                    return
-                back = frame.f_back
-                if back is None:
-                    parent = ROOT
-                else:
-                    parent = _by_code_get(id(back.f_code))
-                    if parent is None:
-                        parent = _parent_slow(back)
-                op = rec.ops
-                try:
-                    rec.func(rec, parent, op, FtraceRegs(frame, rec, rec.flags & _REGS_EN))
-                except (Exception, SystemExit) as exc:
-                    _contain(op, exc)
-            elif event == "return":
-                h = g.ret_handler
-                if h is None:
-                    return
-                rec = _sites_get(id(frame.f_code))
-                if rec is None or not rec.flags & _RET_EN:
-                    return
-                try:
-                    if frame.f_lasti in _return_offsets(frame.f_code):
-                        h(rec, frame, arg, False)
-                    else:
-                        # setprofile reports an exception leaving the frame as a
-                        # 'return' of None: the last instruction tells them apart.
-                        h(rec, frame, sys.exc_info()[1], True)
-                except (Exception, SystemExit) as exc:
-                    _contain(h, exc)
-    else:
-        def profile_hook(frame, event, arg):
-            if event == "call":
-                rec = _sites_get(id(frame.f_code))
-                if rec is None:
-                    return
-                if rec.gen_start >= 0 and frame.f_lasti != rec.gen_start:
-                    # A generator resuming, not a call: only a graph user sees it.
-                    h = g.resume_handler
-                    if h is not None and rec.flags & _RET_EN:
-                        try:
-                            h(rec, frame, rec.flags & _REGS_EN)
-                        except (Exception, SystemExit) as exc:
-                            _contain(h, exc)
-                    return
-                back = frame.f_back
-                if back is None:
-                    parent = ROOT
-                else:
-                    parent = _by_code_get(id(back.f_code))
-                    if parent is None:
-                        parent = _parent_slow(back)
-                op = g.trace_op
-                try:
-                    g.trace_function(rec, parent, op, FtraceRegs(frame, rec, rec.flags & _REGS_EN))
-                except (Exception, SystemExit) as exc:
-                    _contain(op, exc)
-            elif event == "return":
-                h = g.ret_handler
-                if h is None:
-                    return
-                rec = _sites_get(id(frame.f_code))
-                if rec is None or not rec.flags & _RET_EN:
-                    return
-                try:
-                    if frame.f_lasti in _return_offsets(frame.f_code):
-                        h(rec, frame, arg, False)
-                    else:
-                        # setprofile reports an exception leaving the frame as a
-                        # 'return' of None: the last instruction tells them apart.
-                        h(rec, frame, sys.exc_info()[1], True)
-                except (Exception, SystemExit) as exc:
-                    _contain(h, exc)
+    def profile_hook(frame, event, arg):
+        if event == "call":
+            rec = _sites_get(id(frame.f_code))
+            if rec is None:
+                return
+            if rec.gen_start >= 0 and frame.f_lasti != rec.gen_start:
+                _profile_resume(rec, frame)
+                return
+            back = frame.f_back
+            if back is None:
+                parent = ROOT
+            else:
+                parent = _by_code_get(id(back.f_code))
+                if parent is None:
+                    parent = _parent_slow(back)
+            if call_ops:
+                op, func = rec.ops, rec.func
+            else:
+                op, func = g.trace_op, g.trace_function
+            try:
+                func(rec, parent, op, FtraceRegs(frame, rec, rec.flags & _REGS_EN))
+            except (Exception, SystemExit) as exc:
+                _contain(op, exc)
+        elif event == "return":
+            if g.ret_handler is None:
+                return
+            rec = _sites_get(id(frame.f_code))
+            if rec is not None:
+                _profile_return(rec, frame, arg)
     return profile_hook
 
 
@@ -317,8 +310,8 @@ profile_hook_global = _make_profile_hook(False)
 # Code objects of the dispatcher: a thread with one of these on its stack is inside a
 # callback (used by ops.synchronize(), the RCU grace period of unregister).
 DISPATCH_CODES = {f.__code__ for f in (on_py_start, on_py_start_global, on_py_return,
-                                        on_py_unwind, on_py_resume, on_py_throw, profile_hook, profile_hook_global,
-                                        ftrace_ops_list_func)}
+                                        on_py_unwind, on_py_resume, on_py_throw, profile_hook,
+                                        ftrace_ops_list_func, _profile_resume, _profile_return)}
 
 
 # -- the native twin -------------------------------------------------------------------
