@@ -27,6 +27,7 @@ __all__ = ["EventCall", "EventFile", "event_calls", "register_event_call",
            "unregister_event_call", "find_event_call", "stack_text"]
 
 _lock = threading.RLock()
+_ids = __import__("itertools").count(1)      # event ids are never reused
 # (system, name) -> EventCall, in creation order.
 event_calls: dict[tuple[str, str], "EventCall"] = {}
 
@@ -68,7 +69,7 @@ class EventCall:
         self.definition = definition
         self.files: list[EventFile] = []        # files with the event on (hard or soft)
         self.hooked = False
-        self.id = len(event_calls) + 1
+        self.id = next(_ids)
 
     @property
     def full_name(self) -> str:
@@ -103,7 +104,15 @@ class EventCall:
         """The event happened: run every file's triggers, then record where enabled.
         ``text_fn`` builds the line's text once, only if something records it."""
         text = None
+        common = False
         for ef in self.files:
+            if not common and (ef.triggers or ef.filter is not None):
+                # the common fields every event has (common_pid, common_cpu, comm)
+                from ..trace import thread_cpu, thread_info
+                cpu = thread_cpu()
+                pid, comm = thread_info.get(cpu, (0, ""))
+                values = dict(values, common_pid=pid, common_cpu=cpu, comm=comm)
+                common = True
             if ef.triggers:
                 ef.run_triggers(values, frame)
             if not ef.enabled or ef.soft_disabled:
@@ -128,25 +137,34 @@ class EventCall:
 
 
 class EventFile:
-    """An event in one trace instance (struct trace_event_file)."""
+    """An event in one trace instance (struct trace_event_file).
+
+    enabled        EVENT_FILE_FL_ENABLED: hooked
+    soft_disabled  EVENT_FILE_FL_SOFT_DISABLED: hooked but not recorded
+    sm_ref         how many enable_event/disable_event triggers refer to it (SOFT_MODE)
+    """
 
     def __init__(self, call: EventCall, tr) -> None:
         self.call = call
         self.tr = tr
-        self.enabled = False          # hard enable (the enable file)
-        self.soft_mode = 0            # triggers referring to it
+        self.enabled = False
         self.soft_disabled = False
+        self.sm_ref = 0
         self.filter = None
         self.filter_text = ""
         self.triggers: list = []
-        self.trigger_refs = 0         # triggers attached to this file (hook needed)
+
+    @property
+    def soft_mode(self) -> int:
+        return self.sm_ref
 
     def enable_text(self) -> str:
+        """event_enable_read()"""
         on = self.enabled and not self.soft_disabled
-        return ("1" if on else "0") + ("*" if self.soft_mode else "")
+        return ("1" if on else "0") + ("*" if self.soft_disabled or self.sm_ref else "")
 
     def _sync(self) -> None:
-        need = self.enabled or self.soft_mode > 0 or bool(self.triggers)
+        need = self.enabled or bool(self.triggers)
         with _lock:
             if need and self not in self.call.files:
                 self.call.files.append(self)
@@ -154,33 +172,46 @@ class EventFile:
                 self.call.files.remove(self)
             self.call._update_hook()
 
-    def set_enabled(self, on: bool) -> None:
-        self.enabled = on
-        if self.soft_mode:
-            # writing the enable file of a soft-mode event sets what it is now; the
-            # trigger may change it again (func_event_triggers.tc)
-            self.soft_disabled = not on
-        self._sync()
-
-    def soft_enable(self, enable_trigger: bool) -> None:
-        """An enable_event (soft-disabled until it fires) or disable_event trigger was
-        attached."""
-        self.soft_mode += 1
-        if self.soft_mode == 1:
-            if enable_trigger:
-                self.enabled = True
-                self.soft_disabled = True
+    def enable_disable(self, enable: bool, soft: bool) -> None:
+        """__ftrace_event_enable_disable(): a write to the enable file (soft=False) or a
+        trigger referring to the event coming or going (soft=True)."""
+        if enable:
+            if not soft:
+                self.soft_disabled = False
             else:
+                self.sm_ref += 1
+                if self.sm_ref > 1:
+                    return
+            if not self.enabled:
+                # keep the event disabled when going to soft mode
+                if soft:
+                    self.soft_disabled = True
                 self.enabled = True
+        else:
+            if soft:
+                self.sm_ref = max(0, self.sm_ref - 1)
+                if self.sm_ref > 0:
+                    return
+                disable = self.soft_disabled
+            else:
+                # in soft mode a 0 does nothing, or enable_event could not work
+                disable = not self.sm_ref
+            if disable and self.enabled:
+                self.enabled = False
+                self.soft_disabled = bool(self.sm_ref)
+            elif soft and not self.sm_ref:
                 self.soft_disabled = False
         self._sync()
 
+    def set_enabled(self, on: bool) -> None:
+        self.enable_disable(on, False)
+
+    def soft_enable(self, enable_trigger: bool = True) -> None:
+        """An enable_event or disable_event trigger now refers to this event."""
+        self.enable_disable(True, True)
+
     def soft_release(self) -> None:
-        self.soft_mode = max(0, self.soft_mode - 1)
-        if not self.soft_mode:
-            self.soft_disabled = False
-            self.enabled = False
-        self._sync()
+        self.enable_disable(False, True)
 
     def set_filter(self, text: str) -> None:
         from .filter import parse_filter

@@ -161,6 +161,7 @@ class FprobeEvent:
                               definition=spec.normalized())
         self.fp: Fprobe | None = None
         self.error: str | None = None
+        self.specs = [spec]            # one per probe point (same event, same args)
         self.want = False
         self.bound: list[DynFtrace] = []
         # fetchargs taken at entry on a %return probe
@@ -174,9 +175,23 @@ class FprobeEvent:
         refs += [f"REC->{a.name}" for a in self.spec.args]
         return f'"{fmt}", ' + ", ".join(refs)
 
+    @property
+    def symbols(self) -> list[str]:
+        return [sp.symbol for sp in self.specs]
+
+    def add_probe(self, spec) -> None:
+        """Another function for the same event (same kind, same arguments)."""
+        self.specs.append(spec)
+        self.call.definition = "\n".join(sp.normalized() for sp in self.specs)
+        if self.fp is not None:
+            fp, self.fp = self.fp, None
+            unregister_fprobe(fp)
+        self._bind()
+
     # -- hooking ------------------------------------------------------------------------
     def _targets(self) -> list[DynFtrace]:
-        return [r for r in record_table.records if r.name == self.spec.symbol]
+        names = set(self.symbols)
+        return [r for r in record_table.records if r.name in names]
 
     def _hook(self, on: bool) -> None:
         self.want = on
@@ -217,7 +232,11 @@ class FprobeEvent:
         self.bound = recs
 
     def on_module_load(self, new: list[DynFtrace]) -> None:
-        if self.want and self.fp is None and any(r.name == self.spec.symbol for r in new):
+        names = set(self.symbols)
+        if self.want and any(r.name in names for r in new):
+            if self.fp is not None:
+                fp, self.fp = self.fp, None      # rebind: a further probe point appeared
+                unregister_fprobe(fp)
             self._bind()
 
     # -- firing ------------------------------------------------------------------------
@@ -300,21 +319,48 @@ def dynevent_create(cmd: str) -> FprobeEvent | None:
             dynevent_remove(spec.group, spec.event, cmd)
             return None
         key = (spec.group, spec.event)
-        if key in dyn_events or key in event_calls:
-            old = dyn_events.get(key)
-            if old is not None and old.spec.normalized() == spec.normalized():
-                kind = "SAME_PROBE"
-            elif old is not None and old.spec.is_return != spec.is_return:
+        old = dyn_events.get(key)
+        if old is not None:
+            # trace_probe_compare_arg_type / append_trace_fprobe: another probe for an
+            # existing event must be of the same kind with the same arguments.
+            kind, pos = None, 0
+            if old.spec.is_return != spec.is_return:
                 kind = "DIFF_PROBE_TYPE"
             else:
-                kind = "EVENT_EXIST"
-            e = ProbeError(ERRORS.get(kind, kind), pos=0, command=cmd)
-            e.kind = kind
+                for i, (a, b) in enumerate(zip(old.spec.args + [None] * len(spec.args),
+                                               spec.args + [None] * len(old.spec.args))):
+                    if a is None and b is None:
+                        break
+                    if a is None or b is None or (a.name, a.type, a.text) != (b.name, b.type, b.text):
+                        kind, pos = "DIFF_ARG_TYPE", _arg_pos(cmd, i)
+                        break
+                if kind is None and spec.symbol in old.symbols:
+                    kind = "SAME_PROBE"
+            if kind is not None:
+                e = ProbeError(ERRORS.get(kind, kind), pos=pos, command=cmd)
+                e.kind = kind
+                raise e
+            old.add_probe(spec)
+            return old
+        if key in event_calls:
+            e = ProbeError(ERRORS.get("EVENT_EXIST", "EVENT_EXIST"), pos=0, command=cmd)
+            e.kind = "EVENT_EXIST"
             raise e
+        if not getattr(spec, "resolved", True):
+            # bound when its module is imported: the module-load notifier must run
+            record_table.install_import_hook()
         ev = FprobeEvent(spec)
         register_event_call(ev.call)
         dyn_events[key] = ev
         return ev
+
+
+def _arg_pos(cmd: str, i: int) -> int:
+    """Where the i-th fetcharg starts in a command (after 'f[:...]' and SYM)."""
+    import re
+    words = [m.start() for m in re.finditer(r"\S+", cmd)]
+    k = i + 2
+    return words[k] if k < len(words) else len(cmd)
 
 
 def dynevent_remove(group: str | None, event: str, cmd: str = "") -> None:
@@ -349,7 +395,7 @@ def dynevent_clear() -> None:
 
 def dynamic_events_lines() -> list[str]:
     with _lock:
-        return [ev.spec.normalized() for ev in dyn_events.values()]
+        return [sp.normalized() for ev in dyn_events.values() for sp in ev.specs]
 
 
 def unbound_events() -> list[str]:

@@ -92,6 +92,8 @@ class Trigger:
         tf = self.target_file
         if tf is None:
             return False
+        # event_enable_trigger: skip if the event is already in the wanted state (a
+        # counted trigger only counts when it switched something)
         if c == "enable_event":
             if not tf.soft_disabled:
                 return False
