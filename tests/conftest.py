@@ -1,0 +1,194 @@
+"""Shared fixtures: the kernel selftests' ``initialize_ftrace`` (every test starts and ends
+with no ops registered, the nop tracer and no filters), a way to run the ``fntrace``
+command, small programs and modules written for one test, and the parsing of
+function-tracer lines with their timestamps and pids masked.
+"""
+from __future__ import annotations
+
+import importlib
+import itertools
+import re
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import fntrace
+from fntrace.core import ops as core_ops
+from fntrace.tracefs import fs as tracefs_fs
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO_ROOT / "examples"
+
+# One test's subprocess must never hang the suite; no test relies on this limit.
+SUBPROCESS_TIMEOUT = 300
+
+
+# ---------------------------------------------------------------------------------
+# initialize_ftrace / reset after each test
+# ---------------------------------------------------------------------------------
+
+def _reset_top_tracefs() -> None:
+    top = tracefs_fs._top
+    if top is None:
+        return
+    for path, data in (("current_tracer", "nop"), ("set_ftrace_filter", ""),
+                       ("set_ftrace_notrace", ""), ("tracing_on", "1"), ("buffer_size_kb", "1408"),
+                       ("trace_options", "print-parent noirq-info overwrite markers"),
+                       ("trace", ""), ("error_log", "")):
+        try:
+            top.write(path, data)
+        except Exception:       # a reset step must not hide the test's own result
+            pass
+
+
+@pytest.fixture(autouse=True)
+def clean_ftrace():
+    """After each test: no ops registered, ftrace_enabled on, CALL_OPS configured on,
+    and the top tracefs (if a test made it) back to nop with empty filters."""
+    saved_call_ops = fntrace.ftrace_config.call_ops
+    yield
+    fntrace.ftrace_config.call_ops = saved_call_ops
+    _reset_top_tracefs()
+    core_ops.reset_for_tests()
+    fntrace.ftrace_config.call_ops = saved_call_ops
+
+
+# ---------------------------------------------------------------------------------
+# Modules and programs written for one test
+# ---------------------------------------------------------------------------------
+
+_module_counter = itertools.count(1)
+
+
+def unique_module_name(hint: str = "mymod") -> str:
+    """A module name no other test uses: records are never forgotten in a process, so
+    each test's functions must have names of their own."""
+    return f"{hint}{next(_module_counter)}"
+
+
+@pytest.fixture
+def write_module(tmp_path, monkeypatch):
+    """``write_module(source, hint="mymod", import_it=True)``: write a module into
+    tmp_path (on sys.path) under a fresh name; return the module (or, with
+    ``import_it=False``, its name)."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    made: list[str] = []
+
+    def make(source: str, hint: str = "mymod", import_it: bool = True):
+        name = unique_module_name(hint)
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
+        importlib.invalidate_caches()
+        made.append(name)
+        if not import_it:
+            return name
+        return importlib.import_module(name)
+
+    yield make
+    for name in made:
+        sys.modules.pop(name, None)
+
+
+@pytest.fixture
+def tmp_script(tmp_path):
+    """``tmp_script(source, name="prog.py")``: write a small program into tmp_path and
+    return its path."""
+    def make(source: str, name: str = "prog.py") -> Path:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source))
+        return path
+    return make
+
+
+@pytest.fixture
+def run_fntrace(tmp_path):
+    """``run_fntrace(*args, cwd=tmp_path, input=None)``: run the ``fntrace`` command
+    (``python -m fntrace.cli.main``) in a subprocess; returns the CompletedProcess."""
+    def run(*args: str, cwd: Path | str | None = None, input: str | None = None
+            ) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "fntrace.cli.main", *map(str, args)],
+            cwd=str(cwd if cwd is not None else tmp_path), input=input,
+            capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    return run
+
+
+def run_python(*args: str, cwd: Path | str, input: str | None = None
+               ) -> subprocess.CompletedProcess:
+    """The same program run by plain ``python`` (the reference behaviour)."""
+    return subprocess.run([sys.executable, *map(str, args)], cwd=str(cwd), input=input,
+                          capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+
+
+# ---------------------------------------------------------------------------------
+# Function-tracer lines
+# ---------------------------------------------------------------------------------
+
+# trace_print_context(): "%16s-%-7d [%03d] " [flags] " %5lu.%06lu: "
+_FN_LINE = re.compile(
+    r"^(?P<comm>.{16})-(?P<pid>\d+) *\[(?P<cpu>\d{3})\] (?P<flags>\S{5} )? *"
+    r"(?P<ts>\d+\.\d{6}): (?P<text>.*)$")
+
+FUNCTION_HEADER_TAIL = [
+    "#           TASK-PID     CPU#     TIMESTAMP  FUNCTION",
+    "#              | |         |         |         |",
+]
+
+
+@dataclass(frozen=True)
+class FnLine:
+    comm: str
+    pid: int
+    cpu: int
+    ts: str
+    func: str
+    parent: str | None      # None: no " <-" part
+
+
+def parse_fn_line(line: str) -> FnLine | None:
+    """A function-tracer line split into its fields; None for anything else."""
+    m = _FN_LINE.match(line)
+    if m is None:
+        return None
+    text = m.group("text")
+    func, sep, parent = text.partition(" <-")
+    return FnLine(m.group("comm").strip(), int(m.group("pid")), int(m.group("cpu")),
+                  m.group("ts"), func, parent if sep else None)
+
+
+def mask_line(line: str) -> str:
+    """A trace line with its pid and timestamp replaced by fixed text, for comparing
+    lines of two runs."""
+    m = _FN_LINE.match(line)
+    if m is None:
+        return line
+    return (f"{m.group('comm')}-PID [{m.group('cpu')}] {m.group('flags') or ''}"
+            f"TS: {m.group('text')}")
+
+
+def fn_lines(text: str) -> list[FnLine]:
+    """Every function-tracer line of a trace text (header and other lines skipped)."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        p = parse_fn_line(line)
+        if p is not None:
+            out.append(p)
+    return out
+
+
+_ENTRIES = re.compile(r"^# entries-in-buffer/entries-written: (\d+)/(\d+)   #P:(\d+)$")
+
+
+def header_counts(text: str) -> tuple[int, int, int]:
+    """(entries-in-buffer, entries-written, #P) from a trace header."""
+    for line in text.splitlines():
+        m = _ENTRIES.match(line)
+        if m:
+            return int(m.group(1)), int(m.group(2)), int(m.group(3))
+    raise AssertionError("no entries-in-buffer/entries-written line in:\n" + text[:2000])

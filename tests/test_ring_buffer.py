@@ -1,0 +1,393 @@
+"""The per-thread ring buffer (kernel/trace/ring_buffer.c semantics).
+
+What the kernel's ring buffer promises its readers and that ftrace.rst documents:
+overwrite mode drops the oldest events (counted as overrun, shown as the difference of
+entries-in-buffer/entries-written and as ``[LOST N EVENTS]`` by the consuming reader),
+stop mode (``options/overwrite`` = 0) drops the new ones; ``trace_pipe`` consumes;
+a payload never outlives its record; a buffer handed to a sink (trace-cmd record's
+splice) loses nothing and keeps order; resizing empties the buffer.  A stateful
+property test checks the counters against a model for random write/consume runs.
+"""
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine, initialize, invariant, precondition, rule,
+)
+
+from fntrace.ring_buffer import HAS_PAYLOAD, RECORD, RECORD_SIZE, TRACE_FN, RingBuffer
+
+KB = 1                          # smallest buffer: 1 KB
+NREC = KB * 1024 // RECORD_SIZE  # 32 records
+
+
+def put(buf: RingBuffer, i: int) -> int:
+    """Write record number i (every field derived from i, so it can be recognised)."""
+    return buf.write(1000 + i, TRACE_FN, 0, i, i + 1, i + 2, i * 7)
+
+
+def put_payload(buf: RingBuffer, i: int) -> int:
+    return buf.write_payload(1000 + i, TRACE_FN, i, i + 1, i + 2, i * 7, f"payload-{i}")
+
+
+def held_ids(buf: RingBuffer) -> list[int]:
+    """The ``a`` field (record number) of every record the buffer holds, oldest first."""
+    return [r[4] for r in buf.records()]
+
+
+# ---------------------------------------------------------------------------------
+# Overwrite and stop modes
+# ---------------------------------------------------------------------------------
+
+def test_capacity_is_size_kb_over_record_size():
+    assert RingBuffer(0, KB).nrec == NREC
+    assert RingBuffer(0, 4).nrec == 4 * 1024 // RECORD_SIZE
+
+
+def test_overwrite_mode_keeps_the_newest_and_counts_overrun():
+    buf = RingBuffer(0, KB, overwrite=True)
+    seqs = [put(buf, i) for i in range(100)]
+    assert seqs == list(range(100))
+    assert buf.entries == NREC
+    assert buf.written == 100
+    assert buf.overrun == 100 - NREC
+    assert buf.dropped == 0
+    assert held_ids(buf) == list(range(100 - NREC, 100))
+    assert [r[0] for r in buf.records()] == list(range(100 - NREC, 100))
+
+
+def test_records_round_trip_every_field():
+    buf = RingBuffer(3, KB)
+    put(buf, 5)
+    (seq, ts, typ, flags, a, b, c, d, payload), = buf.records()
+    assert (seq, ts, typ, flags, a, b, c, d, payload) == (0, 1005, TRACE_FN, 0, 5, 6, 7, 35, None)
+
+
+def test_stop_mode_keeps_the_oldest_and_counts_dropped():
+    buf = RingBuffer(0, KB, overwrite=False)
+    results = [put(buf, i) for i in range(100)]
+    assert results[:NREC] == list(range(NREC))
+    assert results[NREC:] == [-1] * (100 - NREC)
+    assert buf.entries == NREC
+    assert buf.written == 100
+    assert buf.dropped == 100 - NREC
+    assert buf.overrun == 0
+    assert held_ids(buf) == list(range(NREC))
+
+
+def test_stop_mode_accepts_again_after_a_consume():
+    buf = RingBuffer(0, KB, overwrite=False)
+    for i in range(NREC + 5):
+        put(buf, i)
+    lost, recs = buf.consume()
+    assert [r[4] for r in recs] == list(range(NREC))
+    assert put(buf, 1000) == NREC
+    assert held_ids(buf) == [1000]
+    assert buf.written == NREC + 6
+
+
+def test_switching_to_stop_mode_on_a_full_buffer():
+    buf = RingBuffer(0, KB, overwrite=True)
+    for i in range(NREC):
+        put(buf, i)
+    buf.overwrite = False
+    assert put(buf, 999) == -1
+    assert held_ids(buf) == list(range(NREC))
+    buf.overwrite = True
+    assert put(buf, 1000) == NREC
+    assert held_ids(buf) == list(range(1, NREC)) + [1000]
+
+
+# ---------------------------------------------------------------------------------
+# Consuming reads (trace_pipe)
+# ---------------------------------------------------------------------------------
+
+def test_consume_reports_lost_events_once():
+    buf = RingBuffer(0, KB)
+    for i in range(100):
+        put(buf, i)
+    lost, recs = buf.consume()
+    assert lost == 100 - NREC
+    assert [r[4] for r in recs] == list(range(100 - NREC, 100))
+    assert buf.entries == 0
+    assert buf.consume() == (0, [])
+
+    for i in range(10):
+        put(buf, 100 + i)
+    lost, recs = buf.consume()
+    assert (lost, [r[4] for r in recs]) == (0, list(range(100, 110)))
+
+    for i in range(NREC + 8):
+        put(buf, 200 + i)
+    lost, recs = buf.consume()
+    assert lost == 8
+    assert [r[4] for r in recs] == list(range(208, 200 + NREC + 8))
+    assert buf.written == 100 + 10 + NREC + 8
+
+
+def test_consume_after_partial_fill_loses_nothing():
+    buf = RingBuffer(0, KB)
+    for i in range(NREC):
+        put(buf, i)
+    lost, recs = buf.consume()
+    assert lost == 0 and len(recs) == NREC
+    # The slots are free again: no overrun while refilling them.
+    for i in range(NREC):
+        put(buf, i)
+    assert buf.overrun == 0
+
+
+def test_entries_written_difference_is_lost_events():
+    buf = RingBuffer(0, KB)
+    for i in range(77):
+        put(buf, i)
+    assert buf.written - buf.entries == buf.overrun == 77 - NREC
+
+
+# ---------------------------------------------------------------------------------
+# Payloads
+# ---------------------------------------------------------------------------------
+
+def test_payload_is_attached_to_its_record():
+    buf = RingBuffer(0, KB)
+    put(buf, 0)
+    put_payload(buf, 1)
+    recs = list(buf.records())
+    assert recs[0][3] == 0 and recs[0][8] is None
+    assert recs[1][3] & HAS_PAYLOAD and recs[1][8] == "payload-1"
+
+
+def test_overwritten_records_drop_their_payloads():
+    buf = RingBuffer(0, KB)
+    for i in range(NREC + 8):
+        put_payload(buf, i)
+    assert sorted(buf.payloads) == list(range(8, NREC + 8))
+    assert [r[8] for r in buf.records()] == [f"payload-{i}" for i in range(8, NREC + 8)]
+
+
+def test_consumed_records_drop_their_payloads():
+    buf = RingBuffer(0, KB)
+    for i in range(5):
+        put_payload(buf, i)
+    lost, recs = buf.consume()
+    assert [r[8] for r in recs] == [f"payload-{i}" for i in range(5)]
+    assert buf.payloads == {}
+
+
+def test_stop_mode_keeps_no_payload_of_a_dropped_record():
+    buf = RingBuffer(0, KB, overwrite=False)
+    for i in range(NREC):
+        put_payload(buf, i)
+    assert put_payload(buf, 999) == -1
+    assert "payload-999" not in buf.payloads.values()
+    assert len(buf.payloads) == NREC
+
+
+# ---------------------------------------------------------------------------------
+# Sink (record mode) and resize
+# ---------------------------------------------------------------------------------
+
+class Sink:
+    def __init__(self) -> None:
+        self.chunks: list[tuple[int, list[tuple], dict]] = []
+
+    def __call__(self, buf, chunk, first_seq, payloads) -> None:
+        data = bytes(chunk)          # the chunk may be a view of the live buffer
+        assert len(data) % RECORD_SIZE == 0
+        recs = [RECORD.unpack_from(data, o) for o in range(0, len(data), RECORD_SIZE)]
+        self.chunks.append((first_seq, recs, dict(payloads)))
+
+    def ids(self) -> list[int]:
+        return [r[3] for _, recs, _ in self.chunks for r in recs]
+
+
+def test_sink_gets_every_record_in_order_with_first_seq():
+    sink = Sink()
+    buf = RingBuffer(0, KB, sink=sink)
+    for i in range(100):
+        assert put(buf, i) == i
+    buf.flush()
+    assert sink.ids() == list(range(100))
+    expected_first = 0
+    for first_seq, recs, _ in sink.chunks:
+        assert first_seq == expected_first
+        expected_first += len(recs)
+    assert buf.overrun == 0 and buf.dropped == 0
+    assert buf.written == 100
+    buf.flush()                                 # nothing new: no empty chunk
+    assert sum(len(c[1]) for c in sink.chunks) == 100
+
+
+def test_sink_chunks_across_the_wrap_point_stay_in_order():
+    sink = Sink()
+    buf = RingBuffer(0, KB, sink=sink)
+    for i in range(10):
+        put(buf, i)
+    buf.flush()                                 # next chunk starts at slot 10 and wraps
+    for i in range(10, 10 + 3 * NREC + 5):
+        put(buf, i)
+    buf.flush()
+    assert sink.ids() == list(range(10 + 3 * NREC + 5))
+    firsts = [c[0] for c in sink.chunks]
+    sizes = [len(c[1]) for c in sink.chunks]
+    assert firsts == [sum(sizes[:k]) for k in range(len(sizes))]
+
+
+def test_sink_chunks_carry_their_payloads():
+    sink = Sink()
+    buf = RingBuffer(0, KB, sink=sink)
+    for i in range(NREC * 2 + 3):
+        if i % 3 == 0:
+            put_payload(buf, i)
+        else:
+            put(buf, i)
+    buf.flush()
+    for first_seq, recs, payloads in sink.chunks:
+        want = {first_seq + k: f"payload-{r[3]}" for k, r in enumerate(recs) if r[3] % 3 == 0}
+        assert payloads == want
+    assert buf.payloads == {}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.integers(min_value=1, max_value=80), st.just(0)), max_size=12))
+def test_sink_property_nothing_lost_any_flush_points(steps):
+    # Each step writes that many records; 0 is an explicit flush.
+    sink = Sink()
+    buf = RingBuffer(0, KB, sink=sink)
+    n = 0
+    for k in steps:
+        if k == 0:
+            buf.flush()
+        for _ in range(k):
+            put(buf, n)
+            n += 1
+    buf.flush()
+    assert sink.ids() == list(range(n))
+    sizes = [len(c[1]) for c in sink.chunks]
+    assert [c[0] for c in sink.chunks] == [sum(sizes[:j]) for j in range(len(sizes))]
+    assert all(s > 0 for s in sizes)
+
+
+def test_resize_empties_and_changes_capacity():
+    buf = RingBuffer(0, KB)
+    for i in range(50):
+        put_payload(buf, i)
+    buf.resize(2)
+    assert buf.nrec == 2 * NREC
+    assert (buf.entries, buf.written, buf.overrun, buf.dropped) == (0, 0, 0, 0)
+    assert buf.payloads == {}
+    for i in range(2 * NREC):
+        put(buf, i)
+    assert buf.overrun == 0
+    put(buf, 2 * NREC)
+    assert buf.overrun == 1
+    assert held_ids(buf) == list(range(1, 2 * NREC + 1))
+
+
+def test_reset_empties_and_restarts_counters():
+    buf = RingBuffer(0, KB)
+    for i in range(50):
+        put_payload(buf, i)
+    buf.reset()
+    assert (buf.entries, buf.written, buf.overrun, buf.dropped) == (0, 0, 0, 0)
+    assert list(buf.records()) == [] and buf.payloads == {}
+    assert put(buf, 7) == 0
+    assert held_ids(buf) == [7]
+
+
+# ---------------------------------------------------------------------------------
+# Stateful property test: the buffer against a model
+# ---------------------------------------------------------------------------------
+
+class RingBufferMachine(RuleBasedStateMachine):
+    """Random writes (with and without payloads), consumes, mode switches and resets
+    must keep: entries <= capacity; written == accepted + dropped; overrun/dropped as
+    counted by the model; records() == the newest ``entries`` accepted records in
+    order; payloads only for records still held."""
+
+    @initialize(overwrite=st.booleans())
+    def setup(self, overwrite):
+        self.buf = RingBuffer(0, KB, overwrite=overwrite)
+        self.n = 0                       # record numbers, unique over the run
+        self._reset_model()
+
+    def _reset_model(self):
+        self.accepted: list[tuple[int, int, str | None]] = []   # (seq, id, payload)
+        self.read = 0
+        self.dropped = 0
+        self.overrun = 0
+
+    def _held(self):
+        seq = len(self.accepted)
+        lo = max(self.read, seq - NREC, 0)
+        return self.accepted[lo:]
+
+    def _write(self, with_payload: bool):
+        i = self.n
+        self.n += 1
+        seq = len(self.accepted)
+        full = seq - self.read >= NREC
+        got = put_payload(self.buf, i) if with_payload else put(self.buf, i)
+        if full and not self.buf.overwrite:
+            assert got == -1
+            self.dropped += 1
+            return
+        assert got == seq
+        if full:
+            self.overrun += 1
+        self.accepted.append((seq, i, f"payload-{i}" if with_payload else None))
+
+    @rule(count=st.integers(min_value=1, max_value=45), payload_every=st.integers(0, 3))
+    def write(self, count, payload_every):
+        for k in range(count):
+            self._write(payload_every > 0 and k % payload_every == 0)
+
+    @rule()
+    def consume(self):
+        seq = len(self.accepted)
+        want_lost = max(0, seq - NREC - self.read)
+        want = self._held()
+        lost, recs = self.buf.consume()
+        assert lost == want_lost
+        assert [(r[0], r[4], r[8]) for r in recs] == want
+        self.read = seq
+
+    @rule(on=st.booleans())
+    def set_overwrite(self, on):
+        self.buf.overwrite = on
+
+    @precondition(lambda self: self.n > 0)
+    @rule()
+    def reset(self):
+        self.buf.reset()
+        self._reset_model()
+
+    @invariant()
+    def counters(self):
+        held = self._held()
+        assert self.buf.entries == len(held) <= NREC
+        assert self.buf.written == len(self.accepted) + self.dropped
+        assert self.buf.overrun == self.overrun
+        assert self.buf.dropped == self.dropped
+
+    @invariant()
+    def contents(self):
+        held = self._held()
+        assert [(r[0], r[4], r[8]) for r in self.buf.records()] == held
+        assert set(self.buf.payloads) == {s for s, _, p in held if p is not None}
+
+
+RingBufferMachine.TestCase.settings = settings(
+    max_examples=80, stateful_step_count=30, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow])
+test_ring_buffer_model = RingBufferMachine.TestCase
+
+
+@pytest.mark.parametrize("overwrite", [True, False])
+def test_written_minus_entries_is_what_was_lost(overwrite):
+    buf = RingBuffer(0, KB, overwrite=overwrite)
+    for i in range(3 * NREC + 1):
+        put(buf, i)
+    assert buf.written - buf.entries == buf.overrun + buf.dropped == 2 * NREC + 1
