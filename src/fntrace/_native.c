@@ -96,16 +96,66 @@ slot_offset(PyObject *type, const char *name)
 
 /* -- Small helpers ----------------------------------------------------------------- */
 
-static inline PyObject *
-lookup_id(PyObject *dict, void *ptr)
+/* A pointer-keyed cache in front of the id()-keyed dicts (sites, by_code): found
+ * entries only, so an insertion on the Python side needs no notice; a removal must
+ * clear it (cache_clear(), called by the Python side), as a freed object's address
+ * may come back for another. */
+#define PCACHE_SIZE 4096            /* power of two */
+typedef struct { void *key; PyObject *value; } pcache_entry;
+typedef struct { pcache_entry e[PCACHE_SIZE]; } pcache;
+static pcache cache_sites, cache_by_code;
+static PyObject *g_sites_dict_for_cache, *g_by_code_dict_for_cache;
+
+static inline size_t
+phash(void *p)
 {
-    /* dict keyed by id(obj): borrowed result, NULL if absent (no error set). */
+    uintptr_t x = (uintptr_t)p >> 4;
+    x ^= x >> 17;
+    return (size_t)(x * 0x9E3779B97F4A7C15ULL) & (PCACHE_SIZE - 1);
+}
+
+static inline PyObject *
+lookup_id_slow(PyObject *dict, void *ptr)
+{
     PyObject *key = PyLong_FromVoidPtr(ptr);
     if (key == NULL)
         return NULL;
     PyObject *v = PyDict_GetItemWithError(dict, key);
     Py_DECREF(key);
     return v;
+}
+
+static inline PyObject *
+lookup_id(PyObject *dict, void *ptr)
+{
+    /* dict keyed by id(obj): borrowed result, NULL if absent (no error set). */
+    pcache *c = dict == g_sites_dict_for_cache ? &cache_sites
+              : dict == g_by_code_dict_for_cache ? &cache_by_code : NULL;
+    if (c == NULL)
+        return lookup_id_slow(dict, ptr);
+    size_t h = phash(ptr);
+    for (int probe = 0; probe < 4; probe++) {
+        pcache_entry *e = &c->e[(h + probe) & (PCACHE_SIZE - 1)];
+        if (e->key == ptr)
+            return e->value;
+        if (e->key == NULL) {
+            PyObject *v = lookup_id_slow(dict, ptr);
+            if (v != NULL) {
+                e->key = ptr;
+                e->value = v;       /* borrowed: the dict keeps it while the entry lives */
+            }
+            return v;
+        }
+    }
+    return lookup_id_slow(dict, ptr);   /* a crowded neighbourhood: no caching */
+}
+
+static PyObject *
+cache_clear(PyObject *self, PyObject *unused)
+{
+    memset(&cache_sites, 0, sizeof(cache_sites));
+    memset(&cache_by_code, 0, sizeof(cache_by_code));
+    Py_RETURN_NONE;
 }
 
 static inline long long
@@ -186,7 +236,10 @@ typedef struct thread_rec {
 } thread_rec;
 
 static thread_rec *g_threads;          /* every thread that ever ran a callback */
-static _Thread_local thread_rec *tl_rec;
+/* initial-exec: a plain %fs-relative load, not a __tls_get_addr call per access (the
+ * default model for a dlopen()ed module); glibc keeps static TLS room for this. */
+#define TLS_FAST __attribute__((tls_model("initial-exec")))
+static _Thread_local thread_rec *tl_rec TLS_FAST;
 
 static inline thread_rec *
 my_rec(void)
@@ -245,6 +298,9 @@ thread_count(PyObject *self, PyObject *arg)
 
 /* -- The entry path --------------------------------------------------------------- */
 
+static PyObject *g_function_trace_call;   /* this module's function_trace_call */
+static int function_trace(PyObject *ip, PyObject *parent_ip, PyObject *op);
+
 /* Call func(rec, parent, op, fregs) for a patched site entered in `frame`. */
 static int
 site_entry(PyObject *rec, PyFrameObject *frame, PyObject *func, PyObject *op)
@@ -252,6 +308,13 @@ site_entry(PyObject *rec, PyFrameObject *frame, PyObject *func, PyObject *op)
     PyObject *parent = parent_of(frame);
     if (parent == NULL)
         return contain(op);
+    if (func == g_function_trace_call && op != NULL) {
+        /* The site's only ops is the function tracer: call it directly, as a site with
+         * the ops' own trampoline would — no ftrace_regs, no Python-level call. */
+        int rc = function_trace(rec, parent, op);
+        Py_DECREF(parent);
+        return rc < 0 ? contain(op) : 0;
+    }
     PyObject *fregs = new_regs(frame, rec, (rec_flags(rec) & g_REGS_EN) != 0, NULL);
     if (fregs == NULL) {
         Py_DECREF(parent);
@@ -773,11 +836,19 @@ static PyTypeObject *RingBuffer_Type;
 
 /* -- The function tracer (tracers/function.function_trace_call) -------------------- */
 
+/* Each thread remembers the last trace array it wrote to and that array's buffer for
+ * this thread (what tr.local.buf would give), saving the threading.local lookup. */
+static _Thread_local PyObject *tl_tr TLS_FAST;
+static _Thread_local PyObject *tl_buf TLS_FAST;
+static _Thread_local PyObject *tl_local TLS_FAST;
+
 static RingBufferObject *
 cpu_buffer(PyObject *tr)
 {
     /* tr.local.buf, or tr.cpu_buffer() on a thread's first event (new reference). */
     PyObject *local = SLOT(tr, off_tr_local);
+    if (tr == tl_tr && local == tl_local && tl_buf != NULL)
+        return (RingBufferObject *)Py_NewRef(tl_buf);
     PyObject *buf = NULL;
     if (local != NULL) {
         buf = PyObject_GetAttr(local, str_buf);
@@ -794,7 +865,34 @@ cpu_buffer(PyObject *tr)
         PyErr_SetString(PyExc_TypeError, "cpu buffer is not a native ring buffer");
         return NULL;
     }
+    if (buf != NULL) {
+        /* the cache holds strong references: a trace array that is gone cannot be
+         * mistaken for a new one at the same address */
+        Py_XSETREF(tl_tr, Py_NewRef(tr));
+        Py_XSETREF(tl_local, Py_XNewRef(local));
+        Py_XSETREF(tl_buf, Py_NewRef(buf));
+    }
     return (RingBufferObject *)buf;
+}
+
+static int
+function_trace(PyObject *ip, PyObject *parent_ip, PyObject *op)
+{
+    PyObject *tr = SLOT(op, off_ops_private);
+    if (tr == NULL)
+        return 0;
+    PyObject *on = SLOT(tr, off_tr_tracing_on);
+    if (on != Py_True && (on == NULL || !PyObject_IsTrue(on)))
+        return 0;
+    RingBufferObject *buf = cpu_buffer(tr);
+    if (buf == NULL)
+        return -1;
+    PyObject *ipo = SLOT(ip, off_rec_ip), *pipo = SLOT(parent_ip, off_rec_ip);
+    unsigned long a = ipo ? PyLong_AsUnsignedLong(ipo) : 0;
+    unsigned long b = pipo ? PyLong_AsUnsignedLong(pipo) : 0;
+    long long rc = rb_write(buf, now_ns(), 1, 0, a, b, 0, 0);
+    Py_DECREF(buf);
+    return rc == -2 ? -1 : 0;
 }
 
 static PyObject *
@@ -804,21 +902,7 @@ function_trace_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "function_trace_call(ip, parent_ip, op, fregs)");
         return NULL;
     }
-    PyObject *tr = SLOT(args[2], off_ops_private);
-    if (tr == NULL)
-        Py_RETURN_NONE;
-    PyObject *on = SLOT(tr, off_tr_tracing_on);
-    if (on == NULL || !PyObject_IsTrue(on))
-        Py_RETURN_NONE;
-    RingBufferObject *buf = cpu_buffer(tr);
-    if (buf == NULL)
-        return NULL;
-    PyObject *ip = SLOT(args[0], off_rec_ip), *pip = SLOT(args[1], off_rec_ip);
-    unsigned long a = ip ? PyLong_AsUnsignedLong(ip) : 0;
-    unsigned long b = pip ? PyLong_AsUnsignedLong(pip) : 0;
-    long long rc = rb_write(buf, now_ns(), 1, 0, a, b, 0, 0);
-    Py_DECREF(buf);
-    if (rc == -2)
+    if (function_trace(args[0], args[1], args[2]) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -1419,6 +1503,8 @@ native_init(PyObject *self, PyObject *ns)
     PyObject *rec_type, *G_type, *ops_type, *tr_type, *regs_type, *v;
     GET("sites", g_sites);
     GET("by_code", g_by_code);
+    g_sites_dict_for_cache = g_sites;
+    g_by_code_dict_for_cache = g_by_code;
     GET("ROOT", g_root);
     GET("G", g_G);
     GET("contain", g_contain);
@@ -1464,6 +1550,7 @@ static PyMethodDef native_methods[] = {
     {"on_py_throw", (PyCFunction)(void (*)(void))on_py_throw, METH_FASTCALL, NULL},
     {"function_trace_call", (PyCFunction)(void (*)(void))function_trace_call, METH_FASTCALL, NULL},
     {"busy_threads", busy_threads, METH_NOARGS, NULL},
+    {"cache_clear", cache_clear, METH_NOARGS, "forget the pointer caches (an entry was removed)"},
     {"init_fgraph", native_init_fgraph, METH_O, NULL},
     {"set_graph_twins", (PyCFunction)(void (*)(void))set_graph_twins, METH_FASTCALL, NULL},
     {"function_graph_enter", (PyCFunction)(void (*)(void))function_graph_enter, METH_FASTCALL, NULL},
@@ -1507,6 +1594,9 @@ PyInit__native(void)
     str_idx = PyUnicode_InternFromString("idx");
     str_private = PyUnicode_InternFromString("private");
     if (str_buf == NULL || str_cpu_buffer == NULL || str_flush == NULL)
+        return NULL;
+    g_function_trace_call = PyObject_GetAttrString(m, "function_trace_call");
+    if (g_function_trace_call == NULL)
         return NULL;
     return m;
 }

@@ -111,7 +111,7 @@ class MonitoringBackend:
             sys.monitoring.set_local_events(TOOL_ID, code, 0)
         except ValueError:
             pass
-        dispatch.sites.pop(id(code), None)
+        dispatch.forget(dispatch.sites, id(code))
 
     def make_nop(self, rec: DynFtrace) -> None:
         old = self._patched.pop(rec.ip, None)

@@ -49,7 +49,7 @@ class ProfileBackend:
         if sys.getprofile() is self._hook:
             sys.setprofile(None)
         threading.setprofile(None)
-        dispatch.sites.clear()
+        dispatch.forget(dispatch.sites)
         self.__init_patched().clear()
         self.active = False
 
@@ -63,11 +63,11 @@ class ProfileBackend:
         patched = self.__init_patched()
         old = patched.get(rec.ip)
         if old is not None and old is not rec.site_code:
-            dispatch.sites.pop(id(old), None)
+            dispatch.forget(dispatch.sites, id(old))
         code = rec.site_code
         patched[rec.ip] = code
         if rec.flags & _DIRECT_EN:
-            dispatch.sites.pop(id(code), None)   # only the direct trampoline: no hook work
+            dispatch.forget(dispatch.sites, id(code))   # only the direct trampoline: no hook work
         else:
             dispatch.sites[id(code)] = rec
 
@@ -76,4 +76,4 @@ class ProfileBackend:
 
     def make_nop(self, rec: DynFtrace) -> None:
         code = self.__init_patched().pop(rec.ip, rec.site_code)
-        dispatch.sites.pop(id(code), None)
+        dispatch.forget(dispatch.sites, id(code))

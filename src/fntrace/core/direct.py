@@ -282,6 +282,11 @@ def _move_code(old: CodeType, new: CodeType) -> None:
         _resite(rec)
 
 
+def _forget_code(key: int) -> None:
+    from .dispatch import forget
+    forget(record_table.by_code, key)
+
+
 def _resite(rec: DynFtrace) -> None:
     """A record's code object changed: move its patched site along."""
     if rec.flags & FL.ENABLED:
@@ -305,7 +310,7 @@ def _lift(child_old: CodeType, child_new: CodeType) -> list:
 def _unlift(ip: int) -> None:
     for old, new in reversed(_lifted.pop(ip, [])):
         _move_code(new, old)
-        record_table.by_code.pop(id(new), None)
+        _forget_code(id(new))
 
 
 def _install(rec: DynFtrace, site: DirectSite, stub: CodeType) -> None:
@@ -326,7 +331,7 @@ def remove_stub(rec: DynFtrace) -> None:
     for f in gc.get_referrers(stub):
         if isinstance(f, FunctionType) and f.__code__ is stub:
             f.__code__ = site.orig_code
-    record_table.by_code.pop(id(stub), None)
+    _forget_code(id(stub))
     _stubs_keep.pop(rec.ip, None)
     rec.stub = None
     _unlift(rec.ip)

@@ -57,6 +57,18 @@ G = _Global()
 callback_errors = [0]
 
 
+def forget(table: dict, key: int | None = None) -> None:
+    """Remove an entry of ``sites`` or ``record_table.by_code`` (all of them when key is
+    None).  The native twin caches lookups by address: a removed entry's address may be
+    reused by another object, so its cache is cleared."""
+    if key is None:
+        table.clear()
+    else:
+        table.pop(key, None)
+    if _native is not None:
+        _native.cache_clear()
+
+
 def _contain(op, exc: BaseException) -> None:
     """An ops callback raised: count it on the ops, warn once, never propagate."""
     callback_errors[0] += 1
