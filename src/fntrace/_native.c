@@ -66,6 +66,8 @@ static PyTypeObject *g_regs_type;  /* core.regs.FtraceRegs */
 static PyObject *g_contain;        /* dispatch._contain(op, exc) */
 static PyObject *g_parent_slow;    /* dispatch._parent_slow(frame) */
 static PyObject *g_return_offsets; /* dispatch._return_offsets(code) */
+static PyObject *g_profile_resume; /* dispatch._profile_resume(rec, frame) */
+static PyObject *g_profile_return; /* dispatch._profile_return(rec, frame, arg) */
 static PyObject *g_no_retval;      /* core.regs._NO_RETVAL */
 static long long g_REGS_EN, g_RET_EN;
 
@@ -556,8 +558,16 @@ c_profile(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
         long gen_start = gs ? PyLong_AsLong(gs) : -1;
         if (gen_start >= 0 && PyFrame_GetLasti(frame) != gen_start) {
             /* a generator resuming, not a call: only a graph user sees it */
+#if PY_VERSION_HEX >= 0x030C0000
+            /* 3.12+ report an exception leaving the frame as a return of None (not
+             * NULL): the Python twin tells them apart, and needs to see resumes */
+            PyObject *r = PyObject_CallFunctionObjArgs(g_profile_resume, rec, frame, NULL);
+            rc = r ? 0 : -1;
+            Py_XDECREF(r);
+#else
             if (rec_flags(rec) & g_RET_EN)
                 rc = site_resume(rec, frame);
+#endif
         }
         else if (((ProfileHookObject *)obj)->call_ops) {
             PyObject *func = SLOT(rec, off_rec_func), *op = SLOT(rec, off_rec_ops);
@@ -579,9 +589,20 @@ c_profile(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
     else if (rec_flags(rec) & g_RET_EN) {
         PyObject *h = SLOT(g_G, off_G_ret_handler);
         if (h != NULL && h != Py_None) {
-            /* A C profile function is told about an exception leaving the frame by a
-             * NULL arg: no need to look at the last instruction as the Python hook does. */
+#if PY_VERSION_HEX >= 0x030C0000
+            if (arg == NULL || arg == Py_None) {
+                PyObject *r = PyObject_CallFunctionObjArgs(g_profile_return, rec, frame,
+                                                           Py_None, NULL);
+                rc = r ? 0 : -1;
+                Py_XDECREF(r);
+            }
+            else
+                rc = site_return(rec, frame, arg, 0);
+#else
+            /* 3.11 tells a C profile function about an exception leaving the frame by
+             * a NULL arg: no need to look at the last instruction as the Python hook does. */
             rc = site_return(rec, frame, arg, arg == NULL);
+#endif
         }
     }
     Py_DECREF(rec);
@@ -1511,6 +1532,8 @@ native_init(PyObject *self, PyObject *ns)
     GET("parent_slow", g_parent_slow);
     GET("return_offsets", g_return_offsets);
     GET("NO_RETVAL", g_no_retval);
+    GET("profile_resume", g_profile_resume);
+    GET("profile_return", g_profile_return);
     GET("FtraceRegs", regs_type);
     g_regs_type = (PyTypeObject *)regs_type;
     GET("DynFtrace", rec_type);

@@ -345,6 +345,7 @@ def attach_native() -> None:
     _native.init({
         "sites": sites, "by_code": record_table.by_code, "ROOT": ROOT, "G": G,
         "contain": _contain, "parent_slow": _parent_slow, "return_offsets": _return_offsets,
+        "profile_resume": _profile_resume, "profile_return": _profile_return,
         "NO_RETVAL": _NO_RETVAL, "FtraceRegs": FtraceRegs, "DynFtrace": DynFtrace,
         "Global": _Global, "Ops": Ops, "TraceArray": TraceArray,
         "REGS_EN": _REGS_EN, "RET_EN": _RET_EN,
