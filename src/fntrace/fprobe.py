@@ -96,7 +96,8 @@ def _contain(fp: Fprobe, exc: BaseException) -> None:
 
 
 def _ret_ip(fregs) -> DynFtrace | None:
-    back = fregs.frame.f_back
+    from .core.dispatch import caller_frame
+    back = caller_frame(fregs.frame)
     if back is None:
         return None
     return record_table.by_code.get(id(back.f_code)) or record_table.sym(back.f_code)

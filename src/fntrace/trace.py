@@ -22,7 +22,7 @@ DEFAULT_BUFFER_KB = 1408
 TASK_COMM_LEN = 16
 
 _cpu_lock = threading.Lock()
-_cpu_of: dict[int, int] = {}              # threading.get_ident() -> cpu
+_cpu_of: dict[tuple[int, int], int] = {}   # (get_ident(), get_native_id()) -> cpu
 thread_info: dict[int, tuple[int, str]] = {}   # cpu -> (native id, comm)
 
 
@@ -54,17 +54,19 @@ def _thread_name(ident: int) -> str:
 
 def thread_cpu() -> int:
     """The calling thread's CPU index (assigned on first use, never reused)."""
+    # An ident (and a native id) can be reused by a later thread: the pair names one.
     ident = threading.get_ident()
-    cpu = _cpu_of.get(ident)
+    key = (ident, threading.get_native_id())
+    cpu = _cpu_of.get(key)
     if cpu is None:
         with _cpu_lock:
-            cpu = _cpu_of.get(ident)
+            cpu = _cpu_of.get(key)
             if cpu is None:
                 cpu = len(thread_info)
                 # comm is TASK_COMM_LEN-1 characters in the kernel.
                 thread_info[cpu] = (threading.get_native_id(),
                                     _thread_name(ident)[:TASK_COMM_LEN - 1])
-                _cpu_of[ident] = cpu
+                _cpu_of[key] = cpu
     return cpu
 
 

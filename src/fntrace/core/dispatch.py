@@ -86,6 +86,14 @@ def _contain(op, exc: BaseException) -> None:
             pass
 
 
+def caller_frame(frame):
+    """The frame that called ``frame``, seen through 3.11's comprehension frames."""
+    back = frame.f_back
+    while back is not None and back.f_code.co_name in _INLINED and back.f_back is not None:
+        back = back.f_back
+    return back
+
+
 def _parent_slow(back):
     # 3.11 runs list/dict/set comprehensions in frames of their own; 3.12 inlined them
     # (PEP 709).  The caller is the function around the comprehension on every version.

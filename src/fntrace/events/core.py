@@ -198,9 +198,8 @@ class EventFile:
                 disable = not self.sm_ref
             if disable and self.enabled:
                 self.enabled = False
-                self.soft_disabled = bool(self.sm_ref)
-            elif soft and not self.sm_ref:
-                self.soft_disabled = False
+            # in soft mode the event stays hooked but disabled; out of it, plain
+            self.soft_disabled = bool(self.sm_ref)
         self._sync()
 
     def set_enabled(self, on: bool) -> None:

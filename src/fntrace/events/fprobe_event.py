@@ -274,7 +274,8 @@ class FprobeEvent:
         frame = fregs.frame
         rendered: list[str] = []
         vals = self._values(frame, fregs.retval, data, rendered)
-        back = frame.f_back
+        from ..core.dispatch import caller_frame
+        back = caller_frame(frame)
         where = _frame_pos(back) if back is not None else "0"
         head = f"({where} <- {ip.name})"
         self.call.fire(ip.ip, vals, lambda: " ".join([head] + rendered), frame)

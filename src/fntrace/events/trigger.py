@@ -40,7 +40,11 @@ class Trigger:
         self.target_file: EventFile | None = None
 
     def key(self) -> tuple:
-        return (self.cmd, self.target)
+        # enable_event and disable_event are one trigger type in the kernel: only one
+        # of them per target event (trigger-eventonoff.tc)
+        if self.target is not None:
+            return ("event", self.target)
+        return (self.cmd, None)
 
     def __str__(self) -> str:
         name = self.cmd
