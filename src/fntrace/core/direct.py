@@ -197,18 +197,36 @@ class DirectSite:
         # The original behaviour: the same code object, run as a separate function
         # object so calling it does not come back here.  The stub is the patched site
         # now, so the original code runs without a second entry event.  A closure's
-        # original is made per call, with the cells of the function that was called.
-        # The stub passes every parameter explicitly, so defaults are not needed.
-        self.original = None if self.closed else self._make_original(None)
+        # original is made per call, with the cells of the function that was called;
+        # otherwise it is made once, on first use (a function patched before its module
+        # ran has no function object yet).
+        self.original = None
+
+    def _find_proto(self) -> FunctionType | None:
+        if self.proto is None and self.rec.stub is not None:
+            import gc
+            stub = self.rec.stub
+            for f in gc.get_referrers(stub):
+                if isinstance(f, FunctionType) and f.__code__ is stub:
+                    self.proto = f
+                    break
+        return self.proto
 
     def _make_original(self, closure) -> FunctionType:
+        """A function object like the patched one (name, defaults, signature, doc) that
+        runs the original code."""
         code = self.orig_code
-        orig = FunctionType(code, self.globals, code.co_name, None, closure)
-        p = self.proto
-        orig.__qualname__ = p.__qualname__ if p is not None else code.co_qualname
+        p = self._find_proto()
+        orig = FunctionType(code, self.globals, code.co_name,
+                            p.__defaults__ if p is not None else None, closure)
         if p is not None:
+            orig.__kwdefaults__ = p.__kwdefaults__
+            orig.__qualname__ = p.__qualname__
             orig.__module__ = p.__module__
             orig.__doc__ = p.__doc__
+            orig.__annotations__ = p.__annotations__
+        else:
+            orig.__qualname__ = code.co_qualname
         return orig
 
     def __call__(self, /, *args, **kwargs):
@@ -217,6 +235,8 @@ class DirectSite:
             args = args[1:]
         else:
             target = self.original
+            if target is None:
+                target = self.original = self._make_original(None)
         r = getattr(_tls, "redirect", None)
         if r is not None and r[0] is sys._getframe(1):
             # This call's IPMODIFY target, set by a callback at the stub's entry.
@@ -277,8 +297,7 @@ def _move_code(old: CodeType, new: CodeType) -> None:
         site = _sites.get(rec.ip)
         if site is not None:
             site.orig_code = new
-            if not site.closed:
-                site.original = site._make_original(None)
+            site.original = None
         _resite(rec)
 
 
