@@ -59,7 +59,13 @@ _CO_VARARGS = 0x04
 _CO_VARKEYWORDS = 0x08
 _PLACEHOLDER = "__fntrace_direct_site__"
 
-_tls = threading.local()
+class _TLS(threading.local):
+    # A class default: a thread that never had a redirect finds None without the
+    # AttributeError a plain threading.local miss costs on every call.
+    redirect = None
+
+
+_tls = _TLS()
 
 
 def ftrace_regs_set_instruction_pointer(fregs, target: Callable) -> None:
@@ -237,7 +243,7 @@ class DirectSite:
             target = self.original
             if target is None:
                 target = self.original = self._make_original(None)
-        r = getattr(_tls, "redirect", None)
+        r = _tls.redirect
         if r is not None and r[0] is sys._getframe(1):
             # This call's IPMODIFY target, set by a callback at the stub's entry.
             _tls.redirect = None
