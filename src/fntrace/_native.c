@@ -153,6 +153,27 @@ lookup_id(PyObject *dict, void *ptr)
 }
 
 static PyObject *
+cache_forget(PyObject *self, PyObject *arg)
+{
+    /* Drop one address from both caches (every probe slot holding it). */
+    void *ptr = PyLong_AsVoidPtr(arg);
+    if (ptr == NULL && PyErr_Occurred())
+        return NULL;
+    pcache *caches[2] = {&cache_sites, &cache_by_code};
+    for (int c = 0; c < 2; c++) {
+        size_t h = phash(ptr);
+        for (int probe = 0; probe < 4; probe++) {
+            pcache_entry *e = &caches[c]->e[(h + probe) & (PCACHE_SIZE - 1)];
+            if (e->key == ptr) {
+                e->key = NULL;
+                e->value = NULL;
+            }
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
 cache_clear(PyObject *self, PyObject *unused)
 {
     memset(&cache_sites, 0, sizeof(cache_sites));
@@ -1574,6 +1595,7 @@ static PyMethodDef native_methods[] = {
     {"function_trace_call", (PyCFunction)(void (*)(void))function_trace_call, METH_FASTCALL, NULL},
     {"busy_threads", busy_threads, METH_NOARGS, NULL},
     {"cache_clear", cache_clear, METH_NOARGS, "forget the pointer caches (an entry was removed)"},
+    {"cache_forget", cache_forget, METH_O, "forget one address (id) in the pointer caches"},
     {"init_fgraph", native_init_fgraph, METH_O, NULL},
     {"set_graph_twins", (PyCFunction)(void (*)(void))set_graph_twins, METH_FASTCALL, NULL},
     {"function_graph_enter", (PyCFunction)(void (*)(void))function_graph_enter, METH_FASTCALL, NULL},

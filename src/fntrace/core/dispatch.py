@@ -63,10 +63,10 @@ def forget(table: dict, key: int | None = None) -> None:
     reused by another object, so its cache is cleared."""
     if key is None:
         table.clear()
-    else:
-        table.pop(key, None)
-    if _native is not None:
-        _native.cache_clear()
+        if _native is not None:
+            _native.cache_clear()
+    elif table.pop(key, None) is not None and _native is not None:
+        _native.cache_forget(key)
 
 
 def _contain(op, exc: BaseException) -> None:
