@@ -251,11 +251,25 @@ new_regs(PyFrameObject *frame, PyObject *rec, int regs, PyObject *retval)
  *     busy   callbacks of this thread running now (nesting depth)
  *     count  callbacks it ever entered
  * A thread is past a grace period when it is not busy or its count moved on. */
+/* One call on the native shadow stack (the fast lane of fgraph, below). */
+typedef struct {
+    PyObject *frame;           /* strong: its address cannot be reused while we match it */
+    unsigned int ip;
+    unsigned int depth;
+    long long calltime;
+} fg_frame;
+
 typedef struct thread_rec {
     long busy;
     unsigned long count;
     unsigned long ident;
     struct thread_rec *next;
+    /* fgraph's fast lane: this thread's native shadow stack */
+    fg_frame *fs;
+    int fs_n, fs_cap;
+    int npy;                   /* frames on the thread's Python ShadowStack */
+    long fs_epoch;
+    long long overrun;         /* the ShadowStack's overrun, mirrored */
 } thread_rec;
 
 static thread_rec *g_threads;          /* every thread that ever ran a callback */
@@ -280,6 +294,15 @@ my_rec(void)
     }
     return t;
 }
+
+/* fgraph's fast lane (see there) */
+static PyObject *g_fast_tr;         /* the lane is open: this function_graph instance */
+static PyObject *g_lane_tr;         /* still writes the returns of calls pushed here */
+static long g_fg_epoch;
+static PyObject *g_fgraph_enter_fn, *g_fgraph_return_fn, *g_py_fgraph_resume;
+static int fg_fast_enter(PyObject *rec, PyObject *frame);
+static int fg_fast_return(PyObject *frame);
+static int fgraph_return_c(PyObject *rec, PyObject *frame, PyObject *retval, PyObject *unwind);
 
 #define ENTER() thread_rec *_tr = my_rec(); if (_tr) { _tr->busy++; _tr->count++; }
 #define LEAVE() if (_tr) _tr->busy--
@@ -328,6 +351,12 @@ static int function_trace(PyObject *ip, PyObject *parent_ip, PyObject *op);
 static int
 site_entry(PyObject *rec, PyFrameObject *frame, PyObject *func, PyObject *op)
 {
+    if (func == g_fgraph_enter_fn && g_fast_tr != NULL) {
+        /* function_graph alone: the fast lane needs neither parent nor ftrace_regs */
+        int r = fg_fast_enter(rec, (PyObject *)frame);
+        if (r)
+            return r < 0 ? contain(op) : 0;
+    }
     PyObject *parent = parent_of(frame);
     if (parent == NULL)
         return contain(op);
@@ -420,12 +449,23 @@ site_return(PyObject *rec, PyFrameObject *frame, PyObject *retval, int unwind)
     if (h == NULL || h == Py_None)
         return 0;
     Py_INCREF(h);
+    int rc = 0;
+    if (h == g_fgraph_return_fn) {
+        /* fgraph's own return path: no Python-level call */
+        ENTER();
+        rc = fgraph_return_c(rec, (PyObject *)frame, retval ? retval : Py_None,
+                             unwind ? Py_True : Py_False);
+        LEAVE();
+        if (rc < 0)
+            rc = contain(h);
+        Py_DECREF(h);
+        return rc;
+    }
     PyObject *args[4] = {rec, (PyObject *)frame, retval ? retval : Py_None,
                          unwind ? Py_True : Py_False};
     ENTER();
     PyObject *r = PyObject_Vectorcall(h, args, 4, NULL);
     LEAVE();
-    int rc = 0;
     if (r == NULL)
         rc = contain(h);
     Py_XDECREF(r);
@@ -439,6 +479,11 @@ site_resume(PyObject *rec, PyFrameObject *frame)
     PyObject *h = SLOT(g_G, off_G_resume_handler);
     if (h == NULL || h == Py_None)
         return 0;
+    if (h == g_py_fgraph_resume && g_fast_tr != NULL) {
+        int r = fg_fast_enter(rec, (PyObject *)frame);
+        if (r)
+            return r < 0 ? contain(h) : 0;
+    }
     Py_INCREF(h);
     PyObject *args[3] = {rec, (PyObject *)frame,
                          (rec_flags(rec) & g_REGS_EN) ? Py_True : Py_False};
@@ -459,6 +504,16 @@ on_py_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     /* PY_RETURN / PY_YIELD (dispatch.on_py_return). */
     if (nargs < 3)
         Py_RETURN_NONE;
+    thread_rec *t = tl_rec;
+    if (t != NULL && t->fs_n > 0) {
+        /* a call on fgraph's fast lane: matched by frame, no record lookup */
+        PyFrameObject *frame = PyEval_GetFrame();
+        int r = frame ? fg_fast_return((PyObject *)frame) : 0;
+        if (r < 0 && contain(g_fgraph_return_fn) < 0)
+            return NULL;
+        if (r)
+            Py_RETURN_NONE;
+    }
     PyObject *rec = lookup_id(g_sites, args[0]);
     if (rec == NULL) {
         if (PyErr_Occurred())
@@ -974,6 +1029,9 @@ static Py_ssize_t off_ops_flags, off_ops_filter_hash, off_ops_notrace_hash, off_
 static Py_ssize_t off_hash_entries, off_tv_value;
 static long g_max_depth;
 static PyObject *str_st, *str_entryfunc, *str_retfunc, *str_ops, *str_idx, *str_private;
+static Py_ssize_t off_tr_graph_fops, off_tr_graph_notrace_fops, off_tr_max_graph_depth,
+                  off_tr_tracing_thresh, off_tr_graph_args, off_tr_graph_retval;
+static PyObject *g_graph_entry_py, *g_graph_return_py;   /* the Python twins, for rare paths */
 
 static inline void
 set_slot(PyObject *obj, Py_ssize_t off, PyObject *v)   /* steals v */
@@ -1081,6 +1139,232 @@ call_user(PyObject *gops, PyObject *name, PyObject *trace, PyObject *fregs, int 
     return 0;
 }
 
+static inline long long
+slot_ll(PyObject *obj, Py_ssize_t off)
+{
+    PyObject *v = SLOT(obj, off);
+    if (v == NULL || v == Py_None)
+        return 0;
+    if (v == Py_True)
+        return 1;
+    if (v == Py_False)
+        return 0;
+    return PyLong_AsLongLong(v);
+}
+/* -- fgraph's fast lane --------------------------------------------------------------
+ *
+ * When the only graph user is the function_graph tracer with nothing per call to decide
+ * in Python (no set_graph_function/notrace, max depth, threshold, args or retval), a
+ * call is pushed on a native shadow stack instead of the ShadowStack's list of
+ * FgraphFrame objects, and its two records are written from here: no Python object is
+ * made per call.
+ *
+ *     thread_rec.fs (grows up)                 fg_frame
+ *     +---------------------------+           +----------------------------------+
+ *     | fs[fs_n - 1]  (top)       | --------> | frame     the frame object (ref) |
+ *     +---------------------------+           | ip        the function's ip      |
+ *     | ...                       |           | depth     fs_n + npy at entry    |
+ *     +---------------------------+           | calltime  ns, also the ENT's ts  |
+ *     | fs[0]                     |           +----------------------------------+
+ *     +---------------------------+
+ *
+ * Both stacks are one stack for depth: a call pushed on either gets depth = fs_n + npy,
+ * so a configuration change while calls are running (a second user, an option) keeps
+ * the indentation right.  A return is looked for on this stack first by frame identity
+ * (frames above it never saw their return and are dropped), then on the Python one.
+ * fg_sync() (from fgraph._sync_native) says which trace array owns the lane and the
+ * epoch; a new epoch empties every thread's stack, like ShadowStack's.
+ */
+
+static void
+fs_reset(thread_rec *t)
+{
+    /* Only pointers are touched before the decrefs: a frame's finalizer may run code. */
+    fg_frame *fs = t->fs;
+    int n = t->fs_n;
+    t->fs = NULL;
+    t->fs_n = t->fs_cap = 0;
+    t->npy = 0;
+    t->fs_epoch = g_fg_epoch;
+    for (int i = 0; i < n; i++)
+        Py_DECREF(fs[i].frame);
+    PyMem_RawFree(fs);
+}
+
+static PyObject *g_zero;
+
+static inline int
+ll_zero(PyObject *v)
+{
+    /* an option that is off: 0, False or None (unset) */
+    if (v == NULL || v == Py_None || v == Py_False || v == g_zero)
+        return 1;
+    if (v == Py_True)
+        return 0;
+    if (PyLong_CheckExact(v)) {
+        long long x = PyLong_AsLongLong(v);
+        if (x == -1 && PyErr_Occurred())
+            PyErr_Clear();
+        return x == 0;
+    }
+    int t = PyObject_IsTrue(v);
+    if (t < 0)
+        PyErr_Clear();
+    return t == 0;
+}
+
+/* 1: pushed on the fast lane (and its entry written); 0: not for the lane; -1: error */
+static int
+fg_fast_enter(PyObject *rec, PyObject *frame)
+{
+    PyObject *tr = g_fast_tr;
+    if (tr == NULL || frame == NULL || frame == Py_None)
+        return 0;
+    if (!ll_zero(SLOT(tr, off_tr_max_graph_depth)) || !ll_zero(SLOT(tr, off_tr_tracing_thresh))
+            || !ll_zero(SLOT(tr, off_tr_graph_args)) || !ll_zero(SLOT(tr, off_tr_graph_retval)))
+        return 0;
+    PyObject *gf = SLOT(tr, off_tr_graph_fops), *gn = SLOT(tr, off_tr_graph_notrace_fops);
+    if (gf == NULL || !hash_empty(SLOT(gf, off_ops_filter_hash))
+            || !ll_zero(SLOT(gf, off_ops_filter_cached))
+            || gn == NULL || !hash_empty(SLOT(gn, off_ops_filter_hash)))
+        return 0;
+    thread_rec *t = my_rec();
+    if (t == NULL)
+        return 0;
+    if (t->fs_epoch != g_fg_epoch)
+        fs_reset(t);
+    int depth = t->fs_n + t->npy;
+    if (depth >= g_max_depth)
+        return 0;                  /* the slow path counts the overrun */
+    PyObject *ipo = SLOT(rec, off_rec_ip);
+    unsigned long ip = ipo ? PyLong_AsUnsignedLong(ipo) : 0;
+    long long calltime = now_ns();
+    PyObject *on = SLOT(tr, off_tr_tracing_on);
+    if (on == Py_True || (on != NULL && on != Py_False && PyObject_IsTrue(on) == 1)) {
+        Py_INCREF(tr);
+        t->busy++;
+        t->count++;
+        RingBufferObject *buf = cpu_buffer(tr);
+        long long w = buf ? rb_write(buf, calltime, 2, 0, ip, (unsigned long)depth, 0, 0) : -2;
+        t->busy--;
+        Py_XDECREF(buf);
+        Py_DECREF(tr);
+        if (w == -2)
+            return -1;
+        /* a flush may have run Python code: another thread may have reset this stack */
+        if (t->fs_epoch != g_fg_epoch)
+            fs_reset(t);
+    }
+    if (t->fs_n == t->fs_cap) {
+        int cap = t->fs_cap ? t->fs_cap * 2 : 64;
+        fg_frame *fs = (fg_frame *)PyMem_RawRealloc(t->fs, cap * sizeof(fg_frame));
+        if (fs == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        t->fs = fs;
+        t->fs_cap = cap;
+    }
+    fg_frame *f = &t->fs[t->fs_n++];
+    f->frame = Py_NewRef(frame);
+    f->ip = (unsigned int)ip;
+    f->depth = (unsigned int)depth;
+    f->calltime = calltime;
+    return 1;
+}
+
+/* 1: the call was on the fast lane (popped, its return written); 0: not there; -1 */
+static int
+fg_fast_return(PyObject *frame)
+{
+    thread_rec *t = tl_rec;
+    if (t == NULL || t->fs_n == 0)
+        return 0;
+    if (t->fs_epoch != g_fg_epoch) {
+        fs_reset(t);
+        return 0;
+    }
+    int i = t->fs_n - 1;
+    while (i >= 0 && t->fs[i].frame != frame)
+        i--;
+    if (i < 0)
+        return 0;                  /* pushed on the Python stack, or never */
+    fg_frame f = t->fs[i];
+    int n = t->fs_n;
+    t->fs_n = i;
+    /* frames above it never saw their return: taken off now, released at the end */
+    int nd = n - i - 1;
+    PyObject **dropped = NULL;
+    if (nd > 0) {
+        dropped = (PyObject **)PyMem_RawMalloc(nd * sizeof(PyObject *));
+        if (dropped == NULL) {
+            PyErr_NoMemory();
+            return -1;       /* leaks nd references; only out of memory */
+        }
+        for (int j = 0; j < nd; j++)
+            dropped[j] = t->fs[i + 1 + j].frame;
+    }
+    int rc = 1;
+    PyObject *tr = g_lane_tr;
+    PyObject *on = tr ? SLOT(tr, off_tr_tracing_on) : NULL;
+    if (tr != NULL && (on == Py_True || (on != NULL && on != Py_False && PyObject_IsTrue(on) == 1))) {
+        long long rettime = now_ns();
+        long long thresh = slot_ll(tr, off_tr_tracing_thresh);
+        if (!thresh || rettime - f.calltime >= thresh) {
+            Py_INCREF(tr);
+            t->busy++;
+            t->count++;
+            RingBufferObject *buf = cpu_buffer(tr);
+            long long w = buf ? rb_write(buf, rettime, 3, 0, f.ip, f.depth,
+                                         (unsigned long)t->overrun,
+                                         (unsigned long long)f.calltime) : -2;
+            t->busy--;
+            Py_XDECREF(buf);
+            Py_DECREF(tr);
+            if (w == -2)
+                rc = -1;
+        }
+    }
+    for (int k = 0; k < nd; k++)
+        Py_DECREF(dropped[k]);
+    PyMem_RawFree(dropped);
+    Py_DECREF(f.frame);
+    return rc;
+}
+
+static PyObject *
+fg_sync(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    /* fg_sync(lane_tr | None, fast: bool, epoch) */
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "fg_sync(lane_tr, fast, epoch)");
+        return NULL;
+    }
+    long epoch = PyLong_AsLong(args[2]);
+    if (epoch == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *lane = args[0] == Py_None ? NULL : args[0];
+    Py_XSETREF(g_lane_tr, Py_XNewRef(lane));
+    Py_XSETREF(g_fast_tr, (lane && PyObject_IsTrue(args[1]) == 1) ? Py_NewRef(lane) : NULL);
+    if (epoch != g_fg_epoch) {
+        g_fg_epoch = epoch;
+        for (thread_rec *t = g_threads; t != NULL; t = t->next)
+            if (t->fs_n || t->fs)
+                fs_reset(t);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+fg_depth(PyObject *self, PyObject *unused)
+{
+    /* (fast-lane frames, Python frames) of this thread, as the native side counts them */
+    thread_rec *t = tl_rec;
+    if (t == NULL || t->fs_epoch != g_fg_epoch)
+        return Py_BuildValue("(ii)", 0, 0);
+    return Py_BuildValue("(ii)", t->fs_n, t->npy);
+}
+
 static PyObject *
 function_graph_enter(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1090,14 +1374,28 @@ function_graph_enter(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *ip = args[0], *fregs = args[3];
+    if (g_fast_tr != NULL) {
+        int r = fg_fast_enter(ip, SLOT(fregs, off_regs_frame));
+        if (r < 0)
+            return NULL;
+        if (r)
+            Py_RETURN_NONE;
+    }
     PyObject *st = get_stack(1);
     if (st == NULL)
         return NULL;
+    thread_rec *t = my_rec();
+    if (t != NULL && t->fs_epoch != g_fg_epoch)
+        fs_reset(t);
     PyObject *frames = SLOT(st, off_st_frames);
-    Py_ssize_t depth = PyList_GET_SIZE(frames);
+    /* the fast lane's calls are below these: one depth for both stacks */
+    Py_ssize_t depth = PyList_GET_SIZE(frames) + (t ? t->fs_n : 0);
     if (depth >= g_max_depth) {
         PyObject *ov = SLOT(st, off_st_overrun);
-        set_slot(st, off_st_overrun, PyLong_FromLongLong((ov ? PyLong_AsLongLong(ov) : 0) + 1));
+        long long nov = (ov ? PyLong_AsLongLong(ov) : 0) + 1;
+        set_slot(st, off_st_overrun, PyLong_FromLongLong(nov));
+        if (t != NULL)
+            t->overrun = nov;
         Py_DECREF(st);
         PyObject *r = PyObject_CallFunctionObjArgs(g_fg_missed, ip, fregs, NULL);
         if (r == NULL)
@@ -1122,6 +1420,8 @@ function_graph_enter(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(st);
         return NULL;
     }
+    if (t != NULL)
+        t->npy = (int)PyList_GET_SIZE(frames);
     set_slot(st, off_st_cur, Py_NewRef(fr));
     PyObject *trace = g_ent_type->tp_alloc(g_ent_type, 0);
     if (trace == NULL) {
@@ -1181,6 +1481,8 @@ function_graph_enter(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 PyList_SetSlice(frames, len - 1, len, NULL);
         }
     }
+    if (t != NULL)
+        t->npy = (int)PyList_GET_SIZE(frames);
     Py_DECREF(fr);
     Py_DECREF(st);
     if (rc < 0)
@@ -1188,41 +1490,39 @@ function_graph_enter(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
-static PyObject *
-fgraph_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static int
+fgraph_return_c(PyObject *rec, PyObject *frame, PyObject *retval, PyObject *unwind)
 {
     /* G.ret_handler: pop the call's frame, run the retfuncs that asked. */
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "fgraph_return(rec, frame, retval, unwind)");
-        return NULL;
-    }
-    PyObject *rec = args[0], *frame = args[1], *retval = args[2], *unwind = args[3];
+    int fast = fg_fast_return(frame);
+    if (fast)
+        return fast < 0 ? -1 : 0;
     PyObject *st = get_stack(0);
-    if (st == NULL) {
-        if (PyErr_Occurred())
-            return NULL;
-        Py_RETURN_NONE;
-    }
+    if (st == NULL)
+        return PyErr_Occurred() ? -1 : 0;
     PyObject *frames = SLOT(st, off_st_frames);
     Py_ssize_t len = PyList_GET_SIZE(frames);
     if (len == 0) {
         Py_DECREF(st);
-        Py_RETURN_NONE;
+        return 0;
     }
     Py_ssize_t i = len - 1;
     while (i >= 0 && SLOT(PyList_GET_ITEM(frames, i), off_fr_frame) != frame)
         i--;
     if (i < 0) {                   /* its entry was never pushed */
         Py_DECREF(st);
-        Py_RETURN_NONE;
+        return 0;
     }
     PyObject *fr = Py_NewRef(PyList_GET_ITEM(frames, i));
     /* frames above it never saw their return; then pop it */
     if (PyList_SetSlice(frames, i, len, NULL) < 0) {
         Py_DECREF(fr);
         Py_DECREF(st);
-        return NULL;
+        return -1;
     }
+    thread_rec *t = tl_rec;
+    if (t != NULL)
+        t->npy = (int)i;
     long long rettime = now_ns();
     PyObject *trace = g_ret_type->tp_alloc(g_ret_type, 0);
     PyObject *fregs = trace ? new_regs((PyFrameObject *)frame, rec,
@@ -1231,7 +1531,7 @@ fgraph_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_XDECREF(trace);
         Py_DECREF(fr);
         Py_DECREF(st);
-        return NULL;
+        return -1;
     }
     SLOT(trace, off_ret_func) = Py_NewRef(rec);
     SLOT(trace, off_ret_depth) = Py_NewRef(SLOT(fr, off_fr_depth));
@@ -1264,33 +1564,28 @@ fgraph_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_DECREF(fregs);
     Py_DECREF(fr);
     Py_DECREF(st);
-    if (rc < 0)
+    return rc < 0 ? -1 : 0;
+}
+
+static PyObject *
+fgraph_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "fgraph_return(rec, frame, retval, unwind)");
+        return NULL;
+    }
+    if (fgraph_return_c(args[0], args[1], args[2], args[3]) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
 
 /* -- function_graph tracer (tracers/function_graph.graph_entry / graph_return) ------- */
 
-static Py_ssize_t off_tr_graph_fops, off_tr_graph_notrace_fops, off_tr_max_graph_depth,
-                  off_tr_tracing_thresh, off_tr_graph_args, off_tr_graph_retval;
-static PyObject *g_graph_entry_py, *g_graph_return_py;   /* the Python twins, for rare paths */
 #define TRACE_GRAPH_FL 1
 #define TRACE_GRAPH_NOTRACE 2
 #define DEPTH_SHIFT 2
 #define DEPTH_MASK ((1LL << 20) - 1)
 
-static inline long long
-slot_ll(PyObject *obj, Py_ssize_t off)
-{
-    PyObject *v = SLOT(obj, off);
-    if (v == NULL || v == Py_None)
-        return 0;
-    if (v == Py_True)
-        return 1;
-    if (v == Py_False)
-        return 0;
-    return PyLong_AsLongLong(v);
-}
 
 /* st.task_vars[gops.idx] (new reference) */
 static PyObject *
@@ -1481,6 +1776,7 @@ native_init_fgraph(PyObject *self, PyObject *ns)
     GET("fgraph_array", g_fgraph_array);
     GET("contain", g_fg_contain);
     GET("missed", g_fg_missed);
+    GET("resume", g_py_fgraph_resume);
     GET("State", S_type);
     GET("ShadowStack", st_type);
     GET("FgraphFrame", fr_type);
@@ -1603,6 +1899,9 @@ static PyMethodDef native_methods[] = {
     {"graph_entry", (PyCFunction)(void (*)(void))graph_entry, METH_FASTCALL, NULL},
     {"graph_return", (PyCFunction)(void (*)(void))graph_return, METH_FASTCALL, NULL},
     {"thread_count", thread_count, METH_O, NULL},
+    {"fg_sync", (PyCFunction)(void (*)(void))fg_sync, METH_FASTCALL,
+     "fg_sync(lane_tr, fast, epoch): who owns fgraph's fast lane"},
+    {"fg_depth", fg_depth, METH_NOARGS, "(fast-lane frames, Python frames) of this thread"},
     {NULL}
 };
 
@@ -1642,6 +1941,11 @@ PyInit__native(void)
         return NULL;
     g_function_trace_call = PyObject_GetAttrString(m, "function_trace_call");
     if (g_function_trace_call == NULL)
+        return NULL;
+    g_fgraph_enter_fn = PyObject_GetAttrString(m, "function_graph_enter");
+    g_fgraph_return_fn = PyObject_GetAttrString(m, "fgraph_return");
+    g_zero = PyLong_FromLong(0);
+    if (g_fgraph_enter_fn == NULL || g_fgraph_return_fn == NULL || g_zero == NULL)
         return NULL;
     return m;
 }

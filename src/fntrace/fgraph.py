@@ -426,6 +426,7 @@ def register_ftrace_graph(gops: FgraphOps) -> None:
             _rebuild_manager()
             if first:
                 register_ftrace_function(graph_ops)
+            _sync_native()
         except BaseException:
             _S.users = tuple(u for u in _S.users if u[1] is not gops)
             fgraph_array[idx] = fgraph_stub
@@ -436,6 +437,7 @@ def register_ftrace_graph(gops: FgraphOps) -> None:
             if not _S.users:
                 dispatch.G.ret_handler = None
                 dispatch.G.resume_handler = None
+            _sync_native()
             raise
 
 
@@ -454,6 +456,7 @@ def fgraph_switch_ops(gops: FgraphOps, ops: Ops, *, blocking: bool = True) -> bo
         ops.managed = _rebuild_manager
         gops.ops = ops
         _rebuild_manager()
+        _sync_native()
         return True
     finally:
         ftrace_lock.release()
@@ -468,6 +471,7 @@ def unregister_ftrace_graph(gops: FgraphOps) -> None:
         fgraph_array[idx] = fgraph_stub
         _lru.append(idx)
         _S.users = tuple(u for u in _S.users if u[1] is not gops)
+        _sync_native()                       # the lane closes before anything else
         gops.idx = -1
         gops.ops.flags &= ~(OFL.GRAPH | OFL.SUBOP)
         gops.ops.managed = None
@@ -482,9 +486,34 @@ def unregister_ftrace_graph(gops: FgraphOps) -> None:
             dispatch.G.ret_handler = None
             dispatch.G.resume_handler = None
             _S.epoch += 1
+        _sync_native()
 
 
 # -- the native twin -------------------------------------------------------------------
+_lane_tr = None
+
+
+def _sync_native() -> None:
+    """Tell the native side who owns fgraph's fast lane (see _native.c): the lane is open
+    while the function_graph tracer (its native callbacks) is the only user and traces
+    through its instance's ops; calls already on the lane keep being written by that
+    instance while it stays registered."""
+    global _lane_tr
+    native = dispatch._native
+    if native is None or not hasattr(native, "fg_sync"):
+        return
+    from .tracers import function_graph as fg
+    graph_users = [g for _, g in _S.users
+                   if g.entryfunc is fg.graph_entry and g.retfunc is fg.graph_return
+                   and g.entryfunc is not fg.py_graph_entry]
+    fast = (len(_S.users) == 1 and len(graph_users) == 1
+            and graph_users[0].ops is graph_users[0].private.ops)
+    if fast:
+        _lane_tr = graph_users[0].private
+    elif not any(g.private is _lane_tr for g in graph_users):
+        _lane_tr = None
+    native.fg_sync(_lane_tr, fast, _S.epoch)
+
 # function_graph_enter, fgraph_return and the function_graph tracer's callbacks run in
 # fntrace._native when it is built; they use the same ShadowStack and frame objects, so
 # reserve/retrieve, task vars and shadow_stack() work unchanged.
@@ -500,6 +529,7 @@ def _attach_native() -> None:
         "FgraphFrame": FgraphFrame, "FtraceGraphEnt": FtraceGraphEnt,
         "FtraceGraphRet": FtraceGraphRet, "Ops": Ops, "FtraceHash": FtraceHash,
         "TaskVar": TaskVar, "TraceArray": TraceArray, "MAX_DEPTH": SHADOW_STACK_MAX_DEPTH,
+        "resume": fgraph_resume,
     })
     function_graph_enter = native.function_graph_enter
     fgraph_return = native.fgraph_return
