@@ -35,6 +35,7 @@ from fntrace.core.hash import (
     glob_match,
     hash_contains,
     hash_lines,
+    module_scope,
 )
 from fntrace.errors import FilterError
 
@@ -235,6 +236,52 @@ _glob_subject = st.text(alphabet="ab-[]*?c!", max_size=8)
 @given(pattern=_glob_pattern, s=_glob_subject)
 def test_glob_match_agrees_with_fnmatchcase(pattern, s):
     assert glob_match(pattern, s) is fnmatch.fnmatchcase(s, pattern)
+
+
+# module_scope() may narrow which modules are listed before a filter is matched: it must
+# never leave out a module one of whose functions a word selects.
+_mod_name = st.text(alphabet="ab_.", min_size=1, max_size=5).filter(
+    lambda m: not m.startswith(".") and not m.endswith("."))
+_qualname = st.text(alphabet="ab_.<>", min_size=1, max_size=5)
+_word = st.text(alphabet="ab_.*?[]!", min_size=1, max_size=7).filter(
+    lambda w: not w[0].isdigit())
+
+
+@settings(max_examples=1500, deadline=None)
+@given(module=_mod_name, qualname=_qualname, words=st.lists(_word, min_size=1, max_size=3),
+       mod_glob=st.one_of(st.none(), st.text(alphabet="ab_.*", min_size=1, max_size=4)))
+def test_module_scope_never_leaves_out_a_match(module, qualname, words, mod_glob):
+    name = f"{module}.{qualname}"
+    if mod_glob is not None:
+        words = words + [f"{words[0].lstrip('!') or '*'}:mod:{mod_glob}"]
+    buf = " ".join(words)
+    scope = module_scope(buf)
+    h = FtraceHash()
+
+    class Rec:
+        pass
+    rec = Rec()
+    rec.name, rec.module, rec.qualname = name, module, qualname
+    try:
+        ftrace_process_regex(h, buf, [rec], mod_cache=[], pending=[], allow_commands=False,
+                             loaded_modules=[module])
+    except FilterError:
+        return
+    if rec in h.entries:
+        assert scope is None or scope(module), (buf, name)
+
+
+def test_module_scope_narrows_plain_names():
+    scope = module_scope("shop.checkout shop.cart.* json.encoder.*")
+    assert scope("shop") and scope("shop.cart") and scope("json.encoder") and scope("json")
+    assert not scope("shopping") and not scope("os") and not scope("json.decoder")
+    assert module_scope("*checkout") is None          # any module may end so
+    assert module_scope("1") is None                  # an index: the whole list
+    assert module_scope("f:traceon") is None          # a command
+    only = module_scope("!shop.x")                    # removes only: lists nothing
+    assert only is not None and not only("shop")
+    by_mod = module_scope("*:mod:shop*")
+    assert by_mod("shop") and by_mod("shopping") and not by_mod("os")
 
 
 # ---------------------------------------------------------------------------

@@ -253,7 +253,9 @@ new_regs(PyFrameObject *frame, PyObject *rec, int regs, PyObject *retval)
  * A thread is past a grace period when it is not busy or its count moved on. */
 /* One call on the native shadow stack (the fast lane of fgraph, below). */
 typedef struct {
-    PyObject *frame;           /* strong: its address cannot be reused while we match it */
+    void *key;                 /* which frame: see fkey below */
+    PyObject *code;            /* with an interpreter-frame key: the code, compared too */
+    PyObject *ref;             /* with a frame-object key: a strong reference to it */
     unsigned int ip;
     unsigned int depth;
     long long calltime;
@@ -300,8 +302,54 @@ static PyObject *g_fast_tr;         /* the lane is open: this function_graph ins
 static PyObject *g_lane_tr;         /* still writes the returns of calls pushed here */
 static long g_fg_epoch;
 static PyObject *g_fgraph_enter_fn, *g_fgraph_return_fn, *g_py_fgraph_resume;
-static int fg_fast_enter(PyObject *rec, PyObject *frame);
-static int fg_fast_return(PyObject *frame);
+/* How the fast lane tells frames apart.  A frame object exists only once something asks
+ * for it (PyEval_GetFrame makes one, ~300 instructions, and it is freed at return):
+ * the sys.monitoring callbacks, which are given no frame, key a call by the address of
+ * its interpreter frame instead, with the code object beside it.  That address is the
+ * same from PY_START to PY_RETURN (and, for a generator, from each PY_RESUME to its
+ * PY_YIELD: the frame lives in the generator) and is reused only after the call ended.
+ * CPython quirk: it is reachable only through PyThreadState's public-but-unstable
+ * fields — cframe->current_frame on 3.12, current_frame on 3.13 and 3.14; other
+ * versions fall back to frame objects.  The setprofile back end is handed a frame
+ * object anyway: it keys by that, keeping it alive while the call is on the stack. */
+typedef struct {
+    void *key;
+    PyObject *code;
+    PyObject *ref;
+} fkey;
+
+static inline int
+fkey_of_current(PyObject *code, fkey *k)
+{
+#if PY_VERSION_HEX >= 0x030D0000 && PY_VERSION_HEX < 0x030F0000
+    k->key = (void *)PyThreadState_Get()->current_frame;
+    k->code = code;
+    k->ref = NULL;
+    return k->key != NULL;
+#elif PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030D0000
+    PyThreadState *ts = PyThreadState_Get();
+    k->key = ts->cframe ? (void *)ts->cframe->current_frame : NULL;
+    k->code = code;
+    k->ref = NULL;
+    return k->key != NULL;
+#else
+    PyFrameObject *f = PyEval_GetFrame();
+    k->key = (void *)f;
+    k->code = NULL;
+    k->ref = (PyObject *)f;
+    return f != NULL;
+#endif
+}
+
+static inline fkey
+fkey_of_frame(PyObject *frame)
+{
+    fkey k = {(void *)frame, NULL, frame};
+    return k;
+}
+
+static int fg_fast_enter(PyObject *rec, fkey k);
+static int fg_fast_return(fkey k);
 static int fgraph_return_c(PyObject *rec, PyObject *frame, PyObject *retval, PyObject *unwind);
 
 #define ENTER() thread_rec *_tr = my_rec(); if (_tr) { _tr->busy++; _tr->count++; }
@@ -351,12 +399,6 @@ static int function_trace(PyObject *ip, PyObject *parent_ip, PyObject *op);
 static int
 site_entry(PyObject *rec, PyFrameObject *frame, PyObject *func, PyObject *op)
 {
-    if (func == g_fgraph_enter_fn && g_fast_tr != NULL) {
-        /* function_graph alone: the fast lane needs neither parent nor ftrace_regs */
-        int r = fg_fast_enter(rec, (PyObject *)frame);
-        if (r)
-            return r < 0 ? contain(op) : 0;
-    }
     PyObject *parent = parent_of(frame);
     if (parent == NULL)
         return contain(op);
@@ -384,6 +426,22 @@ site_entry(PyObject *rec, PyFrameObject *frame, PyObject *func, PyObject *op)
     return 0;
 }
 
+/* A sys.monitoring entry (PY_START, PY_RESUME, PY_THROW) of `code` on fgraph's fast
+ * lane: 1 done, 0 not for the lane, -1 error not contained. */
+static int
+fast_entry(PyObject *rec, PyObject *code)
+{
+    fkey k;
+    if (!fkey_of_current(code, &k))
+        return 0;
+    Py_INCREF(rec);
+    int r = fg_fast_enter(rec, k);
+    if (r < 0)
+        r = contain(g_fgraph_enter_fn) < 0 ? -1 : 1;
+    Py_DECREF(rec);
+    return r;
+}
+
 static PyObject *
 on_py_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -395,6 +453,13 @@ on_py_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (PyErr_Occurred())
             return NULL;
         Py_RETURN_NONE;
+    }
+    if (g_fast_tr != NULL && SLOT(rec, off_rec_func) == g_fgraph_enter_fn) {
+        int r = fast_entry(rec, args[0]);
+        if (r < 0)
+            return NULL;
+        if (r)
+            Py_RETURN_NONE;
     }
     PyFrameObject *frame = PyEval_GetFrame();
     if (frame == NULL)
@@ -423,6 +488,13 @@ on_py_start_global(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (PyErr_Occurred())
             return NULL;
         Py_RETURN_NONE;
+    }
+    if (g_fast_tr != NULL && SLOT(g_G, off_G_trace_function) == g_fgraph_enter_fn) {
+        int r = fast_entry(rec, args[0]);
+        if (r < 0)
+            return NULL;
+        if (r)
+            Py_RETURN_NONE;
     }
     PyFrameObject *frame = PyEval_GetFrame();
     if (frame == NULL)
@@ -479,11 +551,6 @@ site_resume(PyObject *rec, PyFrameObject *frame)
     PyObject *h = SLOT(g_G, off_G_resume_handler);
     if (h == NULL || h == Py_None)
         return 0;
-    if (h == g_py_fgraph_resume && g_fast_tr != NULL) {
-        int r = fg_fast_enter(rec, (PyObject *)frame);
-        if (r)
-            return r < 0 ? contain(h) : 0;
-    }
     Py_INCREF(h);
     PyObject *args[3] = {rec, (PyObject *)frame,
                          (rec_flags(rec) & g_REGS_EN) ? Py_True : Py_False};
@@ -507,8 +574,8 @@ on_py_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     thread_rec *t = tl_rec;
     if (t != NULL && t->fs_n > 0) {
         /* a call on fgraph's fast lane: matched by frame, no record lookup */
-        PyFrameObject *frame = PyEval_GetFrame();
-        int r = frame ? fg_fast_return((PyObject *)frame) : 0;
+        fkey k;
+        int r = fkey_of_current(args[0], &k) ? fg_fast_return(k) : 0;
         if (r < 0 && contain(g_fgraph_return_fn) < 0)
             return NULL;
         if (r)
@@ -545,6 +612,15 @@ on_py_unwind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (!(rec_flags(rec) & g_RET_EN))
         Py_RETURN_NONE;
+    thread_rec *t = tl_rec;
+    if (t != NULL && t->fs_n > 0) {
+        fkey k;
+        int r = fkey_of_current(args[0], &k) ? fg_fast_return(k) : 0;
+        if (r < 0 && contain(g_fgraph_return_fn) < 0)
+            return NULL;
+        if (r)
+            Py_RETURN_NONE;
+    }
     PyFrameObject *frame = PyEval_GetFrame();
     if (frame == NULL)
         Py_RETURN_NONE;
@@ -567,6 +643,13 @@ on_py_resume(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (PyErr_Occurred())
             return NULL;
         Py_RETURN_NONE;
+    }
+    if (g_fast_tr != NULL && SLOT(g_G, off_G_resume_handler) == g_py_fgraph_resume) {
+        int r = fast_entry(rec, args[0]);
+        if (r < 0)
+            return NULL;
+        if (r)
+            Py_RETURN_NONE;
     }
     PyFrameObject *frame = PyEval_GetFrame();
     if (frame == NULL)
@@ -593,6 +676,13 @@ on_py_throw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (!(rec_flags(rec) & g_RET_EN))
         Py_RETURN_NONE;
+    if (g_fast_tr != NULL && SLOT(g_G, off_G_resume_handler) == g_py_fgraph_resume) {
+        int r = fast_entry(rec, args[0]);
+        if (r < 0)
+            return NULL;
+        if (r)
+            Py_RETURN_NONE;
+    }
     PyFrameObject *frame = PyEval_GetFrame();
     if (frame == NULL)
         Py_RETURN_NONE;
@@ -641,9 +731,23 @@ c_profile(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
             rc = r ? 0 : -1;
             Py_XDECREF(r);
 #else
-            if (rec_flags(rec) & g_RET_EN)
-                rc = site_resume(rec, frame);
+            if (rec_flags(rec) & g_RET_EN) {
+                int r = 0;
+                if (g_fast_tr != NULL && SLOT(g_G, off_G_resume_handler) == g_py_fgraph_resume)
+                    r = fg_fast_enter(rec, fkey_of_frame((PyObject *)frame));
+                if (r < 0)
+                    rc = contain(g_fgraph_enter_fn);
+                else if (r == 0)
+                    rc = site_resume(rec, frame);
+            }
 #endif
+        }
+        else if (g_fast_tr != NULL && (((ProfileHookObject *)obj)->call_ops
+                                       ? SLOT(rec, off_rec_func)
+                                       : SLOT(g_G, off_G_trace_function)) == g_fgraph_enter_fn
+                 && (rc = fg_fast_enter(rec, fkey_of_frame((PyObject *)frame))) != 0) {
+            /* on fgraph's fast lane */
+            rc = rc < 0 ? contain(g_fgraph_enter_fn) : 0;
         }
         else if (((ProfileHookObject *)obj)->call_ops) {
             PyObject *func = SLOT(rec, off_rec_func), *op = SLOT(rec, off_rec_ops);
@@ -1187,7 +1291,7 @@ fs_reset(thread_rec *t)
     t->npy = 0;
     t->fs_epoch = g_fg_epoch;
     for (int i = 0; i < n; i++)
-        Py_DECREF(fs[i].frame);
+        Py_XDECREF(fs[i].ref);
     PyMem_RawFree(fs);
 }
 
@@ -1215,10 +1319,10 @@ ll_zero(PyObject *v)
 
 /* 1: pushed on the fast lane (and its entry written); 0: not for the lane; -1: error */
 static int
-fg_fast_enter(PyObject *rec, PyObject *frame)
+fg_fast_enter(PyObject *rec, fkey k)
 {
     PyObject *tr = g_fast_tr;
-    if (tr == NULL || frame == NULL || frame == Py_None)
+    if (tr == NULL || k.key == NULL)
         return 0;
     if (!ll_zero(SLOT(tr, off_tr_max_graph_depth)) || !ll_zero(SLOT(tr, off_tr_tracing_thresh))
             || !ll_zero(SLOT(tr, off_tr_graph_args)) || !ll_zero(SLOT(tr, off_tr_graph_retval)))
@@ -1266,7 +1370,9 @@ fg_fast_enter(PyObject *rec, PyObject *frame)
         t->fs_cap = cap;
     }
     fg_frame *f = &t->fs[t->fs_n++];
-    f->frame = Py_NewRef(frame);
+    f->key = k.key;
+    f->code = k.code;
+    f->ref = Py_XNewRef(k.ref);
     f->ip = (unsigned int)ip;
     f->depth = (unsigned int)depth;
     f->calltime = calltime;
@@ -1275,7 +1381,7 @@ fg_fast_enter(PyObject *rec, PyObject *frame)
 
 /* 1: the call was on the fast lane (popped, its return written); 0: not there; -1 */
 static int
-fg_fast_return(PyObject *frame)
+fg_fast_return(fkey k)
 {
     thread_rec *t = tl_rec;
     if (t == NULL || t->fs_n == 0)
@@ -1285,7 +1391,7 @@ fg_fast_return(PyObject *frame)
         return 0;
     }
     int i = t->fs_n - 1;
-    while (i >= 0 && t->fs[i].frame != frame)
+    while (i >= 0 && (t->fs[i].key != k.key || t->fs[i].code != k.code))
         i--;
     if (i < 0)
         return 0;                  /* pushed on the Python stack, or never */
@@ -1302,7 +1408,7 @@ fg_fast_return(PyObject *frame)
             return -1;       /* leaks nd references; only out of memory */
         }
         for (int j = 0; j < nd; j++)
-            dropped[j] = t->fs[i + 1 + j].frame;
+            dropped[j] = t->fs[i + 1 + j].ref;
     }
     int rc = 1;
     PyObject *tr = g_lane_tr;
@@ -1325,10 +1431,10 @@ fg_fast_return(PyObject *frame)
                 rc = -1;
         }
     }
-    for (int k = 0; k < nd; k++)
-        Py_DECREF(dropped[k]);
+    for (int j = 0; j < nd; j++)
+        Py_XDECREF(dropped[j]);
     PyMem_RawFree(dropped);
-    Py_DECREF(f.frame);
+    Py_XDECREF(f.ref);
     return rc;
 }
 
@@ -1373,14 +1479,8 @@ function_graph_enter(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "function_graph_enter(ip, parent_ip, op, fregs)");
         return NULL;
     }
+    /* (calls that come this way, from Python, go on the Python stack) */
     PyObject *ip = args[0], *fregs = args[3];
-    if (g_fast_tr != NULL) {
-        int r = fg_fast_enter(ip, SLOT(fregs, off_regs_frame));
-        if (r < 0)
-            return NULL;
-        if (r)
-            Py_RETURN_NONE;
-    }
     PyObject *st = get_stack(1);
     if (st == NULL)
         return NULL;
@@ -1494,7 +1594,7 @@ static int
 fgraph_return_c(PyObject *rec, PyObject *frame, PyObject *retval, PyObject *unwind)
 {
     /* G.ret_handler: pop the call's frame, run the retfuncs that asked. */
-    int fast = fg_fast_return(frame);
+    int fast = fg_fast_return(fkey_of_frame(frame));
     if (fast)
         return fast < 0 ? -1 : 0;
     PyObject *st = get_stack(0);

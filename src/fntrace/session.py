@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .core.ops import ftrace_set_filter, ftrace_set_notrace
 from .core.records import record_table
-from .output.entry import TraceEntry
-from .output.ftrace_text import render_function_trace
-from .output.reader import entries_from_buffers
 from .trace import TraceArray, thread_info
 from .tracers import available_tracers
+
+if TYPE_CHECKING:
+    from .output.entry import TraceEntry
 
 __all__ = ["TraceSession", "trace", "traced"]
 
@@ -63,12 +63,17 @@ class TraceSession:
 
     def entries(self) -> Iterator[TraceEntry]:
         """The recorded entries, oldest first, all threads merged."""
+        # the readers load when a trace is read, not with every traced program
+        from .output.entry import TraceEntry
+        from .output.reader import entries_from_buffers
         for e in entries_from_buffers(list(self.tr.buffers.values()), self._name_of, thread_info):
             if isinstance(e, TraceEntry):
                 yield e
 
     def lines(self, *, header: bool = True) -> list[str]:
         n, written = self.tr.entries()
+        from .output.ftrace_text import render_function_trace
+        from .output.reader import entries_from_buffers
         return list(render_function_trace(
             entries_from_buffers(list(self.tr.buffers.values()), self._name_of, thread_info),
             header=header, tracer=self._tracer.name, nr_entries=n, written=written,

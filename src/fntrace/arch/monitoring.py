@@ -89,6 +89,19 @@ class MonitoringBackend:
         self._unwind = False
         self.active = False
 
+    def kill(self) -> None:
+        """ftrace_kill: no callback from now on, in O(1): the callbacks go, the local
+        events stay on the code objects (they find no callback)."""
+        if not self.active:
+            return
+        mon = sys.monitoring
+        E = mon.events
+        for ev in (E.PY_START, E.PY_RETURN, E.PY_YIELD, E.PY_RESUME, E.PY_UNWIND, E.PY_THROW):
+            mon.register_callback(TOOL_ID, ev, None)
+        mon.set_events(TOOL_ID, 0)
+        dispatch.forget(dispatch.sites)
+        self._unwind = self._want_unwind = False
+
     # -- the arch ops of the update path ------------------------------------------------
     def make_call(self, rec: DynFtrace) -> None:
         code = rec.site_code

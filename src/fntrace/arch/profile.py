@@ -53,6 +53,13 @@ class ProfileBackend:
         self.__init_patched().clear()
         self.active = False
 
+    def kill(self) -> None:
+        """ftrace_kill: no hook from now on; threads that still hold it find no sites."""
+        if sys.getprofile() is self._hook:
+            sys.setprofile(None)
+        threading.setprofile(None)
+        dispatch.forget(dispatch.sites)
+
     def __init_patched(self) -> dict:
         p = getattr(self, "_patched", None)
         if p is None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 
 from ..errors import FntraceError, UsageError
 
@@ -165,7 +164,7 @@ class _EventAction(argparse.Action):
             events[-1]["triggers"].append(value)
 
 
-def _record(args, output: str) -> int:
+def _record(args, output: str, at_exit: bool = False) -> int:
     from .record import RecordOptions, check_buffer_kb, record
     from .record import check_depth, check_thresh
     opts = RecordOptions(tracer=args.tracer, filters=args.filter, notrace=args.notrace,
@@ -176,7 +175,7 @@ def _record(args, output: str) -> int:
     if opts.tracer is None:
         opts.tracer = "nop" if opts.events else "function"
     target = _target(args)
-    return record(target, opts)
+    return record(target, opts, at_exit=at_exit)
 
 
 def _report(path: str, ropts: dict, out) -> None:
@@ -198,11 +197,14 @@ def _ls(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line; ``argv=None`` means this process is the command (it exits
+    when this returns), which lets record stop tracing the quick way."""
     parser = _parser()
     args = parser.parse_args(argv)
+    at_exit = argv is None
     try:
         if args.command == "record":
-            return _record(args, args.output)
+            return _record(args, args.output, at_exit)
         if args.command == "report":
             if not os.path.exists(args.file):
                 raise UsageError(f"{args.file}: no such file")
@@ -214,9 +216,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "live":
             ropts = _report_opts(args)
+            import tempfile
             with tempfile.TemporaryDirectory(prefix="fntrace-") as d:
                 path = os.path.join(d, "live.dat")
-                status = _record(args, path)
+                status = _record(args, path, at_exit)
                 sys.stdout.flush()
                 _report(path, ropts, sys.stdout)
             return status

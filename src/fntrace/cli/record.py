@@ -11,11 +11,10 @@ import os
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 
 from .. import _env
 from ..core import dispatch
-from ..core.ops import ftrace_set_filter, ftrace_set_notrace
+from ..core.ops import ftrace_kill, ftrace_set_filter, ftrace_set_notrace
 from ..core.records import record_table, scan_code_as
 from ..errors import FilterError, UsageError
 from ..trace import TraceArray, thread_info
@@ -28,21 +27,31 @@ __all__ = ["RecordOptions", "record"]
 MAX_BUFFER_KB = 1 << 20
 
 
-@dataclass
 class RecordOptions:
-    tracer: str = "function"
-    filters: list[str] = field(default_factory=list)
-    notrace: list[str] = field(default_factory=list)
-    buffer_kb: int = 1408
-    output: str = "fntrace.dat"
-    graph_functions: list[str] = field(default_factory=list)
-    graph_notrace: list[str] = field(default_factory=list)
-    max_depth: int = 0
-    thresh_us: int = 0
-    args: bool = False
-    retval: bool = False
-    events: list = field(default_factory=list)
-    patches: list = field(default_factory=list)
+    """What `fntrace record` was asked for (every field can be given by keyword)."""
+
+    def __init__(self, tracer: str = "function", filters: list[str] | None = None,
+                 notrace: list[str] | None = None, buffer_kb: int = 1408,
+                 output: str = "fntrace.dat", graph_functions: list[str] | None = None,
+                 graph_notrace: list[str] | None = None, max_depth: int = 0,
+                 thresh_us: int = 0, args: bool = False, retval: bool = False,
+                 events: list | None = None, patches: list | None = None) -> None:
+        self.tracer = tracer
+        self.filters = list(filters or ())
+        self.notrace = list(notrace or ())
+        self.buffer_kb = buffer_kb
+        self.output = output
+        self.graph_functions = list(graph_functions or ())
+        self.graph_notrace = list(graph_notrace or ())
+        self.max_depth = max_depth
+        self.thresh_us = thresh_us
+        self.args = args
+        self.retval = retval
+        self.events = list(events or ())
+        self.patches = list(patches or ())
+
+    def __repr__(self) -> str:
+        return f"RecordOptions({vars(self)!r})"
 
 
 def check_buffer_kb(text: str) -> int:
@@ -181,8 +190,11 @@ def unmatched_patterns(tr: TraceArray) -> list[str]:
     return out
 
 
-def record(target: Target, opts: RecordOptions) -> int:
-    """Run ``target`` traced; write ``opts.output``; return the program's exit status."""
+def record(target: Target, opts: RecordOptions, *, at_exit: bool = False) -> int:
+    """Run ``target`` traced; write ``opts.output``; return the program's exit status.
+
+    ``at_exit``: the process ends after this (the command line), so tracing is stopped
+    with ftrace_kill() instead of unpatching every site one by one."""
     tracers = available_tracers()
     if opts.tracer not in tracers:
         raise UsageError(f"unknown tracer {opts.tracer!r} (available: {' '.join(sorted(tracers))})")
@@ -223,7 +235,6 @@ def record(target: Target, opts: RecordOptions) -> int:
         record_table.scanned.add("__main__")
         record_table.module_ids["__main__"] = id(main)
     record_table.install_import_hook()
-    record_table.refresh()
     record_table.main_pending = True
     status = 1
     from . import patch as _patch
@@ -247,7 +258,9 @@ def record(target: Target, opts: RecordOptions) -> int:
     finally:
         # Off first, so nothing below is traced; then hand what is left to the file.
         tr.tracing_on = False
-        if tr.tracer is not None:
+        if at_exit and not requests and not opts.events:
+            ftrace_kill()
+        elif tr.tracer is not None:
             tr.tracer.reset(tr)
             tr.tracer = None
         tr.flush()

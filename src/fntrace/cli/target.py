@@ -12,9 +12,7 @@ import importlib.util
 import os
 import sys
 import threading
-import traceback
 import types
-from dataclasses import dataclass, field
 from types import CodeType
 
 from ..errors import UsageError
@@ -22,15 +20,23 @@ from ..errors import UsageError
 __all__ = ["Target", "prepare_target", "run_target"]
 
 
-@dataclass
 class Target:
-    kind: str                  # "script", "module", "code"
-    name: str                  # path, module name, or "-c"
-    args: list[str] = field(default_factory=list)
-    code: CodeType | None = None
-    spec: object = None
-    path0: str = ""
-    argv0: str = ""
+    """What to run: the compiled program and the argv it will see."""
+    __slots__ = ("kind", "name", "args", "code", "spec", "path0", "argv0")
+
+    def __init__(self, kind: str, name: str, args: list[str] | None = None,
+                 code: CodeType | None = None, spec: object = None, path0: str = "",
+                 argv0: str = "") -> None:
+        self.kind = kind               # "script", "module", "code"
+        self.name = name               # path, module name, or "-c"
+        self.args = list(args) if args is not None else []
+        self.code = code
+        self.spec = spec
+        self.path0 = path0
+        self.argv0 = argv0
+
+    def __repr__(self) -> str:
+        return f"Target(kind={self.kind!r}, name={self.name!r}, args={self.args!r})"
 
 
 def prepare_target(script: str | None, module: str | None, code: str | None,
@@ -153,6 +159,7 @@ def _print_exception(exc: BaseException) -> None:
     if sys.excepthook is not sys.__excepthook__:
         sys.excepthook(type(exc), exc, tb)
     else:
+        import traceback
         traceback.print_exception(type(exc), exc, tb)
 
 

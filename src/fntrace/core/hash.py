@@ -26,10 +26,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from enum import IntEnum
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from fntrace.errors import FilterError, FntraceError
 
@@ -352,6 +351,51 @@ def _mod_record_match(rec: FilterRecord, func_g: tuple[int, str], mod_g: tuple[i
     return ftrace_match(rec.qualname, ftype, fsearch)
 
 
+def module_scope(buf: str) -> Callable[[str], bool] | None:
+    """Which modules a write of ``buf`` can select functions from, judged from the text
+    alone: a predicate on module names, or None for "any".  Conservative: a module it
+    rejects has no function any word could match.  Lets a filter on one function avoid
+    listing every function of every module first (the registration's set-up cost).
+
+    A word's literal head (up to the first glob character) must agree with
+    ``module + "."`` (a record's name is ``module.qualname``); ``FUNC:mod:MOD`` names
+    its modules by the MOD glob; a ``!`` word only removes what is listed already; an
+    index, a middle or end match, or another command may select anything."""
+    heads: list[str] = []
+    mods: list[tuple[int, str]] = []
+    for m in _WORD_RE.finditer(buf):
+        word = m.group()
+        func, sep, rest = word.partition(":")
+        if sep:
+            cmd, sep2, param = rest.partition(":")
+            if cmd != "mod" or not param or param.startswith("!"):
+                return None
+            if func.startswith("!"):
+                continue
+            mods.append(_parse_mod(param)[0])
+            continue
+        mtype, search, negate = _parse(word)
+        if negate:
+            continue
+        if mtype in (MATCH_FULL, MATCH_FRONT_ONLY):
+            head = search
+        elif mtype == MATCH_GLOB:
+            head = re.split(r"[*?\[\\]", search, maxsplit=1)[0]
+        else:
+            return None
+        if not head:
+            return None
+        heads.append(head)
+
+    def in_scope(name: str) -> bool:
+        dotted = name + "."
+        for h in heads:
+            if dotted.startswith(h) or h.startswith(dotted):
+                return True
+        return any(_mod_match(name, g, False) for g in mods)
+    return in_scope
+
+
 def _parse_mod(module: str) -> tuple[tuple[int, str], bool]:
     mtype, msearch, exclude = _parse(module)
     if mtype == MATCH_INDEX:
@@ -365,8 +409,7 @@ def _parse_mod(module: str) -> tuple[tuple[int, str], bool]:
 # Cached :mod: filters, pending CLI patterns, commands
 # ---------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class ModCacheEntry:
+class ModCacheEntry(NamedTuple):
     """struct ftrace_mod_load: a `FUNC:mod:MOD` that matched nothing because
     MOD is not imported yet (cache_mod). Only positive filters are cached."""
 
@@ -383,15 +426,28 @@ class ModCacheEntry:
         return f"{self.func}:mod:{self.module}"
 
 
-@dataclass
 class PendingPattern:
     """A plain pattern kept for modules imported later (CLI mode only): the function
     may live in a module the traced program has not imported yet.  ``matched`` says
     whether it selected anything so far."""
+    __slots__ = ("pattern", "negate", "matched")
 
-    pattern: str        # as written, without the leading '!'
-    negate: bool
-    matched: bool = False
+    def __init__(self, pattern: str, negate: bool, matched: bool = False) -> None:
+        self.pattern = pattern          # as written, without the leading '!'
+        self.negate = negate
+        self.matched = matched
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PendingPattern):
+            return NotImplemented
+        return (self.pattern, self.negate, self.matched) == (other.pattern, other.negate,
+                                                             other.matched)
+
+    __hash__ = None                     # mutable
+
+    def __repr__(self) -> str:
+        return (f"PendingPattern(pattern={self.pattern!r}, negate={self.negate!r}, "
+                f"matched={self.matched!r})")
 
 
 class FilterCommand(Protocol):

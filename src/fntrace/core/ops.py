@@ -22,11 +22,11 @@ from types import CodeType
 from typing import Any
 
 from .. import _env
-from ..errors import BusyError, FilterError, NotFoundError, UsageError
+from ..errors import BusyError, FilterError, FntraceError, NotFoundError, UsageError
 from . import dispatch
 from .direct import sync_stub
 from .hash import (EMPTY_HASH, FtraceHash, ModCacheEntry, PendingPattern, apply_mod_cache,
-                   apply_pending, ftrace_process_regex)
+                   apply_pending, ftrace_process_regex, module_scope)
 from .records import (FL, FTRACE_FL, FTRACE_NOCLEAR_FLAGS, FTRACE_REF_MAX, DynFtrace, _Ints,
                       record_table)
 
@@ -197,14 +197,14 @@ def _candidates(ops: Ops) -> Iterable[DynFtrace]:
     return list(record_table.records)
 
 
-def _rec_wants(rec: DynFtrace, ops_iter: Iterable[Ops]) -> tuple[bool, bool]:
+def _rec_wants(others: Iterable[Ops]) -> tuple[bool, bool]:
+    """(regs, ret): does any of the ops tracing a record want the full frame, returns."""
     regs = ret = False
-    for op in ops_iter:
-        if op.traces(rec):
-            if op.flags & (OFL.SAVE_REGS | OFL.SAVE_REGS_IF_SUPPORTED):
-                regs = True
-            if op.flags & OFL.RETURNS:
-                ret = True
+    for op in others:
+        if op.flags & (OFL.SAVE_REGS | OFL.SAVE_REGS_IF_SUPPORTED):
+            regs = True
+        if op.flags & OFL.RETURNS:
+            ret = True
     return regs, ret
 
 
@@ -247,16 +247,17 @@ def _hash_rec_update(ops: Ops, inc: bool, recs: Iterable[DynFtrace] | None = Non
 
 
 def _recompute_request_bits(rec: DynFtrace, others: list[Ops]) -> None:
-    """REGS, RET, TRAMP and CALL_OPS request bits from the ops now tracing rec."""
+    """REGS, RET, TRAMP and CALL_OPS request bits from the ops now tracing rec
+    (``others``: every registered ops that traces it, in list order)."""
     count = rec.count
-    regs, ret = _rec_wants(rec, others) if count else (False, False)
+    regs, ret = _rec_wants(others) if count else (False, False)
     f = rec.flags & ~(_FL.REGS | _FL.RET | _FL.TRAMP | _FL.CALL_OPS)
     if regs:
         f |= _FL.REGS
     if ret:
         f |= _FL.RET
     if count == 1:
-        only = _find_unique_ops(rec)
+        only = others[0] if len(others) == 1 else None      # _find_unique_ops(rec)
         if only is not None and only.trampoline is not None:
             f |= _FL.TRAMP
         elif only is not None and ftrace_config.call_ops:
@@ -331,15 +332,16 @@ def ftrace_check_record(rec: DynFtrace, enable: bool, update: bool) -> int:
     return FTRACE_UPDATE_MAKE_NOP
 
 
-def _site_target(rec: DynFtrace) -> None:
-    """Write the site's slot: what it calls and with which ops (ftrace_rec_update_ops)."""
+def _site_target(rec: DynFtrace, others: list[Ops]) -> None:
+    """Write the site's slot: what it calls and with which ops (ftrace_rec_update_ops);
+    ``others`` as for _recompute_request_bits."""
     if rec.flags & _FL.TRAMP_EN:
-        op = _find_unique_ops(rec)
+        op = others[0] if len(others) == 1 else None
         if op is not None:
             rec.ops, rec.func = op, op.trampoline
             return
     if rec.flags & _FL.CALL_OPS_EN:
-        op = _find_unique_ops(rec)
+        op = others[0] if len(others) == 1 else None
         if op is not None:
             rec.ops, rec.func = op, op.func
             return
@@ -363,13 +365,13 @@ def ftrace_replace_code(recs: Iterable[DynFtrace]) -> None:
         if stub_changed and action == FTRACE_UPDATE_IGNORE and rec.flags & _FL.ENABLED:
             action = FTRACE_UPDATE_MODIFY_CALL
         if action == FTRACE_UPDATE_MAKE_CALL:
-            _site_target(rec)
+            _site_target(rec, others)
             _backend_start()
             backend.make_call(rec)
         elif action == FTRACE_UPDATE_MODIFY_CALL:
             # Rewrite the slot even when the call itself is unchanged: with CALL_OPS the
             # associated ops changes without the target changing (ftrace.h).
-            _site_target(rec)
+            _site_target(rec, others)
             backend.modify_call(rec)
         elif action == FTRACE_UPDATE_MAKE_NOP and rec.ops is not None:
             rec.ops, rec.func = nop_ops, dispatch.ftrace_stub
@@ -476,13 +478,17 @@ def register_ftrace_function(ops: Ops) -> None:
             raise BusyError(f"{ops.name} is already registered")
         if ops.flags & OFL.PERMANENT and not _state["enabled"]:
             raise BusyError("ftrace_enabled is off: a PERMANENT ops cannot be registered")
+        if _state.get("killed"):
+            raise FntraceError("ftrace was killed (the process is exiting)")
         if ops.flags & (OFL.IPMODIFY | OFL.DIRECT):
             if not ops.filter_hash:
                 raise FilterError("IPMODIFY and DIRECT ops need a non-empty filter")
             if ops.flags & OFL.IPMODIFY and ops.notrace_hash:
                 raise FilterError("an IPMODIFY ops may not have a notrace hash")
-        # Every module imported so far gets its records (the kernel has them from boot).
-        record_table.refresh()
+        # Every module imported so far gets its records (the kernel has them from boot):
+        # those a filter selects were listed when it was set; without one, all of them.
+        if not (ops.filter_hash or ops.filter_cached):
+            record_table.refresh()
         _install_module_listener()
         _check_ipmodify(ops, _candidates(ops))
         ops.flags |= OFL.ENABLED | OFL.INITIALIZED | OFL.ADDING
@@ -559,7 +565,9 @@ def _move_hash(ops: Ops, new_filter: FtraceHash | None, new_notrace: FtraceHash 
 
 def _set_regex(ops: Ops, buf: str | None, reset: bool, enable: bool, keep_unmatched: bool) -> None:
     with ftrace_lock:
-        record_table.refresh()
+        if buf:
+            # only the modules the words can reach are listed (module_scope)
+            record_table.refresh(module_scope(buf))
         if enable:
             cur, mod_cache, pending = ops.filter_hash, ops.mod_cache, ops.pending
         else:
@@ -775,6 +783,18 @@ def enabled_functions() -> list[str]:
 def touched_functions() -> list[str]:
     with ftrace_lock:
         return [_rec_line(r) for r in record_table.records if r.flags & _FL.TOUCHED]
+
+
+def ftrace_kill() -> None:
+    """Stop every callback at once and leave the sites as they are (ftrace.c ftrace_kill:
+    "stops ftrace but in a not so nice way").  For a process about to exit: the per-site
+    work of unregistering everything is skipped; the back end stops calling and forgets
+    its sites.  Nothing can be registered afterwards."""
+    with ftrace_lock:
+        _state["killed"] = True
+        dispatch.G.trace_function, dispatch.G.trace_op = dispatch.ftrace_stub, nop_ops
+        dispatch.G.ret_handler = dispatch.G.resume_handler = None
+        backend.kill()
 
 
 def reset_for_tests() -> None:

@@ -18,7 +18,7 @@ import enum
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from types import CodeType, FunctionType, ModuleType
+from types import BuiltinFunctionType, CodeType, FunctionType, ModuleType
 
 __all__ = [
     "FTRACE_FL", "FTRACE_REF_MAX", "DynFtrace", "RecordTable", "record_table", "ROOT",
@@ -154,6 +154,16 @@ def _own_module(name: str) -> bool:
     return name == "fntrace" or name.startswith("fntrace.")
 
 
+# Values a namespace walk never needs to look into (exact types: a subclass may be a
+# class with methods).  Checked first because they are most of every namespace.
+_LEAF_TYPES = frozenset({
+    int, float, complex, bool, str, bytes, bytearray, type(None), tuple, list, dict, set,
+    frozenset, ModuleType, BuiltinFunctionType, type(str.join), type(str.__add__),
+    type(int.real), type(FunctionType.__code__), type(Ellipsis), type(NotImplemented),
+    CodeType, range, slice, memoryview,
+})
+
+
 class RecordTable:
     """All records, the ip -> record map and the module-load notifier.
 
@@ -257,8 +267,10 @@ class RecordTable:
         return out
 
     def _walk_namespace(self, ns: dict, module: str, out: list, seen: set) -> None:
+        walk, leaf = self._walk_object, _LEAF_TYPES
         for value in list(ns.values()):
-            self._walk_object(value, module, out, seen)
+            if type(value) not in leaf:     # most of a namespace: nothing defined inside
+                walk(value, module, out, seen)
 
     def _walk_object(self, value: object, module: str, out: list, seen: set) -> None:
         if id(value) in seen:
@@ -324,13 +336,17 @@ class RecordTable:
         for rec in new:
             rec.flags &= ~FL.DISABLED
 
-    def refresh(self) -> list[DynFtrace]:
-        """Walk every module in sys.modules not walked yet (or replaced since)."""
+    def refresh(self, scope: Callable[[str], bool] | None = None) -> list[DynFtrace]:
+        """Walk every module in sys.modules not walked yet (or replaced since); with
+        ``scope``, only the modules whose name it accepts (the rest wait for a later
+        refresh: nothing is lost, a module is walked whenever first needed)."""
         new: list[DynFtrace] = []
         for name, mod in list(sys.modules.items()):
             if mod is None:
                 continue
             if name in self.scanned and self.module_ids.get(name) == id(mod):
+                continue
+            if scope is not None and not scope(name):
                 continue
             new.extend(self.scan_module(mod))
         return new

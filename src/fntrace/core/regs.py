@@ -13,7 +13,6 @@ keeping it alive keeps the frame alive.
 """
 from __future__ import annotations
 
-import inspect
 from types import FrameType
 from typing import Any
 
@@ -25,8 +24,9 @@ __all__ = [
 
 FTRACE_REGS_MAX_ARGS = 6
 
-_CO_VARARGS = inspect.CO_VARARGS
-_CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
+# inspect.CO_VARARGS / CO_VARKEYWORDS (stable values; inspect is costly to import)
+_CO_VARARGS = 0x04
+_CO_VARKEYWORDS = 0x08
 _NO_RETVAL = object()
 
 

@@ -22,8 +22,6 @@ from ..core import ops as core_ops
 from ..core.hash import hash_lines
 from ..core.records import record_table
 from ..errors import FilterError, FntraceError
-from ..output.ftrace_text import render_function_trace
-from ..output.reader import entries_from_buffers
 from ..trace import TraceArray, thread_info
 from ..tracers import available_tracers
 
@@ -450,6 +448,8 @@ class Tracefs:
                 raise
 
     def _r_snapshot(self) -> str:
+        from ..output.ftrace_text import render_function_trace
+        from ..output.reader import entries_from_buffers
         snap = self.tr.snapshot
         if snap is None:
             return ("# tracer: " + self.tr.tracer.name + "\n#\n"
@@ -487,6 +487,8 @@ class Tracefs:
                             irq_info=o.get("irq-info", False))
 
     def _r_trace(self) -> str:
+        from ..output.ftrace_text import render_function_trace
+        from ..output.reader import entries_from_buffers
         tr = self.tr
         if tr.tracer.name == "function_graph":
             p = self._graph_printer()
@@ -502,6 +504,8 @@ class Tracefs:
         return "".join(l + "\n" for l in lines)
 
     def _r_trace_pipe(self) -> str:
+        from ..output.ftrace_text import render_function_trace
+        from ..output.reader import entries_from_buffers
         tr = self.tr
         if tr.tracer.name == "function_graph":
             p = self._graph_printer()
