@@ -216,12 +216,20 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "live":
             ropts = _report_opts(args)
+            import shutil
             import tempfile
-            with tempfile.TemporaryDirectory(prefix="fntrace-") as d:
+            d = tempfile.mkdtemp(prefix="fntrace-")
+            pid = os.getpid()
+            try:
                 path = os.path.join(d, "live.dat")
                 status = _record(args, path, at_exit)
+                if os.getpid() != pid:
+                    return status           # a child the program forked: no report
                 sys.stdout.flush()
                 _report(path, ropts, sys.stdout)
+            finally:
+                if os.getpid() == pid:      # the directory is the parent's to remove
+                    shutil.rmtree(d, ignore_errors=True)
             return status
         if args.command == "ls":
             return _ls(args)

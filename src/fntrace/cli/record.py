@@ -65,13 +65,33 @@ def check_buffer_kb(text: str) -> int:
 
 
 class _FileSink:
-    """Ring-buffer sink writing chunks, new symbols and new threads to the file."""
+    """Ring-buffer sink writing chunks, new symbols and new threads to the file.
+
+    The file belongs to the process that opened it: a child made by fork() (which runs
+    on through the program, and out through record()) writes nothing to it.  Nothing
+    is left in the file object's buffer at a fork, so the child cannot write a copy of
+    it either when it exits."""
 
     def __init__(self, writer: TraceFileWriter):
         self.writer = writer
         self.next_ip = 1
         self.threads_written: set[int] = set()
         self.lock = threading.Lock()
+        self.pid = os.getpid()
+
+    def mine(self) -> bool:
+        return os.getpid() == self.pid
+
+    def before_fork(self) -> None:
+        self.lock.acquire()
+        if self.mine() and not self.writer.closed:
+            try:
+                self.writer.flush()
+            except Exception:       # a broken file must not stop the program's fork
+                pass
+
+    def after_fork(self) -> None:
+        self.lock.release()
 
     def _sync_tables(self) -> None:
         hi = record_table._next_ip
@@ -87,11 +107,15 @@ class _FileSink:
                 self.threads_written.add(cpu)
 
     def __call__(self, buf, chunk, first_seq: int, payloads: dict) -> None:
+        if not self.mine():
+            return
         with self.lock:
             self._sync_tables()
             self.writer.write_chunk(buf.cpu, chunk, first_seq, 0, payloads or None)
 
     def finish(self, stats: dict) -> None:
+        if not self.mine():
+            return
         with self.lock:
             self._sync_tables()
         self.writer.close(stats)
@@ -224,6 +248,12 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False) -> int
     writer = TraceFileWriter(f, header)
     sink = _FileSink(writer)
     tr = TraceArray(buffer_size_kb=opts.buffer_kb, sink=sink)
+    if hasattr(os, "register_at_fork"):
+        def in_child() -> None:
+            tr.tracing_on = False           # the trace is the parent's
+            sink.after_fork()
+        os.register_at_fork(before=sink.before_fork, after_in_parent=sink.after_fork,
+                            after_in_child=in_child)
     tr.max_graph_depth = opts.max_depth
     tr.tracing_thresh = opts.thresh_us * 1000
     tr.graph_args = opts.args
@@ -258,14 +288,19 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False) -> int
     finally:
         # Off first, so nothing below is traced; then hand what is left to the file.
         tr.tracing_on = False
+        if not sink.mine():
+            # a forked child on its way out: the file and the reports are the parent's
+            at_exit = True
         if at_exit and not requests and not opts.events:
             ftrace_kill()
         elif tr.tracer is not None:
             tr.tracer.reset(tr)
             tr.tracer = None
         tr.flush()
+        mine = sink.mine()
         for msg in _patch.finish(requests):
-            print(f"fntrace: {msg}", file=sys.stderr)
+            if mine:
+                print(f"fntrace: {msg}", file=sys.stderr)
         record_table.main_pending = False
         stats = {
             "cpus": {str(c): {"written": b.written, "overrun": b.overrun, "dropped": b.dropped}
@@ -274,11 +309,11 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False) -> int
             "exit_status": status,
         }
         sink.finish(stats)
-        for pat in unmatched_patterns(tr):
+        for pat in unmatched_patterns(tr) if mine else ():
             print(f"fntrace: filter {pat!r} matched no function", file=sys.stderr)
         if opts.events:
             from ..events.fprobe_event import unbound_events
-            for ev in unbound_events():
+            for ev in unbound_events() if mine else ():
                 print(f"fntrace: event {ev}", file=sys.stderr)
             for ef in list(tr.event_files.values()):
                 ef.set_enabled(False)
