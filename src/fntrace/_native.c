@@ -1136,6 +1136,7 @@ static PyObject *str_st, *str_entryfunc, *str_retfunc, *str_ops, *str_idx, *str_
 static Py_ssize_t off_tr_graph_fops, off_tr_graph_notrace_fops, off_tr_max_graph_depth,
                   off_tr_tracing_thresh, off_tr_graph_args, off_tr_graph_retval;
 static PyObject *g_graph_entry_py, *g_graph_return_py;   /* the Python twins, for rare paths */
+static PyObject *g_safe_repr, *g_retval_payload;         /* tracers/function_graph.py */
 
 static inline void
 set_slot(PyObject *obj, Py_ssize_t off, PyObject *v)   /* steals v */
@@ -1687,6 +1688,135 @@ fgraph_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 #define DEPTH_MASK ((1LL << 20) - 1)
 
 
+/* -- funcgraph-args / funcgraph-retval payloads (tracers/function_graph.py) ----------- */
+
+/* safe_repr(v) for the common exact types whose reprlib form is plain repr() (ints
+ * and floats of at most 40 characters, short str, None/True/False); anything else goes
+ * to the Python safe_repr.  New reference. */
+static PyObject *
+fast_safe_repr(PyObject *v)
+{
+    if (v == Py_None || v == Py_True || v == Py_False || PyLong_CheckExact(v)
+            || PyFloat_CheckExact(v)
+            || (PyUnicode_CheckExact(v) && PyUnicode_GET_LENGTH(v) <= 40)) {
+        PyObject *s = PyObject_Repr(v);
+        if (s == NULL || PyUnicode_GET_LENGTH(s) <= 40)
+            return s;
+        Py_DECREF(s);
+    }
+    return PyObject_CallOneArg(g_safe_repr, v);
+}
+
+/* [[name, safe_repr(value)], ...] over the parameters (regs._param_names order), a
+ * value unbound yet being None as with f_locals.get(). */
+static PyObject *
+args_payload(PyObject *frame)
+{
+    if (frame == NULL || !PyFrame_Check(frame))
+        return PyList_New(0);
+    PyCodeObject *code = PyFrame_GetCode((PyFrameObject *)frame);
+    PyObject *names = PyCode_GetVarnames(code);
+    PyObject *out = NULL, *locals = NULL;
+    if (names == NULL)
+        goto done;
+    int npos = code->co_argcount, nkw = code->co_kwonlyargcount, flags = code->co_flags;
+    Py_ssize_t order[260];
+    int n = 0, i = npos + nkw;
+    for (int k = 0; k < npos && n < 256; k++)
+        order[n++] = k;
+    if (flags & CO_VARARGS)
+        order[n++] = i++;
+    for (int k = npos; k < npos + nkw && n < 258; k++)
+        order[n++] = k;
+    if (flags & CO_VARKEYWORDS)
+        order[n++] = i;
+#if PY_VERSION_HEX < 0x030C0000
+    locals = PyObject_GetAttrString(frame, "f_locals");
+    if (locals == NULL)
+        goto done;
+#endif
+    out = PyList_New(0);
+    if (out == NULL)
+        goto done;
+    for (int k = 0; k < n; k++) {
+        if (order[k] >= PyTuple_GET_SIZE(names))
+            break;
+        PyObject *name = PyTuple_GET_ITEM(names, order[k]);
+#if PY_VERSION_HEX >= 0x030C0000
+        PyObject *val = PyFrame_GetVar((PyFrameObject *)frame, name);
+        if (val == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_NameError))
+                goto fail;
+            PyErr_Clear();
+            val = Py_NewRef(Py_None);
+        }
+#else
+        PyObject *val = PyMapping_GetItemString(locals, PyUnicode_AsUTF8(name));
+        if (val == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_KeyError))
+                goto fail;
+            PyErr_Clear();
+            val = Py_NewRef(Py_None);
+        }
+#endif
+        PyObject *r = fast_safe_repr(val);
+        Py_DECREF(val);
+        if (r == NULL)
+            goto fail;
+        PyObject *pair = PyList_New(2);
+        if (pair == NULL) {
+            Py_DECREF(r);
+            goto fail;
+        }
+        PyList_SET_ITEM(pair, 0, Py_NewRef(name));
+        PyList_SET_ITEM(pair, 1, r);
+        int rc = PyList_Append(out, pair);
+        Py_DECREF(pair);
+        if (rc < 0)
+            goto fail;
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    Py_XDECREF(locals);
+    Py_XDECREF(names);
+    Py_DECREF(code);
+    return out;
+}
+
+/* retval_payload(v, unwind): ints as ints, else a short safe repr ("raised ..." on
+ * unwind, in Python). */
+static PyObject *
+retval_payload(PyObject *v, PyObject *unwind)
+{
+    if (unwind == Py_True || v == NULL)
+        return PyObject_CallFunctionObjArgs(g_retval_payload, v ? v : Py_None,
+                                            unwind ? unwind : Py_False, NULL);
+    if (PyLong_CheckExact(v))
+        return Py_NewRef(v);
+    return fast_safe_repr(v);
+}
+
+/* RingBuffer.write_payload: the record, then its payload keyed by sequence number. */
+static long long
+rb_write_payload(RingBufferObject *rb, long long ts, unsigned type, unsigned long a,
+                 unsigned long b, unsigned long c, unsigned long long d, PyObject *payload)
+{
+    long long seq = rb_write(rb, ts, type, 1, a, b, c, d);
+    if (seq >= 0) {
+        PyObject *k = PyLong_FromLongLong(seq);
+        if (k == NULL || rb->payloads == NULL || PyDict_SetItem(rb->payloads, k, payload) < 0) {
+            Py_XDECREF(k);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError, "ring buffer payloads are not set up");
+            return -2;
+        }
+        Py_DECREF(k);
+    }
+    return seq;
+}
+
 /* st.task_vars[gops.idx] (new reference) */
 static PyObject *
 graph_var(PyObject *gops)
@@ -1763,21 +1893,29 @@ graph_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *on = SLOT(tr, off_tr_tracing_on);
     if (on == NULL || !PyObject_IsTrue(on))
         goto out;
+    PyObject *payload = NULL;
     if (slot_ll(tr, off_tr_graph_args)) {
-        /* arguments go in a payload: the Python twin builds it */
-        Py_DECREF(tv);
-        Py_DECREF(tr);
-        return PyObject_Vectorcall(g_graph_entry_py, args, nargs, NULL);
+        /* the arguments ride beside the record */
+        payload = args_payload(SLOT(args[2], off_regs_frame));
+        if (payload == NULL) {
+            Py_DECREF(tv);
+            Py_DECREF(tr);
+            return NULL;
+        }
     }
     RingBufferObject *buf = cpu_buffer(tr);
     if (buf == NULL) {
+        Py_XDECREF(payload);
         Py_DECREF(tv);
         Py_DECREF(tr);
         return NULL;
     }
     PyObject *ipo = SLOT(func, off_rec_ip);
-    long long w = rb_write(buf, now_ns(), 2, 0, ipo ? PyLong_AsUnsignedLong(ipo) : 0,
-                           (unsigned long)depth, 0, 0);
+    unsigned long ip = ipo ? PyLong_AsUnsignedLong(ipo) : 0;
+    long long w = payload
+        ? rb_write_payload(buf, now_ns(), 2, ip, (unsigned long)depth, 0, 0, payload)
+        : rb_write(buf, now_ns(), 2, 0, ip, (unsigned long)depth, 0, 0);
+    Py_XDECREF(payload);
     Py_DECREF(buf);
     if (w == -2) {
         Py_DECREF(tv);
@@ -1825,22 +1963,32 @@ graph_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *on = SLOT(tr, off_tr_tracing_on);
     if (on == NULL || !PyObject_IsTrue(on))
         goto out;
+    PyObject *payload = NULL;
     if (slot_ll(tr, off_tr_graph_retval)) {
-        /* the return value goes in a payload: the Python twin builds it */
-        Py_DECREF(tv);
-        Py_DECREF(tr);
-        return PyObject_Vectorcall(g_graph_return_py, args, nargs, NULL);
+        /* the return value rides beside the record */
+        payload = retval_payload(SLOT(trace, off_ret_retval), SLOT(trace, off_ret_unwind));
+        if (payload == NULL) {
+            Py_DECREF(tv);
+            Py_DECREF(tr);
+            return NULL;
+        }
     }
     RingBufferObject *buf = cpu_buffer(tr);
     if (buf == NULL) {
+        Py_XDECREF(payload);
         Py_DECREF(tv);
         Py_DECREF(tr);
         return NULL;
     }
     PyObject *ipo = SLOT(SLOT(trace, off_ret_func), off_rec_ip);
-    long long w = rb_write(buf, rettime, 3, 0, ipo ? PyLong_AsUnsignedLong(ipo) : 0,
-                           (unsigned long)depth, (unsigned long)slot_ll(trace, off_ret_overrun),
-                           (unsigned long long)calltime);
+    unsigned long ip = ipo ? PyLong_AsUnsignedLong(ipo) : 0;
+    unsigned long ov = (unsigned long)slot_ll(trace, off_ret_overrun);
+    long long w = payload
+        ? rb_write_payload(buf, rettime, 3, ip, (unsigned long)depth, ov,
+                           (unsigned long long)calltime, payload)
+        : rb_write(buf, rettime, 3, 0, ip, (unsigned long)depth, ov,
+                   (unsigned long long)calltime);
+    Py_XDECREF(payload);
     Py_DECREF(buf);
     if (w == -2) {
         Py_DECREF(tv);
@@ -1856,12 +2004,15 @@ out:
 static PyObject *
 set_graph_twins(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "set_graph_twins(graph_entry, graph_return)");
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError,
+                        "set_graph_twins(graph_entry, graph_return, safe_repr, retval_payload)");
         return NULL;
     }
     Py_XSETREF(g_graph_entry_py, Py_NewRef(args[0]));
     Py_XSETREF(g_graph_return_py, Py_NewRef(args[1]));
+    Py_XSETREF(g_safe_repr, Py_NewRef(args[2]));
+    Py_XSETREF(g_retval_payload, Py_NewRef(args[3]));
     Py_RETURN_NONE;
 }
 

@@ -140,13 +140,14 @@ def graph_return(trace, gops, fregs) -> None:
                   trace.calltime)
 
 
-# The native twins, when built; the Python ones stay for the rare paths (arguments,
-# return values, the lazy start), which the native ones hand back to them.
+# The native twins, when built; the Python ones stay for the rare path (the lazy
+# start), which the native ones hand back to them, and give safe_repr/retval_payload
+# for the values the native ones do not render themselves.
 py_graph_entry = graph_entry
 py_graph_return = graph_return
 _native = _env.native()
 if _native is not None and hasattr(_native, "graph_entry"):
-    _native.set_graph_twins(py_graph_entry, py_graph_return)
+    _native.set_graph_twins(py_graph_entry, py_graph_return, safe_repr, retval_payload)
     graph_entry = _native.graph_entry        # noqa: F811
     graph_return = _native.graph_return      # noqa: F811
 
