@@ -205,10 +205,7 @@ def measure(py, n, configs, runs, callgrind=True):
                 res[c]["size"] = os.path.getsize(outs[c]) if os.path.exists(outs[c]) else 0
         if callgrind and _common.have_valgrind():
             for c in todo:
-                argv, so = _cmd(py, c, n, outs[c])
-                if so:
-                    # callgrind_ir discards stdout: run through a shell redirect instead
-                    argv = ["/bin/sh", "-c", " ".join(_sh(a) for a in argv) + " > " + _sh(outs[c])]
+                argv, _ = _cmd(py, c, n, outs[c])       # (stdout is read by callgrind_ir)
                 res[c]["ir"] = _common.callgrind_ir(argv, env)
                 print(f"  [{c}] {res[c]['ir']:,} instructions", file=sys.stderr)
     for c in todo:
@@ -217,11 +214,6 @@ def measure(py, n, configs, runs, callgrind=True):
     info = _common.probe(py, env)
     return {"python": f"{info['version']} ({info['backend']})", "n": n, "calls": calls,
             "runs": runs, "results": res}
-
-
-def _sh(s):
-    import shlex
-    return shlex.quote(s)
 
 
 def table(m):

@@ -121,6 +121,8 @@ def parse_patch(spec: str) -> PatchRequest:
 
 
 def install(requests: list[PatchRequest]) -> None:
+    if not requests:
+        return
     record_table.install_import_hook()
     record_table.refresh()
     for r in requests:
