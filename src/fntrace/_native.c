@@ -1135,7 +1135,7 @@ static long g_max_depth;
 static PyObject *str_st, *str_entryfunc, *str_retfunc, *str_ops, *str_idx, *str_private;
 static Py_ssize_t off_tr_graph_fops, off_tr_graph_notrace_fops, off_tr_max_graph_depth,
                   off_tr_tracing_thresh, off_tr_graph_args, off_tr_graph_retval;
-static PyObject *g_graph_entry_py, *g_graph_return_py;   /* the Python twins, for rare paths */
+static PyObject *g_graph_entry_py;      /* the Python twin, for the lazy start */
 static PyObject *g_safe_repr, *g_retval_payload;         /* tracers/function_graph.py */
 
 static inline void
@@ -2004,15 +2004,14 @@ out:
 static PyObject *
 set_graph_twins(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4) {
+    if (nargs != 3) {
         PyErr_SetString(PyExc_TypeError,
-                        "set_graph_twins(graph_entry, graph_return, safe_repr, retval_payload)");
+                        "set_graph_twins(graph_entry, safe_repr, retval_payload)");
         return NULL;
     }
     Py_XSETREF(g_graph_entry_py, Py_NewRef(args[0]));
-    Py_XSETREF(g_graph_return_py, Py_NewRef(args[1]));
-    Py_XSETREF(g_safe_repr, Py_NewRef(args[2]));
-    Py_XSETREF(g_retval_payload, Py_NewRef(args[3]));
+    Py_XSETREF(g_safe_repr, Py_NewRef(args[1]));
+    Py_XSETREF(g_retval_payload, Py_NewRef(args[2]));
     Py_RETURN_NONE;
 }
 

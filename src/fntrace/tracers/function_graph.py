@@ -147,7 +147,7 @@ py_graph_entry = graph_entry
 py_graph_return = graph_return
 _native = _env.native()
 if _native is not None and hasattr(_native, "graph_entry"):
-    _native.set_graph_twins(py_graph_entry, py_graph_return, safe_repr, retval_payload)
+    _native.set_graph_twins(py_graph_entry, safe_repr, retval_payload)
     graph_entry = _native.graph_entry        # noqa: F811
     graph_return = _native.graph_return      # noqa: F811
 
