@@ -20,9 +20,13 @@ import os
 import struct
 import threading
 import zlib
+from collections import namedtuple
 from collections.abc import Iterable, Iterator, Mapping
 from operator import itemgetter
-from typing import Any, BinaryIO, NamedTuple
+# typing is not imported at run time (the recorder's import cost); annotations are strings
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO
 
 from .errors import TraceFileError
 
@@ -335,12 +339,8 @@ class TraceFileWriter:
         self._pending_syms = []
 
 
-class _Chunk(NamedTuple):
-    first_seq: int
-    nrecords: int
-    lost: int
-    records: memoryview
-    payloads: dict[int, Any] | None  # record index in chunk -> payload
+# payloads: record index in chunk -> payload, or None
+_Chunk = namedtuple("_Chunk", "first_seq nrecords lost records payloads")
 
 
 class TraceFile:

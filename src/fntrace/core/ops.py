@@ -19,7 +19,11 @@ import time
 import weakref
 from collections.abc import Callable, Iterable
 from types import CodeType
-from typing import Any
+# typing is not imported at run time (it is a fifth of fntrace's import cost);
+# the annotations are strings (from __future__ import annotations).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from .. import _env
 from ..errors import BusyError, FilterError, FntraceError, NotFoundError, UsageError
@@ -77,7 +81,8 @@ _ATTRIBUTE_FLAGS = (OFL.SAVE_REGS | OFL.SAVE_REGS_IF_SUPPORTED
                     | OFL.RCU | OFL.TRACE_ARRAY | OFL.RETURNS
                     | OFL.GRAPH | OFL.SUBOP)
 
-Callback = Callable[[DynFtrace, DynFtrace, "Ops", Any], None]
+if TYPE_CHECKING:
+    Callback = Callable[[DynFtrace, DynFtrace, "Ops", Any], None]
 
 
 class Ops:

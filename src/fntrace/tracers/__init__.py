@@ -1,15 +1,16 @@
 """Tracers: what ``current_tracer`` selects (kernel/trace/trace_*.c)."""
 from __future__ import annotations
 
-from typing import Protocol
+TYPE_CHECKING = False
+if TYPE_CHECKING:                       # typing is costly to import; only checkers need this
+    from typing import Protocol
 
+    class Tracer(Protocol):
+        name: str
 
-class Tracer(Protocol):
-    name: str
+        def init(self, tr) -> None: ...
 
-    def init(self, tr) -> None: ...
-
-    def reset(self, tr) -> None: ...
+        def reset(self, tr) -> None: ...
 
 
 def available_tracers() -> dict[str, type]:
