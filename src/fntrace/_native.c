@@ -73,7 +73,9 @@ static long long g_REGS_EN, g_RET_EN;
 
 /* slot offsets */
 static Py_ssize_t off_rec_func, off_rec_ops, off_rec_flags, off_rec_ip, off_rec_gen_start;
-static Py_ssize_t off_G_trace_function, off_G_trace_op, off_G_ret_handler, off_G_resume_handler;
+static Py_ssize_t off_G_trace_function, off_G_trace_op, off_G_ret_handler, off_G_resume_handler,
+                  off_G_trap;
+static PyObject *g_disable;         /* sys.monitoring.DISABLE */
 static Py_ssize_t off_regs_frame, off_regs_rec, off_regs_regs, off_regs_retval;
 static Py_ssize_t off_ops_private;
 static Py_ssize_t off_tr_tracing_on, off_tr_local;
@@ -426,6 +428,46 @@ site_entry(PyObject *rec, PyFrameObject *frame, PyObject *func, PyObject *op)
     return 0;
 }
 
+/* A start that found no site (dispatch._miss): G.trap(code, globals), the back end's
+ * discovery trap, may make one.  1: look again; 0: return None; 2: return DISABLE;
+ * -1: an error not contained. */
+static int
+site_trap(PyObject *code)
+{
+    PyObject *trap = SLOT(g_G, off_G_trap);
+    if (trap == NULL || trap == Py_None)
+        return 0;
+    PyObject *glb = PyEval_GetGlobals();         /* borrowed; no frame object made */
+    Py_INCREF(trap);
+    PyObject *args[2] = {code, glb ? glb : Py_None};
+    PyObject *r = PyObject_Vectorcall(trap, args, 2, NULL);
+    int t;
+    if (r == NULL)
+        t = contain(trap) < 0 ? -1 : 0;
+    else {
+        int b = PyObject_IsTrue(r);
+        Py_DECREF(r);
+        t = b < 0 ? (contain(trap) < 0 ? -1 : 0) : (b ? 1 : 2);
+    }
+    Py_DECREF(trap);
+    return t;
+}
+
+#define MISS_OR_TRAP(rec, code) \
+    if (rec == NULL) { \
+        if (PyErr_Occurred()) \
+            return NULL; \
+        int t_ = site_trap(code); \
+        if (t_ != 1) \
+            return t_ < 0 ? NULL : Py_NewRef(t_ == 2 && g_disable ? g_disable : Py_None); \
+        rec = lookup_id(g_sites, code); \
+        if (rec == NULL) { \
+            if (PyErr_Occurred()) \
+                return NULL; \
+            Py_RETURN_NONE; \
+        } \
+    }
+
 /* A sys.monitoring entry (PY_START, PY_RESUME, PY_THROW) of `code` on fgraph's fast
  * lane: 1 done, 0 not for the lane, -1 error not contained. */
 static int
@@ -449,11 +491,7 @@ on_py_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (nargs < 1)
         Py_RETURN_NONE;
     PyObject *rec = lookup_id(g_sites, args[0]);
-    if (rec == NULL) {
-        if (PyErr_Occurred())
-            return NULL;
-        Py_RETURN_NONE;
-    }
+    MISS_OR_TRAP(rec, args[0])
     if (g_fast_tr != NULL && SLOT(rec, off_rec_func) == g_fgraph_enter_fn) {
         int r = fast_entry(rec, args[0]);
         if (r < 0)
@@ -484,11 +522,7 @@ on_py_start_global(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (nargs < 1)
         Py_RETURN_NONE;
     PyObject *rec = lookup_id(g_sites, args[0]);
-    if (rec == NULL) {
-        if (PyErr_Occurred())
-            return NULL;
-        Py_RETURN_NONE;
-    }
+    MISS_OR_TRAP(rec, args[0])
     if (g_fast_tr != NULL && SLOT(g_G, off_G_trace_function) == g_fgraph_enter_fn) {
         int r = fast_entry(rec, args[0]);
         if (r < 0)
@@ -2099,6 +2133,7 @@ native_init(PyObject *self, PyObject *ns)
     GET("parent_slow", g_parent_slow);
     GET("return_offsets", g_return_offsets);
     GET("NO_RETVAL", g_no_retval);
+    GET("DISABLE", g_disable);
     GET("profile_resume", g_profile_resume);
     GET("profile_return", g_profile_return);
     GET("FtraceRegs", regs_type);
@@ -2120,6 +2155,7 @@ native_init(PyObject *self, PyObject *ns)
     OFF(G_type, "trace_op", off_G_trace_op);
     OFF(G_type, "ret_handler", off_G_ret_handler);
     OFF(G_type, "resume_handler", off_G_resume_handler);
+    OFF(G_type, "trap", off_G_trap);
     OFF(regs_type, "frame", off_regs_frame);
     OFF(regs_type, "rec", off_regs_rec);
     OFF(regs_type, "regs", off_regs_regs);

@@ -3,13 +3,24 @@ code object, so functions nobody traces run with no callback at all (PEP 669).
 
 One tool id carries all of fntrace — every ops, instance and tracer multiplexes on it
 through core/dispatch.py — and it is taken only while some site is patched.
+
+The discovery trap.  While some ops traces every function, listing every function of
+every loaded module up front would be most of a short run's cost, and most of those
+functions never run.  Instead a global PY_START stays on: the first time a code object
+that is not a site starts, ``_trap`` lists its module (the module-load path then patches
+what the registered ops select, as for a module imported later) and the call goes on
+as a traced one; a code object that is still not a site gets DISABLE, so CPython stops
+calling for it.  CPython quirk: a location turned off by DISABLE stays off when local
+events are set on it later (even with the global event off) until restart_events(),
+so patching such a code object restarts the events.
 """
 from __future__ import annotations
 
 import sys
+import weakref
 
 from ..core import dispatch
-from ..core.records import FTRACE_FL, DynFtrace
+from ..core.records import FTRACE_FL, DynFtrace, record_table
 from ..errors import BusyError
 
 __all__ = ["MonitoringBackend", "TOOL_ID"]
@@ -32,6 +43,10 @@ class MonitoringBackend:
         self._patched: dict[int, DynFtrace] = {}
         self._unwind = False
         self._want_unwind = False
+        self._trap_on = False
+        # given DISABLE by the trap: id(code) -> weakref (plain dict and weakref, not
+        # WeakSet: the update path must not run library code that would be traced)
+        self._trapped: dict[int, weakref.ref] = {}
 
     def _events(self, rec: DynFtrace) -> int:
         E = sys.monitoring.events
@@ -71,8 +86,44 @@ class MonitoringBackend:
         E = mon.events
         mon.register_callback(TOOL_ID, E.PY_UNWIND, dispatch.on_py_unwind if on else None)
         mon.register_callback(TOOL_ID, E.PY_THROW, dispatch.on_py_throw if on else None)
-        mon.set_events(TOOL_ID, (E.PY_UNWIND | E.PY_THROW) if on else 0)
         self._unwind = on
+        self._set_global()
+
+    def _set_global(self) -> None:
+        E = sys.monitoring.events
+        ev = (E.PY_UNWIND | E.PY_THROW) if self._unwind else 0
+        if self._trap_on:
+            ev |= E.PY_START
+        sys.monitoring.set_events(TOOL_ID, ev)
+
+    # -- the discovery trap ---------------------------------------------------------
+    supports_trap = True
+
+    def set_trap(self, on: bool) -> None:
+        """Discover functions as they first run (see the module docstring)."""
+        if on == self._trap_on or not self.active:
+            return
+        self._trap_on = on
+        dispatch.G.trap = self._trap if on else None
+        self._set_global()
+
+    def _trap(self, code, glb) -> bool:
+        """A code object that is not a site starts: list its module if that was not
+        done yet; True if it is a site now."""
+        name = glb.get("__name__") if isinstance(glb, dict) else None
+        if isinstance(name, str):
+            mod = sys.modules.get(name)
+            if (mod is not None and getattr(mod, "__dict__", None) is glb
+                    and not (name in record_table.scanned
+                             and record_table.module_ids.get(name) == id(mod))):
+                record_table.scan_module(mod)
+        if id(code) in dispatch.sites:
+            return True
+        try:
+            self._trapped[id(code)] = weakref.ref(code)
+        except TypeError:
+            pass
+        return False
 
     def stop(self) -> None:
         if not self.active:
@@ -81,6 +132,8 @@ class MonitoringBackend:
         for rec, code in list(self._patched.values()):
             self._unpatch(code)
         self._patched.clear()
+        self._trap_on = False
+        dispatch.G.trap = None
         mon.set_events(TOOL_ID, 0)
         E = mon.events
         for ev in (E.PY_START, E.PY_RETURN, E.PY_YIELD, E.PY_RESUME, E.PY_UNWIND, E.PY_THROW):
@@ -98,6 +151,8 @@ class MonitoringBackend:
         E = mon.events
         for ev in (E.PY_START, E.PY_RETURN, E.PY_YIELD, E.PY_RESUME, E.PY_UNWIND, E.PY_THROW):
             mon.register_callback(TOOL_ID, ev, None)
+        self._trap_on = False
+        dispatch.G.trap = None
         mon.set_events(TOOL_ID, 0)
         dispatch.forget(dispatch.sites)
         self._unwind = self._want_unwind = False
@@ -108,6 +163,13 @@ class MonitoringBackend:
         dispatch.sites[id(code)] = rec
         self._patched[rec.ip] = (rec, code)
         sys.monitoring.set_local_events(TOOL_ID, code, self._events(rec))
+        if self._trapped:
+            ref = self._trapped.get(id(code))
+            if ref is not None and ref() is code:
+                # DISABLE outlives set_local_events: re-arm (every trapped location;
+                # those still not sites are turned off again on their next start)
+                self._trapped.clear()
+                sys.monitoring.restart_events()
 
     def modify_call(self, rec: DynFtrace) -> None:
         # The slot (rec.func / rec.ops) was already rewritten; the event set, or the code

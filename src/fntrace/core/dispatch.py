@@ -43,7 +43,8 @@ _RET_EN = int(FTRACE_FL.RET_EN)
 # The global target of a kernel without CALL_OPS (ftrace.c ftrace_trace_function and
 # function_trace_op).  Written by core/ops.update_ftrace_function().
 class _Global:
-    __slots__ = ("trace_function", "trace_op", "ops_list", "ret_handler", "resume_handler")
+    __slots__ = ("trace_function", "trace_op", "ops_list", "ret_handler", "resume_handler",
+                 "trap")
 
     def __init__(self) -> None:
         self.trace_function = None
@@ -51,6 +52,7 @@ class _Global:
         self.ops_list: tuple = ()          # registered ops, most recent first
         self.ret_handler = None            # fgraph's return path, when a graph user is on
         self.resume_handler = None         # fgraph's generator-resume path
+        self.trap = None                   # trap(code, globals) -> is a site now (arch)
 
 
 G = _Global()
@@ -123,12 +125,33 @@ def ftrace_ops_list_func(ip, parent_ip, op, fregs) -> None:
                 _contain(op, exc)
 
 
+_DISABLE = getattr(getattr(sys, "monitoring", None), "DISABLE", None)
+
+
+def _miss(code):
+    """A start that found no site: the back end's discovery trap, if it is set, may make
+    one (arch/monitoring.py); the record, or what the callback returns (None: a site
+    turned off while the event was on its way; DISABLE: not a site, no more calls)."""
+    trap = G.trap
+    if trap is None:
+        return None
+    try:
+        if not trap(code, _getframe(2).f_globals):
+            return _DISABLE
+    except (Exception, SystemExit) as exc:
+        _contain(trap, exc)
+        return None
+    return _sites_get(id(code))
+
+
 def on_py_start(code, offset):
     """sys.monitoring PY_START on a patched site, CALL_OPS dispatch: the site's record
     holds its ops, so one ops costs the same whatever else is registered."""
     rec = _sites_get(id(code))
     if rec is None:
-        return None                          # site turned off while the event was on its way
+        rec = _miss(code)
+        if rec is None or rec is _DISABLE:
+            return rec
     frame = _getframe(1)
     back = frame.f_back
     if back is None:
@@ -150,7 +173,9 @@ def on_py_start_global(code, offset):
     single registered ops or, as soon as two are registered, the list func."""
     rec = _sites_get(id(code))
     if rec is None:
-        return None
+        rec = _miss(code)
+        if rec is None or rec is _DISABLE:
+            return rec
     frame = _getframe(1)
     back = frame.f_back
     if back is None:
@@ -329,7 +354,7 @@ profile_hook_global = _make_profile_hook(False)
 
 # Code objects of the dispatcher: a thread with one of these on its stack is inside a
 # callback (used by ops.synchronize(), the RCU grace period of unregister).
-DISPATCH_CODES = {f.__code__ for f in (on_py_start, on_py_start_global, on_py_return,
+DISPATCH_CODES = {f.__code__ for f in (on_py_start, on_py_start_global, _miss, on_py_return,
                                         on_py_unwind, on_py_resume, on_py_throw, profile_hook,
                                         ftrace_ops_list_func, _profile_resume, _profile_return)}
 
@@ -356,7 +381,7 @@ def attach_native() -> None:
         "profile_resume": _profile_resume, "profile_return": _profile_return,
         "NO_RETVAL": _NO_RETVAL, "FtraceRegs": FtraceRegs, "DynFtrace": DynFtrace,
         "Global": _Global, "Ops": Ops, "TraceArray": TraceArray,
-        "REGS_EN": _REGS_EN, "RET_EN": _RET_EN,
+        "REGS_EN": _REGS_EN, "RET_EN": _RET_EN, "DISABLE": _DISABLE,
     })
     g = globals()
     for name in ("on_py_start", "on_py_start_global", "on_py_return", "on_py_unwind",

@@ -469,6 +469,24 @@ def _check_ipmodify(ops: Ops, recs: Iterable[DynFtrace]) -> None:
                                 "the function with an IPMODIFY ops")
 
 
+def _traces_everything(op: Ops) -> bool:
+    return not (op.filter_hash or op.filter_cached)
+
+
+def _sync_trap() -> None:
+    """An ops that traces every function needs the records of every loaded module.  A
+    back end with a discovery trap (sys.monitoring) makes them as the functions first
+    run; otherwise they are all listed now.  Either way a module listed later is
+    patched by the module-load path (_on_module_load)."""
+    want = _state["enabled"] and any(_traces_everything(op) for op in ftrace_ops_list)
+    if getattr(backend, "supports_trap", False):
+        if want:
+            _backend_start()
+        backend.set_trap(want)
+    elif want:
+        record_table.refresh()
+
+
 def register_ftrace_function(ops: Ops) -> None:
     """Start calling ``ops.func`` for every function its filter selects.
 
@@ -490,10 +508,8 @@ def register_ftrace_function(ops: Ops) -> None:
                 raise FilterError("IPMODIFY and DIRECT ops need a non-empty filter")
             if ops.flags & OFL.IPMODIFY and ops.notrace_hash:
                 raise FilterError("an IPMODIFY ops may not have a notrace hash")
-        # Every module imported so far gets its records (the kernel has them from boot):
-        # those a filter selects were listed when it was set; without one, all of them.
-        if not (ops.filter_hash or ops.filter_cached):
-            record_table.refresh()
+        # The records a filter selects were listed when it was set; an ops without one
+        # traces every function: see _sync_trap (after the ops is on the list).
         _install_module_listener()
         _check_ipmodify(ops, _candidates(ops))
         ops.flags |= OFL.ENABLED | OFL.INITIALIZED | OFL.ADDING
@@ -502,12 +518,14 @@ def register_ftrace_function(ops: Ops) -> None:
             touched = _hash_rec_update(ops, True)
             update_ftrace_function()
             ftrace_replace_code(touched)
+            _sync_trap()
         except BaseException:
             _hash_rec_update(ops, False)
             ftrace_ops_list.remove(ops)
             ops.flags &= ~OFL.ENABLED
             update_ftrace_function()
             ftrace_replace_code(touched if 'touched' in locals() else [])
+            _sync_trap()
             raise
         finally:
             ops.flags &= ~OFL.ADDING
@@ -533,6 +551,7 @@ def unregister_ftrace_function(ops: Ops) -> None:
         update_ftrace_function()
         ftrace_replace_code(touched)
         ops.flags &= ~OFL.REMOVING
+        _sync_trap()
         if not ftrace_ops_list and backend.active:
             backend.stop()
     synchronize()
@@ -566,6 +585,8 @@ def _move_hash(ops: Ops, new_filter: FtraceHash | None, new_notrace: FtraceHash 
         # A subop (an fgraph user's filter): its manager's hashes follow
         # (ftrace_hash_move_and_update_subops).
         ops.managed(ops)
+    _sync_trap()
+
 
 
 def _set_regex(ops: Ops, buf: str | None, reset: bool, enable: bool, keep_unmatched: bool) -> None:
@@ -748,6 +769,7 @@ def set_ftrace_enabled(on: bool) -> None:
             raise BusyError("a PERMANENT ops is registered")
         _state["enabled"] = on
         ftrace_replace_code([r for r in record_table.records if r.count])
+        _sync_trap()
 
 
 # ---------------------------------------------------------------------------------
@@ -780,13 +802,22 @@ def _rec_line(rec: DynFtrace) -> str:
     return line
 
 
+def _list_everything() -> None:
+    # With the discovery trap on, some loaded modules are not listed yet: listing them
+    # patches them, so the file shows what eager listing would have.
+    if any(_traces_everything(op) for op in ftrace_ops_list):
+        record_table.refresh()
+
+
 def enabled_functions() -> list[str]:
     with ftrace_lock:
+        _list_everything()
         return [_rec_line(r) for r in record_table.records if r.flags & _FL.ENABLED]
 
 
 def touched_functions() -> list[str]:
     with ftrace_lock:
+        _list_everything()
         return [_rec_line(r) for r in record_table.records if r.flags & _FL.TOUCHED]
 
 
