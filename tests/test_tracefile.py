@@ -575,3 +575,27 @@ def test_unknown_block_is_skipped():
     data = FILE_HEAD + HEAD + block(b"XTRA", b"future stuff") + END
     tf = TraceFile.frombytes(data)
     assert tf.complete and tf.nr_records() == 0
+
+
+# The block checksum: the native twin's crc32 must give zlib.crc32's value for any
+# data, length and starting value (it folds 64-byte blocks with carry-less multiply).
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from fntrace import tracefile as _tf  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(min_size=0, max_size=700), start=st.integers(0, 2**32 - 1),
+       offset=st.integers(0, 15))
+def test_block_crc_is_zlib_crc32(data, start, offset):
+    buf = bytes(offset) + data
+    view = memoryview(buf)[offset:]         # unaligned starts too
+    assert _tf._crc32(view, start) == zlib.crc32(data, start)
+    assert _tf._crc32(data) == zlib.crc32(data)
+
+
+def test_block_crc_is_zlib_crc32_on_a_large_buffer():
+    data = bytes(range(256)) * 4099 + b"tail"
+    assert _tf._crc32(data) == zlib.crc32(data)
+    assert _tf._crc32(data[:1 << 16], 7) == zlib.crc32(data[:1 << 16], 7)

@@ -28,7 +28,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, BinaryIO
 
+from . import _env
 from .errors import TraceFileError
+
+# zlib.crc32, or the native twin's (same values; folded with carry-less multiply where
+# the CPU has it, several times faster on the megabytes of records a trace holds)
+_native = _env.native()
+_crc32 = _native.crc32 if _native is not None and hasattr(_native, "crc32") else zlib.crc32
 
 __all__ = [
     "RECORD",
@@ -299,9 +305,9 @@ class TraceFileWriter:
     def _write_block(self, tag: bytes, *parts: bytes | memoryview) -> None:
         length = sum(memoryview(p).nbytes for p in parts)
         head = _BLOCK_HEAD.pack(tag, length)
-        crc = zlib.crc32(head)
+        crc = _crc32(head)
         for p in parts:
-            crc = zlib.crc32(p, crc)
+            crc = _crc32(p, crc)
         self._write(head)
         for p in parts:
             if len(p):
@@ -521,7 +527,7 @@ class TraceFile:
                 )
             return None
         (stored,) = _CRC.unpack_from(mv, end - _CRC.size)
-        computed = zlib.crc32(mv[pos : end - _CRC.size])
+        computed = _crc32(mv[pos : end - _CRC.size])
         if stored != computed:
             raise self._error(
                 pos,
@@ -539,7 +545,7 @@ class TraceFile:
         tail = mv[len(mv) - n :]
         tag, length = _BLOCK_HEAD.unpack_from(tail)
         (crc,) = _CRC.unpack_from(tail, _BLOCK_HEAD.size)
-        return tag == TAG_END and length == 0 and crc == zlib.crc32(tail[: _BLOCK_HEAD.size])
+        return tag == TAG_END and length == 0 and crc == _crc32(tail[: _BLOCK_HEAD.size])
 
     def _parse_json_dict(self, payload: memoryview, offset: int, what: str) -> dict[str, Any]:
         try:
