@@ -896,3 +896,49 @@ def test_single_ops_same_callbacks_with_or_without_call_ops(mod, call_ops):
     assert rec.names() == [f"{m}.foo", f"{m}.bar", f"{m}.Widget.method"]
     expected_o = " O" if call_ops else "  "
     assert site_line(lines, f"{m}.foo").group("O") == expected_o
+
+
+# -- the discovery trap (sys.monitoring): functions listed as they first run ------------
+
+def test_code_turned_away_by_the_discovery_trap_is_traced_once_selected():
+    # h's code belongs to no loaded module: with an ops tracing everything, its first
+    # start is turned away (DISABLE on 3.12+).  Selected later, it must be reported:
+    # CPython keeps a DISABLEd location off until the events are restarted.
+    ns = {"__name__": "fntrace_test_dynamic"}
+    exec("def h():\n    return 3\n", ns)
+    h = ns["h"]
+    everything, chosen = [], []
+    ops_all = fntrace.Ops(lambda ip, parent, op, fregs: everything.append(ip.name))
+    fntrace.register_ftrace_function(ops_all)
+    try:
+        assert h() == 3
+        assert "fntrace_test_dynamic.h" not in everything
+        ops_h = fntrace.Ops(lambda ip, parent, op, fregs: chosen.append(ip.name))
+        fntrace.ftrace_set_filter_ip(ops_h, h)
+        fntrace.register_ftrace_function(ops_h)
+        try:
+            assert h() == 3
+            assert chosen == ["fntrace_test_dynamic.h"]
+            assert everything.count("fntrace_test_dynamic.h") == 1
+        finally:
+            fntrace.unregister_ftrace_function(ops_h)
+    finally:
+        fntrace.unregister_ftrace_function(ops_all)
+
+
+def test_modules_loaded_before_fntrace_are_traced_when_first_called(tmp_script, run_fntrace):
+    # posixpath is imported by the interpreter at start-up, before fntrace is: with the
+    # function tracer on everything, its functions are found when they first run.
+    prog = tmp_script("""
+        import posixpath
+
+        def main():
+            return posixpath.join("a", "b")
+
+        print(main())
+    """)
+    r = run_fntrace("record", "-p", "function", "-o", "t.dat", prog)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "a/b\n"
+    rep = run_fntrace("report", "t.dat")
+    assert re.search(r"posixpath\.join <-__main__\.main$", rep.stdout, re.M), rep.stdout[-2000:]
