@@ -59,6 +59,7 @@ now_ns(void)
 /* -- State shared with the Python side (set once by init()) ----------------------- */
 
 static PyObject *g_sites;          /* dispatch.sites: id(code) -> record */
+static PyObject *g_no_site;        /* dispatch.no_site: id(code) -> code the trap turned away */
 static PyObject *g_by_code;        /* record_table.by_code */
 static PyObject *g_root;           /* records.ROOT */
 static PyObject *g_G;              /* dispatch.G */
@@ -107,8 +108,8 @@ slot_offset(PyObject *type, const char *name)
 #define PCACHE_SIZE 4096            /* power of two */
 typedef struct { void *key; PyObject *value; } pcache_entry;
 typedef struct { pcache_entry e[PCACHE_SIZE]; } pcache;
-static pcache cache_sites, cache_by_code;
-static PyObject *g_sites_dict_for_cache, *g_by_code_dict_for_cache;
+static pcache cache_sites, cache_by_code, cache_no_site;
+static PyObject *g_sites_dict_for_cache, *g_by_code_dict_for_cache, *g_no_site_dict_for_cache;
 
 static inline size_t
 phash(void *p)
@@ -134,7 +135,8 @@ lookup_id(PyObject *dict, void *ptr)
 {
     /* dict keyed by id(obj): borrowed result, NULL if absent (no error set). */
     pcache *c = dict == g_sites_dict_for_cache ? &cache_sites
-              : dict == g_by_code_dict_for_cache ? &cache_by_code : NULL;
+              : dict == g_by_code_dict_for_cache ? &cache_by_code
+              : dict == g_no_site_dict_for_cache ? &cache_no_site : NULL;
     if (c == NULL)
         return lookup_id_slow(dict, ptr);
     size_t h = phash(ptr);
@@ -157,12 +159,12 @@ lookup_id(PyObject *dict, void *ptr)
 static PyObject *
 cache_forget(PyObject *self, PyObject *arg)
 {
-    /* Drop one address from both caches (every probe slot holding it). */
+    /* Drop one address from every cache (every probe slot holding it). */
     void *ptr = PyLong_AsVoidPtr(arg);
     if (ptr == NULL && PyErr_Occurred())
         return NULL;
-    pcache *caches[2] = {&cache_sites, &cache_by_code};
-    for (int c = 0; c < 2; c++) {
+    pcache *caches[3] = {&cache_sites, &cache_by_code, &cache_no_site};
+    for (int c = 0; c < 3; c++) {
         size_t h = phash(ptr);
         for (int probe = 0; probe < 4; probe++) {
             pcache_entry *e = &caches[c]->e[(h + probe) & (PCACHE_SIZE - 1)];
@@ -180,6 +182,7 @@ cache_clear(PyObject *self, PyObject *unused)
 {
     memset(&cache_sites, 0, sizeof(cache_sites));
     memset(&cache_by_code, 0, sizeof(cache_by_code));
+    memset(&cache_no_site, 0, sizeof(cache_no_site));
     Py_RETURN_NONE;
 }
 
@@ -745,6 +748,11 @@ c_profile(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
         return 0;
     PyCodeObject *code = PyFrame_GetCode(frame);
     PyObject *rec = lookup_id(g_sites, code);
+    if (rec == NULL && !PyErr_Occurred() && what == PyTrace_CALL
+            && lookup_id(g_no_site, code) == NULL && !PyErr_Occurred()
+            && site_trap((PyObject *)code) == 1)
+        /* the discovery trap listed its module (see arch/profile.py) */
+        rec = lookup_id(g_sites, code);
     Py_DECREF(code);
     if (rec == NULL) {
         if (PyErr_Occurred())
@@ -2273,8 +2281,10 @@ native_init(PyObject *self, PyObject *ns)
     PyObject *rec_type, *G_type, *ops_type, *tr_type, *regs_type, *v;
     GET("sites", g_sites);
     GET("by_code", g_by_code);
+    GET("no_site", g_no_site);
     g_sites_dict_for_cache = g_sites;
     g_by_code_dict_for_cache = g_by_code;
+    g_no_site_dict_for_cache = g_no_site;
     GET("ROOT", g_root);
     GET("G", g_G);
     GET("contain", g_contain);

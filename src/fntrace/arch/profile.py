@@ -2,6 +2,11 @@
 DYNAMIC_FTRACE.  Every call of every function reaches the hook, which looks the code
 object up among the patched sites; "patching" a site is adding it to that table.
 
+The discovery trap (as in arch/monitoring.py): while some ops traces every function, a
+call that finds no site asks ``_trap``, which lists the code's module if that was not
+done yet; a code object still not a site goes in ``dispatch.no_site``, looked up first
+next time (there is no DISABLE here).
+
 Threads already running when the hook is installed are not seen (CPython has no
 setprofile for all threads before 3.12); threads started afterwards are.
 """
@@ -11,12 +16,13 @@ import sys
 import threading
 
 from ..core import dispatch
-from ..core.records import FTRACE_FL, DynFtrace
+from ..core.records import FTRACE_FL, DynFtrace, record_table
 from ..errors import BusyError
 
 __all__ = ["ProfileBackend"]
 
 _DIRECT_EN = int(FTRACE_FL.DIRECT_EN)
+no_site = dispatch.no_site
 
 
 class ProfileBackend:
@@ -43,12 +49,39 @@ class ProfileBackend:
         # setprofile reports an exception leaving a frame as a 'return' with None.
         pass
 
+    # -- the discovery trap ---------------------------------------------------------
+    supports_trap = True
+
+    def set_trap(self, on: bool) -> None:
+        if not on:
+            dispatch.G.trap = None
+            dispatch.forget(dispatch.no_site)
+        elif self.active:
+            dispatch.G.trap = self._trap
+
+    def _trap(self, code, glb) -> bool:
+        """A call of a code object that is not a site: list its module if that was not
+        done yet; True if it is a site now."""
+        name = glb.get("__name__") if isinstance(glb, dict) else None
+        if isinstance(name, str):
+            mod = sys.modules.get(name)
+            if (mod is not None and getattr(mod, "__dict__", None) is glb
+                    and not (name in record_table.scanned
+                             and record_table.module_ids.get(name) == id(mod))):
+                record_table.scan_module(mod)
+        if id(code) in dispatch.sites:
+            return True
+        dispatch.no_site[id(code)] = code
+        return False
+
     def stop(self) -> None:
         if not self.active:
             return
         if sys.getprofile() is self._hook:
             sys.setprofile(None)
         threading.setprofile(None)
+        dispatch.G.trap = None
+        dispatch.forget(dispatch.no_site)
         dispatch.forget(dispatch.sites)
         self.__init_patched().clear()
         self.active = False
@@ -58,6 +91,7 @@ class ProfileBackend:
         if sys.getprofile() is self._hook:
             sys.setprofile(None)
         threading.setprofile(None)
+        dispatch.G.trap = None
         dispatch.forget(dispatch.sites)
 
     def __init_patched(self) -> dict:
@@ -73,6 +107,8 @@ class ProfileBackend:
             dispatch.forget(dispatch.sites, id(old))
         code = rec.site_code
         patched[rec.ip] = code
+        if no_site and id(code) in no_site:
+            dispatch.forget(no_site, id(code))          # the trap turned it away before
         if rec.flags & _DIRECT_EN:
             dispatch.forget(dispatch.sites, id(code))   # only the direct trampoline: no hook work
         else:

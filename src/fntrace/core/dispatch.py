@@ -34,6 +34,9 @@ __all__ = [
 
 # id(code) -> record, for patched sites only.
 sites: dict = {}
+# id(code) -> code the setprofile back end's discovery trap found not to be a site
+# (sys.monitoring has DISABLE for that): looked up before the trap is asked again.
+no_site: dict = {}
 _sites_get = sites.get
 _by_code_get = record_table.by_code.get
 _sym = record_table.sym
@@ -312,6 +315,18 @@ def _profile_return(rec, frame, arg) -> None:
         _contain(h, exc)
 
 
+def _profile_miss(frame):
+    """A call that found no site while the discovery trap is set (arch/profile.py)."""
+    trap = G.trap
+    try:
+        if trap is None or not trap(frame.f_code, frame.f_globals):
+            return None
+    except (Exception, SystemExit) as exc:
+        _contain(trap, exc)
+        return None
+    return _sites_get(id(frame.f_code))
+
+
 def _make_profile_hook(call_ops: bool):
     """The setprofile hook (3.11 back end): every call reaches it and it tests the
     record, like a kernel without DYNAMIC_FTRACE where every mcount call runs."""
@@ -321,7 +336,11 @@ def _make_profile_hook(call_ops: bool):
         if event == "call":
             rec = _sites_get(id(frame.f_code))
             if rec is None:
-                return
+                if g.trap is None or id(frame.f_code) in no_site:
+                    return
+                rec = _profile_miss(frame)
+                if rec is None:
+                    return
             if rec.gen_start >= 0 and frame.f_lasti != rec.gen_start:
                 _profile_resume(rec, frame)
                 return
@@ -356,7 +375,8 @@ profile_hook_global = _make_profile_hook(False)
 # callback (used by ops.synchronize(), the RCU grace period of unregister).
 DISPATCH_CODES = {f.__code__ for f in (on_py_start, on_py_start_global, _miss, on_py_return,
                                         on_py_unwind, on_py_resume, on_py_throw, profile_hook,
-                                        ftrace_ops_list_func, _profile_resume, _profile_return)}
+                                        ftrace_ops_list_func, _profile_resume, _profile_return,
+                                        _profile_miss)}
 
 
 # -- the native twin -------------------------------------------------------------------
@@ -376,7 +396,8 @@ def attach_native() -> None:
     from .records import DynFtrace
     from .regs import _NO_RETVAL
     _native.init({
-        "sites": sites, "by_code": record_table.by_code, "ROOT": ROOT, "G": G,
+        "sites": sites, "by_code": record_table.by_code, "no_site": no_site, "ROOT": ROOT,
+        "G": G,
         "contain": _contain, "parent_slow": _parent_slow, "return_offsets": _return_offsets,
         "profile_resume": _profile_resume, "profile_return": _profile_return,
         "NO_RETVAL": _NO_RETVAL, "FtraceRegs": FtraceRegs, "DynFtrace": DynFtrace,
