@@ -487,6 +487,21 @@ fast_entry(PyObject *rec, PyObject *code)
     return r;
 }
 
+/* A sys.monitoring return (PY_RETURN, PY_YIELD, PY_UNWIND) of `code`: popped from
+ * fgraph's fast lane if it is there.  1 done, 0 not there, -1 error not contained. */
+static inline int
+fast_return(PyObject *code)
+{
+    thread_rec *t = tl_rec;
+    if (t == NULL || t->fs_n == 0)
+        return 0;
+    fkey k;
+    int r = fkey_of_current(code, &k) ? fg_fast_return(k) : 0;
+    if (r < 0)
+        return contain(g_fgraph_return_fn) < 0 ? -1 : 1;
+    return r;
+}
+
 static PyObject *
 on_py_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -608,16 +623,10 @@ on_py_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     /* PY_RETURN / PY_YIELD (dispatch.on_py_return). */
     if (nargs < 3)
         Py_RETURN_NONE;
-    thread_rec *t = tl_rec;
-    if (t != NULL && t->fs_n > 0) {
-        /* a call on fgraph's fast lane: matched by frame, no record lookup */
-        fkey k;
-        int r = fkey_of_current(args[0], &k) ? fg_fast_return(k) : 0;
-        if (r < 0 && contain(g_fgraph_return_fn) < 0)
-            return NULL;
-        if (r)
-            Py_RETURN_NONE;
-    }
+    /* a call on fgraph's fast lane: matched by frame, no record lookup */
+    int fast = fast_return(args[0]);
+    if (fast)
+        return fast < 0 ? NULL : Py_NewRef(Py_None);
     PyObject *rec = lookup_id(g_sites, args[0]);
     if (rec == NULL) {
         if (PyErr_Occurred())
@@ -649,15 +658,9 @@ on_py_unwind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (!(rec_flags(rec) & g_RET_EN))
         Py_RETURN_NONE;
-    thread_rec *t = tl_rec;
-    if (t != NULL && t->fs_n > 0) {
-        fkey k;
-        int r = fkey_of_current(args[0], &k) ? fg_fast_return(k) : 0;
-        if (r < 0 && contain(g_fgraph_return_fn) < 0)
-            return NULL;
-        if (r)
-            Py_RETURN_NONE;
-    }
+    int fast = fast_return(args[0]);
+    if (fast)
+        return fast < 0 ? NULL : Py_NewRef(Py_None);
     PyFrameObject *frame = PyEval_GetFrame();
     if (frame == NULL)
         Py_RETURN_NONE;
@@ -977,6 +980,25 @@ RingBuffer_write(RingBufferObject *self, PyObject *const *args, Py_ssize_t nargs
     return PyLong_FromLongLong(seq);
 }
 
+/* RingBuffer.write_payload: the record, then its payload keyed by sequence number. */
+static long long
+rb_write_payload(RingBufferObject *rb, long long ts, unsigned type, unsigned long a,
+                 unsigned long b, unsigned long c, unsigned long long d, PyObject *payload)
+{
+    long long seq = rb_write(rb, ts, type, 1, a, b, c, d);
+    if (seq >= 0) {
+        PyObject *k = PyLong_FromLongLong(seq);
+        if (k == NULL || rb->payloads == NULL || PyDict_SetItem(rb->payloads, k, payload) < 0) {
+            Py_XDECREF(k);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError, "ring buffer payloads are not set up");
+            return -2;
+        }
+        Py_DECREF(k);
+    }
+    return seq;
+}
+
 static PyObject *
 RingBuffer_write_payload(RingBufferObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -992,17 +1014,9 @@ RingBuffer_write_payload(RingBufferObject *self, PyObject *const *args, Py_ssize
     unsigned long long d = PyLong_AsUnsignedLongLong(args[5]);
     if (PyErr_Occurred())
         return NULL;
-    long long seq = rb_write(self, ts, type, 1, a, b, c, d);
+    long long seq = rb_write_payload(self, ts, type, a, b, c, d, args[6]);
     if (seq == -2)
         return NULL;
-    if (seq >= 0) {
-        PyObject *k = PyLong_FromLongLong(seq);
-        if (k == NULL || PyDict_SetItem(self->payloads, k, args[6]) < 0) {
-            Py_XDECREF(k);
-            return NULL;
-        }
-        Py_DECREF(k);
-    }
     return PyLong_FromLongLong(seq);
 }
 
@@ -1360,6 +1374,23 @@ ll_zero(PyObject *v)
     return t == 0;
 }
 
+/* One record of the lane into the thread's buffer of `tr`, as a callback (busy for
+ * synchronize()); the sequence number, -1 if dropped, -2 on error. */
+static inline long long
+lane_write(thread_rec *t, PyObject *tr, long long ts, unsigned type, unsigned long a,
+           unsigned long b, unsigned long c, unsigned long long d)
+{
+    Py_INCREF(tr);
+    t->busy++;
+    t->count++;
+    RingBufferObject *buf = cpu_buffer(tr);
+    long long w = buf ? rb_write(buf, ts, type, 0, a, b, c, d) : -2;
+    t->busy--;
+    Py_XDECREF(buf);
+    Py_DECREF(tr);
+    return w;
+}
+
 /* 1: pushed on the fast lane (and its entry written); 0: not for the lane; -1: error */
 static int
 fg_fast_enter(PyObject *rec, fkey k)
@@ -1388,15 +1419,7 @@ fg_fast_enter(PyObject *rec, fkey k)
     long long calltime = now_ns();
     PyObject *on = SLOT(tr, off_tr_tracing_on);
     if (on == Py_True || (on != NULL && on != Py_False && PyObject_IsTrue(on) == 1)) {
-        Py_INCREF(tr);
-        t->busy++;
-        t->count++;
-        RingBufferObject *buf = cpu_buffer(tr);
-        long long w = buf ? rb_write(buf, calltime, 2, 0, ip, (unsigned long)depth, 0, 0) : -2;
-        t->busy--;
-        Py_XDECREF(buf);
-        Py_DECREF(tr);
-        if (w == -2)
+        if (lane_write(t, tr, calltime, 2, ip, (unsigned long)depth, 0, 0) == -2)
             return -1;
         /* a flush may have run Python code: another thread may have reset this stack */
         if (t->fs_epoch != g_fg_epoch)
@@ -1460,17 +1483,8 @@ fg_fast_return(fkey k)
         long long rettime = now_ns();
         long long thresh = slot_ll(tr, off_tr_tracing_thresh);
         if (!thresh || rettime - f.calltime >= thresh) {
-            Py_INCREF(tr);
-            t->busy++;
-            t->count++;
-            RingBufferObject *buf = cpu_buffer(tr);
-            long long w = buf ? rb_write(buf, rettime, 3, 0, f.ip, f.depth,
-                                         (unsigned long)t->overrun,
-                                         (unsigned long long)f.calltime) : -2;
-            t->busy--;
-            Py_XDECREF(buf);
-            Py_DECREF(tr);
-            if (w == -2)
+            if (lane_write(t, tr, rettime, 3, f.ip, f.depth, (unsigned long)t->overrun,
+                           (unsigned long long)f.calltime) == -2)
                 rc = -1;
         }
     }
@@ -1502,16 +1516,6 @@ fg_sync(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 fs_reset(t);
     }
     Py_RETURN_NONE;
-}
-
-static PyObject *
-fg_depth(PyObject *self, PyObject *unused)
-{
-    /* (fast-lane frames, Python frames) of this thread, as the native side counts them */
-    thread_rec *t = tl_rec;
-    if (t == NULL || t->fs_epoch != g_fg_epoch)
-        return Py_BuildValue("(ii)", 0, 0);
-    return Py_BuildValue("(ii)", t->fs_n, t->npy);
 }
 
 static PyObject *
@@ -1838,25 +1842,6 @@ retval_payload(PyObject *v, PyObject *unwind)
     if (PyLong_CheckExact(v))
         return Py_NewRef(v);
     return fast_safe_repr(v);
-}
-
-/* RingBuffer.write_payload: the record, then its payload keyed by sequence number. */
-static long long
-rb_write_payload(RingBufferObject *rb, long long ts, unsigned type, unsigned long a,
-                 unsigned long b, unsigned long c, unsigned long long d, PyObject *payload)
-{
-    long long seq = rb_write(rb, ts, type, 1, a, b, c, d);
-    if (seq >= 0) {
-        PyObject *k = PyLong_FromLongLong(seq);
-        if (k == NULL || rb->payloads == NULL || PyDict_SetItem(rb->payloads, k, payload) < 0) {
-            Py_XDECREF(k);
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_RuntimeError, "ring buffer payloads are not set up");
-            return -2;
-        }
-        Py_DECREF(k);
-    }
-    return seq;
 }
 
 /* st.task_vars[gops.idx] (new reference) */
@@ -2347,7 +2332,6 @@ static PyMethodDef native_methods[] = {
      "crc32(data, value=0): the same value as zlib.crc32, faster"},
     {"fg_sync", (PyCFunction)(void (*)(void))fg_sync, METH_FASTCALL,
      "fg_sync(lane_tr, fast, epoch): who owns fgraph's fast lane"},
-    {"fg_depth", fg_depth, METH_NOARGS, "(fast-lane frames, Python frames) of this thread"},
     {NULL}
 };
 

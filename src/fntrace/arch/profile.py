@@ -62,13 +62,7 @@ class ProfileBackend:
     def _trap(self, code, glb) -> bool:
         """A call of a code object that is not a site: list its module if that was not
         done yet; True if it is a site now."""
-        name = glb.get("__name__") if isinstance(glb, dict) else None
-        if isinstance(name, str):
-            mod = sys.modules.get(name)
-            if (mod is not None and getattr(mod, "__dict__", None) is glb
-                    and not (name in record_table.scanned
-                             and record_table.module_ids.get(name) == id(mod))):
-                record_table.scan_module(mod)
+        record_table.scan_module_of(glb)
         if id(code) in dispatch.sites:
             return True
         dispatch.no_site[id(code)] = code

@@ -330,6 +330,17 @@ class RecordTable:
         self._notify(name, new)
         return new
 
+    def scan_module_of(self, glb: object) -> None:
+        """List the loaded module whose namespace is ``glb`` if that was not done yet (the
+        back ends' discovery traps, with the globals of a code object starting)."""
+        name = glb.get("__name__") if isinstance(glb, dict) else None
+        if not isinstance(name, str):
+            return
+        mod = sys.modules.get(name)
+        if (mod is not None and getattr(mod, "__dict__", None) is glb
+                and not (name in self.scanned and self.module_ids.get(name) == id(mod))):
+            self.scan_module(mod)
+
     def _notify(self, name: str, new: list[DynFtrace]) -> None:
         for cb in list(self.listeners):
             cb(name, new)
