@@ -901,29 +901,45 @@ def test_single_ops_same_callbacks_with_or_without_call_ops(mod, call_ops):
 # -- the discovery trap (sys.monitoring): functions listed as they first run ------------
 
 def test_code_turned_away_by_the_discovery_trap_is_traced_once_selected():
-    # h's code belongs to no loaded module: with an ops tracing everything, its first
-    # start is turned away (DISABLE on 3.12+).  Selected later, it must be reported:
-    # CPython keeps a DISABLEd location off until the events are restarted.
+    # A filter waiting for a module that is not imported keeps the discovery trap on;
+    # h's module is outside what the filter can select, so h's first start is turned
+    # away (DISABLE on 3.12+).  Selected later, it must be reported: CPython keeps a
+    # DISABLEd location off until the events are restarted.
     ns = {"__name__": "fntrace_test_dynamic"}
     exec("def h():\n    return 3\n", ns)
     h = ns["h"]
-    everything, chosen = [], []
-    ops_all = fntrace.Ops(lambda ip, parent, op, fregs: everything.append(ip.name))
-    fntrace.register_ftrace_function(ops_all)
+    waiting, chosen = [], []
+    ops_wait = fntrace.Ops(lambda ip, parent, op, fregs: waiting.append(ip.name))
+    fntrace.ftrace_set_filter(ops_wait, "*:mod:fntrace_test_never_imported")
+    fntrace.register_ftrace_function(ops_wait)
     try:
         assert h() == 3
-        assert "fntrace_test_dynamic.h" not in everything
         ops_h = fntrace.Ops(lambda ip, parent, op, fregs: chosen.append(ip.name))
         fntrace.ftrace_set_filter_ip(ops_h, h)
         fntrace.register_ftrace_function(ops_h)
         try:
             assert h() == 3
             assert chosen == ["fntrace_test_dynamic.h"]
-            assert everything.count("fntrace_test_dynamic.h") == 1
+            assert waiting == []
         finally:
             fntrace.unregister_ftrace_function(ops_h)
     finally:
+        fntrace.unregister_ftrace_function(ops_wait)
+
+
+def test_functions_made_by_exec_are_traced_with_everything():
+    # Code run with exec in a namespace of its own is a module as far as tracing goes:
+    # an ops on every function sees its functions from their first call.
+    ns = {"__name__": "fntrace_test_exec_everything"}
+    exec("def h():\n    return 4\n", ns)
+    seen = []
+    ops_all = fntrace.Ops(lambda ip, parent, op, fregs: seen.append(ip.name))
+    fntrace.register_ftrace_function(ops_all)
+    try:
+        assert ns["h"]() == 4
+    finally:
         fntrace.unregister_ftrace_function(ops_all)
+    assert "fntrace_test_exec_everything.h" in seen
 
 
 def test_modules_loaded_before_fntrace_are_traced_when_first_called(tmp_script, run_fntrace):

@@ -122,12 +122,12 @@ def test_patch_with_function_graph_shows_the_patched_return_value(tmp_path, fix)
     graph = [ln.split("|  ", 1)[1].strip() for ln in p.stdout.splitlines()
              if not ln.startswith("#") and "|  " in ln]
     bundle = [g for g in graph if g.startswith("shop.pricing.bundle_price")]
-    assert bundle == ["shop.pricing.bundle_price(); /* ret=0x3e8 */"] * 3, p.stdout
+    assert bundle == ["shop.pricing.bundle_price(); /* ret=1000 */"] * 3, p.stdout
     # The callers see the patched value: price_line returns 1000 minus the discount.
     lines = [g for g in graph if g.startswith("} /* shop.pricing.price_line ret=")]
-    assert lines == ["} /* shop.pricing.price_line ret=0x3b6 */",     # 950
-                     "} /* shop.pricing.price_line ret=0x3e8 */",     # 1000
-                     "} /* shop.pricing.price_line ret=0x384 */"], p.stdout  # 900
+    assert lines == ["} /* shop.pricing.price_line ret=950 */",     # 950
+                     "} /* shop.pricing.price_line ret=1000 */",     # 1000
+                     "} /* shop.pricing.price_line ret=900 */"], p.stdout  # 900
 
 
 # ---------------------------------------------------------------------------------
@@ -212,7 +212,7 @@ def test_patch_a_module_imported_later_under_function_graph(tmp_path, fix, prog)
     assert "late: 1004" in program_lines(p.stdout)
     graph = [ln.split("|  ", 1)[1].strip() for ln in p.stdout.splitlines()
              if not ln.startswith("#") and "|  " in ln]
-    assert graph == ["latemod.late(); /* ret=0x3ec */"], p.stdout
+    assert graph == ["latemod.late(); /* ret=1004 */"], p.stdout
 
 
 def test_two_patches_in_one_run(tmp_path, fix, prog):

@@ -939,8 +939,8 @@ def test_trampoline_that_raises_under_function_graph(m):
                 if not ln.startswith("#") and "|  " in ln]
         assert body == [
             f"{m.__name__}.caller() {{",
-            f"  {m.__name__}.target(); /* ret={hex(1002)} */",
-            f"}} /* {m.__name__}.caller ret={hex(10020)} */",
+            f"  {m.__name__}.target(); /* ret=1002 */",
+            f"}} /* {m.__name__}.caller ret=10020 */",
         ], text
     finally:
         fs.write("current_tracer", "nop")
@@ -1037,7 +1037,7 @@ def test_function_graph_shows_the_function_once_with_the_trampoline_result(m):
         unregister_ftrace_direct(ops, tramp)
     name = rec_name(m, "target")
     assert graph_entries(text, name) == [
-        f"{name}(); /* ret={hex(1002)} */", f"{name}(); /* ret={hex(1003)} */"], text
+        f"{name}(); /* ret=1002 */", f"{name}(); /* ret=1003 */"], text
     assert len(graph_entries(text, rec_name(m, "caller"))) == 2
 
 
@@ -1154,7 +1154,7 @@ class _DirectTcHarness:
         else:
             ents = graph_entries(text, self.name)
             if self.tracer_on:
-                assert ents == [f"{self.name}(); /* ret={hex(want)} */"], text
+                assert ents == [f"{self.name}(); /* ret={want} */"], text
             else:
                 assert ents == [], text
         line = func_line(fntrace.enabled_functions(), self.name)
@@ -1481,8 +1481,8 @@ def test_factory_stays_traced_while_its_closure_is_patched(m, tracer):
         assert (before, during, after) == ((3, 1, 1), (1003, 1, 1), (3, 1, 1))
     else:
         assert (before, during, after) == (
-            (3, 1, ["/* ret=0x3 */"]), (1003, 1, [f"/* ret={hex(1003)} */"]),
-            (3, 1, ["/* ret=0x3 */"]))
+            (3, 1, ["/* ret=3 */"]), (1003, 1, [f"/* ret=1003 */"]),
+            (3, 1, ["/* ret=3 */"]))
 
 
 def test_original_keeps_the_defaults(m):

@@ -151,7 +151,7 @@ def test_exceptions(tmp_path):
          0)               |    __main__.middle() {{
          0)   X.XXX us    |      __main__.inner(); /* ret={raised("Boom('deep')")} */
          0)   X.XXX us    |    }} /* __main__.middle ret={raised("Boom('deep')")} */
-         0)   X.XXX us    |  }} /* __main__.upper ret=0x7 */
+         0)   X.XXX us    |  }} /* __main__.upper ret=7 */
     """))
 
 
@@ -209,14 +209,14 @@ def test_generators_each_resume_is_a_call(tmp_path):
     out = live(tmp_path, GEN, "-R")
     assert_lines(body(out), expected(f"""
          0)               |  __main__.consume() {{
-         0)   X.XXX us    |    __main__.gen(); /* ret=0x0 */
-         0)   X.XXX us    |    __main__.gen(); /* ret=0xa */
+         0)   X.XXX us    |    __main__.gen(); /* ret=0 */
+         0)   X.XXX us    |    __main__.gen(); /* ret=10 */
          0)   X.XXX us    |    __main__.gen(); /* ret=None */
-         0)   X.XXX us    |  }} /* __main__.consume ret=0xa */
+         0)   X.XXX us    |  }} /* __main__.consume ret=10 */
          0)               |  __main__.close_early() {{
-         0)   X.XXX us    |    __main__.guarded(); /* ret=0x0 */
+         0)   X.XXX us    |    __main__.guarded(); /* ret=0 */
          0)   X.XXX us    |    __main__.guarded(); /* ret={raised("GeneratorExit()")} */
-         0)   X.XXX us    |  }} /* __main__.close_early ret=0x0 */
+         0)   X.XXX us    |  }} /* __main__.close_early ret=0 */
     """))
 
 
@@ -255,9 +255,9 @@ def test_generator_throw(tmp_path):
     # exception leaving the frame, not a return of None.
     assert_lines(body(out), expected(f"""
          0)               |  __main__.thrower() {{
-         0)   X.XXX us    |    __main__.gen(); /* ret=0x1 */
+         0)   X.XXX us    |    __main__.gen(); /* ret=1 */
          0)   X.XXX us    |    __main__.gen(); /* ret={raised("KeyError('k')")} */
-         0)   X.XXX us    |  }} /* __main__.thrower ret=0x0 */
+         0)   X.XXX us    |  }} /* __main__.thrower ret=0 */
     """))
 
 
@@ -286,12 +286,12 @@ def test_async_functions(tmp_path):
          0)   X.XXX us    |    __main__.step(); /* ret=None */
          0)   X.XXX us    |  } /* __main__.amain ret=None */
          0)               |  __main__.amain() {
-         0)   X.XXX us    |    __main__.step(); /* ret=0x1 */
+         0)   X.XXX us    |    __main__.step(); /* ret=1 */
          0)   X.XXX us    |    __main__.step(); /* ret=None */
          0)   X.XXX us    |  } /* __main__.amain ret=None */
          0)               |  __main__.amain() {
-         0)   X.XXX us    |    __main__.step(); /* ret=0x2 */
-         0)   X.XXX us    |  } /* __main__.amain ret=0x3 */
+         0)   X.XXX us    |    __main__.step(); /* ret=2 */
+         0)   X.XXX us    |  } /* __main__.amain ret=3 */
     """))
 
 
@@ -677,15 +677,15 @@ RETVALS = """
 
 def test_retval(tmp_path):
     out = live(tmp_path, RETVALS, "-R")
-    # ints the kernel's way: hex, error codes (-4095..-1) in signed decimal; anything
-    # else as a short repr.
+    # A Python value is shown as its repr: ints in decimal (hex only with
+    # funcgraph-retval-hex), anything else as a short repr.
     assert_lines(body(out), expected("""
          0)               |  __main__.top() {
-         0)   X.XXX us    |    __main__.zero(); /* ret=0x0 */
-         0)   X.XXX us    |    __main__.big(); /* ret=0x10000000000 */
+         0)   X.XXX us    |    __main__.zero(); /* ret=0 */
+         0)   X.XXX us    |    __main__.big(); /* ret=1099511627776 */
          0)   X.XXX us    |    __main__.neg(); /* ret=-22 */
          0)   X.XXX us    |    __main__.edge(); /* ret=-4095 */
-         0)   X.XXX us    |    __main__.past_edge(); /* ret=0xfffffffffffff000 */
+         0)   X.XXX us    |    __main__.past_edge(); /* ret=-4096 */
          0)   X.XXX us    |    __main__.text(); /* ret='x' */
          0)   X.XXX us    |    __main__.nothing(); /* ret=None */
          0)   X.XXX us    |    __main__.flag(); /* ret=True */
@@ -871,8 +871,8 @@ def test_tracefs_options(fs, make_module):
     m.b1()
     assert_lines(graph_text(fs.read("trace"))[4:], expected(f"""
                       |  {n}.b1() {{
-          X.XXX us    |    {n}.a2(); /* ret=0x1 */
-          X.XXX us    |  }} /* {n}.b1 ret=0x1 */
+          X.XXX us    |    {n}.a2(); /* ret=1 */
+          X.XXX us    |  }} /* {n}.b1 ret=1 */
     """))
 
 

@@ -8,6 +8,7 @@ older format than trace_functions_graph.c prints, the test says so.
 from __future__ import annotations
 
 import os
+import sys
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -332,9 +333,7 @@ def test_tail_block_matches_ftrace_rst_in_code_form() -> None:
     ]
 
 
-def test_retval_block_matches_ftrace_rst_in_code_form() -> None:
-    # ftrace.rst's example in today's print_graph_retval() form: " /* ret=... */" on a
-    # leaf, "} /* func ret=... */" on a return.
+def _ftrace_rst_retval_stream() -> Stream:
     s = Stream().enter(1, "cgroup_attach_task").enter(1, "cgroup_migrate")
     s.leaf(1, "cgroup_migrate_add_task", 651, retval=0xffff93fcfd346c00)
     s.enter(1, "cgroup_migrate_execute").enter(1, "cpu_cgroup_can_attach")
@@ -343,7 +342,18 @@ def test_retval_block_matches_ftrace_rst_in_code_form() -> None:
     s.exit(1, 1_232, retval=0xffff93fc8fb20000)
     s.leaf(1, "sched_rt_can_attach", 380, retval=0)
     s.exit(1, 2_335, retval=-22).exit(1, 4_369, retval=-22).exit(1, 7_143, retval=-22)
-    assert render(s, retval=True, nr_cpus=2)[1:] == [
+    return s
+
+
+def test_retval_block_matches_ftrace_rst_in_code_form() -> None:
+    # ftrace.rst's example in today's print_graph_retval() form: " /* ret=... */" on a
+    # leaf, "} /* func ret=... */" on a return.  A register has no type, so the kernel
+    # guesses (error codes in decimal, the rest in hex); a Python value has one, so
+    # funcgraph-retval-hex is what prints ints as the kernel's "0x%lx" does.  -22 is
+    # then a 64-bit long's two's complement (an int-returning kernel function shows
+    # 0xffffffea: the upper half of its register is zero).
+    assert render(_ftrace_rst_retval_stream(), retval=True, retval_hex=True,
+                  nr_cpus=2)[1:] == [
         " 1)               |    cgroup_migrate() {",
         " 1)   0.651 us    |      cgroup_migrate_add_task(); /* ret=0xffff93fcfd346c00 */",
         " 1)               |      cgroup_migrate_execute() {",
@@ -352,6 +362,23 @@ def test_retval_block_matches_ftrace_rst_in_code_form() -> None:
         " 1)   0.732 us    |            cgroup_taskset_next(); /* ret=0xffff93fc8fb20000 */",
         " 1)   1.232 us    |          } /* cgroup_taskset_first ret=0xffff93fc8fb20000 */",
         " 1)   0.380 us    |          sched_rt_can_attach(); /* ret=0x0 */",
+        " 1)   2.335 us    |        } /* cpu_cgroup_can_attach ret=0xffffffffffffffea */",
+        " 1)   4.369 us    |      } /* cgroup_migrate_execute ret=0xffffffffffffffea */",
+        " 1)   7.143 us    |    } /* cgroup_migrate ret=0xffffffffffffffea */",
+    ]
+
+
+def test_retval_without_hex_prints_the_values_repr() -> None:
+    # The same placement; each int as Python writes it.
+    assert render(_ftrace_rst_retval_stream(), retval=True, nr_cpus=2)[1:] == [
+        " 1)               |    cgroup_migrate() {",
+        " 1)   0.651 us    |      cgroup_migrate_add_task(); /* ret=18446625313521953792 */",
+        " 1)               |      cgroup_migrate_execute() {",
+        " 1)               |        cpu_cgroup_can_attach() {",
+        " 1)               |          cgroup_taskset_first() {",
+        " 1)   0.732 us    |            cgroup_taskset_next(); /* ret=18446625311684689920 */",
+        " 1)   1.232 us    |          } /* cgroup_taskset_first ret=18446625311684689920 */",
+        " 1)   0.380 us    |          sched_rt_can_attach(); /* ret=0 */",
         " 1)   2.335 us    |        } /* cpu_cgroup_can_attach ret=-22 */",
         " 1)   4.369 us    |      } /* cgroup_migrate_execute ret=-22 */",
         " 1)   7.143 us    |    } /* cgroup_migrate ret=-22 */",
@@ -414,19 +441,45 @@ def test_abs_time_truncates_to_the_microsecond() -> None:
 
 
 @pytest.mark.parametrize("value,plain,hexed", [
-    (0, "0x0", "0x0"),
-    (42, "0x2a", "0x2a"),
+    (0, "0", "0x0"),
+    (42, "42", "0x2a"),
     (-22, "-22", "0xffffffffffffffea"),
     (-4095, "-4095", "0xfffffffffffff001"),
-    (-4096, "0xfffffffffffff000", "0xfffffffffffff000"),
-    (1 << 70, "0x400000000000000000", "0x400000000000000000"),
-    (-(1 << 70), "-0x400000000000000000", "-0x400000000000000000"),
+    (-4096, "-4096", "0xfffffffffffff000"),
+    (-(1 << 63), str(-(1 << 63)), "0x8000000000000000"),
+    (1 << 70, "1180591620717411303424", "0x400000000000000000"),
+    (-(1 << 70), "-1180591620717411303424", "-0x400000000000000000"),
+    # what the recorders store for any other value: its short repr, as a str
     ("'abc'", "'abc'", "'abc'"),
+    ("True", "True", "True"),
+    ("None", "None", "None"),
+    ("raised ValueError('bad')", "raised ValueError('bad')", "raised ValueError('bad')"),
+    ("raised", "raised", "raised"),
+    # values given as objects print as their repr; a bool is not printed as an int
     (None, "None", "None"),
+    (True, "True", "True"),
+    (3.5, "3.5", "3.5"),
 ])
 def test_format_retval(value: object, plain: str, hexed: str) -> None:
     assert format_retval(value) == plain
     assert format_retval(value, hex_format=True) == hexed
+
+
+def test_format_retval_int_too_long_for_decimal_prints_in_hex() -> None:
+    saved = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(640)
+    try:
+        assert format_retval(10 ** 700) == f"{10 ** 700:#x}"
+        assert format_retval(-(10 ** 700)) == f"-{10 ** 700:#x}"
+    finally:
+        sys.set_int_max_str_digits(saved)
+
+
+def test_format_retval_of_a_failing_repr_is_fault() -> None:
+    class Bad:
+        def __repr__(self) -> str:
+            raise RuntimeError("no")
+    assert format_retval(Bad()) == "(fault)"
 
 
 def test_leaf_needs_same_pid_and_function() -> None:
@@ -558,6 +611,7 @@ def _retval_stream() -> Stream:
     s.leaf(0, "app.name", 1_000, retval="'abc'")
     s.leaf(0, "app.nothing", 1_000, retval=None)
     s.leaf(0, "app.raises", 1_000)                         # no value recorded
+    s.leaf(0, "app.fails", 1_000, retval="raised KeyError('k')")   # an exception left
     s.enter(0, "app.validate").leaf(0, "app.check", 500, retval=0).exit(0, 2_000, retval=-22)
     s.enter(0, "app.unwound").leaf(0, "app.check", 500, retval=1).exit(0, 2_000)
     s.exit(0, 20_000, retval=0)

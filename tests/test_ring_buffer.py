@@ -17,7 +17,7 @@ from hypothesis.stateful import (
     RuleBasedStateMachine, initialize, invariant, precondition, rule,
 )
 
-from fntrace.ring_buffer import HAS_PAYLOAD, RECORD, RECORD_SIZE, TRACE_FN, RingBuffer
+from fntrace.ring_buffer import HAS_PAYLOAD, RECORD, RECORD_SIZE, TRACE_FN, ChunkQueue, RingBuffer
 
 KB = 1                          # smallest buffer: 1 KB
 NREC = KB * 1024 // RECORD_SIZE  # 32 records
@@ -189,15 +189,20 @@ def test_stop_mode_keeps_no_payload_of_a_dropped_record():
 # Sink (record mode) and resize
 # ---------------------------------------------------------------------------------
 
-class Sink:
-    def __init__(self) -> None:
-        self.chunks: list[tuple[int, list[tuple], dict]] = []
+class Sink(ChunkQueue):
+    """The queue a record-mode buffer hands its chunks to, read back as the trace
+    writer's thread reads it."""
+    __slots__ = ()
 
-    def __call__(self, buf, chunk, first_seq, payloads) -> None:
-        data = bytes(chunk)          # the chunk may be a view of the live buffer
-        assert len(data) % RECORD_SIZE == 0
-        recs = [RECORD.unpack_from(data, o) for o in range(0, len(data), RECORD_SIZE)]
-        self.chunks.append((first_seq, recs, dict(payloads)))
+    @property
+    def chunks(self) -> list[tuple[int, list[tuple], dict]]:
+        out = []
+        for cpu, data, first_seq, payloads in self.items:
+            assert cpu == 0
+            assert isinstance(data, bytes) and len(data) % RECORD_SIZE == 0
+            recs = [RECORD.unpack_from(data, o) for o in range(0, len(data), RECORD_SIZE)]
+            out.append((first_seq, recs, dict(payloads)))
+        return out
 
     def ids(self) -> list[int]:
         return [r[3] for _, recs, _ in self.chunks for r in recs]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import array
 import io
+import re
 import struct
 import threading
 import zlib
@@ -177,16 +178,34 @@ def test_odd_strings_round_trip():
     assert [r[-1] for r in tf.records()] == ["\ud800\x00\u00e9"]
 
 
-def test_unjsonable_payload_stored_as_repr():
+def test_unjsonable_payload_is_named_without_running_its_repr():
+    # The writer runs on its own thread while the program runs: it must not run the
+    # program's code (a __repr__), only name the object.
+    calls = []
+
     class Obj:
         def __repr__(self):
+            calls.append(1)
             return "<Obj>"
 
     buf = io.BytesIO()
     w = TraceFileWriter(buf, {})
     w.write_chunk(0, pack([(1, PRINT, TF_HAS_PAYLOAD, 0, 0, 0, 0)]), 0, payloads={0: [Obj(), {"k": (1, 2)}]})
     w.close()
-    assert list(TraceFile.frombytes(buf.getvalue()).records())[0][-1] == ["<Obj>", {"k": [1, 2]}]
+    got = list(TraceFile.frombytes(buf.getvalue()).records())[0][-1]
+    assert calls == []
+    assert re.fullmatch(r"<test_tracefile\.\S*Obj object at 0x[0-9a-f]+>", got[0]), got
+    assert got[1] == {"k": [1, 2]}
+
+
+def test_huge_int_payload_is_kept_by_size():
+    # str() of an int over 4300 digits raises; the writer must not.
+    buf = io.BytesIO()
+    w = TraceFileWriter(buf, {})
+    w.write_chunk(0, pack([(1, PRINT, TF_HAS_PAYLOAD, 0, 0, 0, 0)]), 0, payloads={0: 10 ** 5000})
+    w.close()
+    got = list(TraceFile.frombytes(buf.getvalue()).records())[0][-1]
+    assert got == f"<int of {(10 ** 5000).bit_length()} bits>"
 
 
 def test_records_from_typed_memoryview():

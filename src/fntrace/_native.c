@@ -25,6 +25,7 @@
 #include <structmember.h>
 #include <time.h>
 #include <string.h>
+#include <unistd.h>
 
 /* -- Version/platform shims ------------------------------------------------------ */
 
@@ -896,7 +897,7 @@ typedef struct {
     long long dropped;
     char overwrite;
     PyObject *data;        /* bytearray, nrec * 32 bytes */
-    PyObject *sink;        /* None, or called by flush() */
+    PyObject *sink;        /* None, or the ChunkQueue handoff() appends to */
     PyObject *payloads;    /* dict seq -> object */
 } RingBufferObject;
 
@@ -909,7 +910,140 @@ typedef struct {
 } record_t;
 #pragma pack(pop)
 
-static PyObject *str_flush;
+static PyObject *str_items, *str_append, *str_notify_fd, *str_pending, *str_limit, *str_closed;
+
+static long long
+attr_ll(PyObject *o, PyObject *name)
+{
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (v == NULL)
+        return -1;
+    long long r = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* RingBuffer.handoff (ring_buffer._PyRingBufferBase.handoff): the records not handed
+ * over yet, copied out as one chunk and appended to the sink's ChunkQueue, its reader
+ * poked through notify_fd.  No Python frame runs here: a thread at its recursion limit
+ * hands its chunk over like any other.  0, or -1 with an exception set. */
+static int
+rb_handoff(RingBufferObject *rb)
+{
+    PyObject *q = rb->sink;
+    if (q == NULL || q == Py_None)
+        return 0;
+    long long start = rb->seq - rb->nrec > rb->read ? rb->seq - rb->nrec : rb->read;
+    long long end = rb->seq;
+    if (end <= start)
+        return 0;
+    if (rb->data == NULL || !PyByteArray_Check(rb->data)
+            || PyByteArray_GET_SIZE(rb->data) < rb->nrec * 32) {
+        PyErr_SetString(PyExc_RuntimeError, "ring buffer data is not set up");
+        return -1;
+    }
+    Py_ssize_t n = (Py_ssize_t)(end - start), nrec = rb->nrec, s = (Py_ssize_t)(start % nrec);
+    PyObject *chunk = PyBytes_FromStringAndSize(NULL, n * 32);
+    if (chunk == NULL)
+        return -1;
+    char *dst = PyBytes_AS_STRING(chunk), *src = PyByteArray_AS_STRING(rb->data);
+    if (s + n <= nrec)
+        memcpy(dst, src + s * 32, (size_t)n * 32);
+    else {
+        Py_ssize_t k = nrec - s;
+        memcpy(dst, src + s * 32, (size_t)k * 32);
+        memcpy(dst + k * 32, src, (size_t)(n - k) * 32);
+    }
+    PyObject *pay = PyDict_New();
+    if (pay == NULL) {
+        Py_DECREF(chunk);
+        return -1;
+    }
+    if (rb->payloads != NULL && PyDict_GET_SIZE(rb->payloads)) {
+        PyObject *keys = PyDict_Keys(rb->payloads);
+        if (keys == NULL)
+            goto fail;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys); i++) {
+            PyObject *key = PyList_GET_ITEM(keys, i);
+            long long k = PyLong_AsLongLong(key);
+            if (k == -1 && PyErr_Occurred()) {
+                PyErr_Clear();
+                continue;
+            }
+            if (k < start || k >= end)
+                continue;
+            PyObject *v = PyDict_GetItemWithError(rb->payloads, key);
+            if (v == NULL || PyDict_SetItem(pay, key, v) < 0 || PyDict_DelItem(rb->payloads, key) < 0) {
+                Py_DECREF(keys);
+                goto fail;
+            }
+        }
+        Py_DECREF(keys);
+    }
+    PyObject *item = Py_BuildValue("(nOLO)", rb->cpu, chunk, start, pay);
+    if (item == NULL)
+        goto fail;
+    PyObject *items = PyObject_GetAttr(q, str_items);
+    PyObject *r = items ? PyObject_CallMethodOneArg(items, str_append, item) : NULL;
+    Py_XDECREF(items);
+    Py_DECREF(item);
+    if (r == NULL)
+        goto fail;
+    Py_DECREF(r);
+    rb->read = end;
+    Py_DECREF(chunk);
+    Py_DECREF(pay);
+    long long pend = attr_ll(q, str_pending);
+    if (pend == -1 && PyErr_Occurred())
+        return -1;
+    pend += (long long)n * 32;
+    PyObject *pv = PyLong_FromLongLong(pend);
+    if (pv == NULL || PyObject_SetAttr(q, str_pending, pv) < 0) {
+        Py_XDECREF(pv);
+        return -1;
+    }
+    Py_DECREF(pv);
+    long long fd = attr_ll(q, str_notify_fd);
+    if (fd == -1 && PyErr_Occurred())
+        return -1;
+    if (fd >= 0) {
+        ssize_t w = write((int)fd, "c", 1);     /* a full pipe: the reader is awake */
+        (void)w;
+    }
+    long long limit = attr_ll(q, str_limit);
+    if (limit == -1 && PyErr_Occurred())
+        return -1;
+    /* A slow disk slows the program rather than losing records: wait, without the
+     * GIL, for the reader to take chunks off (unless it has gone). */
+    while (limit > 0 && pend > limit) {
+        PyObject *closed = PyObject_GetAttr(q, str_closed);
+        if (closed == NULL)
+            return -1;
+        int c = PyObject_IsTrue(closed);
+        Py_DECREF(closed);
+        if (c)
+            break;
+        Py_BEGIN_ALLOW_THREADS
+        usleep(1000);
+        Py_END_ALLOW_THREADS
+        pend = attr_ll(q, str_pending);
+        if (pend == -1 && PyErr_Occurred())
+            return -1;
+    }
+    return 0;
+fail:
+    Py_DECREF(chunk);
+    Py_DECREF(pay);
+    return -1;
+}
+
+static PyObject *
+RingBuffer_handoff(RingBufferObject *self, PyObject *unused)
+{
+    if (rb_handoff(self) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
 
 /* Append one record; returns its sequence number, -1 if dropped, -2 on error. */
 static long long
@@ -920,10 +1054,12 @@ rb_write(RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
     if (seq - rb->read >= rb->nrec) {
         /* the slot still holds a record nobody has read */
         if (rb->sink != NULL && rb->sink != Py_None) {
-            PyObject *r = PyObject_CallMethodNoArgs((PyObject *)rb, str_flush);
-            if (r == NULL)
-                return -2;
-            Py_DECREF(r);
+            if (rb_handoff(rb) < 0) {
+                /* out of memory, say: this record is lost, counted, never raised */
+                PyErr_Clear();
+                rb->dropped++;
+                return -1;
+            }
         }
         else if (rb->overwrite) {
             rb->overrun++;
@@ -1054,6 +1190,8 @@ static PyMethodDef RingBuffer_methods[] = {
      "write(ts, type, flags, a, b, c, d) -> seq (-1 if dropped)"},
     {"write_payload", (PyCFunction)(void (*)(void))RingBuffer_write_payload, METH_FASTCALL,
      "write_payload(ts, type, a, b, c, d, payload) -> seq"},
+    {"handoff", (PyCFunction)RingBuffer_handoff, METH_NOARGS,
+     "handoff(): the records not handed over yet, as one chunk, to the sink"},
     {NULL}
 };
 
@@ -2365,14 +2503,21 @@ PyInit__native(void)
         return NULL;
     str_buf = PyUnicode_InternFromString("buf");
     str_cpu_buffer = PyUnicode_InternFromString("cpu_buffer");
-    str_flush = PyUnicode_InternFromString("flush");
+    str_items = PyUnicode_InternFromString("items");
+    str_append = PyUnicode_InternFromString("append");
+    str_notify_fd = PyUnicode_InternFromString("notify_fd");
+    str_pending = PyUnicode_InternFromString("pending");
+    str_limit = PyUnicode_InternFromString("limit");
+    str_closed = PyUnicode_InternFromString("closed");
     str_st = PyUnicode_InternFromString("st");
     str_entryfunc = PyUnicode_InternFromString("entryfunc");
     str_retfunc = PyUnicode_InternFromString("retfunc");
     str_ops = PyUnicode_InternFromString("ops");
     str_idx = PyUnicode_InternFromString("idx");
     str_private = PyUnicode_InternFromString("private");
-    if (str_buf == NULL || str_cpu_buffer == NULL || str_flush == NULL)
+    if (str_buf == NULL || str_cpu_buffer == NULL || str_items == NULL || str_append == NULL
+            || str_notify_fd == NULL || str_pending == NULL || str_limit == NULL
+            || str_closed == NULL)
         return NULL;
     g_function_trace_call = PyObject_GetAttrString(m, "function_trace_call");
     if (g_function_trace_call == NULL)

@@ -9,15 +9,24 @@ the CPU column).  Records are 32 bytes (layout in docs/internals.md):
     +--------+--------+-----+--------+          read: the first not yet consumed (trace_pipe)
 
 Full buffer: overwrite mode drops the oldest record (``overrun``), stop mode drops the new
-one (``dropped``); with a sink attached (``fntrace record``) a full buffer is handed to
-the sink as one chunk instead, so nothing is lost.  Objects that do not fit a record
-(argument reprs, marker text) ride beside it in ``payloads``, keyed by sequence number,
-and go when their record is overwritten.
+one (``dropped``); with a sink attached (``fntrace record``) the records not handed over
+yet go to the sink as one chunk instead, so nothing is lost.  Objects that do not fit a
+record (argument reprs, marker text) ride beside it in ``payloads``, keyed by sequence
+number, and go when their record is overwritten.
+
+The sink is a ``ChunkQueue``: the writing thread only copies the chunk out and appends
+it (the kernel's reader-page swap), in C when the native twin is built, so handing a
+chunk over runs no Python frame on the traced thread's stack — a thread at its
+recursion limit, or one a signal handler interrupts, still hands it over whole.  The
+reader (the trace file's writer thread, cli/record.py) takes chunks off in order.
 """
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Iterator
+from os import write as _os_write
+from time import sleep as _sleep
 # typing is not imported at run time (it is a fifth of fntrace's import cost);
 # the annotations are strings (from __future__ import annotations).
 TYPE_CHECKING = False
@@ -26,7 +35,7 @@ if TYPE_CHECKING:
 
 from . import _env
 
-__all__ = ["RECORD", "RECORD_SIZE", "RingBuffer", "TRACE_FN", "TRACE_GRAPH_ENT",
+__all__ = ["RECORD", "RECORD_SIZE", "RingBuffer", "ChunkQueue", "TRACE_FN", "TRACE_GRAPH_ENT",
            "TRACE_GRAPH_RET", "TRACE_PRINT", "TRACE_STACK", "TRACE_EVENT", "HAS_PAYLOAD"]
 
 RECORD = struct.Struct("<QHHIIIQ")
@@ -36,7 +45,36 @@ assert RECORD_SIZE == 32
 TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, TRACE_PRINT, TRACE_STACK, TRACE_EVENT = 1, 2, 3, 4, 5, 6
 HAS_PAYLOAD = 1
 
-Sink = Callable[["RingBuffer", bytes | memoryview, int, dict], None]
+class ChunkQueue:
+    """Where ring buffers in record mode hand their chunks.
+
+    items      (cpu, records bytes, first_seq, payloads dict) in hand-over order
+    notify_fd  a pipe the reader waits on: one byte ``c`` per chunk (-1: nobody waits)
+    pending    bytes handed over and not yet taken off by the reader
+    limit      a writer waits (the GIL released) while pending is above this, so a
+               slow disk slows the program instead of losing records (0: no limit)
+    closed     the reader has gone: writers stop waiting for it
+    """
+    __slots__ = ("items", "notify_fd", "pending", "limit", "closed")
+
+    def __init__(self, notify_fd: int = -1, limit: int = 0) -> None:
+        self.items: deque = deque()
+        self.notify_fd = notify_fd
+        self.pending = 0
+        self.limit = limit
+        self.closed = False
+
+    def take(self) -> tuple | None:
+        """The oldest chunk, or None (reader side)."""
+        try:
+            item = self.items.popleft()
+        except IndexError:
+            return None
+        self.pending -= len(item[1])
+        return item
+
+
+CHUNK_NOTIFY = b"c"
 
 
 class _PyRingBufferBase:
@@ -52,7 +90,14 @@ class _PyRingBufferBase:
         if seq - self.read >= self.nrec:
             # The slot still holds a record nobody has read.
             if self.sink is not None:
-                self.flush()
+                try:
+                    self.handoff()
+                except Exception:
+                    # Only the pure path can fail here (a RecursionError at the
+                    # thread's limit, MemoryError): counted, never raised into the
+                    # program.
+                    self.dropped += 1
+                    return -1
             elif self.overwrite:
                 self.overrun += 1
                 if self.payloads:
@@ -69,6 +114,38 @@ class _PyRingBufferBase:
         if seq >= 0:
             self.payloads[seq] = payload
         return seq
+
+    def handoff(self) -> None:
+        """Hand every record not handed over yet to the sink as one chunk, in order."""
+        q = self.sink
+        start, end = max(self.read, self.seq - self.nrec), self.seq
+        if q is None or end <= start:
+            return
+        n, nrec = end - start, self.nrec
+        s = start % nrec
+        data = self.data
+        if s + n <= nrec:
+            chunk = bytes(data[s * 32:(s + n) * 32])
+        else:
+            chunk = bytes(data[s * 32:]) + bytes(data[:(s + n - nrec) * 32])
+        pay = {}
+        if self.payloads:
+            pop = self.payloads.pop
+            if len(self.payloads) < n:
+                pay = {k: pop(k) for k in [k for k in self.payloads if start <= k < end]}
+            else:
+                pay = {k: pop(k) for k in range(start, end) if k in self.payloads}
+        self.read = end
+        q.items.append((self.cpu, chunk, start, pay))
+        q.pending += len(chunk)
+        if q.notify_fd >= 0:
+            try:
+                _os_write(q.notify_fd, CHUNK_NOTIFY)
+            except OSError:         # the pipe is full: the reader is awake anyway
+                pass
+        if q.limit and q.pending > q.limit:
+            while q.pending > q.limit and not q.closed:
+                _sleep(0.001)
 
 
 _native = _env.native()
@@ -88,7 +165,8 @@ class RingBuffer(_Base):
     """
     __slots__ = ()
 
-    def __init__(self, cpu: int, size_kb: int, overwrite: bool = True, sink: Sink | None = None):
+    def __init__(self, cpu: int, size_kb: int, overwrite: bool = True,
+                 sink: ChunkQueue | None = None):
         self.cpu = cpu
         self.nrec = max(1, size_kb * 1024 // RECORD_SIZE)
         self.data = bytearray(self.nrec * RECORD_SIZE)
@@ -102,23 +180,9 @@ class RingBuffer(_Base):
 
     # -- the sink (record mode) -----------------------------------------------------
     def flush(self) -> None:
-        """Hand every record not yet flushed to the sink as one chunk, in order."""
-        sink = self.sink
-        start, end = max(self.read, self.seq - self.nrec), self.seq
-        if sink is None or end <= start:
-            return
-        n, nrec = end - start, self.nrec
-        s = start % nrec
-        mv = memoryview(self.data)
-        if s + n <= nrec:
-            chunk = mv[s * 32:(s + n) * 32]
-        else:
-            chunk = bytes(mv[s * 32:]) + bytes(mv[:(s + n - nrec) * 32])
-        pay = {}
-        if self.payloads:
-            pay = {q: self.payloads.pop(q) for q in range(start, end) if q in self.payloads}
-        sink(self, chunk, start, pay)
-        self.read = end
+        """Hand every record not handed over yet to the sink (``handoff``)."""
+        if self.sink is not None:
+            self.handoff()
 
     # -- reading ------------------------------------------------------------------------
     @property

@@ -37,7 +37,6 @@ class TraceSession:
         if tracer not in tracers:
             raise ValueError(f"unknown tracer {tracer!r} (available: {' '.join(sorted(tracers))})")
         self.tr = TraceArray(name="session", buffer_size_kb=buffer_size_kb, overwrite=overwrite)
-        record_table.install_import_hook()
         if filter:
             ftrace_set_filter(self.tr.ops, filter)
         if notrace:
@@ -66,7 +65,13 @@ class TraceSession:
         return r.name if r is not None else f"0x{ip:x}"
 
     def entries(self) -> Iterator[TraceEntry]:
-        """The recorded entries, oldest first, all threads merged."""
+        """The recorded entries, oldest first, all threads merged.
+
+        What the tracer wrote, decoded: TRACE_FN entries (func, parent) for the function
+        tracer; for function_graph a TRACE_GRAPH_ENT per call (func, depth) and a
+        TRACE_GRAPH_RET per return (depth, calltime, rettime), whether or not the text
+        shows it as a leaf.  Markers of lost events are left out (see lines()).
+        """
         # the readers load when a trace is read, not with every traced program
         from .output.entry import TraceEntry
         from .output.reader import entries_from_buffers
@@ -75,13 +80,16 @@ class TraceSession:
                 yield e
 
     def lines(self, *, header: bool = True) -> list[str]:
-        n, written = self.tr.entries()
-        from .output.ftrace_text import render_function_trace
+        """The trace as the tracefs ``trace`` file of an instance with this tracer shows
+        it (header=False: the lines only, as ``trace_pipe`` prints them), with that
+        file's default options: the function tracer's format, or function_graph's."""
         from .output.reader import entries_from_buffers
-        return list(render_function_trace(
+        from .output.render import render_trace
+        n, written = self.tr.entries()
+        return list(render_trace(
             entries_from_buffers(list(self.tr.buffers.values()), self._name_of, thread_info),
-            header=header, tracer=self._tracer.name, nr_entries=n, written=written,
-            nr_cpus=max(1, len(self.tr.buffers))))
+            tracer=self._tracer.name, options=self.tr.options, nr_entries=n,
+            written=written, nr_cpus=max(1, len(self.tr.buffers)), header=header))
 
     def text(self, *, header: bool = True) -> str:
         return "".join(line + "\n" for line in self.lines(header=header))
@@ -110,3 +118,8 @@ def traced(filter: str | None = None, notrace: str | None = None, *,
             return result
         return wrapper
     return deco
+
+
+def __dir__() -> list[str]:
+    """Only the public names (PEP 562): the imports stay out of ``dir()``."""
+    return list(__all__)

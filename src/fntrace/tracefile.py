@@ -84,17 +84,84 @@ _FLAGS_OFFSET = 10  # offset of the flags field inside a record
 _BLOCK_OVERHEAD = _BLOCK_HEAD.size + _CRC.size
 
 
-def _json_default(obj: Any) -> Any:
-    # A tracer must not lose a trace because one payload is not JSON-able:
-    # paths are stored as paths, anything else as its repr().
-    if isinstance(obj, os.PathLike):
-        return os.fspath(obj)
-    return repr(obj)
+# The writer runs on its own thread while the program is traced: it must not call
+# library code a filter could select (json.dumps is json.encoder's Python code), nor the
+# program's (a payload's __repr__).  So JSON is made here, from C building blocks only:
+# fntrace's own code is never traced.
+_enc_json_str = json.encoder.encode_basestring_ascii
+_int_repr = int.__repr__
+_float_repr = float.__repr__
+
+
+def _big_int(v: int) -> str:
+    # str() refuses ints over sys.get_int_max_str_digits(); a trace keeps their size.
+    return f"<int of {v.bit_length()} bits>"
+
+
+def _json_parts(obj: Any, out: list[str]) -> None:
+    t = type(obj)
+    if t is str:
+        out.append(_enc_json_str(obj))
+    elif obj is None:
+        out.append("null")
+    elif t is bool:
+        out.append("true" if obj else "false")
+    elif t is int:
+        try:
+            out.append(_int_repr(obj))
+        except ValueError:
+            out.append(_enc_json_str(_big_int(obj)))
+    elif t is float:
+        out.append(_float_repr(obj) if obj == obj and obj not in (_INF, -_INF)
+                   else ("NaN" if obj != obj else ("Infinity" if obj > 0 else "-Infinity")))
+    elif t is list or t is tuple:
+        out.append("[")
+        first = True
+        for x in obj:
+            if not first:
+                out.append(",")
+            first = False
+            _json_parts(x, out)
+        out.append("]")
+    elif t is dict:
+        out.append("{")
+        first = True
+        for k, v in obj.items():
+            if not first:
+                out.append(",")
+            first = False
+            out.append(_enc_json_str(k if type(k) is str else _safe_text(k)))
+            out.append(":")
+            _json_parts(v, out)
+        out.append("}")
+    elif isinstance(obj, os.PathLike):
+        out.append(_enc_json_str(_safe_text(os.fspath(obj))))
+    else:
+        # A subclass of str or int is read at the C level; anything else is named, not
+        # asked for its repr (that would be the program's code).
+        if isinstance(obj, str):
+            out.append(_enc_json_str(obj))
+        elif isinstance(obj, int):
+            _json_parts(int(_int_repr(obj)) if obj.bit_length() < 1000 else 0, out)
+        else:
+            out.append(_enc_json_str(_safe_text(obj)))
+
+
+def _safe_text(obj: Any) -> str:
+    if isinstance(obj, str):
+        return obj
+    if isinstance(obj, bytes):
+        return obj.decode("utf-8", "surrogateescape")
+    return f"<{type(obj).__module__}.{type(obj).__qualname__} object at {id(obj):#x}>"
+
+
+_INF = float("inf")
 
 
 def _dumps(obj: Any) -> bytes:
-    # ensure_ascii keeps lone surrogates representable (as \udXXX escapes).
-    return json.dumps(obj, separators=(",", ":"), default=_json_default).encode("ascii")
+    out: list[str] = []
+    _json_parts(obj, out)
+    return "".join(out).encode("ascii")
 
 
 def _enc(s: str) -> bytes:

@@ -110,7 +110,7 @@ class MonitoringBackend:
     def _trap(self, code, glb) -> bool:
         """A code object that is not a site starts: list its module if that was not
         done yet; True if it is a site now."""
-        record_table.scan_module_of(glb)
+        record_table.discover(code, glb)
         if id(code) in dispatch.sites:
             return True
         try:

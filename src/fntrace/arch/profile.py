@@ -62,7 +62,7 @@ class ProfileBackend:
     def _trap(self, code, glb) -> bool:
         """A call of a code object that is not a site: list its module if that was not
         done yet; True if it is a site now."""
-        record_table.scan_module_of(glb)
+        record_table.discover(code, glb)
         if id(code) in dispatch.sites:
             return True
         dispatch.no_site[id(code)] = code

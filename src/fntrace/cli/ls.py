@@ -52,7 +52,7 @@ def list_functions(target: Target, filters: list[str], notrace: list[str],
     if main is not None:
         record_table.scanned.add("__main__")
         record_table.module_ids["__main__"] = id(main)
-    record_table.install_import_hook()
+    record_table.main_alias = target.module if target.module != "__main__" else None
     if run:
         def start(mod, code):
             record_table.module_ids["__main__"] = id(mod)
@@ -73,7 +73,6 @@ def list_functions(target: Target, filters: list[str], notrace: list[str],
                         pass          # listing must not fail on an import the program guards
             finally:
                 sys.path.remove(path0)
-    record_table.remove_import_hook()
     record_table.refresh()
     flt = _select(filters, "-F") if filters else FtraceHash()
     nt = _select(notrace, "-N") if notrace else FtraceHash()

@@ -1,11 +1,17 @@
-"""The ``fntrace`` command: record, report, live, ls.
+"""The ``fntrace`` command: record, report, live, ls (also ``python -m fntrace``).
 
 Every step raises UsageError (or another FntraceError) with a one-line message; only
 ``main()`` prints it and picks the exit status:
 
-    0..255  the traced program's own status (record, live)
+    0..255  the traced program's own status (record, live); or fntrace dies of the
+            signal the program died of (SIGTERM, an uncaught KeyboardInterrupt ...)
     1       report/ls failed (bad trace file, bad filter)
     2       bad command line
+
+The command line is cut in two before argparse sees it (split_target): fntrace's own
+options, then the program — ``script.py``, ``-m MOD`` or ``-c CODE`` — and everything
+after it, which is the program's and reaches it untouched, as with ``python -m
+cProfile``.
 """
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ import sys
 
 from ..errors import FntraceError, UsageError
 
-__all__ = ["main"]
+__all__ = ["main", "split_target", "REPORT_OPTIONS"]
 
 # trace_options a report honours: name -> (keyword, value); every option also has its
 # "no" form.
@@ -32,20 +38,52 @@ for _name, _kw in _BOOL_OPTIONS.items():
     REPORT_OPTIONS[_name] = (_kw, True)
     REPORT_OPTIONS["no" + _name] = (_kw, False)
 
+_EPILOGS = {
+    "record": """\
+examples:
+  fntrace record -F 'shop.*' examples/shop_demo.py           # trace a package's functions
+  fntrace record -p function_graph -F '*:mod:__main__' app.py --port 8000
+  fntrace record -g 'json.encoder.*' -A -R -m json.tool data.json
+  fntrace report                                              # then read fntrace.dat""",
+    "report": """\
+examples:
+  fntrace report                       # fntrace.dat, as the kernel prints 'trace'
+  fntrace report run.dat -O funcgraph-proc -O nofuncgraph-cpu
+  fntrace report run.dat -D 2 --thresh 100   # two levels, calls of 100 us or more""",
+    "live": """\
+examples:
+  fntrace live -F 'shop.*' -F '*:mod:__main__' examples/shop_demo.py
+  fntrace live -p function_graph -F 'textwrap.*' -c 'import textwrap; textwrap.dedent("  x")'
+  fntrace live -e 'f shop.cart.Cart.add_item product.sku quantity' examples/shop_demo.py
+  fntrace live -F 'pydoc.*' -m pydoc -w json     # everything after -m MOD is the program's""",
+    "ls": """\
+examples:
+  fntrace ls examples/shop_demo.py              # available_filter_functions of a script
+  fntrace ls -F 'shop.pricing.*' examples/shop_demo.py
+  fntrace ls --run -m json.tool data.json       # what it imports while it runs""",
+}
+
+# Options that only the function_graph tracer has (trace-cmd record -g etc.).
+_GRAPH_ONLY = (("graph_function", "-g"), ("graph_notrace", "--graph-notrace"),
+               ("args", "-A"), ("retval", "-R"), ("max_depth", "-D"), ("thresh", "--thresh"))
+
 
 def _add_target(p: argparse.ArgumentParser) -> None:
-    g = p.add_mutually_exclusive_group()
+    # Only for --help: the target and everything after it are split off before argparse
+    # sees the command line (split_target).
+    g = p.add_argument_group("the program (everything after it is the program's own)")
     g.add_argument("-m", dest="module", metavar="MOD",
                    help="run library module MOD as a script (like python -m)")
     g.add_argument("-c", dest="code", metavar="CODE",
                    help="run CODE (like python -c)")
-    p.add_argument("target", nargs=argparse.REMAINDER, metavar="script.py [args]",
-                   help="the program to trace and its arguments")
+    g.add_argument("target", nargs="?", metavar="script.py",
+                   help="the program to trace; the arguments after it are its own")
 
 
 def _add_record_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-p", "--tracer", default=None, metavar="TRACER",
-                   help="tracer to use (default: function; nop when only events are asked for)")
+                   help="tracer to use: function, function_graph, nop (default: function; "
+                        "function_graph with -g/-A/-R/-D/--thresh; nop with only -e)")
     p.add_argument("-F", "--filter", action="append", default=[], metavar="GLOB",
                    help="trace only functions matching GLOB (set_ftrace_filter grammar; "
                         "repeatable; may name modules imported later)")
@@ -62,18 +100,20 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
                    help="filter for the preceding -e (e.g. 'n > 3 && name ~ \"a*\"')")
     e.add_argument("-T", "--trigger", action=_EventAction, dest="trigger", metavar="TRIGGER",
                    help="trigger for the preceding -e: traceon, traceoff, stacktrace, "
-                        "snapshot, enable_event:G:E, disable_event:G:E [:N] [if FILTER]")
+                        "snapshot, enable_event:G:E, disable_event:G:E [:N] [if FILTER] "
+                        "(a trigger runs on every hit, whatever -f says, unless it has "
+                        "its own 'if')")
     p.add_argument("--patch", action="append", default=[], metavar="SYM=FILE:FUNC",
                    help="replace function SYM for this run: FUNC(original, *args, **kwargs) "
                         "from FILE decides whether and how to call the original")
-    g = p.add_argument_group("function_graph")
+    g = p.add_argument_group("function_graph (each selects the function_graph tracer)")
     g.add_argument("-g", "--graph-function", action="append", default=[], metavar="GLOB",
                    help="graph only these functions and what they call (set_graph_function)")
     g.add_argument("--graph-notrace", action="append", default=[], metavar="GLOB",
                    help="do not graph these functions nor what they call (set_graph_notrace)")
-    g.add_argument("-D", "--max-depth", default="0", metavar="N",
+    g.add_argument("-D", "--max-depth", default=None, metavar="N",
                    help="graph at most N levels deep (max_graph_depth; 0 = unlimited)")
-    g.add_argument("--thresh", default="0", metavar="USEC",
+    g.add_argument("--thresh", default=None, metavar="USEC",
                    help="only write returns that took at least USEC microseconds (tracing_thresh)")
     g.add_argument("-A", "--args", action="store_true",
                    help="record arguments (funcgraph-args)")
@@ -89,21 +129,38 @@ def _add_report_options(p: argparse.ArgumentParser) -> None:
                         "funcgraph-retval-hex, funcgraph-args, funcgraph-overrun")
 
 
+def _version() -> str:
+    from .. import __version__, _env
+    native = "native" if _env.native() is not None else "pure"
+    return (f"fntrace {__version__} (Python {sys.version.split()[0]}, "
+            f"{_env.BACKEND} back end, {native} hot path)")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="fntrace",
         description="ftrace for Python programs: trace function calls with the kernel's "
-                    "function tracer formats.")
+                    "function tracer formats.",
+        epilog="examples:\n"
+               "  fntrace live -F 'shop.*' -F '*:mod:__main__' examples/shop_demo.py\n"
+               "  fntrace record -p function_graph -m mypkg.main --verbose && fntrace report\n"
+               "  fntrace COMMAND --help",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=_version())
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    r = sub.add_parser("record", help="run a program traced and write a trace file")
+    def add(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, epilog=_EPILOGS[name],
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    r = add("record", "run a program traced and write a trace file")
     _add_record_options(r)
     r.add_argument("-o", "--output", default="fntrace.dat", metavar="FILE",
                    help="trace file to write (default: fntrace.dat)")
     _add_target(r)
 
-    rep = sub.add_parser("report", help="print a trace file in ftrace text format")
+    rep = add("report", "print a trace file in ftrace text format")
     rep.add_argument("file", nargs="?", default="fntrace.dat", help="trace file (default: fntrace.dat)")
     _add_report_options(rep)
     rep.add_argument("-D", "--max-depth", default="0", metavar="N",
@@ -111,12 +168,12 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--thresh", default="0", metavar="USEC",
                      help="function_graph: show only calls that took at least USEC microseconds")
 
-    lv = sub.add_parser("live", help="record and report in one go")
+    lv = add("live", "record and report in one go")
     _add_record_options(lv)
     _add_report_options(lv)
     _add_target(lv)
 
-    ls = sub.add_parser("ls", help="print available_filter_functions for a target")
+    ls = add("ls", "print available_filter_functions for a target")
     ls.add_argument("-F", "--filter", action="append", default=[], metavar="GLOB",
                     help="list only what this filter selects")
     ls.add_argument("-N", "--notrace", action="append", default=[], metavar="GLOB",
@@ -127,13 +184,62 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _target(args):
-    from .target import prepare_target
-    if args.module is None and args.code is None and not args.target:
-        raise UsageError("no program given: use script.py, -m MOD or -c CODE")
-    if args.module is not None or args.code is not None:
-        return prepare_target(None, args.module, args.code, list(args.target))
-    return prepare_target(args.target[0], None, None, list(args.target[1:]))
+def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser | None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices.get(name)
+    return None
+
+
+def split_target(sub: argparse.ArgumentParser, argv: list[str]
+                 ) -> tuple[list[str], tuple[str, str, list[str]] | None]:
+    """(fntrace's arguments, (kind, name, the program's arguments) or None).
+
+    The program starts at the first ``-m MOD``, ``-c CODE``, ``--`` (the script is the
+    next word) or word that is not an option or an option's value; ``-mMOD`` and
+    ``-cCODE`` work as with python.  Nothing after that is looked at.
+    """
+    opts = sub._option_string_actions
+    longs = [o for o in opts if o.startswith("--")]
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            if i + 1 < len(argv):
+                return argv[:i], ("script", argv[i + 1], argv[i + 2:])
+            return argv[:i], None
+        if a.startswith("--"):
+            name, eq, _ = a.partition("=")
+            act = opts.get(name)
+            if act is None:
+                cands = [o for o in longs if o.startswith(name)]
+                act = opts[cands[0]] if len(cands) == 1 else None
+            i += 2 if act is not None and act.nargs != 0 and not eq else 1
+            continue
+        if a.startswith("-") and a != "-":
+            j = 1
+            while j < len(a):
+                ch = a[j]
+                if ch in "mc":
+                    kind = "module" if ch == "m" else "code"
+                    head = [a[:j]] if j > 1 else []
+                    rest = a[j + 1:]
+                    if rest:
+                        return argv[:i] + head, (kind, rest, argv[i + 1:])
+                    if i + 1 < len(argv):
+                        return argv[:i] + head, (kind, argv[i + 1], argv[i + 2:])
+                    raise UsageError(f"argument -{ch}: expected one argument")
+                act = opts.get("-" + ch)
+                if act is None or act.nargs == 0:
+                    j += 1
+                    continue
+                if j + 1 == len(a):
+                    i += 1              # the value is the next word
+                break
+            i += 1
+            continue
+        return argv[:i], ("script", a, argv[i + 1:])
+    return argv, None
 
 
 def _report_opts(args) -> dict:
@@ -164,29 +270,59 @@ class _EventAction(argparse.Action):
             events[-1]["triggers"].append(value)
 
 
-def _record(args, output: str, at_exit: bool = False) -> int:
-    from .record import RecordOptions, check_buffer_kb, record
-    from .record import check_depth, check_thresh
-    opts = RecordOptions(tracer=args.tracer, filters=args.filter, notrace=args.notrace,
+def _choose_tracer(args) -> str:
+    """-p, or what the other options imply: the graph-only options select
+    function_graph (and are refused with another tracer), -e alone selects nop."""
+    given = [flag for attr, flag in _GRAPH_ONLY if getattr(args, attr) not in (None, False, [])]
+    if args.tracer is None:
+        if given:
+            return "function_graph"
+        return "nop" if args.events else "function"
+    if given and args.tracer != "function_graph":
+        raise UsageError(f"{', '.join(given)}: only the function_graph tracer has "
+                         f"{'these options' if len(given) > 1 else 'this option'} "
+                         f"(use -p function_graph, or leave -p out)")
+    return args.tracer
+
+
+def _target(args):
+    from .target import prepare_target
+    t = args.split_target
+    if t is None:
+        raise UsageError("no program given: use script.py, -m MOD or -c CODE")
+    kind, name, rest = t
+    if kind == "module":
+        return prepare_target(None, name, None, rest)
+    if kind == "code":
+        return prepare_target(None, None, name, rest)
+    return prepare_target(name, None, None, rest)
+
+
+def _record(args, output: str, at_exit: bool, on_finished=None):
+    from .record import RecordOptions, check_buffer_kb, check_depth, check_thresh, record
+    tracer = _choose_tracer(args)
+    opts = RecordOptions(tracer=tracer, filters=args.filter, notrace=args.notrace,
                          buffer_kb=check_buffer_kb(args.buffer_size_kb), output=output,
                          graph_functions=args.graph_function, graph_notrace=args.graph_notrace,
-                         max_depth=check_depth(args.max_depth), thresh_us=check_thresh(args.thresh),
-                         args=args.args, retval=args.retval, events=args.events or [], patches=args.patch)
-    if opts.tracer is None:
-        opts.tracer = "nop" if opts.events else "function"
+                         max_depth=check_depth(args.max_depth or "0"),
+                         thresh_us=check_thresh(args.thresh or "0"),
+                         args=args.args, retval=args.retval, events=args.events or [],
+                         patches=args.patch)
     target = _target(args)
-    return record(target, opts, at_exit=at_exit)
+    return record(target, opts, at_exit=at_exit, on_finished=on_finished)
 
 
-def _report(path: str, ropts: dict, out) -> None:
+def _report(path: str, ropts: dict, out, err) -> None:
     from ..tracefile import TraceFile
     from .report import report_text
     tf = TraceFile.open(path)
     for line in report_text(tf, **ropts):
         out.write(line + "\n")
+    out.flush()
     if tf.truncated:
-        print(f"fntrace: {path}: trace file is cut short; reported up to the last whole chunk",
-              file=sys.stderr)
+        err.write(f"fntrace: {path}: trace file is cut short; reported up to the last "
+                  "whole chunk\n")
+        err.flush()
 
 
 def _ls(args) -> int:
@@ -196,15 +332,65 @@ def _ls(args) -> int:
     return 0
 
 
+def _live(args, at_exit: bool) -> int:
+    import shutil
+    import tempfile
+    ropts = _report_opts(args)
+    d = tempfile.mkdtemp(prefix="fntrace-")
+    pid = os.getpid()
+    path = os.path.join(d, "live.dat")
+
+    def on_finished(guard, how) -> None:
+        # The program's output first, then the report, on the streams it started with.
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+        out, err = guard.stdout(), guard.stderr()
+        try:
+            _report(path, ropts, out, err)
+        except BrokenPipeError:
+            pass
+        except FntraceError as e:
+            err.write(f"fntrace: {e.msg}\n")
+        finally:
+            for s in (out, err):
+                try:
+                    s.close()
+                except BaseException:
+                    pass
+            shutil.rmtree(d, ignore_errors=True)
+
+    try:
+        outcome = _record(args, path, at_exit, on_finished)
+    finally:
+        if os.getpid() == pid:      # the directory is the parent's to remove
+            shutil.rmtree(d, ignore_errors=True)
+    return outcome.status
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command line; ``argv=None`` means this process is the command (it exits
     when this returns), which lets record stop tracing the quick way."""
-    parser = _parser()
-    args = parser.parse_args(argv)
     at_exit = argv is None
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = _parser()
+    split = None
+    if argv and not argv[0].startswith("-"):
+        sub = _subparser(parser, argv[0])
+        if sub is not None and argv[0] in ("record", "live", "ls"):
+            try:
+                own, split = split_target(sub, argv[1:])
+            except UsageError as e:
+                sub.error(e.msg)
+            argv = [argv[0], *own]
+    args = parser.parse_args(argv)
+    args.split_target = split
     try:
         if args.command == "record":
-            return _record(args, args.output, at_exit)
+            return _record(args, args.output, at_exit).status
         if args.command == "report":
             if not os.path.exists(args.file):
                 raise UsageError(f"{args.file}: no such file")
@@ -212,25 +398,10 @@ def main(argv: list[str] | None = None) -> int:
             ropts = _report_opts(args)
             ropts["max_depth"] = check_depth(args.max_depth)
             ropts["thresh_ns"] = check_thresh(args.thresh) * 1000
-            _report(args.file, ropts, sys.stdout)
+            _report(args.file, ropts, sys.stdout, sys.stderr)
             return 0
         if args.command == "live":
-            ropts = _report_opts(args)
-            import shutil
-            import tempfile
-            d = tempfile.mkdtemp(prefix="fntrace-")
-            pid = os.getpid()
-            try:
-                path = os.path.join(d, "live.dat")
-                status = _record(args, path, at_exit)
-                if os.getpid() != pid:
-                    return status           # a child the program forked: no report
-                sys.stdout.flush()
-                _report(path, ropts, sys.stdout)
-            finally:
-                if os.getpid() == pid:      # the directory is the parent's to remove
-                    shutil.rmtree(d, ignore_errors=True)
-            return status
+            return _live(args, at_exit)
         if args.command == "ls":
             return _ls(args)
     except UsageError as e:

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 
 from ..core.direct import register_ftrace_direct, unregister_ftrace_direct
-from ..core.ops import Ops, ftrace_lock, ftrace_set_filter_ip
+from ..core.ops import Ops, ftrace_lock, ftrace_set_filter_ip, sync_discovery
 from ..core.records import DynFtrace, record_table
 from ..errors import FntraceError, UsageError
 
@@ -123,6 +123,9 @@ def parse_patch(spec: str) -> PatchRequest:
 def install(requests: list[PatchRequest]) -> None:
     if not requests:
         return
+    # A function of a module not imported yet gets its stub before the module's body
+    # runs: the module's code is rewritten on its way from the loader (the one case
+    # where fntrace puts a frame of its own on an import's stack).
     record_table.install_import_hook()
     record_table.refresh()
     for r in requests:
@@ -131,6 +134,11 @@ def install(requests: list[PatchRequest]) -> None:
             raise UsageError(f"--patch {r.spec!r}: {r.error}")
         record_table.listeners.append(r.on_module_load)
         record_table.rewriters.append(r.rewrite)
+    pending = [r for r in requests if r.ops is None]
+    if pending:
+        record_table.set_scope("patch", lambda name: any(
+            r.ops is None and r.symbol.startswith(name + ".") for r in pending))
+        sync_discovery()
 
 
 def finish(requests: list[PatchRequest]) -> list[str]:

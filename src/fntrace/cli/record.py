@@ -1,13 +1,27 @@
 """``fntrace record``: run a program with a tracer on and write its trace file.
 
-Like trace-cmd record, full per-thread buffers are handed to the file as they fill (the
-ring buffer's sink), so a long run keeps constant memory and loses nothing; the rest is
-written at the end.  Function names go into the file's symbol table once, the first time
-a chunk refers to them.
+Like trace-cmd record, full per-thread buffers are handed over as they fill, so a long
+run keeps constant memory and loses nothing; the rest is written at the end.  The
+writing is done by a thread of its own (trace-cmd's reader processes, here a thread):
+
+    traced threads                         the writer thread (_FileSink)
+    ring buffer full ── handoff (C) ──>   ChunkQueue ──> SYMS/THRD, CHNK blocks ──> file
+                        + one byte ─────>  pipe: c (a chunk), f (finish), 1..64 (a fatal
+                                                signal: cli/guard.py)
+
+so the write-out never runs on a traced thread's stack (a thread at its recursion limit,
+or one a signal interrupts, loses nothing) and a failed write is counted as lost and
+shown, never raised into the program.  Function names go into the file's symbol table
+once, before the first chunk that refers to them.
+
+The end, however the program ends (cli/guard.py): tracing off, every buffer handed
+over, the STAT and END blocks written; then the report for ``live``.
 """
 from __future__ import annotations
 
+import _thread
 import os
+import signal
 import sys
 import threading
 import time
@@ -17,14 +31,19 @@ from ..core import dispatch
 from ..core.ops import ftrace_kill, ftrace_set_filter, ftrace_set_notrace
 from ..core.records import record_table, scan_code_as
 from ..errors import FilterError, UsageError
+from ..ring_buffer import ChunkQueue
 from ..trace import TraceArray, thread_info
 from ..tracefile import TraceFileWriter
 from ..tracers import available_tracers
-from .target import Target, run_target
+from .guard import Guard
+from .target import Outcome, Target, finish_program, run_target
 
-__all__ = ["RecordOptions", "record"]
+__all__ = ["RecordOptions", "record", "check_buffer_kb", "check_depth", "check_thresh",
+           "unmatched_patterns"]
 
 MAX_BUFFER_KB = 1 << 20
+# Bytes handed over and not written yet above which a traced thread waits for the disk.
+PENDING_LIMIT = 64 << 20
 
 
 class RecordOptions:
@@ -64,63 +83,6 @@ def check_buffer_kb(text: str) -> int:
     return kb
 
 
-class _FileSink:
-    """Ring-buffer sink writing chunks, new symbols and new threads to the file.
-
-    The file belongs to the process that opened it: a child made by fork() (which runs
-    on through the program, and out through record()) writes nothing to it.  Nothing
-    is left in the file object's buffer at a fork, so the child cannot write a copy of
-    it either when it exits."""
-
-    def __init__(self, writer: TraceFileWriter):
-        self.writer = writer
-        self.next_ip = 1
-        self.threads_written: set[int] = set()
-        self.lock = threading.Lock()
-        self.pid = os.getpid()
-
-    def mine(self) -> bool:
-        return os.getpid() == self.pid
-
-    def before_fork(self) -> None:
-        self.lock.acquire()
-        if self.mine() and not self.writer.closed:
-            try:
-                self.writer.flush()
-            except Exception:       # a broken file must not stop the program's fork
-                pass
-
-    def after_fork(self) -> None:
-        self.lock.release()
-
-    def _sync_tables(self) -> None:
-        hi = record_table._next_ip
-        if hi > self.next_ip:
-            by_ip = record_table.by_ip
-            self.writer.add_symbols(
-                (ip, r.name, r.filename, r.line)
-                for ip in range(self.next_ip, hi) if (r := by_ip.get(ip)) is not None)
-            self.next_ip = hi
-        for cpu, (native, comm) in list(thread_info.items()):
-            if cpu not in self.threads_written:
-                self.writer.add_thread(cpu, native, comm)
-                self.threads_written.add(cpu)
-
-    def __call__(self, buf, chunk, first_seq: int, payloads: dict) -> None:
-        if not self.mine():
-            return
-        with self.lock:
-            self._sync_tables()
-            self.writer.write_chunk(buf.cpu, chunk, first_seq, 0, payloads or None)
-
-    def finish(self, stats: dict) -> None:
-        if not self.mine():
-            return
-        with self.lock:
-            self._sync_tables()
-        self.writer.close(stats)
-
-
 def check_depth(text: str) -> int:
     try:
         n = int(text, 0)
@@ -139,6 +101,146 @@ def check_thresh(text: str) -> int:
     if n < 0:
         raise UsageError(f"bad threshold {n}: must be 0 (off) or more microseconds")
     return n
+
+
+# Bytes on the writer's pipe besides signal numbers (1..64).
+_CHUNK, _FINISH = ord("c"), ord("f")
+
+
+class _FileSink:
+    """The trace file's writer thread and the queue the ring buffers hand chunks to.
+
+    Runs only fntrace's own code and C functions, so nothing it does is ever traced.
+    The file belongs to the process that opened it: a child made by fork() has no
+    writer thread and writes nothing (the file is unbuffered: nothing of it is left in
+    memory for the child to flush either).
+    """
+
+    def __init__(self, writer: TraceFileWriter) -> None:
+        self.writer = writer
+        self.pid = os.getpid()
+        self.rfd, self.wfd = os.pipe()
+        os.set_blocking(self.wfd, False)
+        self.queue = ChunkQueue(self.wfd, PENDING_LIMIT)
+        self.next_ip = 1
+        self.threads_written: set[int] = set()
+        self.lost = 0                     # records in chunks that could not be written
+        self.error: str | None = None     # the first write error
+        self.on_signal = None             # on_signal(signum): set by record()
+        self._finish_stats: dict | None = None
+        self._done = _thread.allocate_lock()
+        self._done.acquire()
+        self._stopped = False
+        _thread.start_new_thread(self._run, ())
+
+    def mine(self) -> bool:
+        return os.getpid() == self.pid
+
+    # -- the writer thread ----------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            try:
+                data = os.read(self.rfd, 256)
+            except InterruptedError:
+                continue
+            except OSError:
+                data = b""
+            if not data:
+                break
+            finish = False
+            for b in data:
+                if b == _FINISH:
+                    finish = True
+                elif 0 < b < 65 and self.on_signal is not None:
+                    self._drain()
+                    self.on_signal(b)     # writes everything and ends the process
+            self._drain()
+            if finish:
+                self._close()
+                return
+
+    def _drain(self) -> None:
+        q = self.queue
+        while True:
+            item = q.take()
+            if item is None:
+                return
+            cpu, chunk, first_seq, payloads = item
+            if self.error is not None:
+                self.lost += len(chunk) // 32
+                continue
+            try:
+                self._sync_tables()
+                self.writer.write_chunk(cpu, chunk, first_seq, 0, payloads or None)
+            except BaseException as e:    # a full disk, say: counted, shown at the end
+                self.error = f"{type(e).__name__}: {e}"
+                self.lost += len(chunk) // 32
+
+    def _sync_tables(self) -> None:
+        hi = record_table._next_ip
+        if hi > self.next_ip:
+            by_ip = record_table.by_ip
+            syms = []
+            ip = self.next_ip
+            while ip < hi:
+                r = by_ip.get(ip)
+                if r is None:
+                    break           # still being made: the next chunk takes it
+                syms.append((ip, r.name, r.filename, r.line))
+                ip += 1
+            self.next_ip = ip
+            if syms:
+                self.writer.add_symbols(syms)
+        for cpu, (native, comm) in list(thread_info.items()):
+            if cpu not in self.threads_written:
+                self.writer.add_thread(cpu, native, comm)
+                self.threads_written.add(cpu)
+
+    def _close(self) -> None:
+        try:
+            stats = self._finish_stats or {}
+            stats["lost_in_writer"] = self.lost
+            if self.error is not None:
+                stats["write_error"] = self.error
+            if self.error is None:
+                self._sync_tables()
+            self.writer.close(stats)
+        except BaseException as e:
+            if self.error is None:
+                self.error = f"{type(e).__name__}: {e}"
+        finally:
+            self.queue.closed = True
+            for fd in (self.rfd, self.wfd):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            self._done.release()
+
+    # -- the other threads ------------------------------------------------------------
+    def finish(self, stats: dict) -> None:
+        """Write what is queued, then STAT and END, and close (from any thread but the
+        writer's); returns when the file is complete."""
+        if not self.mine() or self._stopped:
+            return
+        self._stopped = True
+        self._finish_stats = stats
+        os.set_blocking(self.wfd, True)
+        os.write(self.wfd, bytes((_FINISH,)))
+        while True:
+            try:
+                if self._done.acquire(timeout=1):
+                    self._done.release()
+                    return
+            except KeyboardInterrupt:     # a second ^C must not leave the file open
+                continue
+
+    def finish_here(self, stats: dict) -> None:
+        """The same, on the writer thread itself (a fatal signal)."""
+        self._stopped = True
+        self._finish_stats = stats
+        self._drain()
+        self._close()
 
 
 def _apply_filters(tr: TraceArray, opts: RecordOptions) -> None:
@@ -214,16 +316,21 @@ def unmatched_patterns(tr: TraceArray) -> list[str]:
     return out
 
 
-def record(target: Target, opts: RecordOptions, *, at_exit: bool = False) -> int:
-    """Run ``target`` traced; write ``opts.output``; return the program's exit status.
+def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
+           on_finished=None) -> Outcome:
+    """Run ``target`` traced; write ``opts.output``; return how the program ended.
 
     ``at_exit``: the process ends after this (the command line), so tracing is stopped
-    with ftrace_kill() instead of unpatching every site one by one."""
+    with ftrace_kill() instead of unpatching every site one by one.
+    ``on_finished(guard, how)``: called once the file is complete, however the program
+    ended (``live`` prints its report there); ``how`` is ("end", Outcome),
+    ("exit", status) or ("signal", signum).
+    """
     tracers = available_tracers()
     if opts.tracer not in tracers:
         raise UsageError(f"unknown tracer {opts.tracer!r} (available: {' '.join(sorted(tracers))})")
     try:
-        f = open(opts.output, "wb")
+        f = open(opts.output, "wb", buffering=0)
     except OSError as e:
         raise UsageError(f"{opts.output}: {e.strerror}") from None
     header = {
@@ -247,13 +354,11 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False) -> int
     }
     writer = TraceFileWriter(f, header)
     sink = _FileSink(writer)
-    tr = TraceArray(buffer_size_kb=opts.buffer_kb, sink=sink)
+    tr = TraceArray(buffer_size_kb=opts.buffer_kb, sink=sink.queue)
     if hasattr(os, "register_at_fork"):
         def in_child() -> None:
             tr.tracing_on = False           # the trace is the parent's
-            sink.after_fork()
-        os.register_at_fork(before=sink.before_fork, after_in_parent=sink.after_fork,
-                            after_in_child=in_child)
+        os.register_at_fork(after_in_child=in_child)
     tr.max_graph_depth = opts.max_depth
     tr.tracing_thresh = opts.thresh_us * 1000
     tr.graph_args = opts.args
@@ -264,11 +369,65 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False) -> int
     if main is not None:
         record_table.scanned.add("__main__")
         record_table.module_ids["__main__"] = id(main)
-    record_table.install_import_hook()
     record_table.main_pending = True
-    status = 1
     from . import patch as _patch
     requests = [_patch.parse_patch(p) for p in opts.patches]
+    state = {"stopped": False}
+
+    def stop_tracing() -> None:
+        # Off first, so nothing below is traced; then hand what is left to the file.
+        if state["stopped"]:
+            return
+        state["stopped"] = True
+        tr.tracing_on = False
+        if at_exit and not requests and not opts.events:
+            ftrace_kill()
+        elif tr.tracer is not None:
+            tr.tracer.reset(tr)
+            tr.tracer = None
+        tr.flush()
+
+    def finish(how) -> None:
+        """The one end of a recording (guard.finish runs it once)."""
+        if not sink.mine():
+            return
+        stop_tracing()
+        status = how[1].status if how[0] == "end" else (how[1] if how[0] == "exit" else None)
+        stats = {
+            "cpus": {str(c): {"written": b.written, "overrun": b.overrun, "dropped": b.dropped}
+                     for c, b in list(tr.buffers.items())},
+            "callback_errors": dispatch.callback_errors[0],
+            "exit_status": status,
+        }
+        if how[0] == "signal":
+            stats["signal"] = how[1]
+            sink.finish_here(stats)
+        else:
+            sink.finish(stats)
+        record_table.main_pending = False
+        for msg in _patch.finish(requests):
+            guard.notice(msg)
+        if sink.error is not None:
+            guard.notice(f"{opts.output}: writing the trace failed ({sink.error}); "
+                         f"{sink.lost} events lost")
+        for pat in unmatched_patterns(tr):
+            guard.notice(f"filter {pat!r} matched no function")
+        if opts.events:
+            from ..events.fprobe_event import unbound_events
+            for ev in unbound_events():
+                guard.notice(f"event {ev}")
+        if on_finished is not None:
+            on_finished(guard, how)
+
+    guard = Guard(finish)
+
+    def on_signal(signum: int) -> None:
+        # On the writer thread: the program is still running on its own threads.
+        guard.finish(("signal", signum))
+        guard.die(signum)
+
+    sink.on_signal = on_signal
+    outcome = Outcome(1)
     try:
         _patch.install(requests)
         _apply_filters(tr, opts)
@@ -276,47 +435,40 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False) -> int
         tracer = tracers[opts.tracer]()
 
         def start(mod, code) -> None:
+            record_table.main_alias = target.module if target.module != "__main__" else None
             record_table.main_pending = False
             record_table.scanned.add("__main__")
             record_table.module_ids["__main__"] = id(mod)
             scan_code_as(code, "__main__")
             code = record_table.rewrite("__main__", mod.__dict__, code)
+            guard.install(sink.wfd)
             tr.set_tracer(tracer)
             return code
 
-        status = run_target(target, start)
-    finally:
-        # Off first, so nothing below is traced; then hand what is left to the file.
-        tr.tracing_on = False
-        if not sink.mine():
-            # a forked child on its way out: the file and the reports are the parent's
-            at_exit = True
-        if at_exit and not requests and not opts.events:
-            ftrace_kill()
-        elif tr.tracer is not None:
-            tr.tracer.reset(tr)
-            tr.tracer = None
-        tr.flush()
-        mine = sink.mine()
-        for msg in _patch.finish(requests):
-            if mine:
-                print(f"fntrace: {msg}", file=sys.stderr)
-        record_table.main_pending = False
-        stats = {
-            "cpus": {str(c): {"written": b.written, "overrun": b.overrun, "dropped": b.dropped}
-                     for c, b in tr.buffers.items()},
-            "callback_errors": dispatch.callback_errors[0],
-            "exit_status": status,
-        }
-        sink.finish(stats)
-        for pat in unmatched_patterns(tr) if mine else ():
-            print(f"fntrace: filter {pat!r} matched no function", file=sys.stderr)
-        if opts.events:
-            from ..events.fprobe_event import unbound_events
-            for ev in unbound_events() if mine else ():
-                print(f"fntrace: event {ev}", file=sys.stderr)
-            for ef in list(tr.event_files.values()):
-                ef.set_enabled(False)
-                ef.triggers.clear()
-                ef._sync()
-    return status
+        outcome = run_target(target, start)
+        if sink.mine():
+            finish_program()
+    except BaseException:
+        # fntrace's own failure before the program ran (a bad option): no trace
+        stop_tracing()
+        guard.uninstall()
+        if sink.mine() and guard.how is None:
+            sink.finish({"cpus": {}, "callback_errors": 0, "exit_status": None})
+        raise
+    if not sink.mine():
+        # a forked child on its way out: the file and the reports are the parent's
+        stop_tracing()
+        return outcome
+    guard.finish(("end", outcome))
+    if guard.how[0] != "end":
+        # A fatal signal or os._exit got there first: the process ends there.
+        threading.Event().wait()
+    if outcome.sigint and at_exit:
+        guard.die(signal.SIGINT)        # python's exit_sigint(): the shell sees ^C
+    guard.uninstall()
+    if opts.events:
+        for ef in list(tr.event_files.values()):
+            ef.set_enabled(False)
+            ef.triggers.clear()
+            ef._sync()
+    return outcome

@@ -1,12 +1,21 @@
 """Running the traced program the way ``python`` would (Modules/main.c, Lib/runpy.py).
 
 The program must see what it sees without fntrace: ``sys.argv``, ``sys.path[0]``, a
-fresh ``__main__`` module, its own stdin/stdout/stderr, and the same exit status for a
-normal end, ``sys.exit(n)`` and an uncaught exception.  The target's code is compiled
-here, so its functions get records before the first line runs (``'*:mod:__main__'``).
+fresh ``__main__`` module, absolute ``__file__`` and ``co_filename`` for a script, its
+own stdin/stdout/stderr, a stack that starts at its first frame (no launcher frame
+below it: the native launcher, cli/_launch.c), and the same end: the traceback of an
+uncaught exception printed before non-daemon threads are joined, then the atexit
+functions, then the exit status — 0, ``sys.exit(n)``, 1 for an exception, death by
+SIGINT for an uncaught KeyboardInterrupt.  The target's code is compiled here, so its
+functions get records before the first line runs (``'*:mod:__main__'``).
+
+    python script.py ARGS     sys.argv = [script, ARGS]     sys.path[0] = its directory
+    python -m MOD ARGS        sys.argv = [MOD's file, ARGS]  sys.path[0] = the cwd
+    python -c CODE ARGS       sys.argv = ['-c', ARGS]        sys.path[0] = ''
 """
 from __future__ import annotations
 
+import atexit
 import importlib.machinery
 import importlib.util
 import os
@@ -17,38 +26,65 @@ from types import CodeType
 
 from ..errors import UsageError
 
-__all__ = ["Target", "prepare_target", "run_target"]
+__all__ = ["Target", "Outcome", "prepare_target", "run_target", "finish_program"]
+
+try:
+    from . import _launch as _native_launch
+except ImportError:         # no C compiler at install time: the Python fallbacks
+    _native_launch = None
 
 
 class Target:
-    """What to run: the compiled program and the argv it will see."""
-    __slots__ = ("kind", "name", "args", "code", "spec", "path0", "argv0")
+    """What to run: the compiled program and the argv it will see.
+
+    kind     "script", "module" or "code"
+    name     the path as given, the module name, or "-c"
+    module   the name the program's module has for Python's import system
+             (``__spec__.name`` for ``-m``, ``__main__`` otherwise): records of the
+             ``-m`` module are named after it, and ``:mod:__main__`` also selects them
+    """
+    __slots__ = ("kind", "name", "args", "code", "spec", "path0", "argv0", "module")
 
     def __init__(self, kind: str, name: str, args: list[str] | None = None,
                  code: CodeType | None = None, spec: object = None, path0: str = "",
-                 argv0: str = "") -> None:
-        self.kind = kind               # "script", "module", "code"
-        self.name = name               # path, module name, or "-c"
+                 argv0: str = "", module: str = "__main__") -> None:
+        self.kind = kind
+        self.name = name
         self.args = list(args) if args is not None else []
         self.code = code
         self.spec = spec
         self.path0 = path0
         self.argv0 = argv0
+        self.module = module
 
     def __repr__(self) -> str:
         return f"Target(kind={self.kind!r}, name={self.name!r}, args={self.args!r})"
 
 
-def prepare_target(script: str | None, module: str | None, code: str | None,
-                   args: list[str]) -> Target:
-    """Compile the target; raise UsageError (one line) if it cannot be run."""
-    if code is not None:
-        try:
-            co = compile(code, "<string>", "exec")
-        except SyntaxError as e:
-            raise UsageError(f"-c: syntax error at line {e.lineno}: {e.msg}") from None
-        return Target("code", "-c", args, co, path0="", argv0="-c")
-    if module is not None:
+def _compile_file(path: str, shown: str) -> CodeType:
+    try:
+        with open(path, "rb") as f:
+            source = f.read()
+    except OSError as e:
+        raise UsageError(f"{shown}: {e.strerror}") from None
+    try:
+        return compile(source, path, "exec")
+    except SyntaxError as e:
+        raise UsageError(f"{shown}:{e.lineno}: syntax error: {e.msg}") from None
+    except ValueError as e:
+        raise UsageError(f"{shown}: {e}") from None
+
+
+def _find_module(module: str, path0: str):
+    """The spec -m would run, looked up with ``path0`` first on sys.path as python -m
+    has it (importing the parent packages, as runpy does)."""
+    saved = sys.path[0] if sys.path else None
+    if sys.path:
+        sys.path[0] = path0
+    else:
+        sys.path.insert(0, path0)
+    importlib.invalidate_caches()
+    try:
         try:
             spec = importlib.util.find_spec(module)
         except (ImportError, ValueError) as e:
@@ -65,13 +101,36 @@ def prepare_target(script: str | None, module: str | None, code: str | None,
             if spec is None:
                 raise UsageError(f"-m {module}: {module!r} is a package and cannot be "
                                  "directly executed (no __main__)")
+        return spec
+    finally:
+        if saved is not None:
+            sys.path[0] = saved
+        else:
+            del sys.path[0]
+
+
+def prepare_target(script: str | None, module: str | None, code: str | None,
+                   args: list[str]) -> Target:
+    """Compile the target; raise UsageError (one line) if it cannot be run."""
+    if code is not None:
+        try:
+            co = compile(code, "<string>", "exec")
+        except SyntaxError as e:
+            raise UsageError(f"-c: syntax error at line {e.lineno}: {e.msg}") from None
+        return Target("code", "-c", args, co, path0="", argv0="-c")
+    if module is not None:
+        path0 = os.getcwd()
+        spec = _find_module(module, path0)
         loader = spec.loader
         get_code = getattr(loader, "get_code", None)
-        co = get_code(spec.name) if get_code is not None else None
+        try:
+            co = get_code(spec.name) if get_code is not None else None
+        except (ImportError, SyntaxError) as e:
+            raise UsageError(f"-m {module}: {e}") from None
         if co is None:
             raise UsageError(f"-m {module}: no code object available for {spec.name}")
-        return Target("module", module, args, co, spec=spec, path0=os.getcwd(),
-                      argv0=spec.origin or module)
+        return Target("module", module, args, co, spec=spec, path0=path0,
+                      argv0=spec.origin or module, module=spec.name)
     assert script is not None
     if not os.path.exists(script):
         raise UsageError(f"{script}: no such file")
@@ -79,23 +138,15 @@ def prepare_target(script: str | None, module: str | None, code: str | None,
         main = os.path.join(script, "__main__.py")
         if not os.path.exists(main):
             raise UsageError(f"{script}: is a directory without __main__.py")
-        path = main
-        path0 = script
+        path = os.path.abspath(main)
+        path0 = os.path.abspath(script)
     else:
-        path = script
-        path0 = os.path.dirname(os.path.abspath(script))
-    try:
-        with open(path, "rb") as f:
-            source = f.read()
-    except OSError as e:
-        raise UsageError(f"{script}: {e.strerror}") from None
-    try:
-        co = compile(source, path, "exec")
-    except SyntaxError as e:
-        raise UsageError(f"{script}:{e.lineno}: syntax error: {e.msg}") from None
-    except ValueError as e:
-        raise UsageError(f"{script}: {e}") from None
-    return Target("script", script, args, co, path0=path0, argv0=script)
+        # python makes the script's path absolute (its __file__ and co_filename) and
+        # puts its real directory first on sys.path.
+        path = os.path.abspath(script)
+        path0 = os.path.dirname(os.path.realpath(script))
+    return Target("script", script, args, _compile_file(path, script), path0=path0,
+                  argv0=script)
 
 
 def _main_module(t: Target) -> types.ModuleType:
@@ -121,27 +172,120 @@ def _main_module(t: Target) -> types.ModuleType:
     return mod
 
 
-def _join_threads() -> None:
-    """The interpreter joins non-daemon threads before it exits; do the same while
-    tracing is still on so their calls are recorded.
+def _run_clean(code: CodeType, ns: dict) -> None:
+    if _native_launch is not None:
+        _native_launch.run_clean(code, ns)
+    else:
+        exec(code, ns)
 
-    Tracing is on, so this must not call traced (library) functions itself: no
-    threading.enumerate()/join() — it waits on the thread's C-level lock or handle
-    instead, which a later join() by the program still handles.
+
+def _call_clean(func) -> None:
+    if _native_launch is not None:
+        _native_launch.call_clean(func)
+    else:
+        func()
+
+
+def _print_exception(exc: BaseException) -> None:
+    """Print an uncaught exception as python would (sys.excepthook), without
+    fntrace's own frames."""
+    tb = exc.__traceback__
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(here):
+        tb = tb.tb_next
+    # The default hook shows the exception's own __traceback__ (3.12+), not tb.
+    exc.__traceback__ = tb
+    try:
+        sys.excepthook(type(exc), exc, tb)
+    except BaseException:
+        try:
+            sys.__excepthook__(type(exc), exc, tb)
+        except BaseException:
+            pass
+
+
+class Outcome:
+    """How the program ended.
+
+    status     the exit status python would give (0..255)
+    sigint     an uncaught KeyboardInterrupt: python then dies of SIGINT
     """
+    __slots__ = ("status", "sigint")
+
+    def __init__(self, status: int, sigint: bool = False) -> None:
+        self.status = status
+        self.sigint = sigint
+
+    def __repr__(self) -> str:
+        return f"Outcome(status={self.status}, sigint={self.sigint})"
+
+
+def _exit_status(e: SystemExit) -> int:
+    """Python's _Py_HandleSystemExit: None -> 0, an int -> its low byte, anything else
+    is printed to stderr and gives 1."""
+    code = e.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xff
+    try:
+        sys.stderr.write(str(code) + "\n")
+        sys.stderr.flush()
+    except BaseException:
+        pass
+    return 1
+
+
+def run_target(t: Target, start=None) -> Outcome:
+    """Run the target as __main__; return how it ended.
+
+    ``start(mod, code)`` runs just before the target's first line and may return the
+    code to run instead (tracing is turned on there, so none of fntrace's set-up is
+    traced).  Once the body has ended — normally or not — the traceback is printed
+    and then finish_program() (threads, atexit) follows, as in Py_RunMain; the caller
+    calls that while tracing is still on.
+    """
+    saved_argv = sys.argv
+    sys.argv = [t.argv0, *t.args]
+    if sys.path:
+        sys.path[0] = t.path0
+    else:
+        sys.path.insert(0, t.path0)
+    mod = _main_module(t)
+    sys.modules["__main__"] = mod
+    code = t.code
+    if start is not None:
+        code = start(mod, code) or code
+    try:
+        _run_clean(code, mod.__dict__)
+    except SystemExit as e:
+        return Outcome(_exit_status(e))
+    except BaseException as e:       # an uncaught exception: traceback, status 1
+        _print_exception(e)
+        # run_eval_code_obj: exactly KeyboardInterrupt, not a subclass
+        return Outcome(1, sigint=type(e) is KeyboardInterrupt)
+    finally:
+        # The program's own argv stays as it left it (an atexit function may read it).
+        del saved_argv
+    return Outcome(0)
+
+
+def _join_threads() -> None:
+    """threading._shutdown() without calling into the threading module (when it
+    cannot be called): wait on each non-daemon thread's C-level lock or handle."""
     me = threading.get_ident()
     while True:
         waited = False
-        for t in list(threading._active.values()):
-            if t._ident == me or t._daemonic:
+        for th in list(threading._active.values()):
+            if th._ident == me or th._daemonic:
                 continue
-            handle = getattr(t, "_handle", None)           # 3.13: _ThreadHandle
+            handle = getattr(th, "_handle", None)           # 3.13: _ThreadHandle
             if handle is not None and hasattr(handle, "is_done"):
                 if not handle.is_done():
                     handle.join()
                     waited = True
                 continue
-            lock = getattr(t, "_tstate_lock", None)        # 3.11, 3.12
+            lock = getattr(th, "_tstate_lock", None)        # 3.11, 3.12
             if lock is not None and lock.locked():
                 lock.acquire()
                 lock.release()
@@ -150,65 +294,22 @@ def _join_threads() -> None:
             return
 
 
-def _print_exception(exc: BaseException) -> None:
-    """Print an uncaught exception as python would, without fntrace's own frames."""
-    tb = exc.__traceback__
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(here):
-        tb = tb.tb_next
-    if sys.excepthook is not sys.__excepthook__:
-        sys.excepthook(type(exc), exc, tb)
-    else:
-        import traceback
-        traceback.print_exception(type(exc), exc, tb)
-
-
-def run_target(t: Target, start=None) -> int:
-    """Run the target as __main__; return the exit status python would give.
-
-    ``start`` runs just before the target's first line (tracing is turned on there, so
-    none of fntrace's set-up is traced).
-    """
-    saved_argv, saved_path0 = sys.argv, (sys.path[0] if sys.path else None)
-    saved_main = sys.modules.get("__main__")
-    sys.argv = [t.argv0, *t.args]
-    if sys.path:
-        sys.path[0] = t.path0
-    else:
-        sys.path.insert(0, t.path0)
-    mod = _main_module(t)
-    sys.modules["__main__"] = mod
-    status = 0
+def finish_program() -> None:
+    """What Py_FinalizeEx does after the body, while the program is still the
+    program: join the non-daemon threads (threading._shutdown, which first runs the
+    threading atexit hooks such as concurrent.futures'), then the atexit functions.
+    Exceptions are reported the way the interpreter reports them."""
+    shutdown = getattr(threading, "_shutdown", None)
     try:
-        code = t.code
-        if start is not None:
-            code = start(mod, code) or code
-        try:
-            exec(code, mod.__dict__)
-        finally:
-            _join_threads()
-    except SystemExit as e:
-        code = e.code
-        if code is None:
-            status = 0
-        elif isinstance(code, int):
-            status = code & 0xff if code >= 0 else code & 0xff
+        if shutdown is not None and _native_launch is not None:
+            # The interpreter's work, not the program's: not traced on this thread
+            # (the threads it waits for still are).
+            _native_launch.call_untraced(shutdown)
         else:
-            try:
-                print(code, file=sys.stderr)
-            except Exception:
-                pass
-            status = 1
-    except KeyboardInterrupt as e:
+            _join_threads()
+    except BaseException as e:
         _print_exception(e)
-        status = 130
-    except BaseException as e:       # an uncaught exception: traceback, status 1
+    try:
+        _call_clean(atexit._run_exitfuncs)
+    except BaseException as e:
         _print_exception(e)
-        status = 1
-    finally:
-        sys.argv = saved_argv
-        if saved_path0 is not None and sys.path:
-            sys.path[0] = saved_path0
-        if saved_main is not None:
-            sys.modules["__main__"] = saved_main
-    return status

@@ -347,11 +347,25 @@ def _mod_match(modname: str | None, mod_g: tuple[int, str], exclude_mod: bool) -
     return mod_matches != exclude_mod
 
 
+def _name_match(rec: FilterRecord, mtype: int, search: str) -> bool:
+    """A plain pattern against the record's full name — or, for the module a ``-m``
+    target runs as ``__main__``, against the name Python gives it there too."""
+    if ftrace_match(rec.name, mtype, search):
+        return True
+    alias = getattr(rec, "alias", "")
+    return bool(alias) and ftrace_match(f"{alias}.{rec.qualname}", mtype, search)
+
+
 def _mod_record_match(rec: FilterRecord, func_g: tuple[int, str], mod_g: tuple[int, str],
                       exclude_mod: bool) -> bool:
-    """ftrace_match_record() with a module glob: MOD against rec.module, FUNC
-    against rec.qualname."""
-    if not _mod_match(rec.module or None, mod_g, exclude_mod):
+    """ftrace_match_record() with a module glob: MOD against rec.module (or its alias,
+    ``__main__`` for a ``-m`` target), FUNC against rec.qualname."""
+    alias = getattr(rec, "alias", "")
+    if alias and not exclude_mod and _mod_match(alias, mod_g, False):
+        pass
+    elif not _mod_match(rec.module or None, mod_g, exclude_mod):
+        return False
+    elif alias and exclude_mod and not _mod_match(alias, mod_g, True):
         return False
     ftype, fsearch = func_g
     if not fsearch:  # blank search: every function in the module
@@ -542,7 +556,7 @@ def ftrace_process_regex(
                 raise fail(f"'{word}': empty pattern", pos)
             found = False
             for rec in records:
-                if ftrace_match(rec.name, mtype, search):
+                if _name_match(rec, mtype, search):
                     _enter_record(work, rec, negate)
                     found = True
             if new_pending is not None:
@@ -652,7 +666,7 @@ def apply_pending(hash: FtraceHash, pending: list[PendingPattern], new_records: 
     for pp in pending:
         mtype, search, _ = _parse(pp.pattern)
         for rec in new_records:
-            if ftrace_match(rec.name, mtype, search):
+            if _name_match(rec, mtype, search):
                 pp.matched = True
                 if pp.negate:
                     hash.discard(rec)

@@ -39,7 +39,7 @@ __all__ = [
     "ftrace_set_filter", "ftrace_set_notrace", "ftrace_set_filter_ip", "ftrace_set_filter_ips",
     "ftrace_free_filter", "ftrace_ops_test", "ftrace_lock", "ftrace_config", "ftrace_enabled",
     "set_ftrace_enabled", "enabled_functions", "touched_functions", "ftrace_ops_list",
-    "backend", "synchronize",
+    "backend", "synchronize", "sync_discovery",
 ]
 
 
@@ -473,18 +473,41 @@ def _traces_everything(op: Ops) -> bool:
     return not (op.filter_hash or op.filter_cached)
 
 
-def _sync_trap() -> None:
-    """An ops that traces every function needs the records of every loaded module.  A
-    back end with a discovery trap (sys.monitoring) makes them as the functions first
-    run; otherwise they are all listed now.  Either way a module listed later is
-    patched by the module-load path (_on_module_load)."""
-    want = _state["enabled"] and any(_traces_everything(op) for op in ftrace_ops_list)
-    if getattr(backend, "supports_trap", False):
-        if want:
-            _backend_start()
-        backend.set_trap(want)
-    elif want:
-        record_table.refresh()
+def _ops_scope():
+    """Which modules registered ops may still select functions from as they load: None
+    for all (an ops that traces every function, or a pattern that can match anywhere),
+    False for none, else a predicate on module names (core/hash.py module_scope)."""
+    preds = []
+    for op in ftrace_ops_list:
+        if _traces_everything(op) and not op.flags & OFL.STUB:
+            return None
+    for ref in list(_all_ops_with_caches.values()):
+        op = ref()
+        if op is None or not (op.flags & OFL.ENABLED or op.managed is not None):
+            continue
+        words = [p.pattern for p in op.pending + op.notrace_pending]
+        words += [str(e) for e in op.mod_cache + op.notrace_mod_cache]
+        for w in words:
+            pred = module_scope(w)
+            if pred is None:
+                return None
+            preds.append(pred)
+    if not preds:
+        return False
+    return lambda name: any(p(name) for p in preds)
+
+
+def sync_discovery() -> None:
+    """Turn the back end's discovery trap on while anything needs the functions of
+    modules loaded from now on (core/records.py discover), off otherwise."""
+    record_table.set_scope("ops", _ops_scope())
+    want = _state["enabled"] and bool(record_table.scopes)
+    if want:
+        _backend_start()
+    backend.set_trap(want)
+
+
+_sync_trap = sync_discovery
 
 
 def register_ftrace_function(ops: Ops) -> None:
@@ -610,6 +633,9 @@ def _set_regex(ops: Ops, buf: str | None, reset: bool, enable: bool, keep_unmatc
             raise FilterError("an IPMODIFY ops may not have a notrace hash")
         if enable:
             _check_owned_filter(ops, new)
+        if new_cache or new_pending:
+            _all_ops_with_caches[id(ops)] = weakref.ref(ops)
+            _install_module_listener()
         if enable:
             ops.mod_cache[:] = new_cache
             ops.pending[:] = new_pending
@@ -620,9 +646,6 @@ def _set_regex(ops: Ops, buf: str | None, reset: bool, enable: bool, keep_unmatc
             ops.notrace_pending[:] = new_pending
             _move_hash(ops, None, new)
         ops.flags |= OFL.INITIALIZED
-        if new_cache or new_pending:
-            _all_ops_with_caches[id(ops)] = weakref.ref(ops)
-            _install_module_listener()
 
 
 def _check_owned_filter(ops: Ops, new: FtraceHash) -> None:
@@ -748,7 +771,6 @@ def _on_module_load(module: str, new: list[DynFtrace]) -> None:
 def _install_module_listener() -> None:
     if _on_module_load not in record_table.listeners:
         record_table.listeners.append(_on_module_load)
-    record_table.install_import_hook()
 
 
 record_table.listeners.append(_on_module_load)

@@ -98,20 +98,25 @@ class DynFtrace:
     ip        symbol id used in ring-buffer records (unique, never reused)
     index     1-based line in available_filter_functions; 0 when not traceable
     name      ``module.qualname``
+    alias     ``__main__`` for the functions of the module ``fntrace -m MOD`` runs
+              (named after MOD), else empty
     ops       CALL_OPS slot: the site's unique ops, the list ops, or the nop ops
     func      what the site calls: ``func(rec, parent, ops, fregs)``
     """
     __slots__ = ("ip", "index", "code", "name", "module", "qualname", "filename", "line",
-                 "flags", "ops", "func", "direct", "gen_start", "stub", "__weakref__")
+                 "flags", "ops", "func", "direct", "gen_start", "stub", "alias", "__weakref__")
 
     def __init__(self, ip: int, code: CodeType | None, module: str, qualname: str,
-                 filename: str = "", line: int = 0, index: int = 0):
+                 filename: str = "", line: int = 0, index: int = 0, alias: str = ""):
         self.ip = ip
         self.index = index
         self.code = code
         self.module = module
         self.qualname = qualname
         self.name = f"{module}.{qualname}" if module else qualname
+        # The module a -m target runs as: its functions are named after the module
+        # ("http.server.test") and answer to "__main__" too (core/hash.py).
+        self.alias = alias
         self.filename = filename
         self.line = line
         # Not ready to be touched until the module-load notifier has run
@@ -187,19 +192,48 @@ class RecordTable:
         # rewriter(module_name, module_dict, code) -> code: may replace a module's code
         # before its body runs (live patches of functions not loaded yet).
         self.rewriters: list[Callable] = []
+        # The name of the module that runs as "__main__" (``fntrace -m MOD``: MOD's
+        # name), or None for a script: records of "__main__" are named after it.
+        self.main_alias: str | None = None
+        # The discovery trap's clients (see discover): key -> module-name predicate,
+        # or None for every module.
+        self.scopes: dict[object, Callable[[str], bool] | None] = {}
+        self._scope_cache: dict[str, bool] = {}
+
+    def _module_name(self, module: str) -> tuple[str, str]:
+        """(the name records of ``module`` get, their alias)."""
+        if module == "__main__" and self.main_alias:
+            return self.main_alias, "__main__"
+        return module, ""
 
     # -- symbols -----------------------------------------------------------------
     def _new(self, code: CodeType, module: str, qualname: str | None = None) -> DynFtrace:
         traceable = _is_traceable(code) and not _own_module(module)
+        module, alias = self._module_name(module)
         rec = DynFtrace(self._next_ip, code, module, qualname or code.co_qualname,
                         code.co_filename, code.co_firstlineno,
-                        index=len(self.records) + 1 if traceable else 0)
+                        index=len(self.records) + 1 if traceable else 0, alias=alias)
         self._next_ip += 1
         self.by_code[id(code)] = rec
         self.by_ip[rec.ip] = rec
         if traceable:
             self.records.append(rec)
         return rec
+
+    def _promote(self, rec: DynFtrace, module: str, qualname: str | None) -> bool:
+        """A function first met as the caller of a traced one (a symbol made by sym())
+        is listed once its module is: it becomes traceable, under the same ip."""
+        code = rec.code
+        if code is None or not _is_traceable(code) or _own_module(module):
+            return False
+        name, alias = self._module_name(module)
+        rec.module, rec.alias = name, alias
+        rec.qualname = qualname or code.co_qualname
+        rec.name = f"{name}.{rec.qualname}" if name else rec.qualname
+        rec.index = len(self.records) + 1
+        rec.flags = FL.DISABLED
+        self.records.append(rec)
+        return True
 
     def sym(self, code: CodeType, module: str | None = None) -> DynFtrace:
         """The record of any code object, made on first sight (slow path of the parent
@@ -211,8 +245,9 @@ class RecordTable:
         with self.lock:
             rec = self.by_code.get(id(code))
             if rec is None:
-                rec = DynFtrace(self._next_ip, code, module or "", code.co_qualname,
-                                code.co_filename, code.co_firstlineno)
+                name, alias = self._module_name(module or "")
+                rec = DynFtrace(self._next_ip, code, name, code.co_qualname,
+                                code.co_filename, code.co_firstlineno, alias=alias)
                 self._next_ip += 1
                 self.by_code[id(code)] = rec
                 self.by_ip[rec.ip] = rec
@@ -257,9 +292,13 @@ class RecordTable:
             c, qn = stack.pop()
             if c.co_name in _INLINED_COMPREHENSIONS:
                 pass            # not a frame of its own on 3.12+: see _parent_slow
-            elif id(c) not in self.by_code:
-                rec = self._new(c, module, qn)
-                if rec.index:
+            else:
+                rec = self.by_code.get(id(c))
+                if rec is None:
+                    rec = self._new(c, module, qn)
+                    if rec.index:
+                        out.append(rec)
+                elif not rec.index and rec.code is c and self._promote(rec, module, qn):
                     out.append(rec)
             for k in reversed(c.co_consts):
                 if isinstance(k, CodeType):
@@ -273,19 +312,24 @@ class RecordTable:
                 walk(value, module, out, seen)
 
     def _walk_object(self, value: object, module: str, out: list, seen: set) -> None:
+        # Only C-level attribute reads on exact types: a namespace may hold anything
+        # (a mock whose __class__ is a property, a class whose metaclass computes
+        # attributes), and discovery runs inside callbacks, where no program code may.
         if id(value) in seen:
             return
         seen.add(id(value))
-        if isinstance(value, (staticmethod, classmethod)):
+        t = type(value)
+        if t is staticmethod or t is classmethod:
             value = value.__func__
-        elif isinstance(value, property):
+            t = type(value)
+        elif t is property:
             for f in (value.fget, value.fset, value.fdel):
                 if f is not None:
                     self._walk_object(f, module, out, seen)
             return
-        if isinstance(value, FunctionType):
+        if t is FunctionType:
             glb = value.__globals__
-            owner = glb.get("__name__", module) if isinstance(glb, dict) else module
+            owner = glb.get("__name__", module) if type(glb) is dict else module
             if owner != module:
                 return          # imported from elsewhere: that module lists it
             code = value.__code__
@@ -294,19 +338,17 @@ class RecordTable:
             # code's qualname names the generator, the function's names the method.
             if code.co_filename.startswith("<"):
                 qn = value.__qualname__
-            if id(code) not in self.by_code:
+            known = self.by_code.get(id(code))
+            if known is None or not known.index:
                 self._add_code_tree(code, module, out, qn)
-            wrapped = getattr(value, "__wrapped__", None)
+            wrapped = value.__dict__.get("__wrapped__")
             if wrapped is not None:
                 self._walk_object(wrapped, module, out, seen)
-        elif isinstance(value, type):
-            if value.__module__ != module:
+        elif issubclass(t, type) and type(t) is type or t is type:
+            ns = type.__dict__["__dict__"].__get__(value)
+            if ns.get("__module__") != module:
                 return
-            try:
-                ns = dict(vars(value))
-            except TypeError:
-                return
-            self._walk_namespace(ns, module, out, seen)
+            self._walk_namespace(dict(ns), module, out, seen)
 
     def scan_module(self, mod: ModuleType, code: CodeType | None = None) -> list[DynFtrace]:
         """Make records for a module's functions (and, given its code, everything defined
@@ -330,16 +372,86 @@ class RecordTable:
         self._notify(name, new)
         return new
 
-    def scan_module_of(self, glb: object) -> None:
-        """List the loaded module whose namespace is ``glb`` if that was not done yet (the
-        back ends' discovery traps, with the globals of a code object starting)."""
-        name = glb.get("__name__") if isinstance(glb, dict) else None
-        if not isinstance(name, str):
+    # -- the module-load notifier --------------------------------------------------
+    # The kernel adds a module's call sites when the module loads, before its init
+    # runs.  A Python module may be loaded by any importer (pytest's assertion
+    # rewriter, zipimport, a plugin system), by exec of compiled code, by runpy — the
+    # one thing all of them do is start the module's ``<module>`` code.  So the back
+    # ends' discovery trap (a global PY_START, or setprofile's call event) hands every
+    # code object that starts for the first time to ``discover``: a module body gets
+    # records for everything it defines lexically before its first line runs; any
+    # other unknown code (a function made by exec, a dataclass's generated methods) has
+    # its module's namespace walked again.  No frame of fntrace's is left on the
+    # program's stack (an import hook would be one: warnings' stacklevel, tracebacks).
+    #
+    # The trap is on only while something needs new functions (an ops that traces
+    # every function, a filter waiting for a module, an unbound probe): ``scopes``
+    # says which module names each of them can use, and modules outside every scope
+    # are not looked at (their records are made on demand, by refresh()).
+
+    def set_scope(self, key: object, scope: Callable[[str], bool] | None | bool) -> None:
+        """Who needs functions of modules loaded from now on: ``scope`` is a predicate
+        on module names, None for every module, False to drop the entry."""
+        with self.lock:
+            if scope is False:
+                self.scopes.pop(key, None)
+            else:
+                self.scopes[key] = scope
+            self._scope_cache.clear()
+
+    def in_scope(self, name: str) -> bool:
+        hit = self._scope_cache.get(name)
+        if hit is None:
+            hit = False
+            for pred in list(self.scopes.values()):
+                try:
+                    if pred is None or pred(name):
+                        hit = True
+                        break
+                except Exception:
+                    hit = True
+                    break
+            self._scope_cache[name] = hit
+        return hit
+
+    def discover(self, code: CodeType, glb: object) -> None:
+        """A code object fntrace has no record of starts (the discovery trap)."""
+        known = self.by_code.get(id(code))
+        if known is not None and (known.index or not _is_traceable(code)):
+            return
+        name = glb.get("__name__") if type(glb) is dict else None
+        if type(name) is not str or _own_module(name) or not self.in_scope(name):
+            return
+        if code.co_name == "<module>":
+            with self.lock:
+                new = self._add_code_tree(code, name)
+            self._notify(name, new)
             return
         mod = sys.modules.get(name)
-        if (mod is not None and getattr(mod, "__dict__", None) is glb
-                and not (name in self.scanned and self.module_ids.get(name) == id(mod))):
+        if mod is not None and getattr(mod, "__dict__", None) is glb:
             self.scan_module(mod)
+        else:
+            self.scan_namespace(name, glb)
+        known = self.by_code.get(id(code))
+        if known is None or not known.index:
+            # Made where no namespace shows it (a closure made by exec'd code, say).
+            with self.lock:
+                new = self._add_code_tree(code, name)
+            self._notify(name, new)
+
+    def scan_namespace(self, name: str, ns: dict) -> list[DynFtrace]:
+        """Records for the functions a namespace that is not a module's holds (code run
+        with exec, runpy's temporary modules)."""
+        if _own_module(name):
+            return []
+        with self.lock:
+            new: list[DynFtrace] = []
+            try:
+                self._walk_namespace(ns, name, new, set())
+            except Exception:
+                pass
+        self._notify(name, new)
+        return new
 
     def _notify(self, name: str, new: list[DynFtrace]) -> None:
         for cb in list(self.listeners):

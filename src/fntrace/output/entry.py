@@ -48,7 +48,9 @@ class TraceEntry:
     calltime  TRACE_GRAPH_RET: when the function was entered, ns
     rettime   TRACE_GRAPH_RET: when it returned, ns (== ts)
     overrun   TRACE_GRAPH_RET: shadow-stack overruns so far (funcgraph-overrun)
-    retval    TRACE_GRAPH_RET: an int, a short safe repr (str), or None
+    retval    TRACE_GRAPH_RET: an int (the value itself), or a str: the short safe
+              repr of any other value (``'abc'``, ``None``), or ``raised X`` when
+              an exception left the call; None when nothing was recorded
     has_retval  retval holds a value (it was recorded)
     args      graph entry / function hit with arguments: (name, short repr) pairs;
               None when arguments were not recorded
@@ -80,3 +82,8 @@ class LostEvents:
     """
     cpu: int
     lost: int
+
+
+def __dir__() -> list[str]:
+    """Only the public names (PEP 562): the imports and helpers stay out of ``dir()``."""
+    return list(__all__)

@@ -221,3 +221,8 @@ def render_function_trace(entries: Iterable[TraceEntry | LostEvents], *, header:
         text = format_entry(e, irq_info=irq_info, print_parent=print_parent)
         if text is not None:
             yield from text.split("\n")
+
+
+def __dir__() -> list[str]:
+    """Only the public names (PEP 562): the imports and helpers stay out of ``dir()``."""
+    return list(__all__)

@@ -57,8 +57,7 @@ _MARKS: tuple[tuple[int, str], ...] = (
 # print_graph_duration() FLAGS_FILL_FULL: the duration column of a line without one.
 _DURATION_FILL_FULL = "              |  "
 
-# include/linux/err.h MAX_ERRNO: IS_ERR_VALUE() is true for -MAX_ERRNO..-1.
-_MAX_ERRNO = 4095
+# print_graph_retval() with funcgraph-retval-hex: "0x%lx" of an unsigned long.
 _ULONG_MASK = (1 << 64) - 1
 
 
@@ -103,9 +102,14 @@ def print_graph_abs_time(ts: int) -> str:
 
 
 def print_graph_proc(comm: str, pid: int) -> str:
-    """print_graph_proc(): ``comm-pid`` centred in 14 columns, comm cut to 7 characters.
+    """print_graph_proc(): ``comm-pid`` centred in TRACE_GRAPH_PROCINFO_LENGTH (14) columns.
 
-    "   sh-4802    "
+    "   sh-4802    "       " MainThr-4001 "       "ThreadP-1234567"
+    The kernel cuts the comm to 7 characters here (``comm[7] = '\\0'``), whatever its
+    length elsewhere (up to TASK_COMM_LEN - 1 = 15 in the TASK-PID column), and marks
+    nothing where it cut.  The spaces left over go half before, the rest after; a
+    ``comm-pid`` of 14 characters or more is printed whole, with no spaces, and the
+    columns after it move right.  An unknown comm is ``<...>``.
     """
     text = f"{(comm or '<...>')[:7]}-{pid}"
     spaces = max(0, TRACE_GRAPH_PROCINFO_LENGTH - len(text))
@@ -140,19 +144,33 @@ def print_graph_headers_flags(*, abstime: bool = False, cpu: bool = True,
 def format_retval(value: object, *, hex_format: bool = False) -> str:
     """print_graph_retval(): the value after `` ret=``.
 
-    An int prints as the kernel prints a return register: in signed decimal when it is an
-    error code (-4095..-1) and funcgraph-retval-hex is off, otherwise in hex, negative
-    values as their 64-bit two's complement (0xffffffffffffffea).  (The kernel also
-    sign-extends 32-bit values with bit 31 set; a Python int has no register width, so
-    that step is left out.)  Any other value is already a short repr and prints as given.
+    A Python return value has a type, so it prints as itself: its repr (``42``,
+    ``'abc'``, ``None``, ``-22``).  With funcgraph-retval-hex an int prints the way the
+    kernel prints a return register in that mode, `` ret=0x%lx``: in hex, a negative
+    value as its 64-bit two's complement (``-22`` -> ``0xffffffffffffffea``); an int
+    outside 64 bits has no register to fit, so it keeps its sign (``-0x400...``).
+    Values that are not ints (bool is not one here) print as their repr in either mode.
+
+    A recorded value that is not an int arrives as the recorder's short safe repr (a
+    str, see tracers/function_graph.py retval_payload), or as ``raised X`` when an
+    exception left the call: a str prints as given.
     """
-    if isinstance(value, int):
-        if not hex_format and -_MAX_ERRNO <= value <= -1:
-            return str(value)
-        if -(1 << 63) <= value < 0:
-            value &= _ULONG_MASK
-        return f"{value:#x}" if value >= 0 else f"-{-value:#x}"
-    return str(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        if hex_format:
+            if -(1 << 63) <= value < 0:
+                value &= _ULONG_MASK
+            return f"{value:#x}" if value >= 0 else f"-{-value:#x}"
+        try:
+            return repr(value)
+        except ValueError:
+            # more digits than sys.get_int_max_str_digits() allows in decimal
+            return f"{value:#x}" if value >= 0 else f"-{-value:#x}"
+    if isinstance(value, str):
+        return value
+    try:
+        return repr(value)
+    except Exception:
+        return "(fault)"
 
 
 @dataclass(slots=True)
@@ -183,13 +201,15 @@ class GraphPrinter:
       abstime    funcgraph-abstime   absolute timestamp column
       tail       funcgraph-tail      every closing brace names its function
       retval     funcgraph-retval    return values as ``/* ret=... */`` comments
-      retval_hex funcgraph-retval-hex  return values always in hex
+                 (their repr; see format_retval)
+      retval_hex funcgraph-retval-hex  int return values in hex
       overrun    funcgraph-overrun   `` (Overruns: N)`` line after each return
       args       funcgraph-args      arguments as ``func(a=1, b='x')``
     ``nr_cpus`` sets the CPU column width (digits of nr_cpus - 1, like nr_cpu_ids); when
     None the width follows the highest cpu seen (a list input is scanned first).
-    ``irq_info`` is the generic option used for entries printed in the default format
-    (TRACE_FN and TRACE_STACK entries, which the graph printer does not handle).
+    ``irq_info`` and ``print_parent`` are the generic options (irq-info, print-parent)
+    used for entries printed in the default format (TRACE_FN and TRACE_STACK entries,
+    which the graph printer does not handle).
 
     The per-cpu state lives as long as the printer, like the kernel's for an open
     ``trace_pipe``; use one printer per read of ``trace``.
@@ -199,7 +219,7 @@ class GraphPrinter:
                  duration: bool = True, abstime: bool = False, tail: bool = False,
                  retval: bool = False, retval_hex: bool = False, overrun: bool = False,
                  args: bool = False, nr_cpus: int | None = None,
-                 irq_info: bool = False) -> None:
+                 irq_info: bool = False, print_parent: bool = True) -> None:
         self.cpu = cpu
         self.overhead = overhead
         self.proc = proc
@@ -212,6 +232,7 @@ class GraphPrinter:
         self.args = args
         self.nr_cpus = nr_cpus
         self.irq_info = irq_info
+        self.print_parent = print_parent
         self._max_cpu = 0
         self._cpu_data: dict[int, _FgraphCpuData] = {}
         self._comms: dict[int, str] = {}     # saved cmdlines: pid -> comm
@@ -298,7 +319,7 @@ class GraphPrinter:
             return self.print_graph_return(e)
         if e.type in (TRACE_FN, TRACE_STACK):
             # Not drawn as comments: the default text (print_trace_fmt) is used instead.
-            text = format_entry(e, irq_info=self.irq_info)
+            text = format_entry(e, irq_info=self.irq_info, print_parent=self.print_parent)
             return text.split("\n") if text is not None else []
         if e.type == TRACE_GRAPH_ENT:
             return self.print_graph_entry(e, None)
@@ -454,3 +475,8 @@ class GraphPrinter:
         if msg.endswith("\n"):
             msg = msg[:-1]
         return banner + (line + "/* " + msg + " */").split("\n")
+
+
+def __dir__() -> list[str]:
+    """Only the public names (PEP 562): the imports and helpers stay out of ``dir()``."""
+    return list(__all__)

@@ -83,3 +83,8 @@ def entries_from_buffers(buffers: Iterable, name_of: Callable[[int], str],
         pid, comm = thread_info.get(cpu, (0, "<...>"))
         _, ts, typ, flags, a, b, c, d, payload = r
         yield decode(cpu, ts, typ, flags, a, b, c, d, payload, name_of, comm, pid)
+
+
+def __dir__() -> list[str]:
+    """Only the public names (PEP 562): the imports and helpers stay out of ``dir()``."""
+    return list(__all__)

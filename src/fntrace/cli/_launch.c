@@ -1,0 +1,271 @@
+/*
+ * fntrace.cli._launch: the native part of the launcher (cli/target.py, cli/guard.py).
+ *
+ * Not part of the hot path: it is used whether or not FNTRACE_PURE is set, and
+ * everything here has a Python fallback for when the extension was not built
+ * (a C compiler missing at install time).
+ *
+ *   run_clean(code, globals)   exec the program so that its first frame starts the
+ *                              stack, as under `python script.py`: no launcher frame
+ *                              below it (f_back is None, tracebacks and stack depth
+ *                              are the program's own) and the whole recursion limit
+ *                              is the program's.  Python fallback: exec().
+ *   call_clean(func)           func() the same way (the program's atexit functions).
+ *   call_untraced(func)        func() with this thread's tracing suspended
+ *                              (threading._shutdown: the interpreter's work).
+ *   fatal_signals_install(fd, signals)
+ *                              for each signal whose disposition is SIG_DFL, a C
+ *                              handler that writes the signal number to fd (the
+ *                              trace writer's pipe) so the trace can be written out
+ *                              before the process dies of it.  Python's own table of
+ *                              handlers is not touched: signal.getsignal() still says
+ *                              SIG_DFL and a handler the program installs replaces
+ *                              this one, as it would replace the default.  Python
+ *                              fallback: signal.signal() (visible to getsignal()).
+ *   fatal_signals_restore()    SIG_DFL again wherever this handler still is.
+ *
+ * CPython quirk: run_clean reaches into PyThreadState's public-but-unstable fields —
+ * the frame the next frame links to (cframe->current_frame on 3.11 and 3.12,
+ * current_frame on 3.13+) and the recursion counters (recursion_remaining on 3.11,
+ * py_recursion_remaining on 3.12+).  Other versions exec with the launcher's frames
+ * below the program, as the fallback does.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000       /* 3.11 */
+#define CLEAN_STACK 1
+#define CUR_FRAME(ts) ((ts)->cframe->current_frame)
+#define REC_REMAINING(ts) ((ts)->recursion_remaining)
+#define REC_LIMIT(ts) ((ts)->recursion_limit)
+#elif PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030D0000     /* 3.12 */
+#define CLEAN_STACK 1
+#define CUR_FRAME(ts) ((ts)->cframe->current_frame)
+#define REC_REMAINING(ts) ((ts)->py_recursion_remaining)
+#define REC_LIMIT(ts) ((ts)->py_recursion_limit)
+#elif PY_VERSION_HEX >= 0x030D0000 && PY_VERSION_HEX < 0x030F0000     /* 3.13, 3.14 */
+#define CLEAN_STACK 1
+#define CUR_FRAME(ts) ((ts)->current_frame)
+#define REC_REMAINING(ts) ((ts)->py_recursion_remaining)
+#define REC_LIMIT(ts) ((ts)->py_recursion_limit)
+#else
+#define CLEAN_STACK 0
+#endif
+
+/* What a fresh stack needs: no previous frame, the whole limit.  The launcher's own
+ * depth is given back afterwards, measured against the limit then in force (the
+ * program may have changed it: sys.setrecursionlimit keeps each thread's depth). */
+typedef struct {
+#if CLEAN_STACK
+    void *frame;
+    int depth;
+#endif
+    int dummy;
+} saved_stack;
+
+static void
+stack_detach(saved_stack *s)
+{
+#if CLEAN_STACK
+    PyThreadState *ts = PyThreadState_Get();
+    s->frame = (void *)CUR_FRAME(ts);
+    s->depth = REC_LIMIT(ts) - REC_REMAINING(ts);
+    CUR_FRAME(ts) = NULL;
+    REC_REMAINING(ts) = REC_LIMIT(ts);
+#else
+    (void)s;
+#endif
+}
+
+static void
+stack_attach(saved_stack *s)
+{
+#if CLEAN_STACK
+    PyThreadState *ts = PyThreadState_Get();
+    CUR_FRAME(ts) = s->frame;
+    /* A limit the program lowered below the launcher's depth would make the launcher's
+     * next call a RecursionError: leave it room (the program has ended). */
+    if (REC_LIMIT(ts) < s->depth + 100)
+        Py_SetRecursionLimit(s->depth + 100);
+    REC_REMAINING(ts) = REC_LIMIT(ts) - s->depth;
+#else
+    (void)s;
+#endif
+}
+
+static PyObject *
+run_clean(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyCode_Check(args[0]) || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "run_clean(code, globals)");
+        return NULL;
+    }
+    saved_stack s;
+    stack_detach(&s);
+    PyObject *r = PyEval_EvalCode(args[0], args[1], args[1]);
+    stack_attach(&s);
+    return r;
+}
+
+static PyObject *
+call_clean(PyObject *self, PyObject *func)
+{
+    saved_stack s;
+    stack_detach(&s);
+    PyObject *r = PyObject_CallNoArgs(func);
+    stack_attach(&s);
+    return r;
+}
+
+/* func() with this thread's tracing suspended (PyThreadState_EnterTracing: what the
+ * interpreter does around a trace or profile function, so no monitoring event and no
+ * profile call reaches fntrace from this thread meanwhile).  Other threads are traced
+ * as before. */
+static PyObject *
+call_untraced(PyObject *self, PyObject *func)
+{
+    PyThreadState *ts = PyThreadState_Get();
+    PyThreadState_EnterTracing(ts);
+    PyObject *r = PyObject_CallNoArgs(func);
+    PyThreadState_LeaveTracing(ts);
+    return r;
+}
+
+/* -- fatal signals ------------------------------------------------------------------ */
+
+#define MAX_SIG 65
+static volatile sig_atomic_t g_fd = -1;
+static volatile sig_atomic_t g_pid = 0;
+static volatile sig_atomic_t g_seen[MAX_SIG];
+static char g_ours[MAX_SIG];
+
+static void
+on_fatal_signal(int sig)
+{
+    int saved_errno = errno;
+    /* A forked child (a multiprocessing worker, say) inherits this handler but not the
+     * trace: it dies of the signal as it would have.  So does a second delivery, when
+     * writing the trace out takes too long for whoever sent it. */
+    if (getpid() != (pid_t)g_pid || g_fd < 0 || sig <= 0 || sig >= MAX_SIG || g_seen[sig]) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        errno = saved_errno;
+        return;
+    }
+    g_seen[sig] = 1;
+    unsigned char b = (unsigned char)sig;
+    ssize_t w = write((int)g_fd, &b, 1);
+    (void)w;
+    errno = saved_errno;
+}
+
+static PyObject *
+fatal_signals_install(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "fatal_signals_install(fd, signals)");
+        return NULL;
+    }
+    long fd = PyLong_AsLong(args[0]);
+    if (fd == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *seq = PySequence_Fast(args[1], "signals must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    PyObject *done = PyList_New(0);
+    if (done == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    g_fd = (sig_atomic_t)fd;
+    g_pid = (sig_atomic_t)getpid();
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        long sig = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (sig == -1 && PyErr_Occurred())
+            goto error;
+        if (sig <= 0 || sig >= MAX_SIG)
+            continue;
+        struct sigaction cur;
+        if (sigaction((int)sig, NULL, &cur) < 0 || cur.sa_handler != SIG_DFL
+                || (cur.sa_flags & SA_SIGINFO))
+            continue;           /* the program (or its parent) chose something else */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_fatal_signal;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESTART;
+        if (sigaction((int)sig, &sa, NULL) < 0)
+            continue;
+        g_seen[sig] = 0;
+        g_ours[sig] = 1;
+        PyObject *n = PyLong_FromLong(sig);
+        if (n == NULL || PyList_Append(done, n) < 0) {
+            Py_XDECREF(n);
+            goto error;
+        }
+        Py_DECREF(n);
+    }
+    Py_DECREF(seq);
+    return done;
+error:
+    Py_DECREF(seq);
+    Py_DECREF(done);
+    return NULL;
+}
+
+static PyObject *
+fatal_signals_restore(PyObject *self, PyObject *unused)
+{
+    for (int sig = 1; sig < MAX_SIG; sig++) {
+        if (!g_ours[sig])
+            continue;
+        g_ours[sig] = 0;
+        struct sigaction cur;
+        if (sigaction(sig, NULL, &cur) == 0 && cur.sa_handler == on_fatal_signal) {
+            struct sigaction sa;
+            memset(&sa, 0, sizeof sa);
+            sa.sa_handler = SIG_DFL;
+            sigemptyset(&sa.sa_mask);
+            sigaction(sig, &sa, NULL);
+        }
+    }
+    g_fd = -1;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef launch_methods[] = {
+    {"run_clean", (PyCFunction)(void (*)(void))run_clean, METH_FASTCALL,
+     "run_clean(code, globals): exec code on a fresh stack (see the module doc)"},
+    {"call_clean", call_clean, METH_O, "call_clean(func): func() on a fresh stack"},
+    {"call_untraced", call_untraced, METH_O,
+     "call_untraced(func): func() with this thread's tracing suspended"},
+    {"fatal_signals_install", (PyCFunction)(void (*)(void))fatal_signals_install,
+     METH_FASTCALL, "fatal_signals_install(fd, signals) -> the signals now handled"},
+    {"fatal_signals_restore", fatal_signals_restore, METH_NOARGS,
+     "SIG_DFL again wherever fatal_signals_install's handler still is"},
+    {NULL}
+};
+
+static struct PyModuleDef launch_module = {
+    PyModuleDef_HEAD_INIT, "fntrace.cli._launch",
+    "The native part of fntrace's launcher: a fresh stack for the program, fatal "
+    "signal handlers that let the trace be written out.",
+    -1, launch_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__launch(void)
+{
+    PyObject *m = PyModule_Create(&launch_module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddIntConstant(m, "CLEAN_STACK", CLEAN_STACK) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,199 @@
+"""The trace outlives the program's end, however it ends.
+
+A program under ``fntrace record``/``live`` may end normally, by ``sys.exit``, by an
+uncaught exception, by ``os._exit`` (which skips everything: atexit, finally, the
+interpreter's shutdown), or by a signal whose default action kills the process
+(SIGTERM from ``timeout``, SIGHUP from a closed terminal).  Each way must leave the
+trace written and, for ``live``, reported — and then end exactly as the program would
+have: the same status, or death by the same signal.
+
+    normal end, sys.exit, exception   record.py finishes after the program's own end
+    os._exit(n)                        os._exit is wrapped: finish, then the real _exit
+    SIGTERM SIGHUP SIGINT* SIGALRM ... a C handler (cli/_launch.c) tells the trace
+    SIGUSR1 SIGUSR2                    writer's thread, which finishes and re-raises the
+                                       signal with its default action
+    (* SIGINT only when its disposition is SIG_DFL; Python's own KeyboardInterrupt
+       handler is left alone and the uncaught KeyboardInterrupt ends in SIGINT.)
+
+Handlers go only where the disposition is SIG_DFL, and Python's table of handlers is
+not touched: ``signal.getsignal()`` still answers SIG_DFL, and a handler the program
+installs replaces fntrace's as it would replace the default.  A second delivery of the
+same signal kills at once.  A forked child inherits none of it (its signals do what
+they would; its ``os._exit`` is the real one).
+
+The report goes to the standard output and error the program started with (file
+descriptors saved before it runs), whatever it did to ``sys.stdout``: json.tool closes
+it, pytest replaces it.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+
+from .target import _native_launch
+
+__all__ = ["Guard", "FATAL_SIGNALS"]
+
+# Signals whose default action ends the process and that a user or a supervisor sends
+# to stop a program (SIGINT only while nobody handles it: see the module docstring).
+FATAL_SIGNALS = tuple(getattr(signal, n) for n in
+                      ("SIGTERM", "SIGHUP", "SIGINT", "SIGALRM", "SIGUSR1", "SIGUSR2")
+                      if hasattr(signal, n))
+
+
+class Guard:
+    """Saved standard streams, the fatal-signal handlers and the os._exit wrapper of one
+    recording.  ``finish(how)`` is called at most once for the whole process, from
+    whichever thread the end reaches first; later callers wait for it to be done.
+
+    how   ("exit", status) for os._exit, ("signal", signum) for a fatal signal; the
+          normal end calls ``finish`` with ("end", outcome) from record.py.
+    """
+
+    def __init__(self, finish) -> None:
+        self.pid = os.getpid()
+        self._finish = finish
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self.how = None
+        self.out_fd = os.dup(1) if _fd_ok(1) else -1
+        self.err_fd = os.dup(2) if _fd_ok(2) else -1
+        self.signals: list[int] = []
+        self._py_handlers: dict[int, object] = {}
+        self._real_exit = None
+
+    # -- where reports go ---------------------------------------------------------------
+    def mine(self) -> bool:
+        return os.getpid() == self.pid
+
+    def stdout(self):
+        """A text stream on the program's original standard output (for the report)."""
+        return _text_stream(self.out_fd, sys.__stdout__)
+
+    def stderr(self):
+        return _text_stream(self.err_fd, sys.__stderr__)
+
+    def notice(self, msg: str) -> None:
+        """``fntrace: msg`` on the original standard error."""
+        data = ("fntrace: " + msg + "\n").encode("utf-8", "backslashreplace")
+        fd = self.err_fd if self.err_fd >= 0 else 2
+        try:
+            _write_all(fd, data)
+        except OSError:
+            pass
+
+    # -- the ways a program ends --------------------------------------------------------
+    def install(self, signal_fd: int) -> None:
+        """Take over os._exit and the fatal signals still at their default action;
+        ``signal_fd`` is the write end the trace writer's thread reads signal numbers
+        from (cli/_launch.c writes the number from the handler)."""
+        real = os._exit
+        self._real_exit = real
+        guard = self
+
+        def _exit(status):
+            # The wrapper must not change what the program sees: the same argument
+            # checking (the real one raises the same TypeError), then the same end.
+            if guard.mine():
+                guard.finish(("exit", status))
+            real(status)
+
+        _exit.__name__ = real.__name__
+        _exit.__qualname__ = real.__qualname__
+        _exit.__doc__ = real.__doc__
+        _exit.__module__ = real.__module__
+        os._exit = _exit
+        wanted = [s for s in FATAL_SIGNALS
+                  if s != signal.SIGINT or signal.getsignal(signal.SIGINT) == signal.SIG_DFL]
+        if _native_launch is not None:
+            self.signals = list(_native_launch.fatal_signals_install(signal_fd, wanted))
+        else:
+            for s in wanted:
+                if signal.getsignal(s) == signal.SIG_DFL:
+                    self._py_handlers[s] = signal.signal(s, self._py_signal)
+                    self.signals.append(s)
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._in_child)
+
+    def uninstall(self) -> None:
+        if self._real_exit is not None and os._exit is not self._real_exit:
+            os._exit = self._real_exit
+        if _native_launch is not None:
+            _native_launch.fatal_signals_restore()
+        else:
+            for s in list(self._py_handlers):
+                if signal.getsignal(s) == self._py_signal:
+                    signal.signal(s, signal.SIG_DFL)
+            self._py_handlers.clear()
+
+    def _in_child(self) -> None:
+        # The trace is the parent's: the child's signals and os._exit are its own.
+        if self._real_exit is not None:
+            os._exit = self._real_exit
+        if _native_launch is not None:
+            _native_launch.fatal_signals_restore()
+
+    def _py_signal(self, signum, frame) -> None:
+        # Fallback without the native launcher: a Python-level handler (visible to
+        # signal.getsignal, unlike the native one).
+        self.finish(("signal", signum))
+        self.die(signum)
+
+    def finish(self, how) -> bool:
+        """Run the finish callback once; True for the caller that ran it."""
+        with self._lock:
+            first = self.how is None
+            if first:
+                self.how = how
+        if not first:
+            self._done.wait()
+            return False
+        try:
+            self._finish(how)
+        finally:
+            self._done.set()
+        return True
+
+    def die(self, signum: int) -> None:
+        """End the process the way the signal's default action would."""
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+        self.uninstall()
+        try:
+            signal.signal(signum, signal.SIG_DFL)
+        except (ValueError, OSError):      # not the main thread: sigaction directly
+            pass
+        if _native_launch is not None:
+            _native_launch.fatal_signals_restore()
+        os.kill(os.getpid(), signum)
+        # SIGINT may be blocked in this thread; the process still gets it.  Never go
+        # back into the program.
+        threading.Event().wait(5)
+        (self._real_exit or os._exit)(128 + signum)
+
+
+def _fd_ok(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+        return True
+    except OSError:
+        return False
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _text_stream(fd: int, fallback):
+    if fd < 0:
+        return fallback
+    enc = getattr(fallback, "encoding", None) or "utf-8"
+    return open(os.dup(fd), "w", encoding=enc, errors="backslashreplace", closefd=True)
