@@ -910,6 +910,8 @@ typedef struct {
 } record_t;
 #pragma pack(pop)
 
+/* ring_buffer.PAYLOAD_COST: what a payload counts in ChunkQueue.pending */
+#define PAYLOAD_COST 128
 static PyObject *str_items, *str_append, *str_notify_fd, *str_pending, *str_limit, *str_closed;
 
 static long long
@@ -991,12 +993,13 @@ rb_handoff(RingBufferObject *rb)
         goto fail;
     Py_DECREF(r);
     rb->read = end;
+    long long npay = (long long)PyDict_GET_SIZE(pay);
     Py_DECREF(chunk);
     Py_DECREF(pay);
     long long pend = attr_ll(q, str_pending);
     if (pend == -1 && PyErr_Occurred())
         return -1;
-    pend += (long long)n * 32;
+    pend += (long long)n * 32 + PAYLOAD_COST * npay;
     PyObject *pv = PyLong_FromLongLong(pend);
     if (pv == NULL || PyObject_SetAttr(q, str_pending, pv) < 0) {
         Py_XDECREF(pv);
@@ -1554,15 +1557,29 @@ fg_fast_enter(PyObject *rec, fkey k)
         return 0;                  /* the slow path counts the overrun */
     PyObject *ipo = SLOT(rec, off_rec_ip);
     unsigned long ip = ipo ? PyLong_AsUnsignedLong(ipo) : 0;
-    long long calltime = now_ns();
+    long long calltime;
     PyObject *on = SLOT(tr, off_tr_tracing_on);
     if (on == Py_True || (on != NULL && on != Py_False && PyObject_IsTrue(on) == 1)) {
-        if (lane_write(t, tr, calltime, 2, ip, (unsigned long)depth, 0, 0) == -2)
+        /* The thread's buffer first (its first call makes it), then one clock reading
+         * for the entry record and the call's start. */
+        Py_INCREF(tr);
+        t->busy++;
+        t->count++;
+        RingBufferObject *buf = cpu_buffer(tr);
+        calltime = now_ns();
+        long long w = buf ? rb_write(buf, calltime, 2, 0, ip, (unsigned long)depth, 0, 0) : -2;
+        t->busy--;
+        Py_XDECREF(buf);
+        Py_DECREF(tr);
+        if (w == -2)
             return -1;
-        /* a flush may have run Python code: another thread may have reset this stack */
+        /* making the buffer may have run Python code: another thread may have reset
+         * this stack */
         if (t->fs_epoch != g_fg_epoch)
             fs_reset(t);
     }
+    else
+        calltime = now_ns();
     if (t->fs_n == t->fs_cap) {
         int cap = t->fs_cap ? t->fs_cap * 2 : 64;
         fg_frame *fs = (fg_frame *)PyMem_RawRealloc(t->fs, cap * sizeof(fg_frame));
@@ -2001,6 +2018,26 @@ graph_var(PyObject *gops)
     return tv;
 }
 
+/* The shadow-stack frame being entered gets `ts` as its calltime (graph_entry). */
+static int
+set_calltime(long long ts)
+{
+    PyObject *st = get_stack(0);
+    if (st == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    PyObject *cur = SLOT(st, off_st_cur);
+    if (cur != NULL && cur != Py_None) {
+        PyObject *v = PyLong_FromLongLong(ts);
+        if (v == NULL) {
+            Py_DECREF(st);
+            return -1;
+        }
+        set_slot(cur, off_fr_calltime, v);
+    }
+    Py_DECREF(st);
+    return 0;
+}
+
 static PyObject *
 graph_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -2077,9 +2114,19 @@ graph_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *ipo = SLOT(func, off_rec_ip);
     unsigned long ip = ipo ? PyLong_AsUnsignedLong(ipo) : 0;
+    /* One reading, after the set-up above (a thread's first buffer, the arguments):
+     * the entry's timestamp and the call's start, so neither counts in its duration. */
+    long long ts = now_ns();
+    if (set_calltime(ts) < 0) {
+        Py_XDECREF(payload);
+        Py_DECREF(buf);
+        Py_DECREF(tv);
+        Py_DECREF(tr);
+        return NULL;
+    }
     long long w = payload
-        ? rb_write_payload(buf, now_ns(), 2, ip, (unsigned long)depth, 0, 0, payload)
-        : rb_write(buf, now_ns(), 2, 0, ip, (unsigned long)depth, 0, 0);
+        ? rb_write_payload(buf, ts, 2, ip, (unsigned long)depth, 0, 0, payload)
+        : rb_write(buf, ts, 2, 0, ip, (unsigned long)depth, 0, 0);
     Py_XDECREF(payload);
     Py_DECREF(buf);
     if (w == -2) {

@@ -50,7 +50,8 @@ class ChunkQueue:
 
     items      (cpu, records bytes, first_seq, payloads dict) in hand-over order
     notify_fd  a pipe the reader waits on: one byte ``c`` per chunk (-1: nobody waits)
-    pending    bytes handed over and not yet taken off by the reader
+    pending    bytes handed over and not yet taken off by the reader (a payload
+               counts PAYLOAD_COST)
     limit      a writer waits (the GIL released) while pending is above this, so a
                slow disk slows the program instead of losing records (0: no limit)
     closed     the reader has gone: writers stop waiting for it
@@ -70,11 +71,13 @@ class ChunkQueue:
             item = self.items.popleft()
         except IndexError:
             return None
-        self.pending -= len(item[1])
+        self.pending -= len(item[1]) + PAYLOAD_COST * len(item[3])
         return item
 
 
 CHUNK_NOTIFY = b"c"
+# What a payload object is counted as in ChunkQueue.pending (a short list or string).
+PAYLOAD_COST = 128
 
 
 class _PyRingBufferBase:
@@ -137,7 +140,7 @@ class _PyRingBufferBase:
                 pay = {k: pop(k) for k in range(start, end) if k in self.payloads}
         self.read = end
         q.items.append((self.cpu, chunk, start, pay))
-        q.pending += len(chunk)
+        q.pending += len(chunk) + PAYLOAD_COST * len(pay)
         if q.notify_fd >= 0:
             try:
                 _os_write(q.notify_fd, CHUNK_NOTIFY)

@@ -158,7 +158,28 @@ def _safe_text(obj: Any) -> str:
 _INF = float("inf")
 
 
+def _default(obj: Any) -> Any:
+    if isinstance(obj, os.PathLike):
+        return _safe_text(os.fspath(obj))
+    return _safe_text(obj)
+
+
+try:
+    # json's C encoder, called directly: json.dumps would go through json.encoder's
+    # Python methods.
+    from _json import make_encoder as _c_make_encoder
+    _c_encode = _c_make_encoder(None, _default, _enc_json_str, None, ":", ",", False,
+                                False, True)
+except (ImportError, TypeError):        # pragma: no cover - CPython always has _json
+    _c_encode = None
+
+
 def _dumps(obj: Any) -> bytes:
+    if _c_encode is not None:
+        try:
+            return "".join(_c_encode(obj, 0)).encode("ascii")
+        except (ValueError, TypeError, RecursionError):
+            pass                        # an int too long for str(), say
     out: list[str] = []
     _json_parts(obj, out)
     return "".join(out).encode("ascii")

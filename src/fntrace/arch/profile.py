@@ -22,6 +22,7 @@ from ..errors import BusyError
 __all__ = ["ProfileBackend"]
 
 _DIRECT_EN = int(FTRACE_FL.DIRECT_EN)
+_RET = int(FTRACE_FL.RET)
 no_site = dispatch.no_site
 
 
@@ -106,6 +107,12 @@ class ProfileBackend:
         if rec.flags & _DIRECT_EN:
             dispatch.forget(dispatch.sites, id(code))   # only the direct trampoline: no hook work
         else:
+            if rec.flags & _RET:
+                # Where the code returns and yields: worked out now, not at its first
+                # return, where the time would count in the call's duration.
+                dispatch.return_offsets(code)
+                if rec.gen_start >= 0:
+                    dispatch.yield_offsets(code)
             dispatch.sites[id(code)] = rec
 
     def modify_call(self, rec: DynFtrace) -> None:

@@ -42,8 +42,9 @@ __all__ = ["RecordOptions", "record", "check_buffer_kb", "check_depth", "check_t
            "unmatched_patterns"]
 
 MAX_BUFFER_KB = 1 << 20
-# Bytes handed over and not written yet above which a traced thread waits for the disk.
-PENDING_LIMIT = 64 << 20
+# Bytes handed over and not written yet above which a traced thread waits for the
+# writer: two full buffers, so memory stays flat however fast the program writes.
+PENDING_MIN = 4 << 20
 
 
 class RecordOptions:
@@ -116,12 +117,12 @@ class _FileSink:
     memory for the child to flush either).
     """
 
-    def __init__(self, writer: TraceFileWriter) -> None:
+    def __init__(self, writer: TraceFileWriter, buffer_kb: int) -> None:
         self.writer = writer
         self.pid = os.getpid()
         self.rfd, self.wfd = os.pipe()
         os.set_blocking(self.wfd, False)
-        self.queue = ChunkQueue(self.wfd, PENDING_LIMIT)
+        self.queue = ChunkQueue(self.wfd, max(PENDING_MIN, 2 * buffer_kb * 1024))
         self.next_ip = 1
         self.threads_written: set[int] = set()
         self.lost = 0                     # records in chunks that could not be written
@@ -243,7 +244,13 @@ class _FileSink:
         self._close()
 
 
-def _apply_filters(tr: TraceArray, opts: RecordOptions) -> None:
+def _apply_filters(tr: TraceArray, opts: RecordOptions, target: Target,
+                   warn=None) -> None:
+    """-F/-N/-g/--graph-notrace, each checked before the program runs: a pattern that
+    matches nothing loaded is looked for in the source of the modules it can name
+    (core/kallsyms.py) and refused, with the closest names, when it can never match;
+    one that may still match at run time is kept, with a warning."""
+    mains = _main_sources(target)
     for label, pats, ops, setter in (
             ("-F", opts.filters, tr.ops, ftrace_set_filter),
             ("-N", opts.notrace, tr.ops, ftrace_set_notrace),
@@ -257,6 +264,50 @@ def _apply_filters(tr: TraceArray, opts: RecordOptions) -> None:
                 where = f" (at column {e.pos + 1})" if e.pos is not None else ""
                 raise UsageError(f"{label} {pat!r}: {e.msg}{where}") from None
             first = False
+            pending = ops.notrace_pending if setter is ftrace_set_notrace else ops.pending
+            cache = ops.notrace_mod_cache if setter is ftrace_set_notrace else ops.mod_cache
+            _check_words(label, pat, pending, cache, mains, warn)
+
+
+def _main_sources(target: Target) -> dict:
+    from ..core import kallsyms
+    src = kallsyms.main_source(target.module, target.code)
+    mains = {"__main__": src}
+    if target.module != "__main__":
+        mains[target.module] = src
+    return mains
+
+
+def _check_words(label: str, pat: str, pending, cache, mains, warn) -> None:
+    from ..core import kallsyms
+    from ..core.hash import _WORD_RE
+    matched = {p.pattern for p in pending if p.matched}
+    cached = {str(e): e for e in cache}
+    for m in _WORD_RE.finditer(pat):
+        word = m.group()
+        if word.startswith("!"):
+            continue
+        func, sep, rest = word.partition(":")
+        if sep:
+            entry = cached.get(word)
+            if entry is None:
+                continue                # matched a loaded module
+            mod = entry.module
+            if mod in mains or mod.startswith("!"):
+                v = kallsyms.Verdict("unknown")
+            else:
+                v = kallsyms.check_mod_filter(entry.func, mod)
+        elif word in matched:
+            continue
+        else:
+            v = kallsyms.check_pattern(word, mains)
+        where = f"{label} {pat!r}" if word == pat else f"{label} {pat!r}: {word!r}"
+        close = f" (did you mean {v.close[0]!r}?)" if v.close else ""
+        if v.kind == "none":
+            raise UsageError(f"{where}: no function matches{close}")
+        if v.kind == "maybe" and warn is not None:
+            warn(f"{where}: no function matches yet; kept for run time, as {v.why}"
+                 f"{close}")
 
 
 def _apply_events(tr: TraceArray, opts: RecordOptions) -> None:
@@ -352,8 +403,11 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
         "events": [e["event"] for e in opts.events],
         "start_wall": time.time(),
     }
+    # Modules are looked up as the program will look them up: its sys.path[0] first.
+    if sys.path:
+        sys.path[0] = target.path0
     writer = TraceFileWriter(f, header)
-    sink = _FileSink(writer)
+    sink = _FileSink(writer, opts.buffer_kb)
     tr = TraceArray(buffer_size_kb=opts.buffer_kb, sink=sink.queue)
     if hasattr(os, "register_at_fork"):
         def in_child() -> None:
@@ -430,7 +484,7 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
     outcome = Outcome(1)
     try:
         _patch.install(requests)
-        _apply_filters(tr, opts)
+        _apply_filters(tr, opts, target, guard.notice)
         _apply_events(tr, opts)
         tracer = tracers[opts.tracer]()
 

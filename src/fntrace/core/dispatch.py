@@ -20,6 +20,7 @@ never raised into the traced program.
 """
 from __future__ import annotations
 
+import dis
 import sys
 from sys import _getframe
 
@@ -256,7 +257,6 @@ def _return_offsets(code) -> frozenset:
     lasti_is_yield quirk, python/cpython#113728)."""
     ent = _ret_offs.get(id(code))
     if ent is None or ent[0] is not code:
-        import dis
         offs = frozenset(
             i.offset for i in dis.get_instructions(code)
             if i.opname in ("RETURN_VALUE", "RETURN_CONST", "YIELD_VALUE")
@@ -271,13 +271,14 @@ _throw_at: dict = {}     # id(frame) -> f_lasti of a generator resumed by throw(
 def _yield_offsets(code) -> frozenset:
     ent = _yield_offs.get(id(code))
     if ent is None or ent[0] is not code:
-        import dis
         ent = _yield_offs[id(code)] = (code, frozenset(
             i.offset for i in dis.get_instructions(code) if i.opname == "YIELD_VALUE"))
     return ent[1]
 
 
 _yield_offs: dict = {}
+return_offsets = _return_offsets
+yield_offsets = _yield_offsets
 
 
 def _profile_resume(rec, frame) -> None:

@@ -108,10 +108,15 @@ def graph_entry(trace, gops, fregs) -> bool:
         buf = tr.local.buf
     except AttributeError:
         buf = tr.cpu_buffer()
+    payload = [[n, safe_repr(x)] for n, x in fregs.args] if tr.graph_args else None
+    # One reading, after the set-up above (a thread's first buffer, the arguments): the
+    # entry's timestamp and the call's start, so neither counts in its duration.
     ts = monotonic_ns()
-    if tr.graph_args:
-        buf.write_payload(ts, TRACE_GRAPH_ENT, func.ip, depth, 0, 0,
-                          [[n, safe_repr(x)] for n, x in fregs.args])
+    cur = _tls.st.cur
+    if cur is not None:
+        cur.calltime = ts
+    if payload is not None:
+        buf.write_payload(ts, TRACE_GRAPH_ENT, func.ip, depth, 0, 0, payload)
     else:
         buf.write(ts, TRACE_GRAPH_ENT, 0, func.ip, depth, 0, 0)
     return True
