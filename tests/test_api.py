@@ -569,25 +569,25 @@ def test_callback_calling_a_traced_function_does_not_recurse(mod):
     assert calls == [f"{mod.__name__}.bar"]
 
 
-def test_raising_callback_is_contained(mod, capsys):
+def test_raising_callback_is_contained(mod, capfd):
     def cb(ip, parent_ip, ops, fregs):
         raise RuntimeError("boom")
 
     ops = Ops(cb, name="raiser")
     ftrace_set_filter(ops, f"{mod.__name__}.bar")
-    capsys.readouterr()
+    capfd.readouterr()
     register_ftrace_function(ops)
     results = [mod.foo(2), mod.foo(3), mod.bar(4)]
     unregister_ftrace_function(ops)
     assert results == [5, 7, 8]
     assert ops.nerrors == 3
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1, err
     assert "raiser" in lines[0] and "RuntimeError" in lines[0]
 
 
-def test_callback_raising_systemexit_does_not_end_the_program(mod, capsys):
+def test_callback_raising_systemexit_does_not_end_the_program(mod, capfd):
     def cb(ip, parent_ip, ops, fregs):
         sys.exit(5)
 

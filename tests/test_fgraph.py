@@ -584,7 +584,7 @@ def test_tracing_off_and_on_in_the_middle_of_a_call(make_module):
 # Callbacks that raise
 # ---------------------------------------------------------------------------------
 
-def test_raising_callbacks_are_contained(make_module, capsys):
+def test_raising_callbacks_are_contained(make_module, capfd):
     m = make_module(MOD)
 
     def entry(trace, gops, fregs):
@@ -604,11 +604,11 @@ def test_raising_callbacks_are_contained(make_module, capsys):
     assert results == [7, 7, 7]
     # Per top(): two leaf entries raise, mid's return raises.
     assert g.nerrors == 9
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     assert err.count("raiser") == 1           # reported once, then only counted
 
 
-def test_raising_callback_of_one_user_does_not_disturb_another(make_module, capsys):
+def test_raising_callback_of_one_user_does_not_disturb_another(make_module, capfd):
     m = make_module(MOD)
 
     def bad_entry(trace, gops, fregs):
@@ -624,10 +624,10 @@ def test_raising_callback_of_one_user_does_not_disturb_another(make_module, caps
     assert bad.nerrors == 4
     balanced(good.log)
     assert len(good.log) == 8
-    capsys.readouterr()
+    capfd.readouterr()
 
 
-def test_callback_raising_systemexit_is_contained(make_module, capsys):
+def test_callback_raising_systemexit_is_contained(make_module, capfd):
     m = make_module(MOD)
 
     def ret(trace, gops, fregs):
@@ -638,7 +638,7 @@ def test_callback_raising_systemexit_is_contained(make_module, capsys):
     with registered(g):
         assert m.other() == 7
     assert g.nerrors == 1
-    capsys.readouterr()
+    capfd.readouterr()
 
 
 # ---------------------------------------------------------------------------------

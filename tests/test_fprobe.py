@@ -728,7 +728,7 @@ def test_nmissed_is_reset_when_registered(m):
         unregister_fprobe(fp)
 
 
-def test_raising_handlers_are_contained(m, capsys):
+def test_raising_handlers_are_contained(m, capfd):
     def boom(*a):
         raise ValueError("boom")
 
@@ -744,12 +744,12 @@ def test_raising_handlers_are_contained(m, capsys):
         unregister_fprobe(bad)
         unregister_fprobe(ok)
     assert good.kinds() == ["entry", "exit", "entry", "exit"]
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     assert "bad_probe" in err and "ValueError" in err
     assert err.count("bad_probe") == 1          # reported once, then only counted
 
 
-def test_raising_entry_only_handler_is_contained(m, capsys):
+def test_raising_entry_only_handler_is_contained(m, capfd):
     def boom(*a):
         raise KeyError("nope")
 
@@ -760,7 +760,7 @@ def test_raising_entry_only_handler_is_contained(m, capsys):
         assert m.work(4) == 8
     finally:
         unregister_fprobe(fp)
-    assert "bad_entry_only" in capsys.readouterr().err
+    assert "bad_entry_only" in capfd.readouterr().err
 
 
 # ---------------------------------------------------------------------------------

@@ -205,8 +205,8 @@ contain(PyObject *who)
                                                exc ? exc : Py_None, NULL);
     Py_XDECREF(exc);
     if (r == NULL)
-        PyErr_Clear();
-    Py_XDECREF(r);
+        return -1;          /* the program's signal handler raised it: the program's */
+    Py_DECREF(r);
     return 0;
 }
 
@@ -1406,8 +1406,8 @@ fg_contain(PyObject *gops)
     PyObject *r = PyObject_CallFunctionObjArgs(g_fg_contain, gops, exc ? exc : Py_None, NULL);
     Py_XDECREF(exc);
     if (r == NULL)
-        PyErr_Clear();
-    Py_XDECREF(r);
+        return -1;          /* the program's signal handler raised it: the program's */
+    Py_DECREF(r);
     return 0;
 }
 

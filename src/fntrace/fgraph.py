@@ -197,14 +197,7 @@ def shadow_stack() -> ShadowStack:
 
 
 def _contain(gops: FgraphOps, exc: BaseException) -> None:
-    gops.nerrors += 1
-    dispatch.callback_errors[0] += 1
-    if gops.nerrors == 1:
-        try:
-            sys.stderr.write(f"fntrace: fgraph user {gops.name} raised {type(exc).__name__}: "
-                             f"{exc} (contained; further errors are only counted)\n")
-        except Exception:
-            pass
+    dispatch.contain(gops, exc, "fgraph user")
 
 
 # ---------------------------------------------------------------------------------

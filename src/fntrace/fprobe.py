@@ -88,16 +88,8 @@ _lock = threading.RLock()
 
 
 def _contain(fp: Fprobe, exc: BaseException) -> None:
-    import sys
     from .core import dispatch
-    fp.nerrors += 1
-    dispatch.callback_errors[0] += 1
-    if fp.nerrors == 1:
-        try:
-            sys.stderr.write(f"fntrace: fprobe {fp.name} handler raised {type(exc).__name__}: "
-                             f"{exc} (contained; further errors are only counted)\n")
-        except Exception:
-            pass
+    dispatch.contain(fp, exc, "fprobe handler of")
 
 
 def _ret_ip(fregs) -> DynFtrace | None:

@@ -32,6 +32,7 @@ import signal
 import sys
 import threading
 
+from ..printk import pr_warn, set_console
 from .target import _native_launch
 
 __all__ = ["Guard", "FATAL_SIGNALS"]
@@ -60,9 +61,12 @@ class Guard:
         self.how = None
         self.out_fd = os.dup(1) if _fd_ok(1) else -1
         self.err_fd = os.dup(2) if _fd_ok(2) else -1
+        if self.err_fd >= 0:
+            set_console(self.err_fd)      # fntrace's messages, whatever the program does
         self.signals: list[int] = []
         self._py_handlers: dict[int, object] = {}
         self._real_exit = None
+        self._signal_fd = -1
 
     # -- where reports go ---------------------------------------------------------------
     def mine(self) -> bool:
@@ -77,12 +81,7 @@ class Guard:
 
     def notice(self, msg: str) -> None:
         """``fntrace: msg`` on the original standard error."""
-        data = ("fntrace: " + msg + "\n").encode("utf-8", "backslashreplace")
-        fd = self.err_fd if self.err_fd >= 0 else 2
-        try:
-            _write_all(fd, data)
-        except OSError:
-            pass
+        pr_warn(msg)
 
     # -- the ways a program ends --------------------------------------------------------
     def install(self, signal_fd: int) -> None:
@@ -91,6 +90,7 @@ class Guard:
         from (cli/_launch.c writes the number from the handler)."""
         real = os._exit
         self._real_exit = real
+        self._signal_fd = signal_fd
         guard = self
 
         def _exit(status):
@@ -116,6 +116,28 @@ class Guard:
                     self.signals.append(s)
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=self._in_child)
+
+    def take_back_signals(self) -> None:
+        """The program is over (its threads joined, its atexit functions run): its
+        signal handlers must not run inside fntrace's write-out.  From now on a fatal
+        signal finishes the trace and ends the process, and ^C stops the report."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for s in FATAL_SIGNALS:
+            try:
+                h = signal.getsignal(s)
+                if s == signal.SIGINT:
+                    if h not in (signal.SIG_IGN, signal.default_int_handler):
+                        signal.signal(s, signal.default_int_handler)
+                elif h not in (signal.SIG_DFL, signal.SIG_IGN, self._py_signal):
+                    signal.signal(s, signal.SIG_DFL)
+            except (ValueError, OSError, TypeError):
+                pass
+        if self._signal_fd >= 0:
+            wanted = [s for s in FATAL_SIGNALS if s != signal.SIGINT]
+            if _native_launch is not None:
+                self.signals = list(_native_launch.fatal_signals_install(self._signal_fd,
+                                                                         wanted))
 
     def uninstall(self) -> None:
         if self._real_exit is not None and os._exit is not self._real_exit:
@@ -183,13 +205,6 @@ def _fd_ok(fd: int) -> bool:
         return True
     except OSError:
         return False
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
 
 
 def _text_stream(fd: int, fallback):

@@ -502,6 +502,8 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
         outcome = run_target(target, start)
         if sink.mine():
             finish_program()
+            stop_tracing()
+            guard.take_back_signals()
     except BaseException:
         # fntrace's own failure before the program ran (a bad option): no trace
         stop_tracing()

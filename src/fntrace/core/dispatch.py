@@ -20,9 +20,13 @@ never raised into the traced program.
 """
 from __future__ import annotations
 
+import _signal
 import dis
 import sys
 from sys import _getframe
+from types import FunctionType, MethodType
+
+from ..printk import pr_warn
 
 from .records import _INLINED_COMPREHENSIONS as _INLINED
 from .records import FTRACE_FL, ROOT, record_table
@@ -30,7 +34,7 @@ from .regs import FtraceRegs
 
 __all__ = [
     "sites", "on_py_start", "on_py_start_global", "profile_hook",
-    "ftrace_ops_list_func", "ftrace_stub", "DISPATCH_CODES", "callback_errors",
+    "ftrace_ops_list_func", "ftrace_stub", "DISPATCH_CODES", "callback_errors", "contain",
 ]
 
 # id(code) -> record, for patched sites only.
@@ -75,21 +79,58 @@ def forget(table: dict, key: int | None = None) -> None:
         _native.cache_forget(key)
 
 
-def _contain(op, exc: BaseException) -> None:
-    """An ops callback raised: count it on the ops, warn once, never propagate."""
+def _signal_handler_codes() -> set:
+    codes = set()
+    for s in _signal.valid_signals():
+        try:
+            h = _signal.getsignal(s)
+        except (ValueError, OSError):
+            continue
+        if type(h) is MethodType:
+            h = h.__func__
+        if type(h) is FunctionType:
+            codes.add(h.__code__)
+    return codes
+
+
+def _from_signal_handler(exc: BaseException) -> bool:
+    """Was exc raised by a Python signal handler that ran inside the callback?  (Only a
+    callback that runs Python code can be interrupted so: the pure-Python hot path, or
+    a user's callback.)  Then it is the program's, and goes to the program."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    codes = _signal_handler_codes()
+    while tb is not None:
+        if tb.tb_frame.f_code in codes:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def contain(who, exc: BaseException, what: str = "callback of") -> None:
+    """A callback raised (an ops', an fgraph user's, an fprobe's, the discovery
+    trap's): count it on ``who`` and in callback_errors, say so once, never propagate
+    — unless a signal handler of the program raised it, which is re-raised."""
+    if _from_signal_handler(exc):
+        raise exc
     callback_errors[0] += 1
     try:
-        op.nerrors += 1
-        first = op.nerrors == 1
-        name = op.name
+        who.nerrors += 1
+        first = who.nerrors == 1
+        name = who.name
     except Exception:
-        first, name = False, repr(op)
+        first, name = callback_errors[0] == 1, object.__repr__(who)
     if first:
         try:
-            sys.stderr.write(f"fntrace: callback of {name} raised {type(exc).__name__}: {exc}"
-                             " (contained; further errors are only counted)\n")
+            text = str(exc)
         except Exception:
-            pass
+            text = "?"
+        pr_warn(f"{what} {name} raised {type(exc).__name__}: {text}"
+                " (contained; further errors are only counted)")
+
+
+_contain = contain
 
 
 def caller_frame(frame):

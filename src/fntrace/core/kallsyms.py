@@ -475,10 +475,12 @@ def close_names(word: str, names: list[str], n: int = 3) -> list[str]:
 def _suggest(word: str, mtype: int, head: str, anchor: str, sources: list[ModuleSource]
              ) -> list[str]:
     names = [nm for s in sources for nm in s.names()]
-    if not names and anchor:
-        src = module_source(anchor)
-        if isinstance(src, ModuleSource):
-            names = src.names()
+    if anchor:
+        # The module part may be the typo: the anchor's own names and its submodules'.
+        for m in [anchor] + submodules(anchor)[:50]:
+            src = module_source(m)
+            if isinstance(src, ModuleSource):
+                names += src.names()
     if mtype == MATCH_FULL:
         return close_names(word, names)
     # A prefix or glob: suggest the same pattern with a close head — a module, a class,

@@ -283,8 +283,9 @@ class RecordTable:
 
     # -- discovery -----------------------------------------------------------------
     def _add_code_tree(self, code: CodeType, module: str, out: list | None = None,
-                       qualname: str | None = None) -> list[DynFtrace]:
-        """Register a code object and every code object nested in it (co_consts)."""
+                       qualname: str | None = None, depth: int = -1) -> list[DynFtrace]:
+        """Register a code object and every code object nested in it (co_consts);
+        ``depth=0``: the code object alone."""
         if out is None:
             out = []
         stack: list[tuple[CodeType, str | None]] = [(code, qualname)]
@@ -300,6 +301,8 @@ class RecordTable:
                         out.append(rec)
                 elif not rec.index and rec.code is c and self._promote(rec, module, qn):
                     out.append(rec)
+            if depth == 0:
+                break
             for k in reversed(c.co_consts):
                 if isinstance(k, CodeType):
                     stack.append((k, None))
@@ -330,9 +333,13 @@ class RecordTable:
         if t is FunctionType:
             glb = value.__globals__
             owner = glb.get("__name__", module) if type(glb) is dict else module
-            if owner != module:
-                return          # imported from elsewhere: that module lists it
             code = value.__code__
+            if owner != module and not (code.co_filename.startswith("<")
+                                        and owner not in sys.modules):
+                # Imported from elsewhere: that module lists it.  Code generated into
+                # a namespace of its own (namedtuple's __new__) belongs to the class
+                # that holds it.
+                return
             qn = None
             # Generated code (dataclasses, namedtuple) is compiled from a string; its
             # code's qualname names the generator, the function's names the method.
@@ -423,6 +430,11 @@ class RecordTable:
         if type(name) is not str or _own_module(name) or not self.in_scope(name):
             return
         if code.co_name == "<module>":
+            if code.co_filename.startswith("<"):
+                # exec of a string (dataclasses' _create_fn, namedtuple): what it defines
+                # is named by whoever made it, once it is in a namespace — at its first
+                # start, below.
+                return
             with self.lock:
                 new = self._add_code_tree(code, name)
             self._notify(name, new)
@@ -435,8 +447,15 @@ class RecordTable:
         known = self.by_code.get(id(code))
         if known is None or not known.index:
             # Made where no namespace shows it (a closure made by exec'd code, say).
+            # Code compiled from a string is often a generator of other functions
+            # (dataclasses' __create_fn__): what it makes is named when found in a
+            # namespace, under the name the generator gives it, so only this code
+            # object is listed now.
             with self.lock:
-                new = self._add_code_tree(code, name)
+                if code.co_filename.startswith("<"):
+                    new = self._add_code_tree(code, name, depth=0)
+                else:
+                    new = self._add_code_tree(code, name)
             self._notify(name, new)
 
     def scan_namespace(self, name: str, ns: dict) -> list[DynFtrace]:
