@@ -114,7 +114,8 @@ _DURATION = re.compile(r"[ +!#*@$] \d+(?:\.\d+)? us +(?=\|  )")
 DUR = "  X.XXX us    "
 assert len(DUR) == 14
 # funcgraph-proc: comm-pid centred in 14 columns, then " | ".
-_PROC = re.compile(r"^( *\d+\) )(.{14}) \| ")
+# the proc cell: 14 columns, or a longer comm-pid printed whole (print_graph_proc)
+_PROC = re.compile(r"^( *\d+\) )(.{14}|\S+-\d+) \| ")
 
 
 def is_header(line: str) -> bool:

@@ -385,8 +385,8 @@ def test_two_threads_with_proc_column(tmp_path):
          1)   worker-PID   |   X.XXX us    |    __main__.leaf();
          1)   worker-PID   |   X.XXX us    |  }
     """))
-    assert cpus["0"][0] == " 0)  MainThr-PID   |               |  __main__.main() {"
-    assert all(l.startswith(" 0)  MainThr-PID   | ") for l in cpus["0"])
+    assert cpus["0"][0] == " 0) MainThread-PID |               |  __main__.main() {"
+    assert all(l.startswith(" 0) MainThread-PID | ") for l in cpus["0"])
     # Every line of a thread carries the same pid.
     raw = _by_cpu([l for l in out.splitlines() if l and not is_header(l)])
     for lines_of_cpu in raw.values():
@@ -397,10 +397,10 @@ def test_two_threads_with_proc_column(tmp_path):
 def test_funcgraph_proc_single_thread(tmp_path):
     out = live(tmp_path, NESTED, "-O", "funcgraph-proc")
     assert_lines(body(out)[:4], expected("""
-         0)  MainThr-PID   |               |  __main__.top() {
-         0)  MainThr-PID   |               |    __main__.mid() {
-         0)  MainThr-PID   |   X.XXX us    |      __main__.leaf();
-         0)  MainThr-PID   |   X.XXX us    |    }
+         0) MainThread-PID |               |  __main__.top() {
+         0) MainThread-PID |               |    __main__.mid() {
+         0) MainThread-PID |   X.XXX us    |      __main__.leaf();
+         0) MainThread-PID |   X.XXX us    |    }
     """))
     assert len(body(out)) == 12
 

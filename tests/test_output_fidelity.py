@@ -204,8 +204,9 @@ def test_function_tracer_task_column_is_the_comm_cut_to_fifteen(fs, write_module
 
 
 def test_funcgraph_proc_cell_is_print_graph_procs(fs, write_module):
-    # print_graph_proc(): comm[7] = '\0', then "comm-pid" centred in 14 columns; when
-    # it does not fit it is printed whole and the bar moves right.
+    # print_graph_proc(): "comm-pid" centred in 14 columns, the comm as in the TASK-PID
+    # column (15 characters: the kernel's 7 cannot tell threads apart); when it does
+    # not fit it is printed whole and the bar moves right.
     m = write_module("def work(): return 1\n", hint="fidproc")
     fs.write("set_ftrace_filter", f"{m.__name__}.work")
     fs.write("current_tracer", "function_graph")
@@ -214,7 +215,7 @@ def test_funcgraph_proc_cell_is_print_graph_procs(fs, write_module):
     text = fs.read("trace")
     lines = [l for l in text.splitlines() if f"{m.__name__}.work" in l]
     assert len(lines) == 1, text
-    cell = f"{LONG_NAME[:7]}-{pid}"
+    cell = f"{LONG_NAME[:15]}-{pid}"
     pad = max(0, 14 - len(cell))
     proc = " " * (pad // 2) + cell + " " * (pad - pad // 2)
     assert re.match(r"^ *\d+\) " + re.escape(proc) + r" \| ", lines[0]), lines[0]
@@ -240,14 +241,14 @@ def _graph_thread_stream(comm: str, pid: int) -> list[TraceEntry]:
 
 
 @pytest.mark.parametrize("comm,pid,cell", [
-    ("ThreadPoolExecutor-0_0", 77001, "ThreadP-77001 "),
-    ("ThreadPoolExecutor-0_0", 1234567, "ThreadP-1234567"),
+    ("ThreadPoolExecutor-0_0", 77001, "ThreadPoolExecu-77001"),
+    ("ThreadPoolExecutor-0_0", 1234567, "ThreadPoolExecu-1234567"),
     ("ab", 5, "     ab-5     "),
     ("", 5, "   <...>-5    "),
 ])
 def test_proc_cell_and_task_switch_banner(comm: str, pid: int, cell: str) -> None:
     lines = list(GraphPrinter(proc=True).render(_graph_thread_stream(comm, pid)))
-    main = " MainThr-100  "
+    main = "MainThread-100"
     assert lines[1:5] == [
         " ------------------------------------------",
         f" 0) {main} => {cell}",

@@ -431,8 +431,12 @@ def test_mark_below_ten_microseconds_is_blank() -> None:
 
 def test_proc_column_is_centred_in_fourteen() -> None:
     assert print_graph_proc("sh", 4802) == "   sh-4802    "
-    assert print_graph_proc("MainThread", 123456) == "MainThr-123456"
-    assert print_graph_proc("MainThread", 1234567) == "MainThr-1234567"   # no cut
+    # The comm as in the TASK-PID column (15 characters, where the kernel cuts 7), then
+    # the kernel's rule for a cell that does not fit: printed whole.
+    assert print_graph_proc("MainThread", 123456) == "MainThread-123456"
+    assert print_graph_proc("MainThread", 1234567) == "MainThread-1234567"
+    assert print_graph_proc("hasher_worker_12", 5) == "hasher_worker_1-5"
+    assert print_graph_proc("worker", 5) == "   worker-5   "
     assert print_graph_proc("", 9) == "   <...>-9    "
 
 

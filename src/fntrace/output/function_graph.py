@@ -40,6 +40,7 @@ __all__ = [
 
 TRACE_GRAPH_INDENT = 2
 TRACE_GRAPH_PROCINFO_LENGTH = 14
+TASK_COMM_LEN = 16
 
 NSEC_PER_SEC = 1_000_000_000
 NSEC_PER_USEC = 1_000
@@ -104,14 +105,16 @@ def print_graph_abs_time(ts: int) -> str:
 def print_graph_proc(comm: str, pid: int) -> str:
     """print_graph_proc(): ``comm-pid`` centred in TRACE_GRAPH_PROCINFO_LENGTH (14) columns.
 
-    "   sh-4802    "       " MainThr-4001 "       "ThreadP-1234567"
-    The kernel cuts the comm to 7 characters here (``comm[7] = '\\0'``), whatever its
-    length elsewhere (up to TASK_COMM_LEN - 1 = 15 in the TASK-PID column), and marks
-    nothing where it cut.  The spaces left over go half before, the rest after; a
-    ``comm-pid`` of 14 characters or more is printed whole, with no spaces, and the
-    columns after it move right.  An unknown comm is ``<...>``.
+    "   sh-4802    "       "MainThread-4001"       "hasher_worker_1-12345"
+    Where fntrace parts from the kernel: the kernel cuts the comm to 7 characters here
+    (``comm[7] = '\0'``), so ``hasher_worker_1`` and ``hasher_worker_2`` would both
+    read ``hasher_``.  Threads are named to be told apart: the comm is shown as in the
+    TASK-PID column (TASK_COMM_LEN - 1 = 15 characters, no mark where it is cut).  The
+    rest is the kernel's: the spaces left over go half before, the rest after, and a
+    ``comm-pid`` of 14 characters or more is printed whole, moving the columns after
+    it right.  An unknown comm is ``<...>``.
     """
-    text = f"{(comm or '<...>')[:7]}-{pid}"
+    text = f"{(comm or '<...>')[:TASK_COMM_LEN - 1]}-{pid}"
     spaces = max(0, TRACE_GRAPH_PROCINFO_LENGTH - len(text))
     return " " * (spaces // 2) + text + " " * (spaces - spaces // 2)
 
