@@ -11,7 +11,10 @@
 and fprobetrace.rst: default event names, fetchargs (attribute and item access, $comm,
 $stack, $retval, types), the entry/exit line formats in ``trace`` alone, among function
 tracer lines and as comments in a function_graph trace; EBUSY for an event in use; a SYM
-in a module imported later; the ``fntrace`` command's ``-e``.
+in a module imported later; the ``fntrace`` command's ``-e``.  Also: dynamic_events and
+the event's definition list each fetcharg as written (trace_fprobe_show prints
+parg->comm), and the types annotations name play BTF (NO_RETVAL, NO_PTR_STRCT,
+NO_BTF_FIELD, BAD_TYPE4STR), read from the source without evaluating it.
 """
 from __future__ import annotations
 
@@ -361,13 +364,51 @@ def test_attribute_and_item_access(fs, m):
              f"nm=req->name nm2=req.name:string p=req.parts[1] last=req.parts[-1]",
              append=True)
     assert listing(fs) == [
-        f"f:fprobes/acc {n}.handle host=req.headers['Host'] h2=req.headers['Host'] "
-        f"nm=req.name nm2=req.name:string p=req.parts[1] last=req.parts[-1]"]
+        f"f:fprobes/acc {n}.handle host=req.headers['Host'] h2=req.headers[\"Host\"] "
+        f"nm=req->name nm2=req.name:string p=req.parts[1] last=req.parts[-1]"]
     fs.write("events/fprobes/acc/enable", "1")
     assert m.handle(m.Req("example.org", "req1")) == "req1"
     assert trace_texts(fs) == [
         f"acc: ({n}.handle+0) host='example.org' h2='example.org' nm='req1' "
         f"nm2=\"req1\" p='p1' last='p1'"]
+
+
+def test_fetchargs_read_back_as_written(fs, m):
+    # trace_fprobe_show() prints "name=comm" for each argument, parg->comm being the
+    # FETCHARG (and its :TYPE) as written; an unnamed $argN is the parameter's name
+    # (traceprobe_expand_meta_args rewrote the word before it was parsed).
+    n = m.__name__
+    cmds = [f"f:g/e {n}.handle%return path=$retval->name:string",
+            f"f:g/acc {n}.handle h=req.headers[\"Host\"] i=req->parts[0x1] c=$COMM:string "
+            f"$arg1->name x=$arg1->parts[-0x1]:repr",
+            f"f:g/imm {n}.work \\+5:s8 \\\"ab\" s=$stack"]
+    want = [f"f:g/e {n}.handle%return path=$retval->name:string",
+            f"f:g/acc {n}.handle h=req.headers[\"Host\"] i=req->parts[0x1] c=$COMM:string "
+            f"arg4=req->name x=$arg1->parts[-0x1]:repr",
+            f"f:g/imm {n}.work arg1=\\+5:s8 arg2=\\\"ab\" s=$stack"]
+    for cmd in cmds:
+        fs.write("dynamic_events", cmd, append=True)
+    assert listing(fs) == want
+    # the event's own definition says the same
+    from fntrace.events.core import find_event_call
+    assert [find_event_call("g", e).definition for e in ("e", "acc", "imm")] == want
+    # and what is listed defines the same events again
+    fs.write("dynamic_events", "")
+    fs.write("dynamic_events", "\n".join(want) + "\n", append=True)
+    assert listing(fs) == want
+    fs.write("events/g/acc/enable", "1")
+    m.handle(m.Req("example.org", "req1"))
+    assert trace_texts(fs) == [f"acc: ({n}.handle+0) h='example.org' i='p1' c=\"MainThread\" "
+                               f"arg4='req1' x='p1'"]
+
+
+def test_the_same_argument_written_another_way_joins_the_event(fs, m):
+    # trace_probe_compare_arg_type compares names and types, not how they are written
+    n = m.__name__
+    fs.write("dynamic_events", f"f:fprobes/multi {n}.work x=a->real", append=True)
+    fs.write("dynamic_events", f"f:fprobes/multi {n}.mutate x=a.real", append=True)
+    assert listing(fs) == [f"f:fprobes/multi {n}.work x=a->real",
+                           f"f:fprobes/multi {n}.mutate x=a.real"]
 
 
 def test_self_attribute(fs, m):
@@ -754,6 +795,194 @@ def test_error_log_keeps_each_failed_command(fs, m):
     assert f"  Command: f {n}.work nope1\n" in log and f"  Command: f {n}.work nope2\n" in log
     fs.write("error_log", "")
     assert fs.read("error_log") == ""
+
+
+# ---------------------------------------------------------------------------------
+# Types from annotations (the kernel's BTF checks: NO_RETVAL, NO_PTR_STRCT,
+# NO_BTF_FIELD, BAD_TYPE4STR), read from the source, never evaluated
+# ---------------------------------------------------------------------------------
+
+TYPED = """
+    import dataclasses
+    from dataclasses import dataclass
+
+    EVALUATED = []
+
+    def side(tag):
+        EVALUATED.append(tag)
+        return int
+
+    class Req:
+        kind = 'http'
+
+        def __init__(self, host: str, name):
+            self.host = host
+            self.name = name
+            self.size: int = 0
+
+        @property
+        def url(self) -> str:
+            return 'http://' + self.host
+
+        def reply(self) -> 'Req':
+            return self
+
+    class Slotted:
+        __slots__ = ('a', 'b')
+
+    class Dynamic:
+        def __getattr__(self, name):
+            return name
+
+    @dataclass
+    class Point:
+        x: int
+        y: int = 0
+
+    class Sub(Req):
+        def __init__(self, host, name):
+            super().__init__(host, name)
+            self.extra = 1
+
+    class Text(str):
+        pass
+
+    class Twice:
+        a = 1
+
+    class Twice:
+        b = 2
+
+    def handle(req: Req, count: int, label: str, free, dyn: Dynamic, pt: Point, sub: Sub,
+               sl: Slotted, t: Text, tw: Twice, *rest: int, **kw: str) -> None:
+        return None
+
+    def make(host: str) -> Req:
+        r = Req(host, 'n')
+        r.tag = 'made'
+        return r
+
+    def fmt(x: int) -> str:
+        return str(x)
+
+    def later(x: "Req") -> "None":
+        return None
+
+    def lazy(x: "side('param')") -> "side('return')":
+        return x
+
+    def nothing(x):
+        return x
+
+    async def coro() -> None:
+        return None
+
+    def gen() -> None:
+        yield 1
+
+    def outer():
+        class Req:
+            pass
+
+        def inner(r: Req) -> Req:
+            return r
+        return inner
+"""
+
+FUTURE = """
+    from __future__ import annotations
+
+    class Node:
+        def __init__(self, value: int):
+            self.value: int = value
+            self.next: Node | None = None
+
+    def push(node: Node, value: int) -> None:
+        return None
+
+    def head(node: Node) -> Node:
+        return node
+"""
+
+
+@pytest.fixture
+def tm(write_module):
+    return write_module(TYPED, hint="typedmod")
+
+
+TYPE_ERRORS = [
+    ("f {N}.handle%return ^$retval", "NO_RETVAL"),
+    ("f {N}.later%return x=^$retval", "NO_RETVAL"),
+    ("f {N}.make%return $retval->^nosuch", "NO_BTF_FIELD"),
+    ("f {N}.fmt%return $retval->^foo", "NO_PTR_STRCT"),
+    ("f {N}.handle count->^foo", "NO_PTR_STRCT"),
+    ("f {N}.handle req->^hots", "NO_BTF_FIELD"),
+    ("f {N}.handle req->url->^nope", "NO_PTR_STRCT"),
+    ("f {N}.handle req->size.^nope", "NO_PTR_STRCT"),
+    ("f {N}.handle pt->^z", "NO_BTF_FIELD"),
+    ("f {N}.handle sl->^c", "NO_BTF_FIELD"),
+    ("f {N}.handle sub->^nosuch", "NO_BTF_FIELD"),
+    ("f {N}.handle $arg1->^nope", "NO_BTF_FIELD"),
+    ("f {N}.handle rest->^foo", "NO_PTR_STRCT"),
+    ("f {N}.later x->^nosuch", "NO_BTF_FIELD"),
+    ("f {N}.handle ^count:string", "BAD_TYPE4STR"),
+    ("f {N}.handle ^req:string", "BAD_TYPE4STR"),
+    ("f {N}.handle req->^size:string", "BAD_TYPE4STR"),
+    ("f {N}.handle ^$arg*:string", "BAD_VAR_ARGS"),
+    ("f {N}.fmt%return ^$arg1:string", "BAD_TYPE4STR"),
+]
+
+
+@pytest.mark.parametrize("cmd,kind", TYPE_ERRORS, ids=[c for c, _ in TYPE_ERRORS])
+def test_annotations_play_btf(fs, tm, cmd, kind):
+    n = tm.__name__
+    fs.write("dynamic_events", f"f:keep {n}.nothing x", append=True)
+    before = listing(fs)
+    log = errlog_check(fs, "trace_fprobe", cmd.replace("{N}", n), "dynamic_events")
+    assert ERRORS[kind] in log
+    assert listing(fs) == before
+
+
+@pytest.mark.parametrize("cmd", [
+    "f {N}.handle req->host:string req->name req->kind req->url:string req->reply "
+    "req->__class__ req->__dict__ label:string free->anything:string dyn->whatever "
+    "sub->extra sub->host pt->x pt->y sl->a t:string t->upper tw->anything",
+    "f {N}.handle count->real count->bit_length kw:len rest[0]->foo label->upper",
+    "f {N}.handle x=$arg2:string",          # a named $argN has no type (a register)
+    "f {N}.coro%return $retval",             # a coroutine's resumes return values
+    "f {N}.gen%return $retval",
+    "f {N}.nothing%return $retval->x x:string x->y",
+    "f {N}.make%return $retval->size $retval->reply->url:string",
+    "f {N}.make%return $retval->tag",        # assigned outside the class, in the module
+    "f {N}.lazy%return $retval->foo x->bar x:string",    # never evaluated: not known
+    "f {N}.outer.<locals>.inner%return $retval->anything r->anything",
+    "f {N}.Req.reply%return $retval->host self->anything",
+])
+def test_what_annotations_cannot_rule_out_is_accepted(fs, tm, cmd):
+    n = tm.__name__
+    fs.write("dynamic_events", cmd.replace("{N}", n), append=True)
+    assert tm.EVALUATED == []
+
+
+def test_annotations_are_read_from_the_source_not_evaluated(fs, tm):
+    n = tm.__name__
+    fs.write("dynamic_events", f"f {n}.lazy%return $retval->foo x->bar", append=True)
+    assert tm.EVALUATED == []
+    fs.write("events/fprobes/enable", "1")
+    assert tm.lazy(3) == 3
+    assert tm.EVALUATED == []
+
+
+def test_postponed_annotations(fs, write_module):
+    n = write_module(FUTURE, hint="futmod").__name__
+    for cmd, kind in [(f"f {n}.push%return ^$retval", "NO_RETVAL"),
+                      (f"f {n}.push node->^nxt", "NO_BTF_FIELD"),
+                      (f"f {n}.head%return $retval->value->^x", "NO_PTR_STRCT")]:
+        log = errlog_check(fs, "trace_fprobe", cmd, "dynamic_events")
+        assert ERRORS[kind] in log
+    fs.write("dynamic_events", f"f {n}.push node->next->value value", append=True)
+    assert listing(fs) == [f"f:fprobes/{n}_push__entry {n}.push arg1=node->next->value "
+                           f"value=value"]
 
 
 # ---------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Error cases follow test.d/ftrace/tracing-error-log.tc (a '^' marks where the
 kernel's error_log puts the caret) and test.d/trigger/trigger-filter.tc; the
-grammar and the example follow Documentation/trace/events.rst.
+grammar and the example follow Documentation/trace/events.rst.  Nesting has no limit
+but the text's length, as in the kernel: deep filters parse, compile and evaluate.
 """
 from __future__ import annotations
 
@@ -257,6 +258,63 @@ def test_parse_errors(text, kind):
     check_error(text, kind)
 
 
+# --------------------------------------------------------------------------------------
+# Nesting: the kernel's parser (calc_stack, predicate_parse) has no depth limit of its
+# own -- its stacks are sized from the text, which a write keeps under a page -- so
+# any depth a page holds parses and evaluates, and deeper ones do not break either.
+
+def _alternating(depth: int) -> tuple[str, object]:
+    """sig == 1 && (sig == 0 || (sig == 1 && (... sig == 1 ...))), and its meaning."""
+    text, layers = "sig == 1", []
+    for i in range(depth):
+        op, want = ("&&", 1) if i % 2 == 0 else ("||", 0)
+        text = f"sig == {want} {op} ({text})"
+        layers.append((op, want))
+
+    def meaning(v) -> bool:
+        r = v == 1
+        for op, want in layers:
+            r = (v == want and r) if op == "&&" else (v == want or r)
+        return r
+    return text, meaning
+
+
+@pytest.mark.parametrize("depth", [1, 199, 200, 201, 400, 1000, 2040, 5000])
+def test_deep_parentheses(depth):
+    f = parse_filter("(" * depth + "sig == 1" + ")" * depth, SIGNAL_FIELDS)
+    assert f({"sig": 1}) is True and f({"sig": 2}) is False
+
+
+@pytest.mark.parametrize("depth", [1, 46, 47, 48, 49, 100, 199, 200, 201, 290, 1000])
+def test_deep_alternation(depth):
+    text, want = _alternating(depth)
+    f = parse_filter(text, SIGNAL_FIELDS)
+    for v in (0, 1, 2):
+        assert f({"sig": v}) is want(v), (depth, v)
+    assert f({}) is False
+
+
+@pytest.mark.parametrize("depth", [1, 2, 47, 48, 49, 199, 200, 201, 2040, 5001])
+def test_deep_negation(depth):
+    f = parse_filter("!(" * depth + "sig == 1" + ")" * depth, SIGNAL_FIELDS)
+    assert f({"sig": 1}) is (depth % 2 == 0)
+    assert f({"sig": 2}) is (depth % 2 == 1)
+
+
+@pytest.mark.parametrize("text,kind,pos", [
+    ("(" * 3000 + "sig == 1", "TOO_MANY_OPEN", 2999),
+    ("sig == 1" + ")" * 3000, "TOO_MANY_CLOSE", 8),
+    ("(" * 3000 + "sig == 1" + ")" * 2999, "TOO_MANY_OPEN", 0),
+    ("(" * 3000 + "sig == " + ")" * 3000, "INVALID_VALUE", 3008),
+    ("(" * 3000 + "sig == 1 sig" + ")" * 3000, "TOO_MANY_PREDS", 3009),
+    ("!(" * 2000 + "nosuch == 1" + ")" * 2000, "FIELD_NOT_FOUND", 4007),
+])
+def test_deep_errors_are_parse_errors(text, kind, pos):
+    with pytest.raises(FilterParseError) as ei:
+        parse_filter(text, SIGNAL_FIELDS)
+    assert (ei.value.kind, ei.value.pos) == (kind, pos)
+
+
 def test_error_positions_in_the_text_as_written():
     # leading blanks are part of the filter (strstrip keeps them); trailing ones are not
     check_error("   dsig ^== 1   ", "FIELD_NOT_FOUND")
@@ -364,5 +422,22 @@ def test_parse_and_eval_agree_with_python(tree, records, spaces):
     text = render(tree, "", lambda: next(it, " "))
     flt = parse_filter(text, TYPES)
     assert flt is not None
+    for rec in records:
+        assert flt(rec) == py_eval(tree, rec), (text, rec)
+
+
+@settings(max_examples=200, deadline=None)
+@given(tree=TREES, records=st.lists(RECORDS, min_size=1, max_size=6))
+def test_the_flat_program_agrees_with_python(tree, records):
+    """What a filter too deep for one Python expression compiles to (predicate_parse's
+    program of branches) means the same as the expression."""
+    import fntrace.events.filter as filter_mod
+    text = render(tree, "", lambda: " ")
+    saved = filter_mod.MAX_NESTED_DEPTH
+    filter_mod.MAX_NESTED_DEPTH = 0
+    try:
+        flt = parse_filter(text, TYPES)
+    finally:
+        filter_mod.MAX_NESTED_DEPTH = saved
     for rec in records:
         assert flt(rec) == py_eval(tree, rec), (text, rec)

@@ -16,12 +16,18 @@ Ports of tools/testing/selftests/ftrace/test.d/:
 and events.rst / README: filter grammar (``&&``, ``||``, parentheses, hex, negatives,
 globs), ``0`` clears, the trigger file's read format, ``!trigger`` removal, traceon,
 traceoff (a count only decrements when the trigger did work), stacktrace, snapshot; the
-``fntrace`` command's ``-e ... -f FILTER -T TRIGGER``.
+``fntrace`` command's ``-e ... -f FILTER -T TRIGGER``.  Also: one trigger per trigger
+type (traceon and traceoff are both ETT_TRACE_ONOFF: -EEXIST, and ``!traceoff``
+removes a traceon), a <stack trace> that ends at the program's __main__ module,
+filters nested as deep as a page holds, and writes of a page or more (-EINVAL).
 """
 from __future__ import annotations
 
 import errno
 import re
+import subprocess
+import sys
+import textwrap
 import threading
 
 import pytest
@@ -29,6 +35,8 @@ import pytest
 from fntrace.core import ops as core_ops
 from fntrace.errors import FntraceError
 from fntrace.tracefs import Tracefs
+
+from conftest import SUBPROCESS_TIMEOUT
 
 MOD = """
     def work(a, name='x'):
@@ -400,6 +408,46 @@ def test_trigger_filter_operators(fs, ev, flt):
     assert trigger_of(fs) == f"traceoff:unlimited if {flt}\n"
 
 
+def test_filters_nest_as_deep_as_a_page_holds(fs, ev):
+    # The kernel's filter parser sizes its stacks from the text (calc_stack); the
+    # only bound is the write itself, less than a page (event_filter_write).
+    deep = "(" * 2040 + "a == 2" + ")" * 2040                       # 4086 characters
+    alt = "a == 2"
+    while len(alt) < 4000:
+        alt = f"a > 0 && (a == 2 || ({alt}))"
+    fs.write("events/fprobes/ev/enable", "1")
+    for text in (deep, alt, "!(" * 1361 + "a != 2" + ")" * 1361):
+        fs.write("events/fprobes/ev/filter", text)
+        assert fs.read("events/fprobes/ev/filter") == text + "\n"
+        fs.write("trace", "")
+        ev.work(1)
+        ev.work(2)
+        assert recorded_a(fs) == [2], text[:40]
+    fs.write("events/fprobes/ev/filter", "0")
+    fs.write("events/fprobes/ev/trigger", "traceoff if " + "(" * 2034 + "a == 2" + ")" * 2034)
+    ev.work(1)
+    assert tracing_on(fs) == "1"
+    ev.work(2)
+    assert tracing_on(fs) == "0"
+
+
+@pytest.mark.parametrize("path,text", [
+    ("filter", "(" * 2045 + "a == 2" + ")" * 2045),
+    ("filter", "a == 2 " * 600),
+    ("trigger", "traceoff if " + "(" * 2040 + "a == 2" + ")" * 2040),
+])
+def test_a_write_of_a_page_or_more_is_einval(fs, ev, path, text):
+    assert len(text) >= 4096
+    fs.write("events/fprobes/ev/filter", "a == 1")
+    fs.write("error_log", "")
+    before = (fs.read("events/fprobes/ev/filter"), trigger_of(fs))
+    with pytest.raises(FntraceError) as ei:
+        fs.write(f"events/fprobes/ev/{path}", text)
+    assert ei.value.errno == errno.EINVAL
+    assert (fs.read("events/fprobes/ev/filter"), trigger_of(fs)) == before
+    assert fs.read("error_log") == ""          # -EINVAL before any parsing: no entry
+
+
 @pytest.mark.parametrize("bad", ["traceoff if a", "traceoff if common_pid=0",
                                  "traceoff if ==b", "traceoff if a == name",
                                  "traceoff if nosuch == 1", "traceoff if"])
@@ -428,6 +476,70 @@ def test_stacktrace_trigger(fs, ev):
     assert all(l.startswith(" => ") for l in lines[i + 1:] if not _LINE.match(l))
     assert f"ev: ({n}.work+0) a=4 name='x'" in trace_texts(fs)
     assert trigger_of(fs) == "stacktrace:unlimited\n"
+
+
+STACK_MOD = """
+    def func(n):
+        return n * 1000
+"""
+
+STACK_PROG = """
+    import fntrace
+    import stackmod
+
+    def main():
+        return stackmod.func(5)
+
+    if __name__ == "__main__":
+        fs = fntrace.tracefs()
+        fs.write("dynamic_events", "f:big stackmod.func%return $retval")
+        fs.write("events/fprobes/big/trigger", "stacktrace")
+        main()
+        print(fs.read("trace"), end="")
+"""
+
+
+def _stack_of(out: str) -> list[str]:
+    return [l[4:] for l in out.splitlines() if l.startswith(" => ")]
+
+
+def test_stack_trace_ends_at_the_programs_main_module(tmp_path):
+    # A launcher that runs the program as __main__ on top of its own frames (runpy,
+    # or fntrace's launcher without its native part): the stack trace is the
+    # program's, from the probed function down to its __main__ module, once.
+    (tmp_path / "stackmod.py").write_text(textwrap.dedent(STACK_MOD))
+    (tmp_path / "prog.py").write_text(textwrap.dedent(STACK_PROG))
+    (tmp_path / "launch.py").write_text(
+        "import runpy, sys\nrunpy.run_path(sys.argv[1], run_name='__main__')\n")
+    for argv in (["prog.py"], ["launch.py", "prog.py"], ["-m", "prog"]):
+        p = subprocess.run([sys.executable, *argv], cwd=str(tmp_path), capture_output=True,
+                           text=True, timeout=SUBPROCESS_TIMEOUT)
+        assert p.returncode == 0, p.stderr
+        assert _stack_of(p.stdout) == ["stackmod.func", "__main__.main", "__main__.<module>"], (
+            argv, p.stdout)
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native-launcher", "python-launcher"])
+def test_cli_stacktrace_trigger_lists_the_program_frames_once(run_fntrace, tmp_path, native):
+    (tmp_path / "stackmod.py").write_text(textwrap.dedent(STACK_MOD))
+    (tmp_path / "script.py").write_text(
+        "import stackmod\ndef main():\n    return stackmod.func(5)\nmain()\n")
+    args = ["live", "-e", "f:big stackmod.func%return $retval", "-T", "stacktrace", "script.py"]
+    if native:
+        p = run_fntrace(*args)
+    else:
+        # the launcher's fallback when its C part was not built: exec() on top of
+        # fntrace's own frames, with the `fntrace` script's __main__ below them
+        code = ("import sys\nimport fntrace.cli.target as t\n"
+                "if not hasattr(t, '_native_launch'): sys.exit(77)\n"
+                "t._native_launch = None\nfrom fntrace.cli.main import main\n"
+                f"sys.argv = ['fntrace', *{args!r}]\nsys.exit(main())\n")
+        p = subprocess.run([sys.executable, "-c", code], cwd=str(tmp_path), capture_output=True,
+                           text=True, timeout=SUBPROCESS_TIMEOUT)
+        if p.returncode == 77:
+            pytest.skip("no native launcher to do without")
+    assert p.returncode == 0, p.stderr
+    assert _stack_of(p.stdout) == ["stackmod.func", "__main__.main", "__main__.<module>"], p.stdout
 
 
 def test_counted_stacktrace(fs, ev):
@@ -591,10 +703,60 @@ def test_a_soft_mode_target_is_busy(fs, ev):
 def test_a_second_trigger_of_the_same_kind_is_eexist(fs, ev, first, second):
     fs.write("events/fprobes/ev/trigger", first)
     before = trigger_of(fs)
+    fs.write("error_log", "")
     with pytest.raises(FntraceError) as ei:
         fs.write("events/fprobes/ev/trigger", second)
     assert ei.value.errno == errno.EEXIST
     assert trigger_of(fs) == before
+    assert enable_of(fs, "tgt") == ("0*" if "tgt" in first else "0")
+    assert fs.read("error_log") == ""        # register_trigger logs nothing
+
+
+@pytest.mark.parametrize("first,second", [
+    ("traceon", "traceoff"),
+    ("traceoff", "traceon"),
+    ("traceon:3", "traceoff if a > 1"),
+    ("traceoff if a == 1", "traceon:1"),
+])
+def test_traceon_and_traceoff_are_one_trigger_type(fs, ev, first, second):
+    # trigger_traceon_cmd and trigger_traceoff_cmd share ETT_TRACE_ONOFF, and
+    # register_trigger() refuses a second trigger of a type the event has: -EEXIST,
+    # nothing changes, and (no parse error) nothing goes to error_log
+    fs.write("events/fprobes/ev/trigger", first)
+    before = trigger_of(fs)
+    fs.write("error_log", "")
+    with pytest.raises(FntraceError) as ei:
+        fs.write("events/fprobes/ev/trigger", second)
+    assert ei.value.errno == errno.EEXIST
+    assert trigger_of(fs) == before
+    assert fs.read("error_log") == ""
+    assert tracing_on(fs) == "1"
+    ev.work(2)
+    assert tracing_on(fs) == ("0" if first.startswith("traceoff") and "a == 1" not in first
+                              else "1")
+
+
+@pytest.mark.parametrize("first,second", [
+    ("traceon", "stacktrace"),
+    ("traceoff", "snapshot"),
+    ("stacktrace", "snapshot"),
+    ("traceon", "enable_event:fprobes:tgt"),
+    ("enable_event:fprobes:tgt", "disable_event:fprobes:tk"),
+])
+def test_triggers_of_different_types_coexist(fs, ev, first, second):
+    fs.write("events/fprobes/ev/trigger", first)
+    fs.write("events/fprobes/ev/trigger", second)
+    assert sorted(trigger_of(fs).splitlines()) == sorted(
+        [f"{first}:unlimited", f"{second}:unlimited"])
+
+
+def test_removing_traceoff_removes_the_traceon_trigger(fs, ev):
+    # unregister_trigger() finds the trigger by its type, not by its command
+    fs.write("events/fprobes/ev/trigger", "traceon:2")
+    fs.write("events/fprobes/ev/trigger", "!traceoff")
+    assert trigger_of(fs) == AVAILABLE
+    fs.write("events/fprobes/ev/trigger", "traceoff")
+    assert trigger_of(fs) == "traceoff:unlimited\n"
 
 
 def test_enable_and_disable_event_for_the_same_target_are_exclusive(fs, ev):
@@ -630,6 +792,25 @@ def test_bad_triggers_are_rejected(fs, ev, bad):
     assert ei.value.errno == errno.EINVAL
     assert trigger_of(fs) == AVAILABLE
     assert enable_of(fs, "tgt") == "0"
+
+
+@pytest.mark.parametrize("cmd", [
+    "enable_event^",
+    "enable_event:^fprobes",
+    "disable_event:^nogroup:noevent",
+    "!  traceoff:1:^2",
+    "traceoff:count=3:^x",
+    "  traceoff:^abc",
+    "traceoff if   nosuch ^== 1",        # one past the name, as parse_pred() says
+    "! ^nosuchtrigger",
+])
+def test_trigger_errors_point_into_the_command(fs, ev, cmd):
+    pos = cmd.index("^")
+    text = cmd.replace("^", "", 1)
+    with pytest.raises(FntraceError) as ei:
+        fs.write("events/fprobes/ev/trigger", text)
+    assert (ei.value.pos, ei.value.command) == (pos, text)
+    assert trigger_of(fs) == AVAILABLE
 
 
 def test_removing_a_trigger_that_is_not_there_fails(fs, ev):

@@ -3,7 +3,10 @@
 The error cases port selftests/ftrace/test.d/dynevent/fprobe_syntax_errors.tc: each
 command carries a '^' where the kernel puts the caret, ftrace_errlog_check style.
 The good cases follow fprobetrace.rst, add_remove_fprobe.tc, add_remove_btfarg.tc
-and dynevent_limitations.tc.
+and dynevent_limitations.tc.  Also: the BTF checks with a resolver that knows types
+(FuncProto, BtfType), the kernel's order of checks around @ADDR/@SYM/+OFFS() forms
+(refused only once the kernel would have taken the command), FETCH_INSN_MAX and
+MAX_ARGSTR_LEN, and each argument listed as written (parg->comm).
 """
 from __future__ import annotations
 
@@ -13,10 +16,15 @@ import pytest
 
 from fntrace.errors import FntraceError
 from fntrace.events.probe_parse import (
+    BTF_ANY,
+    BTF_VOID,
     ERRORS,
+    MAX_ARGSTR_LEN,
     MAX_TRACE_ARGS,
     UNRESOLVED,
+    BtfType,
     FetchArg,
+    FuncProto,
     ProbeError,
     ProbeSpec,
     RemoveSpec,
@@ -45,12 +53,31 @@ def parse(cmd: str):
     return parse_probe_command(cmd, resolve)
 
 
-def check_error(cmd_with_caret: str, kind: str) -> ProbeError:
+# The same functions with BTF: what the kernel knows of vfs_read(struct file *file,
+# char __user *buf, size_t count, loff_t *pos) -> ssize_t, kfree() -> void and
+# getname_flags() -> struct filename *.
+LONG_T = BtfType("long", "value", lambda n: BTF_ANY if hasattr(int, n) else None)
+CHARP = BtfType("char *", "value", {}, string=True)
+FILE = BtfType("file", "struct", {"f_path": BTF_ANY, "f_pos": LONG_T, "f_flags": LONG_T})
+FILENAME = BtfType("filename", "struct", {"name": CHARP, "refcnt": LONG_T})
+PROTOS = {
+    "vfs_read": FuncProto(("file", "buf", "count", "pos"),
+                          {"file": FILE, "buf": CHARP, "count": LONG_T, "pos": LONG_T}, LONG_T),
+    "kfree": FuncProto(("object",), {}, BTF_VOID),
+    "getname_flags": FuncProto(("filename", "flags"), {"flags": LONG_T}, FILENAME),
+}
+
+
+def resolve_btf(symbol: str):
+    return PROTOS.get(symbol) or resolve(symbol)
+
+
+def check_error(cmd_with_caret: str, kind: str, resolver=resolve) -> ProbeError:
     """ftrace_errlog_check: the command without '^' fails with the caret there."""
     pos = cmd_with_caret.index("^")
     cmd = cmd_with_caret[:pos] + cmd_with_caret[pos + 1:]
     with pytest.raises(ProbeError) as ei:
-        parse(cmd)
+        parse_probe_command(cmd, resolver)
     e = ei.value
     assert (e.kind, e.pos) == (kind, pos), f"{cmd!r}: got {e.kind} at {e.pos}"
     assert e.msg == ERRORS[kind]
@@ -86,21 +113,20 @@ SELFTEST_CASES = [
     ("f vfs_read +0(+0(@0^)", "DEREF_OPEN_BRACE"),
     ("f vfs_read +0(^$comm)", "COMM_CANT_DEREF"),
     ("f vfs_read ^&1", "BAD_FETCH_ARG"),
+    ("f vfs_read +0(^+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(@0))))))))))))))", "TOO_MANY_OPS"),
     ("f vfs_read +0(@11):u8[10^", "ARRAY_NO_CLOSE"),
     ("f vfs_read +0(@11):u8[10]^a", "BAD_ARRAY_SUFFIX"),
     ("f vfs_read +0(@11):u8[^10a]", "BAD_ARRAY_NUM"),
     ("f vfs_read +0(@11):u8[^256]", "ARRAY_TOO_BIG"),
     ("f vfs_read @11:^unknown_type", "BAD_TYPE"),
     ("f vfs_read $stack0:^string", "BAD_STRING"),
-    # the selftest's base is @11, which is BAD_MEM_ADDR here before the type is looked at
-    ("f vfs_read file:^b10@a/16", "BAD_BITFIELD"),
+    ("f vfs_read @11:^b10@a/16", "BAD_BITFIELD"),
     ("f vfs_read ^arg123456789012345678901234567890=@11", "ARG_NAME_TOO_LONG"),
     ("f vfs_read ^=@11", "NO_ARG_NAME"),
     ("f vfs_read ^var.1=@11", "BAD_ARG_NAME"),
-    # @11 would fail first; two parameters show the second use of the name
-    ("f vfs_read var1=file ^var1=buf", "USED_ARG_NAME"),
-    # MAX_ARGSTR_LEN is 255 here (the kernel's 63 is too short for access chains)
-    ("f vfs_read ^file" + ".attr" * 51, "ARG_TOO_LONG"),
+    ("f vfs_read var1=@11 ^var1=@12", "USED_ARG_NAME"),
+    ("f vfs_read ^+1234567(+1234567(+1234567(+1234567(+1234567(+1234567(@1234))))))",
+     "ARG_TOO_LONG"),
     ("f vfs_read arg1=^", "NO_ARG_BODY"),
     ("f vfs_read^%hoge", "BAD_ADDR_SUFFIX"),
     ("f vfs_read args=^$arg*", "BAD_VAR_ARGS"),
@@ -115,6 +141,131 @@ SELFTEST_CASES = [
 @pytest.mark.parametrize("cmd,kind", SELFTEST_CASES, ids=[k for _, k in SELFTEST_CASES])
 def test_fprobe_syntax_errors(cmd, kind):
     check_error(cmd, kind)
+
+
+# fprobe_syntax_errors.tc's "BTF arguments errors", with the types the kernel has.
+SELFTEST_BTF_CASES = [
+    ("f kfree%return ^$retval", "NO_RETVAL"),
+    ("f vfs_read%return $retval->^foo", "NO_PTR_STRCT"),
+    ("f vfs_read file->^foo", "NO_BTF_FIELD"),
+    ("f vfs_read file^-.foo", "BAD_HYPHEN"),
+    ("f vfs_read ^file:string", "BAD_TYPE4STR"),
+]
+
+
+@pytest.mark.parametrize("cmd,kind", SELFTEST_BTF_CASES, ids=[k for _, k in SELFTEST_BTF_CASES])
+def test_fprobe_btf_syntax_errors(cmd, kind):
+    check_error(cmd, kind, resolve_btf)
+    # without BTF the kernel accepts them (the parse is all it can check)
+    if kind != "BAD_HYPHEN":
+        parse(cmd.replace("^", ""))
+
+
+BTF_ERRORS = [
+    ("f kfree%return x=^$retval.x:string", "NO_RETVAL"),
+    ("f kfree%return object ^$retval", "NO_RETVAL"),
+    ("f vfs_read file.^foo", "NO_BTF_FIELD"),
+    ("f vfs_read file->f_pos->^x", "NO_PTR_STRCT"),
+    ("f vfs_read file.f_pos.^nope.x", "NO_PTR_STRCT"),
+    ("f vfs_read count.^x", "NO_PTR_STRCT"),
+    ("f vfs_read $arg1->^nope", "NO_BTF_FIELD"),           # an unnamed $argN is the parameter
+    ("f vfs_read ^count:string", "BAD_TYPE4STR"),
+    ("f vfs_read file->^f_pos:string", "BAD_TYPE4STR"),
+    ("f vfs_read ^$arg*:string", "BAD_VAR_ARGS"),
+    ("f getname_flags%return $retval->^nope", "NO_BTF_FIELD"),
+    ("f getname_flags%return $retval->name.^x", "NO_PTR_STRCT"),
+    # the kernel's order: a field is looked up once the separator after it is known good
+    ("f vfs_read file->foo^-x", "BAD_HYPHEN"),
+    ("f vfs_read file->^foo->x-y", "NO_BTF_FIELD"),
+    # types are checked before the finalising checks (BAD_STRING, BAD_BITFIELD)
+    ("f vfs_read file->^f_pos:string", "BAD_TYPE4STR"),
+]
+
+
+@pytest.mark.parametrize("cmd,kind", BTF_ERRORS, ids=[c for c, _ in BTF_ERRORS])
+def test_btf_type_errors(cmd, kind):
+    check_error(cmd, kind, resolve_btf)
+
+
+@pytest.mark.parametrize("cmd", [
+    "f vfs_read file->f_path.dentry.anything[0].x:string",   # BTF_ANY: anything goes
+    "f vfs_read buf:string file->f_pos:u32 count:x64 pos",
+    "f vfs_read file.f_pos.real count.bit_length",  # what an int has
+    "f vfs_read x=$arg1->nope",          # a named $argN is a register: no BTF type
+    "f vfs_read%return $retval $retval.real $retval:s32",
+    "f getname_flags%return $retval->name:string $retval->refcnt",
+    "f kfree object->anything:string",   # no type known: accepted
+    "f kfree%return object",
+])
+def test_btf_types_accept_what_they_know(cmd):
+    assert isinstance(parse_probe_command(cmd, resolve_btf), ProbeSpec)
+
+
+def test_a_resolver_may_still_answer_parameter_names_only():
+    spec = parse_probe_command("f kfree%return $retval->x:string object:string",
+                               lambda s: ["object"])
+    assert [a.name for a in spec.args] == ["arg1", "object"]
+
+
+def test_btf_type_members():
+    assert FILE.member("f_pos") is LONG_T and FILE.member("nope") is None
+    assert BTF_ANY.member("anything") is BTF_ANY and BTF_ANY.string
+    assert BtfType("x", "struct").member("y") is BTF_ANY        # members not known
+    lazy = BtfType("x", "struct", lambda n: LONG_T if n == "n" else None)
+    assert lazy.member("n") is LONG_T and lazy.member("m") is None
+    assert FuncProto(("a",)).retval is BTF_ANY and dict(FuncProto(("a",)).types) == {}
+
+
+MEMORY_ORDER = [
+    # @ADDR, @SYM and +OFFS(...) have no Python meaning, but the kernel parses them
+    # through: an error it reports later in the command still wins, at its own caret.
+    ("f vfs_read @jiffies ^hoge", "NO_BTFARG"),
+    ("f vfs_read +0(@11):u8[10] ^$arg9", "NO_BTFARG"),
+    ("f vfs_read x=@1 ^x=file", "USED_ARG_NAME"),
+    ("f vfs_read @sym arg2=^" + "x" * (MAX_ARGSTR_LEN + 1), "ARG_TOO_LONG"),
+    ("f vfs_read +0(@sym):^b9@0/8", "BAD_BITFIELD"),
+    ("f vfs_read @sym:string[2]^x", "BAD_ARRAY_SUFFIX"),
+    # and when the kernel has nothing to say, the first of them is refused
+    ("f vfs_read file ^@jiffies +0(file)", "BAD_MEM_ADDR"),
+    ("f vfs_read file ^+0(file) @jiffies", "BAD_FETCH_ARG"),
+    ("f vfs_read +0(^@1)", "BAD_MEM_ADDR"),
+    ("f vfs_read ^@0x10:u8", "BAD_MEM_ADDR"),
+    ("f vfs_read +0(^@sym):u8[10]", "BAD_MEM_ADDR"),
+    ("f vfs_read ^@sym:string", "BAD_MEM_ADDR"),
+    ("f notyet.mod.func ^@sym", "BAD_MEM_ADDR"),
+    # TOO_MANY_OPS: FETCH_INSN_MAX instructions, whatever the base
+    ("f vfs_read " + "+0(^" + "+0(" * 14 + "\\1" + ")" * 15, "TOO_MANY_OPS"),
+    ("f vfs_read " + "+0(^" + "+0(" * 12 + "@s" + ")" * 13, "TOO_MANY_OPS"),
+    ("f vfs_read +0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(+0(@0))))))))))))):^b1@0/8",
+     "BAD_BITFIELD"),
+]
+
+
+@pytest.mark.parametrize("cmd,kind", MEMORY_ORDER, ids=[c for c, _ in MEMORY_ORDER])
+def test_memory_fetchargs_in_the_kernels_order(cmd, kind):
+    check_error(cmd, kind)
+
+
+def test_fetch_instructions_up_to_the_limit():
+    # 13 dereferences of @0 fill FETCH_INSN_MAX - 1 instructions: the kernel accepts
+    # it, so the refusal is ours, at the innermost memory fetch
+    check_error("f vfs_read " + "+0(" * 13 + "^@0" + ")" * 13, "BAD_MEM_ADDR")
+    check_error("f vfs_read " + "+0(" * 13 + "^+0(\\1" + ")" * 14, "BAD_FETCH_ARG")
+    # a chain of 14 '->' on a parameter (one instruction each) fits too
+    chain = "file" + "->f" * 14
+    assert len(chain) <= MAX_ARGSTR_LEN
+    parse(f"f vfs_read {chain}")
+    check_error("f vfs_read file" + "->f" * 14 + "->^f", "TOO_MANY_OPS")
+
+
+def test_max_argstr_len_is_the_kernels():
+    assert MAX_ARGSTR_LEN == 63
+    body = "file" + ".a" * 29 + "b"                 # 63 characters
+    assert len(body) == 63
+    parse(f"f vfs_read {body}")
+    parse(f"f vfs_read name={body}")                  # NAME= does not count
+    check_error(f"f vfs_read ^{body}b", "ARG_TOO_LONG")
+    check_error(f"f vfs_read name=^{body}b", "ARG_TOO_LONG")
 
 
 MORE_ERRORS = [
@@ -234,18 +385,24 @@ LISTINGS = [
     ("f:fpevent kfree $arg1", "f:fprobes/fpevent kfree object=object"),
     ("f:fpevent kfree $arg*", "f:fprobes/fpevent kfree object=object"),
     ("f:fpevent getname_flags%return path=$retval->name:string",
-     "f:fprobes/fpevent getname_flags%return path=$retval.name:string"),
+     "f:fprobes/fpevent getname_flags%return path=$retval->name:string"),
     # names, groups, types
     ("f:grp/ev vfs_read", "f:grp/ev vfs_read"),
     ("f:grp.ev vfs_read", "f:grp/ev vfs_read"),
     ("f:grp/ vfs_read", "f:grp/vfs_read__entry vfs_read"),
     ("f:ev vfs_read x=$arg2 $arg3:u32", "f:fprobes/ev vfs_read x=$arg2 count=count:u32"),
     ("f vfs_read $comm $stack2 $stack", "f:fprobes/vfs_read__entry vfs_read arg1=$comm arg2=$stack2 arg3=$stack"),
-    ("f vfs_read $COMM:string", "f:fprobes/vfs_read__entry vfs_read arg1=$comm:string"),
+    ("f vfs_read $COMM:string", "f:fprobes/vfs_read__entry vfs_read arg1=$COMM:string"),
     ("f vfs_read \\123 \\0x1f:x8 \\-1:s8 s=\\\"hi_there\"",
      "f:fprobes/vfs_read__entry vfs_read arg1=\\123 arg2=\\0x1f:x8 arg3=\\-1:s8 s=\\\"hi_there\""),
+    # trace_fprobe_show() prints each argument as written (parg->comm)
     ("f vfs_read file->f_path.dentry[0]['name'][\"k'\"][-1]:repr",
-     "f:fprobes/vfs_read__entry vfs_read arg1=file.f_path.dentry[0]['name'][\"k'\"][-1]:repr"),
+     "f:fprobes/vfs_read__entry vfs_read arg1=file->f_path.dentry[0]['name'][\"k'\"][-1]:repr"),
+    ("f vfs_read a=file[\"k\"] b=file[0x1] c=file->f_pos d=file.f_pos e=$arg1->x",
+     "f:fprobes/vfs_read__entry vfs_read a=file[\"k\"] b=file[0x1] c=file->f_pos "
+     "d=file.f_pos e=$arg1->x"),
+    ("f vfs_read%return r=$retval->name.x:b4@2/8 \\+5:s8",
+     "f:fprobes/vfs_read__exit vfs_read%return r=$retval->name.x:b4@2/8 arg2=\\+5:s8"),
     ("f vfs_read file:string buf:len count:bool pos:symbol c=file:char",
      "f:fprobes/vfs_read__entry vfs_read file=file:string buf=buf:len count=count:bool "
      "pos=pos:symbol c=file:char"),
@@ -307,7 +464,7 @@ def test_expr_trees():
     ]
     assert [a.name for a in spec.args] == ["arg1", "arg2", "arg3", "arg4", "arg5", "arg6"]
     assert [a.text for a in spec.args] == [
-        "self.items[2].name", "x['k']", "x.real", '\\"s"', "\\0x10", "$stack3"]
+        "self->items[2].name", "x['k']", "x.real", '\\"s"', "\\0x10", "$stack3"]
 
 
 def test_named_argn_stays_positional():

@@ -11,7 +11,8 @@
   functions ftrace_errlog_check   error_log caret position
 and the documented behaviour of ftrace.rst: '>' vs '>>', '!' removal, a failed write
 changes nothing, current_tracer refuses unknown names, tracing_on, buffer_size_kb,
-the entries-in-buffer/entries-written header after an overflow, trace_options.
+the entries-in-buffer/entries-written header after an overflow, trace_options, and
+trace.c's snapshot file (its help when freed or empty, the tracer's own format).
 """
 from __future__ import annotations
 
@@ -439,11 +440,13 @@ def test_tracing_on_refuses_other_values(fs):
 
 
 def test_buffer_size_kb_read_format_and_write(fs):
-    assert fs.read("buffer_size_kb") == "1408 (units kilobytes)\n"
+    # trace.c tracing_entries_read(): "%lu\n" (ftrace.rst's "1408 (units kilobytes)"
+    # is an old example; the file has never printed the unit)
+    assert fs.read("buffer_size_kb") == "1408\n"
     fs.write("buffer_size_kb", "4")
-    assert fs.read("buffer_size_kb") == "4 (units kilobytes)\n"
+    assert fs.read("buffer_size_kb") == "4\n"
     fs.write("buffer_size_kb", "8\n")
-    assert fs.read("buffer_size_kb") == "8 (units kilobytes)\n"
+    assert fs.read("buffer_size_kb") == "8\n"
 
 
 @pytest.mark.parametrize("bad,err", [("0", errno.EINVAL), ("-1", errno.EINVAL),
@@ -454,7 +457,54 @@ def test_buffer_size_kb_bad_values(fs, bad, err):
     with pytest.raises(FntraceError) as ei:
         fs.write("buffer_size_kb", bad)
     assert ei.value.errno == err
-    assert fs.read("buffer_size_kb") == "4 (units kilobytes)\n"
+    assert fs.read("buffer_size_kb") == "4\n"
+
+
+# ---------------------------------------------------------------------------------
+# snapshot (trace.c s_show, print_snapshot_help, show_snapshot_main_help)
+# ---------------------------------------------------------------------------------
+
+SNAPSHOT_HELP = ("# Snapshot commands:\n"
+                 "# echo 0 > snapshot : Clears and frees snapshot buffer\n"
+                 "# echo 1 > snapshot : Allocates snapshot buffer, if not already allocated.\n"
+                 "#                      Takes a snapshot of the main buffer.\n"
+                 "# echo 2 > snapshot : Clears snapshot buffer (but does not allocate or free)\n"
+                 "#                      (Doesn't have to be '2' works with any number that\n"
+                 "#                       is not a '0' or '1')\n")
+
+
+def test_snapshot_reads_the_kernels_help_when_freed_or_empty(fs, mod):
+    assert fs.read("snapshot") == ("# tracer: nop\n#\n#\n# * Snapshot is freed *\n#\n"
+                                   + SNAPSHOT_HELP)
+    fs.write("snapshot", "1")                  # allocated, of an empty buffer
+    assert fs.read("snapshot") == ("# tracer: nop\n#\n#\n# * Snapshot is allocated *\n#\n"
+                                   + SNAPSHOT_HELP)
+    fs.write("set_ftrace_filter", f"{mod.__name__}.delta")
+    fs.write("current_tracer", "function")
+    mod.delta()
+    fs.write("snapshot", "1")
+    text = fs.read("snapshot")
+    assert text.startswith("# tracer: function\n#\n# entries-in-buffer/entries-written: 1/1")
+    assert [p.func for p in fn_lines(text)] == [f"{mod.__name__}.delta"]
+    fs.write("snapshot", "2")                  # cleared, still allocated
+    assert "# * Snapshot is allocated *" in fs.read("snapshot")
+    fs.write("snapshot", "0")
+    assert "# * Snapshot is freed *" in fs.read("snapshot")
+
+
+def test_snapshot_of_a_function_graph_trace_reads_as_one(fs, mod):
+    m = mod.__name__
+    fs.write("set_ftrace_filter", f"{m}.alpha_fn {m}.beta_fn")
+    fs.write("current_tracer", "function_graph")
+    mod.alpha_fn()
+    fs.write("snapshot", "1")
+    fs.write("tracing_on", "0")
+    snap, trace = fs.read("snapshot"), fs.read("trace")
+    assert snap.startswith("# tracer: function_graph\n#\n# CPU  DURATION")
+    body = [l for l in snap.splitlines() if not l.startswith("#")]
+    assert any(l.endswith(f"{m}.alpha_fn() {{") for l in body), snap
+    assert any(l.endswith(f"{m}.beta_fn();") for l in body), snap
+    assert len(body) == len([l for l in trace.splitlines() if not l.startswith("#")])
 
 
 @pytest.mark.parametrize("overwrite", ["1", "0"])

@@ -57,3 +57,49 @@ from .trace import TraceArray as TraceArray
 from . import tracefs as tracefs
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "EMPTY_HASH",
+    "FtraceHash",
+    "FTRACE_OPS_FL",
+    "Ops",
+    "enabled_functions",
+    "ftrace_config",
+    "ftrace_enabled",
+    "ftrace_free_filter",
+    "ftrace_ops_test",
+    "ftrace_set_filter",
+    "ftrace_set_filter_ip",
+    "ftrace_set_filter_ips",
+    "ftrace_set_notrace",
+    "register_ftrace_function",
+    "set_ftrace_enabled",
+    "touched_functions",
+    "unregister_ftrace_function",
+    "FTRACE_FL",
+    "DynFtrace",
+    "record_table",
+    "FtraceRegs",
+    "ftrace_get_regs",
+    "ftrace_regs_get_argument",
+    "ftrace_regs_get_instruction_pointer",
+    "ftrace_regs_get_return_value",
+    "ftrace_regs_has_args",
+    "BusyError",
+    "FilterError",
+    "FntraceError",
+    "NoSpaceError",
+    "NotFoundError",
+    "TraceFileError",
+    "UsageError",
+    "TraceSession",
+    "trace",
+    "traced",
+    "TraceArray",
+    "tracefs",
+    "__version__",
+]
+
+from ._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import sys
 
+__all__ = ["PYVERSION", "PYBEHAVIOR", "BACKEND", "DEBUG", "PURE", "native", "public_dir"]
+
 PYVERSION = sys.version_info
 
 
@@ -42,6 +44,15 @@ DEBUG = bool(os.environ.get("FNTRACE_DEBUG"))
 
 # FNTRACE_PURE=1: run the pure-Python hot path even when the native twin is built.
 PURE = os.environ.get("FNTRACE_PURE", "") not in ("", "0")
+
+
+def public_dir(g: dict):
+    """A module's ``__dir__`` (PEP 562): its ``__all__`` and its dunders, so that
+    ``dir(module)`` shows the API, not what the module happens to import.  Use as
+    ``__dir__ = public_dir(globals())`` after ``__all__``."""
+    def __dir__() -> list[str]:
+        return sorted(set(g["__all__"]) | {n for n in g if n[:2] == "__" == n[-2:]})
+    return __dir__
 
 
 def native():

@@ -2,6 +2,9 @@
 and, for parse errors, where in the command it went wrong (for error_log's caret)."""
 from __future__ import annotations
 
+__all__ = ["FntraceError", "FilterError", "BusyError", "NoSpaceError", "NotFoundError",
+           "UsageError", "TraceFileError"]
+
 import errno as _errno
 
 
@@ -45,3 +48,8 @@ class UsageError(FntraceError):
 class TraceFileError(FntraceError):
     """A trace file that cannot be read: bad magic, version, checksum or length."""
     errno = _errno.EINVAL
+
+
+from ._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

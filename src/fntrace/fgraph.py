@@ -534,3 +534,8 @@ def _attach_native() -> None:
 
 
 _attach_native()
+
+
+from ._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

@@ -330,3 +330,8 @@ def disable_fprobe(fp: Fprobe) -> None:
 
 def enable_fprobe(fp: Fprobe) -> None:
     fp.flags &= ~FPROBE_FL_DISABLED
+
+
+from ._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

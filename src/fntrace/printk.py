@@ -34,3 +34,8 @@ def pr_warn(msg: str) -> None:
             sys.__stderr__.write(data.decode("utf-8", "replace"))
         except Exception:
             pass
+
+
+from ._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

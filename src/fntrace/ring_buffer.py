@@ -230,3 +230,8 @@ class RingBuffer(_Base):
         self.nrec = max(1, size_kb * 1024 // RECORD_SIZE)
         self.data = bytearray(self.nrec * RECORD_SIZE)
         self.reset()
+
+
+from ._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

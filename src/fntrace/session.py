@@ -120,6 +120,6 @@ def traced(filter: str | None = None, notrace: str | None = None, *,
     return deco
 
 
-def __dir__() -> list[str]:
-    """Only the public names (PEP 562): the imports stay out of ``dir()``."""
-    return list(__all__)
+from ._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

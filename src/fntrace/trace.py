@@ -21,7 +21,7 @@ from .ring_buffer import RingBuffer
 
 __all__ = ["TraceArray", "thread_cpu", "thread_info", "DEFAULT_BUFFER_KB"]
 
-# The kernel's default per-CPU buffer (buffer_size_kb reads "1408 (units kilobytes)").
+# The kernel's default per-CPU buffer (buffer_size_kb reads "1408").
 DEFAULT_BUFFER_KB = 1408
 TASK_COMM_LEN = 16
 
@@ -191,3 +191,8 @@ class TraceArray:
         self.clear()
         self.tracer = tracer
         tracer.init(self)
+
+
+from ._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

@@ -717,3 +717,8 @@ class TraceFile:
             p += nlen
         if p != size:
             raise self._error(offset + p, f"SYMS block: {size - p} stray bytes after the last symbol")
+
+
+from ._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

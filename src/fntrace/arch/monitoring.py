@@ -188,3 +188,8 @@ class MonitoringBackend:
             self._unpatch(old[1])
         else:
             self._unpatch(rec.site_code)
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

@@ -121,3 +121,8 @@ class ProfileBackend:
     def make_nop(self, rec: DynFtrace) -> None:
         code = self.__init_patched().pop(rec.ip, rec.site_code)
         dispatch.forget(dispatch.sites, id(code))
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

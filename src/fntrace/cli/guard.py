@@ -212,3 +212,8 @@ def _text_stream(fd: int, fallback):
         return fallback
     enc = getattr(fallback, "encoding", None) or "utf-8"
     return open(os.dup(fd), "w", encoding=enc, errors="backslashreplace", closefd=True)
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

@@ -79,3 +79,8 @@ def list_functions(target: Target, filters: list[str], notrace: list[str],
     for rec in record_table.records:
         if hash_contains(rec, flt, nt):
             yield rec.name
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

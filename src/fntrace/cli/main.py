@@ -422,3 +422,8 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":      # pragma: no cover
     sys.exit(main())
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

@@ -153,3 +153,8 @@ def finish(requests: list[PatchRequest]) -> list[str]:
             out.append(f"--patch {r.spec!r}: " + (r.error or f"{r.symbol} never appeared"))
         r.remove()
     return out
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

@@ -30,7 +30,7 @@ from .. import _env
 from ..core import dispatch
 from ..core.ops import ftrace_kill, ftrace_set_filter, ftrace_set_notrace
 from ..core.records import record_table, scan_code_as
-from ..errors import FilterError, UsageError
+from ..errors import FilterError, FntraceError, UsageError
 from ..ring_buffer import ChunkQueue
 from ..trace import TraceArray, thread_info
 from ..tracefile import TraceFileWriter
@@ -319,7 +319,7 @@ def _apply_events(tr: TraceArray, opts: RecordOptions) -> None:
     from ..events.filter import FilterParseError
     from ..events.fprobe_event import dynevent_create
     from ..events.probe_parse import ProbeError
-    from ..events.trigger import TriggerError, apply_trigger_command
+    from ..events.trigger import apply_trigger_command
 
     def where(e, text):
         return f"\n  {text}\n  {' ' * (e.pos or 0)}^" if e.pos is not None else ""
@@ -350,7 +350,7 @@ def _apply_events(tr: TraceArray, opts: RecordOptions) -> None:
         for t in spec["triggers"]:
             try:
                 apply_trigger_command(ef, t, files_of_tr)
-            except (TriggerError, FilterParseError) as e:
+            except FntraceError as e:       # a TriggerError, or EEXIST for a second one
                 raise UsageError(f"-T: {e.msg}{where(e, t)}") from None
         ef.set_enabled(True)
 
@@ -528,3 +528,8 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
             ef.triggers.clear()
             ef._sync()
     return outcome
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

@@ -58,3 +58,8 @@ def report_text(tf, *, max_depth: int = 0, thresh_ns: int = 0, **opts) -> Iterat
     kw = {k: v for k, v in opts.items() if k in _TEXT_KW}
     yield from render_function_trace(entries_from_file(tf), header=True, tracer=tracer,
                                      nr_entries=entries, written=written, nr_cpus=nr_cpus, **kw)
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

@@ -313,3 +313,8 @@ def finish_program() -> None:
         _call_clean(atexit._run_exitfuncs)
     except BaseException as e:
         _print_exception(e)
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

@@ -537,3 +537,8 @@ def unregister_ftrace_direct(ops, addr: Callable, free_filters: bool = True) -> 
         ops.flags &= ~OFL.DIRECT
         if free_filters:
             ftrace_free_filter(ops)
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

@@ -453,3 +453,8 @@ def attach_native() -> None:
     hook, hook_global = _native.ProfileHook(), _native.ProfileHook()
     hook.call_ops, hook_global.call_ops = 1, 0
     g["profile_hook"], g["profile_hook_global"] = hook, hook_global
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

@@ -688,3 +688,8 @@ def hash_lines(hash: FtraceHash, records_order: Sequence[FilterRecord], mod_cach
     lines = [rec.name for rec in records_order if rec in entries]
     lines.extend(str(e) for e in mod_cache)
     return lines
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

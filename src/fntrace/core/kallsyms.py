@@ -619,3 +619,8 @@ def main_source(name: str, code) -> ModuleSource:
             if mine is not None:
                 mine.annotations, mine.returns = f.annotations, f.returns
     return mod
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

@@ -865,3 +865,8 @@ def reset_for_tests() -> None:
 
 # The native twin of the hot path, if built (core/dispatch.py).
 dispatch.attach_native()
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

@@ -572,3 +572,8 @@ record_table = RecordTable()
 
 def iter_records() -> Iterable[DynFtrace]:
     return record_table.records
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

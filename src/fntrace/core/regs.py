@@ -141,3 +141,8 @@ def ftrace_regs_get_return_value(fregs: FtraceRegs) -> Any:
 
 def ftrace_regs_get_instruction_pointer(fregs: FtraceRegs):
     return fregs.rec
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

@@ -14,6 +14,7 @@ enable file reads (event_enable_read):  "1"/"0", plus "*" in soft mode
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -32,21 +33,43 @@ _ids = __import__("itertools").count(1)      # event ids are never reused
 event_calls: dict[tuple[str, str], "EventCall"] = {}
 
 
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_own_files: dict[str, bool] = {}
+
+
+def _fntrace_code(filename: str) -> bool:
+    """Code in fntrace's own files, whatever __name__ it runs under (the command's
+    main module runs as __main__)."""
+    own = _own_files.get(filename)
+    if own is None:
+        own = _own_files[filename] = os.path.abspath(filename).startswith(_PKG_DIR)
+    return own
+
+
 def stack_text(frame, limit: int = 32) -> str:
-    """A stack trace as the kernel's <stack trace> lines list it: innermost first."""
+    """A stack trace as the kernel's <stack trace> lines list it: innermost first, down
+    to the program's __main__ module body.  What runs that body is not the program's
+    (runpy, a console script, fntrace's launcher when it cannot start the program on a
+    stack of its own), as the kernel's trace ends at the entry code; fntrace's own
+    frames are left out wherever they are."""
     from ..core.records import record_table
+    main = sys.modules.get("__main__")
+    main_globals = getattr(main, "__dict__", None)
     out = []
     f = frame
     while f is not None and len(out) < limit:
-        rec = record_table.by_code.get(id(f.f_code))
+        code = f.f_code
+        rec = record_table.by_code.get(id(code))
         if rec is None:
             glb = f.f_globals
             mod = glb.get("__name__", "") if isinstance(glb, dict) else ""
-            name = f"{mod}.{f.f_code.co_qualname}" if mod else f.f_code.co_qualname
+            name = f"{mod}.{code.co_qualname}" if mod else code.co_qualname
         else:
             name = rec.name
-        if not name.startswith("fntrace."):
+        if not name.startswith("fntrace.") and not _fntrace_code(code.co_filename):
             out.append(name)
+        if code.co_name == "<module>" and f.f_globals is main_globals:
+            break
         f = f.f_back
     return "\n".join(out)
 
@@ -213,7 +236,12 @@ class EventFile:
         self.enable_disable(False, True)
 
     def set_filter(self, text: str) -> None:
-        from .filter import parse_filter
+        """A write to the filter file (apply_event_filter)."""
+        from .filter import PAGE_SIZE, parse_filter
+        if len(text) >= PAGE_SIZE:
+            # event_filter_write: -EINVAL before anything is parsed, no error_log entry
+            raise FntraceError(f"filter too long: a write is less than a page ({PAGE_SIZE} bytes)",
+                               pos=0, command=text)
         flt = parse_filter(text, self.call.fields)
         self.filter = flt
         self.filter_text = flt.text if flt is not None else ""
@@ -258,3 +286,8 @@ def find_event_call(system: str | None, name: str) -> EventCall | None:
             if n == name:
                 return c
         return None
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

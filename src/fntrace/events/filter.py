@@ -16,6 +16,14 @@ an unknown field, as tracing-error-log.tc expects; we keep that.
 
 A parsed filter compiles to one Python function: a predicate on a field the record
 lacks, an integer op on a non-integer, and any exception all give False.
+
+Depth.  The kernel's parser has no nesting limit of its own: calc_stack() sizes its
+stacks from the text, and the text is less than a page (event_filter_write,
+PAGE_SIZE; the filter file refuses longer writes with EINVAL, see EventFile.set_filter).
+So the parser here is a loop with an explicit stack, and a filter nested deeper than
+MAX_NESTED_DEPTH compiles to predicate_parse's flat program (each predicate with its
+true and false branch targets) rather than to one nested Python expression: any depth
+parses, compiles and evaluates, and a bad one is a FilterParseError like any other.
 """
 from __future__ import annotations
 
@@ -29,6 +37,8 @@ from fntrace.errors import FntraceError
 __all__ = [
     "ERRORS",
     "COMMON_FIELDS",
+    "PAGE_SIZE",
+    "MAX_NESTED_DEPTH",
     "FilterParseError",
     "EventFilter",
     "parse_filter",
@@ -64,6 +74,7 @@ ERRORS: dict[str, str] = {
 COMMON_FIELDS: dict[str, str] = {"common_pid": "int", "common_cpu": "int", "comm": "str"}
 
 MAX_FILTER_STR_VAL = 256      # a string operand is shorter than this
+PAGE_SIZE = 4096              # a write to a filter or trigger file is shorter than this
 NUM_BUF_LEN = 24              # "0xfeedfacedeadbeef is 18 chars max"
 
 # Due to token parsing '<=' must be before '<' and '>=' must be before '>'.
@@ -214,7 +225,9 @@ def _calc_stack(s: str) -> int:
 
 
 class _Parser:
-    """predicate_parse() as recursive descent: the same tokens, precedence and errors."""
+    """predicate_parse(): the same tokens, precedence and errors, without recursion —
+    the kernel's parser has no depth limit of its own (its stacks are sized by
+    calc_stack), so neither does this one."""
 
     def __init__(self, s: str, fields: Mapping[str, str]):
         self.s = s
@@ -227,57 +240,56 @@ class _Parser:
         return i
 
     def parse(self) -> tuple:
-        node, i = self.or_expr(0)
-        i = self.skip(i)
-        if i < self.n:                          # a ')' with no '(' (calc_stack saw it)
-            raise _Fail("TOO_MANY_CLOSE", i + 1)
-        return node
-
-    def or_expr(self, i: int) -> tuple[tuple, int]:
-        parts = []
+        """``or := and ('||' and)*``, ``and := term ('&&' term)*``,
+        ``term := '!'* ('(' or ')' | pred)``, with an explicit stack of open
+        parentheses: (the or-terms, the and-terms, the '!' before the '(')."""
+        s, n = self.s, self.n
+        stack: list[tuple[list, list, bool]] = []
+        ors: list = []
+        ands: list = []
+        i = 0
         while True:
-            node, i = self.and_expr(i)
-            parts.append(node)
+            # a term: its '!'s, then a '(' (a new level) or a predicate
             i = self.skip(i)
-            if self.s.startswith("||", i):
-                i += 2
+            invert = False
+            # '!' is a not, unless it starts "!=" or "!~" (is_not())
+            while i < n and s[i] == "!" and s[i + 1:i + 2] not in ("=", "~"):
+                invert = not invert
+                i = self.skip(i + 1)
+            if i < n and s[i] == "(":
+                stack.append((ors, ands, invert))
+                ors, ands = [], []
+                i += 1
                 continue
-            break
-        return (parts[0] if len(parts) == 1 else ("or", parts)), i
-
-    def and_expr(self, i: int) -> tuple[tuple, int]:
-        parts = []
-        while True:
-            node, i = self.unary(i)
-            parts.append(node)
-            i = self.skip(i)
-            if self.s.startswith("&&", i):
-                i += 2
-                continue
-            break
-        return (parts[0] if len(parts) == 1 else ("and", parts)), i
-
-    def unary(self, i: int) -> tuple[tuple, int]:
-        s = self.s
-        invert = False
-        i = self.skip(i)
-        # '!' is a not, unless it starts "!=" or "!~" (is_not())
-        while i < self.n and s[i] == "!" and s[i + 1:i + 2] not in ("=", "~"):
-            invert = not invert
-            i = self.skip(i + 1)
-        if i < self.n and s[i] == "(":
-            node, i = self.or_expr(i + 1)
-            i = self.skip(i)
-            if i >= self.n or s[i] != ")":       # calc_stack makes this unreachable
-                raise _Fail("TOO_MANY_OPEN", i)
-            i += 1
-        else:
             node, i = self.pred(i)
-        # after a term: only ')', '&&', '||' or the end (#5)
-        j = self.skip(i)
-        if j < self.n and s[j] != ")" and not s.startswith("&&", j) and not s.startswith("||", j):
-            raise _Fail("TOO_MANY_PREDS", j)
-        return (("not", node) if invert else node), i
+            if invert:
+                node = ("not", node)
+            # after a term: only ')', '&&', '||' or the end (#5)
+            while True:
+                j = self.skip(i)
+                if j < n and s[j] != ")" and not s.startswith("&&", j) \
+                        and not s.startswith("||", j):
+                    raise _Fail("TOO_MANY_PREDS", j)
+                ands.append(node)
+                if s.startswith("&&", j):
+                    i = j + 2
+                    break
+                ors.append(ands[0] if len(ands) == 1 else ("and", ands))
+                ands = []
+                if s.startswith("||", j):
+                    i = j + 2
+                    break
+                group = ors[0] if len(ors) == 1 else ("or", ors)
+                if j >= n:
+                    if stack:                   # calc_stack makes this unreachable
+                        raise _Fail("TOO_MANY_OPEN", j)
+                    return group
+                if not stack:                   # a ')' with no '(' (calc_stack saw it)
+                    raise _Fail("TOO_MANY_CLOSE", j + 1)
+                ors, ands, invert = stack.pop()
+                node = ("not", group) if invert else group
+                i = j + 1
+            # an operator was read: the next term
 
     def kind_of(self, name: str) -> str | None:
         kind = self.fields.get(name)
@@ -453,12 +465,78 @@ def _gen(node: tuple) -> str:
     raise AssertionError(node)
 
 
+# Trees up to this deep compile to one nested expression (CPython's parser takes 200
+# nested parentheses at most, and each level costs it stack); deeper ones to the
+# kernel's own form, a flat program of predicates with forward branches.
+MAX_NESTED_DEPTH = 48
+
+
+def _depth(tree: tuple) -> int:
+    depth, stack = 0, [(tree, 1)]
+    while stack:
+        node, d = stack.pop()
+        depth = max(depth, d)
+        if node[0] in ("and", "or"):
+            stack.extend((c, d + 1) for c in node[1])
+        elif node[0] == "not":
+            stack.append((node[1], d + 1))
+    return depth
+
+
+class _Label:
+    """A branch target: the index of the next predicate once placed."""
+    __slots__ = ("index",)
+
+    def __init__(self, index: int | None = None):
+        self.index = index
+
+
+def _program(tree: tuple) -> list[tuple[tuple, _Label, _Label]]:
+    """The filter as predicate_parse's program: each predicate with where to go when
+    it is true and when it is false, always forward (short-circuit: a && b is a,
+    then b if a was true, else FALSE).  Built with an explicit stack."""
+    prog: list[tuple[tuple, _Label, _Label]] = []
+    true, false = _Label(), _Label()
+    work: list = [("gen", tree, true, false)]
+    while work:
+        item = work.pop()
+        if item[0] == "place":
+            item[1].index = len(prog)
+            continue
+        _, node, t, f = item
+        k = node[0]
+        if k == "not":
+            work.append(("gen", node[1], f, t))
+        elif k in ("and", "or"):
+            kids = node[1]
+            later: list = []
+            for c in kids[:-1]:
+                nxt = _Label()
+                later.append(("gen", c, nxt, f) if k == "and" else ("gen", c, t, nxt))
+                later.append(("place", nxt))
+            later.append(("gen", kids[-1], t, f))
+            work.extend(reversed(later))
+        else:
+            prog.append((node, t, f))
+    true.index, false.index = len(prog), len(prog) + 1
+    return prog
+
+
 def _compile(tree: tuple) -> Callable[[Mapping[str, Any]], bool]:
+    if _depth(tree) <= MAX_NESTED_DEPTH:
+        body = f"        return {_gen(tree)}\n"
+    else:
+        lines = ["        _t = 0\n"]
+        for i, (node, t, f) in enumerate(_program(tree)):
+            lines.append(f"        if _t == {i}:\n"
+                         f"            _t = {t.index} if {_gen(node)} else {f.index}\n")
+        lines.append(f"        return _t == {len(lines) - 1}\n")
+        body = "".join(lines)
     src = (
         "def _event_filter(r):\n"
         "    try:\n"
         "        _get = r.get\n"
-        f"        return {_gen(tree)}\n"
+        f"{body}"
         "    except Exception:\n"
         "        return False\n"
     )
@@ -485,3 +563,8 @@ def parse_filter(text: str, fields: Mapping[str, str]) -> EventFilter | None:
         raise FilterParseError(ERRORS[f.kind], pos=min(f.pos, len(s)), command=s,
                                kind=f.kind) from None
     return EventFilter(s, tree, _compile(tree))
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

@@ -20,6 +20,7 @@ import sys
 import threading
 from typing import Any
 
+from ..core.ops import sync_discovery
 from ..core.records import DynFtrace, record_table
 from ..core.regs import _param_names
 from ..errors import FntraceError
@@ -297,16 +298,18 @@ def _loaded_prefix(symbol: str) -> bool:
 
 
 def resolve_symbol(symbol: str):
-    """The parser's BTF: parameter names of SYM, UNRESOLVED if its module is not
-    imported yet, None if it does not exist."""
+    """The parser's Resolver (probe_parse.Resolver): SYM's FuncProto — its parameter
+    names, and the types its annotations name in its source (btf.func_proto, which
+    never evaluates them) — UNRESOLVED if its module is not imported yet, None if it
+    does not exist."""
+    from .btf import func_proto
     from .probe_parse import UNRESOLVED
-    for r in record_table.records:
-        if r.name == symbol:
-            return list(_param_names(r.code))
-    record_table.refresh()
-    for r in record_table.records:
-        if r.name == symbol:
-            return list(_param_names(r.code))
+    for attempt in range(2):
+        if attempt:
+            record_table.refresh()
+        for r in record_table.records:
+            if r.name == symbol and r.code is not None:
+                return func_proto(r.code, r.module)
     return None if _loaded_prefix(symbol) else UNRESOLVED
 
 
@@ -332,7 +335,9 @@ def dynevent_create(cmd: str) -> FprobeEvent | None:
                                                spec.args + [None] * len(old.spec.args))):
                     if a is None and b is None:
                         break
-                    if a is None or b is None or (a.name, a.type, a.text) != (b.name, b.type, b.text):
+                    # trace_probe_compare_arg_type: names and types; here also what
+                    # is fetched (one fetch per event), however it is written
+                    if a is None or b is None or (a.name, a.type, a.expr) != (b.name, b.type, b.expr):
                         kind, pos = "DIFF_ARG_TYPE", _arg_pos(cmd, i)
                         break
                 if kind is None and spec.symbol in old.symbols:
@@ -347,13 +352,21 @@ def dynevent_create(cmd: str) -> FprobeEvent | None:
             e = ProbeError(ERRORS.get("EVENT_EXIST", "EVENT_EXIST"), pos=0, command=cmd)
             e.kind = "EVENT_EXIST"
             raise e
-        if not getattr(spec, "resolved", True):
-            # bound when its module is imported: the module-load notifier must run
-            record_table.install_import_hook()
         ev = FprobeEvent(spec)
         register_event_call(ev.call)
         dyn_events[key] = ev
+        if not getattr(spec, "resolved", True):
+            # bound when its module loads: the module-load notifier must look there
+            record_table.set_scope("fprobe_events", _unbound_scope)
+            sync_discovery()
         return ev
+
+
+def _unbound_scope(name: str) -> bool:
+    """The modules an event waiting for its function may find it in."""
+    prefix = name + "."
+    return any(ev.fp is None and any(s.startswith(prefix) for s in ev.symbols)
+               for ev in list(dyn_events.values()))
 
 
 def _arg_pos(cmd: str, i: int) -> int:
@@ -409,3 +422,8 @@ def unbound_events() -> list[str]:
 
 def _debug(*a) -> None:  # pragma: no cover
     print(*a, file=sys.stderr)
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

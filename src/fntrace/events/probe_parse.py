@@ -23,27 +23,48 @@ FETCHARGS, each ``[NAME=]FETCHARG[:TYPE]``:
     TYPE: string s8 s16 s32 s64 u8 u16 u32 u64 x8 x16 x32 x64 bool repr len char
           symbol, or a bitfield b<width>@<offset>/<container-bits>
 
-Kernel-only forms (@ADDR, @SYM, +OFFS(ARG) dereferences, %reg, &...) parse far
-enough to give the kernel's error kind and are then rejected.  Every error has the
-kernel's kind (ERRORS) and the caret position the kernel would log, as a 0-based
-offset into the command as written.  The checks run in the kernel's order: the
-MAXACTIVE and %suffix of the probe, the event name, then (our addition) the symbol,
-then the $arg pre-pass (traceprobe_expand_meta_args), the argument count, and each
-argument left to right: its name, its type, its body.
+Kernel-only forms (@ADDR, @SYM, +OFFS(ARG) dereferences) are parsed as the kernel
+parses them, fetch instructions counted (FETCH_INSN_MAX), and refused only once the
+whole command has passed every check the kernel makes: an error the kernel reports
+later in the command (a bad bitfield, a name used twice, an argument too long) wins,
+at its own caret.  %reg and & forms are refused where the kernel refuses them.
+
+Every error has the kernel's kind (ERRORS) and the caret position the kernel would
+log, as a 0-based offset into the command as written.  The checks run in the kernel's
+order: the MAXACTIVE and %suffix of the probe, the event name, then (our addition)
+the symbol, then the $arg pre-pass (traceprobe_expand_meta_args), the argument count,
+and each argument left to right: its name, its length, its type, its body, the BTF
+checks of its type (BAD_TYPE4STR), then finalize_fetch_insn's.
+
+BTF.  The resolver tells the parser what it knows of SYM (Resolver, FuncProto,
+BtfType): its parameter names, and, when it knows them, the types of its parameters
+and return value.  With types the parser refuses what the kernel refuses with BTF:
+$retval of a function that returns None (NO_RETVAL), a field a type does not have
+(NO_PTR_STRCT on a value such as an int, NO_BTF_FIELD on a class), :string on what
+is never a str (BAD_TYPE4STR).  Whatever the resolver cannot decide is BTF_ANY and
+accepted, as the kernel accepts what it has no BTF for.
+
+Each FetchArg keeps its text as written (parg->comm), which is what dynamic_events
+lists: ``$retval->name:string`` reads back as ``$retval->name:string``.
 """
 from __future__ import annotations
 
 import errno as _errno
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, NoReturn
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from fntrace.errors import FntraceError
 
 __all__ = [
     "ERRORS",
     "UNRESOLVED",
+    "BTF_ANY",
+    "BTF_VOID",
+    "BtfType",
+    "FuncProto",
+    "Resolver",
     "ProbeError",
     "FetchArg",
     "ProbeSpec",
@@ -55,16 +76,18 @@ __all__ = [
     "MAX_ARGSTR_LEN",
     "MAX_EVENT_NAME_LEN",
     "MAX_STACK_NUM",
+    "FETCH_INSN_MAX",
     "FETCH_TYPES",
 ]
 
 FPROBE_EVENT_SYSTEM = "fprobes"
 MAX_TRACE_ARGS = 128        # trace_probe.h
 MAX_ARG_NAME_LEN = 32       # trace_probe.h
-MAX_ARGSTR_LEN = 255        # the kernel's is 63; Python access chains are longer
+MAX_ARGSTR_LEN = 63         # trace_probe.h: a FETCHARG (without NAME=) is at most 63
 MAX_EVENT_NAME_LEN = 64     # trace.h: names are at most 63 characters
 MAX_ARRAY_LEN = 64          # trace_probe.h
 MAX_STACK_NUM = 1000        # $stackN: N < 1000
+FETCH_INSN_MAX = 16         # trace_probe.h: fetch instructions of one argument, END included
 
 # kernel/trace/trace_probe.h ERRORS, verbatim.
 ERRORS: dict[str, str] = {
@@ -175,7 +198,74 @@ class _Unresolved:
 
 UNRESOLVED: Any = _Unresolved()
 
-Resolver = Callable[[str], "Sequence[str] | None | _Unresolved"]
+
+class BtfType:
+    """One type as a resolver knows it: the parser's ``struct btf_type``.  It holds
+    only what lets the parser refuse what the kernel refuses with BTF; whatever a
+    resolver cannot decide is BTF_ANY, which every check accepts.
+
+    name     what to call it: ``int``, ``shop.cart.Cart``
+    kind     "void"    no value: a function that returns None (NO_RETVAL)
+             "value"   int, str, bytes, ...: a field it lacks is NO_PTR_STRCT
+                       ("not a pointer to union/structure")
+             "struct"  a class: a field it lacks is NO_BTF_FIELD
+             "any"     not known (BTF_ANY)
+    members  the fields (attributes) a value of the type has: a mapping (a name it
+             does not hold is a field the type lacks), or a function of the name
+             returning the field's BtfType, BTF_ANY (it may have it, type not known)
+             or None (it has no such field); None: not known (every field BTF_ANY)
+    string   a value of the type may be a str, so ``:string`` fits (else
+             BAD_TYPE4STR)
+    """
+
+    __slots__ = ("name", "kind", "members", "string")
+
+    def __init__(self, name: str, kind: str,
+                 members: "Mapping[str, BtfType] | Callable[[str], BtfType | None] | None" = None,
+                 *, string: bool = False):
+        self.name = name
+        self.kind = kind
+        self.members = members
+        self.string = string
+
+    def member(self, name: str) -> "BtfType | None":
+        """The type of field ``name`` (BTF_ANY if not known); None if there is none."""
+        m = self.members
+        if m is None:
+            return BTF_ANY
+        if callable(m):
+            return m(name)
+        return m.get(name)
+
+    def __repr__(self) -> str:
+        return f"BtfType({self.name!r}, {self.kind!r})"
+
+
+BTF_ANY = BtfType("?", "any", string=True)
+BTF_VOID = BtfType("void", "void", {})
+
+
+@dataclass(frozen=True)
+class FuncProto:
+    """A function as a resolver knows it: BTF's ``func_proto``.
+
+    params  parameter names in signature order: positional, the *args name,
+            keyword-only, the **kwargs name ($argN counts in this order)
+    types   parameter name -> BtfType, for the parameters whose type is known
+    retval  the return type: BTF_VOID for a function that returns None (its
+            $retval is NO_RETVAL), BTF_ANY when not known
+    """
+    params: tuple[str, ...]
+    types: Mapping[str, BtfType] = field(default_factory=dict)
+    retval: BtfType = BTF_ANY
+
+
+# What parse_probe_command asks about SYM: a FuncProto, or only its parameter names
+# (nothing is known of their types), None if there is no such function
+# (BAD_PROBE_ADDR), UNRESOLVED if it may appear later (its module is not imported
+# yet): then names and $argN are accepted unchecked.  A resolver must not run the
+# traced program's code to answer.
+Resolver = Callable[[str], "FuncProto | Sequence[str] | None | _Unresolved"]
 
 
 class ProbeError(FntraceError):
@@ -210,7 +300,8 @@ class FetchArg:
                 ("stackdepth",)  ("imm", value)  ("attr", base, name)
                 ("item", base, key)  ("varargs",) ($arg* of a symbol not imported yet)
     type      the :TYPE, or None
-    text      the FETCHARG as normalised, without NAME= and :TYPE ("->" is ".")
+    text      the FETCHARG as written, without NAME= and :TYPE (the kernel's
+              parg->comm); an unnamed $argN is written as its parameter's name
     at_entry  a parameter or $argN on a %return probe: fetched at entry
     """
     name: str
@@ -353,25 +444,48 @@ def _type_colon(body: str) -> int:
 
 @dataclass
 class _Ctx:
+    """traceprobe_parse_context, for one argument."""
     is_return: bool
     params: list[str] | None          # None: not known (UNRESOLVED)
-    rewrite_argn: bool = False        # an unnamed $argN becomes the parameter's name
+    proto: FuncProto | None = None    # the types, when the resolver knows them
+    rewrite_argn: bool = False        # an unnamed $argN is the parameter's name
+    offset: int = 0                   # ctx->offset: where most errors are logged
+    insn: int = 0                     # index of the last fetch instruction
+    deref: bool = False               # ... which is a FETCH_OP_DEREF
+    last_type: BtfType | None = None  # ctx->last_type: the BTF type of the value fetched
+    type_pos: int = 0                 # where BAD_TYPE4STR is logged
+    memory: _Fail | None = None       # the first memory fetch: refused once all is parsed
+
+    def next_insn(self, pos: int) -> None:
+        """``if (++code == end)``: one more fetch instruction, TOO_MANY_OPS at pos when
+        only FETCH_OP_END is left."""
+        self.insn += 1
+        if self.insn >= FETCH_INSN_MAX - 1:
+            raise _Fail("TOO_MANY_OPS", pos)
+
+    def fetch_memory(self, kind: str, pos: int) -> None:
+        """The kernel reads memory here; Python has none to read.  The first such fetch
+        of the argument is refused (kind at pos) after every check the kernel makes."""
+        self.deref, self.last_type = True, None
+        if self.memory is None:
+            self.memory = _Fail(kind, pos)
+
+    def param_type(self, name: str) -> BtfType:
+        return self.proto.types.get(name, BTF_ANY) if self.proto is not None else BTF_ANY
 
 
-def _parse_expr(s: str, pos: int, ctx: _Ctx) -> tuple[tuple, str]:
-    """(expr, normalised text) of one FETCHARG body without its type; pos is where s
-    starts in the command."""
+def _parse_expr(s: str, pos: int, ctx: _Ctx) -> tuple:
+    """parse_probe_arg(): the expr tree of one FETCHARG without its type; pos is where
+    s starts in the command."""
     c = s[:1]
     if c == "$":
         return _parse_var(s, pos, ctx)
     if c == "%":                              # fprobes do not handle registers
         raise _Fail("BAD_VAR", pos)
     if c == "@":
-        if s[1:2] == "+":
-            raise _Fail("FILE_ON_KPROBE", pos)
-        raise _Fail("BAD_MEM_ADDR", pos)      # memory has no Python meaning
+        return _parse_mem(s, pos, ctx)
     if c in ("+", "-"):
-        _parse_deref(s, pos, ctx)
+        return _parse_deref(s, pos, ctx)
     if c == "\\":
         return _parse_imm(s, pos)
     if c and (c.isalpha() or c == "_"):
@@ -379,30 +493,34 @@ def _parse_expr(s: str, pos: int, ctx: _Ctx) -> tuple[tuple, str]:
     raise _Fail("BAD_FETCH_ARG", pos)
 
 
-def _parse_var(s: str, pos: int, ctx: _Ctx) -> tuple[tuple, str]:
+def _parse_var(s: str, pos: int, ctx: _Ctx) -> tuple:
     """parse_probe_vars(): $retval $stack $stackN $comm $argN, then a chain."""
     m = _VAR.match(s)
     assert m is not None
     name, end = m.group(1), m.end()
+    typ: BtfType | None = None                # BTF types: $retval and parameters only
     if name.startswith("retval"):
         if not ctx.is_return:
             raise _Fail("RETVAL_ON_PROBE", pos)
         if name != "retval":
             raise _Fail("BAD_VAR", pos)
-        base, text = ("retval",), "$retval"
+        typ = ctx.proto.retval if ctx.proto is not None else BTF_ANY
+        if typ.kind == "void":                # parse_btf_arg: proto->type == 0
+            raise _Fail("NO_RETVAL", pos)
+        base: tuple = ("retval",)
     elif name.startswith("stack"):
         tail = name[5:]
         if not tail:
-            base, text = ("stackdepth",), "$stack"
+            base = ("stackdepth",)
         elif all(_isdigit(ch) for ch in tail):
             n = int(tail)
             if n >= MAX_STACK_NUM:
                 raise _Fail("BAD_STACK_NUM", pos)
-            base, text = ("stack", n), f"$stack{n}"
+            base = ("stack", n)
         else:
             raise _Fail("BAD_VAR", pos)
     elif name in ("comm", "COMM"):
-        base, text = ("comm",), "$comm"
+        base = ("comm",)
     elif name.startswith("arg"):
         tail = name[3:]
         if tail.startswith("*"):
@@ -415,15 +533,16 @@ def _parse_var(s: str, pos: int, ctx: _Ctx) -> tuple[tuple, str]:
         if ctx.params is not None and n > len(ctx.params):
             raise _Fail("NO_BTFARG", pos)
         if ctx.rewrite_argn and ctx.params is not None:
-            base, text = ("param", ctx.params[n - 1]), ctx.params[n - 1]
-        else:
-            base, text = ("arg", n), f"$arg{n}"
+            pname = ctx.params[n - 1]
+            base, typ = ("param", pname), ctx.param_type(pname)
+        else:                                 # FETCH_OP_ARG: a register, no BTF type
+            base = ("arg", n)
     else:
         raise _Fail("BAD_VAR", pos)
-    return _parse_chain(s, end, pos, base, text, "BAD_VAR")
+    return _parse_chain(s, end, pos, base, "BAD_VAR", ctx, typ)
 
 
-def _parse_param(s: str, pos: int, ctx: _Ctx) -> tuple[tuple, str]:
+def _parse_param(s: str, pos: int, ctx: _Ctx) -> tuple:
     """A parameter by name (parse_btf_arg), then a chain."""
     m = _IDENT.match(s)
     if m is None:
@@ -431,18 +550,46 @@ def _parse_param(s: str, pos: int, ctx: _Ctx) -> tuple[tuple, str]:
     name = m.group()
     if ctx.params is not None and name not in ctx.params:
         raise _Fail("NO_BTFARG", pos)
-    return _parse_chain(s, m.end(), pos, ("param", name), name, "NO_BTFARG")
+    return _parse_chain(s, m.end(), pos, ("param", name), "NO_BTFARG", ctx,
+                        ctx.param_type(name))
 
 
-def _parse_chain(s: str, i: int, pos: int, expr: tuple, text: str,
-                 base_kind: str) -> tuple[tuple, str]:
+def _parse_chain(s: str, i: int, pos: int, expr: tuple, base_kind: str, ctx: _Ctx,
+                 typ: BtfType | None) -> tuple:
     """.attr ->attr [int] ['key'] ["key"] after a base.  base_kind is the error for
-    junk straight after the base's name (the kernel sees one unknown name)."""
+    junk straight after the base's name (the kernel sees one unknown name).
+
+    typ is the base's BTF type (None: the base has none, nothing is checked).  As in
+    parse_btf_field, a field is looked up once the separator after it is known to be
+    good, on the type of what it is a field of: a value without it is NO_PTR_STRCT, a
+    class without it NO_BTF_FIELD, both at the field's name.  Each '->' starts a
+    group of fields read with one FETCH_OP_DEREF; '.' and [...] add no instruction.
+    """
     n = len(s)
     seg_start, seg_kind = pos, base_kind
+    pending: tuple[str, int] | None = None    # a field split off, not looked up yet
+    group = False                              # in a '->' group
+    last = pos                                 # where the last field's name stands
+
+    def settle() -> None:
+        nonlocal pending, typ
+        if pending is None:
+            return
+        fname, fpos = pending
+        pending = None
+        ctx.type_pos = fpos
+        if typ is None:
+            return
+        ftyp = typ.member(fname)
+        if ftyp is None:
+            raise _Fail("NO_BTF_FIELD" if typ.kind == "struct" else "NO_PTR_STRCT", fpos)
+        typ = ftyp
+
+    ctx.type_pos = pos
     while i < n:
         c = s[i]
         if c == "[":
+            settle()
             j = i + 1
             q = s[j:j + 1]
             if q in ("'", '"'):
@@ -455,7 +602,6 @@ def _parse_chain(s: str, i: int, pos: int, expr: tuple, text: str,
                 if s[k + 1] != "]":
                     raise _Fail("BAD_ARRAY_NUM", pos + j)
                 i = k + 2
-                text += f"['{key}']" if "'" not in key else f'["{key}"]'
             else:
                 k = s.find("]", j)
                 if k < 0:
@@ -465,33 +611,63 @@ def _parse_chain(s: str, i: int, pos: int, expr: tuple, text: str,
                     raise _Fail("BAD_ARRAY_NUM", pos + j)
                 key = int(idx, 0) if "x" in idx.lower() else int(idx)
                 i = k + 1
-                text += f"[{key}]"
             expr = ("item", expr, key)
+            if typ is not None:                # an item's type is not known
+                typ = BTF_ANY
             if i < n and s[i] not in ".-[":
                 raise _Fail("BAD_ARRAY_SUFFIX", pos + i)
             seg_kind = ""
             continue
         if c == ".":
-            j = i + 1
+            j, arrow = i + 1, False
         elif c == "-":
             if s[i + 1:i + 2] != ">":
                 raise _Fail("BAD_HYPHEN", pos + i)
-            j = i + 2
+            j, arrow = i + 2, True
         else:
             # junk right after a name: the kernel would look up "name+junk"
             raise _Fail(seg_kind or "BAD_FETCH_ARG", seg_start)
+        settle()
+        if arrow:
+            if group:                          # the group before ends: its DEREF
+                ctx.offset = pos + j
+                ctx.next_insn(pos + j)
+            group = True
         m = _IDENT.match(s, j)
         if m is None:
             raise _Fail("NO_BTF_FIELD", pos + j)
         expr = ("attr", expr, m.group())
-        text += "." + m.group()
-        seg_start, seg_kind = pos + j, "NO_BTF_FIELD"
+        pending = (m.group(), pos + j)
+        last = seg_start = pos + j
+        seg_kind = "NO_BTF_FIELD"
         i = m.end()
-    return expr, text
+    settle()
+    if group:
+        ctx.offset = last
+        ctx.next_insn(last)
+        ctx.deref = True
+    ctx.last_type = typ
+    return expr
 
 
-def _parse_deref(s: str, pos: int, ctx: _Ctx) -> NoReturn:
-    """+|-[u]OFFS(FETCHARG): parsed for the kernel's errors, then rejected."""
+def _parse_mem(s: str, pos: int, ctx: _Ctx) -> tuple:
+    """@ADDR or @SYM[+|-offs]: memory, as the kernel parses it (the symbol is looked
+    up only at registration)."""
+    if _isdigit(s[1:2]):
+        if _kstrtoull(s[1:]) is None:
+            raise _Fail("BAD_MEM_ADDR", pos)
+        # FETCH_OP_IMM: the address
+    elif s[1:2] == "+":
+        raise _Fail("FILE_ON_KPROBE", pos)
+    else:
+        ctx.next_insn(pos)                    # FETCH_NOP_SYMBOL, then FETCH_OP_IMM
+    ctx.next_insn(pos)                        # FETCH_OP_DEREF
+    ctx.fetch_memory("BAD_MEM_ADDR", pos)
+    return ("memory", s)
+
+
+def _parse_deref(s: str, pos: int, ctx: _Ctx) -> tuple:
+    """+|-[u]OFFS(FETCHARG): a dereference, as the kernel parses it."""
     a, skip = s, 0
     if a[1:2] == "u":                         # +u / -u: user-space dereference
         a, skip = a[0] + a[2:], 1
@@ -507,22 +683,25 @@ def _parse_deref(s: str, pos: int, ctx: _Ctx) -> NoReturn:
     rp = inner.rfind(")")
     if rp < 0:
         raise _Fail("DEREF_OPEN_BRACE", inner_pos + len(inner))
-    inner = inner[:rp]
+    inner = inner[:rp]                        # what follows the last ')' is dropped
     if not inner:
         raise _Fail("BAD_FETCH_ARG", inner_pos)
-    expr, _ = _parse_expr(inner, inner_pos, ctx)
+    expr = _parse_expr(inner, inner_pos, ctx)
+    ctx.offset = inner_pos                    # ctx->offset = cur_offs
     if expr == ("comm",) or (expr[0] == "imm" and isinstance(expr[1], str)):
         raise _Fail("COMM_CANT_DEREF", inner_pos)
-    raise _Fail("BAD_FETCH_ARG", pos)         # memory has no Python meaning
+    ctx.next_insn(inner_pos)
+    ctx.fetch_memory("BAD_FETCH_ARG", pos)
+    return ("memory", s)
 
 
-def _parse_imm(s: str, pos: int) -> tuple[tuple, str]:
+def _parse_imm(s: str, pos: int) -> tuple:
     """\\IMM: \\"string" or a number (str_to_immediate)."""
     if s[1:2] == '"':
         rest = s[2:]
         if not rest or rest[-1] != '"':
             raise _Fail("IMMSTR_NO_CLOSE", pos + len(s))
-        return ("imm", rest[:-1]), s
+        return ("imm", rest[:-1])
     num = s[1:]
     if num[:1] == "-":
         v = _kstrtoll(num)
@@ -534,7 +713,7 @@ def _parse_imm(s: str, pos: int) -> tuple[tuple, str]:
         v = None
     if v is None:
         raise _Fail("BAD_IMM", pos + 1)
-    return ("imm", v), s
+    return ("imm", v)
 
 
 def _check_bitfield(t: str) -> bool:
@@ -560,9 +739,12 @@ def _known_type(t: str) -> bool:
     return False
 
 
-def _parse_body(body: str, bpos: int, ctx: _Ctx) -> tuple[tuple, str | None, str]:
-    """traceprobe_parse_probe_arg_body(): (expr, type, text)."""
-    if len(body) > MAX_ARGSTR_LEN:
+def _parse_body(body: str, bpos: int, ctx: _Ctx, length: int | None = None
+                ) -> tuple[tuple, str | None, str]:
+    """traceprobe_parse_probe_arg_body(): (expr, type, FETCHARG as written without
+    its type).  length: of the word the kernel parses, if not body's own (an unnamed
+    $argN is rewritten to its parameter's name before it is parsed)."""
+    if (len(body) if length is None else length) > MAX_ARGSTR_LEN:
         raise _Fail("ARG_TOO_LONG", bpos)
     if not body:
         raise _Fail("NO_ARG_BODY", bpos)
@@ -586,25 +768,54 @@ def _parse_body(body: str, bpos: int, ctx: _Ctx) -> tuple[tuple, str | None, str
             if n > MAX_ARRAY_LEN:
                 raise _Fail("ARRAY_TOO_BIG", bpos + toff + lb + 1)
             count, typ = n, typ[:lb]
-        body = body[:colon]
+        text = body[:colon]
     else:
-        toff = 0
-    if body in ("$comm", "$COMM") or body.startswith('\\"'):
+        toff, text = 0, body
+    if text in ("$comm", "$COMM") or text.startswith('\\"'):
         if count or (typ is not None and typ != "string"):
             raise _Fail("NEED_STRING_TYPE", bpos + toff)
     elif typ is not None and not _known_type(typ):
         raise _Fail("BAD_TYPE", bpos + toff)
-    if not body:
+    if not text:
         raise _Fail("BAD_FETCH_ARG", bpos)
-    expr, text = _parse_expr(body, bpos, ctx)
-    # finalize_fetch_insn()
-    if typ == "string" and expr[0] in ("stack", "stackdepth"):
-        raise _Fail("BAD_STRING", bpos + toff)
-    if typ is not None and typ not in FETCH_TYPES and not _check_bitfield(typ):
-        raise _Fail("BAD_BITFIELD", bpos + toff)
-    if count:                                 # arrays are of memory; Python has none
-        raise _Fail("BAD_STRING", bpos + toff)
+    ctx.offset = bpos
+    expr = _parse_expr(text, bpos, ctx)
+    # check_prepare_btf_string_fetch(): a string is read only from what may be one
+    if typ == "string" and ctx.last_type is not None and not ctx.last_type.string:
+        raise _Fail("BAD_TYPE4STR", ctx.type_pos)
+    _finalize_fetch_insn(expr, typ, count, bpos + toff, ctx)
     return expr, typ, text
+
+
+def _finalize_fetch_insn(expr: tuple, typ: str | None, count: int, tpos: int,
+                         ctx: _Ctx) -> None:
+    """finalize_fetch_insn(): the store instruction, a bitfield's, an array's, each
+    needing room before FETCH_OP_END.  tpos is where the type is written."""
+    code = ctx.insn
+    end = FETCH_INSN_MAX - 1
+    if typ == "string":
+        if expr[0] in ("stack", "stackdepth"):
+            raise _Fail("BAD_STRING", tpos)
+        if count or expr == ("comm",) or expr[0] == "imm":
+            code += 1                         # IMM, DATA and COMM are kept: one more
+            if code >= end:
+                raise _Fail("TOO_MANY_OPS", ctx.offset)
+    elif not ctx.deref:                       # a dereference becomes the store itself
+        code += 1                             # FETCH_OP_ST_RAW
+        if code >= end:
+            raise _Fail("TOO_MANY_OPS", ctx.offset)
+    if typ is not None and typ not in FETCH_TYPES:    # a bitfield: FETCH_OP_MOD_BF
+        code += 1
+        if code >= end or not _check_bitfield(typ):
+            raise _Fail("BAD_BITFIELD", tpos)
+    if count:                                 # FETCH_OP_LP_ARRAY over ST_MEM/ST_STRING
+        if typ != "string" and not ctx.deref:
+            raise _Fail("BAD_STRING", tpos)
+        code += 1
+        if code >= end:
+            raise _Fail("TOO_MANY_OPS", ctx.offset)
+        if ctx.memory is None:                # arrays are of memory; Python has none
+            raise _Fail("BAD_STRING", tpos)
 
 
 def _root(expr: tuple) -> tuple:
@@ -668,10 +879,11 @@ def _parse_remove(toks: list[tuple[str, int]], cmd: str) -> RemoveSpec:
 def parse_probe_command(cmd: str, resolve: Resolver) -> ProbeSpec | RemoveSpec:
     """Parse one dynamic_events command.
 
-    resolve(symbol) gives the function's parameter names in order (positional,
-    keyword-only, the *args name, the **kwargs name), None if there is no such
-    function (BAD_PROBE_ADDR), or UNRESOLVED if it may appear later (its module is
-    not imported): names and $argN are then accepted unchecked.
+    resolve(symbol) tells what is known of the function (see Resolver): a FuncProto
+    (its parameters, and the types known), or just its parameter names in order
+    (positional, the *args name, keyword-only, the **kwargs name), None if there is
+    no such function (BAD_PROBE_ADDR), or UNRESOLVED if it may appear later (its
+    module is not imported): names and $argN are then accepted unchecked.
     """
     try:
         return _parse(cmd, resolve)
@@ -728,7 +940,13 @@ def _parse(cmd: str, resolve: Resolver) -> ProbeSpec | RemoveSpec:
     found = resolve(symbol)
     if found is None:
         raise _Fail("BAD_PROBE_ADDR", spos)
-    params = None if found is UNRESOLVED else [str(p) for p in found]
+    proto: FuncProto | None = None
+    if found is UNRESOLVED:
+        params = None
+    elif isinstance(found, FuncProto):
+        proto, params = found, [str(p) for p in found.params]
+    else:
+        params = [str(p) for p in found]
 
     argtoks = toks[2:]
     items = _expand_meta_args(argtoks, params)
@@ -737,11 +955,17 @@ def _parse(cmd: str, resolve: Resolver) -> ProbeSpec | RemoveSpec:
 
     args: list[FetchArg] = []
     used: set[str] = set()
+    memory: _Fail | None = None
     for k, (raw, p, generated) in enumerate(items):
         if raw is None:                       # $arg* of a symbol not imported yet
             args.append(FetchArg("", ("varargs",), None, "$arg*"))
             continue
-        args.append(_parse_arg(raw, p, k, generated, params, is_return, used))
+        arg, mem = _parse_arg(raw, p, k, generated, params, proto, is_return, used)
+        args.append(arg)
+        memory = memory or mem
+    if memory is not None:
+        # The kernel would take the command; memory has no Python meaning.
+        raise memory
     return ProbeSpec(group, event, symbol, is_return, args, cmd, resolved=params is not None)
 
 
@@ -783,24 +1007,28 @@ def _expand_meta_args(argtoks: list[tuple[str, int]], params: list[str] | None
 
 
 def _parse_arg(raw: str, p: int, k: int, generated: bool, params: list[str] | None,
-               is_return: bool, used: set[str]) -> FetchArg:
-    """traceprobe_parse_probe_arg(): the k-th (0-based) fetch argument at offset p.
+               proto: FuncProto | None, is_return: bool, used: set[str]
+               ) -> tuple[FetchArg, _Fail | None]:
+    """traceprobe_parse_probe_arg(): the k-th (0-based) fetch argument at offset p, and
+    the refusal of its memory fetch if it has one (raised once all arguments passed).
     A generated word (from $arg*) reports every error at the $arg* word."""
     eq = -1 if generated else raw.find("=")
     rewrite = False
+    argn = 0                                  # length of an unnamed "$argN" prefix
     if eq >= 0:
         if eq > MAX_ARG_NAME_LEN:
             raise _Fail("ARG_NAME_TOO_LONG", p)
         if eq == 0:
             raise _Fail("NO_ARG_NAME", p)
         name, body, boff = raw[:eq], raw[eq + 1:], eq + 1
+        src = body
     else:
         body, boff = raw, 0
         src = raw
         m = _ARGN.match(raw)
         if m is not None and params is not None:
             # an unnamed $argN is the parameter's name (expand_meta_args)
-            rewrite = True
+            rewrite, argn = True, m.end()
             src = params[int(m.group(1)) - 1] + raw[m.end():]
         cand = src.split(":", 1)[0]
         name = cand if _good_name(cand) else f"arg{k + 1}"
@@ -808,13 +1036,20 @@ def _parse_arg(raw: str, p: int, k: int, generated: bool, params: list[str] | No
         raise _Fail("BAD_ARG_NAME", p)
     if name in RESERVED_FIELD_NAMES or name in used:
         raise _Fail("USED_ARG_NAME", p)
-    ctx = _Ctx(is_return, params, rewrite)
+    ctx = _Ctx(is_return, params, proto, rewrite)
     try:
-        expr, typ, text = _parse_body(body, p + boff, ctx)
+        expr, typ, text = _parse_body(body, p + boff, ctx, len(src))
     except _Fail as f:
         if generated:
             f.pos = p
         raise
+    if rewrite and params is not None:        # listed as the kernel parsed it
+        text = src[:len(src) - len(raw) + len(text)] if argn else text
     used.add(name)
     at_entry = is_return and _root(expr)[0] in ("arg", "param")
-    return FetchArg(name, expr, typ, text, at_entry)
+    return FetchArg(name, expr, typ, text, at_entry), ctx.memory
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

@@ -9,9 +9,17 @@ triggers: traceon, traceoff, stacktrace, snapshot,
 A counted trigger only counts down when it did something ("the count only decrements
 when the trigger did work").  Reading the trigger file lists one per line:
 ``traceoff:count=3 if n > 2``, ``enable_event:fprobes:work__entry:unlimited``.
+
+An event has at most one trigger of each type (struct event_command's trigger_type):
+traceon and traceoff are both ETT_TRACE_ONOFF, enable_event and disable_event are both
+ETT_EVENT_ENABLE (one per target event).  register_trigger() refuses a second one with
+-EEXIST (TriggerExistsError: no error_log entry, nothing changes), and
+unregister_trigger() removes the event's trigger of the type, whichever of the two
+commands set it (``!traceoff`` removes a traceon trigger).
 """
 from __future__ import annotations
 
+import errno as _errno
 import re
 from collections.abc import Mapping
 from time import monotonic_ns
@@ -20,14 +28,33 @@ from typing import Any
 from ..errors import FntraceError
 from ..ring_buffer import TRACE_STACK
 from .core import EventFile, find_event_call, stack_text
+from .filter import PAGE_SIZE
 
-__all__ = ["Trigger", "parse_trigger", "apply_trigger_command", "TriggerError"]
+__all__ = ["Trigger", "parse_trigger", "apply_trigger_command", "TriggerError",
+           "TriggerExistsError", "TRIGGER_TYPES"]
 
 TRIGGERS = ("traceon", "traceoff", "stacktrace", "snapshot", "enable_event", "disable_event")
 
+# trace_events_trigger.c: each event_command's .trigger_type.
+TRIGGER_TYPES: dict[str, str] = {
+    "traceon": "ETT_TRACE_ONOFF",
+    "traceoff": "ETT_TRACE_ONOFF",
+    "snapshot": "ETT_SNAPSHOT",
+    "stacktrace": "ETT_STACKTRACE",
+    "enable_event": "ETT_EVENT_ENABLE",
+    "disable_event": "ETT_EVENT_ENABLE",
+}
+
 
 class TriggerError(FntraceError):
-    pass
+    """A trigger command the kernel rejects (-EINVAL); .pos is the caret's offset."""
+
+
+class TriggerExistsError(FntraceError):
+    """register_trigger(): the event already has a trigger of this type (-EEXIST).
+    Not a parse error: the kernel logs nothing for it."""
+
+    errno = _errno.EEXIST
 
 
 class Trigger:
@@ -40,11 +67,10 @@ class Trigger:
         self.target_file: EventFile | None = None
 
     def key(self) -> tuple:
-        # enable_event and disable_event are one trigger type in the kernel: only one
-        # of them per target event (trigger-eventonoff.tc)
-        if self.target is not None:
-            return ("event", self.target)
-        return (self.cmd, None)
+        """What makes two triggers "the same" to register_trigger: the trigger type,
+        and for enable/disable_event the target event too
+        (event_enable_register_trigger compares enable_data->file)."""
+        return (TRIGGER_TYPES[self.cmd], self.target)
 
     def __str__(self) -> str:
         name = self.cmd
@@ -115,61 +141,68 @@ _COUNT = re.compile(r"\d+")
 
 
 def parse_trigger(text: str, fields: Mapping[str, str]) -> tuple[bool, Trigger]:
-    """Parse one trigger command; returns (remove, trigger).  TriggerError with .pos."""
+    """Parse one trigger command; returns (remove, trigger).  TriggerError with .pos,
+    the offset in text of the field that is wrong (its end if it is missing)."""
     from .filter import FilterParseError, parse_filter
     s = text.strip()
-    base = len(text) - len(text.lstrip())
+    s_off = len(text) - len(text.lstrip())    # where s starts in text
     remove = s.startswith("!")
     if remove:
         s = s[1:]
-        base += 1
+        s_off += 1
     head, sep, ftext = s.partition(" if ")
     if not sep and s.endswith(" if"):
-        raise TriggerError("filter is missing after 'if'", pos=base + len(s), command=text)
+        raise TriggerError("filter is missing after 'if'", pos=s_off + len(s), command=text)
+    f_off = s_off + len(head) + len(sep)      # where the filter starts in text
+    base = s_off + len(head) - len(head.lstrip())
     head = head.strip()
-    parts = head.split(":")
-    cmd = parts[0]
+    end = base + len(head)
+    parts: list[tuple[str, int]] = []         # each ':' field and where it starts
+    at = base
+    for part in head.split(":"):
+        parts.append((part, at))
+        at += len(part) + 1
+    cmd = parts[0][0]
     if cmd not in TRIGGERS:
         raise TriggerError(f"unknown trigger {cmd!r} (triggers: {', '.join(TRIGGERS)})",
                            pos=base, command=text)
-    pos = base + len(cmd) + 1
     target = None
     rest = parts[1:]
     if cmd in ("enable_event", "disable_event"):
-        if len(rest) < 2 or not rest[0] or not rest[1]:
-            raise TriggerError(f"{cmd} needs <system>:<event>", pos=pos, command=text)
-        target = (rest[0], rest[1])
-        if find_event_call(rest[0], rest[1]) is None:
-            raise TriggerError(f"no such event {rest[0]}:{rest[1]}", pos=pos, command=text)
-        pos += len(rest[0]) + len(rest[1]) + 2
+        if len(rest) < 2 or not rest[0][0] or not rest[1][0]:
+            raise TriggerError(f"{cmd} needs <system>:<event>",
+                               pos=rest[0][1] if rest else end, command=text)
+        target = (rest[0][0], rest[1][0])
+        if find_event_call(*target) is None:
+            raise TriggerError(f"no such event {target[0]}:{target[1]}", pos=rest[0][1],
+                               command=text)
         rest = rest[2:]
     count = -1
     if rest:
-        c = rest[0]
+        c, cpos = rest[0]
         if c == "unlimited":
             count = -1
         elif c.startswith("count="):
-            c = c[6:]
-            if not _COUNT.fullmatch(c):
-                raise TriggerError(f"bad count {rest[0]!r}", pos=pos, command=text)
-            count = int(c)
+            if not _COUNT.fullmatch(c[6:]):
+                raise TriggerError(f"bad count {c!r}", pos=cpos, command=text)
+            count = int(c[6:])
         elif _COUNT.fullmatch(c):
             count = int(c)
         else:
-            raise TriggerError(f"bad count {c!r}", pos=pos, command=text)
+            raise TriggerError(f"bad count {c!r}", pos=cpos, command=text)
         if len(rest) > 1:
-            raise TriggerError("too many ':' fields", pos=pos + len(c) + 1, command=text)
+            raise TriggerError("too many ':' fields", pos=rest[1][1], command=text)
     flt = None
-    ftext = ftext.strip()
-    if ftext and not remove:
-        fpos = text.find(" if ") + 4
+    fstrip = ftext.strip()
+    if fstrip and not remove:
+        f_off += len(ftext) - len(ftext.lstrip())
         try:
-            flt = parse_filter(ftext, fields)
+            flt = parse_filter(fstrip, fields)
         except FilterParseError as e:
             raise TriggerError(f"event filter parse error: {e.msg}",
-                               pos=fpos + (e.pos or 0), command=text) from None
-        ftext = flt.text if flt is not None else ""
-    return remove, Trigger(cmd, count, ftext if not remove else "", flt, target)
+                               pos=f_off + (e.pos or 0), command=text) from None
+        fstrip = flt.text if flt is not None else ""
+    return remove, Trigger(cmd, count, fstrip if not remove else "", flt, target)
 
 
 def apply_trigger_command(ef: EventFile, text: str, files_of_tr) -> None:
@@ -177,6 +210,10 @@ def apply_trigger_command(ef: EventFile, text: str, files_of_tr) -> None:
     target EventFile in the same instance for enable/disable_event."""
     if not text.strip():
         return
+    if len(text) >= PAGE_SIZE:
+        # event_trigger_regex_write: -EINVAL before anything is parsed, no error_log entry
+        raise FntraceError(f"trigger too long: a write is less than a page ({PAGE_SIZE} bytes)",
+                           pos=0, command=text)
     remove, t = parse_trigger(text, ef.call.fields)
     existing = [x for x in ef.triggers if x.key() == t.key()]
     if remove:
@@ -189,9 +226,9 @@ def apply_trigger_command(ef: EventFile, text: str, files_of_tr) -> None:
         ef._sync()
         return
     if existing:
-        err = TriggerError(f"a {t.cmd} trigger is already set", pos=0, command=text)
-        err.errno = 17   # EEXIST
-        raise err
+        raise TriggerExistsError(
+            f"File exists: the event already has a {existing[0].cmd} trigger "
+            f"({TRIGGER_TYPES[t.cmd]})", pos=0, command=text)
     if t.target is not None:
         tf = files_of_tr(*t.target)
         if tf is None:
@@ -200,3 +237,8 @@ def apply_trigger_command(ef: EventFile, text: str, files_of_tr) -> None:
         tf.soft_enable(t.cmd == "enable_event")
     ef.triggers.append(t)
     ef._sync()
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

@@ -84,6 +84,6 @@ class LostEvents:
     lost: int
 
 
-def __dir__() -> list[str]:
-    """Only the public names (PEP 562): the imports and helpers stay out of ``dir()``."""
-    return list(__all__)
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

@@ -480,6 +480,6 @@ class GraphPrinter:
         return banner + (line + "/* " + msg + " */").split("\n")
 
 
-def __dir__() -> list[str]:
-    """Only the public names (PEP 562): the imports and helpers stay out of ``dir()``."""
-    return list(__all__)
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

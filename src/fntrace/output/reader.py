@@ -85,6 +85,6 @@ def entries_from_buffers(buffers: Iterable, name_of: Callable[[int], str],
         yield decode(cpu, ts, typ, flags, a, b, c, d, payload, name_of, comm, pid)
 
 
-def __dir__() -> list[str]:
-    """Only the public names (PEP 562): the imports and helpers stay out of ``dir()``."""
-    return list(__all__)
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

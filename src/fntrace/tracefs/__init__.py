@@ -22,3 +22,8 @@ class _CallableModule(_types.ModuleType):
 
 
 _sys.modules[__name__].__class__ = _CallableModule
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

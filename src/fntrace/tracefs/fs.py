@@ -126,7 +126,8 @@ class Tracefs:
             "trace": (self._r_trace, self._w_trace),
             "trace_pipe": (self._r_trace_pipe, None),
             "trace_marker": (None, self._w_trace_marker),
-            "buffer_size_kb": (lambda: f"{self.tr.buffer_size_kb} (units kilobytes)\n", self._w_buffer_size_kb),
+            # tracing_entries_read(): "%lu\n", the size of each (per-thread) buffer
+            "buffer_size_kb": (lambda: f"{self.tr.buffer_size_kb}\n", self._w_buffer_size_kb),
             "buffer_total_size_kb": (lambda: f"{self.tr.buffer_size_kb * max(1, len(self.tr.buffers))}\n", None),
             "trace_options": (self._r_trace_options, self._w_trace_options),
             "set_ftrace_filter": (lambda: self._r_hash(True), lambda d, a: self._w_hash(d, a, True)),
@@ -448,22 +449,36 @@ class Tracefs:
                 raise
 
     def _r_snapshot(self) -> str:
+        """s_show() on the snapshot buffer: what ``trace`` prints of its own buffer,
+        in the current tracer's format; print_snapshot_help() instead when there is no
+        snapshot buffer or it is empty."""
         from ..output.ftrace_text import render_function_trace
         from ..output.reader import entries_from_buffers
-        snap = self.tr.snapshot
-        if snap is None:
-            return ("# tracer: " + self.tr.tracer.name + "\n#\n"
-                    "# * Snapshot is freed *\n#\n"
-                    "# Snapshot commands:\n# echo 0 > snapshot : Clears and frees snapshot buffer\n"
+        tr = self.tr
+        snap = tr.snapshot
+        if snap is None or not any(b.entries for b in snap):
+            state = "allocated" if snap is not None else "freed"
+            return (f"# tracer: {tr.tracer.name}\n#\n"
+                    f"#\n# * Snapshot is {state} *\n#\n"
+                    "# Snapshot commands:\n"
+                    "# echo 0 > snapshot : Clears and frees snapshot buffer\n"
                     "# echo 1 > snapshot : Allocates snapshot buffer, if not already allocated.\n"
-                    "#                      Takes a snapshot of the main buffer.\n")
+                    "#                      Takes a snapshot of the main buffer.\n"
+                    "# echo 2 > snapshot : Clears snapshot buffer (but does not allocate or free)\n"
+                    "#                      (Doesn't have to be '2' works with any number that\n"
+                    "#                       is not a '0' or '1')\n")
+        if tr.tracer.name == "function_graph":
+            p = self._graph_printer()
+            lines = p.headers() + list(p.render(entries_from_buffers(
+                list(snap), self._name_of, thread_info)))
+            return "".join(l + "\n" for l in lines)
         n = sum(b.entries for b in snap)
         w = sum(b.written for b in snap)
         lines = render_function_trace(
             entries_from_buffers(snap, self._name_of, thread_info), header=True,
-            tracer=self.tr.tracer.name, nr_entries=n, written=w, nr_cpus=max(1, len(snap)),
-            irq_info=self.tr.options.get("irq-info", False),
-            print_parent=self.tr.options.get("print-parent", True))
+            tracer=tr.tracer.name, nr_entries=n, written=w, nr_cpus=max(1, len(snap)),
+            irq_info=tr.options.get("irq-info", False),
+            print_parent=tr.options.get("print-parent", True))
         return "".join(l + "\n" for l in lines)
 
     def _w_snapshot(self, data: str, append: bool) -> None:
@@ -532,3 +547,8 @@ def tracefs() -> Tracefs:
         if _top is None:
             _top = Tracefs()
         return _top
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

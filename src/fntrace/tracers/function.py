@@ -41,3 +41,8 @@ class FunctionTracer:
     def reset(self, tr) -> None:
         if tr.ops.enabled:
             unregister_ftrace_function(tr.ops)
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

@@ -184,3 +184,7 @@ class FunctionGraphTracer:
             unregister_ftrace_graph(self.gops)
         self.gops = None
 
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

@@ -1,6 +1,8 @@
 """The nop tracer: "trace nothing".  Events and markers still record."""
 from __future__ import annotations
 
+__all__ = ["NopTracer"]
+
 
 class NopTracer:
     name = "nop"
@@ -10,3 +12,8 @@ class NopTracer:
 
     def reset(self, tr) -> None:
         pass
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())
