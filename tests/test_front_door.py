@@ -599,6 +599,33 @@ def test_a_kept_pattern_that_never_matched_is_reported_at_the_end(tmp_path, run_
     assert lines[-1] == "fntrace: filter 'gen.Point.__nothing__' matched no function"
 
 
+@pytest.mark.parametrize("event,error", [
+    ("f shop.cart.Cart.add_item product.sku nosuch", "This variable is not found"),
+    ("f non_exist_func", "Invalid probed address or symbol"),
+    ("f shop.cart.Cart.add_itm", "Invalid probed address or symbol"),
+])
+def test_probe_mistakes_are_refused_before_the_run(run_fntrace, event, error):
+    # shop is not imported when the probe is defined: its source is read instead.
+    r = run_fntrace("live", "-e", event, os.path.join(SHOP, "shop_demo.py"))
+    assert r.returncode == 2, r.stderr
+    assert r.stdout == ""
+    assert error in r.stderr
+    if "add_itm" in event:
+        assert "did you mean 'shop.cart.Cart.add_item'?" in r.stderr
+
+
+def test_probe_on_a_function_annotated_none_has_no_retval(tmp_path, run_fntrace):
+    (tmp_path / "later.py").write_text("def log(msg: str) -> None:\n    print(msg)\n")
+    (tmp_path / "prog.py").write_text("import later\nlater.log('hi')\n")
+    r = run_fntrace("live", "-e", "f later.log%return $retval", "prog.py")
+    assert r.returncode == 2
+    assert r.stdout == ""
+    assert "NO_RETVAL" in r.stderr or "retval" in r.stderr.lower(), r.stderr
+    ok = run_fntrace("live", "-e", "f later.log msg:string", "prog.py")
+    assert ok.returncode == 0, ok.stderr
+    assert "msg=\"hi\"" in ok.stdout
+
+
 def test_graph_options_select_function_graph(tmp_script, run_fntrace):
     prog = tmp_script(FIRST)
     for opt in (["-g", "__main__.mid"], ["-A"], ["-R"], ["-D", "1"], ["--thresh", "0"]):

@@ -275,6 +275,9 @@ def _main_sources(target: Target) -> dict:
     mains = {"__main__": src}
     if target.module != "__main__":
         mains[target.module] = src
+    # probes on the program's own functions are checked against it too
+    kallsyms.main_sources.clear()
+    kallsyms.main_sources.update(mains)
     return mains
 
 
@@ -330,7 +333,7 @@ def _apply_events(tr: TraceArray, opts: RecordOptions) -> None:
             try:
                 ev = dynevent_create(text)
             except ProbeError as e:
-                raise UsageError(f"-e: {e.msg}{where(e, text)}") from None
+                raise UsageError(f"-e: {e.msg}{where(e, text)}{_closest(e, text)}") from None
             call = ev.call
         else:
             sysname, _, name = text.rpartition(":")
@@ -353,6 +356,17 @@ def _apply_events(tr: TraceArray, opts: RecordOptions) -> None:
             except FntraceError as e:       # a TriggerError, or EEXIST for a second one
                 raise UsageError(f"-T: {e.msg}{where(e, t)}") from None
         ef.set_enabled(True)
+
+
+def _closest(e, text: str) -> str:
+    """For a probe on a function that does not exist, the closest one that does."""
+    if getattr(e, "kind", None) != "BAD_PROBE_ADDR":
+        return ""
+    from ..core import kallsyms
+    words = text.split()
+    sym = words[1].partition("%")[0] if len(words) > 1 else ""
+    close = kallsyms.check_pattern(sym, kallsyms.main_sources).close if sym else []
+    return f"\n  (did you mean {close[0]!r}?)" if close else ""
 
 
 def unmatched_patterns(tr: TraceArray) -> list[str]:

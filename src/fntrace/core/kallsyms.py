@@ -35,7 +35,7 @@ from .hash import (MATCH_END_ONLY, MATCH_FRONT_ONLY, MATCH_FULL, MATCH_GLOB, MAT
 
 __all__ = ["FuncInfo", "ClassInfo", "ModuleSource", "Verdict", "UNREADABLE", "find_spec",
            "module_source", "find_function", "check_pattern", "check_mod_filter",
-           "close_names", "main_source", "submodules"]
+           "close_names", "main_source", "submodules", "main_sources"]
 
 
 class _Unreadable:
@@ -377,15 +377,20 @@ def submodules(name: str) -> list[str]:
     return sorted(out)
 
 
-def find_function(symbol: str, main: ModuleSource | None = None
-                  ) -> FuncInfo | None | _Unreadable:
-    """The function ``module.qualname`` names: its FuncInfo, None if no module could
-    define it, UNREADABLE when that cannot be decided before the program runs."""
+# The program's own module, under each name it answers to (``__main__``, and for -m
+# its own): set by the launcher once the program is compiled (cli/record.py).
+main_sources: dict[str, ModuleSource] = {}
+
+
+def find_function(symbol: str) -> tuple[ModuleSource, FuncInfo] | None | _Unreadable:
+    """The function ``module.qualname`` names: (its module's source, its FuncInfo),
+    None if no module could define it, UNREADABLE when that cannot be decided before
+    the program runs (no source, a dynamic module, or no module of that name yet)."""
     parts = symbol.split(".")
     unsure = False
     for i in range(len(parts) - 1, 0, -1):
         modname, qual = ".".join(parts[:i]), ".".join(parts[i:])
-        src = main if (main is not None and modname == main.name) else module_source(modname)
+        src = main_sources.get(modname) or module_source(modname)
         if src is None:
             continue
         if src is UNREADABLE:
@@ -393,10 +398,13 @@ def find_function(symbol: str, main: ModuleSource | None = None
             continue
         info = src.functions.get(qual)
         if info is not None:
-            return info
+            return src, info
         if src.dynamic_scope(qual):
             unsure = True
-    return UNREADABLE if unsure else None
+    if unsure:
+        return UNREADABLE
+    v = check_pattern(symbol, main_sources)
+    return None if v.kind == "none" or "." not in symbol else UNREADABLE
 
 
 # -- checking a filter before the program runs ---------------------------------------------

@@ -20,6 +20,7 @@ import sys
 import threading
 from typing import Any
 
+from ..core import kallsyms
 from ..core.ops import sync_discovery
 from ..core.records import DynFtrace, record_table
 from ..core.regs import _param_names
@@ -310,7 +311,32 @@ def resolve_symbol(symbol: str):
         for r in record_table.records:
             if r.name == symbol and r.code is not None:
                 return func_proto(r.code, r.module)
-    return None if _loaded_prefix(symbol) else UNRESOLVED
+    # Not loaded: the module's source says (core/kallsyms.py), as the kernel's BTF
+    # would for a module not loaded yet.
+    found = kallsyms.find_function(symbol)
+    if found is kallsyms.UNREADABLE:
+        return UNRESOLVED
+    if found is None:
+        return None
+    src, info = found
+    return _source_proto(src, info)
+
+
+def _source_proto(src, info):
+    from .btf import SourceModule
+    text = None
+    if src.path:
+        try:
+            with open(src.path, encoding="utf-8", errors="surrogateescape") as f:
+                text = f.read()
+        except OSError:
+            text = None
+    if text is not None:
+        try:
+            return SourceModule(text, src.name).proto(info.qualname, info.line, info.params)
+        except Exception:
+            pass
+    return list(info.params)
 
 
 def dynevent_create(cmd: str) -> FprobeEvent | None:
@@ -355,7 +381,7 @@ def dynevent_create(cmd: str) -> FprobeEvent | None:
         ev = FprobeEvent(spec)
         register_event_call(ev.call)
         dyn_events[key] = ev
-        if not getattr(spec, "resolved", True):
+        if not ev._targets():
             # bound when its module loads: the module-load notifier must look there
             record_table.set_scope("fprobe_events", _unbound_scope)
             sync_discovery()

@@ -1,0 +1,112 @@
+"""Every example in README.md runs as written.
+
+Python blocks run in a fresh interpreter; shell blocks run line by line (a trailing
+backslash continues a line) with ``bash``, from a directory holding a copy of the
+repository's ``examples/``, with this interpreter's ``fntrace`` first on PATH.  The
+synopsis block (``fntrace record [-p TRACER] ...``) is grammar, not a command.  The
+quick start (``python3 -m venv .venv && ... pip install -q . && ...``) is run in a
+fresh copy of the repository once per test run: it installs from the package index.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT, SUBPROCESS_TIMEOUT
+
+README = (REPO_ROOT / "README.md").read_text()
+BLOCKS = [(m.group(1), m.group(2)) for m in re.finditer(r"```(\w+)\n(.*?)```", README, re.S)]
+PYTHON = [b for kind, b in BLOCKS if kind == "python"]
+SHELL = [b for kind, b in BLOCKS if kind == "sh"]
+
+
+def _commands(block: str) -> list[str]:
+    out, cur = [], ""
+    for line in block.splitlines():
+        if line.rstrip().endswith("\\"):
+            cur += line.rstrip()[:-1] + " "
+            continue
+        cur += line
+        if cur.strip():
+            out.append(cur.strip())
+        cur = ""
+    return out
+
+
+SYNOPSIS = "fntrace record [-p TRACER]"
+QUICK_START = "python3 -m venv .venv"
+TEST_COMMAND = "./scripts/test-all"
+COMMANDS = [c for b in SHELL if not b.startswith(SYNOPSIS) for c in _commands(b)]
+
+
+def test_the_readme_has_the_examples_this_file_runs():
+    assert len(PYTHON) >= 4
+    assert any(c.startswith(QUICK_START) for c in COMMANDS)
+    assert TEST_COMMAND in COMMANDS
+    assert sum(c.startswith("fntrace ") for c in COMMANDS) >= 6
+
+
+@pytest.mark.parametrize("block", PYTHON, ids=[f"python{i}" for i in range(len(PYTHON))])
+def test_python_example(tmp_path, block):
+    r = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=SUBPROCESS_TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    assert "fntrace:" not in r.stderr, r.stderr
+    assert r.stdout.strip()
+    for want in re.findall(r"print\(.*\)\s+# (\S+)$", block, re.M):
+        assert want in r.stdout.split(), (want, r.stdout)
+
+
+def _shell_env() -> dict:
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+FNTRACE_COMMANDS = [c for c in COMMANDS if c.startswith("fntrace ")]
+
+
+@pytest.mark.parametrize("command", FNTRACE_COMMANDS,
+                         ids=[f"sh{i}" for i in range(len(FNTRACE_COMMANDS))])
+def test_shell_example(tmp_path, command):
+    shutil.copytree(REPO_ROOT / "examples", tmp_path / "examples")
+    if shutil.which("fntrace", path=_shell_env()["PATH"]) is None:
+        pytest.fail("no fntrace command beside this interpreter: install fntrace into its "
+                    "environment (pip install -e .)")
+    r = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=_shell_env(),
+                       capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    assert "# tracer: " in r.stdout, r.stdout[-2000:]
+    assert "Traceback" not in r.stderr, r.stderr
+
+
+def test_quick_start(tmp_path):
+    # Installs fntrace from this checkout into a new environment, as a user would; the
+    # package index must be reachable for the build requirements.  Once per test run:
+    # on the newest interpreter, with the native hot path.
+    newest = max(Path(REPO_ROOT / ".venvs").glob("py3.*"), default=None,
+                 key=lambda p: tuple(int(x) for x in re.findall(r"\d+", p.name)))
+    here = Path(sys.executable).parent.parent
+    if os.environ.get("FNTRACE_PURE") or (newest is not None and newest.resolve() != here.resolve()):
+        pytest.skip("the quick start is run once per test run (newest Python, native)")
+    command = next(c for c in COMMANDS if c.startswith(QUICK_START))
+    repo = tmp_path / "repo"
+    files = subprocess.run(["git", "ls-files"], cwd=REPO_ROOT, capture_output=True, text=True,
+                           check=True).stdout.split()
+    for f in files:
+        (repo / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO_ROOT / f, repo / f)
+    env = _shell_env()
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env["PATH"]
+    r = subprocess.run(["bash", "-c", command.replace("python3 ", f"{sys.executable} ", 1)],
+                       cwd=repo, env=env, capture_output=True, text=True,
+                       timeout=SUBPROCESS_TIMEOUT * 2)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+    assert "# tracer: function" in r.stdout
+    assert "shop.catalog.load_catalog <-__main__.main" in r.stdout
