@@ -18,6 +18,7 @@ import pytest
 
 import fntrace
 from fntrace.core import ops as core_ops
+from fntrace.core.fetch import settings as fetch_settings
 from fntrace.tracefs import fs as tracefs_fs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -52,6 +53,7 @@ def clean_ftrace():
     saved_call_ops = fntrace.ftrace_config.call_ops
     yield
     fntrace.ftrace_config.call_ops = saved_call_ops
+    fetch_settings.allow_program_code = False
     _reset_top_tracefs()
     core_ops.reset_for_tests()
     fntrace.ftrace_config.call_ops = saved_call_ops

@@ -97,8 +97,10 @@ def test_quick_start(tmp_path):
         pytest.skip("the quick start is run once per test run (newest Python, native)")
     command = next(c for c in COMMANDS if c.startswith(QUICK_START))
     repo = tmp_path / "repo"
-    files = subprocess.run(["git", "ls-files"], cwd=REPO_ROOT, capture_output=True, text=True,
+    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+                           cwd=REPO_ROOT, capture_output=True, text=True,
                            check=True).stdout.split()
+    files = [f for f in files if (REPO_ROOT / f).is_file()]
     for f in files:
         (repo / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO_ROOT / f, repo / f)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["PYVERSION", "PYBEHAVIOR", "BACKEND", "DEBUG", "PURE", "native", "public_dir"]
+__all__ = ["PYVERSION", "PYBEHAVIOR", "BACKEND", "DEBUG", "PURE", "native", "native_module", "public_dir"]
 
 PYVERSION = sys.version_info
 
@@ -53,6 +53,17 @@ def public_dir(g: dict):
     def __dir__() -> list[str]:
         return sorted(set(g["__all__"]) | {n for n in g if n[:2] == "__" == n[-2:]})
     return __dir__
+
+
+def native_module():
+    """The native module whether or not FNTRACE_PURE is set: for what is not the hot
+    path and has no behaviour of its own to test (reading a frame's locals without a
+    snapshot), or None when it was not built."""
+    try:
+        from . import _native
+    except ImportError:
+        return None
+    return _native
 
 
 def native():

@@ -194,6 +194,33 @@ rec_flags(PyObject *rec)
     return f ? PyLong_AsLongLong(f) : 0;
 }
 
+/* What dispatch.contain answered (r, a new reference or NULL) about exc (stolen): 0
+ * contained; -1 with exc raised again when a signal handler of the program raised it.
+ * contain() failing itself (at the recursion limit, say) counts as contained. */
+static int
+contained(PyObject *r, PyObject *exc)
+{
+    if (r == NULL) {
+        PyErr_Clear();
+        Py_XDECREF(exc);
+        return 0;
+    }
+    int back = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    if (back > 0 && exc != NULL) {
+#if PY_VERSION_HEX >= 0x030C0000
+        PyErr_SetRaisedException(exc);
+#else
+        PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(exc)), exc, PyException_GetTraceback(exc));
+#endif
+        return -1;
+    }
+    if (back < 0)
+        PyErr_Clear();
+    Py_XDECREF(exc);
+    return 0;
+}
+
 /* An ops callback raised: contain it like dispatch._contain, or let it through. */
 static int
 contain(PyObject *who)
@@ -203,11 +230,7 @@ contain(PyObject *who)
     PyObject *exc = FETCH_EXC();
     PyObject *r = PyObject_CallFunctionObjArgs(g_contain, who ? who : Py_None,
                                                exc ? exc : Py_None, NULL);
-    Py_XDECREF(exc);
-    if (r == NULL)
-        return -1;          /* the program's signal handler raised it: the program's */
-    Py_DECREF(r);
-    return 0;
+    return contained(r, exc);
 }
 
 /* The caller's record (a new reference): ROOT without a caller. */
@@ -1404,11 +1427,7 @@ fg_contain(PyObject *gops)
         return -1;
     PyObject *exc = FETCH_EXC();
     PyObject *r = PyObject_CallFunctionObjArgs(g_fg_contain, gops, exc ? exc : Py_None, NULL);
-    Py_XDECREF(exc);
-    if (r == NULL)
-        return -1;          /* the program's signal handler raised it: the program's */
-    Py_DECREF(r);
-    return 0;
+    return contained(r, exc);
 }
 
 /* Call gops.<name>(trace, gops, fregs); *result gets its truth (entry) if asked. */
@@ -1897,7 +1916,10 @@ fgraph_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 fast_safe_repr(PyObject *v)
 {
-    if (v == Py_None || v == Py_True || v == Py_False || PyLong_CheckExact(v)
+    /* core/fetch.py value_repr, for the values it prints plainly: an int of at most
+     * MAX_INT_BITS (256) bits, a float, a short str; the rest there */
+    if (v == Py_None || v == Py_True || v == Py_False
+            || (PyLong_CheckExact(v) && _PyLong_NumBits(v) <= 256)
             || PyFloat_CheckExact(v)
             || (PyUnicode_CheckExact(v) && PyUnicode_GET_LENGTH(v) <= 40)) {
         PyObject *s = PyObject_Repr(v);
@@ -1906,6 +1928,19 @@ fast_safe_repr(PyObject *v)
         Py_DECREF(s);
     }
     return PyObject_CallOneArg(g_safe_repr, v);
+}
+
+/* _native_frame.c */
+PyObject *fntrace_frame_var(PyObject *frame, PyObject *name);
+
+static PyObject *
+frame_var(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "frame_var(frame, name)");
+        return NULL;
+    }
+    return fntrace_frame_var(args[0], args[1]);
 }
 
 /* [[name, safe_repr(value)], ...] over the parameters (regs._param_names order), a
@@ -1931,11 +1966,7 @@ args_payload(PyObject *frame)
         order[n++] = k;
     if (flags & CO_VARKEYWORDS)
         order[n++] = i;
-#if PY_VERSION_HEX < 0x030C0000
-    locals = PyObject_GetAttrString(frame, "f_locals");
-    if (locals == NULL)
-        goto done;
-#endif
+
     out = PyList_New(0);
     if (out == NULL)
         goto done;
@@ -1943,23 +1974,14 @@ args_payload(PyObject *frame)
         if (order[k] >= PyTuple_GET_SIZE(names))
             break;
         PyObject *name = PyTuple_GET_ITEM(names, order[k]);
-#if PY_VERSION_HEX >= 0x030C0000
-        PyObject *val = PyFrame_GetVar((PyFrameObject *)frame, name);
+        /* no f_locals snapshot: it would keep every local alive (_native_frame.c) */
+        PyObject *val = fntrace_frame_var(frame, name);
         if (val == NULL) {
             if (!PyErr_ExceptionMatches(PyExc_NameError))
                 goto fail;
             PyErr_Clear();
             val = Py_NewRef(Py_None);
         }
-#else
-        PyObject *val = PyMapping_GetItemString(locals, PyUnicode_AsUTF8(name));
-        if (val == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_KeyError))
-                goto fail;
-            PyErr_Clear();
-            val = Py_NewRef(Py_None);
-        }
-#endif
         PyObject *r = fast_safe_repr(val);
         Py_DECREF(val);
         if (r == NULL)
@@ -1994,8 +2016,13 @@ retval_payload(PyObject *v, PyObject *unwind)
     if (unwind == Py_True || v == NULL)
         return PyObject_CallFunctionObjArgs(g_retval_payload, v ? v : Py_None,
                                             unwind ? unwind : Py_False, NULL);
-    if (PyLong_CheckExact(v))
-        return Py_NewRef(v);
+    if (PyLong_CheckExact(v)) {
+        /* core/fetch.py int_payload: kept as an int while it fits 64 bits */
+        int overflow = 0;
+        PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (!overflow || (overflow > 0 && _PyLong_NumBits(v) <= 64))
+            return Py_NewRef(v);
+    }
     return fast_safe_repr(v);
 }
 
@@ -2513,6 +2540,8 @@ static PyMethodDef native_methods[] = {
     {"graph_entry", (PyCFunction)(void (*)(void))graph_entry, METH_FASTCALL, NULL},
     {"graph_return", (PyCFunction)(void (*)(void))graph_return, METH_FASTCALL, NULL},
     {"thread_count", thread_count, METH_O, NULL},
+    {"frame_var", (PyCFunction)(void (*)(void))frame_var, METH_FASTCALL,
+     "frame_var(frame, name): a local's value without the f_locals snapshot"},
     {"crc32", (PyCFunction)(void (*)(void))native_crc32, METH_FASTCALL,
      "crc32(data, value=0): the same value as zlib.crc32, faster"},
     {"fg_sync", (PyCFunction)(void (*)(void))fg_sync, METH_FASTCALL,

@@ -196,8 +196,8 @@ def shadow_stack() -> ShadowStack:
     return st
 
 
-def _contain(gops: FgraphOps, exc: BaseException) -> None:
-    dispatch.contain(gops, exc, "fgraph user")
+def _contain(gops: FgraphOps, exc: BaseException) -> bool:
+    return dispatch.contain(gops, exc, "fgraph user")
 
 
 # ---------------------------------------------------------------------------------
@@ -239,7 +239,8 @@ def function_graph_enter(ip, parent_ip, op, fregs) -> None:
             if gops.entryfunc(trace, gops, fregs):
                 bitmap = 1 << idx
         except (Exception, SystemExit) as exc:
-            _contain(gops, exc)
+            if _contain(gops, exc):
+                raise
     else:
         for idx, gops in users:
             if not gops.ops.test(ip, fregs):
@@ -247,7 +248,8 @@ def function_graph_enter(ip, parent_ip, op, fregs) -> None:
             try:
                 ok = gops.entryfunc(trace, gops, fregs)
             except (Exception, SystemExit) as exc:
-                _contain(gops, exc)
+                if _contain(gops, exc):
+                    raise
                 ok = False
             if ok:
                 bitmap |= 1 << idx
@@ -300,7 +302,8 @@ def fgraph_return(rec, frame, retval, unwind: bool) -> None:
         try:
             gops.retfunc(trace, gops, fregs)
         except (Exception, SystemExit) as exc:
-            _contain(gops, exc)
+            if _contain(gops, exc):
+                raise
     st.ret = prev
 
 

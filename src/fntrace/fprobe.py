@@ -87,9 +87,9 @@ _T = _Tables()
 _lock = threading.RLock()
 
 
-def _contain(fp: Fprobe, exc: BaseException) -> None:
+def _contain(fp: Fprobe, exc: BaseException) -> bool:
     from .core import dispatch
-    dispatch.contain(fp, exc, "fprobe handler of")
+    return dispatch.contain(fp, exc, "fprobe handler of")
 
 
 def _ret_ip(fregs) -> DynFtrace | None:
@@ -112,7 +112,8 @@ def fprobe_ftrace_entry(ip, parent_ip, op, fregs) -> None:
         try:
             fp.entry_handler(fp, ip, parent_ip, fregs, None)
         except (Exception, SystemExit) as exc:
-            _contain(fp, exc)
+            if _contain(fp, exc):
+                raise
 
 
 def fprobe_fgraph_entry(trace, gops, fregs) -> bool:
@@ -133,7 +134,8 @@ def fprobe_fgraph_entry(trace, gops, fregs) -> bool:
             try:
                 cancel = bool(fp.entry_handler(fp, trace.func, ret_ip, fregs, data))
             except (Exception, SystemExit) as exc:
-                _contain(fp, exc)
+                if _contain(fp, exc):
+                    raise
         if not cancel:
             if pending is None:
                 pending = []
@@ -166,7 +168,8 @@ def fprobe_fgraph_return(trace, gops, fregs) -> None:
         try:
             fp.exit_handler(fp, trace.func, ret_ip, fregs, data)
         except (Exception, SystemExit) as exc:
-            _contain(fp, exc)
+            if _contain(fp, exc):
+                raise
 
 
 def fprobe_fgraph_missed(rec) -> None:

@@ -17,7 +17,8 @@ TYPE_CHECKING = False
 
 from .core.ops import ftrace_set_filter, ftrace_set_notrace
 from .core.records import record_table
-from .trace import TraceArray, thread_info
+from .core.task import thread_info
+from .trace import TraceArray
 from .tracers import available_tracers
 
 if TYPE_CHECKING:

@@ -7,7 +7,6 @@ every output format and the key of their ring buffer.
 """
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Callable
 # typing is not imported at run time (it is a fifth of fntrace's import cost);
@@ -17,68 +16,13 @@ if TYPE_CHECKING:
     from typing import Any
 
 from .core.ops import FTRACE_OPS_FL, Ops
+from .core.task import thread_cpu, thread_info
 from .ring_buffer import RingBuffer
 
 __all__ = ["TraceArray", "thread_cpu", "thread_info", "DEFAULT_BUFFER_KB"]
 
 # The kernel's default per-CPU buffer (buffer_size_kb reads "1408").
 DEFAULT_BUFFER_KB = 1408
-TASK_COMM_LEN = 16
-
-_cpu_lock = threading.Lock()
-_cpu_of: dict[tuple[int, int], int] = {}   # (get_ident(), get_native_id()) -> cpu
-thread_info: dict[int, tuple[int, str]] = {}   # cpu -> (native id, comm)
-
-
-def _thread_name(ident: int) -> str:
-    """The name of a thread, found without side effects.
-
-    threading.current_thread() would make a _DummyThread (and change the program's
-    thread numbering) for a thread still starting up; a thread's first traced calls
-    happen in Thread._bootstrap before it is in threading._active, so look there, then
-    in the starting threads, then for the Thread object on the stack.
-    """
-    t = threading._active.get(ident)
-    if t is None:
-        for cand in list(threading._limbo.values()):
-            if getattr(cand, "_ident", None) == ident:
-                t = cand
-                break
-    if t is None:
-        f = sys._getframe(1)
-        while f is not None:
-            if f.f_code.co_name in ("_bootstrap", "_bootstrap_inner") and "self" in f.f_locals:
-                cand = f.f_locals["self"]
-                if isinstance(cand, threading.Thread):
-                    t = cand
-            f = f.f_back
-    name = getattr(t, "_name", None) if t is not None else None
-    return name if isinstance(name, str) else "<...>"
-
-
-def thread_cpu() -> int:
-    """The calling thread's CPU index (assigned on first use, never reused)."""
-    # An ident (and a native id) can be reused by a later thread: the pair names one.
-    ident = threading.get_ident()
-    key = (ident, threading.get_native_id())
-    cpu = _cpu_of.get(key)
-    if cpu is None:
-        with _cpu_lock:
-            cpu = _cpu_of.get(key)
-            if cpu is None:
-                cpu = len(thread_info)
-                # comm is TASK_COMM_LEN-1 characters in the kernel.
-                thread_info[cpu] = (threading.get_native_id(),
-                                    _thread_name(ident)[:TASK_COMM_LEN - 1])
-                _cpu_of[key] = cpu
-    return cpu
-
-
-def forget_threads() -> None:
-    """After fork: thread idents of the parent mean nothing in the child."""
-    with _cpu_lock:
-        _cpu_of.clear()
-        thread_info.clear()
 
 
 class TraceArray:

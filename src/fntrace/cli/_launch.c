@@ -5,11 +5,14 @@
  * everything here has a Python fallback for when the extension was not built
  * (a C compiler missing at install time).
  *
- *   run_clean(code, globals)   exec the program so that its first frame starts the
+ *   run_clean(code, globals, credit=0)
+ *                              exec the program so that its first frame starts the
  *                              stack, as under `python script.py`: no launcher frame
  *                              below it (f_back is None, tracebacks and stack depth
  *                              are the program's own) and the whole recursion limit
- *                              is the program's.  Python fallback: exec().
+ *                              is the program's (plus `credit` frames the program
+ *                              does not see).  Python fallback: exec().
+ *   credit(n)                  n more frames for the calling thread.
  *   call_clean(func)           func() the same way (the program's atexit functions).
  *   call_untraced(func)        func() with this thread's tracing suspended
  *                              (threading._shutdown: the interpreter's work).
@@ -68,16 +71,17 @@ typedef struct {
 } saved_stack;
 
 static void
-stack_detach(saved_stack *s)
+stack_detach(saved_stack *s, int credit)
 {
 #if CLEAN_STACK
     PyThreadState *ts = PyThreadState_Get();
     s->frame = (void *)CUR_FRAME(ts);
     s->depth = REC_LIMIT(ts) - REC_REMAINING(ts);
     CUR_FRAME(ts) = NULL;
-    REC_REMAINING(ts) = REC_LIMIT(ts);
+    REC_REMAINING(ts) = REC_LIMIT(ts) + credit;
 #else
     (void)s;
+    (void)credit;
 #endif
 }
 
@@ -100,12 +104,18 @@ stack_attach(saved_stack *s)
 static PyObject *
 run_clean(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2 || !PyCode_Check(args[0]) || !PyDict_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "run_clean(code, globals)");
+    if (nargs < 2 || nargs > 3 || !PyCode_Check(args[0]) || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "run_clean(code, globals, credit=0)");
         return NULL;
     }
+    int credit = 0;
+    if (nargs == 3) {
+        credit = (int)PyLong_AsLong(args[2]);
+        if (credit == -1 && PyErr_Occurred())
+            return NULL;
+    }
     saved_stack s;
-    stack_detach(&s);
+    stack_detach(&s, credit);
     PyObject *r = PyEval_EvalCode(args[0], args[1], args[1]);
     stack_attach(&s);
     return r;
@@ -115,10 +125,25 @@ static PyObject *
 call_clean(PyObject *self, PyObject *func)
 {
     saved_stack s;
-    stack_detach(&s);
+    stack_detach(&s, 0);
     PyObject *r = PyObject_CallNoArgs(func);
     stack_attach(&s);
     return r;
+}
+
+/* credit(n): n more frames of recursion for this thread, not counted against the
+ * limit the program sees (the pure-Python hot path's callbacks run on its stack). */
+static PyObject *
+credit(PyObject *self, PyObject *arg)
+{
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+#if CLEAN_STACK
+    PyThreadState *ts = PyThreadState_Get();
+    REC_REMAINING(ts) += (int)n;
+#endif
+    Py_RETURN_NONE;
 }
 
 /* func() with this thread's tracing suspended (PyThreadState_EnterTracing: what the
@@ -241,6 +266,8 @@ static PyMethodDef launch_methods[] = {
     {"run_clean", (PyCFunction)(void (*)(void))run_clean, METH_FASTCALL,
      "run_clean(code, globals): exec code on a fresh stack (see the module doc)"},
     {"call_clean", call_clean, METH_O, "call_clean(func): func() on a fresh stack"},
+    {"credit", credit, METH_O,
+     "credit(n): n more frames of recursion for this thread, beyond the limit it sees"},
     {"call_untraced", call_untraced, METH_O,
      "call_untraced(func): func() with this thread's tracing suspended"},
     {"fatal_signals_install", (PyCFunction)(void (*)(void))fatal_signals_install,

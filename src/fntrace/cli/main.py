@@ -103,6 +103,12 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
                         "snapshot, enable_event:G:E, disable_event:G:E [:N] [if FILTER] "
                         "(a trigger runs on every hit, whatever -f says, unless it has "
                         "its own 'if')")
+    p.add_argument("--repr", action="store_true", dest="object_repr",
+                   help="show objects (-A, -R, fetchargs) with their own __repr__, and let "
+                        "fetchargs run properties and __getattr__: the program's code runs "
+                        "inside the tracer (a __repr__ that takes a lock can deadlock, one "
+                        "with side effects changes the program); off, objects are shown "
+                        "as <module.Class object at 0x...>")
     p.add_argument("--patch", action="append", default=[], metavar="SYM=FILE:FUNC",
                    help="replace function SYM for this run: FUNC(original, *args, **kwargs) "
                         "from FILE decides whether and how to call the original")
@@ -307,7 +313,7 @@ def _record(args, output: str, at_exit: bool, on_finished=None):
                          max_depth=check_depth(args.max_depth or "0"),
                          thresh_us=check_thresh(args.thresh or "0"),
                          args=args.args, retval=args.retval, events=args.events or [],
-                         patches=args.patch)
+                         patches=args.patch, object_repr=args.object_repr)
     target = _target(args)
     return record(target, opts, at_exit=at_exit, on_finished=on_finished)
 

@@ -27,16 +27,18 @@ import threading
 import time
 
 from .. import _env
-from ..core import dispatch
+from ..core import dispatch, fetch, task
 from ..core.ops import ftrace_kill, ftrace_set_filter, ftrace_set_notrace
 from ..core.records import record_table, scan_code_as
 from ..errors import FilterError, FntraceError, UsageError
 from ..ring_buffer import ChunkQueue
-from ..trace import TraceArray, thread_info
+from ..core.task import thread_info
+from ..trace import TraceArray
 from ..tracefile import TraceFileWriter
 from ..tracers import available_tracers
 from .guard import Guard
-from .target import Outcome, Target, finish_program, run_target
+from .target import (Outcome, Target, _native_launch, callback_credit, finish_program,
+                     run_target)
 
 __all__ = ["RecordOptions", "record", "check_buffer_kb", "check_depth", "check_thresh",
            "unmatched_patterns"]
@@ -55,7 +57,8 @@ class RecordOptions:
                  output: str = "fntrace.dat", graph_functions: list[str] | None = None,
                  graph_notrace: list[str] | None = None, max_depth: int = 0,
                  thresh_us: int = 0, args: bool = False, retval: bool = False,
-                 events: list | None = None, patches: list | None = None) -> None:
+                 events: list | None = None, patches: list | None = None,
+                 object_repr: bool = False) -> None:
         self.tracer = tracer
         self.filters = list(filters or ())
         self.notrace = list(notrace or ())
@@ -69,6 +72,7 @@ class RecordOptions:
         self.retval = retval
         self.events = list(events or ())
         self.patches = list(patches or ())
+        self.object_repr = object_repr
 
     def __repr__(self) -> str:
         return f"RecordOptions({vars(self)!r})"
@@ -415,6 +419,7 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
         "graph_args": opts.args,
         "graph_retval": opts.retval,
         "events": [e["event"] for e in opts.events],
+        "object_repr": opts.object_repr,
         "start_wall": time.time(),
     }
     # Modules are looked up as the program will look them up: its sys.path[0] first.
@@ -431,6 +436,7 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
     tr.tracing_thresh = opts.thresh_us * 1000
     tr.graph_args = opts.args
     tr.graph_retval = opts.retval
+    fetch.settings.allow_program_code = opts.object_repr
     # Until the target runs, "__main__" is fntrace's own launcher: never list it, and
     # let ':mod:__main__' filters wait for the target's module.
     main = sys.modules.get("__main__")
@@ -510,6 +516,14 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
             scan_code_as(code, "__main__")
             code = record_table.rewrite("__main__", mod.__dict__, code)
             guard.install(sink.wfd)
+            credit = callback_credit()
+            if credit and _native_launch is not None:
+                main_ident = threading.get_ident()
+
+                def credit_thread() -> None:
+                    if threading.get_ident() != main_ident:    # the main one has it
+                        _native_launch.credit(credit)
+                task.new_thread_hooks.append(credit_thread)
             tr.set_tracer(tracer)
             return code
 

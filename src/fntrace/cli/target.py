@@ -24,9 +24,11 @@ import threading
 import types
 from types import CodeType
 
+from .. import _env
 from ..errors import UsageError
 
-__all__ = ["Target", "Outcome", "prepare_target", "run_target", "finish_program"]
+__all__ = ["Target", "Outcome", "prepare_target", "run_target", "finish_program",
+           "callback_credit", "PURE_CALLBACK_FRAMES"]
 
 try:
     from . import _launch as _native_launch
@@ -172,9 +174,23 @@ def _main_module(t: Target) -> types.ModuleType:
     return mod
 
 
+# The pure-Python hot path runs its callbacks as Python frames on the program's own
+# stack: a program near its recursion limit would get a RecursionError from fntrace
+# (or lose events).  Those frames are granted on top of the limit the program sees, in
+# every thread that is traced; a runaway recursion then stops that many frames later.
+PURE_CALLBACK_FRAMES = 40
+
+
+_CREDIT = PURE_CALLBACK_FRAMES if _env.native() is None else 0
+
+
+def callback_credit() -> int:
+    return _CREDIT
+
+
 def _run_clean(code: CodeType, ns: dict) -> None:
     if _native_launch is not None:
-        _native_launch.run_clean(code, ns)
+        _native_launch.run_clean(code, ns, callback_credit())
     else:
         exec(code, ns)
 

@@ -108,12 +108,17 @@ def _from_signal_handler(exc: BaseException) -> bool:
     return False
 
 
-def contain(who, exc: BaseException, what: str = "callback of") -> None:
+def contain(who, exc: BaseException, what: str = "callback of") -> bool:
     """A callback raised (an ops', an fgraph user's, an fprobe's, the discovery
-    trap's): count it on ``who`` and in callback_errors, say so once, never propagate
-    — unless a signal handler of the program raised it, which is re-raised."""
-    if _from_signal_handler(exc):
-        raise exc
+    trap's): count it on ``who`` and in callback_errors, say so once, never let it
+    reach the program — unless a signal handler of the program raised it: then True,
+    and the caller re-raises it.  Runs nothing that can fail at the thread's recursion
+    limit without being counted."""
+    try:
+        if _from_signal_handler(exc):
+            return True
+    except RecursionError:
+        pass
     callback_errors[0] += 1
     try:
         who.nerrors += 1
@@ -126,8 +131,12 @@ def contain(who, exc: BaseException, what: str = "callback of") -> None:
             text = str(exc)
         except Exception:
             text = "?"
-        pr_warn(f"{what} {name} raised {type(exc).__name__}: {text}"
-                " (contained; further errors are only counted)")
+        try:
+            pr_warn(f"{what} {name} raised {type(exc).__name__}: {text}"
+                    " (contained; further errors are only counted)")
+        except RecursionError:
+            pass
+    return False
 
 
 _contain = contain
@@ -167,7 +176,8 @@ def ftrace_ops_list_func(ip, parent_ip, op, fregs) -> None:
             try:
                 op.func(ip, parent_ip, op, fregs)
             except (Exception, SystemExit) as exc:
-                _contain(op, exc)
+                if _contain(op, exc):
+                    raise
 
 
 _DISABLE = getattr(getattr(sys, "monitoring", None), "DISABLE", None)
@@ -184,7 +194,8 @@ def _miss(code):
         if not trap(code, _getframe(2).f_globals):
             return _DISABLE
     except (Exception, SystemExit) as exc:
-        _contain(trap, exc)
+        if _contain(trap, exc):
+            raise
         return None
     return _sites_get(id(code))
 
@@ -209,7 +220,8 @@ def on_py_start(code, offset):
     try:
         rec.func(rec, parent, op, FtraceRegs(frame, rec, rec.flags & _REGS_EN))
     except (Exception, SystemExit) as exc:
-        _contain(op, exc)
+        if _contain(op, exc):
+            raise
     return None
 
 
@@ -233,7 +245,8 @@ def on_py_start_global(code, offset):
     try:
         G.trace_function(rec, parent, op, FtraceRegs(frame, rec, rec.flags & _REGS_EN))
     except (Exception, SystemExit) as exc:
-        _contain(op, exc)
+        if _contain(op, exc):
+            raise
     return None
 
 
@@ -246,7 +259,8 @@ def on_py_return(code, offset, retval):
     try:
         h(rec, _getframe(1), retval, False)
     except (Exception, SystemExit) as exc:
-        _contain(h, exc)
+        if _contain(h, exc):
+            raise
     return None
 
 
@@ -259,7 +273,8 @@ def on_py_resume(code, offset):
     try:
         h(rec, _getframe(1), rec.flags & _REGS_EN)
     except (Exception, SystemExit) as exc:
-        _contain(h, exc)
+        if _contain(h, exc):
+            raise
     return None
 
 
@@ -272,7 +287,8 @@ def on_py_throw(code, offset, exc):
     try:
         h(rec, _getframe(1), rec.flags & _REGS_EN)
     except (Exception, SystemExit) as e:
-        _contain(h, e)
+        if _contain(h, e):
+            raise
     return None
 
 
@@ -285,7 +301,8 @@ def on_py_unwind(code, offset, exc):
     try:
         h(rec, _getframe(1), exc, True)
     except (Exception, SystemExit) as e:
-        _contain(h, e)
+        if _contain(h, e):
+            raise
     return None
 
 
@@ -334,7 +351,8 @@ def _profile_resume(rec, frame) -> None:
     try:
         h(rec, frame, rec.flags & _REGS_EN)
     except (Exception, SystemExit) as exc:
-        _contain(h, exc)
+        if _contain(h, exc):
+            raise
 
 
 def _profile_return(rec, frame, arg) -> None:
@@ -354,7 +372,8 @@ def _profile_return(rec, frame, arg) -> None:
         else:
             h(rec, frame, arg, False)
     except (Exception, SystemExit) as exc:
-        _contain(h, exc)
+        if _contain(h, exc):
+            raise
 
 
 def _profile_miss(frame):
@@ -364,7 +383,8 @@ def _profile_miss(frame):
         if trap is None or not trap(frame.f_code, frame.f_globals):
             return None
     except (Exception, SystemExit) as exc:
-        _contain(trap, exc)
+        if _contain(trap, exc):
+            raise
         return None
     return _sites_get(id(frame.f_code))
 
@@ -400,7 +420,8 @@ def _make_profile_hook(call_ops: bool):
             try:
                 func(rec, parent, op, FtraceRegs(frame, rec, rec.flags & _REGS_EN))
             except (Exception, SystemExit) as exc:
-                _contain(op, exc)
+                if _contain(op, exc):
+                    raise
         elif event == "return":
             if g.ret_handler is None:
                 return

@@ -14,6 +14,8 @@ keeping it alive keeps the frame alive.
 from __future__ import annotations
 
 from types import FrameType
+
+from .fetch import frame_var as _frame_var
 # typing is not imported at run time (it is a fifth of fntrace's import cost);
 # the annotations are strings (from __future__ import annotations).
 TYPE_CHECKING = False
@@ -77,19 +79,29 @@ class FtraceRegs:
         names = _param_names(self.frame.f_code)
         if not 0 <= n < len(names):
             raise IndexError(f"{self.rec.name if self.rec else '?'} has no argument {n}")
-        return self.frame.f_locals[names[n]]
+        return _frame_var(self.frame, names[n])
 
     def arg(self, name: str) -> Any:
         """A parameter by name."""
         if name not in _param_names(self.frame.f_code):
             raise KeyError(name)
-        return self.frame.f_locals[name]
+        try:
+            return _frame_var(self.frame, name)
+        except NameError:
+            raise KeyError(name) from None
 
     @property
     def args(self) -> list[tuple[str, Any]]:
-        """All parameters as (name, value) pairs."""
-        loc = self.frame.f_locals
-        return [(n, loc.get(n)) for n in _param_names(self.frame.f_code)]
+        """All parameters as (name, value) pairs (None for one not bound yet).  Read
+        without the frame's f_locals snapshot where the native twin can (fetch.py)."""
+        frame = self.frame
+        out = []
+        for n in _param_names(frame.f_code):
+            try:
+                out.append((n, _frame_var(frame, n)))
+            except (NameError, KeyError):
+                out.append((n, None))
+        return out
 
     def __getitem__(self, key: int | str) -> Any:
         return self.get_argument(key) if isinstance(key, int) else self.arg(key)

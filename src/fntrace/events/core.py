@@ -131,7 +131,7 @@ class EventCall:
         for ef in self.files:
             if not common and (ef.triggers or ef.filter is not None):
                 # the common fields every event has (common_pid, common_cpu, comm)
-                from ..trace import thread_cpu, thread_info
+                from ..core.task import thread_cpu, thread_info
                 cpu = thread_cpu()
                 pid, comm = thread_info.get(cpu, (0, ""))
                 values = dict(values, common_pid=pid, common_cpu=cpu, comm=comm)

@@ -15,17 +15,18 @@ where ``+N`` is the line offset from the function's first line (the kernel's +of
 """
 from __future__ import annotations
 
-import reprlib
 import sys
 import threading
+from types import FunctionType
 from typing import Any
 
-from ..core import kallsyms
+from ..core import fetch, kallsyms
 from ..core.ops import sync_discovery
 from ..core.records import DynFtrace, record_table
 from ..core.regs import _param_names
 from ..errors import FntraceError
 from ..fprobe import Fprobe, register_fprobe_ips, unregister_fprobe
+from ..core.task import thread_cpu, thread_info
 from .core import EventCall, event_calls, register_event_call, unregister_event_call
 
 __all__ = ["FprobeEvent", "dynevent_create", "dynevent_remove", "dynevent_clear",
@@ -34,10 +35,6 @@ __all__ = ["FprobeEvent", "dynevent_create", "dynevent_remove", "dynevent_clear"
 _lock = threading.RLock()
 dyn_events: dict[tuple[str, str], "FprobeEvent"] = {}
 
-_repr = reprlib.Repr()
-_repr.maxstring = 64
-_repr.maxother = 64
-_repr.maxlong = 40
 MAX_TEXT = 128
 FAULT = "(fault)"
 
@@ -57,32 +54,86 @@ def _bounded(s: str) -> str:
     return s if len(s) <= MAX_TEXT else s[:MAX_TEXT - 3] + "..."
 
 
+def _base_int(value: Any) -> int | None:
+    """An int's value without calling the program's __index__/__int__ (an IntEnum
+    member's, say, read at the C level); None for anything else."""
+    t = type(value)
+    if t is int or t is bool:
+        return int(value)
+    if issubclass(t, int):
+        return int.__int__(value)
+    if fetch.settings.allow_program_code and hasattr(value, "__index__"):
+        return value.__index__()
+    return None
+
+
+def _truth(value: Any) -> int | None:
+    t = type(value)
+    if t in (bool, int, float, str, bytes, list, tuple, dict, set, frozenset, type(None)):
+        return int(bool(value))
+    if fetch.settings.allow_program_code:
+        return int(bool(value))
+    mro = type.__dict__["__mro__"].__get__(t)
+    if not any("__bool__" in type.__dict__["__dict__"].__get__(k)
+               or "__len__" in type.__dict__["__dict__"].__get__(k) for k in mro[:-1]):
+        return 1                                # an object with neither is true
+    return None
+
+
 def render(value: Any, typ: str | None) -> tuple[Any, str]:
-    """(value for filters, text) of one fetched value; never raises."""
+    """(value for filters, text) of one fetched value; never raises an Exception, and
+    runs none of the program's code unless asked (the ``repr`` type; ``--repr``)."""
     try:
-        if typ is None or typ == "repr":
-            return value, _bounded(_repr.repr(value))
+        if typ is None:
+            return value, fetch.value_repr(value)
+        if typ == "repr":
+            # explicitly the value's own __repr__: the program's code
+            s = repr(value)
+            return value, _bounded(s if type(s) is str else fetch.value_repr(value))
         if typ == "string":
-            s = str(value)
+            if issubclass(type(value), str):
+                s = str.__str__(value)
+            elif type(value) in (int, float, bool, complex, type(None)):
+                s = str(value)                  # C-level for the built-in scalars
+            elif fetch.settings.allow_program_code:
+                s = str(value)
+            else:
+                return None, FAULT
             return s, '"' + _bounded(s).replace('"', '\\"') + '"'
         if typ == "len":
-            n = len(value)
-            return n, str(n)
+            t = type(value)
+            if t in (str, bytes, bytearray, list, tuple, dict, set, frozenset, range) \
+                    or fetch.settings.allow_program_code:
+                n = len(value)
+                return n, str(n)
+            return None, FAULT
         if typ == "bool":
-            b = int(bool(value))
-            return b, str(b)
+            b = _truth(value)
+            return (None, FAULT) if b is None else (b, str(b))
         if typ == "char":
-            s = chr(value) if isinstance(value, int) else str(value)[:1]
+            i = _base_int(value)
+            if i is not None:
+                s = chr(i)
+            elif issubclass(type(value), str):
+                s = str.__str__(value)[:1]
+            else:
+                return None, FAULT
             return s, f"'{s}'"
         if typ == "symbol":
-            mod = getattr(value, "__module__", None) or ""
-            qn = getattr(value, "__qualname__", None) or _repr.repr(value)
-            s = f"{mod}.{qn}" if mod else qn
+            t = type(value)
+            if t is FunctionType:
+                mod, qn = value.__module__, value.__qualname__
+            elif issubclass(t, type):
+                mod = type.__dict__["__module__"].__get__(value)
+                qn = type.__dict__["__qualname__"].__get__(value)
+            else:
+                s = fetch.value_repr(value)
+                return s, s
+            s = f"{mod}.{qn}" if isinstance(mod, str) and mod else str(qn)
             return s, s
-        if not isinstance(value, int):
-            if isinstance(value, bool) or not hasattr(value, "__index__"):
-                return None, FAULT
-            value = value.__index__()
+        value = _base_int(value)
+        if value is None:
+            return None, FAULT
         bits = int(typ[1:])
         mask = (1 << bits) - 1
         if typ[0] == "x":
@@ -94,7 +145,7 @@ def render(value: Any, typ: str | None) -> tuple[Any, str]:
         if v >> (bits - 1):
             v -= 1 << bits
         return v, str(v)
-    except BaseException:
+    except Exception:
         return None, FAULT
 
 
@@ -108,16 +159,18 @@ def _frame_pos(frame) -> str:
 
 
 def _fetch(expr: tuple, frame, retval: Any) -> Any:
+    """One fetcharg's value.  Locals are read without the f_locals snapshot, attributes
+    and items without the program's descriptors (core/fetch.py): a Fault otherwise."""
     k = expr[0]
     if k == "param":
-        return frame.f_locals[expr[1]]
+        return fetch.frame_var(frame, expr[1])
     if k == "arg":
         names = _param_names(frame.f_code)
-        return frame.f_locals[names[expr[1] - 1]]
+        return fetch.frame_var(frame, names[expr[1] - 1])
     if k == "retval":
         return retval
     if k == "comm":
-        return threading.current_thread().name
+        return thread_info[thread_cpu()][1]
     if k == "stack":
         f = frame.f_back
         for _ in range(expr[1]):
@@ -137,9 +190,9 @@ def _fetch(expr: tuple, frame, retval: Any) -> Any:
     if k == "imm":
         return expr[1]
     if k == "attr":
-        return getattr(_fetch(expr[1], frame, retval), expr[2])
+        return fetch.static_getattr(_fetch(expr[1], frame, retval), expr[2])
     if k == "item":
-        return _fetch(expr[1], frame, retval)[expr[2]]
+        return fetch.static_getitem(_fetch(expr[1], frame, retval), expr[2])
     raise LookupError(f"cannot fetch {k}")
 
 

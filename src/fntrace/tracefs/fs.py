@@ -18,11 +18,13 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from ..core import fetch
 from ..core import ops as core_ops
 from ..core.hash import hash_lines
 from ..core.records import record_table
 from ..errors import FilterError, FntraceError
-from ..trace import TraceArray, thread_info
+from ..core.task import thread_info
+from ..trace import TraceArray
 from ..tracers import available_tracers
 
 __all__ = ["Tracefs", "tracefs", "ErrorLog"]
@@ -101,7 +103,8 @@ def _bool(data: str, name: str) -> bool:
 class Tracefs:
     """One directory of the tree (the top level, or an instance)."""
 
-    OPTIONS = ("print-parent", "irq-info", "overwrite", "markers", "function-trace")
+    OPTIONS = ("print-parent", "irq-info", "overwrite", "markers", "function-trace",
+               "object-repr")
     # function_graph's options (trace_functions_graph.c trace_opts) and their defaults.
     GRAPH_OPTIONS = {"funcgraph-overrun": False, "funcgraph-cpu": True,
                      "funcgraph-overhead": True, "funcgraph-proc": False,
@@ -258,6 +261,10 @@ class Tracefs:
 
     def _set_option(self, name: str, on: bool) -> None:
         self.tr.options[name] = on
+        if name == "object-repr":
+            # The program's own __repr__/properties for -A/-R values and fetchargs
+            # (core/fetch.py): one switch for the process, as the values are.
+            fetch.settings.allow_program_code = on
         if name == "overwrite":
             self.tr.set_overwrite(on)
         elif name == "funcgraph-args":

@@ -13,7 +13,6 @@ and tracing_thresh are applied here, per thread, through the user's task variabl
 """
 from __future__ import annotations
 
-import reprlib
 from time import monotonic_ns
 # typing is not imported at run time (it is a fifth of fntrace's import cost);
 # the annotations are strings (from __future__ import annotations).
@@ -21,6 +20,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+from ..core.fetch import int_payload, value_repr
 from ..fgraph import (FgraphOps, _tls, fgraph_switch_ops, register_ftrace_graph, shadow_stack,
                       unregister_ftrace_graph)
 from .. import _env
@@ -32,34 +32,19 @@ TRACE_GRAPH_FL = 1
 TRACE_GRAPH_NOTRACE = 2
 _DEPTH_SHIFT = 2
 _DEPTH_MASK = (1 << 20) - 1
-MAX_REPR = 64
-
-_repr = reprlib.Repr()
-_repr.maxstring = 40
-_repr.maxother = 40
-_repr.maxlong = 40
-
-
 def safe_repr(v: Any) -> str:
-    """A short repr that never raises (a failing __repr__ gives ``(fault)``)."""
-    try:
-        s = _repr.repr(v)
-    except BaseException:
-        return "(fault)"
-    if len(s) > MAX_REPR:
-        s = s[:MAX_REPR - 3] + "..."
-    return s
+    """A short repr that runs none of the program's code (core/fetch.py)."""
+    return value_repr(v)
 
 
 def retval_payload(v: Any, unwind: bool) -> Any:
-    """What is recorded for a return value: ints as ints (printed the kernel's way),
-    anything else as a short safe repr; an exception leaving the call as ``raised X``."""
+    """What is recorded for a return value: an int that fits 64 bits as itself (printed
+    as the user asks, decimal or hex), anything else as a short safe repr; an exception
+    leaving the call as ``raised X``."""
     if unwind:
         # 3.11's setprofile does not say which exception is leaving.
-        return "raised" if v is None else "raised " + safe_repr(v)
-    if type(v) is int:
-        return v
-    return safe_repr(v)
+        return "raised" if v is None else "raised " + value_repr(v)
+    return int_payload(v)
 
 
 def _graph_vars(gops):

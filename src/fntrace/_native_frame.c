@@ -1,0 +1,68 @@
+/*
+ * A local variable of a running frame, read without the f_locals snapshot
+ * (core/fetch.py frame_var; part of fntrace._native, kept apart because 3.11 needs
+ * CPython's internal frame layout, which only Py_BUILD_CORE code may include).
+ *
+ * Reading frame.f_locals on 3.11 and 3.12 copies every local into a dict kept on the
+ * frame until it returns: an object the function drops (del x) lives on, a weakref
+ * callback fires late, contextlib's "no reference kept" guarantees break.  3.12 has
+ * PyFrame_GetVar for this; 3.11 has nothing public, so the value is read from the
+ * interpreter frame's localsplus array, by the name's index in co_localsplusnames.
+ */
+#if PY_VERSION_HEX < 0x030C0000
+#define Py_BUILD_CORE 1
+#endif
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <frameobject.h>
+
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#include <internal/pycore_frame.h>
+#include <internal/pycore_code.h>
+#endif
+
+/* A new reference to the value of `name` in `frame`; NULL with NameError if it is not
+ * bound (or not a local), another exception on error. */
+PyObject *
+fntrace_frame_var(PyObject *frame, PyObject *name)
+{
+    if (!PyFrame_Check(frame) || !PyUnicode_Check(name)) {
+        PyErr_SetString(PyExc_TypeError, "frame_var(frame, name)");
+        return NULL;
+    }
+#if PY_VERSION_HEX >= 0x030C0000
+    return PyFrame_GetVar((PyFrameObject *)frame, name);
+#elif PY_VERSION_HEX >= 0x030B0000
+    _PyInterpreterFrame *f = ((PyFrameObject *)frame)->f_frame;
+    PyCodeObject *co = f->f_code;
+    PyObject *names = co->co_localsplusnames;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+        PyObject *n = PyTuple_GET_ITEM(names, i);
+        if (n != name && PyUnicode_Compare(n, name) != 0)
+            continue;
+        PyObject *v = f->localsplus[i];
+        _PyLocals_Kind kind = _PyLocals_GetKind(co->co_localspluskinds, i);
+        if (v != NULL && (kind & (CO_FAST_CELL | CO_FAST_FREE)) && PyCell_Check(v)) {
+            /* a cell made by MAKE_CELL (a local a closure uses), or a free variable */
+            if (!(kind & CO_FAST_CELL) || f->prev_instr >= _PyCode_CODE(co))
+                v = PyCell_GET(v);
+        }
+        if (v == NULL)
+            break;
+        return Py_NewRef(v);
+    }
+    PyErr_Format(PyExc_NameError, "%R is not bound", name);
+    return NULL;
+#else
+    PyObject *locals = PyObject_GetAttrString(frame, "f_locals");
+    if (locals == NULL)
+        return NULL;
+    PyObject *v = PyObject_GetItem(locals, name);
+    Py_DECREF(locals);
+    if (v == NULL && PyErr_ExceptionMatches(PyExc_KeyError)) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_NameError, "%R is not bound", name);
+    }
+    return v;
+#endif
+}

@@ -1,0 +1,81 @@
+"""Thread identity: the CPU column and the comm (the kernel's per-CPU index and
+``task_struct.comm``).
+
+Threads get a small index the first time anything of theirs is recorded: it is the CPU
+column of every output format and the key of their ring buffer in each instance.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+
+__all__ = ["TASK_COMM_LEN", "thread_cpu", "thread_info", "forget_threads", "new_thread_hooks"]
+
+TASK_COMM_LEN = 16
+
+_cpu_lock = threading.Lock()
+_cpu_of: dict[tuple[int, int], int] = {}   # (get_ident(), get_native_id()) -> cpu
+thread_info: dict[int, tuple[int, str]] = {}   # cpu -> (native id, comm)
+
+
+def _thread_name(ident: int) -> str:
+    """The name of a thread, found without side effects.
+
+    threading.current_thread() would make a _DummyThread (and change the program's
+    thread numbering) for a thread still starting up; a thread's first traced calls
+    happen in Thread._bootstrap before it is in threading._active, so look there, then
+    in the starting threads, then for the Thread object on the stack.
+    """
+    t = threading._active.get(ident)
+    if t is None:
+        for cand in list(threading._limbo.values()):
+            if getattr(cand, "_ident", None) == ident:
+                t = cand
+                break
+    if t is None:
+        f = sys._getframe(1)
+        while f is not None:
+            if f.f_code.co_name in ("_bootstrap", "_bootstrap_inner") and "self" in f.f_locals:
+                cand = f.f_locals["self"]
+                if isinstance(cand, threading.Thread):
+                    t = cand
+            f = f.f_back
+    name = getattr(t, "_name", None) if t is not None else None
+    return name if isinstance(name, str) else "<...>"
+
+
+def thread_cpu() -> int:
+    """The calling thread's CPU index (assigned on first use, never reused)."""
+    # An ident (and a native id) can be reused by a later thread: the pair names one.
+    ident = threading.get_ident()
+    key = (ident, threading.get_native_id())
+    cpu = _cpu_of.get(key)
+    if cpu is None:
+        with _cpu_lock:
+            cpu = _cpu_of.get(key)
+            if cpu is None:
+                cpu = len(thread_info)
+                # comm is TASK_COMM_LEN-1 characters in the kernel.
+                thread_info[cpu] = (threading.get_native_id(),
+                                    _thread_name(ident)[:TASK_COMM_LEN - 1])
+                _cpu_of[key] = cpu
+                for hook in new_thread_hooks:
+                    hook()
+    return cpu
+
+
+# Called once per thread, on the thread, when it gets its index (cli/record.py grants
+# the pure hot path's callbacks their stack there).
+new_thread_hooks: list = []
+
+
+def forget_threads() -> None:
+    """After fork: thread idents of the parent mean nothing in the child."""
+    with _cpu_lock:
+        _cpu_of.clear()
+        thread_info.clear()
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())
