@@ -57,6 +57,19 @@ now_ns(void)
 
 #define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
 
+static inline long long
+slot_ll(PyObject *obj, Py_ssize_t off)
+{
+    PyObject *v = SLOT(obj, off);
+    if (v == NULL || v == Py_None)
+        return 0;
+    if (v == Py_True)
+        return 1;
+    if (v == Py_False)
+        return 0;
+    return PyLong_AsLongLong(v);
+}
+
 /* -- State shared with the Python side (set once by init()) ----------------------- */
 
 static PyObject *g_sites;          /* dispatch.sites: id(code) -> record */
@@ -80,7 +93,7 @@ static Py_ssize_t off_G_trace_function, off_G_trace_op, off_G_ret_handler, off_G
 static PyObject *g_disable;         /* sys.monitoring.DISABLE */
 static Py_ssize_t off_regs_frame, off_regs_rec, off_regs_regs, off_regs_retval;
 static Py_ssize_t off_ops_private;
-static Py_ssize_t off_tr_tracing_on, off_tr_local;
+static Py_ssize_t off_tr_tracing_on, off_tr_local, off_tr_serial;
 
 static PyObject *str_buf, *str_cpu_buffer;
 
@@ -314,7 +327,7 @@ my_rec(void)
 {
     thread_rec *t = tl_rec;
     if (t == NULL) {
-        /* Kept after the thread ends (it is then never busy): a few bytes a thread. */
+        /* Freed when the thread ends (thread_exit). */
         t = (thread_rec *)PyMem_RawCalloc(1, sizeof(thread_rec));
         if (t == NULL)
             return NULL;
@@ -768,8 +781,81 @@ typedef struct {
     int call_ops;
 } ProfileHookObject;
 
+/* The program's own profile functions (arch/profile.py): thread ident -> callable,
+ * called after fntrace's handling of each event, as CPython would call them. */
+static PyObject *g_chain;
+static PyObject *g_chain_skip;     /* dispatch.profile_chain_skip: set of idents */
+static const char *const what_names[] = {"call", "exception", "line", "return", "c_call",
+                                         "c_exception", "c_return", "opcode"};
+
+static int
+chain_call(PyFrameObject *frame, int what, PyObject *arg)
+{
+    if (what < 0 || what > 7)
+        return 0;
+    PyObject *key = PyLong_FromUnsignedLong(PyThread_get_thread_ident());
+    if (key == NULL)
+        return -1;
+    PyObject *f = PyDict_GetItemWithError(g_chain, key);
+    if (f == NULL) {
+        Py_DECREF(key);
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    if ((what == PyTrace_C_RETURN || what == PyTrace_C_EXCEPTION)
+            && g_chain_skip != NULL && PySet_GET_SIZE(g_chain_skip)) {
+        /* the end of the sys.setprofile call that installed it: CPython would not
+         * tell a profile function installed during a C call about that call's end */
+        int had = PySet_Discard(g_chain_skip, key);
+        if (had != 0) {
+            Py_DECREF(key);
+            return had < 0 ? -1 : 0;
+        }
+    }
+    Py_INCREF(f);
+    PyObject *ev = PyUnicode_InternFromString(what_names[what]);
+    int rc = 0;
+    /* What CPython's profile_trampoline does around a Python profile function: the
+     * frame's locals synced to f_locals and back. */
+    if (ev == NULL || PyFrame_FastToLocalsWithError(frame) < 0)
+        rc = -1;
+    else {
+        PyObject *r = PyObject_CallFunctionObjArgs(f, (PyObject *)frame, ev,
+                                                   arg ? arg : Py_None, NULL);
+        PyFrame_LocalsToFast(frame, 1);
+        if (r == NULL) {
+            /* as CPython does: a profile function that raises is removed, and the
+             * exception goes on */
+            PyObject *exc = FETCH_EXC();
+            if (PyDict_DelItem(g_chain, key) < 0)
+                PyErr_Clear();
+#if PY_VERSION_HEX >= 0x030C0000
+            PyErr_SetRaisedException(exc);
+#else
+            PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(exc)), exc, PyException_GetTraceback(exc));
+#endif
+            rc = -1;
+        }
+        Py_XDECREF(r);
+    }
+    Py_XDECREF(ev);
+    Py_DECREF(f);
+    Py_DECREF(key);
+    return rc;
+}
+
+static int c_profile_fntrace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg);
+
 static int
 c_profile(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
+{
+    int rc = c_profile_fntrace(obj, frame, what, arg);
+    if (rc == 0 && g_chain != NULL && PyDict_GET_SIZE(g_chain))
+        rc = chain_call(frame, what, arg);
+    return rc;
+}
+
+static int
+c_profile_fntrace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 {
     if (what != PyTrace_CALL && what != PyTrace_RETURN)
         return 0;
@@ -873,6 +959,12 @@ ProfileHook_call(PyObject *self, PyObject *args, PyObject *kw)
             what = PyTrace_CALL;
         else if (PyUnicode_CompareWithASCIIString(event, "return") == 0)
             what = PyTrace_RETURN;
+        else if (PyUnicode_CompareWithASCIIString(event, "c_call") == 0)
+            what = PyTrace_C_CALL;
+        else if (PyUnicode_CompareWithASCIIString(event, "c_return") == 0)
+            what = PyTrace_C_RETURN;
+        else if (PyUnicode_CompareWithASCIIString(event, "c_exception") == 0)
+            what = PyTrace_C_EXCEPTION;
         if (what >= 0 && c_profile(self, (PyFrameObject *)frame, what, arg) < 0)
             return NULL;
     }
@@ -1262,13 +1354,19 @@ static PyTypeObject *RingBuffer_Type;
 static _Thread_local PyObject *tl_tr TLS_FAST;
 static _Thread_local PyObject *tl_buf TLS_FAST;
 static _Thread_local PyObject *tl_local TLS_FAST;
+static _Thread_local long long tl_serial TLS_FAST;
 
 static RingBufferObject *
 cpu_buffer(PyObject *tr)
 {
     /* tr.local.buf, or tr.cpu_buffer() on a thread's first event (new reference). */
     PyObject *local = SLOT(tr, off_tr_local);
-    if (tr == tl_tr && local == tl_local && tl_buf != NULL)
+    /* Borrowed pointers: a thread's storage has no destructor, so a strong reference
+     * here would keep a finished thread's buffer alive for ever.  The trace array's
+     * serial number tells a new array at a freed one's address apart; an array frees
+     * a thread's buffer only once that thread has ended (trace.py). */
+    long long serial = slot_ll(tr, off_tr_serial);
+    if (tr == tl_tr && local == tl_local && serial == tl_serial && tl_buf != NULL)
         return (RingBufferObject *)Py_NewRef(tl_buf);
     PyObject *buf = NULL;
     if (local != NULL) {
@@ -1289,9 +1387,10 @@ cpu_buffer(PyObject *tr)
     if (buf != NULL) {
         /* the cache holds strong references: a trace array that is gone cannot be
          * mistaken for a new one at the same address */
-        Py_XSETREF(tl_tr, Py_NewRef(tr));
-        Py_XSETREF(tl_local, Py_XNewRef(local));
-        Py_XSETREF(tl_buf, Py_NewRef(buf));
+        tl_tr = tr;
+        tl_local = local;
+        tl_buf = buf;
+        tl_serial = serial;
     }
     return (RingBufferObject *)buf;
 }
@@ -1460,18 +1559,6 @@ call_user(PyObject *gops, PyObject *name, PyObject *trace, PyObject *fregs, int 
     return 0;
 }
 
-static inline long long
-slot_ll(PyObject *obj, Py_ssize_t off)
-{
-    PyObject *v = SLOT(obj, off);
-    if (v == NULL || v == Py_None)
-        return 0;
-    if (v == Py_True)
-        return 1;
-    if (v == Py_False)
-        return 0;
-    return PyLong_AsLongLong(v);
-}
 /* -- fgraph's fast lane --------------------------------------------------------------
  *
  * When the only graph user is the function_graph tracer with nothing per call to decide
@@ -1510,6 +1597,26 @@ fs_reset(thread_rec *t)
     for (int i = 0; i < n; i++)
         Py_XDECREF(fs[i].ref);
     PyMem_RawFree(fs);
+}
+
+/* thread_exit(): the calling thread is ending (trace.py _ThreadEnd): its record and
+ * native shadow stack are freed, so memory does not grow with the threads that lived. */
+static PyObject *
+thread_exit(PyObject *self, PyObject *unused)
+{
+    thread_rec *t = tl_rec;
+    if (t == NULL || t->busy)
+        Py_RETURN_NONE;
+    fs_reset(t);
+    for (thread_rec **p = &g_threads; *p != NULL; p = &(*p)->next) {
+        if (*p == t) {
+            *p = t->next;          /* the GIL is held: no other writer */
+            break;
+        }
+    }
+    tl_rec = NULL;
+    PyMem_RawFree(t);
+    Py_RETURN_NONE;
 }
 
 static PyObject *g_zero;
@@ -2466,6 +2573,198 @@ native_crc32(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromUnsignedLong(~crc & 0xffffffffu);
 }
 
+/* -- the program's own sys.setprofile beside fntrace's hook (arch/profile.py) --------
+ *
+ * ProfileShim(real_setprofile, real_getprofile, hook, chained, chain, skip, pure):
+ * .setprofile and .getprofile replace sys.setprofile / sys.getprofile while the
+ * setprofile back end is on.  They are C functions, as the real ones are, so a
+ * program's profiler sees the same events for them (a c_call, a c_return), and no
+ * frame of fntrace's.  Python fallback: arch/profile.py.  Not the hot path: used whether or not
+ * FNTRACE_PURE is set. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *real_set, *real_get;   /* the builtins */
+    PyObject *hook;                  /* fntrace's profile function */
+    PyObject *chained;               /* the same, calling the program's after it (pure) */
+    PyObject *chain;                 /* dispatch.profile_chain: ident -> program's */
+    PyObject *threads;               /* the program's threading.setprofile, or None */
+    PyObject *skip;                  /* dispatch.profile_chain_skip */
+    int pure;
+    int active;
+} ShimObject;
+
+static int
+shim_own(ShimObject *sh, PyObject *f)
+{
+    return f == sh->hook || f == sh->chained;
+}
+
+static PyObject *
+shim_setprofile(ShimObject *sh, PyObject *function)
+{
+    PyObject *key = PyLong_FromUnsignedLong(PyThread_get_thread_ident());
+    if (key == NULL)
+        return NULL;
+    PyObject *r = NULL;
+    if (shim_own(sh, function)) {
+        /* a new thread's bootstrap installing fntrace's hook (threading) */
+        r = PyObject_CallOneArg(sh->real_set, function);
+        if (r != NULL && sh->threads != Py_None) {
+            Py_DECREF(r);
+            r = NULL;
+            if (PyDict_SetItem(sh->chain, key, sh->threads) == 0)
+                r = PyObject_CallOneArg(sh->real_set, sh->pure ? sh->chained : sh->hook);
+        }
+        Py_DECREF(key);
+        return r;
+    }
+    if (function == Py_None) {
+        if (PyDict_DelItem(sh->chain, key) < 0) {
+            if (!PyErr_ExceptionMatches(PyExc_KeyError))
+                goto out;
+            PyErr_Clear();
+        }
+    }
+    else {
+        int had = PyDict_Contains(sh->chain, key);
+        if (had < 0 || PyDict_SetItem(sh->chain, key, function) < 0)
+            goto out;
+        /* installed during this call: its own c_return is not the new function's */
+        if (!had && sh->skip != NULL && PySet_Add(sh->skip, key) < 0)
+            goto out;
+    }
+    if (!sh->active) {
+        r = PyObject_CallOneArg(sh->real_set, function);
+        goto out;
+    }
+    PyObject *cur = PyObject_CallNoArgs(sh->real_get);
+    if (cur == NULL)
+        goto out;
+    int taken = cur != Py_None && !shim_own(sh, cur);
+    Py_DECREF(cur);
+    if (taken) {
+        /* a profiler installed through the C API has the thread: leave it */
+        r = Py_NewRef(Py_None);
+        goto out;
+    }
+    r = PyObject_CallOneArg(sh->real_set,
+                            sh->pure && function != Py_None ? sh->chained : sh->hook);
+out:
+    Py_DECREF(key);
+    if (r == NULL)
+        return NULL;
+    Py_DECREF(r);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+shim_getprofile(ShimObject *sh, PyObject *unused)
+{
+    PyObject *cur = PyObject_CallNoArgs(sh->real_get);
+    if (cur == NULL)
+        return NULL;
+    if (cur != Py_None && !shim_own(sh, cur))
+        return cur;                 /* installed through the C API (cProfile) */
+    Py_DECREF(cur);
+    PyObject *key = PyLong_FromUnsignedLong(PyThread_get_thread_ident());
+    if (key == NULL)
+        return NULL;
+    PyObject *f = PyDict_GetItemWithError(sh->chain, key);
+    Py_DECREF(key);
+    if (f == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    return Py_NewRef(f);
+}
+
+static int
+shim_traverse(ShimObject *sh, visitproc visit, void *arg)
+{
+    Py_VISIT(sh->real_set);
+    Py_VISIT(sh->real_get);
+    Py_VISIT(sh->hook);
+    Py_VISIT(sh->chained);
+    Py_VISIT(sh->chain);
+    Py_VISIT(sh->threads);
+    Py_VISIT(sh->skip);
+    return 0;
+}
+
+static int
+shim_clear(ShimObject *sh)
+{
+    Py_CLEAR(sh->real_set);
+    Py_CLEAR(sh->real_get);
+    Py_CLEAR(sh->hook);
+    Py_CLEAR(sh->chained);
+    Py_CLEAR(sh->chain);
+    Py_CLEAR(sh->threads);
+    Py_CLEAR(sh->skip);
+    return 0;
+}
+
+static void
+shim_dealloc(ShimObject *sh)
+{
+    PyObject_GC_UnTrack(sh);
+    shim_clear(sh);
+    Py_TYPE(sh)->tp_free((PyObject *)sh);
+}
+
+static int
+shim_init(ShimObject *sh, PyObject *args, PyObject *kw)
+{
+    PyObject *rs, *rg, *hook, *chained, *chain, *skip;
+    int pure;
+    if (!PyArg_ParseTuple(args, "OOOOO!O!p", &rs, &rg, &hook, &chained, &PyDict_Type, &chain,
+                          &PySet_Type, &skip, &pure))
+        return -1;
+    Py_XSETREF(sh->skip, Py_NewRef(skip));
+    Py_XSETREF(sh->real_set, Py_NewRef(rs));
+    Py_XSETREF(sh->real_get, Py_NewRef(rg));
+    Py_XSETREF(sh->hook, Py_NewRef(hook));
+    Py_XSETREF(sh->chained, Py_NewRef(chained));
+    Py_XSETREF(sh->chain, Py_NewRef(chain));
+    Py_XSETREF(sh->threads, Py_NewRef(Py_None));
+    sh->pure = pure;
+    sh->active = 1;
+    return 0;
+}
+
+static PyMethodDef shim_methods[] = {
+    {"setprofile", (PyCFunction)shim_setprofile, METH_O,
+     "setprofile(function)\n--\n\nSet the profiling function.  It will be called on each "
+     "function call and return.  See the profiler chapter in the library manual."},
+    {"getprofile", (PyCFunction)shim_getprofile, METH_NOARGS,
+     "getprofile()\n--\n\nReturn the profiling function set with sys.setprofile.\n\n"
+     "See the profiler chapter in the library manual."},
+    {NULL}
+};
+
+static PyMemberDef shim_members[] = {
+    {"threads", T_OBJECT, offsetof(ShimObject, threads), 0,
+     "the program's threading.setprofile function, or None"},
+    {"active", T_INT, offsetof(ShimObject, active), 0, NULL},
+    {NULL}
+};
+
+static PyTypeObject Shim_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "fntrace._native.ProfileShim",
+    .tp_basicsize = sizeof(ShimObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)shim_init,
+    .tp_dealloc = (destructor)shim_dealloc,
+    .tp_traverse = (traverseproc)shim_traverse,
+    .tp_clear = (inquiry)shim_clear,
+    .tp_methods = shim_methods,
+    .tp_members = shim_members,
+    .tp_doc = "The program's sys.setprofile/getprofile beside fntrace's hook.",
+};
+
 /* -- init ---------------------------------------------------------------------------- */
 
 static PyObject *
@@ -2491,6 +2790,8 @@ native_init(PyObject *self, PyObject *ns)
     GET("DISABLE", g_disable);
     GET("profile_resume", g_profile_resume);
     GET("profile_return", g_profile_return);
+    GET("profile_chain", g_chain);
+    GET("profile_chain_skip", g_chain_skip);
     GET("FtraceRegs", regs_type);
     g_regs_type = (PyTypeObject *)regs_type;
     GET("DynFtrace", rec_type);
@@ -2518,6 +2819,7 @@ native_init(PyObject *self, PyObject *ns)
     OFF(ops_type, "private", off_ops_private);
     OFF(tr_type, "tracing_on", off_tr_tracing_on);
     OFF(tr_type, "local", off_tr_local);
+    OFF(tr_type, "serial", off_tr_serial);
     Py_RETURN_NONE;
 }
 
@@ -2531,6 +2833,8 @@ static PyMethodDef native_methods[] = {
     {"on_py_throw", (PyCFunction)(void (*)(void))on_py_throw, METH_FASTCALL, NULL},
     {"function_trace_call", (PyCFunction)(void (*)(void))function_trace_call, METH_FASTCALL, NULL},
     {"busy_threads", busy_threads, METH_NOARGS, NULL},
+    {"thread_exit", thread_exit, METH_NOARGS,
+     "thread_exit(): the calling thread ends; its native state is freed"},
     {"cache_clear", cache_clear, METH_NOARGS, "forget the pointer caches (an entry was removed)"},
     {"cache_forget", cache_forget, METH_O, "forget one address (id) in the pointer caches"},
     {"init_fgraph", native_init_fgraph, METH_O, NULL},
@@ -2576,6 +2880,11 @@ PyInit__native(void)
         return NULL;
     Py_INCREF(&ProfileHook_Type);
     if (PyModule_AddObject(m, "ProfileHook", (PyObject *)&ProfileHook_Type) < 0)
+        return NULL;
+    if (PyType_Ready(&Shim_Type) < 0)
+        return NULL;
+    Py_INCREF(&Shim_Type);
+    if (PyModule_AddObject(m, "ProfileShim", (PyObject *)&Shim_Type) < 0)
         return NULL;
     str_buf = PyUnicode_InternFromString("buf");
     str_cpu_buffer = PyUnicode_InternFromString("cpu_buffer");

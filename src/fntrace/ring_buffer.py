@@ -226,6 +226,22 @@ class RingBuffer(_Base):
         self.seq = self.read = self.overrun = self.dropped = 0
         self.payloads.clear()
 
+    def shrink(self) -> None:
+        """Keep only the records held now, in a buffer just large enough (its thread
+        has ended: nothing more will be written, and a thousand finished threads must
+        not keep a thousand full buffers)."""
+        lo, seq, old_n = self.lo, self.seq, self.nrec
+        n = max(1, seq - lo)
+        if n >= old_n:
+            return
+        old = self.data
+        data = bytearray(n * RECORD_SIZE)
+        for q in range(lo, seq):
+            a, b = (q % old_n) * RECORD_SIZE, (q % n) * RECORD_SIZE
+            data[b:b + RECORD_SIZE] = old[a:a + RECORD_SIZE]
+        self.data = data
+        self.nrec = n
+
     def resize(self, size_kb: int) -> None:
         self.nrec = max(1, size_kb * 1024 // RECORD_SIZE)
         self.data = bytearray(self.nrec * RECORD_SIZE)

@@ -7,7 +7,9 @@ every output format and the key of their ring buffer.
 """
 from __future__ import annotations
 
+import itertools
 import threading
+import weakref
 from collections.abc import Callable
 # typing is not imported at run time (it is a fifth of fntrace's import cost);
 # the annotations are strings (from __future__ import annotations).
@@ -16,6 +18,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 from .core.ops import FTRACE_OPS_FL, Ops
+from .core import task
 from .core.task import thread_cpu, thread_info
 from .ring_buffer import RingBuffer
 
@@ -23,6 +26,29 @@ __all__ = ["TraceArray", "thread_cpu", "thread_info", "DEFAULT_BUFFER_KB"]
 
 # The kernel's default per-CPU buffer (buffer_size_kb reads "1408").
 DEFAULT_BUFFER_KB = 1408
+
+
+_serials = itertools.count(1)
+
+
+class _ThreadEnd:
+    """Kept in a thread's local storage: freed with it when the thread ends, it tells
+    the trace array (threading.local has no other thread-exit hook)."""
+    __slots__ = ("tr", "cpu")
+
+    def __init__(self, tr: "TraceArray", cpu: int) -> None:
+        self.tr = weakref.ref(tr)
+        self.cpu = cpu
+
+    def __del__(self) -> None:
+        tr = self.tr()
+        try:
+            if tr is not None:
+                tr.thread_ended(self.cpu)
+            if threading.get_native_id() == thread_info.get(self.cpu, (None,))[0]:
+                task.thread_ended()         # on the ending thread itself
+        except Exception:
+            pass
 
 
 class TraceArray:
@@ -35,11 +61,15 @@ class TraceArray:
     """
 
     __slots__ = ("tracing_on", "local", "graph_fops", "graph_notrace_fops", "max_graph_depth",
-                 "tracing_thresh", "graph_args", "graph_retval", "__dict__", "__weakref__")
+                 "tracing_thresh", "graph_args", "graph_retval", "serial", "__dict__",
+                 "__weakref__")
 
     def __init__(self, name: str = "", buffer_size_kb: int = DEFAULT_BUFFER_KB,
                  overwrite: bool = True, sink: Callable | None = None):
         self.name = name
+        # Unique for the process: the native twin's per-thread cache of "this array's
+        # buffer" tells arrays apart by it, not by address.
+        self.serial = next(_serials)
         self.buffer_size_kb = buffer_size_kb
         self.overwrite = overwrite
         self.sink = sink
@@ -65,6 +95,8 @@ class TraceArray:
         self.event_files: dict = {}          # (system, event) -> EventFile
         self.snapshot: list | None = None     # copies of the buffers (the snapshot file)
         self.tracer = None
+        # cpu -> (written, overrun, dropped) of buffers freed when their thread ended
+        self.retired: dict[int, tuple[int, int, int]] = {}
         from .tracers import nop
         self.set_tracer(nop.NopTracer())
 
@@ -78,7 +110,28 @@ class TraceArray:
                 buf = RingBuffer(cpu, self.buffer_size_kb, self.overwrite, self.sink)
                 self.buffers[cpu] = buf
         self.local.buf = buf
+        # Dropped with the thread's local storage when the thread ends.
+        self.local.release = _ThreadEnd(self, cpu)
         return buf
+
+    def thread_ended(self, cpu: int) -> None:
+        """A thread that wrote here has ended: memory must not grow with the number of
+        threads that lived.  With a sink (fntrace record) its records are handed over
+        and its buffer freed; otherwise the buffer shrinks to the records it holds,
+        which stay readable until the trace is read or cleared."""
+        with self.lock:
+            buf = self.buffers.get(cpu)
+            if buf is None:
+                return
+            if self.sink is not None:
+                try:
+                    buf.flush()
+                except Exception:
+                    return          # kept: nothing is lost, the end of the run takes it
+                del self.buffers[cpu]
+                self.retired[cpu] = (buf.written, buf.overrun, buf.dropped)
+            else:
+                buf.shrink()
 
     def set_buffer_size_kb(self, kb: int) -> None:
         with self.lock:

@@ -151,6 +151,11 @@ class MonitoringBackend:
         dispatch.forget(dispatch.sites)
         self._unwind = self._want_unwind = False
 
+    def profile_taken(self) -> str | None:
+        """sys.setprofile is the program's own on this back end (a tool id of its own
+        since 3.12): never taken from fntrace."""
+        return None
+
     # -- the arch ops of the update path ------------------------------------------------
     def make_call(self, rec: DynFtrace) -> None:
         code = rec.site_code

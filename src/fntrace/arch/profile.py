@@ -12,9 +12,11 @@ setprofile for all threads before 3.12); threads started afterwards are.
 """
 from __future__ import annotations
 
+import _thread
 import sys
 import threading
 
+from .. import _env
 from ..core import dispatch
 from ..core.records import FTRACE_FL, DynFtrace, record_table
 from ..errors import BusyError
@@ -24,6 +26,45 @@ __all__ = ["ProfileBackend"]
 _DIRECT_EN = int(FTRACE_FL.DIRECT_EN)
 _RET = int(FTRACE_FL.RET)
 no_site = dispatch.no_site
+
+
+class _PyShim:
+    """The Python fallback of _native.ProfileShim (see there): the same decisions,
+    but as Python functions, whose own call and return a program's profiler sees."""
+
+    def __init__(self, real_set, real_get, hook, chained, chain, pure) -> None:
+        self.real_set, self.real_get = real_set, real_get
+        self.hook, self.chained, self.chain, self.pure = hook, chained, chain, pure
+        self.threads = None
+        self.active = 1
+
+    def setprofile(self, function):
+        ident = _thread.get_ident()
+        if function is self.hook or function is self.chained:
+            self.real_set(function)
+            if self.threads is not None:
+                self.chain[ident] = self.threads
+                self.real_set(self.chained if self.pure else self.hook)
+            return
+        if function is None:
+            self.chain.pop(ident, None)
+        else:
+            if ident not in self.chain:
+                dispatch.profile_chain_skip.add(ident)
+            self.chain[ident] = function
+        if not self.active:
+            self.real_set(function)
+            return
+        cur = self.real_get()
+        if cur is not None and cur is not self.hook and cur is not self.chained:
+            return                          # taken by a C-level profiler: leave it
+        self.real_set(self.chained if self.pure and function is not None else self.hook)
+
+    def getprofile(self):
+        cur = self.real_get()
+        if cur is not None and cur is not self.hook and cur is not self.chained:
+            return cur                      # installed through the C API (cProfile)
+        return self.chain.get(_thread.get_ident())
 
 
 class ProfileBackend:
@@ -44,7 +85,87 @@ class ProfileBackend:
         self._hook = dispatch.profile_hook if call_ops else dispatch.profile_hook_global
         threading.setprofile(self._hook)
         sys.setprofile(self._hook)
+        self._share_profile_api()
         self.active = True
+
+    # -- the program's own profile function --------------------------------------------
+    # A thread has one profile function.  While fntrace's is installed, the program's
+    # own sys.setprofile/threading.setprofile are kept beside it: fntrace's hook stays,
+    # calls the program's function after each event (dispatch.profile_chain), and
+    # sys.getprofile() answers the program's function (None when it set none).  A
+    # profiler that installs itself through the C API (cProfile) replaces fntrace's
+    # hook on its thread: tracing stops there, and profile_taken() says so.
+
+    def _share_profile_api(self) -> None:
+        if getattr(self, "_real", None) is not None:
+            return
+        real_set, real_get = sys.setprofile, sys.getprofile
+        real_thr_set = threading.setprofile
+        real_thr_get = getattr(threading, "getprofile", None)
+        self._real = (real_set, real_get, real_thr_set, real_thr_get)
+        chain = dispatch.profile_chain
+        pure = dispatch._native is None
+        native = _env.native_module()
+        if native is not None and hasattr(native, "ProfileShim"):
+            # C functions, as the real ones are: a program's profiler sees the same
+            # events for them and no frame of fntrace's.
+            shim = native.ProfileShim(real_set, real_get, self._hook, self._chained_hook(),
+                                      chain, dispatch.profile_chain_skip, pure)
+            setprofile, getprofile = shim.setprofile, shim.getprofile
+        else:
+            shim = _PyShim(real_set, real_get, self._hook, self._chained_hook(), chain, pure)
+            setprofile, getprofile = shim.setprofile, shim.getprofile
+            for fake, real in ((setprofile, real_set), (getprofile, real_get)):
+                fake.__func__.__name__ = real.__name__
+                fake.__func__.__qualname__ = real.__qualname__
+                fake.__func__.__doc__ = real.__doc__
+        self._shim = shim
+
+        def thr_setprofile(func):
+            shim.threads = func
+
+        def thr_getprofile():
+            return shim.threads
+
+        for fake, real in ((thr_setprofile, real_thr_set), (thr_getprofile, real_thr_get)):
+            if real is not None:
+                fake.__name__, fake.__qualname__ = real.__name__, real.__qualname__
+                fake.__doc__ = real.__doc__
+        sys.setprofile, sys.getprofile = setprofile, getprofile
+        threading.setprofile = thr_setprofile
+        if real_thr_get is not None:
+            threading.getprofile = thr_getprofile
+
+    def _chained_hook(self):
+        h = getattr(self, "_chained", None)
+        if h is None or getattr(self, "_chained_for", None) is not self._hook:
+            h = self._chained = dispatch.chained(self._hook)
+            self._chained_for = self._hook
+        return h
+
+    def _restore_profile_api(self) -> None:
+        real = getattr(self, "_real", None)
+        if real is None:
+            return
+        self._real = None
+        self._shim.active = 0
+        real_set, real_get, real_thr_set, real_thr_get = real
+        sys.setprofile, sys.getprofile = real_set, real_get
+        threading.setprofile = real_thr_set
+        if real_thr_get is not None:
+            threading.getprofile = real_thr_get
+
+    def profile_taken(self) -> str | None:
+        """The profile function that replaced fntrace's on this thread (set through the
+        C API, as cProfile does), or None."""
+        real = getattr(self, "_real", None)
+        if real is None or not self.active:
+            return None
+        cur = real[1]()
+        if cur is self._hook or cur is getattr(self, "_chained", None):
+            return None
+        # replaced, or removed (a profiler's disable() sets none through the C API)
+        return repr(cur) if cur is not None else "since removed"
 
     def set_unwind(self, on: bool) -> None:
         # setprofile reports an exception leaving a frame as a 'return' with None.
@@ -72,8 +193,10 @@ class ProfileBackend:
     def stop(self) -> None:
         if not self.active:
             return
-        if sys.getprofile() is self._hook:
-            sys.setprofile(None)
+        self._restore_profile_api()
+        mine = dispatch.profile_chain.pop(_thread.get_ident(), None)
+        if sys.getprofile() in (self._hook, getattr(self, "_chained", None)):
+            sys.setprofile(mine)
         threading.setprofile(None)
         dispatch.G.trap = None
         dispatch.forget(dispatch.no_site)
@@ -82,9 +205,12 @@ class ProfileBackend:
         self.active = False
 
     def kill(self) -> None:
-        """ftrace_kill: no hook from now on; threads that still hold it find no sites."""
-        if sys.getprofile() is self._hook:
-            sys.setprofile(None)
+        """ftrace_kill: no hook from now on; threads that still hold it find no sites
+        (and still call the program's own profile functions)."""
+        self._restore_profile_api()
+        mine = dispatch.profile_chain.pop(_thread.get_ident(), None)
+        if sys.getprofile() in (self._hook, getattr(self, "_chained", None)):
+            sys.setprofile(mine)
         threading.setprofile(None)
         dispatch.G.trap = None
         dispatch.forget(dispatch.sites)

@@ -23,20 +23,11 @@ from ..errors import FntraceError, UsageError
 
 __all__ = ["main", "split_target", "REPORT_OPTIONS"]
 
-# trace_options a report honours: name -> (keyword, value); every option also has its
-# "no" form.
-_BOOL_OPTIONS = {
-    "print-parent": "print_parent", "irq-info": "irq_info",
-    "funcgraph-cpu": "cpu", "funcgraph-overhead": "overhead", "funcgraph-proc": "proc",
-    "funcgraph-duration": "duration", "funcgraph-abstime": "abstime",
-    "funcgraph-tail": "tail", "funcgraph-retval": "retval",
-    "funcgraph-retval-hex": "retval_hex", "funcgraph-overrun": "overrun",
-    "funcgraph-args": "args",
-}
-REPORT_OPTIONS = {}
-for _name, _kw in _BOOL_OPTIONS.items():
-    REPORT_OPTIONS[_name] = (_kw, True)
-    REPORT_OPTIONS["no" + _name] = (_kw, False)
+# trace_options a report honours (tracefs names); each also has its "no" form.
+REPORT_OPTIONS = ("print-parent", "irq-info", "funcgraph-cpu", "funcgraph-overhead",
+                  "funcgraph-proc", "funcgraph-duration", "funcgraph-abstime",
+                  "funcgraph-tail", "funcgraph-retval", "funcgraph-retval-hex",
+                  "funcgraph-overrun", "funcgraph-args")
 
 _EPILOGS = {
     "record": """\
@@ -249,13 +240,15 @@ def split_target(sub: argparse.ArgumentParser, argv: list[str]
 
 
 def _report_opts(args) -> dict:
+    """-O options as {tracefs option name: on}."""
     out: dict = {}
     for o in args.option:
-        if o not in REPORT_OPTIONS:
-            raise UsageError(f"unknown option {o!r} (known: {', '.join(REPORT_OPTIONS)})")
-        k, v = REPORT_OPTIONS[o]
-        out[k] = v
-    return out
+        name = o[2:] if o.startswith("no") and o[2:] in REPORT_OPTIONS else o
+        if name not in REPORT_OPTIONS:
+            known = ", ".join(REPORT_OPTIONS)
+            raise UsageError(f"unknown option {o!r} (known: {known}, and each with no)")
+        out[name] = name == o
+    return {"options": out}
 
 
 class _EventAction(argparse.Action):

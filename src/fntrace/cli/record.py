@@ -28,6 +28,7 @@ import time
 
 from .. import _env
 from ..core import dispatch, fetch, task
+from ..core.ops import backend as ops_backend
 from ..core.ops import ftrace_kill, ftrace_set_filter, ftrace_set_notrace
 from ..core.records import record_table, scan_code_as
 from ..errors import FilterError, FntraceError, UsageError
@@ -453,6 +454,7 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
         if state["stopped"]:
             return
         state["stopped"] = True
+        state["taken"] = ops_backend.profile_taken()
         tr.tracing_on = False
         if at_exit and not requests and not opts.events:
             ftrace_kill()
@@ -466,10 +468,17 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
         if not sink.mine():
             return
         stop_tracing()
+        if state.get("taken") is not None:
+            guard.notice(f"the program installed its own profile function "
+                         f"({state['taken']}) through the C API: tracing stopped on its "
+                         "thread there")
         status = how[1].status if how[0] == "end" else (how[1] if how[0] == "exit" else None)
+        cpus = {str(c): {"written": w, "overrun": o, "dropped": d}
+                for c, (w, o, d) in list(tr.retired.items())}
+        cpus.update({str(c): {"written": b.written, "overrun": b.overrun, "dropped": b.dropped}
+                     for c, b in list(tr.buffers.items())})
         stats = {
-            "cpus": {str(c): {"written": b.written, "overrun": b.overrun, "dropped": b.dropped}
-                     for c, b in list(tr.buffers.items())},
+            "cpus": cpus,
             "callback_errors": dispatch.callback_errors[0],
             "exit_status": status,
         }

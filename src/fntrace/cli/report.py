@@ -3,15 +3,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..output.ftrace_text import render_function_trace
-from ..output.function_graph import GraphPrinter
 from ..output.reader import entries_from_file
+from ..output.render import render_trace
 
-__all__ = ["report_text"]
-
-_TEXT_KW = ("print_parent", "irq_info")
-_GRAPH_KW = ("cpu", "overhead", "proc", "duration", "abstime", "tail", "retval",
-             "retval_hex", "overrun", "args", "irq_info")
+__all__ = ["report_text", "loss_notes", "graph_display_filter"]
 
 
 def _counts(tf) -> tuple[int, int]:
@@ -42,22 +37,60 @@ def graph_display_filter(entries, max_depth: int = 0, thresh_ns: int = 0):
         yield e
 
 
-def report_text(tf, *, max_depth: int = 0, thresh_ns: int = 0, **opts) -> Iterator[str]:
+def loss_notes(stats: dict | None, entries: int, written: int) -> list[str]:
+    """Header lines saying what was lost, when something was (nothing is lost silently:
+    the kernel's entries-written shows drops; these say why, and show the errors of
+    callbacks, which lose calls without dropping records)."""
+    stats = stats or {}
+    notes = []
+    errors = int(stats.get("callback_errors") or 0)
+    not_written = int(stats.get("lost_in_writer") or 0)
+    lost = max(0, written - entries)
+    if lost or not_written:
+        why = []
+        cpus = stats.get("cpus") if isinstance(stats.get("cpus"), dict) else {}
+        overrun = sum(int(c.get("overrun", 0)) for c in cpus.values() if isinstance(c, dict))
+        dropped = sum(int(c.get("dropped", 0)) for c in cpus.values() if isinstance(c, dict))
+        if overrun:
+            why.append(f"{overrun} overwritten")
+        if dropped:
+            why.append(f"{dropped} dropped")
+        if not_written:
+            why.append(f"{not_written} not written: {stats.get('write_error', 'write failed')}")
+        notes.append(f"# LOST EVENTS: {max(lost, not_written)}"
+                     + (f" ({'; '.join(why)})" if why else ""))
+    if errors:
+        notes.append(f"# callback errors: {errors} (contained; their calls are missing)")
+    if notes:
+        notes.append("#")
+    return notes
+
+
+def report_text(tf, *, max_depth: int = 0, thresh_ns: int = 0,
+                options: dict | None = None) -> Iterator[str]:
+    """A trace file's text, as the kernel prints ``trace`` (output/render.py), with the
+    report-time depth and threshold filters, and what was lost in the header."""
     tracer = tf.header.get("tracer", "function")
     nr_cpus = max(len(tf.threads), 1)
-    if tracer == "function_graph":
-        kw = {k: v for k, v in opts.items() if k in _GRAPH_KW}
-        # What was recorded is shown unless turned off.
-        kw.setdefault("args", bool(tf.header.get("graph_args")))
-        kw.setdefault("retval", bool(tf.header.get("graph_retval")))
-        p = GraphPrinter(nr_cpus=nr_cpus, **kw)
-        yield from p.headers()
-        yield from p.render(graph_display_filter(entries_from_file(tf), max_depth, thresh_ns))
-        return
+    opts = dict(options or {})
+    # What was recorded is shown unless turned off.
+    opts.setdefault("funcgraph-args", bool(tf.header.get("graph_args")))
+    opts.setdefault("funcgraph-retval", bool(tf.header.get("graph_retval")))
     entries, written = _counts(tf)
-    kw = {k: v for k, v in opts.items() if k in _TEXT_KW}
-    yield from render_function_trace(entries_from_file(tf), header=True, tracer=tracer,
-                                     nr_entries=entries, written=written, nr_cpus=nr_cpus, **kw)
+    stats = dict(tf.stats or {})
+    not_written = int(stats.get("lost_in_writer") or 0)
+    written += not_written
+    notes = loss_notes(stats, entries, written)
+    stream = entries_from_file(tf)
+    if tracer == "function_graph":
+        stream = graph_display_filter(stream, max_depth, thresh_ns)
+    lines = render_trace(stream, tracer=tracer, options=opts, nr_entries=entries,
+                         written=written, nr_cpus=nr_cpus)
+    # the notes go after "# tracer: NAME" and its "#"
+    for i, line in enumerate(lines):
+        yield line
+        if i == 1:
+            yield from notes
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

@@ -389,6 +389,30 @@ def _profile_miss(frame):
     return _sites_get(id(frame.f_code))
 
 
+# thread ident -> the program's own profile function (arch/profile.py): 3.11 has one
+# profile function per thread, so fntrace's hook calls the program's after each event.
+profile_chain: dict = {}
+# idents whose function was installed during the sys.setprofile call now ending: CPython
+# tells a profile function installed inside a C call nothing of that call's end.
+profile_chain_skip: set = set()
+_get_ident = __import__("_thread").get_ident
+
+
+def _chain(frame, event, arg) -> None:
+    ident = _get_ident()
+    if profile_chain_skip and event in ("c_return", "c_exception") and ident in profile_chain_skip:
+        profile_chain_skip.discard(ident)
+        return
+    f = profile_chain.get(ident)
+    if f is not None:
+        try:
+            f(frame, event, arg)
+        except BaseException:
+            # as CPython does: a profile function that raises is removed
+            profile_chain.pop(_get_ident(), None)
+            raise
+
+
 def _make_profile_hook(call_ops: bool):
     """The setprofile hook (3.11 back end): every call reaches it and it tests the
     record, like a kernel without DYNAMIC_FTRACE where every mcount call runs."""
@@ -434,6 +458,17 @@ def _make_profile_hook(call_ops: bool):
 profile_hook = _make_profile_hook(True)
 profile_hook_global = _make_profile_hook(False)
 
+
+def chained(hook):
+    """The hook for a thread whose program set its own profile function: fntrace's
+    handling, then the program's function (the native hook consults profile_chain
+    itself)."""
+    def profile_hook_chained(frame, event, arg):
+        hook(frame, event, arg)
+        if profile_chain:
+            _chain(frame, event, arg)
+    return profile_hook_chained
+
 # Code objects of the dispatcher: a thread with one of these on its stack is inside a
 # callback (used by ops.synchronize(), the RCU grace period of unregister).
 DISPATCH_CODES = {f.__code__ for f in (on_py_start, on_py_start_global, _miss, on_py_return,
@@ -460,6 +495,7 @@ def attach_native() -> None:
     from .regs import _NO_RETVAL
     _native.init({
         "sites": sites, "by_code": record_table.by_code, "no_site": no_site, "ROOT": ROOT,
+        "profile_chain": profile_chain, "profile_chain_skip": profile_chain_skip,
         "G": G,
         "contain": _contain, "parent_slow": _parent_slow, "return_offsets": _return_offsets,
         "profile_resume": _profile_resume, "profile_return": _profile_return,

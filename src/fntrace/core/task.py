@@ -9,7 +9,8 @@ from __future__ import annotations
 import sys
 import threading
 
-__all__ = ["TASK_COMM_LEN", "thread_cpu", "thread_info", "forget_threads", "new_thread_hooks"]
+__all__ = ["TASK_COMM_LEN", "thread_cpu", "thread_info", "forget_threads", "new_thread_hooks",
+           "thread_ended"]
 
 TASK_COMM_LEN = 16
 
@@ -67,6 +68,21 @@ def thread_cpu() -> int:
 # Called once per thread, on the thread, when it gets its index (cli/record.py grants
 # the pure hot path's callbacks their stack there).
 new_thread_hooks: list = []
+
+
+def thread_ended() -> None:
+    """The calling thread is ending: its ident may be reused by a new thread, which is
+    another thread (its index stays with the records it wrote)."""
+    key = (threading.get_ident(), threading.get_native_id())
+    with _cpu_lock:
+        _cpu_of.pop(key, None)
+    if _native is not None:
+        _native.thread_exit()
+
+
+from .. import _env  # noqa: E402
+
+_native = _env.native()
 
 
 def forget_threads() -> None:
