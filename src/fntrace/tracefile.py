@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import mmap
 import os
 import struct
 import threading
@@ -82,6 +83,7 @@ _FLAGS = struct.Struct("<H")
 _FLAGS_OFFSET = 10  # offset of the flags field inside a record
 
 _BLOCK_OVERHEAD = _BLOCK_HEAD.size + _CRC.size
+_MADV_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
 
 
 # The writer runs on its own thread while the program is traced: it must not call
@@ -433,12 +435,19 @@ class TraceFileWriter:
         self._pending_syms = []
 
 
-# payloads: record index in chunk -> payload, or None
-_Chunk = namedtuple("_Chunk", "first_seq nrecords lost records payloads")
+# One CHNK block, found by the first pass: where its records (and payload JSON, if
+# any) are in the file; they are read when the records are (see TraceFile).
+_Chunk = namedtuple("_Chunk", "first_seq nrecords lost rec_start rec_end pay_end")
 
 
 class TraceFile:
-    """A trace file read into memory.
+    """A trace file, read in two passes that never hold it whole in memory.
+
+    The first pass (at open) checks every block and reads the small ones (header,
+    symbols, threads, stats); chunks are only located.  ``records()`` then reads the
+    chunks of each ring buffer in order, one at a time, merging buffers by timestamp.
+    A file opened with ``open`` is mapped, and what has been read is handed back to
+    the system as the passes go (a 13 GB trace is reported in constant memory).
 
     ``truncated`` is True when the file ends inside a block or without an END
     block (the recorder did not finish); everything up to the last whole block
@@ -471,10 +480,26 @@ class TraceFile:
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> TraceFile:
-        """Read and check the whole file; raise TraceFileError if it is damaged."""
+        """Check the whole file and index its chunks; raise TraceFileError if it is
+        damaged.  The file is mapped, not read into memory."""
         with open(path, "rb") as f:
-            data = f.read()
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                return cls(b"", os.fsdecode(path))
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         return cls(data, os.fsdecode(path))
+
+    def _release(self, start: int, end: int) -> None:
+        """The pages of [start, end) of a mapped file are read: give them back (they
+        are the file's, the system reads them again if needed)."""
+        data = self._data
+        if isinstance(data, mmap.mmap) and _MADV_DONTNEED is not None:
+            start -= start % mmap.PAGESIZE
+            if end - start >= mmap.PAGESIZE:
+                try:
+                    data.madvise(_MADV_DONTNEED, start, end - start)
+                except (OSError, ValueError):
+                    pass
 
     @classmethod
     def frombytes(cls, data: bytes | bytearray | memoryview, name: str = "<memory>") -> TraceFile:
@@ -525,16 +550,42 @@ class TraceFile:
 
     def _cpu_records(self, cpu: int) -> Iterator[tuple[int, int, int, int, int, int, int, int, Any]]:
         unpack = RECORD.iter_unpack
+        mv = memoryview(self._data)
         for ch in self._chunks.get(cpu, ()):
-            pl = ch.payloads
+            records = mv[ch.rec_start:ch.rec_end]
+            pl = self._payloads(mv, ch) if ch.pay_end > ch.rec_end else None
             if pl is None:
                 # The common case: no per-record work beyond building the tuple.
-                for ts, ty, fl, a, b, c, d in unpack(ch.records):
+                for ts, ty, fl, a, b, c, d in unpack(records):
                     yield (cpu, ts, ty, fl, a, b, c, d, None)
             else:
                 get = pl.get
-                for i, (ts, ty, fl, a, b, c, d) in enumerate(unpack(ch.records)):
+                for i, (ts, ty, fl, a, b, c, d) in enumerate(unpack(records)):
                     yield (cpu, ts, ty, fl, a, b, c, d, get(i) if fl & TF_HAS_PAYLOAD else None)
+            del records
+            self._release(ch.rec_start, ch.pay_end)
+
+    def _payloads(self, mv: memoryview, ch: _Chunk) -> dict[int, Any]:
+        """A chunk's payloads, parsed when its records are read."""
+        at = ch.rec_end
+        try:
+            pairs = json.loads(bytes(mv[ch.rec_end:ch.pay_end]))
+        except ValueError as e:
+            raise self._error(at, f"CHNK block: bad payload JSON ({e})") from None
+        if not isinstance(pairs, list):
+            raise self._error(at, "CHNK block: payloads are not a JSON list")
+        pl = {}
+        n = ch.nrecords
+        for pair in pairs:
+            if (
+                not isinstance(pair, list)
+                or len(pair) != 2
+                or type(pair[0]) is not int
+                or not 0 <= pair[0] < n
+            ):
+                raise self._error(at, f"CHNK block: bad payload entry {pair!r:.60}")
+            pl[pair[0]] = pair[1]
+        return pl
 
     # -- parsing ----------------------------------------------------------
 
@@ -588,6 +639,8 @@ class TraceFile:
                 self.end_offset = end
                 self.complete = True
                 return
+            del payload
+            self._release(pos, end)        # checked, and what it holds is kept
             # Unknown tags with a good checksum are skipped: later writers may
             # add optional blocks without breaking older readers.
             self.end_offset = pos = end
@@ -654,27 +707,9 @@ class TraceFile:
                 offset,
                 f"CHNK block: impossible record count {n} for a {len(payload)}-byte block",
             )
-        pl: dict[int, Any] | None = None
-        if rec_end < len(payload):
-            at = offset + rec_end
-            try:
-                pairs = json.loads(bytes(payload[rec_end:]))
-            except ValueError as e:
-                raise self._error(at, f"CHNK block: bad payload JSON ({e})") from None
-            if not isinstance(pairs, list):
-                raise self._error(at, "CHNK block: payloads are not a JSON list")
-            pl = {}
-            for pair in pairs:
-                if (
-                    not isinstance(pair, list)
-                    or len(pair) != 2
-                    or type(pair[0]) is not int
-                    or not 0 <= pair[0] < n
-                ):
-                    raise self._error(at, f"CHNK block: bad payload entry {pair!r:.60}")
-                pl[pair[0]] = pair[1]
-        records = payload[_CHUNK_HEAD.size : rec_end]
-        self._chunks.setdefault(cpu, []).append(_Chunk(first_seq, n, lost, records, pl))
+        start = offset + _CHUNK_HEAD.size
+        self._chunks.setdefault(cpu, []).append(
+            _Chunk(first_seq, n, lost, start, offset + rec_end, offset + len(payload)))
 
     def _parse_thread(self, payload: memoryview, offset: int) -> None:
         if len(payload) < _THREAD_HEAD.size:
