@@ -426,7 +426,11 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
     # Modules are looked up as the program will look them up: its sys.path[0] first.
     if sys.path:
         sys.path[0] = target.path0
-    writer = TraceFileWriter(f, header)
+    try:
+        writer = TraceFileWriter(f, header)
+    except OSError as e:
+        f.close()
+        raise UsageError(f"{opts.output}: {e.strerror}") from None
     sink = _FileSink(writer, opts.buffer_kb)
     tr = TraceArray(buffer_size_kb=opts.buffer_kb, sink=sink.queue)
     if hasattr(os, "register_at_fork"):

@@ -1,0 +1,580 @@
+"""The traced program behaves and ends exactly as without fntrace, and nothing is lost
+silently — each finding of running CPython's regression tests under fntrace, turned
+into a program that shows it (see docs/regrtest.md for the suite itself).
+
+Every test runs the ``fntrace`` command in a subprocess beside plain ``python``.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import SUBPROCESS_TIMEOUT, fn_lines, header_counts, run_python
+
+FNTRACE = [sys.executable, "-m", "fntrace.cli.main"]
+PURE = bool(os.environ.get("FNTRACE_PURE"))
+
+
+def funcs(text: str) -> list[tuple[str, str | None]]:
+    return [(f.func, f.parent) for f in fn_lines(text)]
+
+
+def both(tmp_path, source: str, *fntrace_args: str, args=(), name="prog.py"):
+    """(plain python's result, fntrace live's result) for one program."""
+    prog = tmp_path / name
+    prog.write_text(textwrap.dedent(source))
+    plain = run_python(name, *args, cwd=tmp_path)
+    traced = subprocess.run([*FNTRACE, "live", *fntrace_args, name, *args], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    return plain, traced
+
+
+# ---------------------------------------------------------------------------------
+# 1. Near the recursion limit: nothing lost, the file whole, the status the program's
+# ---------------------------------------------------------------------------------
+
+DEEP = """\
+import sys
+
+def leaf(i):
+    return i + 1
+
+def down(n, calls):
+    if n > 0:
+        return down(n - 1, calls)
+    t = 0
+    for i in range(calls):
+        t = leaf(t)
+    return t
+
+def depth():
+    f, n = sys._getframe(), 0
+    while f:
+        n += 1
+        f = f.f_back
+    return n
+
+margin = int(sys.argv[1])
+print(down(sys.getrecursionlimit() - margin - depth(), 100_000))
+"""
+
+
+@pytest.mark.parametrize("margin", [3, 8, 13])
+@pytest.mark.parametrize("tracer", ["function", "function_graph"])
+def test_calls_at_the_recursion_limit_are_all_recorded(tmp_path, margin, tracer):
+    plain, r = both(tmp_path, DEEP, "-p", tracer, "-F", "*:mod:__main__", "-N", "__main__.depth",
+                    args=[str(margin)])
+    assert plain.returncode == 0, plain.stderr
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.startswith(plain.stdout)
+    assert r.stderr == ""
+    leaves = r.stdout.count("__main__.leaf")
+    assert leaves == 100_000
+    if tracer == "function":
+        entries, written, _ = header_counts(r.stdout)
+        assert entries == written == len(fn_lines(r.stdout))
+
+
+def test_signals_during_hand_overs_lose_nothing(tmp_path):
+    # Many hand-overs (a 4 KB buffer) with SIGINTs arriving all the time, each caught
+    # by the program: the writer never runs on the program's thread.
+    source = """\
+        import os, signal
+
+        def leaf(i):
+            return i + 1
+
+        caught = 0
+        for i in range(60_000):
+            try:
+                leaf(i)
+                if i % 97 == 0:
+                    os.kill(os.getpid(), signal.SIGINT)
+            except KeyboardInterrupt:
+                caught += 1
+        print("caught", caught)
+    """
+    plain, r = both(tmp_path, source, "-b", "4", "-F", "*:mod:__main__")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.startswith(plain.stdout)
+    assert r.stdout.count("__main__.leaf <-") == 60_000
+    entries, written, _ = header_counts(r.stdout)
+    assert entries == written
+
+
+def _file_size_limit(limit: int):
+    def preexec() -> None:
+        import resource
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)      # EFBIG instead of death
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return preexec
+
+
+def test_a_failed_write_is_counted_and_shown(tmp_path):
+    # The disk fills up during the run: the program is not disturbed, the loss is
+    # counted and said, and the file reads up to the last whole chunk.
+    prog = tmp_path / "prog.py"
+    prog.write_text("def f(i):\n    return i\n\nfor i in range(50_000):\n    f(i)\n"
+                    "print('done')\n")
+    r = subprocess.run([*FNTRACE, "record", "-b", "16", "-o", "t.dat", "-F", "*:mod:__main__",
+                        "prog.py"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=SUBPROCESS_TIMEOUT, preexec_fn=_file_size_limit(100_000))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "done\n"
+    m = re.search(r"writing the trace failed \((.*)\); (\d+) events lost", r.stderr)
+    assert m is not None, r.stderr
+    assert "too large" in m.group(1) and int(m.group(2)) > 0
+    rep = subprocess.run([*FNTRACE, "report", "t.dat"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=SUBPROCESS_TIMEOUT)
+    assert rep.returncode == 0, rep.stderr
+    assert "cut short" in rep.stderr
+    assert 0 < len(fn_lines(rep.stdout)) < 50_000
+
+
+def test_a_trace_file_that_cannot_be_written_stops_before_the_program(tmp_path):
+    (tmp_path / "prog.py").write_text("print('ran')\n")
+    r = subprocess.run([*FNTRACE, "record", "-o", "/dev/full", "prog.py"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    assert r.returncode == 2
+    assert r.stdout == ""
+    assert r.stderr == "fntrace: /dev/full: No space left on device\n"
+
+
+# ---------------------------------------------------------------------------------
+# 2. No program code inside a callback unless asked for
+# ---------------------------------------------------------------------------------
+
+LOCKED = """\
+import threading
+
+class Account:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.balance = 0
+        self.reprs = 0
+
+    def __repr__(self):
+        self.reprs += 1
+        with self.lock:                    # a __repr__ that takes the object's lock
+            return f"Account({self.balance})"
+
+    @property
+    def doubled(self):
+        self.reprs += 100
+        return self.balance * 2
+
+    def _apply(self, amount):
+        self.balance += amount
+        return self
+
+    def deposit(self, amount):
+        with self.lock:
+            return self._apply(amount)
+
+a = Account()
+for i in range(3):
+    a.deposit(10)
+print(a.balance, a.reprs)
+"""
+
+
+@pytest.mark.parametrize("args", [
+    ["-A", "-R", "-F", "*:mod:__main__"],
+    ["-e", "f __main__.Account._apply self amount"],
+    ["-e", "f __main__.Account._apply%return $retval self.doubled self.balance"],
+])
+def test_reprs_and_properties_of_the_program_are_not_run(tmp_path, args):
+    plain, r = both(tmp_path, LOCKED, *args)
+    assert plain.stdout == "30 0\n"
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("30 0\n"), r.stdout[:200]
+    assert re.search(r"<__main__\.Account object at 0x[0-9a-f]+>", r.stdout), r.stdout[-1500:]
+    if "self.doubled" in args[-1]:
+        # $retval is arg1: the property is a fault, the plain attribute is read
+        assert "arg2=(fault)" in r.stdout, r.stdout[-800:]
+        assert re.search(r"arg3=(10|20)", r.stdout), r.stdout[-800:]
+
+
+def test_repr_option_calls_the_programs_repr(tmp_path):
+    source = LOCKED.replace("            return f\"Account({self.balance})\"",
+                            "            pass\n        return f\"Account({self.balance})\"")
+    source = source.replace("with self.lock:                    # a __repr__",
+                            "if True:                    # a __repr__")
+    plain, r = both(tmp_path, source, "--repr", "-A", "-F", "__main__.Account._apply")
+    assert r.returncode == 0, r.stderr
+    assert "Account(0)" in r.stdout and "Account(10)" in r.stdout
+    assert r.stdout.startswith("30 3\n")        # asked for: the program's code did run
+
+
+def test_keyboard_interrupt_in_an_asked_for_repr_reaches_the_program(tmp_path):
+    source = """\
+        class Touchy:
+            def __repr__(self):
+                raise KeyboardInterrupt
+
+        def take(x):
+            return 1
+
+        try:
+            take(Touchy())
+            print("not interrupted")
+        except KeyboardInterrupt:
+            print("interrupted")
+    """
+    _, r = both(tmp_path, source, "--repr", "-A", "-F", "__main__.take")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("interrupted\n")
+
+
+def test_descriptors_are_not_called_by_fetchargs(tmp_path):
+    source = """\
+        calls = []
+
+        class Counted:
+            def __get__(self, obj, owner=None):
+                calls.append(1)
+                return 5
+
+        class Thing:
+            size = Counted()
+            def __init__(self):
+                self.name = "t"
+
+        def use(thing):
+            return thing.name
+
+        use(Thing())
+        print(len(calls))
+    """
+    plain, r = both(tmp_path, source, "-e", "f __main__.use thing.size thing.name")
+    assert plain.stdout == "0\n"
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("0\n")
+    # unnamed fetchargs are arg1, arg2: the descriptor is a fault, the plain one read
+    assert "arg1=(fault) arg2='t'" in r.stdout, r.stdout[-500:]
+
+
+# ---------------------------------------------------------------------------------
+# 3. A huge int
+# ---------------------------------------------------------------------------------
+
+def test_huge_int_return_and_argument(tmp_path):
+    source = """\
+        def big(n):
+            return 10 ** n
+
+        def take(x):
+            return 0
+
+        take(big(5000))
+        print("ok")
+    """
+    plain, r = both(tmp_path, source, "-A", "-R", "-F", "*:mod:__main__")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("ok\n")
+    assert r.stderr == ""
+    assert re.search(r"__main__\.big\(n=5000\); /\* ret=<int of 16610 bits> \*/", r.stdout), r.stdout
+    assert "__main__.take(x=<int of 16610 bits>)" in r.stdout
+
+
+# ---------------------------------------------------------------------------------
+# 4. Threads that have ended hold no buffer
+# ---------------------------------------------------------------------------------
+
+THREADS = """\
+import sys, threading
+
+def work(i):
+    return sum(range(20))
+
+for i in range(int(sys.argv[1])):
+    t = threading.Thread(target=work, args=(i,))
+    t.start()
+    t.join()
+"""
+
+
+def _peak_mib(argv, cwd) -> int:
+    p = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(p.pid, 0)
+    err = p.stderr.read()
+    p.stderr.close()
+    assert os.waitstatus_to_exitcode(status) == 0, err
+    return ru.ru_maxrss // 1024
+
+
+@pytest.mark.parametrize("cmd", ["record", "tracefs"])
+def test_memory_does_not_grow_with_threads_that_lived(tmp_path, cmd):
+    (tmp_path / "prog.py").write_text(THREADS)
+    (tmp_path / "workmod.py").write_text(THREADS.replace("for i in range(int(sys.argv[1])):",
+                                                         "def run(n):\n  for i in range(n):"))
+    (tmp_path / "inproc.py").write_text(textwrap.dedent("""\
+        import sys
+        import fntrace
+        import workmod
+        fs = fntrace.tracefs()
+        fs.write("set_ftrace_filter", "workmod.work")
+        fs.write("current_tracer", "function")
+        workmod.run(int(sys.argv[1]))
+        fs.write("current_tracer", "nop")
+    """))
+
+    def run(n):
+        if cmd == "record":
+            return _peak_mib([*FNTRACE, "record", "-o", "t.dat", "-F", "*:mod:__main__",
+                              "prog.py", str(n)], tmp_path)
+        return _peak_mib([sys.executable, "inproc.py", str(n)], tmp_path)
+    small, big = run(50), run(1500)
+    # 1,450 more threads: a full buffer each would be 2 GB
+    assert big - small < 12, (small, big)
+
+
+# ---------------------------------------------------------------------------------
+# 5. Contained errors are seen, and counted in the report
+# ---------------------------------------------------------------------------------
+
+def test_callback_errors_are_shown_on_the_real_stderr_and_in_the_header(tmp_path):
+    source = """\
+        import io, sys
+        import fntrace
+
+        def bad(ip, parent, ops, fregs):
+            raise RuntimeError("boom")
+
+        def f():
+            return 1
+
+        sys.stderr = io.StringIO()             # what unittest's buffer=True does
+        ops = fntrace.Ops(bad, name="bad_callback")
+        fntrace.ftrace_set_filter(ops, "__main__.f")
+        fntrace.register_ftrace_function(ops)
+        for _ in range(3):
+            f()
+        fntrace.unregister_ftrace_function(ops)
+        print(ops.nerrors)
+    """
+    _, r = both(tmp_path, source, "-p", "nop")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("3\n")
+    assert "bad_callback raised RuntimeError: boom" in r.stderr
+    assert "# callback errors: 3" in r.stdout
+
+
+# ---------------------------------------------------------------------------------
+# 6, 7. No fntrace frame in an import; __file__ as python makes it
+# ---------------------------------------------------------------------------------
+
+def test_failing_import_traceback_has_no_fntrace_frame(tmp_path):
+    (tmp_path / "broken.py").write_text("def f():\n    return 1\n\nraise ValueError('no')\n")
+    plain, r = both(tmp_path, "import broken\n", "-F", "broken.*")
+    assert r.returncode == plain.returncode == 1
+    assert "fntrace" not in r.stderr
+    assert r.stderr == plain.stderr
+
+
+def test_script_file_is_absolute_and_survives_chdir(tmp_path):
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "data.txt").write_text("42\n")
+    source = """\
+        import os
+        here = os.path.dirname(__file__)
+        os.chdir("/")
+        print(open(os.path.join(here, "data.txt")).read().strip(), os.path.isabs(__file__))
+    """
+    (sub / "prog.py").write_text(textwrap.dedent(source))
+    plain = run_python("sub/prog.py", cwd=tmp_path)
+    r = subprocess.run([*FNTRACE, "record", "-o", "t.dat", "sub/prog.py"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == plain.stdout == "42 True\n"
+
+
+# ---------------------------------------------------------------------------------
+# 8. The program's own profile function
+# ---------------------------------------------------------------------------------
+
+PROFILED = """\
+import io, pstats, profile, sys, threading
+
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+print("before", sys.getprofile())
+seen = []
+
+def mine(frame, event, arg):
+    if event == "call":
+        seen.append(frame.f_code.co_name)
+
+sys.setprofile(mine)
+fib(5)
+sys.setprofile(None)
+print("mine", seen.count("fib"), sys.getprofile())
+p = profile.Profile()
+p.runcall(fib, 8)
+out = io.StringIO()
+pstats.Stats(p, stream=out).print_stats("fib")
+print("profile", [l.split()[0] for l in out.getvalue().splitlines() if "(fib)" in l])
+threading.setprofile(mine)
+seen.clear()
+t = threading.Thread(target=fib, args=(4,))
+t.start()
+t.join()
+threading.setprofile(None)
+print("thread", seen.count("fib"))
+fib(3)
+"""
+
+
+def test_the_programs_own_profiler_works_beside_the_trace(tmp_path):
+    plain, r = both(tmp_path, PROFILED, "-F", "__main__.fib")
+    assert plain.returncode == 0, plain.stderr
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(plain.stdout), (plain.stdout, r.stdout[:300])
+    assert "before None" in plain.stdout
+    # tracing went on beside it, to the end
+    calls = funcs(r.stdout)
+    assert calls.count(("__main__.fib", "__main__.<module>")) == 2      # fib(5), fib(3)
+    assert ("__main__.fib", "profile.Profile.runcall") in calls
+
+
+# ---------------------------------------------------------------------------------
+# 9. Object lifetimes
+# ---------------------------------------------------------------------------------
+
+LIFETIME = """\
+import gc, weakref
+
+class Big:
+    pass
+
+log = []
+
+def consume(obj):
+    ref = weakref.ref(obj, lambda r: log.append("freed"))
+    del obj                       # the last reference: freed here, as without fntrace
+    gc.collect()
+    log.append("after del")
+    return ref() is None
+
+print(consume(Big()), log)
+"""
+
+
+@pytest.mark.parametrize("args", [["-A", "-F", "__main__.consume"],
+                                  ["-e", "f __main__.consume obj"],
+                                  ["-p", "function_graph", "-R", "-F", "*:mod:__main__"]])
+def test_arguments_are_not_kept_alive(tmp_path, args):
+    if PURE and sys.version_info < (3, 12) and "-e" not in args:
+        # CPython 3.11 copies a frame's locals into a dict before calling any
+        # Python-level profile function (the pure hot path's hook) and keeps it.
+        pytest.skip("the pure-Python hot path on 3.11 (CPython's profile trampoline)")
+    plain, r = both(tmp_path, LIFETIME, *args)
+    assert plain.stdout == "True ['freed', 'after del']\n"
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(plain.stdout), r.stdout[:300]
+
+
+# ---------------------------------------------------------------------------------
+# 10. The stack is the program's
+# ---------------------------------------------------------------------------------
+
+STACK = """\
+import sys, traceback
+
+def depth():
+    f, n = sys._getframe(), 0
+    while f:
+        n += 1
+        f = f.f_back
+    return n
+
+def rec(n):
+    return depth() if n <= 0 else rec(n - 1)
+
+print(depth(), len(traceback.extract_stack()), sys._getframe().f_back)
+print(rec(sys.getrecursionlimit() - 5))
+"""
+
+
+@pytest.mark.parametrize("tracer", ["function", "function_graph"])
+def test_the_program_starts_the_stack(tmp_path, tracer):
+    plain, r = both(tmp_path, STACK, "-p", tracer, "-F", "*:mod:__main__")
+    assert plain.returncode == 0, plain.stderr
+    assert r.returncode == 0, r.stderr[-1500:]
+    assert r.stdout.startswith(plain.stdout), (plain.stdout, r.stdout[:200])
+
+
+# ---------------------------------------------------------------------------------
+# 12. The end: KeyboardInterrupt, and the traceback before the threads
+# ---------------------------------------------------------------------------------
+
+def test_uncaught_keyboard_interrupt_dies_of_sigint(tmp_path):
+    source = "def f():\n    raise KeyboardInterrupt\n\nf()\n"
+    plain, r = both(tmp_path, source, "-F", "*:mod:__main__")
+    assert plain.returncode == r.returncode == -signal.SIGINT
+    assert r.stderr == plain.stderr
+    assert ("__main__.f", "__main__.<module>") in funcs(r.stdout)
+
+
+def test_traceback_comes_before_the_threads_finish(tmp_path):
+    source = """\
+        import sys, threading, time
+
+        def late():
+            time.sleep(0.3)
+            print("thread done", file=sys.stderr, flush=True)
+
+        threading.Thread(target=late).start()
+        raise RuntimeError("main failed")
+    """
+    plain, r = both(tmp_path, source, "-F", "*:mod:__main__")
+    assert plain.returncode == r.returncode == 1
+    for err in (plain.stderr, r.stderr):
+        assert err.index("RuntimeError: main failed") < err.index("thread done")
+    assert r.stderr == plain.stderr
+    assert ("__main__.late", "threading.Thread.run") in funcs(r.stdout)
+
+
+def test_atexit_functions_run_traced_before_the_report(tmp_path):
+    source = """\
+        import atexit
+
+        def bye():
+            print("bye")
+
+        atexit.register(bye)
+    """
+    plain, r = both(tmp_path, source, "-F", "*:mod:__main__")
+    assert r.returncode == 0
+    assert r.stdout.startswith(plain.stdout)
+    assert ("__main__.bye", None) in [(f, None) for f, _ in funcs(r.stdout)]
+
+
+# ---------------------------------------------------------------------------------
+# 13. Reading a trace takes constant memory
+# ---------------------------------------------------------------------------------
+
+def test_report_reads_a_large_file_in_constant_memory(tmp_path):
+    (tmp_path / "prog.py").write_text("def f(i):\n    return i\n\nfor i in range(1_500_000):\n"
+                                      "    f(i)\n")
+    rec = subprocess.run([*FNTRACE, "record", "-o", "t.dat", "-F", "__main__.f", "prog.py"],
+                         cwd=tmp_path, capture_output=True, text=True,
+                         timeout=SUBPROCESS_TIMEOUT)
+    assert rec.returncode == 0, rec.stderr
+    size_mib = os.path.getsize(tmp_path / "t.dat") // (1 << 20)
+    assert size_mib >= 45
+    small = tmp_path / "small.py"
+    small.write_text("def f(i):\n    return i\n\nfor i in range(10):\n    f(i)\n")
+    subprocess.run([*FNTRACE, "record", "-o", "s.dat", "-F", "__main__.f", "small.py"],
+                   cwd=tmp_path, check=True, capture_output=True, timeout=SUBPROCESS_TIMEOUT)
+    base = _peak_mib([*FNTRACE, "report", "s.dat"], tmp_path)
+    peak = _peak_mib([*FNTRACE, "report", "t.dat"], tmp_path)
+    assert peak - base < size_mib // 3, (base, peak, size_mib)
