@@ -135,7 +135,7 @@ def test_filter_naming_the_module_run_with_m_selects_its_functions(tmp_path, run
 def test_http_server_filter_names_the_module(tmp_path):
     p = subprocess.Popen([*FNTRACE, "live", "-F", "http.server.test", "-m", "http.server",
                           "--bind", "127.0.0.1", "0"], cwd=tmp_path, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, preexec_fn=_default_signals)
     try:
         _wait_for_line(p, "Serving HTTP")
     finally:
@@ -183,10 +183,17 @@ def _wait_for_line(p: subprocess.Popen, want: str, timeout: float = 60) -> str:
                          f"{p.stderr.read() if p.poll() is not None else ''}")
 
 
+def _default_signals() -> None:
+    # A test run started in the background inherits SIGINT ignored (the shell's doing),
+    # and python keeps an ignored SIGINT ignored: give the program the usual start.
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, signal.SIG_DFL)
+
+
 def _run_and_signal(tmp_path, cmd, sig, source=LOOP, settle=0.3):
     (tmp_path / "prog.py").write_text(source)
     p = subprocess.Popen([*FNTRACE, *cmd, "prog.py"], cwd=tmp_path, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, preexec_fn=_default_signals)
     try:
         head = _wait_for_line(p, "ready")
         time.sleep(settle)

@@ -87,6 +87,8 @@ def test_signals_during_hand_overs_lose_nothing(tmp_path):
     source = """\
         import os, signal
 
+        signal.signal(signal.SIGINT, signal.default_int_handler)   # whatever was inherited
+
         def leaf(i):
             return i + 1
 
