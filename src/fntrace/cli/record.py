@@ -249,13 +249,12 @@ class _FileSink:
         self._close()
 
 
-def _apply_filters(tr: TraceArray, opts: RecordOptions, target: Target,
+def _apply_filters(tr: TraceArray, opts: RecordOptions, mains: _MainSources,
                    warn=None) -> None:
     """-F/-N/-g/--graph-notrace, each checked before the program runs: a pattern that
     matches nothing loaded is looked for in the source of the modules it can name
     (core/kallsyms.py) and refused, with the closest names, when it can never match;
     one that may still match at run time is kept, with a warning."""
-    mains = _main_sources(target)
     for label, pats, ops, setter in (
             ("-F", opts.filters, tr.ops, ftrace_set_filter),
             ("-N", opts.notrace, tr.ops, ftrace_set_notrace),
@@ -274,16 +273,32 @@ def _apply_filters(tr: TraceArray, opts: RecordOptions, target: Target,
             _check_words(label, pat, pending, cache, mains, warn)
 
 
-def _main_sources(target: Target) -> dict:
-    from ..core import kallsyms
-    src = kallsyms.main_source(target.module, target.code)
-    mains = {"__main__": src}
-    if target.module != "__main__":
-        mains[target.module] = src
-    # probes on the program's own functions are checked against it too
-    kallsyms.main_sources.clear()
-    kallsyms.main_sources.update(mains)
-    return mains
+class _MainSources:
+    """The program's own module for the checks (core/kallsyms.py), under each name it
+    answers to — read only if a check needs it (parsing the program costs)."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self._mains: dict | None = None
+
+    def lazy(self) -> dict:
+        """{name: a function reading the source}: nothing is read until a check needs
+        the program's own module."""
+        names = ["__main__"] + ([self.target.module] if self.target.module != "__main__" else [])
+        return {n: (lambda n=n: self.get()[n]) for n in names}
+
+    def get(self) -> dict:
+        if self._mains is None:
+            from ..core import kallsyms
+            t = self.target
+            src = kallsyms.main_source(t.module, t.code)
+            self._mains = {"__main__": src}
+            if t.module != "__main__":
+                self._mains[t.module] = src
+            # probes on the program's own functions are checked against it too
+            kallsyms.main_sources.clear()
+            kallsyms.main_sources.update(self._mains)
+        return self._mains
 
 
 def _check_words(label: str, pat: str, pending, cache, mains, warn) -> None:
@@ -301,14 +316,14 @@ def _check_words(label: str, pat: str, pending, cache, mains, warn) -> None:
             if entry is None:
                 continue                # matched a loaded module
             mod = entry.module
-            if mod in mains or mod.startswith("!"):
+            if mod in mains.lazy() or mod.startswith("!"):
                 v = kallsyms.Verdict("unknown")
             else:
                 v = kallsyms.check_mod_filter(entry.func, mod)
         elif word in matched:
             continue
         else:
-            v = kallsyms.check_pattern(word, mains)
+            v = kallsyms.check_pattern(word, mains.lazy())
         where = f"{label} {pat!r}" if word == pat else f"{label} {pat!r}: {word!r}"
         close = f" (did you mean {v.close[0]!r}?)" if v.close else ""
         if v.kind == "none":
@@ -517,7 +532,10 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
     outcome = Outcome(1)
     try:
         _patch.install(requests)
-        _apply_filters(tr, opts, target, guard.notice)
+        mains = _MainSources(target)
+        _apply_filters(tr, opts, mains, guard.notice)
+        if opts.events:
+            mains.get()
         _apply_events(tr, opts)
         tracer = tracers[opts.tracer]()
 

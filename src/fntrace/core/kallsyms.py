@@ -511,18 +511,22 @@ def _compatible(module: str, head: str) -> bool:
     return dotted.startswith(head) or head.startswith(dotted)
 
 
-def check_pattern(word: str, mains: dict[str, ModuleSource] | None = None) -> Verdict:
+def check_pattern(word: str, mains: dict | None = None) -> Verdict:
     """Can the set_ftrace_filter word ``word`` (no ``!``, no ``:cmd``) select a function
     of a module that is not loaded?  ``mains`` maps the names the program's own module
-    answers to (``__main__``, and for -m its own name) to its source."""
+    answers to (``__main__``, and for -m its own name) to its source, or to a function
+    that reads it (called only if the word can name that module)."""
     mtype, search, head = _head(word)
     if mtype in (MATCH_INDEX, MATCH_MIDDLE_ONLY, MATCH_END_ONLY) or not head:
         return Verdict("unknown")
+    if mtype == MATCH_FULL and "." not in search and not (mains or {}).keys() & {search}:
+        # A function's name is module.qualname: a bare name is the end of one.
+        return Verdict("none", "", ["*." + search])
     mods, anchor = _candidate_modules(head, mtype == MATCH_FULL)
     pairs: list[tuple[str, object]] = []
     for name, src in (mains or {}).items():
         if _compatible(name, head):
-            pairs.append((name, src))
+            pairs.append((name, src() if callable(src) else src))
     pairs += [(m, None) for m in mods if m not in (mains or {})]
     sources: list[ModuleSource] = []
     unreadable = []
