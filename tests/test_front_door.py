@@ -251,7 +251,9 @@ def test_program_handler_for_sigterm_runs_as_without_fntrace(tmp_path):
     if not os.environ.get("FNTRACE_PURE"):
         # The pure-Python hot path runs Python code in its callbacks, where CPython may
         # run a signal handler: its calls are then not traced (docs/internals.md).
-        assert ("__main__.on_term", "__main__.main") in funcs(out)
+        # the handler runs where the signal is noticed: in main or in tick
+        assert {p for f, p in funcs(out) if f == "__main__.on_term"} & \
+            {"__main__.main", "__main__.tick"}, out[-600:]
 
 
 def test_program_sees_the_default_sigterm_disposition(tmp_script, run_fntrace):

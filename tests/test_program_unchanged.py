@@ -447,6 +447,114 @@ def test_the_programs_own_profiler_works_beside_the_trace(tmp_path):
     assert ("__main__.fib", "profile.Profile.runcall") in calls
 
 
+REENTRANT = """\
+import sys, threading
+
+class A:
+    def __call__(self, *args):
+        pass
+
+    def __del__(self):
+        try:
+            sys.setprofile(bar)
+        except RuntimeError as e:
+            print("del:", e)
+
+def bar(*args):
+    pass
+
+def foo(*args):
+    pass
+
+sys.setprofile(A())
+sys.setprofile(foo)
+print("now", sys.getprofile() is foo)
+sys.setprofile(None)
+print(threading.setprofile.__module__, threading.setprofile.__name__,
+      "setprofile" in dir(threading))
+"""
+
+
+def test_the_profile_api_is_the_programs_to_the_letter(tmp_path):
+    # test_sys_setprofile test_reentrancy and test_threading test__all__ (3.11): a
+    # profile function replaced from its own __del__ is refused as python refuses it,
+    # and threading.setprofile is found in module threading.
+    plain, r = both(tmp_path, REENTRANT, "-F", "__main__.foo")
+    assert plain.returncode == 0, plain.stderr
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(plain.stdout), (plain.stdout, r.stdout[:400])
+    if sys.version_info < (3, 12):
+        assert "del: Cannot install a profile function" in plain.stdout
+
+
+GC_COUNT = """\
+import gc
+
+class G:
+    def __eq__(self, other):
+        return False
+
+def main():
+    g = G()
+    gc.collect()
+    before = len(gc.get_objects())
+    for i in range(10):
+        g == g
+    print("new objects", len(gc.get_objects()) - before)
+
+main()
+"""
+
+
+@pytest.mark.parametrize("opts", [["-A"], ["-A", "-R"],
+                                  ["-p", "function", "-e", "f __main__.G.__eq__ other"]])
+def test_recorded_arguments_are_not_in_the_programs_gc_objects(tmp_path, opts):
+    # test_descr test_slots: what waits in the buffer is not a container the cyclic GC
+    # tracks, and no cache is built on the program's code objects.
+    plain, r = both(tmp_path, GC_COUNT, *(opts if "-p" in opts else ["-p", "function_graph", *opts]),
+                    "-F", "__main__.*")
+    assert plain.stdout == "new objects 0\n", plain.stdout
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(plain.stdout), r.stdout[:400]
+    assert re.search(r"G.__eq__\(self=<__main__.G object at 0x|__eq__.*other=<__main__.G object",
+                     r.stdout), r.stdout[-600:]
+
+
+AUDITED = """\
+import sys
+seen = []
+
+def hook(event, args):
+    if event.startswith("sys._getframe"):
+        seen.append(event)
+
+sys.addaudithook(hook)
+
+def f(n):
+    return n + 1
+
+def g():
+    try:
+        raise KeyError
+    except KeyError:
+        return sum(f(i) for i in range(50))
+
+print(g(), seen)
+"""
+
+
+@pytest.mark.parametrize("tracer", ["function", "function_graph"])
+def test_the_programs_audit_hooks_see_only_its_own_events(tmp_path, tracer):
+    # regrtest's audit hook ran inside every pure-mode callback (sys._getframe is an
+    # audited event): it saw events the program never caused, and made test_exceptions
+    # a hundred times slower.
+    plain, r = both(tmp_path, AUDITED, "-p", tracer, "-F", "__main__.*")
+    assert plain.stdout == "1275 []\n", plain.stdout
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(plain.stdout), r.stdout[:300]
+    assert r.stdout.count("__main__.f") >= 50, r.stdout[-500:]
+
+
 # ---------------------------------------------------------------------------------
 # 9. Object lifetimes
 # ---------------------------------------------------------------------------------

@@ -84,6 +84,7 @@ static PyObject *g_return_offsets; /* dispatch._return_offsets(code) */
 static PyObject *g_profile_resume; /* dispatch._profile_resume(rec, frame) */
 static PyObject *g_profile_return; /* dispatch._profile_return(rec, frame, arg) */
 static PyObject *g_no_retval;      /* core.regs._NO_RETVAL */
+static PyObject *g_args_sep;       /* "\0": between the names and values of args_payload */
 static long long g_REGS_EN, g_RET_EN;
 
 /* slot offsets */
@@ -2050,16 +2051,24 @@ frame_var(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return fntrace_frame_var(args[0], args[1]);
 }
 
-/* [[name, safe_repr(value)], ...] over the parameters (regs._param_names order), a
- * value unbound yet being None as with f_locals.get(). */
+/* "name\0repr\0name\0repr..." over the parameters (regs._param_names order), a
+ * value unbound yet being None as with f_locals.get().  One str, as the Python twin
+ * (tracers/function_graph.py) makes: it is not a container the cyclic GC tracks, so
+ * what waits in the buffer does not show in the program's gc.get_objects() (test_descr
+ * counts them).  The names come from co_localsplusnames, where the parameters come
+ * first: co_varnames would build (and cache) a tuple on the code object. */
 static PyObject *
 args_payload(PyObject *frame)
 {
     if (frame == NULL || !PyFrame_Check(frame))
-        return PyList_New(0);
+        return PyUnicode_FromStringAndSize(NULL, 0);
     PyCodeObject *code = PyFrame_GetCode((PyFrameObject *)frame);
+#if PY_VERSION_HEX >= 0x030B0000
+    PyObject *names = Py_NewRef(code->co_localsplusnames);
+#else
     PyObject *names = PyCode_GetVarnames(code);
-    PyObject *out = NULL, *locals = NULL;
+#endif
+    PyObject *out = NULL, *parts = NULL;
     if (names == NULL)
         goto done;
     int npos = code->co_argcount, nkw = code->co_kwonlyargcount, flags = code->co_flags;
@@ -2074,8 +2083,8 @@ args_payload(PyObject *frame)
     if (flags & CO_VARKEYWORDS)
         order[n++] = i;
 
-    out = PyList_New(0);
-    if (out == NULL)
+    parts = PyList_New(0);
+    if (parts == NULL)
         goto done;
     for (int k = 0; k < n; k++) {
         if (order[k] >= PyTuple_GET_SIZE(names))
@@ -2085,31 +2094,24 @@ args_payload(PyObject *frame)
         PyObject *val = fntrace_frame_var(frame, name);
         if (val == NULL) {
             if (!PyErr_ExceptionMatches(PyExc_NameError))
-                goto fail;
+                goto done;
             PyErr_Clear();
             val = Py_NewRef(Py_None);
         }
         PyObject *r = fast_safe_repr(val);
         Py_DECREF(val);
         if (r == NULL)
-            goto fail;
-        PyObject *pair = PyList_New(2);
-        if (pair == NULL) {
-            Py_DECREF(r);
-            goto fail;
-        }
-        PyList_SET_ITEM(pair, 0, Py_NewRef(name));
-        PyList_SET_ITEM(pair, 1, r);
-        int rc = PyList_Append(out, pair);
-        Py_DECREF(pair);
+            goto done;
+        int rc = PyList_Append(parts, name);
+        if (rc == 0)
+            rc = PyList_Append(parts, r);
+        Py_DECREF(r);
         if (rc < 0)
-            goto fail;
+            goto done;
     }
-    goto done;
-fail:
-    Py_CLEAR(out);
+    out = PyUnicode_Join(g_args_sep, parts);
 done:
-    Py_XDECREF(locals);
+    Py_XDECREF(parts);
     Py_XDECREF(names);
     Py_DECREF(code);
     return out;
@@ -2591,6 +2593,7 @@ typedef struct {
     PyObject *skip;                  /* dispatch.profile_chain_skip */
     int pure;
     int active;
+    unsigned long installing;        /* the thread dropping its old function, or 0 */
 } ShimObject;
 
 static int
@@ -2618,21 +2621,38 @@ shim_setprofile(ShimObject *sh, PyObject *function)
         Py_DECREF(key);
         return r;
     }
+    unsigned long ident = PyThread_get_thread_ident();
+    if (sh->installing == ident) {
+        /* as 3.11's sys.setprofile: called from the old function's __del__ while it
+         * is being replaced (test_sys_setprofile test_reentrancy) */
+        PyErr_SetString(PyExc_RuntimeError, "Cannot install a profile function while "
+                        "another profile function is being installed");
+        goto out;
+    }
+    /* the old function is dropped below, with installing set: its __del__ may run */
+    PyObject *old = PyDict_GetItemWithError(sh->chain, key);
+    if (old == NULL && PyErr_Occurred())
+        goto out;
+    Py_XINCREF(old);
+    int err = 0;
     if (function == Py_None) {
-        if (PyDict_DelItem(sh->chain, key) < 0) {
-            if (!PyErr_ExceptionMatches(PyExc_KeyError))
-                goto out;
-            PyErr_Clear();
-        }
+        if (old != NULL)
+            err = PyDict_DelItem(sh->chain, key);
     }
     else {
-        int had = PyDict_Contains(sh->chain, key);
-        if (had < 0 || PyDict_SetItem(sh->chain, key, function) < 0)
-            goto out;
+        err = PyDict_SetItem(sh->chain, key, function);
         /* installed during this call: its own c_return is not the new function's */
-        if (!had && sh->skip != NULL && PySet_Add(sh->skip, key) < 0)
-            goto out;
+        if (!err && old == NULL && sh->skip != NULL)
+            err = PySet_Add(sh->skip, key);
     }
+    if (old != NULL) {
+        unsigned long outer = sh->installing;
+        sh->installing = ident;
+        Py_DECREF(old);
+        sh->installing = outer;
+    }
+    if (err < 0)
+        goto out;
     if (!sh->active) {
         r = PyObject_CallOneArg(sh->real_set, function);
         goto out;
@@ -2900,6 +2920,9 @@ PyInit__native(void)
     str_ops = PyUnicode_InternFromString("ops");
     str_idx = PyUnicode_InternFromString("idx");
     str_private = PyUnicode_InternFromString("private");
+    g_args_sep = PyUnicode_FromStringAndSize("\0", 1);
+    if (g_args_sep == NULL)
+        return NULL;
     if (str_buf == NULL || str_cpu_buffer == NULL || str_items == NULL || str_append == NULL
             || str_notify_fd == NULL || str_pending == NULL || str_limit == NULL
             || str_closed == NULL)

@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 from . import _env
 
 __all__ = ["RECORD", "RECORD_SIZE", "RingBuffer", "ChunkQueue", "TRACE_FN", "TRACE_GRAPH_ENT",
-           "TRACE_GRAPH_RET", "TRACE_PRINT", "TRACE_STACK", "TRACE_EVENT", "HAS_PAYLOAD"]
+           "TRACE_GRAPH_RET", "TRACE_PRINT", "TRACE_STACK", "TRACE_EVENT", "HAS_PAYLOAD",
+           "PAYLOAD_SEP", "args_pairs", "text_parts"]
 
 RECORD = struct.Struct("<QHHIIIQ")
 RECORD_SIZE = RECORD.size
@@ -44,6 +45,34 @@ assert RECORD_SIZE == 32
 
 TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, TRACE_PRINT, TRACE_STACK, TRACE_EVENT = 1, 2, 3, 4, 5, 6
 HAS_PAYLOAD = 1
+
+# A payload waits in the buffer until the writer takes it, while the program runs.  It
+# is one str, never a list or tuple: a str is not a container the cyclic GC tracks, so
+# the program's gc.get_objects() counts stay as without fntrace.  Its parts are
+# separated by NUL, which no identifier and no safe repr (core/fetch.py) contains:
+#   ENT/FN arguments  "name\0value\0name\0value..."   (_native.c args_payload)
+#   PRINT/STACK/EVENT "event-name\0text"                ("" as the name: none)
+PAYLOAD_SEP = "\0"
+
+
+def args_pairs(payload) -> list[tuple[str, str]]:
+    """The (name, value) pairs of an ENT/FN payload (a list of pairs in older files)."""
+    if type(payload) is not str:
+        return [tuple(p) for p in payload]
+    if not payload:
+        return []
+    it = iter(payload.split(PAYLOAD_SEP))
+    return list(zip(it, it))
+
+
+def text_parts(payload) -> tuple[str, str]:
+    """(event name, text) of a PRINT/STACK/EVENT payload."""
+    if type(payload) is str:
+        name, sep, text = payload.partition(PAYLOAD_SEP)
+        return (name, text) if sep else ("", payload)
+    if isinstance(payload, (list, tuple)) and len(payload) == 2:
+        return payload[0] or "", payload[1] or ""
+    return "", str(payload)
 
 class ChunkQueue:
     """Where ring buffers in record mode hand their chunks.

@@ -113,6 +113,11 @@ class MonitoringBackend:
         record_table.discover(code, glb)
         if id(code) in dispatch.sites:
             return True
+        name = glb.get("__name__")
+        if type(name) is str and name.partition(".")[0] == "fntrace":
+            # fntrace's own (the writer thread's loop): never a site, and no weakref
+            # made while the program runs (its gc.get_objects() would count it)
+            return False
         try:
             self._trapped[id(code)] = weakref.ref(code)
         except TypeError:

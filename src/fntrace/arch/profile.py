@@ -37,6 +37,7 @@ class _PyShim:
         self.hook, self.chained, self.chain, self.pure = hook, chained, chain, pure
         self.threads = None
         self.active = 1
+        self.installing = 0
 
     def setprofile(self, function):
         ident = _thread.get_ident()
@@ -46,12 +47,21 @@ class _PyShim:
                 self.chain[ident] = self.threads
                 self.real_set(self.chained if self.pure else self.hook)
             return
+        if self.installing == ident:
+            # as 3.11's sys.setprofile, called from the old function's __del__
+            raise RuntimeError("Cannot install a profile function while another "
+                               "profile function is being installed")
+        old = self.chain.get(ident)
         if function is None:
             self.chain.pop(ident, None)
         else:
-            if ident not in self.chain:
+            if old is None:
                 dispatch.profile_chain_skip.add(ident)
             self.chain[ident] = function
+        if old is not None:
+            outer, self.installing = self.installing, ident
+            old = None                      # its __del__ may run here
+            self.installing = outer
         if not self.active:
             self.real_set(function)
             return
@@ -129,8 +139,9 @@ class ProfileBackend:
 
         for fake, real in ((thr_setprofile, real_thr_set), (thr_getprofile, real_thr_get)):
             if real is not None:
+                # as the program's own introspection (check__all__, inspect) finds them
                 fake.__name__, fake.__qualname__ = real.__name__, real.__qualname__
-                fake.__doc__ = real.__doc__
+                fake.__doc__, fake.__module__ = real.__doc__, real.__module__
         sys.setprofile, sys.getprofile = setprofile, getprofile
         threading.setprofile = thr_setprofile
         if real_thr_get is not None:

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 from ..errors import BusyError, FilterError, FntraceError, UsageError
+from .fetch import caller_frame
 from .records import FL, FTRACE_FL, DynFtrace, record_table
 
 __all__ = ["FTRACE_OPS_CMD", "DirectSite", "install_stub", "remove_stub", "prepatch_tree",
@@ -258,7 +259,7 @@ class DirectSite:
             if target is None:
                 target = self.original = self._make_original(None)
         r = _tls.redirect
-        if r is not None and r[0] is sys._getframe(1):
+        if r is not None and r[0] is caller_frame(1):
             # This call's IPMODIFY target, set by a callback at the stub's entry.
             _tls.redirect = None
             target = r[1]

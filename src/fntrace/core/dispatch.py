@@ -23,11 +23,11 @@ from __future__ import annotations
 import _signal
 import dis
 import sys
-from sys import _getframe
 from types import FunctionType, MethodType
 
 from ..printk import pr_warn
 
+from .fetch import caller_frame as _getframe
 from .records import _INLINED_COMPREHENSIONS as _INLINED
 from .records import FTRACE_FL, ROOT, record_table
 from .regs import FtraceRegs

@@ -32,6 +32,7 @@ from types import BuiltinFunctionType, CodeType, FunctionType, MethodType, Modul
 from .. import _env
 
 __all__ = ["value_repr", "int_payload", "static_getattr", "static_getitem", "frame_var",
+           "caller_frame",
            "FAULT", "MAX_REPR", "Fault", "settings"]
 
 FAULT = "(fault)"
@@ -303,6 +304,28 @@ def _py_frame_var(frame, name: str):
     # The only way without the native twin: on 3.11 and 3.12 this makes (or updates)
     # the frame's f_locals snapshot.
     return frame.f_locals[name]
+
+
+class _FrameProbe(Exception):
+    pass
+
+
+def caller_frame(depth: int = 0):
+    """sys._getframe(depth + 1) without its audit event.
+
+    sys._getframe raises the "sys._getframe" audit event, and a program's audit hooks
+    (regrtest installs one) are its own Python code: called from a callback they would
+    run inside it, see events the program never caused, and a slow hook slows every
+    traced call.  A traceback reaches the frame without an audit event.  Inside a
+    sys.monitoring callback the raise is not an event for any tool or sys.settrace.
+    """
+    try:
+        raise _FrameProbe
+    except _FrameProbe as e:
+        f = e.__traceback__.tb_frame        # this function's frame; e goes at the end
+    for _ in range(depth + 1):
+        f = f.f_back
+    return f
 
 
 _native = _env.native_module()

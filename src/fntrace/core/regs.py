@@ -13,7 +13,7 @@ keeping it alive keeps the frame alive.
 """
 from __future__ import annotations
 
-from types import FrameType
+from types import CodeType, FrameType
 
 from .fetch import frame_var as _frame_var
 # typing is not imported at run time (it is a fifth of fntrace's import cost);
@@ -36,10 +36,20 @@ _CO_VARKEYWORDS = 0x08
 _NO_RETVAL = object()
 
 
+# co_varnames builds a tuple and caches it on the code object: a new object in the
+# program's gc.get_objects() at a traced function's first call.  The parameters are the
+# first local names, which _varname_from_oparg (dis's, 3.11+) reads without building one.
+_varname = getattr(CodeType, "_varname_from_oparg", None)
+
+
 def _param_names(code) -> tuple[str, ...]:
     """Parameter names in signature order: positional, *args, keyword-only, **kwargs."""
-    names = code.co_varnames
     npos, nkw = code.co_argcount, code.co_kwonlyargcount
+    if _varname is None:
+        names = code.co_varnames
+    else:
+        n = npos + nkw + bool(code.co_flags & _CO_VARARGS) + bool(code.co_flags & _CO_VARKEYWORDS)
+        names = [_varname(code, i) for i in range(n)]
     i = npos + nkw
     out = list(names[:npos])
     if code.co_flags & _CO_VARARGS:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import sys
 import threading
 
+from .fetch import caller_frame
+
 __all__ = ["TASK_COMM_LEN", "thread_cpu", "thread_info", "forget_threads", "new_thread_hooks",
            "thread_ended"]
 
@@ -34,7 +36,7 @@ def _thread_name(ident: int) -> str:
                 t = cand
                 break
     if t is None:
-        f = sys._getframe(1)
+        f = caller_frame(1)
         while f is not None:
             if f.f_code.co_name in ("_bootstrap", "_bootstrap_inner") and "self" in f.f_locals:
                 cand = f.f_locals["self"]

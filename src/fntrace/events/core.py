@@ -22,7 +22,7 @@ from time import monotonic_ns
 from typing import Any
 
 from ..errors import FntraceError
-from ..ring_buffer import TRACE_EVENT, TRACE_STACK
+from ..ring_buffer import PAYLOAD_SEP, TRACE_EVENT, TRACE_STACK
 
 __all__ = ["EventCall", "EventFile", "event_calls", "register_event_call",
            "unregister_event_call", "find_event_call", "stack_text"]
@@ -156,7 +156,7 @@ class EventCall:
                 buf = tr.local.buf
             except AttributeError:
                 buf = tr.cpu_buffer()
-            buf.write_payload(monotonic_ns(), TRACE_EVENT, func_ip, 0, 0, 0, [self.name, text])
+            buf.write_payload(monotonic_ns(), TRACE_EVENT, func_ip, 0, 0, 0, self.name + PAYLOAD_SEP + text)
 
 
 class EventFile:

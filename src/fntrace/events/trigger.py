@@ -26,7 +26,7 @@ from time import monotonic_ns
 from typing import Any
 
 from ..errors import FntraceError
-from ..ring_buffer import TRACE_STACK
+from ..ring_buffer import PAYLOAD_SEP, TRACE_STACK
 from .core import EventFile, find_event_call, stack_text
 from .filter import PAGE_SIZE
 
@@ -114,7 +114,7 @@ class Trigger:
                 buf = tr.local.buf
             except AttributeError:
                 buf = tr.cpu_buffer()
-            buf.write_payload(monotonic_ns(), TRACE_STACK, 0, 0, 0, 0, ["", stack_text(frame)])
+            buf.write_payload(monotonic_ns(), TRACE_STACK, 0, 0, 0, 0, PAYLOAD_SEP + stack_text(frame))
             return True
         if c == "snapshot":
             tr.take_snapshot()

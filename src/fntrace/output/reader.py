@@ -10,7 +10,7 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ..ring_buffer import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET
+from ..ring_buffer import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, args_pairs, text_parts
 from .entry import LostEvents, TraceEntry
 
 __all__ = ["decode", "entries_from_file", "entries_from_buffers"]
@@ -23,11 +23,11 @@ def decode(cpu: int, ts: int, typ: int, flags: int, a: int, b: int, c: int, d: i
     if typ == TRACE_FN:
         e.parent = name_of(b) if b else ""
         if payload is not None:
-            e.args = [tuple(p) for p in payload]
+            e.args = args_pairs(payload)
     elif typ == TRACE_GRAPH_ENT:
         e.depth = b
         if payload is not None:
-            e.args = [tuple(p) for p in payload]
+            e.args = args_pairs(payload)
     elif typ == TRACE_GRAPH_RET:
         e.depth, e.overrun, e.calltime, e.rettime = b, c, d, ts
         if payload is not None:
@@ -35,10 +35,8 @@ def decode(cpu: int, ts: int, typ: int, flags: int, a: int, b: int, c: int, d: i
             e.has_retval = True
     else:
         # PRINT / STACK / EVENT carry their text (and an event name) in the payload.
-        if isinstance(payload, (list, tuple)) and len(payload) == 2:
-            e.func, e.text = payload[0] or "", payload[1] or ""
-        elif payload is not None:
-            e.func, e.text = "", str(payload)
+        if payload is not None:
+            e.func, e.text = text_parts(payload)
     return e
 
 

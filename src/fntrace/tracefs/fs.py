@@ -223,7 +223,7 @@ class Tracefs:
     def _w_trace_marker(self, data: str, append: bool) -> None:
         if not self.tr.options.get("markers", True):
             raise FntraceError("markers are disabled (options/markers is 0)")
-        from ..ring_buffer import TRACE_PRINT
+        from ..ring_buffer import PAYLOAD_SEP, TRACE_PRINT
         if not self.tr.tracing_on:
             return
         try:
@@ -231,7 +231,7 @@ class Tracefs:
         except AttributeError:
             buf = self.tr.cpu_buffer()
         text = data if data.endswith("\n") else data + "\n"
-        buf.write_payload(time.monotonic_ns(), TRACE_PRINT, 0, 0, 0, 0, ["", text])
+        buf.write_payload(time.monotonic_ns(), TRACE_PRINT, 0, 0, 0, 0, PAYLOAD_SEP + text)
 
     def _w_buffer_size_kb(self, data: str, append: bool) -> None:
         s = data.strip()

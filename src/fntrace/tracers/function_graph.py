@@ -24,7 +24,7 @@ from ..core.fetch import int_payload, value_repr
 from ..fgraph import (FgraphOps, _tls, fgraph_switch_ops, register_ftrace_graph, shadow_stack,
                       unregister_ftrace_graph)
 from .. import _env
-from ..ring_buffer import TRACE_GRAPH_ENT, TRACE_GRAPH_RET
+from ..ring_buffer import PAYLOAD_SEP as _NUL, TRACE_GRAPH_ENT, TRACE_GRAPH_RET
 
 __all__ = ["FunctionGraphTracer", "safe_repr", "retval_payload"]
 
@@ -93,7 +93,10 @@ def graph_entry(trace, gops, fregs) -> bool:
         buf = tr.local.buf
     except AttributeError:
         buf = tr.cpu_buffer()
-    payload = [[n, safe_repr(x)] for n, x in fregs.args] if tr.graph_args else None
+    # One str, names and values between NULs (ring_buffer.args_text): not a container
+    # the cyclic GC tracks, so what waits in the buffer is not in gc.get_objects().
+    payload = (_NUL.join([s for n, x in fregs.args for s in (n, safe_repr(x))])
+               if tr.graph_args else None)
     # One reading, after the set-up above (a thread's first buffer, the arguments): the
     # entry's timestamp and the call's start, so neither counts in its duration.
     ts = monotonic_ns()
