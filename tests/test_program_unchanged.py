@@ -555,6 +555,57 @@ def test_the_programs_audit_hooks_see_only_its_own_events(tmp_path, tracer):
     assert r.stdout.count("__main__.f") >= 50, r.stdout[-500:]
 
 
+FORKS = """\
+import os, sys, threading
+
+def work(n):
+    return n * 2
+
+def fork_and_wait():
+    for i in range(50):
+        work(i)
+    if sys.argv[1:] == ["nofork"]:
+        return
+    pid = os.fork()
+    if pid == 0:
+        os._exit(50)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 50, status
+
+for _ in range(10):
+    threads = [threading.Thread(target=fork_and_wait) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+print("done")
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork")
+@pytest.mark.parametrize("fork", ["fork", "nofork"])
+def test_threads_that_fork_or_end_do_not_hang_or_crash(tmp_path, run_fntrace, fork):
+    # test_threading test_reinit_tls_after_fork: a child forked while another thread
+    # held the trace's lock hung in the hand-over of the vanished threads' buffers.
+    # 3.13, nofork too: an ending thread's finalizers, traced after its buffer was
+    # freed, wrote to the freed buffer (a segfault).
+    (tmp_path / "forks.py").write_text(FORKS)
+    p = subprocess.Popen([*FNTRACE, "record", "-p", "function_graph", "-A", "-R", "-o", "t.dat",
+                          "forks.py", fork], cwd=tmp_path, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=SUBPROCESS_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)      # the hung children too
+        p.communicate()
+        pytest.fail("the program or its forked children hung")
+    assert p.returncode == 0, err
+    assert out == "done\n"
+    rep = run_fntrace("report", "t.dat", cwd=tmp_path)
+    assert rep.returncode == 0, rep.stderr
+    assert rep.stdout.count("__main__.work(n=") == 160 * 50
+
+
 # ---------------------------------------------------------------------------------
 # 9. Object lifetimes
 # ---------------------------------------------------------------------------------

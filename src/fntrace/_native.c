@@ -1386,8 +1386,9 @@ cpu_buffer(PyObject *tr)
         return NULL;
     }
     if (buf != NULL) {
-        /* the cache holds strong references: a trace array that is gone cannot be
-         * mistaken for a new one at the same address */
+        /* borrowed, as said above: the serial tells a new array at a freed one's
+         * address apart, and a new serial after a thread's buffer is freed
+         * (trace.py thread_ended) sends every thread back to tr.local */
         tl_tr = tr;
         tl_local = local;
         tl_buf = buf;

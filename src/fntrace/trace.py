@@ -8,6 +8,7 @@ every output format and the key of their ring buffer.
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -77,6 +78,7 @@ class TraceArray:
         self.buffers: dict[int, RingBuffer] = {}
         self.local = threading.local()
         self.lock = threading.Lock()
+        self.pid = os.getpid()
         self.options: dict[str, bool] = {"print-parent": True, "irq-info": False}
         # The ops whose hashes set_ftrace_filter / set_ftrace_notrace edit; tracers
         # set its func and register it.
@@ -119,6 +121,11 @@ class TraceArray:
         threads that lived.  With a sink (fntrace record) its records are handed over
         and its buffer freed; otherwise the buffer shrinks to the records it holds,
         which stay readable until the trace is read or cleared."""
+        if os.getpid() != self.pid:
+            # A forked child drops the other threads' storage before its at-fork hooks
+            # run, and inherits self.lock as it was: held, if another thread had it.
+            # The buffers are the parent's to hand over; the child leaves them alone.
+            return
         with self.lock:
             buf = self.buffers.get(cpu)
             if buf is None:
@@ -129,6 +136,12 @@ class TraceArray:
                 except Exception:
                     return          # kept: nothing is lost, the end of the run takes it
                 del self.buffers[cpu]
+                # Each thread's native cache holds its buffer by a borrowed pointer
+                # (_native.c cpu_buffer), checked against the serial: a new serial
+                # sends every thread back to tr.local once.  A thread still ending
+                # runs the program's weakref callbacks and finalizers after this
+                # (3.13: clear_locals), and they may be traced.
+                self.serial = next(_serials)
                 self.retired[cpu] = (buf.written, buf.overrun, buf.dropped)
             else:
                 buf.shrink()

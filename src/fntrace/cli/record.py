@@ -480,6 +480,9 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
         elif tr.tracer is not None:
             tr.tracer.reset(tr)
             tr.tracer = None
+        # No thread waits for the writer from here on: it may be the writer itself
+        # finishing (a fatal signal), and it drains everything right after.
+        sink.queue.limit = 0
         tr.flush()
 
     def finish(how) -> None:
