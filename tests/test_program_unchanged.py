@@ -606,6 +606,46 @@ def test_threads_that_fork_or_end_do_not_hang_or_crash(tmp_path, run_fntrace, fo
     assert rep.stdout.count("__main__.work(n=") == 160 * 50
 
 
+SIGNAL_AT_RESUME = """\
+import _testcapi
+
+class T:
+    def generator1(self):
+        return (yield from self.generator2())
+
+    def generator2(self):
+        try:
+            yield
+        except KeyboardInterrupt:
+            return "PASSED"
+        return "FAILED"
+
+gen = T().generator1()
+gen.send(None)
+try:
+    _testcapi.raise_SIGINT_then_send_None(gen)
+except BaseException as e:
+    print(type(e).__name__, e)
+"""
+
+
+@pytest.mark.parametrize("opts", [[], ["-A"], ["-R"], ["-A", "-R"]])
+def test_a_signal_pending_at_a_resume_is_raised_where_python_raises_it(tmp_path, opts):
+    # test_generators SignalAndYieldFromTest: the KeyboardInterrupt belongs at the
+    # yield in generator2, not in a callback at generator1's resume.
+    pytest.importorskip("_testcapi")
+    plain, r = both(tmp_path, SIGNAL_AT_RESUME, "-p", "function_graph", *opts, "-F", "__main__.*")
+    assert plain.stdout == "StopIteration PASSED\n", plain.stdout
+    assert r.returncode == 0, r.stderr
+    if PURE:
+        # The pure-Python hot path runs bytecode in its callbacks, where CPython runs a
+        # pending signal handler (docs/internals.md): the KeyboardInterrupt reaches the
+        # program at the traced call instead; it is never swallowed.
+        assert r.stdout.startswith(("StopIteration PASSED\n", "KeyboardInterrupt")), r.stdout
+    else:
+        assert r.stdout.startswith(plain.stdout), r.stdout[:300]
+
+
 # ---------------------------------------------------------------------------------
 # 9. Object lifetimes
 # ---------------------------------------------------------------------------------

@@ -635,6 +635,38 @@ site_return(PyObject *rec, PyFrameObject *frame, PyObject *retval, int unwind)
     return rc;
 }
 
+static PyObject *g_graph_ops;        /* fgraph.graph_ops */
+
+/* fgraph.fgraph_resume in C: function_graph_enter(rec, parent, graph_ops, fregs), the
+ * parent being the caller's record or None.  No bytecode runs, so no signal handler of
+ * the program's runs here: a KeyboardInterrupt pending at a resume is raised in the
+ * generator, where the program expects it (test_generators SignalAndYieldFromTest). */
+static PyObject *
+fgraph_resume_c(PyObject *rec, PyFrameObject *frame)
+{
+    PyObject *parent = NULL;
+    PyFrameObject *back = PyFrame_GetBack(frame);
+    if (back != NULL) {
+        PyCodeObject *bc = PyFrame_GetCode(back);
+        parent = lookup_id(g_by_code, bc);
+        Py_DECREF(bc);
+        Py_DECREF(back);
+        if (parent == NULL && PyErr_Occurred())
+            return NULL;
+    }
+    parent = Py_NewRef(parent != NULL ? parent : Py_None);
+    PyObject *fregs = new_regs(frame, rec, (rec_flags(rec) & g_REGS_EN) != 0, NULL);
+    if (fregs == NULL) {
+        Py_DECREF(parent);
+        return NULL;
+    }
+    PyObject *args[4] = {rec, parent, g_graph_ops, fregs};
+    PyObject *r = PyObject_Vectorcall(g_fgraph_enter_fn, args, 4, NULL);
+    Py_DECREF(parent);
+    Py_DECREF(fregs);
+    return r;
+}
+
 static int
 site_resume(PyObject *rec, PyFrameObject *frame)
 {
@@ -645,7 +677,8 @@ site_resume(PyObject *rec, PyFrameObject *frame)
     PyObject *args[3] = {rec, (PyObject *)frame,
                          (rec_flags(rec) & g_REGS_EN) ? Py_True : Py_False};
     ENTER();
-    PyObject *r = PyObject_Vectorcall(h, args, 3, NULL);
+    PyObject *r = (h == g_py_fgraph_resume && g_graph_ops != NULL && g_fgraph_enter_fn != NULL)
+        ? fgraph_resume_c(rec, frame) : PyObject_Vectorcall(h, args, 3, NULL);
     LEAVE();
     int rc = 0;
     if (r == NULL)
@@ -2022,6 +2055,74 @@ fgraph_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 /* safe_repr(v) for the common exact types whose reprlib form is plain repr() (ints
  * and floats of at most 40 characters, short str, None/True/False); anything else goes
  * to the Python safe_repr.  New reference. */
+/* core/fetch.py _repr's last line, "<module.Qualname object at 0x...>", for an object of
+ * none of the types it shows otherwise; NULL without an exception for those (the
+ * Python path then).  No Python code runs: a callback that ran bytecode could run a
+ * signal handler of the program's there, and the KeyboardInterrupt would be raised at
+ * the wrong place (test_generators SignalAndYieldFromTest). */
+static PyObject *
+plain_object_repr(PyObject *v)
+{
+    PyTypeObject *t = Py_TYPE(v);
+    if (PyType_FastSubclass(t, Py_TPFLAGS_LONG_SUBCLASS | Py_TPFLAGS_LIST_SUBCLASS
+                            | Py_TPFLAGS_TUPLE_SUBCLASS | Py_TPFLAGS_BYTES_SUBCLASS
+                            | Py_TPFLAGS_UNICODE_SUBCLASS | Py_TPFLAGS_DICT_SUBCLASS
+                            | Py_TPFLAGS_BASE_EXC_SUBCLASS | Py_TPFLAGS_TYPE_SUBCLASS)
+            || PyFloat_Check(v) || PyAnySet_Check(v) || PyComplex_Check(v)
+            || PyByteArray_Check(v) || PyRange_Check(v) || PyFunction_Check(v)
+            || PyCFunction_Check(v) || PyMethod_Check(v) || PyModule_Check(v)
+            || PyCode_Check(v) || v == Py_Ellipsis || v == Py_NotImplemented
+            || v == Py_None)
+        return NULL;
+#if PY_VERSION_HEX < 0x030B0000
+    return NULL;
+#else
+    /* type.__module__ and type.__qualname__ as their getters give them */
+    PyObject *mod = NULL;
+    if (t->tp_flags & Py_TPFLAGS_HEAPTYPE) {
+        PyObject *d = t->tp_dict;
+        PyObject *m = d != NULL ? PyDict_GetItemString(d, "__module__") : NULL;
+        if (m != NULL && PyUnicode_CheckExact(m))
+            mod = Py_NewRef(m);
+    }
+    else {
+        const char *dot = strrchr(t->tp_name, '.');
+        if (dot != NULL)
+            mod = PyUnicode_FromStringAndSize(t->tp_name, dot - t->tp_name);
+        else
+            mod = PyUnicode_FromString("builtins");
+        if (mod == NULL)
+            return NULL;
+    }
+    if (mod == NULL)
+        return NULL;                    /* odd __module__: the Python path decides */
+    PyObject *qn = PyType_GetQualName(t);
+    if (qn == NULL) {
+        Py_DECREF(mod);
+        return NULL;
+    }
+    PyObject *out;
+    if (!PyUnicode_CheckExact(qn))
+        out = NULL;
+    else if (PyUnicode_CompareWithASCIIString(mod, "builtins") == 0)
+        out = PyUnicode_FromFormat("<%U object at %p>", qn, v);
+    else
+        out = PyUnicode_FromFormat("<%U.%U object at %p>", mod, qn, v);
+    Py_DECREF(mod);
+    Py_DECREF(qn);
+    if (out != NULL && PyUnicode_GET_LENGTH(out) > 64) {
+        /* value_repr: s[:MAX_REPR - 3] + "..." */
+        PyObject *head = PyUnicode_Substring(out, 0, 61);
+        Py_DECREF(out);
+        if (head == NULL)
+            return NULL;
+        out = PyUnicode_FromFormat("%U...", head);
+        Py_DECREF(head);
+    }
+    return out;
+#endif
+}
+
 static PyObject *
 fast_safe_repr(PyObject *v)
 {
@@ -2036,6 +2137,9 @@ fast_safe_repr(PyObject *v)
             return s;
         Py_DECREF(s);
     }
+    PyObject *s = plain_object_repr(v);
+    if (s != NULL || PyErr_Occurred())
+        return s;
     return PyObject_CallOneArg(g_safe_repr, v);
 }
 
@@ -2376,6 +2480,7 @@ native_init_fgraph(PyObject *self, PyObject *ns)
     GET("contain", g_fg_contain);
     GET("missed", g_fg_missed);
     GET("resume", g_py_fgraph_resume);
+    GET("graph_ops", g_graph_ops);
     GET("State", S_type);
     GET("ShadowStack", st_type);
     GET("FgraphFrame", fr_type);

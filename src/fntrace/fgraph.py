@@ -529,7 +529,7 @@ def _attach_native() -> None:
         "FgraphFrame": FgraphFrame, "FtraceGraphEnt": FtraceGraphEnt,
         "FtraceGraphRet": FtraceGraphRet, "Ops": Ops, "FtraceHash": FtraceHash,
         "TaskVar": TaskVar, "TraceArray": TraceArray, "MAX_DEPTH": SHADOW_STACK_MAX_DEPTH,
-        "resume": fgraph_resume,
+        "resume": fgraph_resume, "graph_ops": graph_ops,
     })
     function_graph_enter = native.function_graph_enter
     fgraph_return = native.fgraph_return
