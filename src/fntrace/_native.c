@@ -2123,6 +2123,35 @@ plain_object_repr(PyObject *v)
 #endif
 }
 
+/* core/fetch.settings.allow_program_code (--repr): then value_repr calls the program's
+ * __repr__, and the Python path decides.  Read from sys.modules and the slot: no
+ * bytecode runs. */
+static PyObject *g_fetch_settings;   /* core.fetch.settings, found on first use */
+
+static int
+program_code_allowed(void)
+{
+    if (g_fetch_settings == NULL) {
+        PyObject *name = PyUnicode_FromString("fntrace.core.fetch");
+        if (name == NULL)
+            return -1;
+        PyObject *mod = PyImport_GetModule(name);
+        Py_DECREF(name);
+        if (mod == NULL)
+            return PyErr_Occurred() ? -1 : 1;   /* not imported: the Python path */
+        g_fetch_settings = PyObject_GetAttrString(mod, "settings");
+        Py_DECREF(mod);
+        if (g_fetch_settings == NULL)
+            return -1;
+    }
+    PyObject *on = PyObject_GetAttrString(g_fetch_settings, "allow_program_code");
+    if (on == NULL)
+        return -1;
+    int r = PyObject_IsTrue(on);
+    Py_DECREF(on);
+    return r;
+}
+
 static PyObject *
 fast_safe_repr(PyObject *v)
 {
@@ -2137,9 +2166,14 @@ fast_safe_repr(PyObject *v)
             return s;
         Py_DECREF(s);
     }
-    PyObject *s = plain_object_repr(v);
-    if (s != NULL || PyErr_Occurred())
-        return s;
+    int allowed = program_code_allowed();
+    if (allowed < 0)
+        return NULL;
+    if (!allowed) {
+        PyObject *s = plain_object_repr(v);
+        if (s != NULL || PyErr_Occurred())
+            return s;
+    }
     return PyObject_CallOneArg(g_safe_repr, v);
 }
 
