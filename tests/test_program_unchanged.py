@@ -39,6 +39,16 @@ def both(tmp_path, source: str, *fntrace_args: str, args=(), name="prog.py"):
 # 1. Near the recursion limit: nothing lost, the file whole, the status the program's
 # ---------------------------------------------------------------------------------
 
+# The program's stack depth, counted from its frame to the first.
+DEPTH = """\
+def depth():
+    f, n = sys._getframe(), 0
+    while f:
+        n += 1
+        f = f.f_back
+    return n
+"""
+
 DEEP = """\
 import sys
 
@@ -53,12 +63,7 @@ def down(n, calls):
         t = leaf(t)
     return t
 
-def depth():
-    f, n = sys._getframe(), 0
-    while f:
-        n += 1
-        f = f.f_back
-    return n
+""" + DEPTH + """\
 
 margin = int(sys.argv[1])
 print(down(sys.getrecursionlimit() - margin - depth(), 100_000))
@@ -673,10 +678,6 @@ print(consume(Big()), log)
                                   ["-e", "f __main__.consume obj"],
                                   ["-p", "function_graph", "-R", "-F", "*:mod:__main__"]])
 def test_arguments_are_not_kept_alive(tmp_path, args):
-    if PURE and sys.version_info < (3, 12) and "-e" not in args:
-        # CPython 3.11 copies a frame's locals into a dict before calling any
-        # Python-level profile function (the pure hot path's hook) and keeps it.
-        pytest.skip("the pure-Python hot path on 3.11 (CPython's profile trampoline)")
     plain, r = both(tmp_path, LIFETIME, *args)
     assert plain.stdout == "True ['freed', 'after del']\n"
     assert r.returncode == 0, r.stderr
@@ -690,12 +691,7 @@ def test_arguments_are_not_kept_alive(tmp_path, args):
 STACK = """\
 import sys, traceback
 
-def depth():
-    f, n = sys._getframe(), 0
-    while f:
-        n += 1
-        f = f.f_back
-    return n
+""" + DEPTH + """\
 
 def rec(n):
     return depth() if n <= 0 else rec(n - 1)

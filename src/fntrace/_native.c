@@ -2144,7 +2144,10 @@ program_code_allowed(void)
         if (g_fetch_settings == NULL)
             return -1;
     }
-    PyObject *on = PyObject_GetAttrString(g_fetch_settings, "allow_program_code");
+    static PyObject *name;
+    if (name == NULL && (name = PyUnicode_InternFromString("allow_program_code")) == NULL)
+        return -1;
+    PyObject *on = PyObject_GetAttr(g_fetch_settings, name);
     if (on == NULL)
         return -1;
     int r = PyObject_IsTrue(on);
