@@ -93,6 +93,7 @@ class ProfileBackend:
             raise BusyError(f"a profiler is already installed with sys.setprofile: {cur!r}")
         self.call_ops = call_ops
         self._hook = dispatch.profile_hook if call_ops else dispatch.profile_hook_global
+        self._start_ident = _thread.get_ident()
         threading.setprofile(self._hook)
         sys.setprofile(self._hook)
         self._share_profile_api()
@@ -171,6 +172,10 @@ class ProfileBackend:
         C API, as cProfile does), or None."""
         real = getattr(self, "_real", None)
         if real is None or not self.active:
+            return None
+        if _thread.get_ident() != getattr(self, "_start_ident", None):
+            # Asked from another thread (the trace writer's, finishing on a fatal
+            # signal): that thread never had fntrace's hook.
             return None
         cur = real[1]()
         if cur is self._hook or cur is getattr(self, "_chained", None):
