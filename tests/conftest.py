@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import os
 import re
 import subprocess
 import sys
@@ -19,10 +20,14 @@ import pytest
 import fntrace
 from fntrace.core import ops as core_ops
 from fntrace.core.fetch import settings as fetch_settings
+from fntrace.errors import FntraceError
+from fntrace.tracefs import Tracefs
 from fntrace.tracefs import fs as tracefs_fs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO_ROOT / "examples"
+GOLD = Path(__file__).resolve().parent / "gold"
+REGEN_GOLD = os.environ.get("FNTRACE_REGEN_GOLD") == "1"
 
 # One test's subprocess must never hang the suite; no test relies on this limit.
 SUBPROCESS_TIMEOUT = 300
@@ -194,3 +199,109 @@ def header_counts(text: str) -> tuple[int, int, int]:
         if m:
             return int(m.group(1)), int(m.group(2)), int(m.group(3))
     raise AssertionError("no entries-in-buffer/entries-written line in:\n" + text[:2000])
+
+
+# ---------------------------------------------------------------------------------
+# Gold files
+# ---------------------------------------------------------------------------------
+
+def compare_gold(path: Path, lines: list[str]) -> None:
+    """Compare ``lines`` with the gold file at ``path`` line by line (with
+    FNTRACE_REGEN_GOLD=1, rewrite it instead)."""
+    name = path.relative_to(GOLD) if path.is_relative_to(GOLD) else path
+    if REGEN_GOLD:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(line + "\n" for line in lines))
+        return
+    assert path.exists(), f"no gold file {name}; create it with FNTRACE_REGEN_GOLD=1"
+    expected = path.read_text().split("\n")
+    assert expected.pop() == "", f"{name} must end with a newline"
+    for lineno, (got, want) in enumerate(zip(lines, expected), 1):
+        assert got == want, f"{name}:{lineno}\n got: {got!r}\nwant: {want!r}"
+    assert len(lines) == len(expected), f"{name}: {len(lines)} lines, gold has {len(expected)}"
+
+
+# ---------------------------------------------------------------------------------
+# Tracefs instances of the event tests (the selftests' initialize_ftrace for events)
+# ---------------------------------------------------------------------------------
+
+def reset_tracefs_instance(t: Tracefs) -> None:
+    """Through the files: every trigger removed (which ends soft mode), every event
+    disabled and unfiltered, tracer nop, tracing on."""
+    from fntrace.events.core import event_calls
+    names = list(event_calls)
+    for sysname, name in names:
+        base = f"events/{sysname}/{name}"
+        try:
+            lines = t.read(base + "/trigger").splitlines()
+        except Exception:
+            continue
+        for line in lines:
+            if line and not line.startswith("#"):
+                try:
+                    t.write(base + "/trigger", "!" + line.split(" if ", 1)[0])
+                except Exception:
+                    pass
+    for sysname, name in names:
+        for leaf, value in (("enable", "0"), ("filter", "0")):
+            try:
+                t.write(f"events/{sysname}/{name}/{leaf}", value)
+            except Exception:
+                pass
+    for path, value in (("current_tracer", "nop"), ("tracing_on", "1")):
+        try:
+            t.write(path, value)
+        except Exception:
+            pass
+
+
+@pytest.fixture
+def new_fs():
+    """``new_fs()``: another Tracefs instance.  After the test every instance made is
+    reset, then ``echo > dynamic_events``, then no ops is left registered."""
+    made: list[Tracefs] = []
+
+    def make() -> Tracefs:
+        t = Tracefs()
+        made.append(t)
+        return t
+    yield make
+    try:
+        for t in made:
+            reset_tracefs_instance(t)
+        Tracefs().write("dynamic_events", "")
+    finally:
+        core_ops.reset_for_tests()
+
+
+# trace_print_context() without the irq-info flags: what an event line looks like.
+EVENT_LINE = re.compile(r"^(?P<comm>.{16})-(?P<pid>\d+) +\[(?P<cpu>\d{3})\] +"
+                         r"(?P<ts>\d+\.\d{6}): (?P<text>.*)$")
+
+
+def entry_texts(text: str) -> list[str]:
+    """The text after the timestamp of every entry line of a trace text."""
+    return [mt.group("text") for line in text.splitlines() if (mt := EVENT_LINE.match(line))]
+
+
+def trace_texts(fs: Tracefs, path: str = "trace") -> list[str]:
+    """The text after the timestamp of every entry line of ``path``."""
+    return entry_texts(fs.read(path))
+
+
+def errlog_check(fs: Tracefs, prefix: str, cmd_with_caret: str, path: str,
+                 append: bool = False) -> str:
+    """ftrace_errlog_check (test.d/functions): the command without '^' fails, error_log
+    names it, and its last line is 13 + the caret position long ("  Command: " and
+    "^\\n")."""
+    pos = cmd_with_caret.index("^")
+    cmd = cmd_with_caret.replace("^", "", 1)
+    fs.write("error_log", "")
+    with pytest.raises(FntraceError):
+        fs.write(path, cmd, append=append)
+    log = fs.read("error_log")
+    assert f"{prefix}: error: " in log, log
+    lines = log.splitlines(keepends=True)
+    assert lines[-2] == f"  Command: {cmd}\n", log
+    assert len(lines[-1]) == 13 + pos, f"caret at {len(lines[-1]) - 13}, want {pos}:\n{log}"
+    return log

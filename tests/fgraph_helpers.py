@@ -11,12 +11,9 @@
 """
 from __future__ import annotations
 
-import importlib
-import itertools
 import re
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -25,13 +22,6 @@ from fntrace import fgraph
 from fntrace.core import ops as core_ops
 
 SUBPROCESS_TIMEOUT = 300
-
-_counter = itertools.count(1)
-
-
-def unique_name(hint: str = "fgmod") -> str:
-    return f"{hint}_{next(_counter)}"
-
 
 def _unregister_leftover_graph_users() -> None:
     for gops in list(fgraph.fgraph_array):
@@ -51,21 +41,11 @@ def fgraph_clean():
 
 
 @pytest.fixture
-def make_module(tmp_path, monkeypatch):
-    """``make_module(source, hint)``: write and import a module with a fresh name."""
-    monkeypatch.syspath_prepend(str(tmp_path))
-    made: list[str] = []
-
+def make_module(write_module):
+    """``make_module(source, hint)``: conftest's ``write_module`` with this file's hint."""
     def make(source: str, hint: str = "fgmod"):
-        name = unique_name(hint)
-        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
-        importlib.invalidate_caches()
-        made.append(name)
-        return importlib.import_module(name)
-
-    yield make
-    for name in made:
-        sys.modules.pop(name, None)
+        return write_module(source, hint=hint)
+    return make
 
 
 class Recorder:

@@ -21,12 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import importlib
 import inspect
-import itertools
 import re
 import sys
-import textwrap
 import threading
 
 import pytest
@@ -58,8 +55,6 @@ def _direct_clean():
                 pass
     core_ops.reset_for_tests()
 
-
-_counter = itertools.count(1)
 
 # The functions most tests patch.  Each test imports its own copy under a fresh module
 # name: records are never forgotten in a process, so names must not be reused.
@@ -204,21 +199,11 @@ CALLBACKS = [target]
 
 
 @pytest.fixture
-def modmaker(tmp_path, monkeypatch):
-    """``modmaker(source, hint)``: write a module under a fresh name and import it."""
-    monkeypatch.syspath_prepend(str(tmp_path))
-    made: list[str] = []
-
+def modmaker(write_module):
+    """``modmaker(source, hint)``: conftest's ``write_module`` with this file's hint."""
     def make(source: str, hint: str = "dirmod"):
-        name = f"{hint}{next(_counter)}"
-        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
-        importlib.invalidate_caches()
-        made.append(name)
-        return importlib.import_module(name)
-
-    yield make
-    for name in made:
-        sys.modules.pop(name, None)
+        return write_module(source, hint=hint)
+    return make
 
 
 @pytest.fixture

@@ -27,12 +27,11 @@ import threading
 
 import pytest
 
-from fntrace.core import ops as core_ops
 from fntrace.errors import FntraceError
 from fntrace.events.probe_parse import ERRORS
 from fntrace.tracefs import Tracefs
 
-from conftest import SUBPROCESS_TIMEOUT
+from conftest import EVENT_LINE, SUBPROCESS_TIMEOUT, entry_texts, errlog_check, trace_texts
 
 MOD = """
     def work(a, b='x'):
@@ -99,58 +98,7 @@ MOD = """
 # Fixtures and helpers
 # ---------------------------------------------------------------------------------
 
-def reset_instance(t: Tracefs) -> None:
-    """Through the files: every trigger removed (which ends soft mode), every event
-    disabled and unfiltered, tracer nop, tracing on."""
-    from fntrace.events.core import event_calls
-    names = list(event_calls)
-    for sysname, name in names:
-        base = f"events/{sysname}/{name}"
-        try:
-            lines = t.read(base + "/trigger").splitlines()
-        except Exception:
-            continue
-        for line in lines:
-            if line and not line.startswith("#"):
-                try:
-                    t.write(base + "/trigger", "!" + line.split(" if ", 1)[0])
-                except Exception:
-                    pass
-    for sysname, name in names:
-        for leaf, value in (("enable", "0"), ("filter", "0")):
-            try:
-                t.write(f"events/{sysname}/{name}/{leaf}", value)
-            except Exception:
-                pass
-    for path, value in (("current_tracer", "nop"), ("tracing_on", "1")):
-        try:
-            t.write(path, value)
-        except Exception:
-            pass
-
-
-@pytest.fixture(autouse=True)
-def _dynevents_clean():
-    """Each test's Tracefs instances are reset, then ``echo > dynamic_events``, then
-    no ops is left registered."""
-    made: list[Tracefs] = []
-    yield made
-    try:
-        for t in made:
-            reset_instance(t)
-        Tracefs().write("dynamic_events", "")
-    finally:
-        core_ops.reset_for_tests()
-
-
-@pytest.fixture
-def new_fs(_dynevents_clean):
-    """``new_fs()``: another Tracefs instance, reset after the test."""
-    def make() -> Tracefs:
-        t = Tracefs()
-        _dynevents_clean.append(t)
-        return t
-    return make
+pytestmark = pytest.mark.usefixtures("new_fs")
 
 
 @pytest.fixture
@@ -163,20 +111,6 @@ def m(write_module):
     return write_module(MOD, hint="dynmod")
 
 
-_LINE = re.compile(r"^(?P<comm>.{16})-(?P<pid>\d+) +\[(?P<cpu>\d{3})\] +"
-                   r"(?P<ts>\d+\.\d{6}): (?P<text>.*)$")
-
-
-def trace_texts(fs: Tracefs, path: str = "trace") -> list[str]:
-    """The text after the timestamp of every entry line."""
-    out = []
-    for line in fs.read(path).splitlines():
-        mt = _LINE.match(line)
-        if mt:
-            out.append(mt.group("text"))
-    return out
-
-
 def listing(fs: Tracefs) -> list[str]:
     return fs.read("dynamic_events").splitlines()
 
@@ -186,22 +120,6 @@ def line_of(mod, func: str, needle: str) -> int:
     src = textwrap.dedent(MOD).splitlines()
     start = next(i for i, l in enumerate(src) if l.lstrip().startswith(f"def {func}("))
     return next(i for i in range(start, len(src)) if needle in src[i]) - start
-
-
-def errlog_check(fs: Tracefs, prefix: str, cmd_with_caret: str, path: str) -> str:
-    """ftrace_errlog_check: the command without '^' fails, and error_log's last line is
-    13 + the caret position long ("  Command: " and "^\\n")."""
-    pos = cmd_with_caret.index("^")
-    cmd = cmd_with_caret.replace("^", "", 1)
-    fs.write("error_log", "")
-    with pytest.raises(FntraceError):
-        fs.write(path, cmd, append=True)
-    log = fs.read("error_log")
-    assert f"{prefix}: error: " in log, log
-    lines = log.splitlines(keepends=True)
-    assert lines[-2] == f"  Command: {cmd}\n", log
-    assert len(lines[-1]) == 13 + pos, f"caret at {len(lines[-1]) - 13}, want {pos}:\n{log}"
-    return log
 
 
 # ---------------------------------------------------------------------------------
@@ -457,7 +375,7 @@ def test_each_thread_is_named_in_its_event_lines(fs, m):
         t.join(60)
     got = []
     for line in fs.read("trace").splitlines():
-        mt = _LINE.match(line)
+        mt = EVENT_LINE.match(line)
         if mt:
             got.append((mt.group("comm").strip(), mt.group("text")))
     assert [c for c, _ in got] == names
@@ -598,8 +516,8 @@ def test_events_interleave_with_function_tracer_lines(fs, m):
     m.caller()
     fs.write("tracing_on", "0")
     raw = [l for l in fs.read("trace").splitlines() if not l.startswith("#")]
-    texts = [_LINE.match(l).group("text") for l in raw]
-    ts = [float(_LINE.match(l).group("ts")) for l in raw]
+    texts = [EVENT_LINE.match(l).group("text") for l in raw]
+    ts = [float(EVENT_LINE.match(l).group("ts")) for l in raw]
     assert ts == sorted(ts)
     assert len(texts) == 4, texts
     i_caller = next(i for i, t in enumerate(texts) if t.startswith(f"{n}.caller <-"))
@@ -735,7 +653,7 @@ def test_syntax_errors_log_the_caret_and_leave_events_alone(fs, m, cmd, kind):
     before = listing(fs)
     log = errlog_check(fs, "trace_fprobe",
                        cmd.replace("{V}", f"{n}.vfs_read").replace("{K}", f"{n}.kfree")
-                       .replace("{N}", n), "dynamic_events")
+                       .replace("{N}", n), "dynamic_events", append=True)
     assert ERRORS[kind] in log
     assert listing(fs) == before
     assert fs.read("events/fprobes/keep/enable") == "1\n"
@@ -748,10 +666,10 @@ def test_same_probe_and_different_probe_type(fs, m):
     fs.write("dynamic_events", f"f:fprobes/testevent {n}.work a=\\1", append=True)
     before = listing(fs)
     log = errlog_check(fs, "trace_fprobe", f"^f:fprobes/testevent {n}.work%return",
-                       "dynamic_events")
+                       "dynamic_events", append=True)
     assert ERRORS["DIFF_PROBE_TYPE"] in log
     log = errlog_check(fs, "trace_fprobe", f"^f:fprobes/testevent {n}.work a=\\1",
-                       "dynamic_events")
+                       "dynamic_events", append=True)
     assert ERRORS["SAME_PROBE"] in log
     assert listing(fs) == before
 
@@ -779,7 +697,7 @@ def test_different_argument_for_the_same_event(fs, m, second):
     fs.write("dynamic_events", f"f:fprobes/testevent {n}.work a=\\1", append=True)
     before = listing(fs)
     log = errlog_check(fs, "trace_fprobe", f"f:fprobes/testevent {n}.work {second}",
-                       "dynamic_events")
+                       "dynamic_events", append=True)
     assert ERRORS["DIFF_ARG_TYPE"] in log
     assert listing(fs) == before
 
@@ -938,7 +856,7 @@ def test_annotations_play_btf(fs, tm, cmd, kind):
     n = tm.__name__
     fs.write("dynamic_events", f"f:keep {n}.nothing x", append=True)
     before = listing(fs)
-    log = errlog_check(fs, "trace_fprobe", cmd.replace("{N}", n), "dynamic_events")
+    log = errlog_check(fs, "trace_fprobe", cmd.replace("{N}", n), "dynamic_events", append=True)
     assert ERRORS[kind] in log
     assert listing(fs) == before
 
@@ -978,7 +896,7 @@ def test_postponed_annotations(fs, write_module):
     for cmd, kind in [(f"f {n}.push%return ^$retval", "NO_RETVAL"),
                       (f"f {n}.push node->^nxt", "NO_BTF_FIELD"),
                       (f"f {n}.head%return $retval->value->^x", "NO_PTR_STRCT")]:
-        log = errlog_check(fs, "trace_fprobe", cmd, "dynamic_events")
+        log = errlog_check(fs, "trace_fprobe", cmd, "dynamic_events", append=True)
         assert ERRORS[kind] in log
     fs.write("dynamic_events", f"f {n}.push node->next->value value", append=True)
     assert listing(fs) == [f"f:fprobes/{n}_push__entry {n}.push arg1=node->next->value "
@@ -1011,7 +929,7 @@ def test_sym_in_a_module_imported_later_binds_on_import(tmp_path):
     p = subprocess.run([sys.executable, str(script)], cwd=str(tmp_path), capture_output=True,
                        text=True, timeout=SUBPROCESS_TIMEOUT)
     assert p.returncode == 0, p.stderr
-    texts = [mt.group("text") for l in p.stdout.splitlines() if (mt := _LINE.match(l))]
+    texts = [mt.group("text") for l in p.stdout.splitlines() if (mt := EVENT_LINE.match(l))]
     assert texts[:1] == ["late: (latemod_dyn.f+0) x=3"], p.stdout
     assert len(texts) == 2 and texts[1].endswith(" <- latemod_dyn.f) x=3 r=6"), p.stdout
 
@@ -1058,16 +976,12 @@ PROG = """
 """
 
 
-def _cli_texts(out: str) -> list[str]:
-    return [mt.group("text") for l in out.splitlines() if (mt := _LINE.match(l))]
-
-
 def test_cli_live_prints_event_lines(run_fntrace, tmp_script):
     script = tmp_script(PROG)
     p = run_fntrace("live", "-e", "f __main__.work a b", script)
     assert p.returncode == 0, p.stderr
     assert "# tracer: nop" in p.stdout.splitlines()
-    assert _cli_texts(p.stdout) == [
+    assert entry_texts(p.stdout) == [
         "__main___work__entry: (__main__.work+0) a=0 b=''",
         "__main___work__entry: (__main__.work+0) a=1 b='x'",
         "__main___work__entry: (__main__.work+0) a=2 b='xx'",
@@ -1078,7 +992,7 @@ def test_cli_live_return_event_and_named_group(run_fntrace, tmp_script):
     script = tmp_script(PROG)
     p = run_fntrace("live", "-e", "f:app/done __main__.work%return a r=$retval", script)
     assert p.returncode == 0, p.stderr
-    texts = _cli_texts(p.stdout)
+    texts = entry_texts(p.stdout)
     assert [t.split(" <- ")[1] for t in texts] == [
         "__main__.work) a=0 r=0", "__main__.work) a=1 r=1", "__main__.work) a=2 r=2"]
     assert all(t.startswith("done: (__main__.main+2 <- ") for t in texts)
@@ -1091,7 +1005,7 @@ def test_cli_record_then_report(run_fntrace, tmp_script, tmp_path):
     assert p.returncode == 0, p.stderr
     r = run_fntrace("report", out)
     assert r.returncode == 0, r.stderr
-    assert _cli_texts(r.stdout) == [f"__main___work__entry: (__main__.work+0) a={i}"
+    assert entry_texts(r.stdout) == [f"__main___work__entry: (__main__.work+0) a={i}"
                                     for i in range(3)]
 
 
@@ -1121,7 +1035,7 @@ def test_cli_reports_a_sym_that_never_appeared(run_fntrace, tmp_script):
     assert "program ran" in p.stderr
     err = [l for l in p.stderr.splitlines() if "gone" in l]
     assert err and "nomod_never.zz" in err[0]
-    assert len(_cli_texts(p.stdout)) == 3
+    assert len(entry_texts(p.stdout)) == 3
 
 
 def test_cli_events_only_default_to_the_nop_tracer(run_fntrace, tmp_script):
@@ -1133,6 +1047,6 @@ def test_cli_events_only_default_to_the_nop_tracer(run_fntrace, tmp_script):
                     script)
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines()[0] == "# tracer: function"
-    texts = _cli_texts(p.stdout)
+    texts = entry_texts(p.stdout)
     assert "__main___work__entry: (__main__.work+0) a=1" in texts
     assert "__main__.work <-__main__.main" in texts

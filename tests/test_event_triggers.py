@@ -32,11 +32,10 @@ import threading
 
 import pytest
 
-from fntrace.core import ops as core_ops
 from fntrace.errors import FntraceError
 from fntrace.tracefs import Tracefs
 
-from conftest import SUBPROCESS_TIMEOUT
+from conftest import EVENT_LINE, SUBPROCESS_TIMEOUT, entry_texts, errlog_check, trace_texts
 
 MOD = """
     def work(a, name='x'):
@@ -63,58 +62,7 @@ AVAILABLE = ("# Available triggers:\n"
 # Fixtures and helpers
 # ---------------------------------------------------------------------------------
 
-def reset_instance(t: Tracefs) -> None:
-    """Through the files: every trigger removed (which ends soft mode), every event
-    disabled and unfiltered, tracer nop, tracing on."""
-    from fntrace.events.core import event_calls
-    names = list(event_calls)
-    for sysname, name in names:
-        base = f"events/{sysname}/{name}"
-        try:
-            lines = t.read(base + "/trigger").splitlines()
-        except Exception:
-            continue
-        for line in lines:
-            if line and not line.startswith("#"):
-                try:
-                    t.write(base + "/trigger", "!" + line.split(" if ", 1)[0])
-                except Exception:
-                    pass
-    for sysname, name in names:
-        for leaf, value in (("enable", "0"), ("filter", "0")):
-            try:
-                t.write(f"events/{sysname}/{name}/{leaf}", value)
-            except Exception:
-                pass
-    for path, value in (("current_tracer", "nop"), ("tracing_on", "1")):
-        try:
-            t.write(path, value)
-        except Exception:
-            pass
-
-
-@pytest.fixture(autouse=True)
-def _triggers_clean():
-    """Each test's Tracefs instances are reset, then ``echo > dynamic_events``, then
-    no ops is left registered."""
-    made: list[Tracefs] = []
-    yield made
-    try:
-        for t in made:
-            reset_instance(t)
-        Tracefs().write("dynamic_events", "")
-    finally:
-        core_ops.reset_for_tests()
-
-
-@pytest.fixture
-def new_fs(_triggers_clean):
-    """``new_fs()``: another Tracefs instance, reset after the test."""
-    def make() -> Tracefs:
-        t = Tracefs()
-        _triggers_clean.append(t)
-        return t
-    return make
+pytestmark = pytest.mark.usefixtures("new_fs")
 
 
 @pytest.fixture
@@ -136,14 +84,6 @@ def ev(fs, m):
     return m
 
 
-_LINE = re.compile(r"^(?P<comm>.{16})-(?P<pid>\d+) +\[(?P<cpu>\d{3})\] +"
-                   r"(?P<ts>\d+\.\d{6}): (?P<text>.*)$")
-
-
-def trace_texts(fs: Tracefs, path: str = "trace") -> list[str]:
-    return [mt.group("text") for l in fs.read(path).splitlines() if (mt := _LINE.match(l))]
-
-
 def recorded_a(fs: Tracefs) -> list[int]:
     return [int(re.search(r" a=(-?\d+)", t).group(1)) for t in trace_texts(fs)
             if t.startswith("ev: ")]
@@ -159,20 +99,6 @@ def trigger_of(fs: Tracefs, event: str = "ev") -> str:
 
 def tracing_on(fs: Tracefs) -> str:
     return fs.read("tracing_on").strip()
-
-
-def errlog_check(fs: Tracefs, prefix: str, cmd_with_caret: str, path: str) -> str:
-    """ftrace_errlog_check (test.d/functions)."""
-    pos = cmd_with_caret.index("^")
-    cmd = cmd_with_caret.replace("^", "", 1)
-    fs.write("error_log", "")
-    with pytest.raises(FntraceError):
-        fs.write(path, cmd)
-    log = fs.read("error_log")
-    assert f"{prefix}: error: " in log, log
-    lines = log.splitlines(keepends=True)
-    assert len(lines[-1]) == 13 + pos, f"caret at {len(lines[-1]) - 13}, want {pos}:\n{log}"
-    return log
 
 
 # ---------------------------------------------------------------------------------
@@ -470,10 +396,10 @@ def test_stacktrace_trigger(fs, ev):
     ev.caller(4)
     lines = [l for l in fs.read("trace").splitlines() if not l.startswith("#")]
     i = next(k for k, l in enumerate(lines) if l.endswith(": <stack trace>"))
-    assert _LINE.match(lines[i])
+    assert EVENT_LINE.match(lines[i])
     assert lines[i + 1] == f" => {n}.work"
     assert lines[i + 2] == f" => {n}.caller"
-    assert all(l.startswith(" => ") for l in lines[i + 1:] if not _LINE.match(l))
+    assert all(l.startswith(" => ") for l in lines[i + 1:] if not EVENT_LINE.match(l))
     assert f"ev: ({n}.work+0) a=4 name='x'" in trace_texts(fs)
     assert trigger_of(fs) == "stacktrace:unlimited\n"
 
@@ -905,16 +831,12 @@ PROG = """
 """
 
 
-def _cli_texts(out: str) -> list[str]:
-    return [mt.group("text") for l in out.splitlines() if (mt := _LINE.match(l))]
-
-
 def test_cli_event_filter(run_fntrace, tmp_script):
     script = tmp_script(PROG)
     p = run_fntrace("live", "-e", "f __main__.work a", "-f", "a > 1 && a != 3",
                     "-e", "f:oth __main__.other x", script)
     assert p.returncode == 0, p.stderr
-    assert _cli_texts(p.stdout) == [
+    assert entry_texts(p.stdout) == [
         "__main___work__entry: (__main__.work+0) a=2",
         "__main___work__entry: (__main__.work+0) a=4",
         "oth: (__main__.other+0) x=9",
@@ -926,7 +848,7 @@ def test_cli_traceoff_trigger_with_filter(run_fntrace, tmp_script):
     p = run_fntrace("live", "-e", "f __main__.work a", "-T", "traceoff if a == 2",
                     "-e", "f:oth __main__.other x", script)
     assert p.returncode == 0, p.stderr
-    texts = _cli_texts(p.stdout)
+    texts = entry_texts(p.stdout)
     assert texts[:2] == ["__main___work__entry: (__main__.work+0) a=0",
                          "__main___work__entry: (__main__.work+0) a=1"]
     assert not any(t.endswith(("a=3", "a=4")) or t.startswith("oth:") for t in texts)
@@ -942,7 +864,7 @@ def test_cli_stacktrace_and_enable_event_triggers(run_fntrace, tmp_script):
     i = next(k for k, l in enumerate(out) if l.endswith(": <stack trace>"))
     assert out[i + 1:i + 3] == [" => __main__.work", " => __main__.main"]
     assert out.count(next(l for l in out if l.endswith(": <stack trace>"))) == 1
-    texts = _cli_texts(p.stdout)
+    texts = entry_texts(p.stdout)
     assert [t for t in texts if t != "<stack trace>"] == [
         "w: (__main__.work+0) a=3", "oth: (__main__.other+0) x=9"]
 

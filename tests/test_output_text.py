@@ -4,11 +4,10 @@ Expected output lives in tests/gold/output_text/; FNTRACE_REGEN_GOLD=1 rewrites 
 """
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 import pytest
 
+from conftest import GOLD, compare_gold
 from fntrace.output.entry import (
     LOST_EVENTS_UNKNOWN, TRACE_EVENT, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET,
     TRACE_PRINT, TRACE_STACK, LostEvents, TraceEntry,
@@ -18,23 +17,11 @@ from fntrace.output.ftrace_text import (
     render_function_trace, trace_print_context,
 )
 
-GOLD_DIR = Path(__file__).parent / "gold" / "output_text"
-REGEN_GOLD = os.environ.get("FNTRACE_REGEN_GOLD") == "1"
+GOLD_DIR = GOLD / "output_text"
 
 
 def check_gold(name: str, lines: list[str]) -> None:
-    """Compare ``lines`` with the gold file ``name`` line by line (or rewrite it)."""
-    path = GOLD_DIR / name
-    if REGEN_GOLD:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(line + "\n" for line in lines))
-        return
-    assert path.exists(), f"no gold file {name}; create it with FNTRACE_REGEN_GOLD=1"
-    expected = path.read_text().split("\n")
-    assert expected.pop() == "", f"{name} must end with a newline"
-    for lineno, (got, want) in enumerate(zip(lines, expected), 1):
-        assert got == want, f"{name}:{lineno}\n got: {got!r}\nwant: {want!r}"
-    assert len(lines) == len(expected), f"{name}: {len(lines)} lines, gold has {len(expected)}"
+    compare_gold(GOLD_DIR / name, lines)
 
 
 def sec(s: float) -> int:
