@@ -203,6 +203,13 @@ class TraceArray:
         tracer.init(self)
 
 
+# The native twin's tracer callbacks read the slots above; the hot path learns their
+# offsets from here rather than importing this module.
+from . import _env  # noqa: E402
+
+if _env.native() is not None:
+    _env.native().bind_trace_array(TraceArray)
+
 from ._env import public_dir as _public_dir  # noqa: E402
 
 __dir__ = _public_dir(globals())

@@ -25,7 +25,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-from .. import _env
+from ..arch import Backend, make_backend
 from ..errors import BusyError, FilterError, FntraceError, NotFoundError, UsageError
 from . import dispatch
 from .direct import sync_stub
@@ -177,15 +177,7 @@ def ftrace_enabled() -> bool:
     return _state["enabled"]
 
 
-def _make_backend():
-    if _env.BACKEND == "monitoring":
-        from ..arch.monitoring import MonitoringBackend
-        return MonitoringBackend()
-    from ..arch.profile import ProfileBackend
-    return ProfileBackend()
-
-
-backend = _make_backend()
+backend: Backend = make_backend()
 
 _REF_MASK = FTRACE_REF_MAX
 _FL = FL
@@ -864,7 +856,7 @@ def reset_for_tests() -> None:
 
 
 # The native twin of the hot path, if built (core/dispatch.py).
-dispatch.attach_native()
+dispatch.attach_native(Ops)
 
 
 from .._env import public_dir as _public_dir  # noqa: E402
