@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 from ..arch import Backend, make_backend
 from ..errors import BusyError, FilterError, FntraceError, NotFoundError, UsageError
 from . import dispatch
-from .direct import sync_stub
+from . import stub as _stub
+from .stub import sync_stub
 from .hash import (EMPTY_HASH, FtraceHash, ModCacheEntry, PendingPattern, apply_mod_cache,
                    apply_pending, ftrace_process_regex, module_scope)
 from .records import (FL, FTRACE_FL, FTRACE_NOCLEAR_FLAGS, FTRACE_REF_MAX, DynFtrace, _Ints,
@@ -39,7 +40,7 @@ __all__ = [
     "ftrace_set_filter", "ftrace_set_notrace", "ftrace_set_filter_ip", "ftrace_set_filter_ips",
     "ftrace_free_filter", "ftrace_ops_test", "ftrace_lock", "ftrace_config", "ftrace_enabled",
     "set_ftrace_enabled", "enabled_functions", "touched_functions", "ftrace_ops_list",
-    "backend", "synchronize", "sync_discovery",
+    "backend", "synchronize", "sync_discovery", "FTRACE_OPS_CMD",
 ]
 
 
@@ -83,6 +84,14 @@ _ATTRIBUTE_FLAGS = (OFL.SAVE_REGS | OFL.SAVE_REGS_IF_SUPPORTED
 
 if TYPE_CHECKING:
     Callback = Callable[[DynFtrace, DynFtrace, "Ops", Any], None]
+
+
+
+class FTRACE_OPS_CMD(enum.IntEnum):
+    """ops_func commands (include/linux/ftrace.h enum ftrace_ops_cmd)."""
+    ENABLE_SHARE_IPMODIFY_SELF = 0
+    ENABLE_SHARE_IPMODIFY_PEER = 1
+    DISABLE_SHARE_IPMODIFY_PEER = 2
 
 
 class Ops:
@@ -178,6 +187,8 @@ def ftrace_enabled() -> bool:
 
 
 backend: Backend = make_backend()
+# a record's code object changed under a stub: its patched site moves with it
+_stub.resite = backend.modify_call
 
 _REF_MASK = FTRACE_REF_MAX
 _FL = FL
@@ -447,7 +458,6 @@ def _check_ipmodify(ops: Ops, recs: Iterable[DynFtrace]) -> None:
     (__ftrace_hash_update_ipmodify, prepare_direct_functions_for_ipmodify)."""
     if not ops.flags & OFL.IPMODIFY:
         return
-    from .direct import FTRACE_OPS_CMD
     for rec in recs:
         if not ops.traces(rec):
             continue
@@ -555,7 +565,6 @@ def unregister_ftrace_function(ops: Ops) -> None:
             raise FilterError(f"{ops.name} is not registered")
         ops.flags |= OFL.REMOVING
         if ops.flags & OFL.IPMODIFY:
-            from .direct import FTRACE_OPS_CMD
             for rec in list(ops.filter_hash):
                 d = _direct_ops_of(rec) if rec.flags & _FL.DIRECT else None
                 if d is not None and d.ops_func is not None:
