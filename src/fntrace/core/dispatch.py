@@ -47,6 +47,8 @@ _by_code_get = record_table.by_code.get
 _sym = record_table.sym
 _REGS_EN = int(FTRACE_FL.REGS_EN)
 _RET_EN = int(FTRACE_FL.RET_EN)
+# FTRACE_OPS_FL.STUB: core/ops.py, above this module, defines its flags with this value.
+OPS_FL_STUB = 1 << 5
 
 # The global target of a kernel without CALL_OPS (ftrace.c ftrace_trace_function and
 # function_trace_op).  Written by core/ops.update_ftrace_function().
@@ -170,7 +172,7 @@ def ftrace_ops_list_func(ip, parent_ip, op, fregs) -> None:
     """Call every registered ops whose hash contains this function (ftrace.c
     __ftrace_ops_list_func).  Most recently registered first, like the kernel's list."""
     for op in G.ops_list:
-        if op.flags & 0x20:                  # FTRACE_OPS_FL_STUB: placeholder, skip
+        if op.flags & OPS_FL_STUB:           # placeholder, skip
             continue
         if op.test(ip, fregs):
             try:
@@ -200,54 +202,43 @@ def _miss(code):
     return _sites_get(id(code))
 
 
-def on_py_start(code, offset):
-    """sys.monitoring PY_START on a patched site, CALL_OPS dispatch: the site's record
-    holds its ops, so one ops costs the same whatever else is registered."""
-    rec = _sites_get(id(code))
-    if rec is None:
-        rec = _miss(code)
-        if rec is None or rec is _DISABLE:
-            return rec
-    frame = _getframe(1)
-    back = frame.f_back
-    if back is None:
-        parent = ROOT
-    else:
-        parent = _by_code_get(id(back.f_code))
-        if parent is None:
-            parent = _parent_slow(back)
-    op = rec.ops
-    try:
-        rec.func(rec, parent, op, FtraceRegs(frame, rec, rec.flags & _REGS_EN))
-    except (Exception, SystemExit) as exc:
-        if contain(op, exc):
-            raise
-    return None
+def _make_on_py_start(call_ops: bool):
+    """The sys.monitoring PY_START callback.  With CALL_OPS the site's record holds its
+    ops, so one ops costs the same whatever else is registered; without, every site
+    calls the one global target, which is the single registered ops or, as soon as two
+    are registered, the list func."""
+    g = G
+
+    def on_py_start(code, offset):
+        rec = _sites_get(id(code))
+        if rec is None:
+            rec = _miss(code)
+            if rec is None or rec is _DISABLE:
+                return rec
+        frame = _getframe(1)
+        back = frame.f_back
+        if back is None:
+            parent = ROOT
+        else:
+            parent = _by_code_get(id(back.f_code))
+            if parent is None:
+                parent = _parent_slow(back)
+        if call_ops:
+            op, func = rec.ops, rec.func
+        else:
+            op, func = g.trace_op, g.trace_function
+        try:
+            func(rec, parent, op, FtraceRegs(frame, rec, rec.flags & _REGS_EN))
+        except (Exception, SystemExit) as exc:
+            if contain(op, exc):
+                raise
+        return None
+    return on_py_start
 
 
-def on_py_start_global(code, offset):
-    """PY_START without CALL_OPS: every site calls the one global target, which is the
-    single registered ops or, as soon as two are registered, the list func."""
-    rec = _sites_get(id(code))
-    if rec is None:
-        rec = _miss(code)
-        if rec is None or rec is _DISABLE:
-            return rec
-    frame = _getframe(1)
-    back = frame.f_back
-    if back is None:
-        parent = ROOT
-    else:
-        parent = _by_code_get(id(back.f_code))
-        if parent is None:
-            parent = _parent_slow(back)
-    op = G.trace_op
-    try:
-        G.trace_function(rec, parent, op, FtraceRegs(frame, rec, rec.flags & _REGS_EN))
-    except (Exception, SystemExit) as exc:
-        if contain(op, exc):
-            raise
-    return None
+on_py_start = _make_on_py_start(True)
+on_py_start_global = _make_on_py_start(False)
+on_py_start_global.__name__ = on_py_start_global.__qualname__ = "on_py_start_global"
 
 
 def on_py_return(code, offset, retval):

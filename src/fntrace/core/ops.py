@@ -55,7 +55,7 @@ class FTRACE_OPS_FL(enum.IntFlag):
     SAVE_REGS = 1 << 2              # wants the full frame: ftrace_get_regs() non-None
     SAVE_REGS_IF_SUPPORTED = 1 << 3  # same; the frame is always available here
     RECURSION = 1 << 4              # wants recursion protection (given for free: _env)
-    STUB = 1 << 5                   # placeholder: the list func skips it
+    STUB = dispatch.OPS_FL_STUB     # placeholder: the list func skips it
     INITIALIZED = 1 << 6            # hashes set up (first filter or first register)
     DELETED = 1 << 7                # being deleted; may not be registered again
     ADDING = 1 << 8
@@ -75,6 +75,7 @@ class FTRACE_OPS_FL(enum.IntFlag):
 
 
 OFL = _Ints(FTRACE_OPS_FL)
+_SAVE_REGS = int(FTRACE_OPS_FL.SAVE_REGS)     # read per call by Ops.test
 
 _ATTRIBUTE_FLAGS = (OFL.SAVE_REGS | OFL.SAVE_REGS_IF_SUPPORTED
                     | OFL.RECURSION | OFL.STUB | OFL.IPMODIFY
@@ -140,7 +141,7 @@ class Ops:
     def test(self, rec: DynFtrace, fregs=None) -> bool:
         """ftrace_ops_test(): as traces(), and a SAVE_REGS ops is never called without
         the full frame (the race the kernel guards against when adding such an ops)."""
-        if self.flags & 0x4 and fregs is not None and not fregs.regs:
+        if self.flags & _SAVE_REGS and fregs is not None and not fregs.regs:
             return False
         f = self.filter_hash
         if (f or self.filter_cached) and rec not in f:
