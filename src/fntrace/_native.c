@@ -355,6 +355,15 @@ typedef struct {
     int (*ret)(PyObject *data, thread_rec *t, const fg_frame *f);
 } fg_lane_ops;
 #define LANE_CAPSULE "fntrace._native.fgraph_lane"
+/* The pair this module exports: the lane calls it directly when it is the one in use,
+ * inlined (the kernel's INDIRECT_CALL_1), so the lane costs what it did when it knew
+ * only function_graph; any other pair goes through the pointer. */
+#define LANE_INLINE static inline __attribute__((always_inline))
+LANE_INLINE int graph_lane_enter(PyObject *tr, thread_rec *t, unsigned long ip, int depth,
+                                 long long *calltime);
+LANE_INLINE int graph_lane_return(PyObject *tr, thread_rec *t, const fg_frame *f);
+#define INDIRECT_CALL_1(f, f1, ...) \
+    (__builtin_expect((f) == (f1), 1) ? (f1)(__VA_ARGS__) : (f)(__VA_ARGS__))
 static const fg_lane_ops *g_lane;    /* the pair of the lane's user */
 static PyObject *g_fast_data;        /* the lane is open: its user's data */
 static PyObject *g_lane_data;        /* still gets the returns of calls pushed here */
@@ -1727,7 +1736,7 @@ fg_fast_enter(PyObject *rec, fkey k)
     PyObject *ipo = SLOT(rec, off_rec_ip);
     unsigned long ip = ipo ? PyLong_AsUnsignedLong(ipo) : 0;
     long long calltime;
-    int r = lane->enter(data, t, ip, depth, &calltime);
+    int r = INDIRECT_CALL_1(lane->enter, graph_lane_enter, data, t, ip, depth, &calltime);
     if (r <= 0)
         return r;
     /* the user may have run Python code (a thread's first buffer): another thread may
@@ -1786,7 +1795,8 @@ fg_fast_return(fkey k)
             dropped[j] = t->fs[i + 1 + j].ref;
     }
     int rc = 1;
-    if (g_lane_data != NULL && g_lane->ret(g_lane_data, t, &f) < 0)
+    if (g_lane_data != NULL
+            && INDIRECT_CALL_1(g_lane->ret, graph_lane_return, g_lane_data, t, &f) < 0)
         rc = -1;
     for (int j = 0; j < nd; j++)
         Py_XDECREF(dropped[j]);
@@ -2045,7 +2055,7 @@ fgraph_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 /* Its pair for fgraph's fast lane (graph_lane): the user's data is the trace array.  A
  * call qualifies while nothing per call needs Python: no set_graph_function/notrace,
  * max depth, threshold, args or retval. */
-static int
+LANE_INLINE int
 graph_lane_enter(PyObject *tr, thread_rec *t, unsigned long ip, int depth, long long *calltime)
 {
     if (!ll_zero(SLOT(tr, off_tr_max_graph_depth)) || !ll_zero(SLOT(tr, off_tr_tracing_thresh))
@@ -2077,7 +2087,7 @@ graph_lane_enter(PyObject *tr, thread_rec *t, unsigned long ip, int depth, long 
     return 1;
 }
 
-static int
+LANE_INLINE int
 graph_lane_return(PyObject *tr, thread_rec *t, const fg_frame *f)
 {
     PyObject *on = SLOT(tr, off_tr_tracing_on);
