@@ -364,7 +364,7 @@ LANE_INLINE int graph_lane_enter(PyObject *tr, thread_rec *t, unsigned long ip, 
 LANE_INLINE int graph_lane_return(PyObject *tr, thread_rec *t, const fg_frame *f);
 #define INDIRECT_CALL_1(f, f1, ...) \
     (__builtin_expect((f) == (f1), 1) ? (f1)(__VA_ARGS__) : (f)(__VA_ARGS__))
-static const fg_lane_ops *g_lane;    /* the pair of the lane's user */
+static fg_lane_ops g_lane;           /* the pair of the lane's user (a copy: one load a call) */
 static PyObject *g_fast_data;        /* the lane is open: its user's data */
 static PyObject *g_lane_data;        /* still gets the returns of calls pushed here */
 static long g_fg_epoch;
@@ -1722,7 +1722,6 @@ static int
 fg_fast_enter(PyObject *rec, fkey k)
 {
     PyObject *data = g_fast_data;
-    const fg_lane_ops *lane = g_lane;
     if (data == NULL || k.key == NULL)
         return 0;
     thread_rec *t = my_rec();
@@ -1736,7 +1735,7 @@ fg_fast_enter(PyObject *rec, fkey k)
     PyObject *ipo = SLOT(rec, off_rec_ip);
     unsigned long ip = ipo ? PyLong_AsUnsignedLong(ipo) : 0;
     long long calltime;
-    int r = INDIRECT_CALL_1(lane->enter, graph_lane_enter, data, t, ip, depth, &calltime);
+    int r = INDIRECT_CALL_1(g_lane.enter, graph_lane_enter, data, t, ip, depth, &calltime);
     if (r <= 0)
         return r;
     /* the user may have run Python code (a thread's first buffer): another thread may
@@ -1796,7 +1795,7 @@ fg_fast_return(fkey k)
     }
     int rc = 1;
     if (g_lane_data != NULL
-            && INDIRECT_CALL_1(g_lane->ret, graph_lane_return, g_lane_data, t, &f) < 0)
+            && INDIRECT_CALL_1(g_lane.ret, graph_lane_return, g_lane_data, t, &f) < 0)
         rc = -1;
     for (int j = 0; j < nd; j++)
         Py_XDECREF(dropped[j]);
@@ -1827,7 +1826,7 @@ fg_sync(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_XSETREF(g_lane_data, Py_XNewRef(data));
     Py_XSETREF(g_fast_data, fast ? Py_NewRef(data) : NULL);
     if (lane != NULL)
-        g_lane = lane;
+        g_lane = *lane;
     if (epoch != g_fg_epoch) {
         g_fg_epoch = epoch;
         for (thread_rec *t = g_threads; t != NULL; t = t->next)
