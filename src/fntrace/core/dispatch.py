@@ -143,7 +143,6 @@ def contain(who, exc: BaseException) -> bool:
     return False
 
 
-
 def caller_frame(frame):
     """The frame that called ``frame``, seen through 3.11's comprehension frames."""
     back = frame.f_back
@@ -210,6 +209,7 @@ def _make_on_py_start(call_ops: bool):
     g = G
 
     def on_py_start(code, offset):
+        """sys.monitoring PY_START on a patched site (see _make_on_py_start)."""
         rec = _sites_get(id(code))
         if rec is None:
             rec = _miss(code)
