@@ -8,8 +8,9 @@
  *                      on_py_throw, on_py_unwind, and the setprofile hook (3.11)
  *   ring_buffer.py     RingBuffer.write / write_payload (the RingBufferBase type)
  *   tracers/function.py  function_trace_call
- *   fgraph.py          function_graph_enter, fgraph_return (when only C users are on)
- *   tracers/function_graph.py  graph_entry, graph_return
+ *   fgraph.py          function_graph_enter, fgraph_return, and its fast lane
+ *   tracers/function_graph.py  graph_entry, graph_return, and its fast-lane pair
+ *                      (graph_lane)
  *
  * The objects stay Python objects (records, ops, shadow-stack frames ...): this file
  * reads and writes their __slots__ at the offsets their member descriptors give, so the
@@ -340,9 +341,32 @@ my_rec(void)
     return t;
 }
 
-/* fgraph's fast lane (see there) */
-static PyObject *g_fast_tr;         /* the lane is open: this function_graph instance */
-static PyObject *g_lane_tr;         /* still writes the returns of calls pushed here */
+/* fgraph's fast lane (see there).  Its user hands in a native entry/return pair, in a
+ * capsule the module exports (graph_lane for the function_graph tracer): the lane calls
+ * the pair and knows nothing else of its user, as the kernel's fgraph calls whatever
+ * gops->entryfunc is. */
+typedef struct {
+    /* A call of `ip` at `depth` enters: 1 taken (its entry written, *calltime set), 0 not
+     * for the lane (nothing done), -1 error.  `data` is borrowed: hold a reference
+     * across anything that may run Python code. */
+    int (*enter)(PyObject *data, thread_rec *t, unsigned long ip, int depth,
+                 long long *calltime);
+    /* A call `enter` took returned (f: its frame, already off the stack): 0, -1 error. */
+    int (*ret)(PyObject *data, thread_rec *t, const fg_frame *f);
+} fg_lane_ops;
+#define LANE_CAPSULE "fntrace._native.fgraph_lane"
+/* The pair this module exports: the lane calls it directly when it is the one in use,
+ * inlined (the kernel's INDIRECT_CALL_1), so the lane costs what it did when it knew
+ * only function_graph; any other pair goes through the pointer. */
+#define LANE_INLINE static inline __attribute__((always_inline))
+LANE_INLINE int graph_lane_enter(PyObject *tr, thread_rec *t, unsigned long ip, int depth,
+                                 long long *calltime);
+LANE_INLINE int graph_lane_return(PyObject *tr, thread_rec *t, const fg_frame *f);
+#define INDIRECT_CALL_1(f, f1, ...) \
+    (__builtin_expect((f) == (f1), 1) ? (f1)(__VA_ARGS__) : (f)(__VA_ARGS__))
+static fg_lane_ops g_lane;           /* the pair of the lane's user (a copy: one load a call) */
+static PyObject *g_fast_data;        /* the lane is open: its user's data */
+static PyObject *g_lane_data;        /* still gets the returns of calls pushed here */
 static long g_fg_epoch;
 static PyObject *g_fgraph_enter_fn, *g_fgraph_return_fn, *g_py_fgraph_resume;
 /* How the fast lane tells frames apart.  A frame object exists only once something asks
@@ -548,7 +572,7 @@ on_py_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_RETURN_NONE;
     PyObject *rec = lookup_id(g_sites, args[0]);
     MISS_OR_TRAP(rec, args[0])
-    if (g_fast_tr != NULL && SLOT(rec, off_rec_func) == g_fgraph_enter_fn) {
+    if (g_fast_data != NULL && SLOT(rec, off_rec_func) == g_fgraph_enter_fn) {
         int r = fast_entry(rec, args[0]);
         if (r < 0)
             return NULL;
@@ -579,7 +603,7 @@ on_py_start_global(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_RETURN_NONE;
     PyObject *rec = lookup_id(g_sites, args[0]);
     MISS_OR_TRAP(rec, args[0])
-    if (g_fast_tr != NULL && SLOT(g_G, off_G_trace_function) == g_fgraph_enter_fn) {
+    if (g_fast_data != NULL && SLOT(g_G, off_G_trace_function) == g_fgraph_enter_fn) {
         int r = fast_entry(rec, args[0]);
         if (r < 0)
             return NULL;
@@ -755,7 +779,7 @@ on_py_resume(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             return NULL;
         Py_RETURN_NONE;
     }
-    if (g_fast_tr != NULL && SLOT(g_G, off_G_resume_handler) == g_py_fgraph_resume) {
+    if (g_fast_data != NULL && SLOT(g_G, off_G_resume_handler) == g_py_fgraph_resume) {
         int r = fast_entry(rec, args[0]);
         if (r < 0)
             return NULL;
@@ -787,7 +811,7 @@ on_py_throw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (!(rec_flags(rec) & g_RET_EN))
         Py_RETURN_NONE;
-    if (g_fast_tr != NULL && SLOT(g_G, off_G_resume_handler) == g_py_fgraph_resume) {
+    if (g_fast_data != NULL && SLOT(g_G, off_G_resume_handler) == g_py_fgraph_resume) {
         int r = fast_entry(rec, args[0]);
         if (r < 0)
             return NULL;
@@ -922,7 +946,7 @@ c_profile_fntrace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 #else
             if (rec_flags(rec) & g_RET_EN) {
                 int r = 0;
-                if (g_fast_tr != NULL && SLOT(g_G, off_G_resume_handler) == g_py_fgraph_resume)
+                if (g_fast_data != NULL && SLOT(g_G, off_G_resume_handler) == g_py_fgraph_resume)
                     r = fg_fast_enter(rec, fkey_of_frame((PyObject *)frame));
                 if (r < 0)
                     rc = contain(g_fgraph_enter_fn);
@@ -931,7 +955,7 @@ c_profile_fntrace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
             }
 #endif
         }
-        else if (g_fast_tr != NULL && (((ProfileHookObject *)obj)->call_ops
+        else if (g_fast_data != NULL && (((ProfileHookObject *)obj)->call_ops
                                        ? SLOT(rec, off_rec_func)
                                        : SLOT(g_G, off_G_trace_function)) == g_fgraph_enter_fn
                  && (rc = fg_fast_enter(rec, fkey_of_frame((PyObject *)frame))) != 0) {
@@ -1596,11 +1620,11 @@ call_user(PyObject *gops, PyObject *name, PyObject *trace, PyObject *fregs, int 
 
 /* -- fgraph's fast lane --------------------------------------------------------------
  *
- * When the only graph user is the function_graph tracer with nothing per call to decide
- * in Python (no set_graph_function/notrace, max depth, threshold, args or retval), a
+ * When the only graph user carries a native entry/return pair (FgraphOps.lane; the
+ * function_graph tracer's is graph_lane, taken while nothing per call needs Python), a
  * call is pushed on a native shadow stack instead of the ShadowStack's list of
- * FgraphFrame objects, and its two records are written from here: no Python object is
- * made per call.
+ * FgraphFrame objects, and the pair is called from here: no Python object is made per
+ * call.
  *
  *     thread_rec.fs (grows up)                 fg_frame
  *     +---------------------------+           +----------------------------------+
@@ -1615,8 +1639,8 @@ call_user(PyObject *gops, PyObject *name, PyObject *trace, PyObject *fregs, int 
  * so a configuration change while calls are running (a second user, an option) keeps
  * the indentation right.  A return is looked for on this stack first by frame identity
  * (frames above it never saw their return and are dropped), then on the Python one.
- * fg_sync() (from fgraph._sync_native) says which trace array owns the lane and the
- * epoch; a new epoch empties every thread's stack, like ShadowStack's.
+ * fg_sync() (from fgraph._sync_native) says whose pair owns the lane and the epoch; a
+ * new epoch empties every thread's stack, like ShadowStack's.
  */
 
 static void
@@ -1697,16 +1721,8 @@ lane_write(thread_rec *t, PyObject *tr, long long ts, unsigned type, unsigned lo
 static int
 fg_fast_enter(PyObject *rec, fkey k)
 {
-    PyObject *tr = g_fast_tr;
-    if (tr == NULL || k.key == NULL)
-        return 0;
-    if (!ll_zero(SLOT(tr, off_tr_max_graph_depth)) || !ll_zero(SLOT(tr, off_tr_tracing_thresh))
-            || !ll_zero(SLOT(tr, off_tr_graph_args)) || !ll_zero(SLOT(tr, off_tr_graph_retval)))
-        return 0;
-    PyObject *gf = SLOT(tr, off_tr_graph_fops), *gn = SLOT(tr, off_tr_graph_notrace_fops);
-    if (gf == NULL || !hash_empty(SLOT(gf, off_ops_filter_hash))
-            || !ll_zero(SLOT(gf, off_ops_filter_cached))
-            || gn == NULL || !hash_empty(SLOT(gn, off_ops_filter_hash)))
+    PyObject *data = g_fast_data;
+    if (data == NULL || k.key == NULL)
         return 0;
     thread_rec *t = my_rec();
     if (t == NULL)
@@ -1719,28 +1735,13 @@ fg_fast_enter(PyObject *rec, fkey k)
     PyObject *ipo = SLOT(rec, off_rec_ip);
     unsigned long ip = ipo ? PyLong_AsUnsignedLong(ipo) : 0;
     long long calltime;
-    PyObject *on = SLOT(tr, off_tr_tracing_on);
-    if (on == Py_True || (on != NULL && on != Py_False && PyObject_IsTrue(on) == 1)) {
-        /* The thread's buffer first (its first call makes it), then one clock reading
-         * for the entry record and the call's start. */
-        Py_INCREF(tr);
-        t->busy++;
-        t->count++;
-        RingBufferObject *buf = cpu_buffer(tr);
-        calltime = now_ns();
-        long long w = buf ? rb_write(buf, calltime, 2, 0, ip, (unsigned long)depth, 0, 0) : -2;
-        t->busy--;
-        Py_XDECREF(buf);
-        Py_DECREF(tr);
-        if (w == -2)
-            return -1;
-        /* making the buffer may have run Python code: another thread may have reset
-         * this stack */
-        if (t->fs_epoch != g_fg_epoch)
-            fs_reset(t);
-    }
-    else
-        calltime = now_ns();
+    int r = INDIRECT_CALL_1(g_lane.enter, graph_lane_enter, data, t, ip, depth, &calltime);
+    if (r <= 0)
+        return r;
+    /* the user may have run Python code (a thread's first buffer): another thread may
+     * have reset this stack */
+    if (t->fs_epoch != g_fg_epoch)
+        fs_reset(t);
     if (t->fs_n == t->fs_cap) {
         int cap = t->fs_cap ? t->fs_cap * 2 : 64;
         fg_frame *fs = (fg_frame *)PyMem_RawRealloc(t->fs, cap * sizeof(fg_frame));
@@ -1793,17 +1794,9 @@ fg_fast_return(fkey k)
             dropped[j] = t->fs[i + 1 + j].ref;
     }
     int rc = 1;
-    PyObject *tr = g_lane_tr;
-    PyObject *on = tr ? SLOT(tr, off_tr_tracing_on) : NULL;
-    if (tr != NULL && (on == Py_True || (on != NULL && on != Py_False && PyObject_IsTrue(on) == 1))) {
-        long long rettime = now_ns();
-        long long thresh = slot_ll(tr, off_tr_tracing_thresh);
-        if (!thresh || rettime - f.calltime >= thresh) {
-            if (lane_write(t, tr, rettime, 3, f.ip, f.depth, (unsigned long)t->overrun,
-                           (unsigned long long)f.calltime) == -2)
-                rc = -1;
-        }
-    }
+    if (g_lane_data != NULL
+            && INDIRECT_CALL_1(g_lane.ret, graph_lane_return, g_lane_data, t, &f) < 0)
+        rc = -1;
     for (int j = 0; j < nd; j++)
         Py_XDECREF(dropped[j]);
     PyMem_RawFree(dropped);
@@ -1814,17 +1807,26 @@ fg_fast_return(fkey k)
 static PyObject *
 fg_sync(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    /* fg_sync(lane_tr | None, fast: bool, epoch) */
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "fg_sync(lane_tr, fast, epoch)");
+    /* fg_sync(lane capsule | None, data | None, fast: bool, epoch) */
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "fg_sync(lane, data, fast, epoch)");
         return NULL;
     }
-    long epoch = PyLong_AsLong(args[2]);
+    long epoch = PyLong_AsLong(args[3]);
     if (epoch == -1 && PyErr_Occurred())
         return NULL;
-    PyObject *lane = args[0] == Py_None ? NULL : args[0];
-    Py_XSETREF(g_lane_tr, Py_XNewRef(lane));
-    Py_XSETREF(g_fast_tr, (lane && PyObject_IsTrue(args[1]) == 1) ? Py_NewRef(lane) : NULL);
+    const fg_lane_ops *lane = NULL;
+    if (args[0] != Py_None) {
+        lane = (const fg_lane_ops *)PyCapsule_GetPointer(args[0], LANE_CAPSULE);
+        if (lane == NULL)
+            return NULL;
+    }
+    PyObject *data = (lane == NULL || args[1] == Py_None) ? NULL : args[1];
+    int fast = data != NULL && PyObject_IsTrue(args[2]) == 1;
+    Py_XSETREF(g_lane_data, Py_XNewRef(data));
+    Py_XSETREF(g_fast_data, fast ? Py_NewRef(data) : NULL);
+    if (lane != NULL)
+        g_lane = *lane;
     if (epoch != g_fg_epoch) {
         g_fg_epoch = epoch;
         for (thread_rec *t = g_threads; t != NULL; t = t->next)
@@ -2048,6 +2050,59 @@ fgraph_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 #define TRACE_GRAPH_NOTRACE 2
 #define DEPTH_SHIFT 2
 #define DEPTH_MASK ((1LL << 20) - 1)
+
+/* Its pair for fgraph's fast lane (graph_lane): the user's data is the trace array.  A
+ * call qualifies while nothing per call needs Python: no set_graph_function/notrace,
+ * max depth, threshold, args or retval. */
+LANE_INLINE int
+graph_lane_enter(PyObject *tr, thread_rec *t, unsigned long ip, int depth, long long *calltime)
+{
+    if (!ll_zero(SLOT(tr, off_tr_max_graph_depth)) || !ll_zero(SLOT(tr, off_tr_tracing_thresh))
+            || !ll_zero(SLOT(tr, off_tr_graph_args)) || !ll_zero(SLOT(tr, off_tr_graph_retval)))
+        return 0;
+    PyObject *gf = SLOT(tr, off_tr_graph_fops), *gn = SLOT(tr, off_tr_graph_notrace_fops);
+    if (gf == NULL || !hash_empty(SLOT(gf, off_ops_filter_hash))
+            || !ll_zero(SLOT(gf, off_ops_filter_cached))
+            || gn == NULL || !hash_empty(SLOT(gn, off_ops_filter_hash)))
+        return 0;
+    PyObject *on = SLOT(tr, off_tr_tracing_on);
+    if (on == Py_True || (on != NULL && on != Py_False && PyObject_IsTrue(on) == 1)) {
+        /* The thread's buffer first (its first call makes it), then one clock reading
+         * for the entry record and the call's start. */
+        Py_INCREF(tr);
+        t->busy++;
+        t->count++;
+        RingBufferObject *buf = cpu_buffer(tr);
+        *calltime = now_ns();
+        long long w = buf ? rb_write(buf, *calltime, 2, 0, ip, (unsigned long)depth, 0, 0) : -2;
+        t->busy--;
+        Py_XDECREF(buf);
+        Py_DECREF(tr);
+        if (w == -2)
+            return -1;
+    }
+    else
+        *calltime = now_ns();
+    return 1;
+}
+
+LANE_INLINE int
+graph_lane_return(PyObject *tr, thread_rec *t, const fg_frame *f)
+{
+    PyObject *on = SLOT(tr, off_tr_tracing_on);
+    if (on == Py_True || (on != NULL && on != Py_False && PyObject_IsTrue(on) == 1)) {
+        long long rettime = now_ns();
+        long long thresh = slot_ll(tr, off_tr_tracing_thresh);
+        if (!thresh || rettime - f->calltime >= thresh) {
+            if (lane_write(t, tr, rettime, 3, f->ip, f->depth, (unsigned long)t->overrun,
+                           (unsigned long long)f->calltime) == -2)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static const fg_lane_ops graph_lane = {graph_lane_enter, graph_lane_return};
 
 
 /* -- funcgraph-args / funcgraph-retval payloads (tracers/function_graph.py) ----------- */
@@ -2509,7 +2564,7 @@ static PyObject *
 native_init_fgraph(PyObject *self, PyObject *ns)
 {
     PyObject *S_type, *st_type, *fr_type, *ent_type, *ret_type, *ops_type, *hash_type, *tv_type,
-             *tr_type, *v;
+             *v;
     GET("S", g_S);
     GET("tls", g_tls);
     GET("shadow_stack", g_shadow_stack);
@@ -2529,7 +2584,6 @@ native_init_fgraph(PyObject *self, PyObject *ns)
     GET("Ops", ops_type);
     GET("FtraceHash", hash_type);
     GET("TaskVar", tv_type);
-    GET("TraceArray", tr_type);
     GET("MAX_DEPTH", v);
     g_max_depth = PyLong_AsLong(v);
     OFF(S_type, "users", off_S_users);
@@ -2561,12 +2615,6 @@ native_init_fgraph(PyObject *self, PyObject *ns)
     OFF(ops_type, "filter_cached", off_ops_filter_cached);
     OFF(hash_type, "entries", off_hash_entries);
     OFF(tv_type, "value", off_tv_value);
-    OFF(tr_type, "graph_fops", off_tr_graph_fops);
-    OFF(tr_type, "graph_notrace_fops", off_tr_graph_notrace_fops);
-    OFF(tr_type, "max_graph_depth", off_tr_max_graph_depth);
-    OFF(tr_type, "tracing_thresh", off_tr_tracing_thresh);
-    OFF(tr_type, "graph_args", off_tr_graph_args);
-    OFF(tr_type, "graph_retval", off_tr_graph_retval);
     Py_RETURN_NONE;
 }
 
@@ -2937,7 +2985,7 @@ native_init(PyObject *self, PyObject *ns)
         PyErr_SetString(PyExc_TypeError, "init(namespace dict)");
         return NULL;
     }
-    PyObject *rec_type, *G_type, *ops_type, *tr_type, *regs_type, *v;
+    PyObject *rec_type, *G_type, *ops_type, *regs_type, *v;
     GET("sites", g_sites);
     GET("by_code", g_by_code);
     GET("no_site", g_no_site);
@@ -2960,7 +3008,6 @@ native_init(PyObject *self, PyObject *ns)
     GET("DynFtrace", rec_type);
     GET("Global", G_type);
     GET("Ops", ops_type);
-    GET("TraceArray", tr_type);
     GET("REGS_EN", v);
     g_REGS_EN = PyLong_AsLongLong(v);
     GET("RET_EN", v);
@@ -2980,14 +3027,35 @@ native_init(PyObject *self, PyObject *ns)
     OFF(regs_type, "regs", off_regs_regs);
     OFF(regs_type, "retval", off_regs_retval);
     OFF(ops_type, "private", off_ops_private);
+    Py_RETURN_NONE;
+}
+
+/* bind_trace_array(TraceArray): the slots of the trace array that the tracers' native
+ * callbacks read.  Called by trace.py, which defines the type: the hot path below it
+ * learns the layout from it instead of importing it. */
+static PyObject *
+bind_trace_array(PyObject *self, PyObject *tr_type)
+{
+    if (!PyType_Check(tr_type)) {
+        PyErr_SetString(PyExc_TypeError, "bind_trace_array(type)");
+        return NULL;
+    }
     OFF(tr_type, "tracing_on", off_tr_tracing_on);
     OFF(tr_type, "local", off_tr_local);
     OFF(tr_type, "serial", off_tr_serial);
+    OFF(tr_type, "graph_fops", off_tr_graph_fops);
+    OFF(tr_type, "graph_notrace_fops", off_tr_graph_notrace_fops);
+    OFF(tr_type, "max_graph_depth", off_tr_max_graph_depth);
+    OFF(tr_type, "tracing_thresh", off_tr_tracing_thresh);
+    OFF(tr_type, "graph_args", off_tr_graph_args);
+    OFF(tr_type, "graph_retval", off_tr_graph_retval);
     Py_RETURN_NONE;
 }
 
 static PyMethodDef native_methods[] = {
     {"init", native_init, METH_O, "init(namespace): share the Python side's state"},
+    {"bind_trace_array", bind_trace_array, METH_O,
+     "bind_trace_array(type): the trace array's slots the tracers' callbacks read"},
     {"on_py_start", (PyCFunction)(void (*)(void))on_py_start, METH_FASTCALL, NULL},
     {"on_py_start_global", (PyCFunction)(void (*)(void))on_py_start_global, METH_FASTCALL, NULL},
     {"on_py_return", (PyCFunction)(void (*)(void))on_py_return, METH_FASTCALL, NULL},
@@ -3048,6 +3116,10 @@ PyInit__native(void)
         return NULL;
     Py_INCREF(&Shim_Type);
     if (PyModule_AddObject(m, "ProfileShim", (PyObject *)&Shim_Type) < 0)
+        return NULL;
+    /* the function_graph tracer's fast-lane pair, handed to fgraph through FgraphOps */
+    PyObject *lane = PyCapsule_New((void *)&graph_lane, LANE_CAPSULE, NULL);
+    if (lane == NULL || PyModule_AddObject(m, "graph_lane", lane) < 0)
         return NULL;
     str_buf = PyUnicode_InternFromString("buf");
     str_cpu_buffer = PyUnicode_InternFromString("cpu_buffer");

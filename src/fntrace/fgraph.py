@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 from .core import dispatch
+from .core.dispatch import contain
 from .core.hash import EMPTY_HASH, FtraceHash
 from .core.ops import (FTRACE_OPS_FL, OFL, Ops, _move_hash, ftrace_lock, register_ftrace_function,
                        unregister_ftrace_function)
@@ -95,7 +96,8 @@ class FtraceGraphRet:
         return f"<FtraceGraphRet {self.func.name} depth={self.depth} retval={self.retval!r}>"
 
 
-def _true(trace, gops, fregs) -> bool:
+def _no_return(trace, gops, fregs) -> bool:
+    """The entryfunc of a user that gave none: it wants no return."""
     return False
 
 
@@ -111,17 +113,28 @@ class FgraphOps:
     ops        an Ops for the user's own filter (``ftrace_set_filter(gops.ops, ...)``)
     private    anything
     idx        the slot in the 16-entry array while registered
+    lane       optional ``lane(gops) -> (pair, data) | None``: the user's native fast
+               lane, asked after every change of users.  ``pair`` is a native entry/return
+               pair exported by fntrace._native (a capsule), ``data`` what it is called
+               with.  While this user is the only one and ``lane`` gives a pair, calls are
+               pushed on a native shadow stack and handed to the pair instead of
+               entryfunc/retfunc (docs/internals.md, "fgraph's fast lane"); the user
+               decides when it qualifies, fgraph knows nothing else of it.
     """
 
+    error_label = "fgraph user"          # what dispatch.contain() calls it
+
     def __init__(self, entryfunc: Callable | None = None, retfunc: Callable | None = None,
-                 private: Any = None, *, ops: Ops | None = None, name: str | None = None):
-        self.entryfunc = entryfunc if entryfunc is not None else _true
+                 private: Any = None, *, ops: Ops | None = None, name: str | None = None,
+                 lane: Callable | None = None):
+        self.entryfunc = entryfunc if entryfunc is not None else _no_return
         self.retfunc = retfunc if retfunc is not None else _nop
         self.private = private
         self.ops = ops if ops is not None else Ops(None, 0, self, name=name or "fgraph_ops")
         self.idx = -1
         self.nerrors = 0
         self.missed: Callable | None = None     # told when a call could not be pushed
+        self.lane = lane
         self.name = name or getattr(entryfunc, "__qualname__", None) or "fgraph_ops"
 
     def __repr__(self) -> str:
@@ -130,7 +143,7 @@ class FgraphOps:
 
 # Free slots hold the stub: a frame pushed for a user that has since gone finds it on
 # return and calls nothing ("The array must always have real data on it").
-fgraph_stub = FgraphOps(_true, _nop, name="fgraph_stub")
+fgraph_stub = FgraphOps(_no_return, _nop, name="fgraph_stub")
 fgraph_array: list[FgraphOps] = [fgraph_stub] * FGRAPH_ARRAY_SIZE
 # Free indexes, least recently freed first (fgraph_lru_alloc_index): a user that takes
 # a slot just freed could otherwise be handed returns of frames pushed for the old one.
@@ -196,10 +209,6 @@ def shadow_stack() -> ShadowStack:
     return st
 
 
-def _contain(gops: FgraphOps, exc: BaseException) -> bool:
-    return dispatch.contain(gops, exc, "fgraph user")
-
-
 # ---------------------------------------------------------------------------------
 # The hot path: entry (manager ops func) and return
 # ---------------------------------------------------------------------------------
@@ -239,7 +248,7 @@ def function_graph_enter(ip, parent_ip, op, fregs) -> None:
             if gops.entryfunc(trace, gops, fregs):
                 bitmap = 1 << idx
         except (Exception, SystemExit) as exc:
-            if _contain(gops, exc):
+            if contain(gops, exc):
                 raise
     else:
         for idx, gops in users:
@@ -248,7 +257,7 @@ def function_graph_enter(ip, parent_ip, op, fregs) -> None:
             try:
                 ok = gops.entryfunc(trace, gops, fregs)
             except (Exception, SystemExit) as exc:
-                if _contain(gops, exc):
+                if contain(gops, exc):
                     raise
                 ok = False
             if ok:
@@ -302,7 +311,7 @@ def fgraph_return(rec, frame, retval, unwind: bool) -> None:
         try:
             gops.retfunc(trace, gops, fregs)
         except (Exception, SystemExit) as exc:
-            if _contain(gops, exc):
+            if contain(gops, exc):
                 raise
     st.ret = prev
 
@@ -490,29 +499,30 @@ def unregister_ftrace_graph(gops: FgraphOps) -> None:
 
 
 # -- the native twin -------------------------------------------------------------------
-_lane_tr = None
+# (user, (pair, data)): whose native pair the fast lane holds
+_lane: tuple | None = None
 
 
 def _sync_native() -> None:
     """Tell the native side who owns fgraph's fast lane (see _native.c): the lane is open
-    while the function_graph tracer (its native callbacks) is the only user and traces
-    through its instance's ops; calls already on the lane keep being written by that
-    instance while it stays registered."""
-    global _lane_tr
+    while one user is registered and its ``lane`` gives a native pair; calls already on
+    the lane keep being handed to that pair while its user stays registered."""
+    global _lane
     native = dispatch._native
     if native is None or not hasattr(native, "fg_sync"):
         return
-    from .tracers import function_graph as fg
-    graph_users = [g for _, g in _S.users
-                   if g.entryfunc is fg.graph_entry and g.retfunc is fg.graph_return
-                   and g.entryfunc is not fg.py_graph_entry]
-    fast = (len(_S.users) == 1 and len(graph_users) == 1
-            and graph_users[0].ops is graph_users[0].private.ops)
-    if fast:
-        _lane_tr = graph_users[0].private
-    elif not any(g.private is _lane_tr for g in graph_users):
-        _lane_tr = None
-    native.fg_sync(_lane_tr, fast, _S.epoch)
+    users = _S.users
+    pair = None
+    if len(users) == 1:
+        gops = users[0][1]
+        if gops.lane is not None:
+            pair = gops.lane(gops)
+            if pair is not None:
+                _lane = (gops, pair)
+    if pair is None and _lane is not None and not any(g is _lane[0] for _, g in users):
+        _lane = None
+    lane, data = _lane[1] if _lane is not None else (None, None)
+    native.fg_sync(lane, data, pair is not None, _S.epoch)
 
 # function_graph_enter, fgraph_return and the function_graph tracer's callbacks run in
 # fntrace._native when it is built; they use the same ShadowStack and frame objects, so
@@ -522,13 +532,12 @@ def _attach_native() -> None:
     if native is None:
         return
     global function_graph_enter, fgraph_return
-    from .trace import TraceArray
     native.init_fgraph({
         "S": _S, "tls": _tls, "shadow_stack": shadow_stack, "fgraph_array": fgraph_array,
-        "contain": _contain, "missed": _missed, "State": _State, "ShadowStack": ShadowStack,
+        "contain": contain, "missed": _missed, "State": _State, "ShadowStack": ShadowStack,
         "FgraphFrame": FgraphFrame, "FtraceGraphEnt": FtraceGraphEnt,
         "FtraceGraphRet": FtraceGraphRet, "Ops": Ops, "FtraceHash": FtraceHash,
-        "TaskVar": TaskVar, "TraceArray": TraceArray, "MAX_DEPTH": SHADOW_STACK_MAX_DEPTH,
+        "TaskVar": TaskVar, "MAX_DEPTH": SHADOW_STACK_MAX_DEPTH,
         "resume": fgraph_resume, "graph_ops": graph_ops,
     })
     function_graph_enter = native.function_graph_enter

@@ -23,6 +23,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+from .core.dispatch import caller_frame, contain
 from .core.hash import FtraceHash, ftrace_match, filter_parse_regex, glob_match
 from .core.ops import (FTRACE_OPS_FL, OFL, Ops, _move_hash, ftrace_lock, register_ftrace_function,
                        unregister_ftrace_function)
@@ -56,6 +57,8 @@ class Fprobe:
     nmissed          calls whose handlers could not run (recursion, no shadow-stack room)
     """
 
+    error_label = "fprobe handler of"    # what dispatch.contain() calls it
+
     def __init__(self, entry_handler: EntryHandler | None = None,
                  exit_handler: ExitHandler | None = None, entry_data_size: int = 0, *,
                  name: str | None = None, entry_data_type: Callable[[int], Any] = bytearray):
@@ -87,13 +90,7 @@ _T = _Tables()
 _lock = threading.RLock()
 
 
-def _contain(fp: Fprobe, exc: BaseException) -> bool:
-    from .core import dispatch
-    return dispatch.contain(fp, exc, "fprobe handler of")
-
-
 def _ret_ip(fregs) -> DynFtrace | None:
-    from .core.dispatch import caller_frame
     back = caller_frame(fregs.frame)
     if back is None:
         return None
@@ -112,7 +109,7 @@ def fprobe_ftrace_entry(ip, parent_ip, op, fregs) -> None:
         try:
             fp.entry_handler(fp, ip, parent_ip, fregs, None)
         except (Exception, SystemExit) as exc:
-            if _contain(fp, exc):
+            if contain(fp, exc):
                 raise
 
 
@@ -134,7 +131,7 @@ def fprobe_fgraph_entry(trace, gops, fregs) -> bool:
             try:
                 cancel = bool(fp.entry_handler(fp, trace.func, ret_ip, fregs, data))
             except (Exception, SystemExit) as exc:
-                if _contain(fp, exc):
+                if contain(fp, exc):
                     raise
         if not cancel:
             if pending is None:
@@ -168,7 +165,7 @@ def fprobe_fgraph_return(trace, gops, fregs) -> None:
         try:
             fp.exit_handler(fp, trace.func, ret_ip, fregs, data)
         except (Exception, SystemExit) as exc:
-            if _contain(fp, exc):
+            if contain(fp, exc):
                 raise
 
 

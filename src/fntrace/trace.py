@@ -178,14 +178,9 @@ class TraceArray:
             self.snapshot = snap
 
     def event_file(self, call):
-        """This instance's file for an event call (made on first use)."""
-        from .events.core import EventFile
-        key = (call.system, call.name)
-        ef = self.event_files.get(key)
-        if ef is None or ef.call is not call:
-            ef = EventFile(call, self)
-            self.event_files[key] = ef
-        return ef
+        """This instance's file for an event call (events/core.py makes it)."""
+        from .events.core import event_file
+        return event_file(self, call)
 
     def entries(self) -> tuple[int, int]:
         """(entries in buffer, entries written) over every thread."""
@@ -202,6 +197,13 @@ class TraceArray:
         self.tracer = tracer
         tracer.init(self)
 
+
+# The native twin's tracer callbacks read the slots above; the hot path learns their
+# offsets from here rather than importing this module.
+from . import _env  # noqa: E402
+
+if _env.native() is not None:
+    _env.native().bind_trace_array(TraceArray)
 
 from ._env import public_dir as _public_dir  # noqa: E402
 

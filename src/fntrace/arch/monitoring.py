@@ -97,8 +97,6 @@ class MonitoringBackend:
         sys.monitoring.set_events(TOOL_ID, ev)
 
     # -- the discovery trap ---------------------------------------------------------
-    supports_trap = True
-
     def set_trap(self, on: bool) -> None:
         """Discover functions as they first run (see the module docstring)."""
         if on == self._trap_on or not self.active:

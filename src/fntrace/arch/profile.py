@@ -188,8 +188,6 @@ class ProfileBackend:
         pass
 
     # -- the discovery trap ---------------------------------------------------------
-    supports_trap = True
-
     def set_trap(self, on: bool) -> None:
         if not on:
             dispatch.G.trap = None

@@ -29,7 +29,7 @@ class PatchRequest:
         self.error: str | None = None
 
     def try_apply(self) -> None:
-        from ..core.direct import _function_of
+        from ..core.stub import function_of as _function_of
         if self.ops is not None:
             return
         # A module's records exist before its body runs; its functions only after.
@@ -47,7 +47,7 @@ class PatchRequest:
         """The module's body is about to run: if it defines the function, its code tree
         gets the stub first, so the function is patched from its first call (calls
         made while the module is imported included)."""
-        from ..core.direct import prepatch_tree
+        from ..core.stub import prepatch_tree
         if self.ops is not None or not self.symbol.startswith(module + "."):
             return code
         recs = [r for r in record_table.records

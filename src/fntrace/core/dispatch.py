@@ -47,6 +47,8 @@ _by_code_get = record_table.by_code.get
 _sym = record_table.sym
 _REGS_EN = int(FTRACE_FL.REGS_EN)
 _RET_EN = int(FTRACE_FL.RET_EN)
+# FTRACE_OPS_FL.STUB: core/ops.py, above this module, defines its flags with this value.
+OPS_FL_STUB = 1 << 5
 
 # The global target of a kernel without CALL_OPS (ftrace.c ftrace_trace_function and
 # function_trace_op).  Written by core/ops.update_ftrace_function().
@@ -108,12 +110,13 @@ def _from_signal_handler(exc: BaseException) -> bool:
     return False
 
 
-def contain(who, exc: BaseException, what: str = "callback of") -> bool:
+def contain(who, exc: BaseException) -> bool:
     """A callback raised (an ops', an fgraph user's, an fprobe's, the discovery
     trap's): count it on ``who`` and in callback_errors, say so once, never let it
     reach the program — unless a signal handler of the program raised it: then True,
-    and the caller re-raises it.  Runs nothing that can fail at the thread's recursion
-    limit without being counted."""
+    and the caller re-raises it.  The message names ``who`` by its class's
+    ``error_label`` ("callback of" without one).  Runs nothing that can fail at the
+    thread's recursion limit without being counted."""
     try:
         if _from_signal_handler(exc):
             return True
@@ -132,14 +135,12 @@ def contain(who, exc: BaseException, what: str = "callback of") -> bool:
         except Exception:
             text = "?"
         try:
+            what = getattr(type(who), "error_label", "callback of")
             pr_warn(f"{what} {name} raised {type(exc).__name__}: {text}"
                     " (contained; further errors are only counted)")
         except RecursionError:
             pass
     return False
-
-
-_contain = contain
 
 
 def caller_frame(frame):
@@ -170,13 +171,13 @@ def ftrace_ops_list_func(ip, parent_ip, op, fregs) -> None:
     """Call every registered ops whose hash contains this function (ftrace.c
     __ftrace_ops_list_func).  Most recently registered first, like the kernel's list."""
     for op in G.ops_list:
-        if op.flags & 0x20:                  # FTRACE_OPS_FL_STUB: placeholder, skip
+        if op.flags & OPS_FL_STUB:           # placeholder, skip
             continue
         if op.test(ip, fregs):
             try:
                 op.func(ip, parent_ip, op, fregs)
             except (Exception, SystemExit) as exc:
-                if _contain(op, exc):
+                if contain(op, exc):
                     raise
 
 
@@ -194,60 +195,50 @@ def _miss(code):
         if not trap(code, _getframe(2).f_globals):
             return _DISABLE
     except (Exception, SystemExit) as exc:
-        if _contain(trap, exc):
+        if contain(trap, exc):
             raise
         return None
     return _sites_get(id(code))
 
 
-def on_py_start(code, offset):
-    """sys.monitoring PY_START on a patched site, CALL_OPS dispatch: the site's record
-    holds its ops, so one ops costs the same whatever else is registered."""
-    rec = _sites_get(id(code))
-    if rec is None:
-        rec = _miss(code)
-        if rec is None or rec is _DISABLE:
-            return rec
-    frame = _getframe(1)
-    back = frame.f_back
-    if back is None:
-        parent = ROOT
-    else:
-        parent = _by_code_get(id(back.f_code))
-        if parent is None:
-            parent = _parent_slow(back)
-    op = rec.ops
-    try:
-        rec.func(rec, parent, op, FtraceRegs(frame, rec, rec.flags & _REGS_EN))
-    except (Exception, SystemExit) as exc:
-        if _contain(op, exc):
-            raise
-    return None
+def _make_on_py_start(call_ops: bool):
+    """The sys.monitoring PY_START callback.  With CALL_OPS the site's record holds its
+    ops, so one ops costs the same whatever else is registered; without, every site
+    calls the one global target, which is the single registered ops or, as soon as two
+    are registered, the list func."""
+    g = G
+
+    def on_py_start(code, offset):
+        """sys.monitoring PY_START on a patched site (see _make_on_py_start)."""
+        rec = _sites_get(id(code))
+        if rec is None:
+            rec = _miss(code)
+            if rec is None or rec is _DISABLE:
+                return rec
+        frame = _getframe(1)
+        back = frame.f_back
+        if back is None:
+            parent = ROOT
+        else:
+            parent = _by_code_get(id(back.f_code))
+            if parent is None:
+                parent = _parent_slow(back)
+        if call_ops:
+            op, func = rec.ops, rec.func
+        else:
+            op, func = g.trace_op, g.trace_function
+        try:
+            func(rec, parent, op, FtraceRegs(frame, rec, rec.flags & _REGS_EN))
+        except (Exception, SystemExit) as exc:
+            if contain(op, exc):
+                raise
+        return None
+    return on_py_start
 
 
-def on_py_start_global(code, offset):
-    """PY_START without CALL_OPS: every site calls the one global target, which is the
-    single registered ops or, as soon as two are registered, the list func."""
-    rec = _sites_get(id(code))
-    if rec is None:
-        rec = _miss(code)
-        if rec is None or rec is _DISABLE:
-            return rec
-    frame = _getframe(1)
-    back = frame.f_back
-    if back is None:
-        parent = ROOT
-    else:
-        parent = _by_code_get(id(back.f_code))
-        if parent is None:
-            parent = _parent_slow(back)
-    op = G.trace_op
-    try:
-        G.trace_function(rec, parent, op, FtraceRegs(frame, rec, rec.flags & _REGS_EN))
-    except (Exception, SystemExit) as exc:
-        if _contain(op, exc):
-            raise
-    return None
+on_py_start = _make_on_py_start(True)
+on_py_start_global = _make_on_py_start(False)
+on_py_start_global.__name__ = on_py_start_global.__qualname__ = "on_py_start_global"
 
 
 def on_py_return(code, offset, retval):
@@ -259,7 +250,7 @@ def on_py_return(code, offset, retval):
     try:
         h(rec, _getframe(1), retval, False)
     except (Exception, SystemExit) as exc:
-        if _contain(h, exc):
+        if contain(h, exc):
             raise
     return None
 
@@ -273,7 +264,7 @@ def on_py_resume(code, offset):
     try:
         h(rec, _getframe(1), rec.flags & _REGS_EN)
     except (Exception, SystemExit) as exc:
-        if _contain(h, exc):
+        if contain(h, exc):
             raise
     return None
 
@@ -287,7 +278,7 @@ def on_py_throw(code, offset, exc):
     try:
         h(rec, _getframe(1), rec.flags & _REGS_EN)
     except (Exception, SystemExit) as e:
-        if _contain(h, e):
+        if contain(h, e):
             raise
     return None
 
@@ -301,7 +292,7 @@ def on_py_unwind(code, offset, exc):
     try:
         h(rec, _getframe(1), exc, True)
     except (Exception, SystemExit) as e:
-        if _contain(h, e):
+        if contain(h, e):
             raise
     return None
 
@@ -351,7 +342,7 @@ def _profile_resume(rec, frame) -> None:
     try:
         h(rec, frame, rec.flags & _REGS_EN)
     except (Exception, SystemExit) as exc:
-        if _contain(h, exc):
+        if contain(h, exc):
             raise
 
 
@@ -372,7 +363,7 @@ def _profile_return(rec, frame, arg) -> None:
         else:
             h(rec, frame, arg, False)
     except (Exception, SystemExit) as exc:
-        if _contain(h, exc):
+        if contain(h, exc):
             raise
 
 
@@ -383,7 +374,7 @@ def _profile_miss(frame):
         if trap is None or not trap(frame.f_code, frame.f_globals):
             return None
     except (Exception, SystemExit) as exc:
-        if _contain(trap, exc):
+        if contain(trap, exc):
             raise
         return None
     return _sites_get(id(frame.f_code))
@@ -444,7 +435,7 @@ def _make_profile_hook(call_ops: bool):
             try:
                 func(rec, parent, op, FtraceRegs(frame, rec, rec.flags & _REGS_EN))
             except (Exception, SystemExit) as exc:
-                if _contain(op, exc):
+                if contain(op, exc):
                     raise
         elif event == "return":
             if g.ret_handler is None:
@@ -485,22 +476,22 @@ from .. import _env as _env  # noqa: E402
 _native = _env.native()
 
 
-def attach_native() -> None:
-    """Swap in the native twin (called by core/ops.py once Ops exists)."""
+def attach_native(ops_type: type) -> None:
+    """Swap in the native twin.  Called by core/ops.py, which defines the ops type whose
+    slots the twin reads: the layer above hands its type down instead of this module
+    importing it (the trace array's layout comes the same way, from trace.py)."""
     if _native is None:
         return
-    from ..trace import TraceArray
-    from .ops import Ops
     from .records import DynFtrace
     from .regs import _NO_RETVAL
     _native.init({
         "sites": sites, "by_code": record_table.by_code, "no_site": no_site, "ROOT": ROOT,
         "profile_chain": profile_chain, "profile_chain_skip": profile_chain_skip,
         "G": G,
-        "contain": _contain, "parent_slow": _parent_slow, "return_offsets": _return_offsets,
+        "contain": contain, "parent_slow": _parent_slow, "return_offsets": _return_offsets,
         "profile_resume": _profile_resume, "profile_return": _profile_return,
         "NO_RETVAL": _NO_RETVAL, "FtraceRegs": FtraceRegs, "DynFtrace": DynFtrace,
-        "Global": _Global, "Ops": Ops, "TraceArray": TraceArray,
+        "Global": _Global, "Ops": ops_type,
         "REGS_EN": _REGS_EN, "RET_EN": _RET_EN, "DISABLE": _DISABLE,
     })
     g = globals()

@@ -51,7 +51,7 @@ __all__ = [
     "FilterRecord",
     "FtraceHash",
     "EMPTY_HASH",
-    "filter_parse_regex",
+    "filter_parse_regex", "regex_type",
     "ftrace_match",
     "glob_match",
     "ModCacheEntry",
@@ -190,6 +190,13 @@ def filter_parse_regex(buff: str) -> tuple[int, str, bool]:
     # isdigit() in the kernel is ASCII only; str.isdigit() is not.
     if "0" <= buff[:1] <= "9":
         return MATCH_INDEX, buff, negate
+    mtype, buff = regex_type(buff)
+    return mtype, buff, negate
+
+
+def regex_type(buff: str) -> tuple[int, str]:
+    """(match type, search string) of a pattern whose '!' is already taken off, with no
+    index form: the part of filter_parse_regex the event filter's '~' uses too."""
     mtype = MATCH_FULL
     last = len(buff) - 1
     for i, ch in enumerate(buff):
@@ -201,12 +208,12 @@ def filter_parse_regex(buff: str) -> tuple[int, str, bool]:
                 buff = buff[:i]
                 break
             else:  # pattern continues past the '*': full glob
-                return MATCH_GLOB, buff, negate
+                return MATCH_GLOB, buff
         elif ch in "[?\\":
-            return MATCH_GLOB, buff, negate
+            return MATCH_GLOB, buff
     if buff[:1] == "*":
         buff = buff[1:]
-    return mtype, buff, negate
+    return mtype, buff
 
 
 @lru_cache(maxsize=256)

@@ -25,10 +25,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-from .. import _env
+from ..arch import Backend, make_backend
 from ..errors import BusyError, FilterError, FntraceError, NotFoundError, UsageError
 from . import dispatch
-from .direct import sync_stub
+from . import stub as _stub
+from .stub import sync_stub
 from .hash import (EMPTY_HASH, FtraceHash, ModCacheEntry, PendingPattern, apply_mod_cache,
                    apply_pending, ftrace_process_regex, module_scope)
 from .records import (FL, FTRACE_FL, FTRACE_NOCLEAR_FLAGS, FTRACE_REF_MAX, DynFtrace, _Ints,
@@ -39,7 +40,7 @@ __all__ = [
     "ftrace_set_filter", "ftrace_set_notrace", "ftrace_set_filter_ip", "ftrace_set_filter_ips",
     "ftrace_free_filter", "ftrace_ops_test", "ftrace_lock", "ftrace_config", "ftrace_enabled",
     "set_ftrace_enabled", "enabled_functions", "touched_functions", "ftrace_ops_list",
-    "backend", "synchronize", "sync_discovery",
+    "backend", "synchronize", "sync_discovery", "FTRACE_OPS_CMD",
 ]
 
 
@@ -54,7 +55,7 @@ class FTRACE_OPS_FL(enum.IntFlag):
     SAVE_REGS = 1 << 2              # wants the full frame: ftrace_get_regs() non-None
     SAVE_REGS_IF_SUPPORTED = 1 << 3  # same; the frame is always available here
     RECURSION = 1 << 4              # wants recursion protection (given for free: _env)
-    STUB = 1 << 5                   # placeholder: the list func skips it
+    STUB = dispatch.OPS_FL_STUB     # placeholder: the list func skips it
     INITIALIZED = 1 << 6            # hashes set up (first filter or first register)
     DELETED = 1 << 7                # being deleted; may not be registered again
     ADDING = 1 << 8
@@ -74,6 +75,7 @@ class FTRACE_OPS_FL(enum.IntFlag):
 
 
 OFL = _Ints(FTRACE_OPS_FL)
+_SAVE_REGS = int(FTRACE_OPS_FL.SAVE_REGS)     # read per call by Ops.test
 
 _ATTRIBUTE_FLAGS = (OFL.SAVE_REGS | OFL.SAVE_REGS_IF_SUPPORTED
                     | OFL.RECURSION | OFL.STUB | OFL.IPMODIFY
@@ -83,6 +85,14 @@ _ATTRIBUTE_FLAGS = (OFL.SAVE_REGS | OFL.SAVE_REGS_IF_SUPPORTED
 
 if TYPE_CHECKING:
     Callback = Callable[[DynFtrace, DynFtrace, "Ops", Any], None]
+
+
+
+class FTRACE_OPS_CMD(enum.IntEnum):
+    """ops_func commands (include/linux/ftrace.h enum ftrace_ops_cmd)."""
+    ENABLE_SHARE_IPMODIFY_SELF = 0
+    ENABLE_SHARE_IPMODIFY_PEER = 1
+    DISABLE_SHARE_IPMODIFY_PEER = 2
 
 
 class Ops:
@@ -131,7 +141,7 @@ class Ops:
     def test(self, rec: DynFtrace, fregs=None) -> bool:
         """ftrace_ops_test(): as traces(), and a SAVE_REGS ops is never called without
         the full frame (the race the kernel guards against when adding such an ops)."""
-        if self.flags & 0x4 and fregs is not None and not fregs.regs:
+        if self.flags & _SAVE_REGS and fregs is not None and not fregs.regs:
             return False
         f = self.filter_hash
         if (f or self.filter_cached) and rec not in f:
@@ -177,15 +187,9 @@ def ftrace_enabled() -> bool:
     return _state["enabled"]
 
 
-def _make_backend():
-    if _env.BACKEND == "monitoring":
-        from ..arch.monitoring import MonitoringBackend
-        return MonitoringBackend()
-    from ..arch.profile import ProfileBackend
-    return ProfileBackend()
-
-
-backend = _make_backend()
+backend: Backend = make_backend()
+# a record's code object changed under a stub: its patched site moves with it
+_stub.resite = backend.modify_call
 
 _REF_MASK = FTRACE_REF_MAX
 _FL = FL
@@ -455,7 +459,6 @@ def _check_ipmodify(ops: Ops, recs: Iterable[DynFtrace]) -> None:
     (__ftrace_hash_update_ipmodify, prepare_direct_functions_for_ipmodify)."""
     if not ops.flags & OFL.IPMODIFY:
         return
-    from .direct import FTRACE_OPS_CMD
     for rec in recs:
         if not ops.traces(rec):
             continue
@@ -563,7 +566,6 @@ def unregister_ftrace_function(ops: Ops) -> None:
             raise FilterError(f"{ops.name} is not registered")
         ops.flags |= OFL.REMOVING
         if ops.flags & OFL.IPMODIFY:
-            from .direct import FTRACE_OPS_CMD
             for rec in list(ops.filter_hash):
                 d = _direct_ops_of(rec) if rec.flags & _FL.DIRECT else None
                 if d is not None and d.ops_func is not None:
@@ -864,7 +866,7 @@ def reset_for_tests() -> None:
 
 
 # The native twin of the hot path, if built (core/dispatch.py).
-dispatch.attach_native()
+dispatch.attach_native(Ops)
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

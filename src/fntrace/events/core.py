@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import FntraceError
 from ..ring_buffer import PAYLOAD_SEP, TRACE_EVENT, TRACE_STACK
 
-__all__ = ["EventCall", "EventFile", "event_calls", "register_event_call",
+__all__ = ["EventCall", "EventFile", "event_file", "event_calls", "register_event_call",
            "unregister_event_call", "find_event_call", "stack_text"]
 
 _lock = threading.RLock()
@@ -255,6 +255,17 @@ class EventFile:
                     sys.stderr.write(f"fntrace: trigger {t} failed: {exc}\n")
                 except Exception:
                     pass
+
+
+def event_file(tr, call: EventCall) -> EventFile:
+    """Trace array ``tr``'s file for an event call, made on first use (a call registered
+    again under the same name gets a new file)."""
+    key = (call.system, call.name)
+    ef = tr.event_files.get(key)
+    if ef is None or ef.call is not call:
+        ef = EventFile(call, tr)
+        tr.event_files[key] = ef
+    return ef
 
 
 def register_event_call(call: EventCall) -> EventCall:

@@ -31,8 +31,11 @@ import errno as _errno
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from fntrace.core.hash import glob_match
+from fntrace.core.hash import (MATCH_END_ONLY, MATCH_FRONT_ONLY, MATCH_FULL, MATCH_MIDDLE_ONLY,
+                               glob_match, regex_type)
 from fntrace.errors import FntraceError
+
+from .parsing import ParseFail as _Fail, kstrtoull as _kstrtoull
 
 __all__ = [
     "ERRORS",
@@ -81,8 +84,6 @@ NUM_BUF_LEN = 24              # "0xfeedfacedeadbeef is 18 chars max"
 OPS = ("~", "!=", "==", "<=", "<", ">=", ">", "&")
 STRING_OPS = ("==", "!=", "~")
 
-# filter_parse_regex() match types
-MATCH_FULL, MATCH_FRONT_ONLY, MATCH_MIDDLE_ONLY, MATCH_END_ONLY, MATCH_GLOB = range(5)
 
 
 class FilterParseError(FntraceError):
@@ -101,13 +102,6 @@ class FilterParseError(FntraceError):
         text = self.command or ""
         pos = min(self.pos or 0, len(text))
         return f"{text}\n{' ' * pos}^\nparse_error: {self.msg}"
-
-
-class _Fail(Exception):
-    def __init__(self, kind: str, pos: int):
-        super().__init__(kind, pos)
-        self.kind = kind
-        self.pos = pos
 
 
 # --------------------------------------------------------------------------------------
@@ -137,23 +131,6 @@ class EventFilter:
 
 # --------------------------------------------------------------------------------------
 # Parsing
-
-def _kstrtoull(s: str) -> int | None:
-    """kstrtoull(s, 0, ...): the whole string, 0x hex, 0 octal, else decimal."""
-    if s[:1] == "+":
-        s = s[1:]
-    hexd = "0123456789abcdefABCDEF"
-    if len(s) >= 3 and s[0] == "0" and s[1] in "xX" and s[2] in hexd:
-        base, s, digits = 16, s[2:], hexd
-    elif s[:1] == "0":
-        base, digits = 8, "01234567"
-    else:
-        base, digits = 10, "0123456789"
-    if not s or any(c not in digits for c in s):
-        return None
-    v = int(s, base)
-    return v if v < 1 << 64 else None
-
 
 def _int_value(s: str) -> int | None:
     """kstrtoll for a negative number, kstrtoull otherwise: a Python int field is
@@ -372,27 +349,6 @@ def _string_pred(name: str, op: str, value: str) -> tuple:
     return ("str", name, op, value)
 
 
-def _classify(pattern: str) -> tuple[int, str]:
-    """filter_parse_regex() for a '~' pattern (already without its '!')."""
-    last = len(pattern) - 1
-    mtype = MATCH_FULL
-    for i, ch in enumerate(pattern):
-        if ch == "*":
-            if i == 0:
-                mtype = MATCH_END_ONLY
-            elif i == last:
-                mtype = MATCH_MIDDLE_ONLY if mtype == MATCH_END_ONLY else MATCH_FRONT_ONLY
-                pattern = pattern[:i]
-                break
-            else:
-                return MATCH_GLOB, pattern
-        elif ch in "[?\\":
-            return MATCH_GLOB, pattern
-    if pattern[:1] == "*":
-        pattern = pattern[1:]
-    return mtype, pattern
-
-
 # --------------------------------------------------------------------------------------
 # Compiling: one generated function, the predicates inlined.
 
@@ -448,7 +404,7 @@ def _gen(node: tuple) -> str:
         return f"((_s := _str(_get({name!r}, _M))) is not None and _s != {value!r})"
     if k == "glob":
         _, name, pattern, negate = node
-        mtype, search = _classify(pattern)
+        mtype, search = regex_type(pattern)
         if mtype == MATCH_FULL:
             test = f"_s == {search!r}"
         elif mtype == MATCH_FRONT_ONLY:

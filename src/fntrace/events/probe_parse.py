@@ -57,6 +57,8 @@ from typing import Any
 
 from fntrace.errors import FntraceError
 
+from .parsing import ParseFail as _Fail, kstrtoull as _kstrtoull
+
 __all__ = [
     "ERRORS",
     "UNRESOLVED",
@@ -281,15 +283,6 @@ class ProbeError(FntraceError):
         self.kind = kind
 
 
-class _Fail(Exception):
-    """Internal: kind and absolute position; parse_probe_command adds the command."""
-
-    def __init__(self, kind: str, pos: int):
-        super().__init__(kind, pos)
-        self.kind = kind
-        self.pos = pos
-
-
 @dataclass
 class FetchArg:
     """One fetch argument.
@@ -362,22 +355,6 @@ def _good_name(s: str) -> bool:
 
 def _isdigit(c: str) -> bool:
     return "0" <= c <= "9" and len(c) == 1
-
-
-def _kstrtoull(s: str) -> int | None:
-    """kstrtoull(s, 0, ...): the whole string, 0x hex, 0 octal, else decimal."""
-    if s[:1] == "+":
-        s = s[1:]
-    if len(s) >= 3 and s[0] == "0" and s[1] in "xX" and s[2] in _DIGITS[16]:
-        base, s = 16, s[2:]
-    elif s[:1] == "0":
-        base = 8
-    else:
-        base = 10
-    if not s or any(c not in _DIGITS[base] for c in s):
-        return None
-    v = int(s, base)
-    return v if v < 1 << 64 else None
 
 
 def _kstrtoll(s: str) -> int | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from time import monotonic_ns
 
 from ..core.ops import register_ftrace_function, unregister_ftrace_function
+from ..ring_buffer import TRACE_FN
 
 __all__ = ["FunctionTracer", "function_trace_call"]
 
@@ -21,7 +22,7 @@ def function_trace_call(ip, parent_ip, op, fregs) -> None:
         buf = tr.local.buf
     except AttributeError:
         buf = tr.cpu_buffer()
-    buf.write(monotonic_ns(), 1, 0, ip.ip, parent_ip.ip, 0, 0)
+    buf.write(monotonic_ns(), TRACE_FN, 0, ip.ip, parent_ip.ip, 0, 0)
 
 
 from .. import _env  # noqa: E402

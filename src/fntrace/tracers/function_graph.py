@@ -147,6 +147,18 @@ if _native is not None and hasattr(_native, "graph_entry"):
     _native.set_graph_twins(py_graph_entry, safe_repr, retval_payload)
     graph_entry = _native.graph_entry        # noqa: F811
     graph_return = _native.graph_return      # noqa: F811
+# fgraph's fast lane (docs/internals.md): the native pair that writes both records with
+# no Python object per call, while nothing per call needs Python.
+_graph_lane = getattr(_native, "graph_lane", None) if graph_entry is not py_graph_entry else None
+
+
+def graph_lane(gops: FgraphOps):
+    """This user's fast lane now: the native pair with its trace array, while the user
+    runs the native callbacks and traces through its instance's ops (not the lazy start's
+    set_graph_function ops); the pair itself turns down a call that needs Python."""
+    if _graph_lane is None or gops.entryfunc is not graph_entry or gops.ops is not gops.private.ops:
+        return None
+    return _graph_lane, gops.private
 
 
 class FunctionGraphTracer:
@@ -164,7 +176,7 @@ class FunctionGraphTracer:
         gf = tr.graph_fops
         lazy = bool(gf.filter_hash or gf.filter_cached) and not tr.graph_notrace_fops.filter_hash
         self.gops = FgraphOps(graph_entry, graph_return, tr, ops=gf if lazy else tr.ops,
-                              name="function_graph")
+                              name="function_graph", lane=graph_lane)
         register_ftrace_graph(self.gops)
 
     def reset(self, tr) -> None:
