@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator
 TYPE_CHECKING = False
 
 from .core.ops import ftrace_set_filter, ftrace_set_notrace
-from .core.records import record_table
 from .core.task import thread_info
 from .trace import TraceArray
 from .tracers import available_tracers
@@ -61,10 +60,6 @@ class TraceSession:
     def __exit__(self, *exc: Any) -> None:
         self.stop()
 
-    def _name_of(self, ip: int) -> str:
-        r = record_table.by_ip.get(ip)
-        return r.name if r is not None else f"0x{ip:x}"
-
     def entries(self) -> Iterator[TraceEntry]:
         """The recorded entries, oldest first, all threads merged.
 
@@ -76,21 +71,18 @@ class TraceSession:
         # the readers load when a trace is read, not with every traced program
         from .output.entry import TraceEntry
         from .output.reader import entries_from_buffers
-        for e in entries_from_buffers(list(self.tr.buffers.values()), self._name_of, thread_info):
+        from .output.registry import name_of
+        for e in entries_from_buffers(list(self.tr.buffers.values()), name_of, thread_info):
             if isinstance(e, TraceEntry):
                 yield e
 
     def lines(self, *, header: bool = True) -> list[str]:
         """The trace as the tracefs ``trace`` file of an instance with this tracer shows
         it (header=False: the lines only, as ``trace_pipe`` prints them), with that
-        file's default options: the function tracer's format, or function_graph's."""
-        from .output.reader import entries_from_buffers
-        from .output.render import render_trace
-        n, written = self.tr.entries()
-        return list(render_trace(
-            entries_from_buffers(list(self.tr.buffers.values()), self._name_of, thread_info),
-            tracer=self._tracer.name, options=self.tr.options, nr_entries=n,
-            written=written, nr_cpus=max(1, len(self.tr.buffers)), header=header))
+        file's default options: the function tracer's format, or function_graph's (the
+        renderer registry's view for the tracer, output/registry.py)."""
+        from .output.render import trace_array_lines
+        return list(trace_array_lines(self.tr, tracer=self._tracer.name, header=header))
 
     def text(self, *, header: bool = True) -> str:
         return "".join(line + "\n" for line in self.lines(header=header))

@@ -23,7 +23,6 @@ from ..core import ops as core_ops
 from ..core.hash import hash_lines
 from ..core.records import record_table
 from ..errors import FilterError, FntraceError
-from ..core.task import thread_info
 from ..trace import TraceArray
 from ..tracers import available_tracers
 
@@ -328,10 +327,6 @@ class Tracefs:
         record_table.refresh()
         return "".join(f"{r.ip:x} {r.name}\n" for r in record_table.records)
 
-    def _name_of(self, ip: int) -> str:
-        r = record_table.by_ip.get(ip)
-        return r.name if r is not None else f"0x{ip:x}"
-
     # -- events ---------------------------------------------------------------------
     def _calls(self, system: str | None = None):
         from ..events.core import event_calls
@@ -459,8 +454,6 @@ class Tracefs:
         """s_show() on the snapshot buffer: what ``trace`` prints of its own buffer,
         in the current tracer's format; print_snapshot_help() instead when there is no
         snapshot buffer or it is empty."""
-        from ..output.ftrace_text import render_function_trace
-        from ..output.reader import entries_from_buffers
         tr = self.tr
         snap = tr.snapshot
         if snap is None or not any(b.entries for b in snap):
@@ -474,19 +467,7 @@ class Tracefs:
                     "# echo 2 > snapshot : Clears snapshot buffer (but does not allocate or free)\n"
                     "#                      (Doesn't have to be '2' works with any number that\n"
                     "#                       is not a '0' or '1')\n")
-        if tr.tracer.name == "function_graph":
-            p = self._graph_printer()
-            lines = p.headers() + list(p.render(entries_from_buffers(
-                list(snap), self._name_of, thread_info)))
-            return "".join(l + "\n" for l in lines)
-        n = sum(b.entries for b in snap)
-        w = sum(b.written for b in snap)
-        lines = render_function_trace(
-            entries_from_buffers(snap, self._name_of, thread_info), header=True,
-            tracer=tr.tracer.name, nr_entries=n, written=w, nr_cpus=max(1, len(snap)),
-            irq_info=tr.options.get("irq-info", False),
-            print_parent=tr.options.get("print-parent", True))
-        return "".join(l + "\n" for l in lines)
+        return self._render(buffers=snap)
 
     def _w_snapshot(self, data: str, append: bool) -> None:
         v = data.strip()
@@ -498,49 +479,17 @@ class Tracefs:
             for b in self.tr.snapshot:
                 b.reset()
 
-    def _graph_printer(self):
-        from ..output.function_graph import GraphPrinter
-        o = self.tr.options
-        return GraphPrinter(cpu=o["funcgraph-cpu"], overhead=o["funcgraph-overhead"],
-                            proc=o["funcgraph-proc"], duration=o["funcgraph-duration"],
-                            abstime=o["funcgraph-abstime"], tail=o["funcgraph-tail"],
-                            retval=o["funcgraph-retval"], retval_hex=o["funcgraph-retval-hex"],
-                            overrun=o["funcgraph-overrun"], args=o["funcgraph-args"],
-                            irq_info=o.get("irq-info", False))
+    def _render(self, **kw) -> str:
+        """A read of trace, trace_pipe or snapshot: the renderer registry's view for
+        the current tracer (output/registry.py), as the report and the API print it."""
+        from ..output.render import trace_array_lines
+        return "".join(line + "\n" for line in trace_array_lines(self.tr, **kw))
 
     def _r_trace(self) -> str:
-        from ..output.ftrace_text import render_function_trace
-        from ..output.reader import entries_from_buffers
-        tr = self.tr
-        if tr.tracer.name == "function_graph":
-            p = self._graph_printer()
-            lines = p.headers() + list(p.render(entries_from_buffers(
-                list(tr.buffers.values()), self._name_of, thread_info)))
-            return "".join(l + "\n" for l in lines)
-        entries, written = tr.entries()
-        lines = render_function_trace(
-            entries_from_buffers(list(tr.buffers.values()), self._name_of, thread_info),
-            header=True, tracer=tr.tracer.name, nr_entries=entries, written=written,
-            nr_cpus=max(1, len(tr.buffers)), irq_info=tr.options.get("irq-info", False),
-            print_parent=tr.options.get("print-parent", True))
-        return "".join(l + "\n" for l in lines)
+        return self._render()
 
     def _r_trace_pipe(self) -> str:
-        from ..output.ftrace_text import render_function_trace
-        from ..output.reader import entries_from_buffers
-        tr = self.tr
-        if tr.tracer.name == "function_graph":
-            p = self._graph_printer()
-            lines = list(p.render(entries_from_buffers(
-                list(tr.buffers.values()), self._name_of, thread_info, consume=True)))
-            return "".join(l + "\n" for l in lines)
-        lines = render_function_trace(
-            entries_from_buffers(list(tr.buffers.values()), self._name_of, thread_info,
-                                 consume=True),
-            header=False, tracer=tr.tracer.name, nr_entries=0, written=0,
-            nr_cpus=max(1, len(tr.buffers)), irq_info=tr.options.get("irq-info", False),
-            print_parent=tr.options.get("print-parent", True))
-        return "".join(l + "\n" for l in lines)
+        return self._render(consume=True)
 
 
 _top: Tracefs | None = None
