@@ -26,7 +26,7 @@ from ..errors import FilterError, FntraceError
 from ..trace import TraceArray
 from ..tracers import available_tracers
 
-__all__ = ["Tracefs", "tracefs", "ErrorLog"]
+__all__ = ["Tracefs", "tracefs", "ErrorLog", "parse_trace_options"]
 
 README = """\
 tracing mini-HOWTO (fntrace: ftrace for Python programs)
@@ -99,6 +99,19 @@ def _bool(data: str, name: str) -> bool:
     raise FntraceError(f"{name}: expected 0 or 1, got {s!r}")
 
 
+def parse_trace_options(data: str) -> list[tuple[str, bool]]:
+    """The words of a ``trace_options`` write: [(option, on)], ``noNAME`` turning
+    NAME off; an unknown name is an error (EINVAL) at its position, nothing applied."""
+    out = []
+    for word in data.split():
+        on = not word.startswith("no")
+        name = word[2:] if not on else word
+        if name not in Tracefs.OPTIONS and name not in Tracefs.GRAPH_OPTIONS:
+            raise FntraceError(f"no such option {word!r}", command=data, pos=data.find(word))
+        out.append((name, on))
+    return out
+
+
 class Tracefs:
     """One directory of the tree (the top level, or an instance)."""
 
@@ -115,6 +128,12 @@ class Tracefs:
         self.tr = tr if tr is not None else TraceArray()
         self.top = top
         self.error_log = ErrorLog()
+        # A filter pattern that matches no loaded function is kept for modules loaded
+        # later instead of refused (fntrace record: the program has not run yet).
+        self.keep_unmatched = False
+        # The events the last dynamic_events write defined (the control path enables
+        # them through their events/GRP/EVENT/ files).
+        self.last_created_events: list = []
         self.tr.options.setdefault("overwrite", True)
         self.tr.options.setdefault("markers", True)
         self.tr.options.setdefault("function-trace", True)
@@ -143,10 +162,14 @@ class Tracefs:
                 "enabled_functions": (lambda: "".join(l + "\n" for l in core_ops.enabled_functions()), None),
                 "touched_functions": (lambda: "".join(l + "\n" for l in core_ops.touched_functions()), None),
                 "dyn_ftrace_total_info": (lambda: f"{len(record_table.records)}\n", None),
-                "set_graph_function": (lambda: self._r_graph(True), lambda d, a: self._w_graph(d, a, True)),
-                "set_graph_notrace": (lambda: self._r_graph(False), lambda d, a: self._w_graph(d, a, False)),
-                "max_graph_depth": (lambda: f"{self.tr.max_graph_depth}\n", self._w_max_graph_depth),
             })
+        # function_graph's files: every instance has its own graph filters and limits
+        # (the TraceArray keeps them), so sessions and recordings set them the same way.
+        self._files.update({
+            "set_graph_function": (lambda: self._r_graph(True), lambda d, a: self._w_graph(d, a, True)),
+            "set_graph_notrace": (lambda: self._r_graph(False), lambda d, a: self._w_graph(d, a, False)),
+            "max_graph_depth": (lambda: f"{self.tr.max_graph_depth}\n", self._w_max_graph_depth),
+        })
         self._files["tracing_thresh"] = (lambda: f"{self.tr.tracing_thresh // 1000}\n",
                                          self._w_tracing_thresh)
         self._files["set_event"] = (self._r_set_event, self._w_set_event)
@@ -202,15 +225,23 @@ class Tracefs:
         f[1](data, append)
 
     # -- handlers -----------------------------------------------------------------
-    def _w_current_tracer(self, data: str, append: bool) -> None:
+    def tracer_class(self, data: str) -> type:
+        """The tracer ``echo DATA > current_tracer`` selects; an unknown name fails as
+        that write does (error_log entry, EINVAL), so a caller can check a name before
+        the write (fntrace record, before the program runs)."""
         name = data.strip()
         tracers = available_tracers()
         if name not in tracers:
             self.error_log.add("current_tracer", "No such tracer", data.rstrip("\n"), 0)
-            raise FntraceError(f"no such tracer {name!r}", command=data)
-        if self.tr.tracer is not None and self.tr.tracer.name == name:
+            raise FntraceError(f"no such tracer {name!r} (available: "
+                               f"{' '.join(sorted(tracers))})", command=data)
+        return tracers[name]
+
+    def _w_current_tracer(self, data: str, append: bool) -> None:
+        cls = self.tracer_class(data)
+        if self.tr.tracer is not None and self.tr.tracer.name == data.strip():
             return
-        self.tr.set_tracer(tracers[name]())
+        self.tr.set_tracer(cls())
 
     def _w_tracing_on(self, data: str, append: bool) -> None:
         self.tr.tracing_on = _bool(data, "tracing_on")
@@ -239,7 +270,7 @@ class Tracefs:
         except ValueError:
             raise FntraceError(f"buffer_size_kb: {s!r} is not a number") from None
         if kb < 1 or kb > (1 << 20):
-            err = FntraceError(f"buffer_size_kb: {kb} is out of range")
+            err = FntraceError(f"buffer_size_kb: {kb} is out of range (1 to {1 << 20} KB)")
             err.errno = errno.ENOMEM if kb > 0 else errno.EINVAL
             raise err
         self.tr.set_buffer_size_kb(kb)
@@ -249,13 +280,13 @@ class Tracefs:
                        for n in self.OPTIONS + tuple(self.GRAPH_OPTIONS))
 
     def _w_trace_options(self, data: str, append: bool) -> None:
-        for word in data.split():
-            on = not word.startswith("no")
-            name = word[2:] if not on else word
-            if name not in self.OPTIONS and name not in self.GRAPH_OPTIONS:
-                self.error_log.add("trace_options", "No such option", data.rstrip("\n"),
-                                   data.find(word))
-                raise FntraceError(f"no such option {word!r}", command=data)
+        try:
+            words = parse_trace_options(data)
+        except FntraceError as e:
+            self.error_log.add("trace_options", "No such option", data.rstrip("\n"),
+                               e.pos or 0)
+            raise
+        for name, on in words:
             self._set_option(name, on)
 
     def _set_option(self, name: str, on: bool) -> None:
@@ -281,7 +312,8 @@ class Tracefs:
         ops = self.tr.graph_fops if enable else self.tr.graph_notrace_fops
         text = data.rstrip("\n")
         try:
-            core_ops.ftrace_set_filter(ops, text if text.strip() else None, reset=not append)
+            core_ops.ftrace_set_filter(ops, text if text.strip() else None, reset=not append,
+                                       keep_unmatched=self.keep_unmatched)
         except FilterError as e:
             self.error_log.add("ftrace", e.msg, text, e.pos or 0)
             raise
@@ -314,7 +346,8 @@ class Tracefs:
         setter = core_ops.ftrace_set_filter if enable else core_ops.ftrace_set_notrace
         text = data.rstrip("\n")
         try:
-            setter(self.tr.ops, text if text.strip() else None, reset=not append)
+            setter(self.tr.ops, text if text.strip() else None, reset=not append,
+                   keep_unmatched=self.keep_unmatched)
         except FilterError as e:
             self.error_log.add("ftrace", e.msg, text, e.pos or 0)
             raise
@@ -438,6 +471,7 @@ class Tracefs:
     def _w_dynamic_events(self, data: str, append: bool) -> None:
         from ..events.fprobe_event import dynevent_clear, dynevent_create
         from ..events.probe_parse import ProbeError
+        self.last_created_events = []
         if not append:
             dynevent_clear()
         for line in data.splitlines():
@@ -445,10 +479,12 @@ class Tracefs:
             if not cmd or cmd.startswith("#"):
                 continue
             try:
-                dynevent_create(cmd)
+                ev = dynevent_create(cmd)
             except ProbeError as e:
                 self.error_log.add("trace_fprobe", e.msg, cmd, e.pos or 0)
                 raise
+            if ev is not None:
+                self.last_created_events.append(ev.call)
 
     def _r_snapshot(self) -> str:
         """s_show() on the snapshot buffer: what ``trace`` prints of its own buffer,
