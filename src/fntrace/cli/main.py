@@ -31,19 +31,19 @@ REPORT_OPTIONS = ("print-parent", "irq-info", "funcgraph-cpu", "funcgraph-overhe
 
 _EPILOGS = {
     "record": """\
-examples:
-  fntrace record -F 'shop.*' examples/shop_demo.py           # trace a package's functions
-  fntrace record -p function_graph -F '*:mod:__main__' app.py --port 8000
-  fntrace record -g 'json.encoder.*' -A -R -m json.tool data.json
-  fntrace report                                              # then read fntrace.dat
-
 each option is written to a control file of the trace's tracefs instance, and takes
 that file's grammar and errors:
   -p current_tracer  -F set_ftrace_filter  -N set_ftrace_notrace
   -g set_graph_function  --graph-notrace set_graph_notrace  -D max_graph_depth
   --thresh tracing_thresh  -A options/funcgraph-args  -R options/funcgraph-retval
   --repr options/object-repr  -b buffer_size_kb  -e dynamic_events, events/GRP/EVENT/enable
-  -f events/GRP/EVENT/filter  -T events/GRP/EVENT/trigger""",
+  -f events/GRP/EVENT/filter  -T events/GRP/EVENT/trigger
+
+examples:
+  fntrace record -F 'shop.*' examples/shop_demo.py           # trace a package's functions
+  fntrace record -p function_graph -F '*:mod:__main__' app.py --port 8000
+  fntrace record -g 'json.encoder.*' -A -R -m json.tool data.json
+  fntrace report                                              # then read fntrace.dat""",
     "report": """\
 examples:
   fntrace report                       # fntrace.dat, as the kernel prints 'trace'
