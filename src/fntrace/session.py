@@ -17,7 +17,6 @@ TYPE_CHECKING = False
 
 from .core.task import thread_info
 from .trace import TraceArray
-from .tracefs import control
 from .tracefs.fs import Tracefs
 
 if TYPE_CHECKING:
@@ -60,6 +59,7 @@ class TraceSession:
                  graph_notrace: str | Iterable[str] | None = None,
                  max_graph_depth: int | None = None, tracing_thresh: int | None = None,
                  options: Mapping[str, bool] | None = None):
+        from .tracefs import control       # loaded by the first session, not by import
         self.tr = TraceArray(name="session")
         self.fs = Tracefs(self.tr, top=False)
         self.fs.tracer_class(tracer)          # an unknown name fails here, not at start

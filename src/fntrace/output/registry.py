@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator, Mapping
+
+from ..core.records import record_table
 # typing is not imported at run time (it is a fifth of fntrace's import cost).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -64,10 +66,9 @@ def name_of(ip: int, symbols: Mapping[int, tuple] | None = None) -> str:
     (name, ...)) when given, else from the process's record table."""
     if symbols is not None:
         s = symbols.get(ip)
-        return s[0] if s is not None else unknown_name(ip)
-    from ..core.records import record_table
+        return s[0] if s is not None else f"0x{ip:x}"
     r = record_table.by_ip.get(ip)
-    return r.name if r is not None else unknown_name(ip)
+    return r.name if r is not None else f"0x{ip:x}"       # unknown_name, inline: per entry
 
 
 def nr_cpus_of(cpus: Iterable[int]) -> int:
