@@ -593,3 +593,16 @@ def test_unknown_file(fs):
         fs.read("no_such_file")
     with pytest.raises(FntraceError):
         fs.write("no_such_file", "1")
+
+
+def test_freeing_an_instance_keeps_the_threads_cpu():
+    """An instance the thread wrote to, freed on that thread, is not the thread's end:
+    the thread keeps its cpu number (the CPU column of every other trace)."""
+    import gc
+    from fntrace.core.task import thread_cpu
+    d = Tracefs()
+    d.write("trace_marker", "x")
+    cpu = thread_cpu()
+    del d
+    gc.collect()
+    assert thread_cpu() == cpu

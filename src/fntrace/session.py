@@ -15,13 +15,12 @@ from collections.abc import Callable, Iterator
 # the annotations are strings (from __future__ import annotations).
 TYPE_CHECKING = False
 
-from .core.ops import ftrace_set_filter, ftrace_set_notrace
-from .core.records import record_table
 from .core.task import thread_info
 from .trace import TraceArray
-from .tracers import available_tracers
+from .tracefs.fs import Tracefs
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
     from typing import Any
 
     from .output.entry import TraceEntry
@@ -29,41 +28,74 @@ if TYPE_CHECKING:
 __all__ = ["TraceSession", "trace", "traced"]
 
 
-class TraceSession:
-    """A trace instance started by ``__enter__`` and stopped by ``__exit__``."""
+def _patterns(p: str | Iterable[str] | None) -> list[str]:
+    if not p:
+        return []
+    return [p] if isinstance(p, str) else list(p)
 
-    def __init__(self, filter: str | None = None, notrace: str | None = None, *,
-                 tracer: str = "function", buffer_size_kb: int = 1408, overwrite: bool = True):
-        tracers = available_tracers()
-        if tracer not in tracers:
-            raise ValueError(f"unknown tracer {tracer!r} (available: {' '.join(sorted(tracers))})")
-        self.tr = TraceArray(name="session", buffer_size_kb=buffer_size_kb, overwrite=overwrite)
-        if filter:
-            ftrace_set_filter(self.tr.ops, filter)
-        if notrace:
-            ftrace_set_notrace(self.tr.ops, notrace)
-        self._tracer = tracers[tracer]()
+
+class TraceSession:
+    """A trace instance started by ``__enter__`` and stopped by ``__exit__``.
+
+    Every setting is a write to a control file of the session's own tracefs instance
+    (``self.fs``; tracefs/control.py), so it takes the tracefs grammar and fails as the
+    write does (FilterError, FntraceError with the kernel's errno), with an entry in
+    ``self.fs.read("error_log")``:
+
+        filter          set_ftrace_filter         notrace         set_ftrace_notrace
+        tracer          current_tracer (on start) buffer_size_kb  buffer_size_kb
+        overwrite       options/overwrite         graph_function  set_graph_function
+        graph_notrace   set_graph_notrace         max_graph_depth max_graph_depth
+        tracing_thresh  tracing_thresh (us)       options         options/NAME (bool)
+
+    ``filter`` and the other pattern arguments take one string (the whole write) or a
+    list of them (the first replaces, the others add, as ``>`` then ``>>``).
+    """
+
+    def __init__(self, filter: str | Iterable[str] | None = None,
+                 notrace: str | Iterable[str] | None = None, *,
+                 tracer: str = "function", buffer_size_kb: int = 1408, overwrite: bool = True,
+                 graph_function: str | Iterable[str] | None = None,
+                 graph_notrace: str | Iterable[str] | None = None,
+                 max_graph_depth: int | None = None, tracing_thresh: int | None = None,
+                 options: Mapping[str, bool] | None = None):
+        from .tracefs import control       # loaded by the first session, not by import
+        self.tr = TraceArray(name="session")
+        self.fs = Tracefs(self.tr, top=False)
+        self.fs.tracer_class(tracer)          # an unknown name fails here, not at start
+        self.tracer_name = tracer
+        opts = {"overwrite": bool(overwrite)}
+        opts.update(options or {})
+        control.apply_writes(self.fs, control.setting_writes(
+            buffer_kb=buffer_size_kb, max_depth=max_graph_depth, thresh_us=tracing_thresh,
+            options=opts))
+        control.apply_writes(self.fs, control.filter_writes(
+            filters=_patterns(filter), notrace=_patterns(notrace),
+            graph_functions=_patterns(graph_function), graph_notrace=_patterns(graph_notrace)))
         self.active = False
+        self._stopped = False
 
     def start(self) -> "TraceSession":
-        self.tr.set_tracer(self._tracer)
+        if self._stopped:
+            # started again: a fresh tracer on a cleared buffer, as a tracer change does
+            self.fs.write("current_tracer", "nop")
+        self.fs.write("current_tracer", self.tracer_name)
         self.active = True
         return self
 
     def stop(self) -> None:
         if self.active:
+            # The hooks go; the buffers stay readable (a current_tracer write would
+            # clear them).
             self.tr.tracer.reset(self.tr)
             self.active = False
+            self._stopped = True
 
     def __enter__(self) -> "TraceSession":
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
-
-    def _name_of(self, ip: int) -> str:
-        r = record_table.by_ip.get(ip)
-        return r.name if r is not None else f"0x{ip:x}"
 
     def entries(self) -> Iterator[TraceEntry]:
         """The recorded entries, oldest first, all threads merged.
@@ -76,21 +108,18 @@ class TraceSession:
         # the readers load when a trace is read, not with every traced program
         from .output.entry import TraceEntry
         from .output.reader import entries_from_buffers
-        for e in entries_from_buffers(list(self.tr.buffers.values()), self._name_of, thread_info):
+        from .output.registry import name_of
+        for e in entries_from_buffers(list(self.tr.buffers.values()), name_of, thread_info):
             if isinstance(e, TraceEntry):
                 yield e
 
     def lines(self, *, header: bool = True) -> list[str]:
         """The trace as the tracefs ``trace`` file of an instance with this tracer shows
         it (header=False: the lines only, as ``trace_pipe`` prints them), with that
-        file's default options: the function tracer's format, or function_graph's."""
-        from .output.reader import entries_from_buffers
-        from .output.render import render_trace
-        n, written = self.tr.entries()
-        return list(render_trace(
-            entries_from_buffers(list(self.tr.buffers.values()), self._name_of, thread_info),
-            tracer=self._tracer.name, options=self.tr.options, nr_entries=n,
-            written=written, nr_cpus=max(1, len(self.tr.buffers)), header=header))
+        file's default options: the function tracer's format, or function_graph's (the
+        renderer registry's view for the tracer, output/registry.py)."""
+        from .output.render import trace_array_lines
+        return list(trace_array_lines(self.tr, tracer=self.tracer_name, header=header))
 
     def text(self, *, header: bool = True) -> str:
         return "".join(line + "\n" for line in self.lines(header=header))

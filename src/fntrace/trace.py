@@ -43,9 +43,13 @@ class _ThreadEnd:
 
     def __del__(self) -> None:
         tr = self.tr()
+        if tr is None:
+            # The array itself is being freed (its weakref dies first), on whatever
+            # thread frees it: not a thread's end, which must not cost that thread
+            # its cpu number.
+            return
         try:
-            if tr is not None:
-                tr.thread_ended(self.cpu)
+            tr.thread_ended(self.cpu)
             if threading.get_native_id() == thread_info.get(self.cpu, (None,))[0]:
                 task.thread_ended()         # on the ending thread itself
         except Exception:

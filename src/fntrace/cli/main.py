@@ -31,6 +31,14 @@ REPORT_OPTIONS = ("print-parent", "irq-info", "funcgraph-cpu", "funcgraph-overhe
 
 _EPILOGS = {
     "record": """\
+each option is written to a control file of the trace's tracefs instance, and takes
+that file's grammar and errors:
+  -p current_tracer  -F set_ftrace_filter  -N set_ftrace_notrace
+  -g set_graph_function  --graph-notrace set_graph_notrace  -D max_graph_depth
+  --thresh tracing_thresh  -A options/funcgraph-args  -R options/funcgraph-retval
+  --repr options/object-repr  -b buffer_size_kb  -e dynamic_events, events/GRP/EVENT/enable
+  -f events/GRP/EVENT/filter  -T events/GRP/EVENT/trigger
+
 examples:
   fntrace record -F 'shop.*' examples/shop_demo.py           # trace a package's functions
   fntrace record -p function_graph -F '*:mod:__main__' app.py --port 8000
@@ -240,14 +248,21 @@ def split_target(sub: argparse.ArgumentParser, argv: list[str]
 
 
 def _report_opts(args) -> dict:
-    """-O options as {tracefs option name: on}."""
+    """-O options as {tracefs option name: on}: the words of a trace_options write
+    (the same grammar and errors), limited to the options that change the text."""
+    from ..tracefs.fs import parse_trace_options
     out: dict = {}
+    known = ", ".join(REPORT_OPTIONS)
     for o in args.option:
-        name = o[2:] if o.startswith("no") and o[2:] in REPORT_OPTIONS else o
-        if name not in REPORT_OPTIONS:
-            known = ", ".join(REPORT_OPTIONS)
-            raise UsageError(f"unknown option {o!r} (known: {known}, and each with no)")
-        out[name] = name == o
+        try:
+            words = parse_trace_options(o)
+        except FntraceError as e:
+            raise UsageError(f"-O {o!r}: {e.msg} (known: {known}, and each with no)") from None
+        for name, on in words:
+            if name not in REPORT_OPTIONS:
+                raise UsageError(f"-O {o!r}: {name} does not change the text "
+                                 f"(known: {known}, and each with no)")
+            out[name] = on
     return {"options": out}
 
 
@@ -298,13 +313,14 @@ def _target(args):
 
 
 def _record(args, output: str, at_exit: bool, on_finished=None):
-    from .record import RecordOptions, check_buffer_kb, check_depth, check_thresh, record
+    from .record import RecordOptions, record
     tracer = _choose_tracer(args)
+    # The numbers go as typed: the control files they are written to check them
+    # (tracefs/control.py), before the program runs.
     opts = RecordOptions(tracer=tracer, filters=args.filter, notrace=args.notrace,
-                         buffer_kb=check_buffer_kb(args.buffer_size_kb), output=output,
+                         buffer_kb=args.buffer_size_kb, output=output,
                          graph_functions=args.graph_function, graph_notrace=args.graph_notrace,
-                         max_depth=check_depth(args.max_depth or "0"),
-                         thresh_us=check_thresh(args.thresh or "0"),
+                         max_depth=args.max_depth, thresh_us=args.thresh,
                          args=args.args, retval=args.retval, events=args.events or [],
                          patches=args.patch, object_repr=args.object_repr)
     target = _target(args)

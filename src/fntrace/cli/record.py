@@ -27,37 +27,41 @@ import threading
 import time
 
 from .. import _env
-from ..core import dispatch, fetch, task
+from ..core import dispatch, task
 from ..core.ops import backend as ops_backend
-from ..core.ops import ftrace_kill, ftrace_set_filter, ftrace_set_notrace
+from ..core.ops import ftrace_kill
 from ..core.records import record_table, scan_code_as
-from ..errors import FilterError, FntraceError, UsageError
+from ..errors import FntraceError, UsageError
 from ..ring_buffer import ChunkQueue
 from ..core.task import thread_info
 from ..trace import TraceArray
 from ..tracefile import TraceFileWriter
-from ..tracers import available_tracers
+from ..tracefs import control
+from ..tracefs.fs import Tracefs
 from .guard import Guard
 from .target import (Outcome, Target, _native_launch, callback_credit, finish_program,
                      run_target)
 
-__all__ = ["RecordOptions", "record", "check_buffer_kb", "check_depth", "check_thresh",
+__all__ = ["RecordOptions", "record", "check_depth", "check_thresh",
            "unmatched_patterns"]
 
-MAX_BUFFER_KB = 1 << 20
 # Bytes handed over and not written yet above which a traced thread waits for the
 # writer: two full buffers, so memory stays flat however fast the program writes.
 PENDING_MIN = 4 << 20
 
 
 class RecordOptions:
-    """What `fntrace record` was asked for (every field can be given by keyword)."""
+    """What `fntrace record` was asked for (every field can be given by keyword).
+
+    The numbers may be given as the user typed them (str): they are checked by the
+    control files they are written to (tracefs/control.py); None leaves the file's
+    default."""
 
     def __init__(self, tracer: str = "function", filters: list[str] | None = None,
-                 notrace: list[str] | None = None, buffer_kb: int = 1408,
+                 notrace: list[str] | None = None, buffer_kb: int | str | None = 1408,
                  output: str = "fntrace.dat", graph_functions: list[str] | None = None,
-                 graph_notrace: list[str] | None = None, max_depth: int = 0,
-                 thresh_us: int = 0, args: bool = False, retval: bool = False,
+                 graph_notrace: list[str] | None = None, max_depth: int | str | None = 0,
+                 thresh_us: int | str | None = 0, args: bool = False, retval: bool = False,
                  events: list | None = None, patches: list | None = None,
                  object_repr: bool = False) -> None:
         self.tracer = tracer
@@ -77,16 +81,6 @@ class RecordOptions:
 
     def __repr__(self) -> str:
         return f"RecordOptions({vars(self)!r})"
-
-
-def check_buffer_kb(text: str) -> int:
-    try:
-        kb = int(text, 0)
-    except ValueError:
-        raise UsageError(f"bad buffer size {text!r}: not a number of kilobytes") from None
-    if not 1 <= kb <= MAX_BUFFER_KB:
-        raise UsageError(f"bad buffer size {kb}: must be between 1 and {MAX_BUFFER_KB} KB")
-    return kb
 
 
 def check_depth(text: str) -> int:
@@ -249,28 +243,46 @@ class _FileSink:
         self._close()
 
 
-def _apply_filters(tr: TraceArray, opts: RecordOptions, mains: _MainSources,
+def _setting_writes(opts: RecordOptions) -> list:
+    """-b, -D, --thresh, -A, -R, --repr as control-file writes (tracefs/control.py)."""
+    options = {}
+    if opts.args:
+        options["funcgraph-args"] = True
+    if opts.retval:
+        options["funcgraph-retval"] = True
+    # the process's one switch, set either way as the recording always did
+    options["object-repr"] = bool(opts.object_repr)
+    return control.setting_writes(buffer_kb=opts.buffer_kb, max_depth=opts.max_depth,
+                                  thresh_us=opts.thresh_us, options=options,
+                                  labels=control.CLI_LABELS)
+
+
+def _apply_filters(fs: Tracefs, opts: RecordOptions, mains: _MainSources,
                    warn=None) -> None:
-    """-F/-N/-g/--graph-notrace, each checked before the program runs: a pattern that
-    matches nothing loaded is looked for in the source of the modules it can name
-    (core/kallsyms.py) and refused, with the closest names, when it can never match;
-    one that may still match at run time is kept, with a warning."""
-    for label, pats, ops, setter in (
-            ("-F", opts.filters, tr.ops, ftrace_set_filter),
-            ("-N", opts.notrace, tr.ops, ftrace_set_notrace),
-            ("-g", opts.graph_functions, tr.graph_fops, ftrace_set_filter),
-            ("--graph-notrace", opts.graph_notrace, tr.graph_notrace_fops, ftrace_set_filter)):
-        first = True
-        for pat in pats:
-            try:
-                setter(ops, pat, reset=first, keep_unmatched=True)
-            except FilterError as e:
-                where = f" (at column {e.pos + 1})" if e.pos is not None else ""
-                raise UsageError(f"{label} {pat!r}: {e.msg}{where}") from None
-            first = False
-            pending = ops.notrace_pending if setter is ftrace_set_notrace else ops.pending
-            cache = ops.notrace_mod_cache if setter is ftrace_set_notrace else ops.mod_cache
-            _check_words(label, pat, pending, cache, mains, warn)
+    """-F/-N/-g/--graph-notrace, written to their filter files, each checked before the
+    program runs: a pattern that matches nothing loaded is looked for in the source of
+    the modules it can name (core/kallsyms.py) and refused, with the closest names,
+    when it can never match; one that may still match at run time is kept, with a
+    warning."""
+    tr = fs.tr
+    files = {"set_ftrace_filter": (tr.ops, False), "set_ftrace_notrace": (tr.ops, True),
+             "set_graph_function": (tr.graph_fops, False),
+             "set_graph_notrace": (tr.graph_notrace_fops, False)}
+
+    def check(w) -> None:
+        ops, notrace = files[w.path]
+        pending = ops.notrace_pending if notrace else ops.pending
+        cache = ops.notrace_mod_cache if notrace else ops.mod_cache
+        _check_words(w.label, w.value, pending, cache, mains, warn)
+
+    writes = control.filter_writes(filters=opts.filters, notrace=opts.notrace,
+                                   graph_functions=opts.graph_functions,
+                                   graph_notrace=opts.graph_notrace, labels=control.CLI_LABELS)
+    fs.keep_unmatched = True        # the program's modules are not loaded yet
+    try:
+        control.apply_writes(fs, writes, cli=True, after=check)
+    finally:
+        fs.keep_unmatched = False
 
 
 class _MainSources:
@@ -333,60 +345,12 @@ def _check_words(label: str, pat: str, pending, cache, mains, warn) -> None:
                  f"{close}")
 
 
-def _apply_events(tr: TraceArray, opts: RecordOptions) -> None:
-    """-e/-f/-T: define dynamic events, enable them in this trace, set filters/triggers.
-    Any error is a one-line UsageError with the caret position."""
-    if not opts.events:
-        return
-    from ..events.core import find_event_call
-    from ..events.filter import FilterParseError
-    from ..events.fprobe_event import dynevent_create
-    from ..events.probe_parse import ProbeError
-    from ..events.trigger import apply_trigger_command
-
-    def where(e, text):
-        return f"\n  {text}\n  {' ' * (e.pos or 0)}^" if e.pos is not None else ""
-
-    for spec in opts.events:
-        text = spec["event"]
-        if text[:1] == "f" and (len(text) == 1 or text[1] in " :0123456789"):
-            try:
-                ev = dynevent_create(text)
-            except ProbeError as e:
-                raise UsageError(f"-e: {e.msg}{where(e, text)}{_closest(e, text)}") from None
-            call = ev.call
-        else:
-            sysname, _, name = text.rpartition(":")
-            call = find_event_call(sysname or None, name)
-            if call is None:
-                raise UsageError(f"-e {text!r}: no such event")
-        ef = tr.event_file(call)
-        if spec["filter"]:
-            try:
-                ef.set_filter(spec["filter"])
-            except FilterParseError as e:
-                raise UsageError(f"-f: event filter parse error: {e.msg}{where(e, spec['filter'])}") from None
-
-        def files_of_tr(system, event):
-            c = find_event_call(system, event)
-            return tr.event_file(c) if c is not None else None
-        for t in spec["triggers"]:
-            try:
-                apply_trigger_command(ef, t, files_of_tr)
-            except FntraceError as e:       # a TriggerError, or EEXIST for a second one
-                raise UsageError(f"-T: {e.msg}{where(e, t)}") from None
-        ef.set_enabled(True)
-
-
-def _closest(e, text: str) -> str:
-    """For a probe on a function that does not exist, the closest one that does."""
-    if getattr(e, "kind", None) != "BAD_PROBE_ADDR":
-        return ""
+def _apply_events(fs: Tracefs, opts: RecordOptions) -> None:
+    """-e/-f/-T: dynamic events defined through dynamic_events, then each event's
+    filter, trigger and enable files.  Any error is a UsageError with the caret."""
     from ..core import kallsyms
-    words = text.split()
-    sym = words[1].partition("%")[0] if len(words) > 1 else ""
-    close = kallsyms.check_pattern(sym, kallsyms.main_sources).close if sym else []
-    return f"\n  (did you mean {close[0]!r}?)" if close else ""
+    for spec in opts.events:
+        control.event_writes(fs, spec, main_sources=kallsyms.main_sources)
 
 
 def unmatched_patterns(tr: TraceArray) -> list[str]:
@@ -411,9 +375,15 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
     ended (``live`` prints its report there); ``how`` is ("end", Outcome),
     ("exit", status) or ("signal", signum).
     """
-    tracers = available_tracers()
-    if opts.tracer not in tracers:
-        raise UsageError(f"unknown tracer {opts.tracer!r} (available: {' '.join(sorted(tracers))})")
+    # The instance and its control files first: every option is a write to one of
+    # them (tracefs/control.py), checked before anything is created or run.
+    tr = TraceArray()
+    fs = Tracefs(tr)
+    control.apply_writes(fs, _setting_writes(opts), cli=True)
+    try:
+        fs.tracer_class(opts.tracer)
+    except FntraceError as e:
+        raise UsageError(f"-p: {e.msg}") from None
     try:
         f = open(opts.output, "wb", buffering=0)
     except OSError as e:
@@ -425,15 +395,15 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
         "pid": os.getpid(),
         "argv": [target.argv0, *target.args],
         "clock": "mono",
-        "buffer_size_kb": opts.buffer_kb,
+        "buffer_size_kb": tr.buffer_size_kb,
         "filters": opts.filters,
         "notrace": opts.notrace,
         "graph_functions": opts.graph_functions,
         "graph_notrace": opts.graph_notrace,
-        "max_graph_depth": opts.max_depth,
-        "tracing_thresh_us": opts.thresh_us,
-        "graph_args": opts.args,
-        "graph_retval": opts.retval,
+        "max_graph_depth": tr.max_graph_depth,
+        "tracing_thresh_us": tr.tracing_thresh // 1000,
+        "graph_args": tr.graph_args,
+        "graph_retval": tr.graph_retval,
         "events": [e["event"] for e in opts.events],
         "object_repr": opts.object_repr,
         "start_wall": time.time(),
@@ -446,17 +416,12 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
     except OSError as e:
         f.close()
         raise UsageError(f"{opts.output}: {e.strerror}") from None
-    sink = _FileSink(writer, opts.buffer_kb)
-    tr = TraceArray(buffer_size_kb=opts.buffer_kb, sink=sink.queue)
+    sink = _FileSink(writer, tr.buffer_size_kb)
+    tr.sink = sink.queue
     if hasattr(os, "register_at_fork"):
         def in_child() -> None:
             tr.tracing_on = False           # the trace is the parent's
         os.register_at_fork(after_in_child=in_child)
-    tr.max_graph_depth = opts.max_depth
-    tr.tracing_thresh = opts.thresh_us * 1000
-    tr.graph_args = opts.args
-    tr.graph_retval = opts.retval
-    fetch.settings.allow_program_code = opts.object_repr
     # Until the target runs, "__main__" is fntrace's own launcher: never list it, and
     # let ':mod:__main__' filters wait for the target's module.
     main = sys.modules.get("__main__")
@@ -536,11 +501,10 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
     try:
         _patch.install(requests)
         mains = _MainSources(target)
-        _apply_filters(tr, opts, mains, guard.notice)
+        _apply_filters(fs, opts, mains, guard.notice)
         if opts.events:
             mains.get()
-        _apply_events(tr, opts)
-        tracer = tracers[opts.tracer]()
+        _apply_events(fs, opts)
 
         def start(mod, code) -> None:
             record_table.main_alias = target.module if target.module != "__main__" else None
@@ -558,7 +522,8 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
                     if threading.get_ident() != main_ident:    # the main one has it
                         _native_launch.credit(credit)
                 task.new_thread_hooks.append(credit_thread)
-            tr.set_tracer(tracer)
+            # checked above (tracer_class): this write does not fail
+            fs.write("current_tracer", opts.tracer)
             return code
 
         outcome = run_target(target, start)

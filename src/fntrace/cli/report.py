@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..output.reader import entries_from_file
+from ..output.registry import nr_cpus_of
 from ..output.render import render_trace
 
 __all__ = ["report_text", "loss_notes", "graph_display_filter"]
@@ -71,7 +72,7 @@ def report_text(tf, *, max_depth: int = 0, thresh_ns: int = 0,
     """A trace file's text, as the kernel prints ``trace`` (output/render.py), with the
     report-time depth and threshold filters, and what was lost in the header."""
     tracer = tf.header.get("tracer", "function")
-    nr_cpus = max(len(tf.threads), 1)
+    nr_cpus = nr_cpus_of(tf.threads)
     opts = dict(options or {})
     # What was recorded is shown unless turned off.
     opts.setdefault("funcgraph-args", bool(tf.header.get("graph_args")))

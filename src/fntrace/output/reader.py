@@ -12,6 +12,7 @@ from typing import Any
 
 from ..ring_buffer import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, args_pairs, text_parts
 from .entry import LostEvents, TraceEntry
+from .registry import name_of as file_name_of
 
 __all__ = ["decode", "entries_from_file", "entries_from_buffers"]
 
@@ -49,9 +50,7 @@ def entries_from_file(tf, cpu: int | None = None) -> Iterator[TraceEntry | LostE
     def name_of(ip: int) -> str:
         n = cache.get(ip)
         if n is None:
-            s = syms.get(ip)
-            n = s[0] if s is not None else f"0x{ip:x}"
-            cache[ip] = n
+            n = cache[ip] = file_name_of(ip, syms)
         return n
 
     threads = tf.threads

@@ -1,15 +1,11 @@
-"""Which printer a trace read uses (kernel/trace/trace.c ``s_show`` and
-``print_trace_line``), in one place for every reader: the tracefs ``trace``,
-``trace_pipe`` and ``snapshot`` files, ``fntrace report`` and the Python API.
+"""A trace read, for every reader: the tracefs ``trace``, ``trace_pipe`` and ``snapshot``
+files, ``fntrace report`` and the Python API (kernel/trace/trace.c ``s_show``).
 
-The kernel asks the current tracer: a tracer with a ``print_header`` / ``print_line`` of
-its own (function_graph) prints its header and its lines, and hands back only the entries
-it does not draw; every other tracer (function, nop) gets the default header
-(``# entries-in-buffer/entries-written``, the TASK-PID column help) and the default line
-format.  ``render_trace`` does the same with the renderers of this package:
+The view is chosen by the registry (output/registry.py ``renderer_for``): the current
+tracer's own (function_graph's printer) or the default format (function, nop, ...).
 
-    function_graph   GraphPrinter (output/function_graph.py)
-    anything else    render_function_trace (output/ftrace_text.py)
+    render_trace(entries, tracer=..., options=...)    decoded entries -> lines
+    trace_array_lines(tr, ...)                         a live instance's buffers -> lines
 
 Options are passed in their tracefs names (``trace_options``, ``options/*``); any name
 left out has the kernel's default for it, the value TRACE_OPTIONS gives.
@@ -17,56 +13,22 @@ left out has the kernel's default for it, the value TRACE_OPTIONS gives.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+# typing is not imported at run time (it is a fifth of fntrace's import cost).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .entry import LostEvents, TraceEntry
 
-from .entry import LostEvents, TraceEntry
-from .ftrace_text import render_function_trace
-from .function_graph import GraphPrinter
+from .registry import TRACE_OPTIONS, RenderContext, name_of, nr_cpus_of, renderer_for
 
-__all__ = ["TRACE_OPTIONS", "render_trace"]
-
-# The options that change the text, in their tracefs names, with their defaults: the
-# kernel's tracer_flags.val of function_graph (trace_functions_graph.c) and fntrace's
-# generic defaults (print-parent on; irq-info off, since a Python thread has no
-# interrupt state to show).
-TRACE_OPTIONS: Mapping[str, bool] = {
-    "print-parent": True,
-    "irq-info": False,
-    "funcgraph-overrun": False,
-    "funcgraph-cpu": True,
-    "funcgraph-overhead": True,
-    "funcgraph-proc": False,
-    "funcgraph-duration": True,
-    "funcgraph-abstime": False,
-    "funcgraph-tail": False,
-    "funcgraph-retval": False,
-    "funcgraph-retval-hex": False,
-    "funcgraph-args": False,
-}
-
-# tracefs option name -> GraphPrinter keyword
-_GRAPH_KEYWORDS: Mapping[str, str] = {
-    "funcgraph-overrun": "overrun",
-    "funcgraph-cpu": "cpu",
-    "funcgraph-overhead": "overhead",
-    "funcgraph-proc": "proc",
-    "funcgraph-duration": "duration",
-    "funcgraph-abstime": "abstime",
-    "funcgraph-tail": "tail",
-    "funcgraph-retval": "retval",
-    "funcgraph-retval-hex": "retval_hex",
-    "funcgraph-args": "args",
-    "irq-info": "irq_info",
-    "print-parent": "print_parent",
-}
-
-_GRAPH_TRACER = "function_graph"
+__all__ = ["TRACE_OPTIONS", "render_trace", "trace_array_lines"]
 
 
 def render_trace(entries: Iterable[TraceEntry | LostEvents], *, tracer: str = "function",
                  options: Mapping[str, bool] | None = None, nr_entries: int | None = None,
                  written: int | None = None, nr_cpus: int | None = None,
-                 header: bool = True) -> Iterator[str]:
-    """The lines of a trace read (no newlines), printed the way ``tracer`` prints them.
+                 header: bool = True, view: str | None = None) -> Iterator[str]:
+    """The lines of a trace read (no newlines), printed the way ``tracer`` prints them
+    (or as the registered view ``view``).
 
     entries     decoded entries merged across cpus in time order, with LostEvents
                 markers where a buffer dropped events (output/reader.py)
@@ -81,43 +43,34 @@ def render_trace(entries: Iterable[TraceEntry | LostEvents], *, tracer: str = "f
                 line of the default header; None: the TraceEntry items of ``entries``
     written     entries ever written (nr_entries + those lost); None: nr_entries plus
                 what the LostEvents markers count
-    nr_cpus     cpus (thread slots) of the buffer: ``#P:`` in the default header, the
-                width of function_graph's CPU column (the digits of nr_cpus - 1, as
-                the kernel sizes it from nr_cpu_ids); None: highest cpu seen + 1
+    nr_cpus     thread slots of the buffer: ``#P:`` in the default header, the width
+                of function_graph's CPU column; None: highest cpu seen + 1
     header      True for ``trace`` and ``snapshot`` (header then lines), False for
                 ``trace_pipe`` (lines only)
-
-    function_graph's header has no entries line (its print_header prints the column
-    titles only), so the counts are not read for it.  A graph entry whose cpu has
-    nothing after it prints as an open block (``func() {``), as ``trace_pipe`` shows a
-    call still running.
     """
-    opts = dict(TRACE_OPTIONS)
-    if options:
-        opts.update((name, bool(on)) for name, on in options.items() if name in opts)
-    if tracer == _GRAPH_TRACER:
-        printer = GraphPrinter(nr_cpus=nr_cpus,
-                               **{kw: opts[name] for name, kw in _GRAPH_KEYWORDS.items()})
-        if header:
-            yield from printer.headers()
-        yield from printer.render(entries)
-        return
-    if header and (nr_cpus is None or nr_entries is None or written is None):
-        # The header comes first: count what it shows before printing anything.
-        entries = list(entries)
-        seen = [e for e in entries if isinstance(e, TraceEntry)]
-        if nr_cpus is None:
-            nr_cpus = max((e.cpu for e in entries), default=0) + 1
-        if nr_entries is None:
-            nr_entries = len(seen)
-        if written is None:
-            written = nr_entries + sum(e.lost for e in entries
-                                       if isinstance(e, LostEvents) and e.lost > 0)
-    yield from render_function_trace(
-        entries, header=header, tracer=tracer, nr_entries=nr_entries or 0,
-        written=written if written is not None else (nr_entries or 0),
-        nr_cpus=max(1, nr_cpus or 1), irq_info=opts["irq-info"],
-        print_parent=opts["print-parent"])
+    ctx = RenderContext(tracer, options, nr_entries=nr_entries, written=written,
+                        nr_cpus=nr_cpus, header=header)
+    return renderer_for(tracer, options, view=view).lines(entries, ctx)
+
+
+def trace_array_lines(tr, *, tracer: str | None = None, buffers: Iterable | None = None,
+                      header: bool = True, consume: bool = False,
+                      view: str | None = None) -> Iterator[str]:
+    """A live instance read: ``trace`` (its buffers), ``snapshot`` (``buffers`` = the
+    snapshot copies), ``trace_pipe`` (``consume``: records are marked read, lines
+    only).  ``tracer`` defaults to the instance's current one."""
+    from ..core.task import thread_info
+    from .reader import entries_from_buffers
+    bufs = list(tr.buffers.values()) if buffers is None else list(buffers)
+    if tracer is None:
+        tracer = tr.tracer.name if tr.tracer is not None else "nop"
+    # counted before a consuming read takes the records
+    nr_entries = sum(b.entries for b in bufs)
+    written = sum(b.written for b in bufs)
+    entries = entries_from_buffers(bufs, name_of, thread_info, consume=consume)
+    return render_trace(entries, tracer=tracer, options=tr.options, nr_entries=nr_entries,
+                        written=written, nr_cpus=nr_cpus_of(b.cpu for b in bufs),
+                        header=header and not consume, view=view)
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

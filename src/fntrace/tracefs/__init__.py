@@ -1,4 +1,5 @@
-"""tracefs: the control and output files, in process (fs.py).
+"""tracefs: the control and output files, in process (fs.py), and the one control
+path the command line and the Python API write their options through (control.py).
 
 The package is callable: ``fntrace.tracefs()`` is the process's top-level directory,
 ``fntrace.tracefs.Tracefs()`` a new instance.

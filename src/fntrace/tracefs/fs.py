@@ -23,11 +23,10 @@ from ..core import ops as core_ops
 from ..core.hash import hash_lines
 from ..core.records import record_table
 from ..errors import FilterError, FntraceError
-from ..core.task import thread_info
 from ..trace import TraceArray
 from ..tracers import available_tracers
 
-__all__ = ["Tracefs", "tracefs", "ErrorLog"]
+__all__ = ["Tracefs", "tracefs", "ErrorLog", "parse_trace_options"]
 
 README = """\
 tracing mini-HOWTO (fntrace: ftrace for Python programs)
@@ -100,6 +99,19 @@ def _bool(data: str, name: str) -> bool:
     raise FntraceError(f"{name}: expected 0 or 1, got {s!r}")
 
 
+def parse_trace_options(data: str) -> list[tuple[str, bool]]:
+    """The words of a ``trace_options`` write: [(option, on)], ``noNAME`` turning
+    NAME off; an unknown name is an error (EINVAL) at its position, nothing applied."""
+    out = []
+    for word in data.split():
+        on = not word.startswith("no")
+        name = word[2:] if not on else word
+        if name not in Tracefs.OPTIONS and name not in Tracefs.GRAPH_OPTIONS:
+            raise FntraceError(f"no such option {word!r}", command=data, pos=data.find(word))
+        out.append((name, on))
+    return out
+
+
 class Tracefs:
     """One directory of the tree (the top level, or an instance)."""
 
@@ -116,6 +128,12 @@ class Tracefs:
         self.tr = tr if tr is not None else TraceArray()
         self.top = top
         self.error_log = ErrorLog()
+        # A filter pattern that matches no loaded function is kept for modules loaded
+        # later instead of refused (fntrace record: the program has not run yet).
+        self.keep_unmatched = False
+        # The events the last dynamic_events write defined (the control path enables
+        # them through their events/GRP/EVENT/ files).
+        self.last_created_events: list = []
         self.tr.options.setdefault("overwrite", True)
         self.tr.options.setdefault("markers", True)
         self.tr.options.setdefault("function-trace", True)
@@ -144,10 +162,14 @@ class Tracefs:
                 "enabled_functions": (lambda: "".join(l + "\n" for l in core_ops.enabled_functions()), None),
                 "touched_functions": (lambda: "".join(l + "\n" for l in core_ops.touched_functions()), None),
                 "dyn_ftrace_total_info": (lambda: f"{len(record_table.records)}\n", None),
-                "set_graph_function": (lambda: self._r_graph(True), lambda d, a: self._w_graph(d, a, True)),
-                "set_graph_notrace": (lambda: self._r_graph(False), lambda d, a: self._w_graph(d, a, False)),
-                "max_graph_depth": (lambda: f"{self.tr.max_graph_depth}\n", self._w_max_graph_depth),
             })
+        # function_graph's files: every instance has its own graph filters and limits
+        # (the TraceArray keeps them), so sessions and recordings set them the same way.
+        self._files.update({
+            "set_graph_function": (lambda: self._r_graph(True), lambda d, a: self._w_graph(d, a, True)),
+            "set_graph_notrace": (lambda: self._r_graph(False), lambda d, a: self._w_graph(d, a, False)),
+            "max_graph_depth": (lambda: f"{self.tr.max_graph_depth}\n", self._w_max_graph_depth),
+        })
         self._files["tracing_thresh"] = (lambda: f"{self.tr.tracing_thresh // 1000}\n",
                                          self._w_tracing_thresh)
         self._files["set_event"] = (self._r_set_event, self._w_set_event)
@@ -203,15 +225,23 @@ class Tracefs:
         f[1](data, append)
 
     # -- handlers -----------------------------------------------------------------
-    def _w_current_tracer(self, data: str, append: bool) -> None:
+    def tracer_class(self, data: str) -> type:
+        """The tracer ``echo DATA > current_tracer`` selects; an unknown name fails as
+        that write does (error_log entry, EINVAL), so a caller can check a name before
+        the write (fntrace record, before the program runs)."""
         name = data.strip()
         tracers = available_tracers()
         if name not in tracers:
             self.error_log.add("current_tracer", "No such tracer", data.rstrip("\n"), 0)
-            raise FntraceError(f"no such tracer {name!r}", command=data)
-        if self.tr.tracer is not None and self.tr.tracer.name == name:
+            raise FntraceError(f"no such tracer {name!r} (available: "
+                               f"{' '.join(sorted(tracers))})", command=data)
+        return tracers[name]
+
+    def _w_current_tracer(self, data: str, append: bool) -> None:
+        cls = self.tracer_class(data)
+        if self.tr.tracer is not None and self.tr.tracer.name == data.strip():
             return
-        self.tr.set_tracer(tracers[name]())
+        self.tr.set_tracer(cls())
 
     def _w_tracing_on(self, data: str, append: bool) -> None:
         self.tr.tracing_on = _bool(data, "tracing_on")
@@ -240,7 +270,7 @@ class Tracefs:
         except ValueError:
             raise FntraceError(f"buffer_size_kb: {s!r} is not a number") from None
         if kb < 1 or kb > (1 << 20):
-            err = FntraceError(f"buffer_size_kb: {kb} is out of range")
+            err = FntraceError(f"buffer_size_kb: {kb} is out of range (1 to {1 << 20} KB)")
             err.errno = errno.ENOMEM if kb > 0 else errno.EINVAL
             raise err
         self.tr.set_buffer_size_kb(kb)
@@ -250,13 +280,13 @@ class Tracefs:
                        for n in self.OPTIONS + tuple(self.GRAPH_OPTIONS))
 
     def _w_trace_options(self, data: str, append: bool) -> None:
-        for word in data.split():
-            on = not word.startswith("no")
-            name = word[2:] if not on else word
-            if name not in self.OPTIONS and name not in self.GRAPH_OPTIONS:
-                self.error_log.add("trace_options", "No such option", data.rstrip("\n"),
-                                   data.find(word))
-                raise FntraceError(f"no such option {word!r}", command=data)
+        try:
+            words = parse_trace_options(data)
+        except FntraceError as e:
+            self.error_log.add("trace_options", "No such option", data.rstrip("\n"),
+                               e.pos or 0)
+            raise
+        for name, on in words:
             self._set_option(name, on)
 
     def _set_option(self, name: str, on: bool) -> None:
@@ -282,7 +312,8 @@ class Tracefs:
         ops = self.tr.graph_fops if enable else self.tr.graph_notrace_fops
         text = data.rstrip("\n")
         try:
-            core_ops.ftrace_set_filter(ops, text if text.strip() else None, reset=not append)
+            core_ops.ftrace_set_filter(ops, text if text.strip() else None, reset=not append,
+                                       keep_unmatched=self.keep_unmatched)
         except FilterError as e:
             self.error_log.add("ftrace", e.msg, text, e.pos or 0)
             raise
@@ -315,7 +346,8 @@ class Tracefs:
         setter = core_ops.ftrace_set_filter if enable else core_ops.ftrace_set_notrace
         text = data.rstrip("\n")
         try:
-            setter(self.tr.ops, text if text.strip() else None, reset=not append)
+            setter(self.tr.ops, text if text.strip() else None, reset=not append,
+                   keep_unmatched=self.keep_unmatched)
         except FilterError as e:
             self.error_log.add("ftrace", e.msg, text, e.pos or 0)
             raise
@@ -327,10 +359,6 @@ class Tracefs:
     def _r_available_addrs(self) -> str:
         record_table.refresh()
         return "".join(f"{r.ip:x} {r.name}\n" for r in record_table.records)
-
-    def _name_of(self, ip: int) -> str:
-        r = record_table.by_ip.get(ip)
-        return r.name if r is not None else f"0x{ip:x}"
 
     # -- events ---------------------------------------------------------------------
     def _calls(self, system: str | None = None):
@@ -443,6 +471,7 @@ class Tracefs:
     def _w_dynamic_events(self, data: str, append: bool) -> None:
         from ..events.fprobe_event import dynevent_clear, dynevent_create
         from ..events.probe_parse import ProbeError
+        self.last_created_events = []
         if not append:
             dynevent_clear()
         for line in data.splitlines():
@@ -450,17 +479,17 @@ class Tracefs:
             if not cmd or cmd.startswith("#"):
                 continue
             try:
-                dynevent_create(cmd)
+                ev = dynevent_create(cmd)
             except ProbeError as e:
                 self.error_log.add("trace_fprobe", e.msg, cmd, e.pos or 0)
                 raise
+            if ev is not None:
+                self.last_created_events.append(ev.call)
 
     def _r_snapshot(self) -> str:
         """s_show() on the snapshot buffer: what ``trace`` prints of its own buffer,
         in the current tracer's format; print_snapshot_help() instead when there is no
         snapshot buffer or it is empty."""
-        from ..output.ftrace_text import render_function_trace
-        from ..output.reader import entries_from_buffers
         tr = self.tr
         snap = tr.snapshot
         if snap is None or not any(b.entries for b in snap):
@@ -474,19 +503,7 @@ class Tracefs:
                     "# echo 2 > snapshot : Clears snapshot buffer (but does not allocate or free)\n"
                     "#                      (Doesn't have to be '2' works with any number that\n"
                     "#                       is not a '0' or '1')\n")
-        if tr.tracer.name == "function_graph":
-            p = self._graph_printer()
-            lines = p.headers() + list(p.render(entries_from_buffers(
-                list(snap), self._name_of, thread_info)))
-            return "".join(l + "\n" for l in lines)
-        n = sum(b.entries for b in snap)
-        w = sum(b.written for b in snap)
-        lines = render_function_trace(
-            entries_from_buffers(snap, self._name_of, thread_info), header=True,
-            tracer=tr.tracer.name, nr_entries=n, written=w, nr_cpus=max(1, len(snap)),
-            irq_info=tr.options.get("irq-info", False),
-            print_parent=tr.options.get("print-parent", True))
-        return "".join(l + "\n" for l in lines)
+        return self._render(buffers=snap)
 
     def _w_snapshot(self, data: str, append: bool) -> None:
         v = data.strip()
@@ -498,49 +515,17 @@ class Tracefs:
             for b in self.tr.snapshot:
                 b.reset()
 
-    def _graph_printer(self):
-        from ..output.function_graph import GraphPrinter
-        o = self.tr.options
-        return GraphPrinter(cpu=o["funcgraph-cpu"], overhead=o["funcgraph-overhead"],
-                            proc=o["funcgraph-proc"], duration=o["funcgraph-duration"],
-                            abstime=o["funcgraph-abstime"], tail=o["funcgraph-tail"],
-                            retval=o["funcgraph-retval"], retval_hex=o["funcgraph-retval-hex"],
-                            overrun=o["funcgraph-overrun"], args=o["funcgraph-args"],
-                            irq_info=o.get("irq-info", False))
+    def _render(self, **kw) -> str:
+        """A read of trace, trace_pipe or snapshot: the renderer registry's view for
+        the current tracer (output/registry.py), as the report and the API print it."""
+        from ..output.render import trace_array_lines
+        return "".join(line + "\n" for line in trace_array_lines(self.tr, **kw))
 
     def _r_trace(self) -> str:
-        from ..output.ftrace_text import render_function_trace
-        from ..output.reader import entries_from_buffers
-        tr = self.tr
-        if tr.tracer.name == "function_graph":
-            p = self._graph_printer()
-            lines = p.headers() + list(p.render(entries_from_buffers(
-                list(tr.buffers.values()), self._name_of, thread_info)))
-            return "".join(l + "\n" for l in lines)
-        entries, written = tr.entries()
-        lines = render_function_trace(
-            entries_from_buffers(list(tr.buffers.values()), self._name_of, thread_info),
-            header=True, tracer=tr.tracer.name, nr_entries=entries, written=written,
-            nr_cpus=max(1, len(tr.buffers)), irq_info=tr.options.get("irq-info", False),
-            print_parent=tr.options.get("print-parent", True))
-        return "".join(l + "\n" for l in lines)
+        return self._render()
 
     def _r_trace_pipe(self) -> str:
-        from ..output.ftrace_text import render_function_trace
-        from ..output.reader import entries_from_buffers
-        tr = self.tr
-        if tr.tracer.name == "function_graph":
-            p = self._graph_printer()
-            lines = list(p.render(entries_from_buffers(
-                list(tr.buffers.values()), self._name_of, thread_info, consume=True)))
-            return "".join(l + "\n" for l in lines)
-        lines = render_function_trace(
-            entries_from_buffers(list(tr.buffers.values()), self._name_of, thread_info,
-                                 consume=True),
-            header=False, tracer=tr.tracer.name, nr_entries=0, written=0,
-            nr_cpus=max(1, len(tr.buffers)), irq_info=tr.options.get("irq-info", False),
-            print_parent=tr.options.get("print-parent", True))
-        return "".join(l + "\n" for l in lines)
+        return self._render(consume=True)
 
 
 _top: Tracefs | None = None
