@@ -27,6 +27,10 @@
 #include <string.h>
 #include <unistd.h>
 
+/* record_t, the record types (FNT_TRACE_*) and flag bits (FNT_HAS_PAYLOAD): generated
+ * by setup.py from record_format.py, their one definition */
+#include "fntrace_record_format.h"
+
 /* -- Version/platform shims ------------------------------------------------------ */
 
 #if PY_VERSION_HEX >= 0x030C0000   /* Python 3.12.0 */
@@ -1045,19 +1049,11 @@ typedef struct {
     long long overrun;
     long long dropped;
     char overwrite;
-    PyObject *data;        /* bytearray, nrec * 32 bytes */
+    PyObject *data;        /* bytearray, nrec * FNT_RECORD_SIZE bytes */
     PyObject *sink;        /* None, or the ChunkQueue handoff() appends to */
     PyObject *payloads;    /* dict seq -> object */
 } RingBufferObject;
 
-#pragma pack(push, 1)
-typedef struct {
-    unsigned long long ts;
-    unsigned short type, flags;
-    unsigned int a, b, c;
-    unsigned long long d;
-} record_t;
-#pragma pack(pop)
 
 /* ring_buffer.PAYLOAD_COST: what a payload counts in ChunkQueue.pending */
 #define PAYLOAD_COST 128
@@ -1089,21 +1085,21 @@ rb_handoff(RingBufferObject *rb)
     if (end <= start)
         return 0;
     if (rb->data == NULL || !PyByteArray_Check(rb->data)
-            || PyByteArray_GET_SIZE(rb->data) < rb->nrec * 32) {
+            || PyByteArray_GET_SIZE(rb->data) < rb->nrec * FNT_RECORD_SIZE) {
         PyErr_SetString(PyExc_RuntimeError, "ring buffer data is not set up");
         return -1;
     }
     Py_ssize_t n = (Py_ssize_t)(end - start), nrec = rb->nrec, s = (Py_ssize_t)(start % nrec);
-    PyObject *chunk = PyBytes_FromStringAndSize(NULL, n * 32);
+    PyObject *chunk = PyBytes_FromStringAndSize(NULL, n * FNT_RECORD_SIZE);
     if (chunk == NULL)
         return -1;
     char *dst = PyBytes_AS_STRING(chunk), *src = PyByteArray_AS_STRING(rb->data);
     if (s + n <= nrec)
-        memcpy(dst, src + s * 32, (size_t)n * 32);
+        memcpy(dst, src + s * FNT_RECORD_SIZE, (size_t)n * FNT_RECORD_SIZE);
     else {
         Py_ssize_t k = nrec - s;
-        memcpy(dst, src + s * 32, (size_t)k * 32);
-        memcpy(dst + k * 32, src, (size_t)(n - k) * 32);
+        memcpy(dst, src + s * FNT_RECORD_SIZE, (size_t)k * FNT_RECORD_SIZE);
+        memcpy(dst + k * FNT_RECORD_SIZE, src, (size_t)(n - k) * FNT_RECORD_SIZE);
     }
     PyObject *pay = PyDict_New();
     if (pay == NULL) {
@@ -1148,7 +1144,7 @@ rb_handoff(RingBufferObject *rb)
     long long pend = attr_ll(q, str_pending);
     if (pend == -1 && PyErr_Occurred())
         return -1;
-    pend += (long long)n * 32 + PAYLOAD_COST * npay;
+    pend += (long long)n * FNT_RECORD_SIZE + PAYLOAD_COST * npay;
     PyObject *pv = PyLong_FromLongLong(pend);
     if (pv == NULL || PyObject_SetAttr(q, str_pending, pv) < 0) {
         Py_XDECREF(pv);
@@ -1230,11 +1226,11 @@ rb_write(RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
         }
     }
     if (rb->data == NULL || !PyByteArray_Check(rb->data)
-            || PyByteArray_GET_SIZE(rb->data) < rb->nrec * 32) {
+            || PyByteArray_GET_SIZE(rb->data) < rb->nrec * FNT_RECORD_SIZE) {
         PyErr_SetString(PyExc_RuntimeError, "ring buffer data is not set up");
         return -2;
     }
-    record_t *rec = (record_t *)(PyByteArray_AS_STRING(rb->data) + (seq % rb->nrec) * 32);
+    record_t *rec = (record_t *)(PyByteArray_AS_STRING(rb->data) + (seq % rb->nrec) * FNT_RECORD_SIZE);
     rec->ts = (unsigned long long)ts;
     rec->type = (unsigned short)type;
     rec->flags = (unsigned short)flags;
@@ -1273,7 +1269,7 @@ static long long
 rb_write_payload(RingBufferObject *rb, long long ts, unsigned type, unsigned long a,
                  unsigned long b, unsigned long c, unsigned long long d, PyObject *payload)
 {
-    long long seq = rb_write(rb, ts, type, 1, a, b, c, d);
+    long long seq = rb_write(rb, ts, type, FNT_HAS_PAYLOAD, a, b, c, d);
     if (seq >= 0) {
         PyObject *k = PyLong_FromLongLong(seq);
         if (k == NULL || rb->payloads == NULL || PyDict_SetItem(rb->payloads, k, payload) < 0) {
@@ -1445,7 +1441,7 @@ function_trace(PyObject *ip, PyObject *parent_ip, PyObject *op)
     PyObject *ipo = SLOT(ip, off_rec_ip), *pipo = SLOT(parent_ip, off_rec_ip);
     unsigned long a = ipo ? PyLong_AsUnsignedLong(ipo) : 0;
     unsigned long b = pipo ? PyLong_AsUnsignedLong(pipo) : 0;
-    long long rc = rb_write(buf, now_ns(), 1, 0, a, b, 0, 0);
+    long long rc = rb_write(buf, now_ns(), FNT_TRACE_FN, 0, a, b, 0, 0);
     Py_DECREF(buf);
     return rc == -2 ? -1 : 0;
 }
@@ -1728,7 +1724,7 @@ fg_fast_enter(PyObject *rec, fkey k)
         t->count++;
         RingBufferObject *buf = cpu_buffer(tr);
         calltime = now_ns();
-        long long w = buf ? rb_write(buf, calltime, 2, 0, ip, (unsigned long)depth, 0, 0) : -2;
+        long long w = buf ? rb_write(buf, calltime, FNT_TRACE_GRAPH_ENT, 0, ip, (unsigned long)depth, 0, 0) : -2;
         t->busy--;
         Py_XDECREF(buf);
         Py_DECREF(tr);
@@ -1799,7 +1795,7 @@ fg_fast_return(fkey k)
         long long rettime = now_ns();
         long long thresh = slot_ll(tr, off_tr_tracing_thresh);
         if (!thresh || rettime - f.calltime >= thresh) {
-            if (lane_write(t, tr, rettime, 3, f.ip, f.depth, (unsigned long)t->overrun,
+            if (lane_write(t, tr, rettime, FNT_TRACE_GRAPH_RET, f.ip, f.depth, (unsigned long)t->overrun,
                            (unsigned long long)f.calltime) == -2)
                 rc = -1;
         }
@@ -2182,6 +2178,9 @@ fast_safe_repr(PyObject *v)
 
 /* _native_frame.c */
 PyObject *fntrace_frame_var(PyObject *frame, PyObject *name);
+/* _native_encode.c: the trace file's compact record encoding (record_codec.py) */
+PyObject *fntrace_encode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *fntrace_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 static PyObject *
 frame_var(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -2403,8 +2402,8 @@ graph_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     long long w = payload
-        ? rb_write_payload(buf, ts, 2, ip, (unsigned long)depth, 0, 0, payload)
-        : rb_write(buf, ts, 2, 0, ip, (unsigned long)depth, 0, 0);
+        ? rb_write_payload(buf, ts, FNT_TRACE_GRAPH_ENT, ip, (unsigned long)depth, 0, 0, payload)
+        : rb_write(buf, ts, FNT_TRACE_GRAPH_ENT, 0, ip, (unsigned long)depth, 0, 0);
     Py_XDECREF(payload);
     Py_DECREF(buf);
     if (w == -2) {
@@ -2474,9 +2473,9 @@ graph_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     unsigned long ip = ipo ? PyLong_AsUnsignedLong(ipo) : 0;
     unsigned long ov = (unsigned long)slot_ll(trace, off_ret_overrun);
     long long w = payload
-        ? rb_write_payload(buf, rettime, 3, ip, (unsigned long)depth, ov,
+        ? rb_write_payload(buf, rettime, FNT_TRACE_GRAPH_RET, ip, (unsigned long)depth, ov,
                            (unsigned long long)calltime, payload)
-        : rb_write(buf, rettime, 3, 0, ip, (unsigned long)depth, ov,
+        : rb_write(buf, rettime, FNT_TRACE_GRAPH_RET, 0, ip, (unsigned long)depth, ov,
                    (unsigned long long)calltime);
     Py_XDECREF(payload);
     Py_DECREF(buf);
@@ -3013,6 +3012,10 @@ static PyMethodDef native_methods[] = {
      "crc32(data, value=0): the same value as zlib.crc32, faster"},
     {"fg_sync", (PyCFunction)(void (*)(void))fg_sync, METH_FASTCALL,
      "fg_sync(lane_tr, fast, epoch): who owns fgraph's fast lane"},
+    {"encode_records", (PyCFunction)(void (*)(void))fntrace_encode_records, METH_FASTCALL,
+     "encode_records(records): record_codec.py_encode's bytes, faster"},
+    {"decode_records", (PyCFunction)(void (*)(void))fntrace_decode_records, METH_FASTCALL,
+     "decode_records(data, n): record_codec.py_decode's records, faster"},
     {NULL}
 };
 
@@ -3048,6 +3051,8 @@ PyInit__native(void)
         return NULL;
     Py_INCREF(&Shim_Type);
     if (PyModule_AddObject(m, "ProfileShim", (PyObject *)&Shim_Type) < 0)
+        return NULL;
+    if (PyModule_AddStringConstant(m, "RECORD_FORMAT_ID", FNT_FORMAT_ID) < 0)
         return NULL;
     str_buf = PyUnicode_InternFromString("buf");
     str_cpu_buffer = PyUnicode_InternFromString("cpu_buffer");
