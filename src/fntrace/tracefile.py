@@ -47,6 +47,7 @@ __all__ = [
     "MAGIC",
     "VERSION",
     "COMPRESS_HINT",
+    "compress_available",
     "TraceFileWriter",
     "TraceFile",
     "TraceFileError",
@@ -95,6 +96,11 @@ def _zstd():
     except ImportError:
         return None
     return zstandard
+
+
+def compress_available() -> bool:
+    """Can a file be written with ``compress=True`` (is zstandard installed)?"""
+    return _zstd() is not None
 
 
 def _varints(*vals: int) -> bytes:
@@ -790,6 +796,9 @@ class TraceFile:
             payload, 0, 4, offset, f"{what} header too short")
         size = 0
         if compressed:
+            if _zstd() is None:
+                raise TraceFileError(f"{self.name}: the file is compressed; reading it needs "
+                                     "the zstandard package: pip install fntrace[compress]")
             (size,), p = self._varints(payload, p, 1, offset, f"{what} header too short")
             if size == 0:
                 raise self._error(offset, f"{what}: raw size 0")

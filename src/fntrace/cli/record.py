@@ -35,7 +35,7 @@ from ..errors import FilterError, FntraceError, UsageError
 from ..ring_buffer import ChunkQueue
 from ..core.task import thread_info
 from ..trace import TraceArray
-from ..tracefile import TraceFileWriter
+from ..tracefile import COMPRESS_HINT, TraceFileWriter, compress_available
 from ..tracers import available_tracers
 from .guard import Guard
 from .target import (Outcome, Target, _native_launch, callback_credit, finish_program,
@@ -52,6 +52,8 @@ PENDING_MIN = 4 << 20
 
 class RecordOptions:
     """What `fntrace record` was asked for (every field can be given by keyword)."""
+
+    compress = False            # --compress: zstd per block (tracefile.py)
 
     def __init__(self, tracer: str = "function", filters: list[str] | None = None,
                  notrace: list[str] | None = None, buffer_kb: int = 1408,
@@ -414,6 +416,8 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
     tracers = available_tracers()
     if opts.tracer not in tracers:
         raise UsageError(f"unknown tracer {opts.tracer!r} (available: {' '.join(sorted(tracers))})")
+    if opts.compress and not compress_available():
+        raise UsageError(COMPRESS_HINT)
     try:
         f = open(opts.output, "wb", buffering=0)
     except OSError as e:
@@ -442,7 +446,7 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
     if sys.path:
         sys.path[0] = target.path0
     try:
-        writer = TraceFileWriter(f, header)
+        writer = TraceFileWriter(f, header, compress=opts.compress)
     except OSError as e:
         f.close()
         raise UsageError(f"{opts.output}: {e.strerror}") from None
