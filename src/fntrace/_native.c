@@ -10,6 +10,7 @@
  *   tracers/function.py  function_trace_call
  *   fgraph.py          function_graph_enter, fgraph_return (when only C users are on)
  *   tracers/function_graph.py  graph_entry, graph_return
+ *   record_codec.py    encode / decode (in _native_encode.c: the trace file's records)
  *
  * The objects stay Python objects (records, ops, shadow-stack frames ...): this file
  * reads and writes their __slots__ at the offsets their member descriptors give, so the

@@ -598,7 +598,8 @@ class TraceFile:
             try:
                 records = _decode(inner[p:p + blen], ch.nrecords)
             except CodecError as e:
-                raise self._error(ch.start, f"CHNK block: bad records ({e})") from None
+                what = "CHKZ" if ch.raw_size else "CHNK"
+                raise self._error(ch.start, f"{what} block: bad records ({e})") from None
             pl = self._payloads(inner[p + blen:], ch) if p + blen < len(inner) else None
             if pl is None:
                 # The common case: no per-record work beyond building the tuple.
@@ -800,8 +801,8 @@ class TraceFile:
                 raise TraceFileError(f"{self.name}: the file is compressed; reading it needs "
                                      "the zstandard package: pip install fntrace[compress]")
             (size,), p = self._varints(payload, p, 1, offset, f"{what} header too short")
-            if size == 0:
-                raise self._error(offset, f"{what}: raw size 0")
+            if not 0 < size <= MAX_BLOCK_LEN:
+                raise self._error(offset, f"{what}: impossible raw size {size}")
         else:
             self._check_body(payload[p:], n, offset, what)
         self._chunks.setdefault(cpu, []).append(
