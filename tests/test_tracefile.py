@@ -218,6 +218,27 @@ def test_unjsonable_payload_is_named_without_running_its_repr():
     assert got[1] == {"k": [1, 2]}
 
 
+def test_payload_values_of_every_kind_round_trip():
+    class S(str):
+        pass
+    values = ["", "n\x00-3\x00s\x00'abc'", "\udcff\u00e9", S("sub"), 0, 1, -1, 63, -64,
+              2**63 - 1, -2**63, 2**63, -2**63 - 1, 10**40, True, False, None, 2.5,
+              float("inf"), [1, "x", None], {"k": [1, 2]}, (3, 4)]
+    recs = [(i, PRINT, TF_HAS_PAYLOAD, 0, 0, 0, 0) for i in range(len(values) + 3)]
+    # payloads on every even record and the first odd ones: the later odd ones have none
+    payloads = {100 + 2 * i: v for i, v in enumerate(values[: (len(recs) + 1) // 2])}
+    payloads.update({101 + 2 * i: v for i, v in enumerate(values[(len(recs) + 1) // 2:])})
+    buf = io.BytesIO()
+    w = TraceFileWriter(buf, {})
+    w.write_chunk(0, pack(recs), 100, payloads=payloads)
+    w.close()
+    got = {100 + i: r[-1] for i, r in enumerate(TraceFile.frombytes(buf.getvalue()).records())}
+    for seq, v in payloads.items():
+        want = list(v) if isinstance(v, tuple) else v
+        assert got[seq] == want and type(got[seq]) is type(want if type(want) is not S else ""), (seq, v)
+    assert all(got[seq] is None for seq in got if seq not in payloads)
+
+
 def test_huge_int_payload_is_kept_by_size():
     # str() of an int over 4300 digits raises; the writer must not.
     buf = io.BytesIO()
@@ -615,8 +636,11 @@ def test_bad_inner_structures_with_valid_crc():
         (b"SYMS", varints(0, 0) + b"zz", "stray bytes"),
         (b"STAT", b"[1, 2]", "expected a JSON object"),
         (b"STAT", b"{nope", "bad JSON"),
-        (b"CHNK", varints(0, 1, 0, 0, len(ONE)) + ONE + b"[[5, 1]]", "bad payload entry"),
-        (b"CHNK", varints(0, 1, 0, 0, len(ONE)) + ONE + b"{", "bad payload JSON"),
+        (b"CHNK", varints(0, 1, 0, 0, len(ONE)) + ONE + varints(5, 1, 2), "bad payload entry"),
+        (b"CHNK", varints(0, 1, 0, 0, len(ONE)) + ONE + varints(0, 2, 1) + b"{", "bad payload JSON"),
+        (b"CHNK", varints(0, 1, 0, 0, len(ONE)) + ONE + varints(0, 0, 9) + b"ab", "runs past the end"),
+        (b"CHNK", varints(0, 1, 0, 0, len(ONE)) + ONE + varints(0, 7), "bad payload kind 7"),
+        (b"CHNK", varints(0, 1, 0, 0, len(ONE)) + ONE + varints(0, 1) + b"\x80", "bad payload entry"),
         (b"CHNK", varints(0, 1, 0, 0, 50) + ONE, "records length 50 runs past the end"),
         (b"CHNK", b"\0\0", "too short"),
         (b"CHKZ", varints(0, 1, 0, 0, 10) + b"not zstd", "CHKZ block: cannot decompress"),

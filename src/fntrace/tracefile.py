@@ -103,6 +103,37 @@ def compress_available() -> bool:
     return _zstd() is not None
 
 
+# A payload in a CHNK block: varint index gap, a kind byte, the value.  Argument text
+# and return values (str, int) are the bulk of a -A -R trace; anything else is JSON.
+_PAY_STR, _PAY_INT, _PAY_JSON = 0, 1, 2
+_I64 = 1 << 63
+
+
+def _pack_payloads(pairs: list[list[Any]]) -> bytes:
+    """[index, value] pairs, sorted by index, in the block's payload encoding."""
+    out = bytearray()
+    put = put_uvarint
+    prev = -1
+    for i, obj in pairs:
+        put(out, i - prev - 1)
+        prev = i
+        t = type(obj)
+        if t is str:
+            b = _enc(obj)
+            out.append(_PAY_STR)
+            put(out, len(b))
+            out += b
+        elif t is int and -_I64 <= obj < _I64:
+            out.append(_PAY_INT)
+            put(out, (obj << 1) if obj >= 0 else ((-obj) << 1) - 1)
+        else:
+            b = _dumps(obj)
+            out.append(_PAY_JSON)
+            put(out, len(b))
+            out += b
+    return bytes(out)
+
+
 def _varints(*vals: int) -> bytes:
     out = bytearray()
     for v in vals:
@@ -328,7 +359,7 @@ class TraceFileWriter:
         n = mv.nbytes // RECORD_SIZE
         step = max(1, int(self.max_chunk_records))
         npieces = max(1, -(-n // step))
-        # Serialize payloads before taking the lock: JSON is the slow part.
+        # Encode records and payloads before taking the lock: they are the slow part.
         per_piece: list[list[list[Any]]] = [[] for _ in range(npieces)]
         if payloads:
             for seq, obj in payloads.items():
@@ -349,7 +380,7 @@ class TraceFileWriter:
             pairs = per_piece[k]
             if pairs:
                 pairs.sort(key=itemgetter(0))  # deterministic files for identical input
-                tail = _dumps(pairs)
+                tail = _pack_payloads(pairs)
             else:
                 tail = b""
             head = _varints(cpu, count, first_seq + start, lost if k == 0 else 0)
@@ -474,8 +505,8 @@ class TraceFileWriter:
         self._pending_syms = []
 
 
-# One CHNK/CHKZ block, found by the first pass: where its encoded records and payload
-# JSON are in the file (start..end: varint body length, body, JSON; for CHKZ the zstd
+# One CHNK/CHKZ block, found by the first pass: where its encoded records and payloads
+# are in the file (start..end: varint body length, body, payloads; for CHKZ the zstd
 # frame of those, raw_size bytes once decompressed); they are read when the records
 # are (see TraceFile).
 _Chunk = namedtuple("_Chunk", "first_seq nrecords lost start end raw_size")
@@ -613,7 +644,7 @@ class TraceFile:
             self._release(ch.start, ch.end)
 
     def _inner(self, mv: memoryview, ch: _Chunk) -> memoryview:
-        """A chunk's varint body length, encoded records and payload JSON."""
+        """A chunk's varint body length, encoded records and payloads."""
         if not ch.raw_size:
             return mv[ch.start:ch.end]
         zstandard = _zstd()
@@ -648,23 +679,41 @@ class TraceFile:
     def _payloads(self, tail: memoryview, ch: _Chunk) -> dict[int, Any]:
         """A chunk's payloads, parsed when its records are read."""
         at = ch.start
+        what = "CHKZ block" if ch.raw_size else "CHNK block"
+        pl: dict[int, Any] = {}
+        n, size = ch.nrecords, len(tail)
+        p, idx = 0, -1
         try:
-            pairs = json.loads(bytes(tail))
-        except ValueError as e:
-            raise self._error(at, f"CHNK block: bad payload JSON ({e})") from None
-        if not isinstance(pairs, list):
-            raise self._error(at, "CHNK block: payloads are not a JSON list")
-        pl = {}
-        n = ch.nrecords
-        for pair in pairs:
-            if (
-                not isinstance(pair, list)
-                or len(pair) != 2
-                or type(pair[0]) is not int
-                or not 0 <= pair[0] < n
-            ):
-                raise self._error(at, f"CHNK block: bad payload entry {pair!r:.60}")
-            pl[pair[0]] = pair[1]
+            while p < size:
+                gap, p = get_uvarint(tail, p)
+                idx += gap + 1
+                if idx >= n or p >= size:
+                    raise self._error(at, f"{what}: bad payload entry (record {idx} of {n})")
+                kind = tail[p]
+                p += 1
+                if kind == _PAY_INT:
+                    v, p = get_uvarint(tail, p)
+                    pl[idx] = (v >> 1) ^ -(v & 1)
+                    continue
+                if kind != _PAY_STR and kind != _PAY_JSON:
+                    raise self._error(at, f"{what}: bad payload kind {kind} (record {idx})")
+                ln, p = get_uvarint(tail, p)
+                if p + ln > size:
+                    raise self._error(at, f"{what}: payload of record {idx} runs past the "
+                                          "end of the block")
+                raw = tail[p:p + ln]
+                p += ln
+                if kind == _PAY_STR:
+                    pl[idx] = _dec(raw)
+                else:
+                    try:
+                        pl[idx] = json.loads(bytes(raw))
+                    except ValueError as e:
+                        raise self._error(at, f"{what}: bad payload JSON ({e})") from None
+        except CodecError as e:
+            raise self._error(at, f"{what}: bad payload entry ({e})") from None
+        except UnicodeDecodeError as e:
+            raise self._error(at, f"{what}: bad payload text ({e})") from None
         return pl
 
     # -- parsing ----------------------------------------------------------
