@@ -481,13 +481,13 @@ def long_trace(tmp_script, run_fntrace):
     return dat, full.stdout
 
 
-@pytest.mark.parametrize("cut_from_end", [20_017, 50_003])
-def test_report_of_a_file_cut_in_the_middle(long_trace, run_fntrace, cut_from_end):
-    # The records take ~100 KB at the end of the file (3000 x 32 bytes): cutting that
-    # far from the end lands inside them, in the middle of a block.
+@pytest.mark.parametrize("cut_at", [0.4, 0.8])
+def test_report_of_a_file_cut_in_the_middle(long_trace, run_fntrace, cut_at):
+    # The records are most of the file, in ~24 blocks: cutting at 40% or 80% of it
+    # lands inside them, in the middle of a block.
     dat, full = long_trace
     data = dat.read_bytes()
-    (dat.parent / "cut.dat").write_bytes(data[: len(data) - cut_from_end])
+    (dat.parent / "cut.dat").write_bytes(data[: int(len(data) * cut_at) + 3])
     r = run_fntrace("report", "cut.dat")
     assert r.returncode == 0, r.stderr
     lines = r.stderr.splitlines()

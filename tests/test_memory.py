@@ -80,7 +80,7 @@ def test_record_peak_rss_does_not_grow_with_run_length(prog, tracer, extra):
     untraced = _growth(lambda n: [sys.executable, "work.py", str(n)], prog)
     traced = _growth(lambda n: [sys.executable, "-m", "fntrace.cli.main", "record", "-p",
                                 tracer, *extra, "-b", "64", "-o", out, "work.py", str(n)], prog)
-    assert os.path.getsize(out) > 100_000 * 3 * 32       # the events did pass through
+    assert os.path.getsize(out) > 100_000 * 3 * 2        # the events did pass through
     assert traced <= untraced + SLACK_KIB, (traced, untraced)
 
 

@@ -11,7 +11,9 @@ import zlib
 
 import pytest
 
+from fntrace import tracefile
 from fntrace.errors import FntraceError, TraceFileError
+from fntrace.record_codec import put_uvarint
 from fntrace.tracefile import (
     MAGIC,
     RECORD,
@@ -23,6 +25,13 @@ from fntrace.tracefile import (
 )
 
 TRACE_FN, GRAPH_ENT, GRAPH_RET, PRINT = 1, 2, 3, 4
+
+
+def varints(*vals):
+    out = bytearray()
+    for v in vals:
+        put_uvarint(out, v)
+    return bytes(out)
 
 
 def pack(recs):
@@ -42,9 +51,10 @@ def make_chunk(cpu, first_ts, n, step=10, payload_every=0):
 class Recorder:
     """Writes a small trace into memory and remembers what went in, and where."""
 
-    def __init__(self, header=None):
+    def __init__(self, header=None, compress=False):
         self.buf = io.BytesIO()
-        self.w = TraceFileWriter(self.buf, header if header is not None else {"tracer": "function"})
+        self.w = TraceFileWriter(self.buf, header if header is not None else {"tracer": "function"},
+                                 compress=compress)
         self.header_end = len(self.buf.getvalue())
         # (end offset of the chunk block, cpu, expected read-back tuples)
         self.chunks = []
@@ -64,8 +74,17 @@ class Recorder:
         return self.buf.getvalue()
 
 
-def small_trace():
-    r = Recorder({"tracer": "function_graph", "argv": ["prog", "-x"]})
+def graph_chunk(first_ts):
+    """function_graph records: a call with two leaf calls inside, one with a return value."""
+    t = first_ts
+    return [(t, GRAPH_ENT, 0, 100, 0, 0, 0), (t + 3, GRAPH_ENT, 0, 101, 1, 0, 0),
+            (t + 9, GRAPH_RET, 0, 101, 1, 0, t + 3), (t + 12, GRAPH_ENT, 0, 102, 1, 0, 0),
+            (t + 20, GRAPH_RET, TF_HAS_PAYLOAD, 102, 1, 0, t + 12),
+            (t + 25, GRAPH_RET, 0, 100, 0, 0, t)]
+
+
+def small_trace(compress=False):
+    r = Recorder({"tracer": "function_graph", "argv": ["prog", "-x"]}, compress=compress)
     r.w.add_symbols([(100, "f", "mod.py", 3), (101, "g", "mod.py", 9), (102, "h", "other.py", 1)])
     r.w.add_thread(0, 4242, "MainThread")
     r.w.add_thread(1, 4243, "worker")
@@ -74,7 +93,8 @@ def small_trace():
     r.w.add_symbols([(103, "k", "mod.py", 20)])
     r.chunk(0, make_chunk(0, 1040, 3, payload_every=3))
     r.chunk(1, make_chunk(1, 1035, 2, payload_every=1), lost=1)
-    r.w.close({"entries": 12, "overrun": 3})
+    r.chunk(0, graph_chunk(1100))
+    r.w.close({"entries": 18, "overrun": 3})
     return r
 
 
@@ -196,6 +216,27 @@ def test_unjsonable_payload_is_named_without_running_its_repr():
     assert calls == []
     assert re.fullmatch(r"<test_tracefile\.\S*Obj object at 0x[0-9a-f]+>", got[0]), got
     assert got[1] == {"k": [1, 2]}
+
+
+def test_payload_values_of_every_kind_round_trip():
+    class S(str):
+        pass
+    values = ["", "n\x00-3\x00s\x00'abc'", "\udcff\u00e9", S("sub"), 0, 1, -1, 63, -64,
+              2**63 - 1, -2**63, 2**63, -2**63 - 1, 10**40, True, False, None, 2.5,
+              float("inf"), [1, "x", None], {"k": [1, 2]}, (3, 4)]
+    recs = [(i, PRINT, TF_HAS_PAYLOAD, 0, 0, 0, 0) for i in range(len(values) + 3)]
+    # payloads on every even record and the first odd ones: the later odd ones have none
+    payloads = {100 + 2 * i: v for i, v in enumerate(values[: (len(recs) + 1) // 2])}
+    payloads.update({101 + 2 * i: v for i, v in enumerate(values[(len(recs) + 1) // 2:])})
+    buf = io.BytesIO()
+    w = TraceFileWriter(buf, {})
+    w.write_chunk(0, pack(recs), 100, payloads=payloads)
+    w.close()
+    got = {100 + i: r[-1] for i, r in enumerate(TraceFile.frombytes(buf.getvalue()).records())}
+    for seq, v in payloads.items():
+        want = list(v) if isinstance(v, tuple) else v
+        assert got[seq] == want and type(got[seq]) is type(want if type(want) is not S else ""), (seq, v)
+    assert all(got[seq] is None for seq in got if seq not in payloads)
 
 
 def test_huge_int_payload_is_kept_by_size():
@@ -408,8 +449,9 @@ def test_merge_matches_sorted_reference():
 # -- truncation ---------------------------------------------------------------
 
 
-def test_truncation_at_every_byte():
-    r = small_trace()
+@pytest.mark.parametrize("compress", [False, True])
+def test_truncation_at_every_byte(compress):
+    r = small_trace(compress)
     data = r.data()
     full = TraceFile.frombytes(data)
     assert full.complete and not full.truncated
@@ -433,6 +475,8 @@ def test_truncation_at_every_byte():
         for cpu in (0, 1):
             expected = [rec for _, c, exp in whole if c == cpu for rec in exp]
             assert list(tf.records(cpu)) == expected, cut
+            # the same records as the whole file's, up to the last whole block
+            assert expected == list(full.records(cpu))[:len(expected)]
         merged = list(tf.records())
         assert len(merged) == tf.nr_records() == sum(len(c[2]) for c in whole)
         # a longer prefix never yields fewer records
@@ -521,8 +565,21 @@ def test_bad_magic(tmp_path):
 def test_unsupported_version():
     data = bytearray(small_trace().data())
     struct.pack_into("<I", data, 8, VERSION + 1)
-    with pytest.raises(TraceFileError, match=r"offset 8: unsupported trace file version 2"):
+    with pytest.raises(TraceFileError, match=rf"offset 8: unsupported trace file version "
+                                             rf"{VERSION + 1}; this fntrace reads version {VERSION}$"):
         TraceFile.frombytes(bytes(data))
+
+
+def test_version_1_file_is_refused_by_name():
+    # the 32-byte-record format fntrace wrote before the compact one: magic, version 1,
+    # a HEAD block, a CHNK block of one raw record
+    chunk = struct.pack("<IIQQ", 0, 1, 0, 0) + RECORD.pack(5, TRACE_FN, 0, 1, 0, 0, 0)
+    data = MAGIC + struct.pack("<I", 1) + block(b"HEAD", b"{}") + block(b"CHNK", chunk)
+    with pytest.raises(TraceFileError) as ei:
+        TraceFile.frombytes(data, "old.dat")
+    assert str(ei.value) == ("old.dat: offset 8: unsupported trace file version 1 (written by "
+                             "an older fntrace: record the program again); this fntrace reads "
+                             f"version {VERSION}")
 
 
 def block(tag, payload):
@@ -531,6 +588,7 @@ def block(tag, payload):
 
 
 FILE_HEAD = MAGIC + struct.pack("<I", VERSION)
+ONE = varints(0, 0) + bytes([TRACE_FN]) + varints(0, 1, 0)   # one encoded FN record
 HEAD = block(b"HEAD", b"{}")
 END = block(b"END\0", b"")
 
@@ -550,23 +608,42 @@ def test_length_past_end_of_complete_file():
 
 
 def test_impossible_record_count_with_valid_crc():
-    chunk = struct.pack("<IIQQ", 0, 5, 0, 0) + b"\0" * 32  # says 5 records, holds 1
+    body = varints(0, 0) + bytes([TRACE_FN]) + varints(0, 1, 0)     # one record
+    chunk = varints(0, 50, 0, 0, len(body)) + body                  # says 50 records
     data = FILE_HEAD + HEAD + block(b"CHNK", chunk) + END
-    with pytest.raises(TraceFileError, match="impossible record count 5"):
+    with pytest.raises(TraceFileError, match="impossible record count 50 for 6 bytes"):
         TraceFile.frombytes(data)
+
+
+def test_bad_records_with_valid_crc_are_reported_with_the_offset():
+    body = varints(0, 0) + bytes([TRACE_FN]) + varints(0, 1, 0) + bytes([0x80])
+    head = varints(0, 2, 0, 0)
+    chunk = head + varints(len(body)) + body                        # a bad second tag
+    data = FILE_HEAD + HEAD + block(b"CHNK", chunk) + END
+    tf = TraceFile.frombytes(data, "bad.dat")
+    at = len(FILE_HEAD + HEAD) + 8 + len(head)                      # where the records are
+    with pytest.raises(TraceFileError, match=rf"^bad.dat: offset {at}: "
+                                             r"CHNK block: bad records \(record 1: bad tag 0x80\)$"):
+        list(tf.records())
 
 
 def test_bad_inner_structures_with_valid_crc():
     cases = [
-        (b"THRD", struct.pack("<IQI", 0, 1, 50) + b"abc", "impossible name length"),
-        (b"SYMS", struct.pack("<I", 1) + struct.pack("<I", 99) + b"x", "runs past the end"),
-        (b"SYMS", struct.pack("<II", 0, 1) + struct.pack("<IIII", 1, 1, 3, 1) + b"f", "unknown file"),
-        (b"SYMS", struct.pack("<II", 0, 0) + b"zz", "stray bytes"),
+        (b"THRD", varints(0, 1, 50) + b"abc", "impossible name length"),
+        (b"THRD", b"\x80", "THRD block: varint runs past the end"),
+        (b"SYMS", varints(1, 99) + b"x", "runs past the end"),
+        (b"SYMS", varints(0, 1, 1, 1, 3, 1) + b"f", "unknown file"),
+        (b"SYMS", varints(0, 0) + b"zz", "stray bytes"),
         (b"STAT", b"[1, 2]", "expected a JSON object"),
         (b"STAT", b"{nope", "bad JSON"),
-        (b"CHNK", struct.pack("<IIQQ", 0, 1, 0, 0) + b"\0" * 32 + b"[[5, 1]]", "bad payload entry"),
-        (b"CHNK", struct.pack("<IIQQ", 0, 1, 0, 0) + b"\0" * 32 + b"{", "bad payload JSON"),
-        (b"CHNK", b"\0" * 8, "too short"),
+        (b"CHNK", varints(0, 1, 0, 0, len(ONE)) + ONE + varints(5, 1, 2), "bad payload entry"),
+        (b"CHNK", varints(0, 1, 0, 0, len(ONE)) + ONE + varints(0, 2, 1) + b"{", "bad payload JSON"),
+        (b"CHNK", varints(0, 1, 0, 0, len(ONE)) + ONE + varints(0, 0, 9) + b"ab", "runs past the end"),
+        (b"CHNK", varints(0, 1, 0, 0, len(ONE)) + ONE + varints(0, 7), "bad payload kind 7"),
+        (b"CHNK", varints(0, 1, 0, 0, len(ONE)) + ONE + varints(0, 1) + b"\x80", "bad payload entry"),
+        (b"CHNK", varints(0, 1, 0, 0, 50) + ONE, "records length 50 runs past the end"),
+        (b"CHNK", b"\0\0", "too short"),
+        (b"CHKZ", varints(0, 1, 0, 0, 10) + b"not zstd", "CHKZ block: cannot decompress"),
         (b"HEAD", b"{}", "second HEAD"),
     ]
     for tag, payload, what in cases:

@@ -11,6 +11,7 @@
  *   fgraph.py          function_graph_enter, fgraph_return, and its fast lane
  *   tracers/function_graph.py  graph_entry, graph_return, and its fast-lane pair
  *                      (graph_lane)
+ *   record_codec.py    encode / decode (in _native_encode.c: the trace file's records)
  *
  * The objects stay Python objects (records, ops, shadow-stack frames ...): this file
  * reads and writes their __slots__ at the offsets their member descriptors give, so the
@@ -27,6 +28,10 @@
 #include <time.h>
 #include <string.h>
 #include <unistd.h>
+
+/* record_t, the record types (FNT_TRACE_*) and flag bits (FNT_HAS_PAYLOAD): generated
+ * by setup.py from record_format.py, their one definition */
+#include "fntrace_record_format.h"
 
 /* -- Version/platform shims ------------------------------------------------------ */
 
@@ -1069,19 +1074,11 @@ typedef struct {
     long long overrun;
     long long dropped;
     char overwrite;
-    PyObject *data;        /* bytearray, nrec * 32 bytes */
+    PyObject *data;        /* bytearray, nrec * FNT_RECORD_SIZE bytes */
     PyObject *sink;        /* None, or the ChunkQueue handoff() appends to */
     PyObject *payloads;    /* dict seq -> object */
 } RingBufferObject;
 
-#pragma pack(push, 1)
-typedef struct {
-    unsigned long long ts;
-    unsigned short type, flags;
-    unsigned int a, b, c;
-    unsigned long long d;
-} record_t;
-#pragma pack(pop)
 
 /* ring_buffer.PAYLOAD_COST: what a payload counts in ChunkQueue.pending */
 #define PAYLOAD_COST 128
@@ -1113,21 +1110,21 @@ rb_handoff(RingBufferObject *rb)
     if (end <= start)
         return 0;
     if (rb->data == NULL || !PyByteArray_Check(rb->data)
-            || PyByteArray_GET_SIZE(rb->data) < rb->nrec * 32) {
+            || PyByteArray_GET_SIZE(rb->data) < rb->nrec * FNT_RECORD_SIZE) {
         PyErr_SetString(PyExc_RuntimeError, "ring buffer data is not set up");
         return -1;
     }
     Py_ssize_t n = (Py_ssize_t)(end - start), nrec = rb->nrec, s = (Py_ssize_t)(start % nrec);
-    PyObject *chunk = PyBytes_FromStringAndSize(NULL, n * 32);
+    PyObject *chunk = PyBytes_FromStringAndSize(NULL, n * FNT_RECORD_SIZE);
     if (chunk == NULL)
         return -1;
     char *dst = PyBytes_AS_STRING(chunk), *src = PyByteArray_AS_STRING(rb->data);
     if (s + n <= nrec)
-        memcpy(dst, src + s * 32, (size_t)n * 32);
+        memcpy(dst, src + s * FNT_RECORD_SIZE, (size_t)n * FNT_RECORD_SIZE);
     else {
         Py_ssize_t k = nrec - s;
-        memcpy(dst, src + s * 32, (size_t)k * 32);
-        memcpy(dst + k * 32, src, (size_t)(n - k) * 32);
+        memcpy(dst, src + s * FNT_RECORD_SIZE, (size_t)k * FNT_RECORD_SIZE);
+        memcpy(dst + k * FNT_RECORD_SIZE, src, (size_t)(n - k) * FNT_RECORD_SIZE);
     }
     PyObject *pay = PyDict_New();
     if (pay == NULL) {
@@ -1172,7 +1169,7 @@ rb_handoff(RingBufferObject *rb)
     long long pend = attr_ll(q, str_pending);
     if (pend == -1 && PyErr_Occurred())
         return -1;
-    pend += (long long)n * 32 + PAYLOAD_COST * npay;
+    pend += (long long)n * FNT_RECORD_SIZE + PAYLOAD_COST * npay;
     PyObject *pv = PyLong_FromLongLong(pend);
     if (pv == NULL || PyObject_SetAttr(q, str_pending, pv) < 0) {
         Py_XDECREF(pv);
@@ -1254,11 +1251,11 @@ rb_write(RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
         }
     }
     if (rb->data == NULL || !PyByteArray_Check(rb->data)
-            || PyByteArray_GET_SIZE(rb->data) < rb->nrec * 32) {
+            || PyByteArray_GET_SIZE(rb->data) < rb->nrec * FNT_RECORD_SIZE) {
         PyErr_SetString(PyExc_RuntimeError, "ring buffer data is not set up");
         return -2;
     }
-    record_t *rec = (record_t *)(PyByteArray_AS_STRING(rb->data) + (seq % rb->nrec) * 32);
+    record_t *rec = (record_t *)(PyByteArray_AS_STRING(rb->data) + (seq % rb->nrec) * FNT_RECORD_SIZE);
     rec->ts = (unsigned long long)ts;
     rec->type = (unsigned short)type;
     rec->flags = (unsigned short)flags;
@@ -1297,7 +1294,7 @@ static long long
 rb_write_payload(RingBufferObject *rb, long long ts, unsigned type, unsigned long a,
                  unsigned long b, unsigned long c, unsigned long long d, PyObject *payload)
 {
-    long long seq = rb_write(rb, ts, type, 1, a, b, c, d);
+    long long seq = rb_write(rb, ts, type, FNT_HAS_PAYLOAD, a, b, c, d);
     if (seq >= 0) {
         PyObject *k = PyLong_FromLongLong(seq);
         if (k == NULL || rb->payloads == NULL || PyDict_SetItem(rb->payloads, k, payload) < 0) {
@@ -1469,7 +1466,7 @@ function_trace(PyObject *ip, PyObject *parent_ip, PyObject *op)
     PyObject *ipo = SLOT(ip, off_rec_ip), *pipo = SLOT(parent_ip, off_rec_ip);
     unsigned long a = ipo ? PyLong_AsUnsignedLong(ipo) : 0;
     unsigned long b = pipo ? PyLong_AsUnsignedLong(pipo) : 0;
-    long long rc = rb_write(buf, now_ns(), 1, 0, a, b, 0, 0);
+    long long rc = rb_write(buf, now_ns(), FNT_TRACE_FN, 0, a, b, 0, 0);
     Py_DECREF(buf);
     return rc == -2 ? -1 : 0;
 }
@@ -2074,7 +2071,7 @@ graph_lane_enter(PyObject *tr, thread_rec *t, unsigned long ip, int depth, long 
         t->count++;
         RingBufferObject *buf = cpu_buffer(tr);
         *calltime = now_ns();
-        long long w = buf ? rb_write(buf, *calltime, 2, 0, ip, (unsigned long)depth, 0, 0) : -2;
+        long long w = buf ? rb_write(buf, *calltime, FNT_TRACE_GRAPH_ENT, 0, ip, (unsigned long)depth, 0, 0) : -2;
         t->busy--;
         Py_XDECREF(buf);
         Py_DECREF(tr);
@@ -2094,7 +2091,7 @@ graph_lane_return(PyObject *tr, thread_rec *t, const fg_frame *f)
         long long rettime = now_ns();
         long long thresh = slot_ll(tr, off_tr_tracing_thresh);
         if (!thresh || rettime - f->calltime >= thresh) {
-            if (lane_write(t, tr, rettime, 3, f->ip, f->depth, (unsigned long)t->overrun,
+            if (lane_write(t, tr, rettime, FNT_TRACE_GRAPH_RET, f->ip, f->depth, (unsigned long)t->overrun,
                            (unsigned long long)f->calltime) == -2)
                 return -1;
         }
@@ -2237,6 +2234,9 @@ fast_safe_repr(PyObject *v)
 
 /* _native_frame.c */
 PyObject *fntrace_frame_var(PyObject *frame, PyObject *name);
+/* _native_encode.c: the trace file's compact record encoding (record_codec.py) */
+PyObject *fntrace_encode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *fntrace_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 static PyObject *
 frame_var(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -2458,8 +2458,8 @@ graph_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     long long w = payload
-        ? rb_write_payload(buf, ts, 2, ip, (unsigned long)depth, 0, 0, payload)
-        : rb_write(buf, ts, 2, 0, ip, (unsigned long)depth, 0, 0);
+        ? rb_write_payload(buf, ts, FNT_TRACE_GRAPH_ENT, ip, (unsigned long)depth, 0, 0, payload)
+        : rb_write(buf, ts, FNT_TRACE_GRAPH_ENT, 0, ip, (unsigned long)depth, 0, 0);
     Py_XDECREF(payload);
     Py_DECREF(buf);
     if (w == -2) {
@@ -2529,9 +2529,9 @@ graph_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     unsigned long ip = ipo ? PyLong_AsUnsignedLong(ipo) : 0;
     unsigned long ov = (unsigned long)slot_ll(trace, off_ret_overrun);
     long long w = payload
-        ? rb_write_payload(buf, rettime, 3, ip, (unsigned long)depth, ov,
+        ? rb_write_payload(buf, rettime, FNT_TRACE_GRAPH_RET, ip, (unsigned long)depth, ov,
                            (unsigned long long)calltime, payload)
-        : rb_write(buf, rettime, 3, 0, ip, (unsigned long)depth, ov,
+        : rb_write(buf, rettime, FNT_TRACE_GRAPH_RET, 0, ip, (unsigned long)depth, ov,
                    (unsigned long long)calltime);
     Py_XDECREF(payload);
     Py_DECREF(buf);
@@ -3081,6 +3081,10 @@ static PyMethodDef native_methods[] = {
      "crc32(data, value=0): the same value as zlib.crc32, faster"},
     {"fg_sync", (PyCFunction)(void (*)(void))fg_sync, METH_FASTCALL,
      "fg_sync(lane_tr, fast, epoch): who owns fgraph's fast lane"},
+    {"encode_records", (PyCFunction)(void (*)(void))fntrace_encode_records, METH_FASTCALL,
+     "encode_records(records): record_codec.py_encode's bytes, faster"},
+    {"decode_records", (PyCFunction)(void (*)(void))fntrace_decode_records, METH_FASTCALL,
+     "decode_records(data, n): record_codec.py_decode's records, faster"},
     {NULL}
 };
 
@@ -3120,6 +3124,8 @@ PyInit__native(void)
     /* the function_graph tracer's fast-lane pair, handed to fgraph through FgraphOps */
     PyObject *lane = PyCapsule_New((void *)&graph_lane, LANE_CAPSULE, NULL);
     if (lane == NULL || PyModule_AddObject(m, "graph_lane", lane) < 0)
+        return NULL;
+    if (PyModule_AddStringConstant(m, "RECORD_FORMAT_ID", FNT_FORMAT_ID) < 0)
         return NULL;
     str_buf = PyUnicode_InternFromString("buf");
     str_cpu_buffer = PyUnicode_InternFromString("cpu_buffer");

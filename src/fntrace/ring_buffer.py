@@ -1,7 +1,7 @@
 """Per-thread ring buffers of fixed-size binary records (kernel/trace/ring_buffer.c).
 
 One ``RingBuffer`` per thread (the kernel's per-CPU buffer; the thread's small index is
-the CPU column).  Records are 32 bytes (layout in docs/internals.md):
+the CPU column).  Records are 32 bytes (layout: record_format.py):
 
     slot = seq % nrec
     +--------+--------+-----+--------+          seq: how many records were ever written
@@ -34,17 +34,18 @@ if TYPE_CHECKING:
     from typing import Any
 
 from . import _env
+from .record_format import (
+    FORMAT, HAS_PAYLOAD, RECORD_SIZE, TRACE_EVENT, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET,
+    TRACE_PRINT, TRACE_STACK,
+)
 
 __all__ = ["RECORD", "RECORD_SIZE", "RingBuffer", "ChunkQueue", "TRACE_FN", "TRACE_GRAPH_ENT",
            "TRACE_GRAPH_RET", "TRACE_PRINT", "TRACE_STACK", "TRACE_EVENT", "HAS_PAYLOAD",
            "PAYLOAD_SEP", "args_pairs", "text_parts"]
 
-RECORD = struct.Struct("<QHHIIIQ")
-RECORD_SIZE = RECORD.size
-assert RECORD_SIZE == 32
-
-TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, TRACE_PRINT, TRACE_STACK, TRACE_EVENT = 1, 2, 3, 4, 5, 6
-HAS_PAYLOAD = 1
+# The record's layout, type numbers and flag bits: record_format.py, their one definition.
+RECORD = struct.Struct(FORMAT)
+assert RECORD.size == RECORD_SIZE
 
 # A payload waits in the buffer until the writer takes it, while the program runs.  It
 # is one str, never a list or tuple: a str is not a container the cyclic GC tracks, so
@@ -137,7 +138,7 @@ class _PyRingBufferBase:
             else:
                 self.dropped += 1
                 return -1
-        _pack_into(self.data, (seq % self.nrec) * 32, ts, typ, flags, a, b, c, d)
+        _pack_into(self.data, (seq % self.nrec) * RECORD_SIZE, ts, typ, flags, a, b, c, d)
         self.seq = seq + 1
         return seq
 
@@ -157,9 +158,9 @@ class _PyRingBufferBase:
         s = start % nrec
         data = self.data
         if s + n <= nrec:
-            chunk = bytes(data[s * 32:(s + n) * 32])
+            chunk = bytes(data[s * RECORD_SIZE:(s + n) * RECORD_SIZE])
         else:
-            chunk = bytes(data[s * 32:]) + bytes(data[:(s + n - nrec) * 32])
+            chunk = bytes(data[s * RECORD_SIZE:]) + bytes(data[:(s + n - nrec) * RECORD_SIZE])
         pay = {}
         if self.payloads:
             pop = self.payloads.pop
@@ -189,7 +190,7 @@ class RingBuffer(_Base):
     """One thread's buffer.
 
     cpu        the thread's index (CPU column)
-    nrec       capacity in records (buffer_size_kb * 1024 // 32)
+    nrec       capacity in records (buffer_size_kb * 1024 // RECORD_SIZE)
     seq        records ever accepted (the next record's sequence number)
     read       first sequence not consumed by trace_pipe
     overrun    records overwritten before anyone read them (overwrite mode)
@@ -237,7 +238,7 @@ class RingBuffer(_Base):
         unpack = RECORD.unpack_from
         data, nrec, pay = self.data, self.nrec, self.payloads
         for q in range(lo, self.seq):
-            ts, typ, flags, a, b, c, d = unpack(data, (q % nrec) * 32)
+            ts, typ, flags, a, b, c, d = unpack(data, (q % nrec) * RECORD_SIZE)
             yield (q, ts, typ, flags, a, b, c, d, pay.get(q) if flags & HAS_PAYLOAD else None)
 
     def consume(self) -> tuple[int, list[tuple]]:

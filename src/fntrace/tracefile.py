@@ -3,9 +3,10 @@
 The byte layout is described in ``docs/tracefile-format.md``.  In short: an
 8-byte magic and a u32 version, then a sequence of self-checking blocks
 (4-byte tag, u32 length, payload, u32 CRC-32).  Ring-buffer records travel in
-CHNK blocks exactly as the ring buffer holds them (32 bytes each, see
-``RECORD``), so writing a chunk costs a few ``write()`` calls and a CRC, and no
-Python object per record.
+CHNK blocks in a compact encoding (record_codec.py: delta timestamps, varints, a
+leaf call's entry and return as one record; a few bytes a call), each block
+decodable on its own; with ``compress=True`` each block is zstd-compressed (CHKZ).
+Encoding is the native twin's, so a chunk costs no Python object per record.
 
 A file cut off at any byte (the recorder crashed or was killed) still reads up
 to its last whole block; damage inside the file is reported as
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 
 from . import _env
 from .errors import TraceFileError
+from .record_codec import CodecError, decode as _decode, encode as _encode, get_uvarint, put_uvarint
+from .record_format import FORMAT, HAS_PAYLOAD, OFFSETS, RECORD_SIZE
 
 # zlib.crc32, or the native twin's (same values; folded with carry-less multiply where
 # the CPU has it, several times faster on the megabytes of records a trace holds)
@@ -43,21 +46,27 @@ __all__ = [
     "TF_HAS_PAYLOAD",
     "MAGIC",
     "VERSION",
+    "COMPRESS_HINT",
+    "compress_available",
     "TraceFileWriter",
     "TraceFile",
     "TraceFileError",
 ]
 
-#: One ring-buffer record: ts, type, flags, a, b, c, d (docs/internals.md).
-RECORD = struct.Struct("<QHHIIIQ")
-RECORD_SIZE = RECORD.size
-assert RECORD_SIZE == 32
+#: One ring-buffer record: ts, type, flags, a, b, c, d (record_format.py).
+RECORD = struct.Struct(FORMAT)
+assert RECORD.size == RECORD_SIZE
 
 #: Record flag: a payload object is attached to the record.
-TF_HAS_PAYLOAD = 1
+TF_HAS_PAYLOAD = HAS_PAYLOAD
 
 MAGIC = b"FNTRACE\0"
-VERSION = 1
+#: 2: compact records (record_codec), varint tables, CHKZ.  1 held the raw 32-byte
+#: records; it is refused (record the program again).
+VERSION = 2
+
+#: What to do when the zstandard package is missing.
+COMPRESS_HINT = "zstd compression needs the zstandard package: pip install fntrace[compress]"
 
 # Block tags are four ASCII bytes so that a hex dump of a trace file is legible
 # and a damaged tag is unlikely to spell another valid one.
@@ -65,6 +74,7 @@ TAG_HEADER = b"HEAD"
 TAG_SYMBOLS = b"SYMS"
 TAG_THREAD = b"THRD"
 TAG_CHUNK = b"CHNK"
+TAG_CHUNK_Z = b"CHKZ"      # a CHNK whose encoded records and payloads are zstd-compressed
 TAG_STATS = b"STAT"
 TAG_END = b"END\0"
 
@@ -75,12 +85,60 @@ MAX_BLOCK_LEN = 1 << 30
 _FILE_HEAD = struct.Struct("<8sI")  # magic, version
 _BLOCK_HEAD = struct.Struct("<4sI")  # tag, payload length
 _CRC = struct.Struct("<I")
-_CHUNK_HEAD = struct.Struct("<IIQQ")  # cpu, nrecords, first_seq, lost
-_THREAD_HEAD = struct.Struct("<IQI")  # cpu, native_id, name length
-_SYM_ENTRY = struct.Struct("<IIII")  # ip, line, file index, name length
-_U32 = struct.Struct("<I")
 _FLAGS = struct.Struct("<H")
-_FLAGS_OFFSET = 10  # offset of the flags field inside a record
+_FLAGS_OFFSET = OFFSETS["flags"]
+_ZSTD_LEVEL = 3
+
+
+def _zstd():
+    try:
+        import zstandard
+    except ImportError:
+        return None
+    return zstandard
+
+
+def compress_available() -> bool:
+    """Can a file be written with ``compress=True`` (is zstandard installed)?"""
+    return _zstd() is not None
+
+
+# A payload in a CHNK block: varint index gap, a kind byte, the value.  Argument text
+# and return values (str, int) are the bulk of a -A -R trace; anything else is JSON.
+_PAY_STR, _PAY_INT, _PAY_JSON = 0, 1, 2
+_I64 = 1 << 63
+
+
+def _pack_payloads(pairs: list[list[Any]]) -> bytes:
+    """[index, value] pairs, sorted by index, in the block's payload encoding."""
+    out = bytearray()
+    put = put_uvarint
+    prev = -1
+    for i, obj in pairs:
+        put(out, i - prev - 1)
+        prev = i
+        t = type(obj)
+        if t is str:
+            b = _enc(obj)
+            out.append(_PAY_STR)
+            put(out, len(b))
+            out += b
+        elif t is int and -_I64 <= obj < _I64:
+            out.append(_PAY_INT)
+            put(out, (obj << 1) if obj >= 0 else ((-obj) << 1) - 1)
+        else:
+            b = _dumps(obj)
+            out.append(_PAY_JSON)
+            put(out, len(b))
+            out += b
+    return bytes(out)
+
+
+def _varints(*vals: int) -> bytes:
+    out = bytearray()
+    for v in vals:
+        put_uvarint(out, v)
+    return bytes(out)
 
 _BLOCK_OVERHEAD = _BLOCK_HEAD.size + _CRC.size
 _MADV_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
@@ -217,11 +275,18 @@ class TraceFileWriter:
 
     #: Chunks with more records are split into several CHNK blocks, which
     #: keeps blocks far below MAX_BLOCK_LEN and limits what a cut can lose.
-    max_chunk_records: int = 1 << 20
+    max_chunk_records: int = 1 << 16
 
-    def __init__(self, file: str | os.PathLike[str] | BinaryIO, header: dict[str, Any]) -> None:
+    def __init__(self, file: str | os.PathLike[str] | BinaryIO, header: dict[str, Any],
+                 compress: bool = False) -> None:
         if not isinstance(header, dict):
             raise TypeError(f"header must be a dict, not {type(header).__name__}")
+        self._zc = None
+        if compress:
+            zstandard = _zstd()
+            if zstandard is None:
+                raise TraceFileError(COMPRESS_HINT)
+            self._zc = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
         self._lock = threading.Lock()
         if isinstance(file, (str, bytes, os.PathLike)):
             self._file: BinaryIO = open(file, "wb")
@@ -267,7 +332,7 @@ class TraceFileWriter:
     def add_thread(self, cpu: int, native_id: int, name: str) -> None:
         """Describe the thread behind ring buffer ``cpu``; a later call for the same cpu wins."""
         name_b = _enc(name)
-        payload = _THREAD_HEAD.pack(cpu, native_id, len(name_b)) + name_b
+        payload = _varints(cpu, native_id, len(name_b)) + name_b
         with self._lock:
             self._check_open()
             self._flush_symbols()
@@ -281,7 +346,7 @@ class TraceFileWriter:
         lost: int = 0,
         payloads: Mapping[int, Any] | None = None,
     ) -> None:
-        """Write raw 32-byte records of ring buffer ``cpu`` as they are.
+        """Write 32-byte records of ring buffer ``cpu`` (compactly encoded).
 
         ``first_seq`` is the sequence number of the first record; ``payloads``
         maps the sequence number of each record flagged TF_HAS_PAYLOAD to its
@@ -294,7 +359,7 @@ class TraceFileWriter:
         n = mv.nbytes // RECORD_SIZE
         step = max(1, int(self.max_chunk_records))
         npieces = max(1, -(-n // step))
-        # Serialize payloads before taking the lock: JSON is the slow part.
+        # Encode records and payloads before taking the lock: they are the slow part.
         per_piece: list[list[list[Any]]] = [[] for _ in range(npieces)]
         if payloads:
             for seq, obj in payloads.items():
@@ -315,19 +380,24 @@ class TraceFileWriter:
             pairs = per_piece[k]
             if pairs:
                 pairs.sort(key=itemgetter(0))  # deterministic files for identical input
-                tail = _dumps(pairs)
+                tail = _pack_payloads(pairs)
             else:
                 tail = b""
-            head = _CHUNK_HEAD.pack(cpu, count, first_seq + start, lost if k == 0 else 0)
-            body = mv[start * RECORD_SIZE : (start + count) * RECORD_SIZE]
-            blocks.append((head, body, tail))
-            if len(head) + body.nbytes + len(tail) > MAX_BLOCK_LEN:
+            head = _varints(cpu, count, first_seq + start, lost if k == 0 else 0)
+            body = _encode(mv[start * RECORD_SIZE : (start + count) * RECORD_SIZE])
+            blocks.append((head, _varints(len(body)), body, tail))
+            if len(head) + len(body) + len(tail) + 10 > MAX_BLOCK_LEN:
                 raise ValueError("chunk payloads too large for one block")
         with self._lock:
             self._check_open()
             self._flush_symbols()
-            for head, body, tail in blocks:
-                self._write_block(TAG_CHUNK, head, body, tail)
+            for head, blen, body, tail in blocks:
+                if self._zc is None:
+                    self._write_block(TAG_CHUNK, head, blen, body, tail)
+                else:
+                    inner = b"".join((blen, body, tail))
+                    self._write_block(TAG_CHUNK_Z, head, _varints(len(inner)),
+                                      self._zc.compress(inner))
             # A killed recorder should leave every written chunk in the file.
             self._file.flush()
 
@@ -416,14 +486,14 @@ class TraceFileWriter:
                 idx = self._files[filename] = len(self._files)
                 new_files.append(filename)
             name_b = _enc(name)
-            out.append(_SYM_ENTRY.pack(ip, line, idx, len(name_b)))
+            out.append(_varints(ip, line, idx, len(name_b)))
             out.append(name_b)
-        parts = [_U32.pack(len(new_files))]
+        parts = [_varints(len(new_files))]
         for f in new_files:
             f_b = _enc(f)
-            parts.append(_U32.pack(len(f_b)))
+            parts.append(_varints(len(f_b)))
             parts.append(f_b)
-        parts.append(_U32.pack(len(syms)))
+        parts.append(_varints(len(syms)))
         payload = b"".join(parts) + b"".join(out)
         try:
             self._write_block(TAG_SYMBOLS, payload)
@@ -435,9 +505,11 @@ class TraceFileWriter:
         self._pending_syms = []
 
 
-# One CHNK block, found by the first pass: where its records (and payload JSON, if
-# any) are in the file; they are read when the records are (see TraceFile).
-_Chunk = namedtuple("_Chunk", "first_seq nrecords lost rec_start rec_end pay_end")
+# One CHNK/CHKZ block, found by the first pass: where its encoded records and payloads
+# are in the file (start..end: varint body length, body, payloads; for CHKZ the zstd
+# frame of those, raw_size bytes once decompressed); they are read when the records
+# are (see TraceFile).
+_Chunk = namedtuple("_Chunk", "first_seq nrecords lost start end raw_size")
 
 
 class TraceFile:
@@ -552,8 +624,14 @@ class TraceFile:
         unpack = RECORD.iter_unpack
         mv = memoryview(self._data)
         for ch in self._chunks.get(cpu, ()):
-            records = mv[ch.rec_start:ch.rec_end]
-            pl = self._payloads(mv, ch) if ch.pay_end > ch.rec_end else None
+            inner = self._inner(mv, ch)
+            blen, p = get_uvarint(inner, 0)      # checked by the first pass / _inner
+            try:
+                records = _decode(inner[p:p + blen], ch.nrecords)
+            except CodecError as e:
+                what = "CHKZ" if ch.raw_size else "CHNK"
+                raise self._error(ch.start, f"{what} block: bad records ({e})") from None
+            pl = self._payloads(inner[p + blen:], ch) if p + blen < len(inner) else None
             if pl is None:
                 # The common case: no per-record work beyond building the tuple.
                 for ts, ty, fl, a, b, c, d in unpack(records):
@@ -562,29 +640,80 @@ class TraceFile:
                 get = pl.get
                 for i, (ts, ty, fl, a, b, c, d) in enumerate(unpack(records)):
                     yield (cpu, ts, ty, fl, a, b, c, d, get(i) if fl & TF_HAS_PAYLOAD else None)
-            del records
-            self._release(ch.rec_start, ch.pay_end)
+            del records, inner
+            self._release(ch.start, ch.end)
 
-    def _payloads(self, mv: memoryview, ch: _Chunk) -> dict[int, Any]:
-        """A chunk's payloads, parsed when its records are read."""
-        at = ch.rec_end
+    def _inner(self, mv: memoryview, ch: _Chunk) -> memoryview:
+        """A chunk's varint body length, encoded records and payloads."""
+        if not ch.raw_size:
+            return mv[ch.start:ch.end]
+        zstandard = _zstd()
+        if zstandard is None:
+            raise TraceFileError(f"{self.name}: the file is compressed; reading it needs the "
+                                 "zstandard package: pip install fntrace[compress]")
         try:
-            pairs = json.loads(bytes(mv[ch.rec_end:ch.pay_end]))
-        except ValueError as e:
-            raise self._error(at, f"CHNK block: bad payload JSON ({e})") from None
-        if not isinstance(pairs, list):
-            raise self._error(at, "CHNK block: payloads are not a JSON list")
-        pl = {}
-        n = ch.nrecords
-        for pair in pairs:
-            if (
-                not isinstance(pair, list)
-                or len(pair) != 2
-                or type(pair[0]) is not int
-                or not 0 <= pair[0] < n
-            ):
-                raise self._error(at, f"CHNK block: bad payload entry {pair!r:.60}")
-            pl[pair[0]] = pair[1]
+            raw = zstandard.ZstdDecompressor().decompress(
+                bytes(mv[ch.start:ch.end]), max_output_size=ch.raw_size)
+        except zstandard.ZstdError as e:
+            raise self._error(ch.start, f"CHKZ block: cannot decompress ({e})") from None
+        if len(raw) != ch.raw_size:
+            raise self._error(ch.start, f"CHKZ block: {len(raw)} bytes decompressed, "
+                                        f"{ch.raw_size} announced")
+        inner = memoryview(raw)
+        self._check_body(inner, ch.nrecords, ch.start, "CHKZ block")
+        return inner
+
+    def _check_body(self, inner: memoryview, n: int, offset: int, what: str) -> None:
+        try:
+            blen, p = get_uvarint(inner, 0)
+        except CodecError as e:
+            raise self._error(offset, f"{what}: bad records length ({e})") from None
+        if p + blen > len(inner):
+            raise self._error(offset, f"{what}: records length {blen} runs past the end "
+                                      "of the block")
+        # a file record is at least 2 bytes and stands for at most 2 ring-buffer records
+        if n > blen:
+            raise self._error(offset, f"{what}: impossible record count {n} for "
+                                      f"{blen} bytes of records")
+
+    def _payloads(self, tail: memoryview, ch: _Chunk) -> dict[int, Any]:
+        """A chunk's payloads, parsed when its records are read."""
+        at = ch.start
+        what = "CHKZ block" if ch.raw_size else "CHNK block"
+        pl: dict[int, Any] = {}
+        n, size = ch.nrecords, len(tail)
+        p, idx = 0, -1
+        try:
+            while p < size:
+                gap, p = get_uvarint(tail, p)
+                idx += gap + 1
+                if idx >= n or p >= size:
+                    raise self._error(at, f"{what}: bad payload entry (record {idx} of {n})")
+                kind = tail[p]
+                p += 1
+                if kind == _PAY_INT:
+                    v, p = get_uvarint(tail, p)
+                    pl[idx] = (v >> 1) ^ -(v & 1)
+                    continue
+                if kind != _PAY_STR and kind != _PAY_JSON:
+                    raise self._error(at, f"{what}: bad payload kind {kind} (record {idx})")
+                ln, p = get_uvarint(tail, p)
+                if p + ln > size:
+                    raise self._error(at, f"{what}: payload of record {idx} runs past the "
+                                          "end of the block")
+                raw = tail[p:p + ln]
+                p += ln
+                if kind == _PAY_STR:
+                    pl[idx] = _dec(raw)
+                else:
+                    try:
+                        pl[idx] = json.loads(bytes(raw))
+                    except ValueError as e:
+                        raise self._error(at, f"{what}: bad payload JSON ({e})") from None
+        except CodecError as e:
+            raise self._error(at, f"{what}: bad payload entry ({e})") from None
+        except UnicodeDecodeError as e:
+            raise self._error(at, f"{what}: bad payload text ({e})") from None
         return pl
 
     # -- parsing ----------------------------------------------------------
@@ -604,7 +733,10 @@ class TraceFile:
             raise self._error(size, "file ends inside the version number")
         _, version = _FILE_HEAD.unpack_from(mv)
         if version != VERSION:
-            raise self._error(len(MAGIC), f"unsupported trace file version {version} (this reader supports {VERSION})")
+            why = (" (written by an older fntrace: record the program again)"
+                   if version < VERSION else "")
+            raise self._error(len(MAGIC), f"unsupported trace file version {version}{why}; "
+                                          f"this fntrace reads version {VERSION}")
 
         pos = _FILE_HEAD.size
         self.end_offset = pos
@@ -623,8 +755,8 @@ class TraceFile:
                 raise self._error(pos, "second HEAD block")
             first = False
             body = pos + _BLOCK_HEAD.size  # file offset of the payload, for messages
-            if tag == TAG_CHUNK:
-                self._parse_chunk(payload, body)
+            if tag == TAG_CHUNK or tag == TAG_CHUNK_Z:
+                self._parse_chunk(payload, body, tag == TAG_CHUNK_Z)
             elif tag == TAG_SYMBOLS:
                 self._parse_symbols(payload, body)
             elif tag == TAG_THREAD:
@@ -697,57 +829,60 @@ class TraceFile:
             raise self._error(offset, f"{what} block: expected a JSON object, got {type(obj).__name__}")
         return obj
 
-    def _parse_chunk(self, payload: memoryview, offset: int) -> None:
-        if len(payload) < _CHUNK_HEAD.size:
-            raise self._error(offset, f"CHNK block too short ({len(payload)} bytes)")
-        cpu, n, first_seq, lost = _CHUNK_HEAD.unpack_from(payload)
-        rec_end = _CHUNK_HEAD.size + n * RECORD_SIZE
-        if rec_end > len(payload):
-            raise self._error(
-                offset,
-                f"CHNK block: impossible record count {n} for a {len(payload)}-byte block",
-            )
-        start = offset + _CHUNK_HEAD.size
+    def _varints(self, payload: memoryview, p: int, n: int, offset: int,
+                 what: str) -> tuple[list[int], int]:
+        out = []
+        try:
+            for _ in range(n):
+                v, p = get_uvarint(payload, p)
+                out.append(v)
+        except CodecError as e:
+            raise self._error(offset + p, f"{what}: {e}") from None
+        return out, p
+
+    def _parse_chunk(self, payload: memoryview, offset: int, compressed: bool) -> None:
+        what = "CHKZ block" if compressed else "CHNK block"
+        (cpu, n, first_seq, lost), p = self._varints(
+            payload, 0, 4, offset, f"{what} header too short")
+        size = 0
+        if compressed:
+            if _zstd() is None:
+                raise TraceFileError(f"{self.name}: the file is compressed; reading it needs "
+                                     "the zstandard package: pip install fntrace[compress]")
+            (size,), p = self._varints(payload, p, 1, offset, f"{what} header too short")
+            if not 0 < size <= MAX_BLOCK_LEN:
+                raise self._error(offset, f"{what}: impossible raw size {size}")
+        else:
+            self._check_body(payload[p:], n, offset, what)
         self._chunks.setdefault(cpu, []).append(
-            _Chunk(first_seq, n, lost, start, offset + rec_end, offset + len(payload)))
+            _Chunk(first_seq, n, lost, offset + p, offset + len(payload),
+                   size if compressed else 0))
 
     def _parse_thread(self, payload: memoryview, offset: int) -> None:
-        if len(payload) < _THREAD_HEAD.size:
-            raise self._error(offset, f"THRD block too short ({len(payload)} bytes)")
-        cpu, native_id, nlen = _THREAD_HEAD.unpack_from(payload)
-        if _THREAD_HEAD.size + nlen != len(payload):
+        (cpu, native_id, nlen), p = self._varints(payload, 0, 3, offset, "THRD block")
+        if p + nlen != len(payload):
             raise self._error(offset, f"THRD block: impossible name length {nlen}")
-        self.threads[cpu] = (native_id, _dec(payload[_THREAD_HEAD.size :]))
+        self.threads[cpu] = (native_id, _dec(payload[p:]))
 
     def _parse_symbols(self, payload: memoryview, offset: int) -> None:
-        p = 0
         size = len(payload)
-
-        def need(n: int, what: str) -> None:
-            if p + n > size:
-                raise self._error(offset + p, f"SYMS block: {what} runs past the end of the block")
-
-        need(4, "file count")
-        (nfiles,) = _U32.unpack_from(payload, p)
-        p += 4
+        what = "SYMS block: runs past the end of the block"
+        (nfiles,), p = self._varints(payload, 0, 1, offset, what)
         for _ in range(nfiles):
-            need(4, "file name length")
-            (flen,) = _U32.unpack_from(payload, p)
-            p += 4
-            need(flen, "file name")
+            (flen,), p = self._varints(payload, p, 1, offset, what)
+            if p + flen > size:
+                raise self._error(offset + p, "SYMS block: file name runs past the end of the block")
             self._files.append(_dec(payload[p : p + flen]))
             p += flen
-        need(4, "symbol count")
-        (nsyms,) = _U32.unpack_from(payload, p)
-        p += 4
+        (nsyms,), p = self._varints(payload, p, 1, offset, what)
         files = self._files
         for _ in range(nsyms):
-            need(_SYM_ENTRY.size, "symbol entry")
-            ip, line, fidx, nlen = _SYM_ENTRY.unpack_from(payload, p)
+            (ip, line, fidx, nlen), q = self._varints(payload, p, 4, offset, what)
             if fidx >= len(files):
                 raise self._error(offset + p, f"SYMS block: symbol {ip} refers to unknown file #{fidx}")
-            p += _SYM_ENTRY.size
-            need(nlen, "symbol name")
+            p = q
+            if p + nlen > size:
+                raise self._error(offset + p, "SYMS block: symbol name runs past the end of the block")
             self.symbols[ip] = (_dec(payload[p : p + nlen]), files[fidx], line)
             p += nlen
         if p != size:

@@ -163,6 +163,8 @@ def _parser() -> argparse.ArgumentParser:
     _add_record_options(r)
     r.add_argument("-o", "--output", default="fntrace.dat", metavar="FILE",
                    help="trace file to write (default: fntrace.dat)")
+    r.add_argument("--compress", action="store_true",
+                   help="zstd-compress the trace file's blocks (pip install fntrace[compress])")
     _add_target(r)
 
     rep = add("report", "print a trace file in ftrace text format")
@@ -323,6 +325,7 @@ def _record(args, output: str, at_exit: bool, on_finished=None):
                          max_depth=args.max_depth, thresh_us=args.thresh,
                          args=args.args, retval=args.retval, events=args.events or [],
                          patches=args.patch, object_repr=args.object_repr)
+    opts.compress = getattr(args, "compress", False)
     target = _target(args)
     return record(target, opts, at_exit=at_exit, on_finished=on_finished)
 

@@ -35,7 +35,7 @@ from ..errors import FntraceError, UsageError
 from ..ring_buffer import ChunkQueue
 from ..core.task import thread_info
 from ..trace import TraceArray
-from ..tracefile import TraceFileWriter
+from ..tracefile import COMPRESS_HINT, TraceFileWriter, compress_available
 from ..tracefs import control
 from ..tracefs.fs import Tracefs
 from .guard import Guard
@@ -56,6 +56,8 @@ class RecordOptions:
     The numbers may be given as the user typed them (str): they are checked by the
     control files they are written to (tracefs/control.py); None leaves the file's
     default."""
+
+    compress = False            # --compress: zstd per block (tracefile.py)
 
     def __init__(self, tracer: str = "function", filters: list[str] | None = None,
                  notrace: list[str] | None = None, buffer_kb: int | str | None = 1408,
@@ -384,6 +386,8 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
         fs.tracer_class(opts.tracer)
     except FntraceError as e:
         raise UsageError(f"-p: {e.msg}") from None
+    if opts.compress and not compress_available():
+        raise UsageError(COMPRESS_HINT)
     try:
         f = open(opts.output, "wb", buffering=0)
     except OSError as e:
@@ -412,7 +416,7 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
     if sys.path:
         sys.path[0] = target.path0
     try:
-        writer = TraceFileWriter(f, header)
+        writer = TraceFileWriter(f, header, compress=opts.compress)
     except OSError as e:
         f.close()
         raise UsageError(f"{opts.output}: {e.strerror}") from None

@@ -19,13 +19,14 @@ __all__ = [
     "TRACE_EVENT", "LOST_EVENTS_UNKNOWN", "TraceEntry", "LostEvents",
 ]
 
-# Entry types (enum trace_type); the same numbers as the ring-buffer record's type field.
-TRACE_FN: Final = 1           # function tracer hit: func <-parent
-TRACE_GRAPH_ENT: Final = 2    # function_graph entry
-TRACE_GRAPH_RET: Final = 3    # function_graph return
-TRACE_PRINT: Final = 4        # trace_marker / trace_printk text
-TRACE_STACK: Final = 5        # stack trace (func_stack_trace, stacktrace trigger)
-TRACE_EVENT: Final = 6        # any other event: name in func, formatted fields in text
+# Entry types (enum trace_type) are the ring-buffer record's type numbers, defined once
+# in record_format.py: TRACE_FN (function tracer hit: func <-parent), TRACE_GRAPH_ENT /
+# TRACE_GRAPH_RET (function_graph entry / return), TRACE_PRINT (trace_marker /
+# trace_printk text), TRACE_STACK (func_stack_trace, stacktrace trigger), TRACE_EVENT
+# (any other event: name in func, formatted fields in text).
+from ..record_format import (  # noqa: E402
+    TRACE_EVENT, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, TRACE_PRINT, TRACE_STACK,
+)
 
 # LostEvents.lost when the buffer only knows that something was dropped
 # (ring_buffer_iter_dropped(): the kernel passes (unsigned long)-1).

@@ -1,0 +1,458 @@
+/*
+ * The compact trace-file encoding of ring-buffer records (part of fntrace._native):
+ * encode_records(records) -> bytes and decode_records(data, n) -> bytes, the native
+ * twins of record_codec.py_encode / py_decode, byte for byte (the format is described
+ * there and in docs/tracefile-format.md).  The trace file's writer thread runs the
+ * encoder on every record the program produces.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "fntrace_record_format.h"
+
+typedef struct {
+    unsigned char *p;
+    Py_ssize_t n, cap;
+} obuf;
+
+static int
+ob_reserve(obuf *o, Py_ssize_t more)
+{
+    if (o->n + more <= o->cap)
+        return 0;
+    Py_ssize_t cap = o->cap ? o->cap : 256;
+    while (cap < o->n + more)
+        cap *= 2;
+    unsigned char *p = PyMem_Realloc(o->p, (size_t)cap);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    o->p = p;
+    o->cap = cap;
+    return 0;
+}
+
+/* the caller has reserved 10 bytes */
+static inline void
+put_uv(obuf *o, uint64_t v)
+{
+    unsigned char *p = o->p + o->n;
+    while (v >= 0x80) {
+        *p++ = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (unsigned char)v;
+    o->n = p - o->p;
+}
+
+static inline uint64_t
+zz(uint64_t delta)
+{
+    int64_t s = (int64_t)delta;
+    return ((uint64_t)s << 1) ^ (uint64_t)(s >> 63);
+}
+
+static inline uint64_t
+unzz(uint64_t v)
+{
+    return (v >> 1) ^ (0 - (v & 1));
+}
+
+typedef struct {
+    uint32_t ip, depth;
+    uint64_t ts;
+} ent_t;
+
+PyObject *
+fntrace_encode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 1) {
+        PyErr_SetString(PyExc_TypeError, "encode_records(records)");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (view.len % FNT_RECORD_SIZE) {
+        PyErr_Format(PyExc_ValueError, "records length %zd is not a multiple of %d",
+                     view.len, FNT_RECORD_SIZE);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    Py_ssize_t n = view.len / FNT_RECORD_SIZE, i = 0, sp = 0;
+    if (n == 0) {
+        PyBuffer_Release(&view);
+        return PyBytes_FromStringAndSize(NULL, 0);
+    }
+    const record_t *r = (const record_t *)view.buf;
+    obuf o = {NULL, 0, 0};
+    ent_t *stack = PyMem_Malloc(sizeof(ent_t) * (size_t)n);
+    PyObject *res = NULL;
+    if (stack == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    uint64_t prev = r[0].ts, depth = 0;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (r[k].type == FNT_TRACE_GRAPH_ENT) {
+            depth = r[k].b;
+            break;
+        }
+    if (ob_reserve(&o, 20) < 0)
+        goto done;
+    put_uv(&o, prev);
+    put_uv(&o, depth);
+    Py_BEGIN_ALLOW_THREADS
+    while (i < n) {
+        /* the longest record: tag + 6 varints of up to 10 bytes */
+        if (o.n + 64 > o.cap) {
+            Py_BLOCK_THREADS
+            int rc = ob_reserve(&o, 64 + (n - i) * 4);
+            Py_UNBLOCK_THREADS
+            if (rc < 0)
+                break;
+        }
+        const record_t *e = &r[i++];
+        uint64_t ts = e->ts;
+        unsigned pay = (e->flags & FNT_HAS_PAYLOAD) ? FNT_FILE_PAY0 : 0;
+        int ty = (e->flags & ~FNT_HAS_PAYLOAD & 0xFFFF) ? -1 : e->type;
+        if (ty == FNT_TRACE_GRAPH_ENT && e->c == 0 && e->d == 0) {
+            if (i < n) {
+                const record_t *x = &r[i];
+                if (x->type == FNT_TRACE_GRAPH_RET && !(x->flags & ~FNT_HAS_PAYLOAD & 0xFFFF)
+                        && x->a == e->a && x->b == e->b && x->d == ts && x->ts >= ts) {
+                    unsigned tag = FNT_FILE_LEAF | pay | (x->flags ? FNT_FILE_PAY1 : 0);
+                    if (e->b != depth)
+                        tag |= FNT_FILE_EXPLICIT;
+                    if (x->c)
+                        tag |= FNT_FILE_OVERRUN;
+                    o.p[o.n++] = (unsigned char)tag;
+                    put_uv(&o, zz(ts - prev));
+                    put_uv(&o, x->ts - ts);
+                    put_uv(&o, e->a);
+                    if (e->b != depth)
+                        put_uv(&o, e->b);
+                    if (x->c)
+                        put_uv(&o, x->c);
+                    prev = x->ts;
+                    depth = e->b;
+                    i++;
+                    continue;
+                }
+            }
+            unsigned tag = FNT_TRACE_GRAPH_ENT | pay | (e->b != depth ? FNT_FILE_EXPLICIT : 0);
+            o.p[o.n++] = (unsigned char)tag;
+            put_uv(&o, zz(ts - prev));
+            put_uv(&o, e->a);
+            if (e->b != depth)
+                put_uv(&o, e->b);
+            stack[sp].ip = e->a;
+            stack[sp].depth = e->b;
+            stack[sp].ts = ts;
+            sp++;
+            prev = ts;
+            depth = (uint64_t)e->b + 1;
+        }
+        else if (ty == FNT_TRACE_GRAPH_RET) {
+            int implied = sp > 0 && stack[sp - 1].ip == e->a && stack[sp - 1].depth == e->b
+                && stack[sp - 1].ts == e->d;
+            unsigned tag = FNT_TRACE_GRAPH_RET | pay | (implied ? 0 : FNT_FILE_EXPLICIT)
+                | (e->c ? FNT_FILE_OVERRUN : 0);
+            o.p[o.n++] = (unsigned char)tag;
+            put_uv(&o, zz(ts - prev));
+            if (!implied) {
+                put_uv(&o, e->a);
+                put_uv(&o, e->b);
+                put_uv(&o, zz(ts - e->d));
+            }
+            if (e->c)
+                put_uv(&o, e->c);
+            while (sp > 0 && stack[sp - 1].depth >= e->b)
+                sp--;
+            prev = ts;
+            depth = e->b;
+        }
+        else if (ty == FNT_TRACE_FN && e->c == 0 && e->d == 0) {
+            o.p[o.n++] = (unsigned char)(FNT_TRACE_FN | pay);
+            put_uv(&o, zz(ts - prev));
+            put_uv(&o, e->a);
+            put_uv(&o, e->b);
+            prev = ts;
+        }
+        else if ((ty == FNT_TRACE_PRINT || ty == FNT_TRACE_STACK || ty == FNT_TRACE_EVENT)
+                 && e->b == 0 && e->c == 0 && e->d == 0) {
+            o.p[o.n++] = (unsigned char)(ty | pay);
+            put_uv(&o, zz(ts - prev));
+            put_uv(&o, e->a);
+            prev = ts;
+        }
+        else {
+            o.p[o.n++] = FNT_FILE_RAW;
+            put_uv(&o, zz(ts - prev));
+            put_uv(&o, e->type);
+            put_uv(&o, e->flags);
+            put_uv(&o, e->a);
+            put_uv(&o, e->b);
+            put_uv(&o, e->c);
+            put_uv(&o, e->d);
+            prev = ts;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (i >= n && !PyErr_Occurred())
+        res = PyBytes_FromStringAndSize((const char *)o.p, o.n);
+done:
+    PyMem_Free(stack);
+    PyMem_Free(o.p);
+    PyBuffer_Release(&view);
+    return res;
+}
+
+/* -- decoding ------------------------------------------------------------------------ */
+
+typedef struct {
+    const unsigned char *p;
+    Py_ssize_t pos, size;
+    const char *err;
+} ibuf;
+
+static inline uint64_t
+get_uv(ibuf *in)
+{
+    uint64_t v = 0;
+    int shift = 0;
+    for (;;) {
+        if (in->pos >= in->size) {
+            in->err = "varint runs past the end";
+            return 0;
+        }
+        unsigned b = in->p[in->pos++];
+        if (shift == 63 && (b & 0x7E)) {
+            in->err = "varint above 64 bits";
+            return 0;
+        }
+        v |= (uint64_t)(b & 0x7F) << shift;
+        if (b < 0x80)
+            return v;
+        shift += 7;
+        if (shift >= 70) {
+            in->err = "varint longer than 10 bytes";
+            return 0;
+        }
+    }
+}
+
+static inline void
+put_rec(record_t *out, uint64_t ts, unsigned type, unsigned flags, uint64_t a, uint64_t b,
+        uint64_t c, uint64_t d)
+{
+    out->ts = ts;
+    out->type = (unsigned short)type;
+    out->flags = (unsigned short)flags;
+    out->a = (unsigned int)a;
+    out->b = (unsigned int)b;
+    out->c = (unsigned int)c;
+    out->d = d;
+}
+
+#define U32_MAX_ 0xFFFFFFFFull
+
+PyObject *
+fntrace_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "decode_records(data, n)");
+        return NULL;
+    }
+    Py_ssize_t n = PyLong_AsSsize_t(args[1]);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (n < 0 || n > PY_SSIZE_T_MAX / FNT_RECORD_SIZE / 2) {
+        PyErr_SetString(PyExc_ValueError, "impossible record count");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    PyObject *res = NULL;
+    ent_t *stack = NULL;
+    if (n == 0) {
+        if (view.len)
+            PyErr_Format(PyExc_ValueError, "%zd bytes of records where none were announced",
+                         view.len);
+        else
+            res = PyBytes_FromStringAndSize(NULL, 0);
+        PyBuffer_Release(&view);
+        return res;
+    }
+    /* Every file record is at least 2 bytes and stands for at most 2 records: a count
+     * the data cannot hold is refused before anything is allocated for it. */
+    if (n > view.len) {
+        PyErr_Format(PyExc_ValueError, "records end after 0 of %zd", n);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    res = PyBytes_FromStringAndSize(NULL, n * FNT_RECORD_SIZE);
+    stack = PyMem_Malloc(sizeof(ent_t) * (size_t)n);
+    if (res == NULL || stack == NULL) {
+        if (stack == NULL)
+            PyErr_NoMemory();
+        Py_CLEAR(res);
+        goto done;
+    }
+    record_t *out = (record_t *)PyBytes_AS_STRING(res);
+    ibuf in = {(const unsigned char *)view.buf, 0, view.len, NULL};
+    char msg[120];
+    msg[0] = 0;
+    Py_ssize_t i = 0, sp = 0;
+    uint64_t prev = get_uv(&in);
+    uint64_t depth = get_uv(&in);
+    while (i < n && !in.err) {
+        if (in.pos >= in.size) {
+            snprintf(msg, sizeof msg, "records end after %zd of %zd", i, n);
+            break;
+        }
+        unsigned tag = in.p[in.pos++];
+        unsigned kind = tag & FNT_FILE_KIND_MASK;
+        unsigned fl = (tag & FNT_FILE_PAY0) ? 1 : 0;
+        if (tag & FNT_FILE_RESERVED) {
+            snprintf(msg, sizeof msg, "record %zd: bad tag %#04x", i, tag);
+            break;
+        }
+        uint64_t ts = prev + unzz(get_uv(&in));
+        if (kind == FNT_FILE_LEAF) {
+            if (i + 2 > n) {
+                snprintf(msg, sizeof msg, "record %zd: a leaf call where one record is left", i);
+                break;
+            }
+            uint64_t dur = get_uv(&in), a = get_uv(&in), b = depth, c = 0;
+            if (tag & FNT_FILE_EXPLICIT)
+                b = get_uv(&in);
+            if (tag & FNT_FILE_OVERRUN)
+                c = get_uv(&in);
+            if (in.err)
+                break;
+            if (a > U32_MAX_ || b > U32_MAX_ || c > U32_MAX_) {
+                snprintf(msg, sizeof msg, "record %zd: field above 32 bits", i);
+                break;
+            }
+            put_rec(&out[i], ts, FNT_TRACE_GRAPH_ENT, fl, a, b, 0, 0);
+            put_rec(&out[i + 1], ts + dur, FNT_TRACE_GRAPH_RET,
+                    (tag & FNT_FILE_PAY1) ? 1 : 0, a, b, c, ts);
+            i += 2;
+            prev = ts + dur;
+            depth = b;
+            continue;
+        }
+        if (tag & FNT_FILE_PAY1) {
+            snprintf(msg, sizeof msg, "record %zd: bad tag %#04x", i, tag);
+            break;
+        }
+        if (kind == FNT_TRACE_GRAPH_ENT) {
+            uint64_t a = get_uv(&in), b = depth;
+            if (tag & FNT_FILE_EXPLICIT)
+                b = get_uv(&in);
+            if (in.err)
+                break;
+            if ((tag & FNT_FILE_OVERRUN) || a > U32_MAX_ || b > U32_MAX_) {
+                snprintf(msg, sizeof msg, "record %zd: bad entry record", i);
+                break;
+            }
+            put_rec(&out[i], ts, FNT_TRACE_GRAPH_ENT, fl, a, b, 0, 0);
+            stack[sp].ip = (uint32_t)a;
+            stack[sp].depth = (uint32_t)b;
+            stack[sp].ts = ts;
+            sp++;
+            depth = b + 1;
+        }
+        else if (kind == FNT_TRACE_GRAPH_RET) {
+            uint64_t a, b, c = 0, d;
+            if (tag & FNT_FILE_EXPLICIT) {
+                a = get_uv(&in);
+                b = get_uv(&in);
+                d = ts - unzz(get_uv(&in));
+            }
+            else if (sp > 0) {
+                a = stack[sp - 1].ip;
+                b = stack[sp - 1].depth;
+                d = stack[sp - 1].ts;
+            }
+            else {
+                snprintf(msg, sizeof msg, "record %zd: a return with no entry to close", i);
+                break;
+            }
+            if (tag & FNT_FILE_OVERRUN)
+                c = get_uv(&in);
+            if (in.err)
+                break;
+            if (a > U32_MAX_ || b > U32_MAX_ || c > U32_MAX_) {
+                snprintf(msg, sizeof msg, "record %zd: field above 32 bits", i);
+                break;
+            }
+            put_rec(&out[i], ts, FNT_TRACE_GRAPH_RET, fl, a, b, c, d);
+            while (sp > 0 && stack[sp - 1].depth >= b)
+                sp--;
+            depth = b;
+        }
+        else if (kind == FNT_TRACE_FN) {
+            if (tag & (FNT_FILE_EXPLICIT | FNT_FILE_OVERRUN)) {
+                snprintf(msg, sizeof msg, "record %zd: bad tag %#04x", i, tag);
+                break;
+            }
+            uint64_t a = get_uv(&in), b = get_uv(&in);
+            if (in.err)
+                break;
+            if (a > U32_MAX_ || b > U32_MAX_) {
+                snprintf(msg, sizeof msg, "record %zd: field above 32 bits", i);
+                break;
+            }
+            put_rec(&out[i], ts, FNT_TRACE_FN, fl, a, b, 0, 0);
+        }
+        else if (kind == FNT_FILE_RAW) {
+            if (tag != FNT_FILE_RAW) {
+                snprintf(msg, sizeof msg, "record %zd: bad tag %#04x", i, tag);
+                break;
+            }
+            uint64_t ty = get_uv(&in), f = get_uv(&in), a = get_uv(&in), b = get_uv(&in);
+            uint64_t c = get_uv(&in), d = get_uv(&in);
+            if (in.err)
+                break;
+            if (ty > 0xFFFF || f > 0xFFFF || a > U32_MAX_ || b > U32_MAX_ || c > U32_MAX_) {
+                snprintf(msg, sizeof msg, "record %zd: field out of range", i);
+                break;
+            }
+            put_rec(&out[i], ts, (unsigned)ty, (unsigned)f, a, b, c, d);
+        }
+        else {                                  /* PRINT / STACK / EVENT */
+            if (tag & (FNT_FILE_EXPLICIT | FNT_FILE_OVERRUN)) {
+                snprintf(msg, sizeof msg, "record %zd: bad tag %#04x", i, tag);
+                break;
+            }
+            uint64_t a = get_uv(&in);
+            if (in.err)
+                break;
+            if (a > U32_MAX_) {
+                snprintf(msg, sizeof msg, "record %zd: field above 32 bits", i);
+                break;
+            }
+            put_rec(&out[i], ts, kind, fl, a, 0, 0, 0);
+        }
+        prev = ts;
+        i++;
+    }
+    if (!msg[0] && in.err)
+        snprintf(msg, sizeof msg, "%s", in.err);
+    if (!msg[0] && in.pos != in.size)
+        snprintf(msg, sizeof msg, "%zd stray bytes after the last record", in.size - in.pos);
+    if (msg[0]) {
+        PyErr_SetString(PyExc_ValueError, msg);
+        Py_CLEAR(res);
+    }
+done:
+    PyMem_Free(stack);
+    PyBuffer_Release(&view);
+    return res;
+}
