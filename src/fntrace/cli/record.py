@@ -32,6 +32,7 @@ from ..core.ops import backend as ops_backend
 from ..core.ops import ftrace_kill
 from ..core.records import record_table, scan_code_as
 from ..errors import FntraceError, UsageError
+from ..record_format import RECORD_SIZE
 from ..ring_buffer import ChunkQueue
 from ..core.task import thread_info
 from ..trace import TraceArray
@@ -169,14 +170,14 @@ class _FileSink:
                 return
             cpu, chunk, first_seq, payloads = item
             if self.error is not None:
-                self.lost += len(chunk) // 32
+                self.lost += len(chunk) // RECORD_SIZE
                 continue
             try:
                 self._sync_tables()
                 self.writer.write_chunk(cpu, chunk, first_seq, 0, payloads or None)
             except BaseException as e:    # a full disk, say: counted, shown at the end
                 self.error = f"{type(e).__name__}: {e}"
-                self.lost += len(chunk) // 32
+                self.lost += len(chunk) // RECORD_SIZE
 
     def _sync_tables(self) -> None:
         hi = record_table._next_ip
