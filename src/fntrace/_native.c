@@ -2155,29 +2155,49 @@ program_code_allowed(void)
     return r;
 }
 
+/* _native_value.c */
+PyObject *fntrace_value_text(PyObject *v);
+
 static PyObject *
 fast_safe_repr(PyObject *v)
 {
-    /* core/fetch.py value_repr, for the values it prints plainly: an int of at most
-     * MAX_INT_BITS (256) bits, a float, a short str; the rest there */
-    if (v == Py_None || v == Py_True || v == Py_False
-            || (PyLong_CheckExact(v) && _PyLong_NumBits(v) <= 256)
-            || PyFloat_CheckExact(v)
-            || (PyUnicode_CheckExact(v) && PyUnicode_GET_LENGTH(v) <= 40)) {
-        PyObject *s = PyObject_Repr(v);
-        if (s == NULL || PyUnicode_GET_LENGTH(s) <= 40)
+    /* core/fetch.py value_repr: natively for the built-in scalars and the exact
+     * containers of them (_native_value.c); the rest there */
+    PyObject *s = fntrace_value_text(v);
+    if (s != NULL) {
+        /* With --repr value_repr calls repr(): the same text for a scalar whose text
+         * was not cut (at most MAX_STRING characters), anything else goes there. */
+        if (PyUnicode_GET_LENGTH(s) <= 40 && (v == Py_None || v == Py_True || v == Py_False
+                || PyLong_CheckExact(v) || PyFloat_CheckExact(v) || PyUnicode_CheckExact(v)))
             return s;
-        Py_DECREF(s);
     }
-    int allowed = program_code_allowed();
-    if (allowed < 0)
+    else if (PyErr_Occurred())
         return NULL;
+    int allowed = program_code_allowed();
+    if (allowed < 0) {
+        Py_XDECREF(s);
+        return NULL;
+    }
     if (!allowed) {
-        PyObject *s = plain_object_repr(v);
+        if (s != NULL)
+            return s;
+        s = plain_object_repr(v);
         if (s != NULL || PyErr_Occurred())
             return s;
     }
+    Py_XDECREF(s);
     return PyObject_CallOneArg(g_safe_repr, v);
+}
+
+/* value_text(v): fntrace_value_text from Python, None where the Python twin decides
+ * (tests compare the two) */
+static PyObject *
+value_text(PyObject *self, PyObject *v)
+{
+    PyObject *s = fntrace_value_text(v);
+    if (s == NULL && !PyErr_Occurred())
+        Py_RETURN_NONE;
+    return s;
 }
 
 /* _native_frame.c */
@@ -3007,6 +3027,8 @@ static PyMethodDef native_methods[] = {
     {"graph_entry", (PyCFunction)(void (*)(void))graph_entry, METH_FASTCALL, NULL},
     {"graph_return", (PyCFunction)(void (*)(void))graph_return, METH_FASTCALL, NULL},
     {"thread_count", thread_count, METH_O, NULL},
+    {"value_text", value_text, METH_O,
+     "value_text(v): core.fetch.value_repr's text made natively, None if not handled"},
     {"frame_var", (PyCFunction)(void (*)(void))frame_var, METH_FASTCALL,
      "frame_var(frame, name): a local's value without the f_locals snapshot"},
     {"crc32", (PyCFunction)(void (*)(void))native_crc32, METH_FASTCALL,

@@ -90,27 +90,33 @@ def _cut(s: str, limit: int) -> str:
     return s[:head] + "..." + s[len(s) - (limit - 3 - head):]
 
 
+_VALUE_BASES = (int, float, str, bytes, tuple, list, dict, set, frozenset)
+
+
 def _int_text(v: int) -> str:
-    if v.bit_length() > MAX_INT_BITS:
-        return f"<int of {v.bit_length()} bits>"
+    bits = int.bit_length(v)
+    if bits > MAX_INT_BITS:
+        return f"<int of {bits} bits>"
     return _cut(int.__repr__(v), MAX_STRING)
 
 
 def _str_text(v: str) -> str:
     # str.__repr__ of at most MAX_STRING characters (a slice of the data, no copy of
-    # a huge string's repr)
-    if len(v) > MAX_STRING:
+    # a huge string's repr); str.__len__: a subclass's own __len__ is its code
+    n = str.__len__(v)
+    if n > MAX_STRING:
         head = (MAX_STRING - 3) // 2
         return (str.__repr__(str.__getitem__(v, slice(0, head)))[:-1] + "..."
-                + str.__repr__(str.__getitem__(v, slice(len(v) - head, None)))[1:])
+                + str.__repr__(str.__getitem__(v, slice(n - head, None)))[1:])
     return str.__repr__(v)
 
 
 def _bytes_text(v, base: type) -> str:
-    if len(v) > MAX_STRING:
+    n = base.__len__(v)
+    if n > MAX_STRING:
         head = (MAX_STRING - 3) // 2
         return (base.__repr__(base.__getitem__(v, slice(0, head)))[:-1] + "..."
-                + base.__repr__(base.__getitem__(v, slice(len(v) - head, None)))[
+                + base.__repr__(base.__getitem__(v, slice(n - head, None)))[
                     (2 if base is bytes else 11):])
     return base.__repr__(v)
 
@@ -179,15 +185,27 @@ def _repr(v, level: int) -> str:
         if level >= MAX_LEVEL:
             return f"{_type_qualname(t)}(...)"
         return f"{_type_qualname(t)}({', '.join(_repr(a, level + 1) for a in args)})"
-    # A subclass of a built-in value type: its base's value (no method of the subclass
-    # is called).  IntEnum members, str enums, NamedTuples.
-    for base in (bool, int, float, str, bytes, tuple, list, dict, set, frozenset):
+    # A subclass of a built-in value type: its base's value, read by the base's own
+    # methods (no method of the subclass is called: not __iter__, __len__, keys...).
+    # IntEnum members, str enums, NamedTuples.
+    for base in _VALUE_BASES:
         if issubclass(t, base):
-            inner = (_int_text(v) if base is int else
-                     _str_text(v) if base is str else
-                     _bytes_text(v, bytes) if base is bytes else
-                     _repr(base(v) if base in (tuple, list, set, frozenset) else v, level)
-                     if base not in (dict,) else _repr(dict(dict.items(v)), level))
+            if base is int:
+                inner = _int_text(v)
+            elif base is float:
+                inner = float.__repr__(v)
+            elif base is str:
+                inner = _str_text(v)
+            elif base is bytes:
+                inner = _bytes_text(v, bytes)
+            elif base is tuple:
+                inner = _repr(tuple.__getitem__(v, slice(None)), level)
+            elif base is list:
+                inner = _repr(list.copy(v), level)
+            elif base is dict:
+                inner = _repr(dict(dict.items(v)), level)
+            else:                   # set, frozenset: their copy is of the base type
+                inner = _repr(base.copy(v), level)
             return f"{_type_qualname(t)}({inner})"
     return f"<{_type_name(t)} object at {id(v):#x}>"
 
