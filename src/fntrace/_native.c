@@ -392,7 +392,7 @@ fkey_of_frame(PyObject *frame)
 }
 
 static int fg_fast_enter(PyObject *rec, fkey k);
-static int fg_fast_return(fkey k);
+static int fg_fast_return(fkey k, PyObject *retval, int unwind);
 static int fgraph_return_c(PyObject *rec, PyObject *frame, PyObject *retval, PyObject *unwind);
 
 #define ENTER() thread_rec *_tr = my_rec(); if (_tr) { _tr->busy++; _tr->count++; }
@@ -528,13 +528,13 @@ fast_entry(PyObject *rec, PyObject *code)
 /* A sys.monitoring return (PY_RETURN, PY_YIELD, PY_UNWIND) of `code`: popped from
  * fgraph's fast lane if it is there.  1 done, 0 not there, -1 error not contained. */
 static inline int
-fast_return(PyObject *code)
+fast_return(PyObject *code, PyObject *retval, int unwind)
 {
     thread_rec *t = tl_rec;
     if (t == NULL || t->fs_n == 0)
         return 0;
     fkey k;
-    int r = fkey_of_current(code, &k) ? fg_fast_return(k) : 0;
+    int r = fkey_of_current(code, &k) ? fg_fast_return(k, retval, unwind) : 0;
     if (r < 0)
         return contain(g_fgraph_return_fn) < 0 ? -1 : 1;
     return r;
@@ -695,7 +695,7 @@ on_py_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (nargs < 3)
         Py_RETURN_NONE;
     /* a call on fgraph's fast lane: matched by frame, no record lookup */
-    int fast = fast_return(args[0]);
+    int fast = fast_return(args[0], args[2], 0);
     if (fast)
         return fast < 0 ? NULL : Py_NewRef(Py_None);
     PyObject *rec = lookup_id(g_sites, args[0]);
@@ -729,7 +729,7 @@ on_py_unwind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (!(rec_flags(rec) & g_RET_EN))
         Py_RETURN_NONE;
-    int fast = fast_return(args[0]);
+    int fast = fast_return(args[0], args[2], 1);
     if (fast)
         return fast < 0 ? NULL : Py_NewRef(Py_None);
     PyFrameObject *frame = PyEval_GetFrame();
@@ -1680,18 +1680,22 @@ ll_zero(PyObject *v)
  * synchronize()); the sequence number, -1 if dropped, -2 on error. */
 static inline long long
 lane_write(thread_rec *t, PyObject *tr, long long ts, unsigned type, unsigned long a,
-           unsigned long b, unsigned long c, unsigned long long d)
+           unsigned long b, unsigned long c, unsigned long long d, PyObject *payload)
 {
     Py_INCREF(tr);
     t->busy++;
     t->count++;
     RingBufferObject *buf = cpu_buffer(tr);
-    long long w = buf ? rb_write(buf, ts, type, 0, a, b, c, d) : -2;
+    long long w = !buf ? -2 : payload ? rb_write_payload(buf, ts, type, a, b, c, d, payload)
+                                      : rb_write(buf, ts, type, 0, a, b, c, d);
     t->busy--;
     Py_XDECREF(buf);
     Py_DECREF(tr);
     return w;
 }
+
+static PyObject *args_payload(PyObject *frame);
+static PyObject *retval_payload(PyObject *v, PyObject *unwind);
 
 /* 1: pushed on the fast lane (and its entry written); 0: not for the lane; -1: error */
 static int
@@ -1700,9 +1704,10 @@ fg_fast_enter(PyObject *rec, fkey k)
     PyObject *tr = g_fast_tr;
     if (tr == NULL || k.key == NULL)
         return 0;
-    if (!ll_zero(SLOT(tr, off_tr_max_graph_depth)) || !ll_zero(SLOT(tr, off_tr_tracing_thresh))
-            || !ll_zero(SLOT(tr, off_tr_graph_args)) || !ll_zero(SLOT(tr, off_tr_graph_retval)))
+    if (!ll_zero(SLOT(tr, off_tr_max_graph_depth)) || !ll_zero(SLOT(tr, off_tr_tracing_thresh)))
         return 0;
+    /* funcgraph-args: the arguments ride beside the entry (graph_entry's payload) */
+    int want_args = !ll_zero(SLOT(tr, off_tr_graph_args));
     PyObject *gf = SLOT(tr, off_tr_graph_fops), *gn = SLOT(tr, off_tr_graph_notrace_fops);
     if (gf == NULL || !hash_empty(SLOT(gf, off_ops_filter_hash))
             || !ll_zero(SLOT(gf, off_ops_filter_cached))
@@ -1727,9 +1732,17 @@ fg_fast_enter(PyObject *rec, fkey k)
         t->busy++;
         t->count++;
         RingBufferObject *buf = cpu_buffer(tr);
+        PyObject *payload = NULL;
+        if (buf != NULL && want_args) {
+            PyObject *frame = k.ref ? k.ref : (PyObject *)PyEval_GetFrame();
+            payload = args_payload(frame);
+        }
         calltime = now_ns();
-        long long w = buf ? rb_write(buf, calltime, 2, 0, ip, (unsigned long)depth, 0, 0) : -2;
+        long long w = !buf || (want_args && payload == NULL) ? -2
+            : payload ? rb_write_payload(buf, calltime, 2, ip, (unsigned long)depth, 0, 0, payload)
+                      : rb_write(buf, calltime, 2, 0, ip, (unsigned long)depth, 0, 0);
         t->busy--;
+        Py_XDECREF(payload);
         Py_XDECREF(buf);
         Py_DECREF(tr);
         if (w == -2)
@@ -1761,9 +1774,10 @@ fg_fast_enter(PyObject *rec, fkey k)
     return 1;
 }
 
-/* 1: the call was on the fast lane (popped, its return written); 0: not there; -1 */
+/* 1: the call was on the fast lane (popped, its return written); 0: not there; -1.
+ * retval: the value returned (yielded, raised with unwind), NULL if unknown. */
 static int
-fg_fast_return(fkey k)
+fg_fast_return(fkey k, PyObject *retval, int unwind)
 {
     thread_rec *t = tl_rec;
     if (t == NULL || t->fs_n == 0)
@@ -1799,9 +1813,17 @@ fg_fast_return(fkey k)
         long long rettime = now_ns();
         long long thresh = slot_ll(tr, off_tr_tracing_thresh);
         if (!thresh || rettime - f.calltime >= thresh) {
-            if (lane_write(t, tr, rettime, 3, f.ip, f.depth, (unsigned long)t->overrun,
-                           (unsigned long long)f.calltime) == -2)
+            /* funcgraph-retval: graph_return's payload */
+            PyObject *payload = NULL;
+            if (!ll_zero(SLOT(tr, off_tr_graph_retval))) {
+                payload = retval_payload(retval ? retval : Py_None, unwind ? Py_True : Py_False);
+                if (payload == NULL)
+                    rc = -1;
+            }
+            if (rc == 1 && lane_write(t, tr, rettime, 3, f.ip, f.depth, (unsigned long)t->overrun,
+                                      (unsigned long long)f.calltime, payload) == -2)
                 rc = -1;
+            Py_XDECREF(payload);
         }
     }
     for (int j = 0; j < nd; j++)
@@ -1957,7 +1979,7 @@ static int
 fgraph_return_c(PyObject *rec, PyObject *frame, PyObject *retval, PyObject *unwind)
 {
     /* G.ret_handler: pop the call's frame, run the retfuncs that asked. */
-    int fast = fg_fast_return(fkey_of_frame(frame));
+    int fast = fg_fast_return(fkey_of_frame(frame), retval, unwind == Py_True);
     if (fast)
         return fast < 0 ? -1 : 0;
     PyObject *st = get_stack(0);
