@@ -22,11 +22,16 @@ read memory, they do not call functions):
 ``allow_program_code`` turns on the program's own ``__repr__``, properties, ``__getattr__``
 and ``__getitem__`` (``fntrace record --repr``, tracefs ``options/object-repr``): more
 readable, at the price above.  A KeyboardInterrupt or SystemExit raised inside is never
-swallowed: it goes to the program.
+swallowed: it goes to the program.  A ``__repr__`` that raises (or recurses without end)
+is shown as ``(fault)``; one that returns a huge text is cut to MAX_REPR characters; one
+that takes longer than REPR_SLOW_NS is not asked again for values of its type (the safe
+text instead), so a slow one stalls the program once, not at every traced call.  Those
+are counted in ``settings.repr_faults``.
 """
 from __future__ import annotations
 
 import sys
+from time import perf_counter_ns as _clock
 from types import BuiltinFunctionType, CodeType, FunctionType, MethodType, ModuleType
 
 from .. import _env
@@ -41,14 +46,17 @@ MAX_STRING = 40         # a str or bytes inside it (reprlib.maxstring)
 MAX_ITEMS = 6           # items of a container shown (reprlib.maxlist)
 MAX_LEVEL = 3           # nesting shown (reprlib.maxlevel)
 MAX_INT_BITS = 256      # a larger int is shown by its size: its digits cost time
+REPR_SLOW_NS = 50_000_000   # an allowed __repr__ slower than this is not asked again
 
 
 class _Settings:
-    """allow_program_code: the opt-in described in the module docstring."""
-    __slots__ = ("allow_program_code",)
+    """allow_program_code: the opt-in described in the module docstring; repr_faults:
+    the program's __repr__ calls that raised or were too slow."""
+    __slots__ = ("allow_program_code", "repr_faults")
 
     def __init__(self) -> None:
         self.allow_program_code = False
+        self.repr_faults = 0
 
 
 settings = _Settings()
@@ -218,17 +226,28 @@ def int_payload(v) -> object:
     return value_repr(v)
 
 
+_slow_repr: dict[int, type] = {}
+
+
 def value_repr(v) -> str:
     """The text a value is shown as: see the module docstring.  Never raises an
     Exception; a KeyboardInterrupt or SystemExit from the program's own __repr__
     (allowed with allow_program_code) goes to the program."""
-    if settings.allow_program_code:
+    # by id: hashing the type could run its metaclass's __hash__
+    if settings.allow_program_code and id(type(v)) not in _slow_repr:
+        t0 = _clock()
         try:
             s = repr(v)
             if type(s) is not str:
                 s = _repr(v, 0)
         except Exception:
+            settings.repr_faults += 1
             return FAULT
+        finally:
+            if _clock() - t0 > REPR_SLOW_NS:
+                # kept alive (their ids must stay theirs): only ever a few types
+                _slow_repr[id(type(v))] = type(v)
+                settings.repr_faults += 1
     else:
         try:
             s = _repr(v, 0)
