@@ -2235,12 +2235,83 @@ frame_var(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return fntrace_frame_var(args[0], args[1]);
 }
 
+/* The payload's characters: a stack buffer, moved to the heap when it fills. */
+typedef struct {
+    Py_UCS4 *c;
+    Py_ssize_t n, cap;
+    Py_UCS4 stack[512];
+} ubuf;
+
+static int
+ubuf_room(ubuf *b, Py_ssize_t more)
+{
+    if (b->n + more <= b->cap)
+        return 0;
+    Py_ssize_t cap = (b->n + more) * 2;
+    Py_UCS4 *c = b->c == b->stack ? PyMem_Malloc(cap * sizeof(Py_UCS4))
+                                  : PyMem_Realloc(b->c, cap * sizeof(Py_UCS4));
+    if (c == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (b->c == b->stack)
+        memcpy(c, b->stack, b->n * sizeof(Py_UCS4));
+    b->c = c;
+    b->cap = cap;
+    return 0;
+}
+
+static int
+ubuf_put_str(ubuf *b, PyObject *s)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    if (ubuf_room(b, n) < 0)
+        return -1;
+    if (PyUnicode_AsUCS4(s, b->c + b->n, n, 0) == NULL)
+        return -1;
+    b->n += n;
+    return 0;
+}
+
+/* _native_value.c */
+int fntrace_value_text_buf(PyObject *v, Py_UCS4 *out);
+
+/* fast_safe_repr(val)'s text appended; *allowed: program_code_allowed(), read once
+ * when needed (-2 before) */
+static int
+ubuf_put_value(ubuf *b, PyObject *val, int *allowed)
+{
+    if (ubuf_room(b, 64) < 0)
+        return -1;
+    int n = fntrace_value_text_buf(val, b->c + b->n);
+    if (n >= 0) {
+        /* as fast_safe_repr: a scalar's uncut text is repr()'s too, the rest is used
+         * only when --repr is off */
+        int scalar = n <= 40 && (val == Py_None || val == Py_True || val == Py_False
+                                 || PyLong_CheckExact(val) || PyFloat_CheckExact(val)
+                                 || PyUnicode_CheckExact(val));
+        if (!scalar && *allowed == -2 && (*allowed = program_code_allowed()) < 0)
+            return -1;
+        if (scalar || !*allowed) {
+            b->n += n;
+            return 0;
+        }
+    }
+    PyObject *r = fast_safe_repr(val);
+    if (r == NULL)
+        return -1;
+    int rc = PyUnicode_Check(r) ? ubuf_put_str(b, r) : 0;
+    Py_DECREF(r);
+    return rc;
+}
+
 /* "name\0repr\0name\0repr..." over the parameters (regs._param_names order), a
  * value unbound yet being None as with f_locals.get().  One str, as the Python twin
  * (tracers/function_graph.py) makes: it is not a container the cyclic GC tracks, so
  * what waits in the buffer does not show in the program's gc.get_objects() (test_descr
  * counts them).  The names come from co_localsplusnames, where the parameters come
- * first: co_varnames would build (and cache) a tuple on the code object. */
+ * first: co_varnames would build (and cache) a tuple on the code object.  The text is
+ * made in one character buffer, no str per value. */
 static PyObject *
 args_payload(PyObject *frame)
 {
@@ -2252,7 +2323,12 @@ args_payload(PyObject *frame)
 #else
     PyObject *names = PyCode_GetVarnames(code);
 #endif
-    PyObject *out = NULL, *parts = NULL;
+    PyObject *out = NULL;
+    ubuf b;
+    b.c = b.stack;
+    b.n = 0;
+    b.cap = (Py_ssize_t)(sizeof(b.stack) / sizeof(b.stack[0]));
+    int allowed = -2;
     if (names == NULL)
         goto done;
     int npos = code->co_argcount, nkw = code->co_kwonlyargcount, flags = code->co_flags;
@@ -2267,9 +2343,6 @@ args_payload(PyObject *frame)
     if (flags & CO_VARKEYWORDS)
         order[n++] = i;
 
-    parts = PyList_New(0);
-    if (parts == NULL)
-        goto done;
     for (int k = 0; k < n; k++) {
         if (order[k] >= PyTuple_GET_SIZE(names))
             break;
@@ -2282,20 +2355,28 @@ args_payload(PyObject *frame)
             PyErr_Clear();
             val = Py_NewRef(Py_None);
         }
-        PyObject *r = fast_safe_repr(val);
-        Py_DECREF(val);
-        if (r == NULL)
-            goto done;
-        int rc = PyList_Append(parts, name);
+        int rc = 0;
+        if (k > 0) {
+            rc = ubuf_room(&b, 1);
+            if (rc == 0)
+                b.c[b.n++] = 0;
+        }
         if (rc == 0)
-            rc = PyList_Append(parts, r);
-        Py_DECREF(r);
+            rc = ubuf_put_str(&b, name);
+        if (rc == 0)
+            rc = ubuf_room(&b, 1);
+        if (rc == 0) {
+            b.c[b.n++] = 0;
+            rc = ubuf_put_value(&b, val, &allowed);
+        }
+        Py_DECREF(val);
         if (rc < 0)
             goto done;
     }
-    out = PyUnicode_Join(g_args_sep, parts);
+    out = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, b.c, b.n);
 done:
-    Py_XDECREF(parts);
+    if (b.c != b.stack)
+        PyMem_Free(b.c);
     Py_XDECREF(names);
     Py_DECREF(code);
     return out;

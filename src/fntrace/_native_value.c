@@ -443,27 +443,41 @@ put_value(vbuf *w, PyObject *v, int level)
     return 0;
 }
 
-/* core/fetch.py value_repr(v) for the values above (a new str); NULL without an
- * exception for any other value (the Python twin decides).  An error while reading
- * one (out of memory) is its "(fault)", as value_repr's. */
-PyObject *
-fntrace_value_text(PyObject *v)
+/* core/fetch.py value_repr(v) for the values above, into out (room for MAX_REPR
+ * characters): its length, or -1 (no exception) for any other value (the Python twin
+ * decides).  An error while reading one (out of memory) is its "(fault)", as
+ * value_repr's. */
+int
+fntrace_value_text_buf(PyObject *v, Py_UCS4 *out)
 {
     vbuf w;
     w.n = 0;
     int rc = put_value(&w, v, 0);
+    if (rc == 0)
+        return -1;
     if (rc < 0) {
         PyErr_Clear();
-        return PyUnicode_FromString("(fault)");
+        w.n = 0;
+        puts_ascii(&w, "(fault)");
     }
-    if (rc == 0)
-        return NULL;
-    if (w.n > MAX_REPR) {
+    else if (w.n > MAX_REPR) {
         /* value_repr: s[:MAX_REPR - 3] + "..." */
         w.n = MAX_REPR - 3;
         w.c[w.n++] = '.';
         w.c[w.n++] = '.';
         w.c[w.n++] = '.';
     }
-    return PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, w.c, w.n);
+    memcpy(out, w.c, (size_t)w.n * sizeof(Py_UCS4));
+    return w.n;
+}
+
+/* the same as a new str; NULL without an exception for a value not shown here */
+PyObject *
+fntrace_value_text(PyObject *v)
+{
+    Py_UCS4 out[MAX_REPR];
+    int n = fntrace_value_text_buf(v, out);
+    if (n < 0)
+        return NULL;
+    return PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out, n);
 }
