@@ -20,7 +20,11 @@ Configurations (each one process, counted by callgrind):
 
 *Added per call* = ((Ir(config, N) - Ir(config, 0)) - (Ir(untraced, N) - Ir(untraced, 0)))
 / calls: start-up, the write-out of an empty trace and the workload's own cost are taken
-out.  viztracer is not an fntrace dependency: install it beside fntrace (see README);
+out.  With ``--callbacks`` only the instructions inside fntrace's native callbacks are
+counted (callgrind ``--toggle-collect`` on the sys.monitoring callbacks and the 3.11
+profile hook): the cost paid in the program's thread at each call, without the trace
+file's write-out; per call = Ir / calls (fntrace configurations only).
+viztracer is not an fntrace dependency: install it beside fntrace (see README);
 when the measured interpreter cannot import it its rows are skipped with a note.
 """
 # This file is also the traced program: the driver's imports are made inside main().
@@ -100,7 +104,11 @@ def _cmd(py, config, workload, n, out):
     raise ValueError(config)
 
 
-def measure(py, workloads, configs, ns, pure=False):
+# the native callbacks: sys.monitoring's (3.12+) and the setprofile hook (3.11)
+CALLBACKS = ("--collect-atstart=no", "--toggle-collect=on_py_*", "--toggle-collect=c_profile")
+
+
+def measure(py, workloads, configs, ns, pure=False, callbacks=False):
     import subprocess
     import tempfile
     sys.path.insert(0, HERE)
@@ -111,7 +119,9 @@ def measure(py, workloads, configs, ns, pure=False):
     if not has_viz:
         print(f"note: {py}: viztracer is not installed; its rows are skipped", file=sys.stderr)
         configs = [c for c in configs if not c.startswith("viztracer")]
-    if "untraced" not in configs:
+    if callbacks:
+        configs = [c for c in configs if c in ("graph", "graph-args")]
+    elif "untraced" not in configs:
         configs = ["untraced", *configs]
     out = {}
     with tempfile.TemporaryDirectory(prefix="fntrace-args-") as tmp:
@@ -119,6 +129,15 @@ def measure(py, workloads, configs, ns, pure=False):
             n = ns.get(w, DEFAULT_N[w])
             calls = calls_of(w, n)
             ir = {}
+            if callbacks:
+                pc = {}
+                for c in configs:
+                    f = os.path.join(tmp, c + ".out")
+                    ir = _common.callgrind_ir(_cmd(py, c, w, n, f), env, valgrind_args=CALLBACKS)
+                    pc[c] = ir / calls
+                    print(f"  [{w} {c}] {ir:,} in the callbacks", file=sys.stderr)
+                out[w] = {"n": n, "calls": calls, "added_per_call": pc}
+                continue
             for c in configs:
                 f = os.path.join(tmp, c + (".json" if c.startswith("viz") else ".out"))
                 full = _common.callgrind_ir(_cmd(py, c, w, n, f), env)
@@ -132,11 +151,13 @@ def measure(py, workloads, configs, ns, pure=False):
                       "ir": ir}
     info = _common.probe(py, env)
     return {"python": f"{info['version']} ({info['backend']})",
-            "variant": "pure" if pure else "native", "workloads": out}
+            "variant": ("pure" if pure else "native") + (", callbacks only" if callbacks else ""),
+            "workloads": out}
 
 
 def table(m):
-    lines = [f"Python {m['python']}, {m['variant']}: added instructions per call", "",
+    what = "instructions per call" if "callbacks" in m["variant"] else "added instructions per call"
+    lines = [f"Python {m['python']}, {m['variant']}: {what}", "",
              "| workload | calls | " + " | ".join(LABELS[c] for c in CONFIGS[1:]) + " | -A -R / plain |",
              "|---|---:|" + "---:|" * (len(CONFIGS) - 1) + "---:|"]
     for w, r in m["workloads"].items():
@@ -171,6 +192,8 @@ def main(argv=None):
     ap.add_argument("--n", action="append", default=[], metavar="WORKLOAD=N",
                     help="size of a workload (defaults: fib=20, common=20000, big=300)")
     ap.add_argument("--pure", action="store_true", help="FNTRACE_PURE=1 (the Python hot path)")
+    ap.add_argument("--callbacks", action="store_true",
+                    help="count only inside fntrace's native callbacks (graph, graph-args)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of tables")
     args = ap.parse_args(argv)
     ns = {}
@@ -180,7 +203,7 @@ def main(argv=None):
             ap.error(f"--n {item!r}: expected WORKLOAD=N with WORKLOAD one of {', '.join(WORKLOADS)}")
         ns[w] = int(v)
     results = [measure(py, args.workload or list(WORKLOADS), args.only or list(CONFIGS), ns,
-                       args.pure)
+                       args.pure, args.callbacks)
                for py in (args.python or [sys.executable])]
     if args.json:
         import json
