@@ -1597,10 +1597,10 @@ call_user(PyObject *gops, PyObject *name, PyObject *trace, PyObject *fregs, int 
 /* -- fgraph's fast lane --------------------------------------------------------------
  *
  * When the only graph user is the function_graph tracer with nothing per call to decide
- * in Python (no set_graph_function/notrace, max depth, threshold, args or retval), a
- * call is pushed on a native shadow stack instead of the ShadowStack's list of
- * FgraphFrame objects, and its two records are written from here: no Python object is
- * made per call.
+ * in Python (no set_graph_function/notrace, max depth or threshold), a call is pushed
+ * on a native shadow stack instead of the ShadowStack's list of FgraphFrame objects,
+ * and its two records are written from here: no Python object is made per call but the
+ * -A/-R payloads (their text, one str each, made in C for the common values).
  *
  *     thread_rec.fs (grows up)                 fg_frame
  *     +---------------------------+           +----------------------------------+
@@ -1680,14 +1680,13 @@ ll_zero(PyObject *v)
  * synchronize()); the sequence number, -1 if dropped, -2 on error. */
 static inline long long
 lane_write(thread_rec *t, PyObject *tr, long long ts, unsigned type, unsigned long a,
-           unsigned long b, unsigned long c, unsigned long long d, PyObject *payload)
+           unsigned long b, unsigned long c, unsigned long long d)
 {
     Py_INCREF(tr);
     t->busy++;
     t->count++;
     RingBufferObject *buf = cpu_buffer(tr);
-    long long w = !buf ? -2 : payload ? rb_write_payload(buf, ts, type, a, b, c, d, payload)
-                                      : rb_write(buf, ts, type, 0, a, b, c, d);
+    long long w = buf ? rb_write(buf, ts, type, 0, a, b, c, d) : -2;
     t->busy--;
     Py_XDECREF(buf);
     Py_DECREF(tr);
@@ -1696,6 +1695,48 @@ lane_write(thread_rec *t, PyObject *tr, long long ts, unsigned type, unsigned lo
 
 static PyObject *args_payload(PyObject *frame);
 static PyObject *retval_payload(PyObject *v, PyObject *unwind);
+
+/* -A/-R on the lane, kept out of its common path (not inlined): the entry record with
+ * the arguments' text (graph_entry's payload) or the return record with the return
+ * value (graph_return's), written as lane_write does; -2 on error. */
+static __attribute__((noinline)) long long
+lane_write_args(thread_rec *t, PyObject *tr, PyObject *frame, unsigned long ip,
+                unsigned long depth, long long *calltime)
+{
+    Py_INCREF(tr);
+    t->busy++;
+    t->count++;
+    RingBufferObject *buf = cpu_buffer(tr);
+    PyObject *payload = buf ? args_payload(frame) : NULL;
+    /* one clock reading after the set-up (the buffer, the arguments), as graph_entry */
+    *calltime = now_ns();
+    long long w = payload ? rb_write_payload(buf, *calltime, 2, ip, depth, 0, 0, payload) : -2;
+    t->busy--;
+    Py_XDECREF(payload);
+    Py_XDECREF(buf);
+    Py_DECREF(tr);
+    return w;
+}
+
+static __attribute__((noinline)) long long
+lane_write_retval(thread_rec *t, PyObject *tr, long long ts, unsigned long ip,
+                  unsigned long depth, unsigned long overrun, unsigned long long calltime,
+                  PyObject *retval, int unwind)
+{
+    Py_INCREF(tr);
+    t->busy++;
+    t->count++;
+    RingBufferObject *buf = cpu_buffer(tr);
+    PyObject *payload = buf ? retval_payload(retval ? retval : Py_None,
+                                             unwind ? Py_True : Py_False) : NULL;
+    long long w = payload ? rb_write_payload(buf, ts, 3, ip, depth, overrun, calltime, payload)
+                          : -2;
+    t->busy--;
+    Py_XDECREF(payload);
+    Py_XDECREF(buf);
+    Py_DECREF(tr);
+    return w;
+}
 
 /* 1: pushed on the fast lane (and its entry written); 0: not for the lane; -1: error */
 static int
@@ -1728,23 +1769,21 @@ fg_fast_enter(PyObject *rec, fkey k)
     if (on == Py_True || (on != NULL && on != Py_False && PyObject_IsTrue(on) == 1)) {
         /* The thread's buffer first (its first call makes it), then one clock reading
          * for the entry record and the call's start. */
-        Py_INCREF(tr);
-        t->busy++;
-        t->count++;
-        RingBufferObject *buf = cpu_buffer(tr);
-        PyObject *payload = NULL;
-        if (buf != NULL && want_args) {
-            PyObject *frame = k.ref ? k.ref : (PyObject *)PyEval_GetFrame();
-            payload = args_payload(frame);
+        long long w;
+        if (__builtin_expect(want_args, 0))
+            w = lane_write_args(t, tr, k.ref ? k.ref : (PyObject *)PyEval_GetFrame(), ip,
+                                (unsigned long)depth, &calltime);
+        else {
+            Py_INCREF(tr);
+            t->busy++;
+            t->count++;
+            RingBufferObject *buf = cpu_buffer(tr);
+            calltime = now_ns();
+            w = buf ? rb_write(buf, calltime, 2, 0, ip, (unsigned long)depth, 0, 0) : -2;
+            t->busy--;
+            Py_XDECREF(buf);
+            Py_DECREF(tr);
         }
-        calltime = now_ns();
-        long long w = !buf || (want_args && payload == NULL) ? -2
-            : payload ? rb_write_payload(buf, calltime, 2, ip, (unsigned long)depth, 0, 0, payload)
-                      : rb_write(buf, calltime, 2, 0, ip, (unsigned long)depth, 0, 0);
-        t->busy--;
-        Py_XDECREF(payload);
-        Py_XDECREF(buf);
-        Py_DECREF(tr);
         if (w == -2)
             return -1;
         /* making the buffer may have run Python code: another thread may have reset
@@ -1814,16 +1853,13 @@ fg_fast_return(fkey k, PyObject *retval, int unwind)
         long long thresh = slot_ll(tr, off_tr_tracing_thresh);
         if (!thresh || rettime - f.calltime >= thresh) {
             /* funcgraph-retval: graph_return's payload */
-            PyObject *payload = NULL;
-            if (!ll_zero(SLOT(tr, off_tr_graph_retval))) {
-                payload = retval_payload(retval ? retval : Py_None, unwind ? Py_True : Py_False);
-                if (payload == NULL)
-                    rc = -1;
-            }
-            if (rc == 1 && lane_write(t, tr, rettime, 3, f.ip, f.depth, (unsigned long)t->overrun,
-                                      (unsigned long long)f.calltime, payload) == -2)
+            long long w = __builtin_expect(!ll_zero(SLOT(tr, off_tr_graph_retval)), 0)
+                ? lane_write_retval(t, tr, rettime, f.ip, f.depth, (unsigned long)t->overrun,
+                                    (unsigned long long)f.calltime, retval, unwind)
+                : lane_write(t, tr, rettime, 3, f.ip, f.depth, (unsigned long)t->overrun,
+                             (unsigned long long)f.calltime);
+            if (w == -2)
                 rc = -1;
-            Py_XDECREF(payload);
         }
     }
     for (int j = 0; j < nd; j++)
