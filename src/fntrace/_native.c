@@ -1694,20 +1694,28 @@ lane_write(thread_rec *t, PyObject *tr, long long ts, unsigned type, unsigned lo
 }
 
 static PyObject *args_payload(PyObject *frame);
+static PyObject *args_payload_iframe(void *iframe, PyObject *code);
 static PyObject *retval_payload(PyObject *v, PyObject *unwind);
 
 /* -A/-R on the lane, kept out of its common path (not inlined): the entry record with
  * the arguments' text (graph_entry's payload) or the return record with the return
  * value (graph_return's), written as lane_write does; -2 on error. */
 static __attribute__((noinline)) long long
-lane_write_args(thread_rec *t, PyObject *tr, PyObject *frame, unsigned long ip,
+lane_write_args(thread_rec *t, PyObject *tr, fkey k, unsigned long ip,
                 unsigned long depth, long long *calltime)
 {
     Py_INCREF(tr);
     t->busy++;
     t->count++;
     RingBufferObject *buf = cpu_buffer(tr);
-    PyObject *payload = buf ? args_payload(frame) : NULL;
+    PyObject *payload = NULL;
+    if (buf != NULL) {
+        /* the interpreter frame under sys.monitoring, else a frame object */
+        if (k.ref == NULL && k.code != NULL)
+            payload = args_payload_iframe(k.key, k.code);
+        if (payload == NULL && !PyErr_Occurred())
+            payload = args_payload(k.ref ? k.ref : (PyObject *)PyEval_GetFrame());
+    }
     /* one clock reading after the set-up (the buffer, the arguments), as graph_entry */
     *calltime = now_ns();
     long long w = payload ? rb_write_payload(buf, *calltime, 2, ip, depth, 0, 0, payload) : -2;
@@ -1771,8 +1779,7 @@ fg_fast_enter(PyObject *rec, fkey k)
          * for the entry record and the call's start. */
         long long w;
         if (__builtin_expect(want_args, 0))
-            w = lane_write_args(t, tr, k.ref ? k.ref : (PyObject *)PyEval_GetFrame(), ip,
-                                (unsigned long)depth, &calltime);
+            w = lane_write_args(t, tr, k, ip, (unsigned long)depth, &calltime);
         else {
             Py_INCREF(tr);
             t->busy++;
@@ -2348,12 +2355,39 @@ ubuf_put_value(ubuf *b, PyObject *val, int *allowed)
  * counts them).  The names come from co_localsplusnames, where the parameters come
  * first: co_varnames would build (and cache) a tuple on the code object.  The text is
  * made in one character buffer, no str per value. */
+/* _native_frame.c */
+int fntrace_iframe_local(void *iframe, PyObject *code, Py_ssize_t i, PyObject **out);
+
+static PyObject *args_text(PyCodeObject *code, PyObject *frame, void *iframe);
+
 static PyObject *
 args_payload(PyObject *frame)
 {
     if (frame == NULL || !PyFrame_Check(frame))
         return PyUnicode_FromStringAndSize(NULL, 0);
     PyCodeObject *code = PyFrame_GetCode((PyFrameObject *)frame);
+    PyObject *out = args_text(code, frame, NULL);
+    Py_DECREF(code);
+    return out;
+}
+
+/* args_payload of the running interpreter frame `iframe` of `code` (the fast lane's
+ * key under sys.monitoring): no frame object made; NULL without an exception where
+ * that cannot be read (the caller makes the frame object). */
+static PyObject *
+args_payload_iframe(void *iframe, PyObject *code)
+{
+    PyObject *probe;
+    if (fntrace_iframe_local(iframe, code, -1, &probe) < 0)
+        return NULL;
+    return args_text((PyCodeObject *)code, NULL, iframe);
+}
+
+/* the payload's text: the values read from `frame`, or from `iframe` when frame is
+ * NULL */
+static PyObject *
+args_text(PyCodeObject *code, PyObject *frame, void *iframe)
+{
 #if PY_VERSION_HEX >= 0x030B0000
     PyObject *names = Py_NewRef(code->co_localsplusnames);
 #else
@@ -2383,14 +2417,22 @@ args_payload(PyObject *frame)
         if (order[k] >= PyTuple_GET_SIZE(names))
             break;
         PyObject *name = PyTuple_GET_ITEM(names, order[k]);
-        /* no f_locals snapshot: it would keep every local alive (_native_frame.c) */
-        PyObject *val = fntrace_frame_var(frame, name);
-        if (val == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_NameError))
-                goto done;
-            PyErr_Clear();
-            val = Py_NewRef(Py_None);
+        PyObject *val = NULL;
+        if (frame == NULL) {
+            if (fntrace_iframe_local(iframe, (PyObject *)code, order[k], &val) < 0)
+                val = NULL;
         }
+        else {
+            /* no f_locals snapshot: it would keep every local alive (_native_frame.c) */
+            val = fntrace_frame_var(frame, name);
+            if (val == NULL) {
+                if (!PyErr_ExceptionMatches(PyExc_NameError))
+                    goto done;
+                PyErr_Clear();
+            }
+        }
+        if (val == NULL)
+            val = Py_NewRef(Py_None);
         int rc = 0;
         if (k > 0) {
             rc = ubuf_room(&b, 1);
@@ -2414,7 +2456,6 @@ done:
     if (b.c != b.stack)
         PyMem_Free(b.c);
     Py_XDECREF(names);
-    Py_DECREF(code);
     return out;
 }
 
