@@ -23,7 +23,7 @@ if not os.path.exists(_hdr) or open(_hdr).read() != _text:
 
 setup(ext_modules=[
     Extension("fntrace._native", ["src/fntrace/_native.c", "src/fntrace/_native_frame.c",
-                                  "src/fntrace/_native_encode.c"],
+                                  "src/fntrace/_native_encode.c", "src/fntrace/_native_value.c"],
               include_dirs=[_GEN],
               depends=[_hdr],
               optional=True,

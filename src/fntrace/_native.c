@@ -346,6 +346,13 @@ my_rec(void)
     return t;
 }
 
+/* Which call (see "How the fast lane tells frames apart" below). */
+typedef struct {
+    void *key;
+    PyObject *code;
+    PyObject *ref;
+} fkey;
+
 /* fgraph's fast lane (see there).  Its user hands in a native entry/return pair, in a
  * capsule the module exports (graph_lane for the function_graph tracer): the lane calls
  * the pair and knows nothing else of its user, as the kernel's fgraph calls whatever
@@ -354,19 +361,22 @@ typedef struct {
     /* A call of `ip` at `depth` enters: 1 taken (its entry written, *calltime set), 0 not
      * for the lane (nothing done), -1 error.  `data` is borrowed: hold a reference
      * across anything that may run Python code. */
-    int (*enter)(PyObject *data, thread_rec *t, unsigned long ip, int depth,
+    int (*enter)(PyObject *data, thread_rec *t, const fkey *k, unsigned long ip, int depth,
                  long long *calltime);
-    /* A call `enter` took returned (f: its frame, already off the stack): 0, -1 error. */
-    int (*ret)(PyObject *data, thread_rec *t, const fg_frame *f);
+    /* A call `enter` took returned (f: its frame, already off the stack) with `retval`
+     * (NULL: none), `unwind` set when an exception left it: 0, -1 error. */
+    int (*ret)(PyObject *data, thread_rec *t, const fg_frame *f, PyObject *retval,
+               int unwind);
 } fg_lane_ops;
 #define LANE_CAPSULE "fntrace._native.fgraph_lane"
 /* The pair this module exports: the lane calls it directly when it is the one in use,
  * inlined (the kernel's INDIRECT_CALL_1), so the lane costs what it did when it knew
  * only function_graph; any other pair goes through the pointer. */
 #define LANE_INLINE static inline __attribute__((always_inline))
-LANE_INLINE int graph_lane_enter(PyObject *tr, thread_rec *t, unsigned long ip, int depth,
-                                 long long *calltime);
-LANE_INLINE int graph_lane_return(PyObject *tr, thread_rec *t, const fg_frame *f);
+LANE_INLINE int graph_lane_enter(PyObject *tr, thread_rec *t, const fkey *k, unsigned long ip,
+                                 int depth, long long *calltime);
+LANE_INLINE int graph_lane_return(PyObject *tr, thread_rec *t, const fg_frame *f,
+                                  PyObject *retval, int unwind);
 #define INDIRECT_CALL_1(f, f1, ...) \
     (__builtin_expect((f) == (f1), 1) ? (f1)(__VA_ARGS__) : (f)(__VA_ARGS__))
 static fg_lane_ops g_lane;           /* the pair of the lane's user (a copy: one load a call) */
@@ -384,11 +394,6 @@ static PyObject *g_fgraph_enter_fn, *g_fgraph_return_fn, *g_py_fgraph_resume;
  * fields — cframe->current_frame on 3.12, current_frame on 3.13 and 3.14; other
  * versions fall back to frame objects.  The setprofile back end is handed a frame
  * object anyway: it keys by that, keeping it alive while the call is on the stack. */
-typedef struct {
-    void *key;
-    PyObject *code;
-    PyObject *ref;
-} fkey;
 
 static inline int
 fkey_of_current(PyObject *code, fkey *k)
@@ -421,7 +426,7 @@ fkey_of_frame(PyObject *frame)
 }
 
 static int fg_fast_enter(PyObject *rec, fkey k);
-static int fg_fast_return(fkey k);
+static int fg_fast_return(fkey k, PyObject *retval, int unwind);
 static int fgraph_return_c(PyObject *rec, PyObject *frame, PyObject *retval, PyObject *unwind);
 
 #define ENTER() thread_rec *_tr = my_rec(); if (_tr) { _tr->busy++; _tr->count++; }
@@ -557,13 +562,13 @@ fast_entry(PyObject *rec, PyObject *code)
 /* A sys.monitoring return (PY_RETURN, PY_YIELD, PY_UNWIND) of `code`: popped from
  * fgraph's fast lane if it is there.  1 done, 0 not there, -1 error not contained. */
 static inline int
-fast_return(PyObject *code)
+fast_return(PyObject *code, PyObject *retval, int unwind)
 {
     thread_rec *t = tl_rec;
     if (t == NULL || t->fs_n == 0)
         return 0;
     fkey k;
-    int r = fkey_of_current(code, &k) ? fg_fast_return(k) : 0;
+    int r = fkey_of_current(code, &k) ? fg_fast_return(k, retval, unwind) : 0;
     if (r < 0)
         return contain(g_fgraph_return_fn) < 0 ? -1 : 1;
     return r;
@@ -724,7 +729,7 @@ on_py_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (nargs < 3)
         Py_RETURN_NONE;
     /* a call on fgraph's fast lane: matched by frame, no record lookup */
-    int fast = fast_return(args[0]);
+    int fast = fast_return(args[0], args[2], 0);
     if (fast)
         return fast < 0 ? NULL : Py_NewRef(Py_None);
     PyObject *rec = lookup_id(g_sites, args[0]);
@@ -758,7 +763,7 @@ on_py_unwind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (!(rec_flags(rec) & g_RET_EN))
         Py_RETURN_NONE;
-    int fast = fast_return(args[0]);
+    int fast = fast_return(args[0], args[2], 1);
     if (fast)
         return fast < 0 ? NULL : Py_NewRef(Py_None);
     PyFrameObject *frame = PyEval_GetFrame();
@@ -1621,7 +1626,8 @@ call_user(PyObject *gops, PyObject *name, PyObject *trace, PyObject *fregs, int 
  * function_graph tracer's is graph_lane, taken while nothing per call needs Python), a
  * call is pushed on a native shadow stack instead of the ShadowStack's list of
  * FgraphFrame objects, and the pair is called from here: no Python object is made per
- * call.
+ * call but the -A/-R payloads (their text, one str each, made in C for the common
+ * values: _native_value.c).
  *
  *     thread_rec.fs (grows up)                 fg_frame
  *     +---------------------------+           +----------------------------------+
@@ -1714,6 +1720,59 @@ lane_write(thread_rec *t, PyObject *tr, long long ts, unsigned type, unsigned lo
     return w;
 }
 
+static PyObject *args_payload(PyObject *frame);
+static PyObject *args_payload_iframe(void *iframe, PyObject *code);
+static PyObject *retval_payload(PyObject *v, PyObject *unwind);
+
+/* -A/-R on the lane, kept out of its common path (not inlined): the entry record with
+ * the arguments' text (graph_entry's payload) or the return record with the return
+ * value (graph_return's), written as lane_write does; -2 on error. */
+static __attribute__((noinline)) long long
+lane_write_args(thread_rec *t, PyObject *tr, fkey k, unsigned long ip,
+                unsigned long depth, long long *calltime)
+{
+    Py_INCREF(tr);
+    t->busy++;
+    t->count++;
+    RingBufferObject *buf = cpu_buffer(tr);
+    PyObject *payload = NULL;
+    if (buf != NULL) {
+        /* the interpreter frame under sys.monitoring, else a frame object */
+        if (k.ref == NULL && k.code != NULL)
+            payload = args_payload_iframe(k.key, k.code);
+        if (payload == NULL && !PyErr_Occurred())
+            payload = args_payload(k.ref ? k.ref : (PyObject *)PyEval_GetFrame());
+    }
+    /* one clock reading after the set-up (the buffer, the arguments), as graph_entry */
+    *calltime = now_ns();
+    long long w = payload ? rb_write_payload(buf, *calltime, FNT_TRACE_GRAPH_ENT, ip, depth, 0, 0, payload) : -2;
+    t->busy--;
+    Py_XDECREF(payload);
+    Py_XDECREF(buf);
+    Py_DECREF(tr);
+    return w;
+}
+
+static __attribute__((noinline)) long long
+lane_write_retval(thread_rec *t, PyObject *tr, long long ts, unsigned long ip,
+                  unsigned long depth, unsigned long overrun, unsigned long long calltime,
+                  PyObject *retval, int unwind)
+{
+    Py_INCREF(tr);
+    t->busy++;
+    t->count++;
+    RingBufferObject *buf = cpu_buffer(tr);
+    PyObject *payload = buf ? retval_payload(retval ? retval : Py_None,
+                                             unwind ? Py_True : Py_False) : NULL;
+    long long w = payload ? rb_write_payload(buf, ts, FNT_TRACE_GRAPH_RET, ip, depth, overrun, calltime, payload)
+                          : -2;
+    t->busy--;
+    Py_XDECREF(payload);
+    Py_XDECREF(buf);
+    Py_DECREF(tr);
+    return w;
+}
+
 /* 1: pushed on the fast lane (and its entry written); 0: not for the lane; -1: error */
 static int
 fg_fast_enter(PyObject *rec, fkey k)
@@ -1732,7 +1791,7 @@ fg_fast_enter(PyObject *rec, fkey k)
     PyObject *ipo = SLOT(rec, off_rec_ip);
     unsigned long ip = ipo ? PyLong_AsUnsignedLong(ipo) : 0;
     long long calltime;
-    int r = INDIRECT_CALL_1(g_lane.enter, graph_lane_enter, data, t, ip, depth, &calltime);
+    int r = INDIRECT_CALL_1(g_lane.enter, graph_lane_enter, data, t, &k, ip, depth, &calltime);
     if (r <= 0)
         return r;
     /* the user may have run Python code (a thread's first buffer): another thread may
@@ -1759,9 +1818,10 @@ fg_fast_enter(PyObject *rec, fkey k)
     return 1;
 }
 
-/* 1: the call was on the fast lane (popped, its return written); 0: not there; -1 */
+/* 1: the call was on the fast lane (popped, its return written); 0: not there; -1.
+ * retval: the value returned (yielded, raised with unwind), NULL if unknown. */
 static int
-fg_fast_return(fkey k)
+fg_fast_return(fkey k, PyObject *retval, int unwind)
 {
     thread_rec *t = tl_rec;
     if (t == NULL || t->fs_n == 0)
@@ -1792,7 +1852,7 @@ fg_fast_return(fkey k)
     }
     int rc = 1;
     if (g_lane_data != NULL
-            && INDIRECT_CALL_1(g_lane.ret, graph_lane_return, g_lane_data, t, &f) < 0)
+            && INDIRECT_CALL_1(g_lane.ret, graph_lane_return, g_lane_data, t, &f, retval, unwind) < 0)
         rc = -1;
     for (int j = 0; j < nd; j++)
         Py_XDECREF(dropped[j]);
@@ -1956,7 +2016,7 @@ static int
 fgraph_return_c(PyObject *rec, PyObject *frame, PyObject *retval, PyObject *unwind)
 {
     /* G.ret_handler: pop the call's frame, run the retfuncs that asked. */
-    int fast = fg_fast_return(fkey_of_frame(frame));
+    int fast = fg_fast_return(fkey_of_frame(frame), retval, unwind == Py_True);
     if (fast)
         return fast < 0 ? -1 : 0;
     PyObject *st = get_stack(0);
@@ -2050,12 +2110,14 @@ fgraph_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 /* Its pair for fgraph's fast lane (graph_lane): the user's data is the trace array.  A
  * call qualifies while nothing per call needs Python: no set_graph_function/notrace,
- * max depth, threshold, args or retval. */
+ * max depth or threshold.  -A/-R stay on the lane: their text rides beside the records
+ * (lane_write_args, lane_write_retval: out of line, so plain function_graph's path is
+ * as short as without them). */
 LANE_INLINE int
-graph_lane_enter(PyObject *tr, thread_rec *t, unsigned long ip, int depth, long long *calltime)
+graph_lane_enter(PyObject *tr, thread_rec *t, const fkey *k, unsigned long ip, int depth,
+                 long long *calltime)
 {
-    if (!ll_zero(SLOT(tr, off_tr_max_graph_depth)) || !ll_zero(SLOT(tr, off_tr_tracing_thresh))
-            || !ll_zero(SLOT(tr, off_tr_graph_args)) || !ll_zero(SLOT(tr, off_tr_graph_retval)))
+    if (!ll_zero(SLOT(tr, off_tr_max_graph_depth)) || !ll_zero(SLOT(tr, off_tr_tracing_thresh)))
         return 0;
     PyObject *gf = SLOT(tr, off_tr_graph_fops), *gn = SLOT(tr, off_tr_graph_notrace_fops);
     if (gf == NULL || !hash_empty(SLOT(gf, off_ops_filter_hash))
@@ -2064,17 +2126,22 @@ graph_lane_enter(PyObject *tr, thread_rec *t, unsigned long ip, int depth, long 
         return 0;
     PyObject *on = SLOT(tr, off_tr_tracing_on);
     if (on == Py_True || (on != NULL && on != Py_False && PyObject_IsTrue(on) == 1)) {
-        /* The thread's buffer first (its first call makes it), then one clock reading
-         * for the entry record and the call's start. */
-        Py_INCREF(tr);
-        t->busy++;
-        t->count++;
-        RingBufferObject *buf = cpu_buffer(tr);
-        *calltime = now_ns();
-        long long w = buf ? rb_write(buf, *calltime, FNT_TRACE_GRAPH_ENT, 0, ip, (unsigned long)depth, 0, 0) : -2;
-        t->busy--;
-        Py_XDECREF(buf);
-        Py_DECREF(tr);
+        long long w;
+        if (__builtin_expect(!ll_zero(SLOT(tr, off_tr_graph_args)), 0))
+            w = lane_write_args(t, tr, *k, ip, (unsigned long)depth, calltime);
+        else {
+            /* The thread's buffer first (its first call makes it), then one clock
+             * reading for the entry record and the call's start. */
+            Py_INCREF(tr);
+            t->busy++;
+            t->count++;
+            RingBufferObject *buf = cpu_buffer(tr);
+            *calltime = now_ns();
+            w = buf ? rb_write(buf, *calltime, FNT_TRACE_GRAPH_ENT, 0, ip, (unsigned long)depth, 0, 0) : -2;
+            t->busy--;
+            Py_XDECREF(buf);
+            Py_DECREF(tr);
+        }
         if (w == -2)
             return -1;
     }
@@ -2084,15 +2151,20 @@ graph_lane_enter(PyObject *tr, thread_rec *t, unsigned long ip, int depth, long 
 }
 
 LANE_INLINE int
-graph_lane_return(PyObject *tr, thread_rec *t, const fg_frame *f)
+graph_lane_return(PyObject *tr, thread_rec *t, const fg_frame *f, PyObject *retval, int unwind)
 {
     PyObject *on = SLOT(tr, off_tr_tracing_on);
     if (on == Py_True || (on != NULL && on != Py_False && PyObject_IsTrue(on) == 1)) {
         long long rettime = now_ns();
         long long thresh = slot_ll(tr, off_tr_tracing_thresh);
         if (!thresh || rettime - f->calltime >= thresh) {
-            if (lane_write(t, tr, rettime, FNT_TRACE_GRAPH_RET, f->ip, f->depth, (unsigned long)t->overrun,
-                           (unsigned long long)f->calltime) == -2)
+            /* funcgraph-retval: graph_return's payload */
+            long long w = __builtin_expect(!ll_zero(SLOT(tr, off_tr_graph_retval)), 0)
+                ? lane_write_retval(t, tr, rettime, f->ip, f->depth, (unsigned long)t->overrun,
+                                    (unsigned long long)f->calltime, retval, unwind)
+                : lane_write(t, tr, rettime, FNT_TRACE_GRAPH_RET, f->ip, f->depth,
+                             (unsigned long)t->overrun, (unsigned long long)f->calltime);
+            if (w == -2)
                 return -1;
         }
     }
@@ -2207,29 +2279,49 @@ program_code_allowed(void)
     return r;
 }
 
+/* _native_value.c */
+PyObject *fntrace_value_text(PyObject *v);
+
 static PyObject *
 fast_safe_repr(PyObject *v)
 {
-    /* core/fetch.py value_repr, for the values it prints plainly: an int of at most
-     * MAX_INT_BITS (256) bits, a float, a short str; the rest there */
-    if (v == Py_None || v == Py_True || v == Py_False
-            || (PyLong_CheckExact(v) && _PyLong_NumBits(v) <= 256)
-            || PyFloat_CheckExact(v)
-            || (PyUnicode_CheckExact(v) && PyUnicode_GET_LENGTH(v) <= 40)) {
-        PyObject *s = PyObject_Repr(v);
-        if (s == NULL || PyUnicode_GET_LENGTH(s) <= 40)
+    /* core/fetch.py value_repr: natively for the built-in scalars and the exact
+     * containers of them (_native_value.c); the rest there */
+    PyObject *s = fntrace_value_text(v);
+    if (s != NULL) {
+        /* With --repr value_repr calls repr(): the same text for a scalar whose text
+         * was not cut (at most MAX_STRING characters), anything else goes there. */
+        if (PyUnicode_GET_LENGTH(s) <= 40 && (v == Py_None || v == Py_True || v == Py_False
+                || PyLong_CheckExact(v) || PyFloat_CheckExact(v) || PyUnicode_CheckExact(v)))
             return s;
-        Py_DECREF(s);
     }
-    int allowed = program_code_allowed();
-    if (allowed < 0)
+    else if (PyErr_Occurred())
         return NULL;
+    int allowed = program_code_allowed();
+    if (allowed < 0) {
+        Py_XDECREF(s);
+        return NULL;
+    }
     if (!allowed) {
-        PyObject *s = plain_object_repr(v);
+        if (s != NULL)
+            return s;
+        s = plain_object_repr(v);
         if (s != NULL || PyErr_Occurred())
             return s;
     }
+    Py_XDECREF(s);
     return PyObject_CallOneArg(g_safe_repr, v);
+}
+
+/* value_text(v): fntrace_value_text from Python, None where the Python twin decides
+ * (tests compare the two) */
+static PyObject *
+value_text(PyObject *self, PyObject *v)
+{
+    PyObject *s = fntrace_value_text(v);
+    if (s == NULL && !PyErr_Occurred())
+        Py_RETURN_NONE;
+    return s;
 }
 
 /* _native_frame.c */
@@ -2248,24 +2340,127 @@ frame_var(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return fntrace_frame_var(args[0], args[1]);
 }
 
+/* The payload's characters: a stack buffer, moved to the heap when it fills. */
+typedef struct {
+    Py_UCS4 *c;
+    Py_ssize_t n, cap;
+    Py_UCS4 stack[512];
+} ubuf;
+
+static int
+ubuf_room(ubuf *b, Py_ssize_t more)
+{
+    if (b->n + more <= b->cap)
+        return 0;
+    Py_ssize_t cap = (b->n + more) * 2;
+    Py_UCS4 *c = b->c == b->stack ? PyMem_Malloc(cap * sizeof(Py_UCS4))
+                                  : PyMem_Realloc(b->c, cap * sizeof(Py_UCS4));
+    if (c == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (b->c == b->stack)
+        memcpy(c, b->stack, b->n * sizeof(Py_UCS4));
+    b->c = c;
+    b->cap = cap;
+    return 0;
+}
+
+static int
+ubuf_put_str(ubuf *b, PyObject *s)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    if (ubuf_room(b, n) < 0)
+        return -1;
+    if (PyUnicode_AsUCS4(s, b->c + b->n, n, 0) == NULL)
+        return -1;
+    b->n += n;
+    return 0;
+}
+
+/* _native_value.c */
+int fntrace_value_text_buf(PyObject *v, Py_UCS4 *out);
+
+/* fast_safe_repr(val)'s text appended; *allowed: program_code_allowed(), read once
+ * when needed (-2 before) */
+static int
+ubuf_put_value(ubuf *b, PyObject *val, int *allowed)
+{
+    if (ubuf_room(b, 64) < 0)
+        return -1;
+    int n = fntrace_value_text_buf(val, b->c + b->n);
+    if (n >= 0) {
+        /* as fast_safe_repr: a scalar's uncut text is repr()'s too, the rest is used
+         * only when --repr is off */
+        int scalar = n <= 40 && (val == Py_None || val == Py_True || val == Py_False
+                                 || PyLong_CheckExact(val) || PyFloat_CheckExact(val)
+                                 || PyUnicode_CheckExact(val));
+        if (!scalar && *allowed == -2 && (*allowed = program_code_allowed()) < 0)
+            return -1;
+        if (scalar || !*allowed) {
+            b->n += n;
+            return 0;
+        }
+    }
+    PyObject *r = fast_safe_repr(val);
+    if (r == NULL)
+        return -1;
+    int rc = PyUnicode_Check(r) ? ubuf_put_str(b, r) : 0;
+    Py_DECREF(r);
+    return rc;
+}
+
 /* "name\0repr\0name\0repr..." over the parameters (regs._param_names order), a
  * value unbound yet being None as with f_locals.get().  One str, as the Python twin
  * (tracers/function_graph.py) makes: it is not a container the cyclic GC tracks, so
  * what waits in the buffer does not show in the program's gc.get_objects() (test_descr
  * counts them).  The names come from co_localsplusnames, where the parameters come
- * first: co_varnames would build (and cache) a tuple on the code object. */
+ * first: co_varnames would build (and cache) a tuple on the code object.  The text is
+ * made in one character buffer, no str per value. */
+/* _native_frame.c */
+int fntrace_iframe_local(void *iframe, PyObject *code, Py_ssize_t i, PyObject **out);
+
+static PyObject *args_text(PyCodeObject *code, PyObject *frame, void *iframe);
+
 static PyObject *
 args_payload(PyObject *frame)
 {
     if (frame == NULL || !PyFrame_Check(frame))
         return PyUnicode_FromStringAndSize(NULL, 0);
     PyCodeObject *code = PyFrame_GetCode((PyFrameObject *)frame);
+    PyObject *out = args_text(code, frame, NULL);
+    Py_DECREF(code);
+    return out;
+}
+
+/* args_payload of the running interpreter frame `iframe` of `code` (the fast lane's
+ * key under sys.monitoring): no frame object made; NULL without an exception where
+ * that cannot be read (the caller makes the frame object). */
+static PyObject *
+args_payload_iframe(void *iframe, PyObject *code)
+{
+    PyObject *probe;
+    if (fntrace_iframe_local(iframe, code, -1, &probe) < 0)
+        return NULL;
+    return args_text((PyCodeObject *)code, NULL, iframe);
+}
+
+/* the payload's text: the values read from `frame`, or from `iframe` when frame is
+ * NULL */
+static PyObject *
+args_text(PyCodeObject *code, PyObject *frame, void *iframe)
+{
 #if PY_VERSION_HEX >= 0x030B0000
     PyObject *names = Py_NewRef(code->co_localsplusnames);
 #else
     PyObject *names = PyCode_GetVarnames(code);
 #endif
-    PyObject *out = NULL, *parts = NULL;
+    PyObject *out = NULL;
+    ubuf b;
+    b.c = b.stack;
+    b.n = 0;
+    b.cap = (Py_ssize_t)(sizeof(b.stack) / sizeof(b.stack[0]));
+    int allowed = -2;
     if (names == NULL)
         goto done;
     int npos = code->co_argcount, nkw = code->co_kwonlyargcount, flags = code->co_flags;
@@ -2280,37 +2475,49 @@ args_payload(PyObject *frame)
     if (flags & CO_VARKEYWORDS)
         order[n++] = i;
 
-    parts = PyList_New(0);
-    if (parts == NULL)
-        goto done;
     for (int k = 0; k < n; k++) {
         if (order[k] >= PyTuple_GET_SIZE(names))
             break;
         PyObject *name = PyTuple_GET_ITEM(names, order[k]);
-        /* no f_locals snapshot: it would keep every local alive (_native_frame.c) */
-        PyObject *val = fntrace_frame_var(frame, name);
-        if (val == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_NameError))
-                goto done;
-            PyErr_Clear();
-            val = Py_NewRef(Py_None);
+        PyObject *val = NULL;
+        if (frame == NULL) {
+            if (fntrace_iframe_local(iframe, (PyObject *)code, order[k], &val) < 0)
+                val = NULL;
         }
-        PyObject *r = fast_safe_repr(val);
-        Py_DECREF(val);
-        if (r == NULL)
-            goto done;
-        int rc = PyList_Append(parts, name);
+        else {
+            /* no f_locals snapshot: it would keep every local alive (_native_frame.c) */
+            val = fntrace_frame_var(frame, name);
+            if (val == NULL) {
+                if (!PyErr_ExceptionMatches(PyExc_NameError))
+                    goto done;
+                PyErr_Clear();
+            }
+        }
+        if (val == NULL)
+            val = Py_NewRef(Py_None);
+        int rc = 0;
+        if (k > 0) {
+            rc = ubuf_room(&b, 1);
+            if (rc == 0)
+                b.c[b.n++] = 0;
+        }
         if (rc == 0)
-            rc = PyList_Append(parts, r);
-        Py_DECREF(r);
+            rc = ubuf_put_str(&b, name);
+        if (rc == 0)
+            rc = ubuf_room(&b, 1);
+        if (rc == 0) {
+            b.c[b.n++] = 0;
+            rc = ubuf_put_value(&b, val, &allowed);
+        }
+        Py_DECREF(val);
         if (rc < 0)
             goto done;
     }
-    out = PyUnicode_Join(g_args_sep, parts);
+    out = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, b.c, b.n);
 done:
-    Py_XDECREF(parts);
+    if (b.c != b.stack)
+        PyMem_Free(b.c);
     Py_XDECREF(names);
-    Py_DECREF(code);
     return out;
 }
 
@@ -3075,6 +3282,8 @@ static PyMethodDef native_methods[] = {
     {"graph_entry", (PyCFunction)(void (*)(void))graph_entry, METH_FASTCALL, NULL},
     {"graph_return", (PyCFunction)(void (*)(void))graph_return, METH_FASTCALL, NULL},
     {"thread_count", thread_count, METH_O, NULL},
+    {"value_text", value_text, METH_O,
+     "value_text(v): core.fetch.value_repr's text made natively, None if not handled"},
     {"frame_var", (PyCFunction)(void (*)(void))frame_var, METH_FASTCALL,
      "frame_var(frame, name): a local's value without the f_locals snapshot"},
     {"crc32", (PyCFunction)(void (*)(void))native_crc32, METH_FASTCALL,

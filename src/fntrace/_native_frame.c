@@ -66,3 +66,46 @@ fntrace_frame_var(PyObject *frame, PyObject *name)
     return v;
 #endif
 }
+
+#if PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030E0000
+#define Py_BUILD_CORE 1
+#include <internal/pycore_frame.h>
+#include <internal/pycore_code.h>
+#define HAVE_IFRAME_LOCAL 1
+#endif
+
+/* The i-th local (co_localsplusnames order) of the running interpreter frame `iframe`
+ * of `code`: the key of fgraph's fast lane under sys.monitoring (3.12, 3.13), read
+ * from its localsplus array, so that -A needs no frame object per call (PyEval_GetFrame
+ * makes one, and it is freed at the return).  0 with *out a new reference, or NULL if
+ * the local is not bound; -1 (no exception) where this cannot be read so: the caller
+ * makes a frame object.  At PY_START the prologue has run: a parameter a closure
+ * uses is in its cell. */
+int
+fntrace_iframe_local(void *iframe, PyObject *code, Py_ssize_t i, PyObject **out)
+{
+#ifdef HAVE_IFRAME_LOCAL
+    _PyInterpreterFrame *f = (_PyInterpreterFrame *)iframe;
+    PyCodeObject *co = (PyCodeObject *)code;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (f == NULL || f->f_executable != code)
+        return -1;
+#else
+    if (f == NULL || (PyObject *)f->f_code != code)
+        return -1;
+#endif
+    if (i < 0 || i >= co->co_nlocalsplus) {
+        *out = NULL;
+        return 0;
+    }
+    PyObject *v = f->localsplus[i];
+    _PyLocals_Kind kind = _PyLocals_GetKind(co->co_localspluskinds, i);
+    if (v != NULL && (kind & CO_FAST_CELL) && PyCell_Check(v))
+        v = PyCell_GET(v);
+    *out = Py_XNewRef(v);
+    return 0;
+#else
+    (void)iframe; (void)code; (void)i; (void)out;
+    return -1;
+#endif
+}

@@ -22,11 +22,16 @@ read memory, they do not call functions):
 ``allow_program_code`` turns on the program's own ``__repr__``, properties, ``__getattr__``
 and ``__getitem__`` (``fntrace record --repr``, tracefs ``options/object-repr``): more
 readable, at the price above.  A KeyboardInterrupt or SystemExit raised inside is never
-swallowed: it goes to the program.
+swallowed: it goes to the program.  A ``__repr__`` that raises (or recurses without end)
+is shown as ``(fault)``; one that returns a huge text is cut to MAX_REPR characters; one
+that takes longer than REPR_SLOW_NS is not asked again for values of its type (the safe
+text instead), so a slow one stalls the program once, not at every traced call.  Those
+are counted in ``settings.repr_faults``.
 """
 from __future__ import annotations
 
 import sys
+from time import perf_counter_ns as _clock
 from types import BuiltinFunctionType, CodeType, FunctionType, MethodType, ModuleType
 
 from .. import _env
@@ -41,14 +46,17 @@ MAX_STRING = 40         # a str or bytes inside it (reprlib.maxstring)
 MAX_ITEMS = 6           # items of a container shown (reprlib.maxlist)
 MAX_LEVEL = 3           # nesting shown (reprlib.maxlevel)
 MAX_INT_BITS = 256      # a larger int is shown by its size: its digits cost time
+REPR_SLOW_NS = 50_000_000   # an allowed __repr__ slower than this is not asked again
 
 
 class _Settings:
-    """allow_program_code: the opt-in described in the module docstring."""
-    __slots__ = ("allow_program_code",)
+    """allow_program_code: the opt-in described in the module docstring; repr_faults:
+    the program's __repr__ calls that raised or were too slow."""
+    __slots__ = ("allow_program_code", "repr_faults")
 
     def __init__(self) -> None:
         self.allow_program_code = False
+        self.repr_faults = 0
 
 
 settings = _Settings()
@@ -90,27 +98,33 @@ def _cut(s: str, limit: int) -> str:
     return s[:head] + "..." + s[len(s) - (limit - 3 - head):]
 
 
+_VALUE_BASES = (int, float, str, bytes, tuple, list, dict, set, frozenset)
+
+
 def _int_text(v: int) -> str:
-    if v.bit_length() > MAX_INT_BITS:
-        return f"<int of {v.bit_length()} bits>"
+    bits = int.bit_length(v)
+    if bits > MAX_INT_BITS:
+        return f"<int of {bits} bits>"
     return _cut(int.__repr__(v), MAX_STRING)
 
 
 def _str_text(v: str) -> str:
     # str.__repr__ of at most MAX_STRING characters (a slice of the data, no copy of
-    # a huge string's repr)
-    if len(v) > MAX_STRING:
+    # a huge string's repr); str.__len__: a subclass's own __len__ is its code
+    n = str.__len__(v)
+    if n > MAX_STRING:
         head = (MAX_STRING - 3) // 2
         return (str.__repr__(str.__getitem__(v, slice(0, head)))[:-1] + "..."
-                + str.__repr__(str.__getitem__(v, slice(len(v) - head, None)))[1:])
+                + str.__repr__(str.__getitem__(v, slice(n - head, None)))[1:])
     return str.__repr__(v)
 
 
 def _bytes_text(v, base: type) -> str:
-    if len(v) > MAX_STRING:
+    n = base.__len__(v)
+    if n > MAX_STRING:
         head = (MAX_STRING - 3) // 2
         return (base.__repr__(base.__getitem__(v, slice(0, head)))[:-1] + "..."
-                + base.__repr__(base.__getitem__(v, slice(len(v) - head, None)))[
+                + base.__repr__(base.__getitem__(v, slice(n - head, None)))[
                     (2 if base is bytes else 11):])
     return base.__repr__(v)
 
@@ -179,15 +193,27 @@ def _repr(v, level: int) -> str:
         if level >= MAX_LEVEL:
             return f"{_type_qualname(t)}(...)"
         return f"{_type_qualname(t)}({', '.join(_repr(a, level + 1) for a in args)})"
-    # A subclass of a built-in value type: its base's value (no method of the subclass
-    # is called).  IntEnum members, str enums, NamedTuples.
-    for base in (bool, int, float, str, bytes, tuple, list, dict, set, frozenset):
+    # A subclass of a built-in value type: its base's value, read by the base's own
+    # methods (no method of the subclass is called: not __iter__, __len__, keys...).
+    # IntEnum members, str enums, NamedTuples.
+    for base in _VALUE_BASES:
         if issubclass(t, base):
-            inner = (_int_text(v) if base is int else
-                     _str_text(v) if base is str else
-                     _bytes_text(v, bytes) if base is bytes else
-                     _repr(base(v) if base in (tuple, list, set, frozenset) else v, level)
-                     if base not in (dict,) else _repr(dict(dict.items(v)), level))
+            if base is int:
+                inner = _int_text(v)
+            elif base is float:
+                inner = float.__repr__(v)
+            elif base is str:
+                inner = _str_text(v)
+            elif base is bytes:
+                inner = _bytes_text(v, bytes)
+            elif base is tuple:
+                inner = _repr(tuple.__getitem__(v, slice(None)), level)
+            elif base is list:
+                inner = _repr(list.copy(v), level)
+            elif base is dict:
+                inner = _repr(dict(dict.items(v)), level)
+            else:                   # set, frozenset: their copy is of the base type
+                inner = _repr(base.copy(v), level)
             return f"{_type_qualname(t)}({inner})"
     return f"<{_type_name(t)} object at {id(v):#x}>"
 
@@ -200,17 +226,28 @@ def int_payload(v) -> object:
     return value_repr(v)
 
 
+_slow_repr: dict[int, type] = {}
+
+
 def value_repr(v) -> str:
     """The text a value is shown as: see the module docstring.  Never raises an
     Exception; a KeyboardInterrupt or SystemExit from the program's own __repr__
     (allowed with allow_program_code) goes to the program."""
-    if settings.allow_program_code:
+    # by id: hashing the type could run its metaclass's __hash__
+    if settings.allow_program_code and id(type(v)) not in _slow_repr:
+        t0 = _clock()
         try:
             s = repr(v)
             if type(s) is not str:
                 s = _repr(v, 0)
         except Exception:
+            settings.repr_faults += 1
             return FAULT
+        finally:
+            if _clock() - t0 > REPR_SLOW_NS:
+                # kept alive (their ids must stay theirs): only ever a few types
+                _slow_repr[id(type(v))] = type(v)
+                settings.repr_faults += 1
     else:
         try:
             s = _repr(v, 0)

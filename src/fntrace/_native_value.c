@@ -1,0 +1,483 @@
+/*
+ * The text of a traced value (core/fetch.py value_repr), made natively for the values
+ * -A/-R meet most: None, bools, ints, floats, complex numbers, str, bytes, bytearray,
+ * ranges and the exact built-in containers (tuple, list, dict, set, frozenset) of
+ * those.  Part of fntrace._native.
+ *
+ * No Python code runs here, the program's or fntrace's: only exact types are read, by
+ * their C layout or their type's C slot (a subclass of int or list is the program's
+ * type and goes the Python way, which shows it by its base's value).  The text goes into
+ * a fixed character buffer, not into intermediate str objects: the whole text is cut at
+ * MAX_REPR characters, so the walk stops as soon as the buffer holds more than that.
+ *
+ * The Python twin is the reference: for every value handled here the text is the same
+ * character for character (tests/test_args_cost.py compares them).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* core/fetch.py's limits */
+#define MAX_REPR 64
+#define MAX_STRING 40
+#define MAX_ITEMS 6
+#define MAX_LEVEL 3
+#define MAX_INT_BITS 256
+
+/* Characters kept: one more than MAX_REPR says the text is longer than that. */
+#define KEEP (MAX_REPR + 1)
+
+typedef struct {
+    Py_UCS4 c[KEEP];
+    int n;
+} vbuf;
+
+static inline int
+full(vbuf *w)
+{
+    return w->n >= KEEP;
+}
+
+static inline void
+put(vbuf *w, Py_UCS4 ch)
+{
+    if (w->n < KEEP)
+        w->c[w->n++] = ch;
+}
+
+static void
+puts_ascii(vbuf *w, const char *s)
+{
+    while (*s && w->n < KEEP)
+        w->c[w->n++] = (unsigned char)*s++;
+}
+
+static void
+puts_ascii_n(vbuf *w, const char *s, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n && w->n < KEEP; i++)
+        w->c[w->n++] = (unsigned char)s[i];
+}
+
+/* the characters [start, end) of a str object */
+static void
+put_str_range(vbuf *w, PyObject *s, Py_ssize_t start, Py_ssize_t end)
+{
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    for (Py_ssize_t i = start; i < end && w->n < KEEP; i++)
+        w->c[w->n++] = PyUnicode_READ(kind, data, i);
+}
+
+/* _cut(s, MAX_STRING) of an ASCII text */
+static void
+put_cut_ascii(vbuf *w, const char *s, Py_ssize_t n)
+{
+    if (n <= MAX_STRING) {
+        puts_ascii_n(w, s, n);
+        return;
+    }
+    Py_ssize_t head = (MAX_STRING - 3) / 2;
+    puts_ascii_n(w, s, head);
+    puts_ascii(w, "...");
+    Py_ssize_t tail = MAX_STRING - 3 - head;
+    puts_ascii_n(w, s + n - tail, tail);
+}
+
+static const char hexdigits[] = "0123456789abcdef";
+
+/* str.__repr__ of s[start:end] (unicode_repr's rules), without its first character
+ * (the opening quote) if skip_open, without its last (the closing quote) if
+ * skip_close. */
+static void
+put_str_repr(vbuf *w, PyObject *s, Py_ssize_t start, Py_ssize_t end, int skip_open,
+             int skip_close)
+{
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    int sq = 0, dq = 0;
+    for (Py_ssize_t i = start; i < end; i++) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+        if (ch == '\'')
+            sq = 1;
+        else if (ch == '"')
+            dq = 1;
+    }
+    Py_UCS4 quote = (sq && !dq) ? '"' : '\'';
+    if (!skip_open)
+        put(w, quote);
+    for (Py_ssize_t i = start; i < end && !full(w); i++) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+        if (ch == quote || ch == '\\') {
+            put(w, '\\');
+            put(w, ch);
+        }
+        else if (ch == '\t') {
+            put(w, '\\');
+            put(w, 't');
+        }
+        else if (ch == '\n') {
+            put(w, '\\');
+            put(w, 'n');
+        }
+        else if (ch == '\r') {
+            put(w, '\\');
+            put(w, 'r');
+        }
+        else if (ch < ' ' || ch == 0x7f) {
+            put(w, '\\');
+            put(w, 'x');
+            put(w, hexdigits[(ch >> 4) & 0xf]);
+            put(w, hexdigits[ch & 0xf]);
+        }
+        else if (ch < 0x7f)
+            put(w, ch);
+        else if (Py_UNICODE_ISPRINTABLE(ch))
+            put(w, ch);
+        else if (ch <= 0xff) {
+            put(w, '\\');
+            put(w, 'x');
+            put(w, hexdigits[(ch >> 4) & 0xf]);
+            put(w, hexdigits[ch & 0xf]);
+        }
+        else if (ch <= 0xffff) {
+            put(w, '\\');
+            put(w, 'u');
+            for (int sh = 12; sh >= 0; sh -= 4)
+                put(w, hexdigits[(ch >> sh) & 0xf]);
+        }
+        else {
+            put(w, '\\');
+            put(w, 'U');
+            for (int sh = 28; sh >= 0; sh -= 4)
+                put(w, hexdigits[(ch >> sh) & 0xf]);
+        }
+    }
+    if (!skip_close)
+        put(w, quote);
+}
+
+/* core/fetch.py _str_text */
+static void
+put_str(vbuf *w, PyObject *s)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    if (n <= MAX_STRING) {
+        put_str_repr(w, s, 0, n, 0, 0);
+        return;
+    }
+    Py_ssize_t head = (MAX_STRING - 3) / 2;
+    put_str_repr(w, s, 0, head, 0, 1);
+    puts_ascii(w, "...");
+    put_str_repr(w, s, n - head, n, 1, 0);
+}
+
+/* the characters [skip, len - drop) of the text of an (exact, C-level) repr slot */
+static int
+put_slot_repr(vbuf *w, PyObject *v, reprfunc f, Py_ssize_t skip, Py_ssize_t drop)
+{
+    PyObject *r = f(v);
+    if (r == NULL)
+        return -1;
+    if (!PyUnicode_Check(r)) {
+        Py_DECREF(r);
+        return 0;
+    }
+    put_str_range(w, r, skip, PyUnicode_GET_LENGTH(r) - drop);
+    Py_DECREF(r);
+    return 1;
+}
+
+/* core/fetch.py _bytes_text, for exact bytes and bytearray */
+static int
+put_bytes(vbuf *w, PyObject *v)
+{
+    int is_bytes = PyBytes_CheckExact(v);
+    reprfunc f = Py_TYPE(v)->tp_repr;
+    Py_ssize_t n = is_bytes ? PyBytes_GET_SIZE(v) : PyByteArray_GET_SIZE(v);
+    if (n <= MAX_STRING)
+        return put_slot_repr(w, v, f, 0, 0);
+    const char *data = is_bytes ? PyBytes_AS_STRING(v) : PyByteArray_AS_STRING(v);
+    Py_ssize_t head = (MAX_STRING - 3) / 2;
+    PyObject *h = is_bytes ? PyBytes_FromStringAndSize(data, head)
+                           : PyByteArray_FromStringAndSize(data, head);
+    if (h == NULL)
+        return -1;
+    int rc = put_slot_repr(w, h, f, 0, 1);
+    Py_DECREF(h);
+    if (rc <= 0)
+        return rc;
+    puts_ascii(w, "...");
+    PyObject *t = is_bytes ? PyBytes_FromStringAndSize(data + n - head, head)
+                           : PyByteArray_FromStringAndSize(data + n - head, head);
+    if (t == NULL)
+        return -1;
+    rc = put_slot_repr(w, t, f, is_bytes ? 2 : 11, 0);
+    Py_DECREF(t);
+    return rc;
+}
+
+/* core/fetch.py _int_text, for an exact int */
+static int
+put_int(vbuf *w, PyObject *v)
+{
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (!overflow) {
+        if (x == -1 && PyErr_Occurred())
+            return -1;
+        char tmp[24];
+        int k = 0;
+        unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
+        do {
+            tmp[k++] = (char)('0' + u % 10);
+            u /= 10;
+        } while (u);
+        if (x < 0)
+            put(w, '-');
+        while (k)
+            put(w, (Py_UCS4)tmp[--k]);
+        return 1;
+    }
+    int64_t bits = (int64_t)_PyLong_NumBits(v);
+    if (bits < 0)
+        return -1;
+    if (bits > MAX_INT_BITS) {
+        char tmp[64];
+        PyOS_snprintf(tmp, sizeof(tmp), "<int of %lld bits>", (long long)bits);
+        puts_ascii(w, tmp);
+        return 1;
+    }
+    PyObject *r = PyLong_Type.tp_repr(v);
+    if (r == NULL)
+        return -1;
+    const char *s = PyUnicode_AsUTF8AndSize(r, NULL);
+    if (s == NULL) {
+        Py_DECREF(r);
+        return -1;
+    }
+    put_cut_ascii(w, s, PyUnicode_GET_LENGTH(r));
+    Py_DECREF(r);
+    return 1;
+}
+
+static int
+put_float(vbuf *w, PyObject *v)
+{
+    /* float_repr: repr's shortest round-trip form */
+    char *s = PyOS_double_to_string(PyFloat_AS_DOUBLE(v), 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (s == NULL)
+        return -1;
+    puts_ascii(w, s);
+    PyMem_Free(s);
+    return 1;
+}
+
+static int put_value(vbuf *w, PyObject *v, int level);
+
+/* core/fetch.py _seq_text over n items of an array */
+static int
+put_items(vbuf *w, PyObject *const *items, Py_ssize_t n, const char *open, const char *close,
+          int level, int single)
+{
+    puts_ascii(w, open);
+    if (level >= MAX_LEVEL) {
+        puts_ascii(w, "...");
+        puts_ascii(w, close);
+        return 1;
+    }
+    for (Py_ssize_t i = 0; i < n && !full(w); i++) {
+        if (i)
+            puts_ascii(w, ", ");
+        if (i >= MAX_ITEMS) {
+            puts_ascii(w, "...");
+            break;
+        }
+        int rc = put_value(w, items[i], level + 1);
+        if (rc <= 0)
+            return rc;
+    }
+    if (single && n == 1)
+        put(w, ',');
+    puts_ascii(w, close);
+    return 1;
+}
+
+static int
+put_set(vbuf *w, PyObject *v, int level)
+{
+    int frozen = PyFrozenSet_CheckExact(v);
+    if (PySet_GET_SIZE(v) == 0) {
+        puts_ascii(w, frozen ? "frozenset()" : "set()");
+        return 1;
+    }
+    if (frozen)
+        puts_ascii(w, "frozenset(");
+    put(w, '{');
+    if (level >= MAX_LEVEL)
+        puts_ascii(w, "...");
+    else {
+        /* the set's own iterator: C code, no hashing or comparison of the items */
+        PyObject *it = PyObject_GetIter(v);
+        if (it == NULL)
+            return -1;
+        PyObject *x;
+        Py_ssize_t i = 0;
+        while (!full(w) && (x = PyIter_Next(it)) != NULL) {
+            if (i)
+                puts_ascii(w, ", ");
+            if (i++ >= MAX_ITEMS) {
+                Py_DECREF(x);
+                puts_ascii(w, "...");
+                break;
+            }
+            int rc = put_value(w, x, level + 1);
+            Py_DECREF(x);
+            if (rc <= 0) {
+                Py_DECREF(it);
+                return rc;
+            }
+        }
+        Py_DECREF(it);
+        if (PyErr_Occurred())
+            return -1;
+    }
+    put(w, '}');
+    if (frozen)
+        put(w, ')');
+    return 1;
+}
+
+static int
+put_dict(vbuf *w, PyObject *v, int level)
+{
+    if (level >= MAX_LEVEL) {
+        puts_ascii(w, "{...}");
+        return 1;
+    }
+    put(w, '{');
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *k, *x;
+    while (!full(w) && PyDict_Next(v, &pos, &k, &x)) {
+        if (i)
+            puts_ascii(w, ", ");
+        if (i++ >= MAX_ITEMS) {
+            puts_ascii(w, "...");
+            break;
+        }
+        /* held: nothing here runs code that could change the dict, but be safe */
+        Py_INCREF(k);
+        Py_INCREF(x);
+        int rc = put_value(w, k, level + 1);
+        if (rc > 0) {
+            puts_ascii(w, ": ");
+            rc = put_value(w, x, level + 1);
+        }
+        Py_DECREF(k);
+        Py_DECREF(x);
+        if (rc <= 0)
+            return rc;
+    }
+    put(w, '}');
+    return 1;
+}
+
+/* 1 written, 0 not a value this file shows (the caller goes the Python way), -1 error */
+static int
+put_value(vbuf *w, PyObject *v, int level)
+{
+    if (full(w))
+        return 1;                  /* cut anyway: what would follow is not shown */
+    PyTypeObject *t = Py_TYPE(v);
+    if (v == Py_None) {
+        puts_ascii(w, "None");
+        return 1;
+    }
+    if (v == Py_True) {
+        puts_ascii(w, "True");
+        return 1;
+    }
+    if (v == Py_False) {
+        puts_ascii(w, "False");
+        return 1;
+    }
+    if (t == &PyLong_Type)
+        return put_int(w, v);
+    if (t == &PyFloat_Type)
+        return put_float(w, v);
+    if (t == &PyUnicode_Type) {
+        put_str(w, v);
+        return 1;
+    }
+    if (t == &PyTuple_Type)
+        return put_items(w, &PyTuple_GET_ITEM(v, 0), PyTuple_GET_SIZE(v), "(", ")", level, 1);
+    if (t == &PyList_Type) {
+        /* a copy of the item pointers, held: the list cannot change under the walk
+         * (nothing here runs code), but its array may not be read after a failure */
+        Py_ssize_t n = PyList_GET_SIZE(v);
+        if (n > MAX_ITEMS + 1)
+            n = MAX_ITEMS + 1;
+        PyObject *items[MAX_ITEMS + 1] = {NULL};
+        for (Py_ssize_t i = 0; i < n; i++)
+            items[i] = Py_NewRef(PyList_GET_ITEM(v, i));
+        int rc = put_items(w, items, n, "[", "]", level, 0);
+        for (Py_ssize_t i = 0; i < n; i++)
+            Py_DECREF(items[i]);
+        return rc;
+    }
+    if (t == &PyDict_Type)
+        return put_dict(w, v, level);
+    if (t == &PySet_Type || t == &PyFrozenSet_Type)
+        return put_set(w, v, level);
+    if (t == &PyBytes_Type || t == &PyByteArray_Type)
+        return put_bytes(w, v);
+    if (t == &PyComplex_Type || t == &PyRange_Type)
+        return put_slot_repr(w, v, t->tp_repr, 0, 0);
+    if (v == Py_Ellipsis) {
+        puts_ascii(w, "Ellipsis");
+        return 1;
+    }
+    if (v == Py_NotImplemented) {
+        puts_ascii(w, "NotImplemented");
+        return 1;
+    }
+    return 0;
+}
+
+/* core/fetch.py value_repr(v) for the values above, into out (room for MAX_REPR
+ * characters): its length, or -1 (no exception) for any other value (the Python twin
+ * decides).  An error while reading one (out of memory) is its "(fault)", as
+ * value_repr's. */
+int
+fntrace_value_text_buf(PyObject *v, Py_UCS4 *out)
+{
+    vbuf w;
+    w.n = 0;
+    int rc = put_value(&w, v, 0);
+    if (rc == 0)
+        return -1;
+    if (rc < 0) {
+        PyErr_Clear();
+        w.n = 0;
+        puts_ascii(&w, "(fault)");
+    }
+    else if (w.n > MAX_REPR) {
+        /* value_repr: s[:MAX_REPR - 3] + "..." */
+        w.n = MAX_REPR - 3;
+        w.c[w.n++] = '.';
+        w.c[w.n++] = '.';
+        w.c[w.n++] = '.';
+    }
+    memcpy(out, w.c, (size_t)w.n * sizeof(Py_UCS4));
+    return w.n;
+}
+
+/* the same as a new str; NULL without an exception for a value not shown here */
+PyObject *
+fntrace_value_text(PyObject *v)
+{
+    Py_UCS4 out[MAX_REPR];
+    int n = fntrace_value_text_buf(v, out);
+    if (n < 0)
+        return NULL;
+    return PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out, n);
+}

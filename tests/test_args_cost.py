@@ -1,0 +1,314 @@
+"""Arguments and return values (-A/-R): the native value text is the Python twin's, no
+program code runs for it, and a program's own __repr__ (asked for with --repr) that
+raises, recurses, is slow or returns a huge text does not break or stall the program.
+"""
+from __future__ import annotations
+
+import enum
+import math
+import re
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+
+from conftest import SUBPROCESS_TIMEOUT, run_python
+from fntrace import _env
+from fntrace.core import fetch
+
+FNTRACE = [sys.executable, "-m", "fntrace.cli.main"]
+NATIVE = _env.native_module()
+
+
+def native_text(v):
+    if NATIVE is None or not hasattr(NATIVE, "value_text"):
+        pytest.skip("the native module is not built")
+    return NATIVE.value_text(v)
+
+
+# ---------------------------------------------------------------------------------
+# Native text == Python text
+# ---------------------------------------------------------------------------------
+
+VALUES = [
+    None, True, False, ..., NotImplemented,
+    0, 1, -1, 7, -(2 ** 63), 2 ** 63 - 1, 2 ** 63, 2 ** 64, -(2 ** 64) - 1, 10 ** 39, 10 ** 40,
+    2 ** 200, -(2 ** 256) + 1, 2 ** 256, 2 ** 257, -(2 ** 1000),
+    0.0, -0.0, 1.5, 1e16, 1e-300, 1e300, math.inf, -math.inf, math.nan, 0.1 + 0.2,
+    1j, complex(-1.5, 2), complex(math.nan, math.inf),
+    "", "a", "it's", 'say "hi"', "both ' and \"", "back\\slash", "tab\tnew\nline\r",
+    "\x00\x1f\x7f\x80\xa0\xad\xff", "é ü 中文 \u200b \ud800 \U0001f600 \U000e0001", "x" * 40,
+    "x" * 41, "'" * 50, "\n" * 45, "é" * 100, "a'" * 30 + '"',
+    b"", b"abc", b"it's", b"\x00\xff\n", b"x" * 40, b"y" * 41, bytearray(b"ab"),
+    bytearray(b"z" * 60), bytearray(),
+    (), (1,), (1, 2), ((),), (None, (True, (1.5, ("deep",)))), tuple(range(6)),
+    tuple(range(7)), [], [1], [[[[[]]]]], list(range(100)), ["s" * 30] * 3,
+    {}, {"a": 1}, {1: [2, {3: (4,)}]}, {i: str(i) for i in range(20)}, {(1, 2): None},
+    set(), {1}, {"a"}, set(range(10)), frozenset(), frozenset({1}), frozenset(range(8)),
+    [set(), frozenset(), {frozenset({1})}],
+    range(0), range(5), range(1, 100, 7), [range(3)],
+    [1.5, "x", None, b"y", (2,), {3: 4}, {5}],
+]
+
+
+@pytest.mark.parametrize("v", VALUES, ids=lambda v: type(v).__name__)
+def test_native_text_is_the_python_text(v):
+    assert native_text(v) == fetch.value_repr(v)
+
+
+scalars = (st.none() | st.booleans() | st.integers() | st.integers(min_value=-2 ** 300,
+                                                                    max_value=2 ** 300)
+           | st.floats(allow_nan=True) | st.text(max_size=60) | st.binary(max_size=60)
+           | st.complex_numbers())
+hashables = st.recursive(scalars, lambda inner: st.tuples(inner, inner) | st.frozensets(
+    st.integers() | st.text(max_size=5), max_size=9), max_leaves=12)
+values = st.recursive(
+    scalars,
+    lambda inner: (st.lists(inner, max_size=9) | st.tuples(inner) | st.tuples(inner, inner, inner)
+                   | st.dictionaries(hashables, inner, max_size=9)
+                   | st.sets(hashables, max_size=9) | st.frozensets(hashables, max_size=9)),
+    max_leaves=40)
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(values)
+def test_native_text_is_the_python_text_for_any_builtin_value(v):
+    t = native_text(v)
+    assert t == fetch.value_repr(v)
+    assert len(t) <= fetch.MAX_REPR
+
+
+class MyInt(int):
+    def __repr__(self):
+        raise AssertionError("program code ran")
+
+
+class Plain:
+    pass
+
+
+@pytest.mark.parametrize("v", [MyInt(3), [MyInt(3)], {"k": (1, Plain())}, Plain(), print,
+                               ValueError("x"), Plain, sys, enum.Enum],
+                         ids=lambda v: type(v).__name__)
+def test_what_the_native_text_does_not_show_goes_to_the_python_twin(v):
+    # a subclass of int is the program's type: never read by the native exact-type walk
+    assert native_text(v) is None
+    assert fetch.value_repr(v) != fetch.FAULT
+
+
+# ---------------------------------------------------------------------------------
+# Subclasses of built-ins: their base's value, no method of theirs called
+# ---------------------------------------------------------------------------------
+
+class _Trap:
+    calls: list[str] = []
+
+
+def _trap(name):
+    def method(self, *a, **k):
+        _Trap.calls.append(name)
+        raise AssertionError(f"{name} of the program ran")
+    return method
+
+
+class TrapTuple(tuple):
+    __iter__ = _trap("__iter__")
+    __len__ = _trap("__len__")
+    __getitem__ = _trap("__getitem__")
+
+
+class TrapList(list):
+    __iter__ = _trap("__iter__")
+    __len__ = _trap("__len__")
+
+
+class TrapSet(set):
+    __iter__ = _trap("__iter__")
+    __len__ = _trap("__len__")
+
+
+class TrapFrozen(frozenset):
+    __iter__ = _trap("__iter__")
+
+
+class TrapDict(dict):
+    __iter__ = _trap("__iter__")
+    keys = _trap("keys")
+    items = _trap("items")
+    __len__ = _trap("__len__")
+
+
+class TrapStr(str):
+    __len__ = _trap("__len__")
+    __getitem__ = _trap("__getitem__")
+
+
+class TrapBytes(bytes):
+    __len__ = _trap("__len__")
+
+
+class TrapInt(int):
+    bit_length = _trap("bit_length")
+
+
+class TrapFloat(float):
+    __repr__ = _trap("__repr__")
+
+
+@pytest.mark.parametrize("v, text", [
+    (TrapTuple((1, 2)), "TrapTuple((1, 2))"),
+    (TrapList([1]), "TrapList([1])"),
+    (TrapSet({3}), "TrapSet({3})"),
+    (TrapFrozen({4}), "TrapFrozen(frozenset({4}))"),
+    (TrapDict(a=1), "TrapDict({'a': 1})"),
+    (TrapStr("s" * 50), "TrapStr('ssssssssssssssssss...ssssssssssssssssss')"),
+    (TrapBytes(b"b"), "TrapBytes(b'b')"),
+    (TrapInt(5), "TrapInt(5)"),
+    (TrapFloat(2.5), "TrapFloat(2.5)"),
+], ids=lambda v: type(v).__name__)
+def test_a_subclass_of_a_builtin_is_read_by_its_bases_methods(v, text):
+    _Trap.calls.clear()
+    assert fetch.value_repr(v) == text
+    assert _Trap.calls == []
+
+
+# ---------------------------------------------------------------------------------
+# The program's own __repr__ (--repr): raising, recursing, slow, huge
+# ---------------------------------------------------------------------------------
+
+def run_both(tmp_path, source, *fntrace_args):
+    prog = tmp_path / "prog.py"
+    prog.write_text(textwrap.dedent(source))
+    plain = run_python("prog.py", cwd=tmp_path)
+    t0 = time.monotonic()
+    traced = subprocess.run([*FNTRACE, "live", *fntrace_args, "prog.py"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    return plain, traced, time.monotonic() - t0
+
+
+BAD_REPRS = """\
+import sys, time
+
+class Raising:
+    def __repr__(self):
+        raise RuntimeError("no repr for you")
+
+class Recursing:
+    def __repr__(self):
+        return repr(self)
+
+class Slow:
+    calls = 0
+    def __repr__(self):
+        Slow.calls += 1
+        time.sleep(0.4)
+        return "Slow!"
+
+class Huge:
+    def __repr__(self):
+        return "H" * 5_000_000
+
+def take(x):
+    return x
+
+for cls in (Raising, Recursing, Slow, Huge):
+    for i in range(8):
+        take(cls())
+print("done")
+sys.exit(3)
+"""
+
+
+@pytest.mark.parametrize("variant", ["args", "retval"])
+def test_bad_reprs_asked_for_do_not_break_or_stall_the_program(tmp_path, variant):
+    flag = "-A" if variant == "args" else "-R"
+    plain, r, took = run_both(tmp_path, BAD_REPRS, "--repr", flag, "-F", "__main__.take")
+    assert plain.returncode == 3 and plain.stdout == "done\n"
+    assert r.returncode == 3, r.stderr[-2000:]
+    assert r.stdout.startswith("done\n"), r.stdout[:300]
+    assert "Traceback" not in r.stderr, r.stderr[-2000:]
+    trace = r.stdout
+    key = "x=" if variant == "args" else "ret="
+    shown = re.findall(re.escape(key) + r"(\(fault\)|Slow!|<__main__\.Slow object at 0x[0-9a-f]+>|H+\.\.\.)",
+                       trace)
+    # raising and recursing: (fault), each of their 16 calls
+    assert shown.count("(fault)") == 16, trace[-3000:]
+    # slow: asked once (0.4 s), then shown by its safe text: the run is not 8 x 0.4 s
+    assert shown.count("Slow!") == 1, trace[-3000:]
+    assert sum(s.startswith("<__main__.Slow") for s in shown) == 7, trace[-3000:]
+    # huge: cut to the bound
+    huge = [s for s in shown if s.startswith("H")]
+    assert len(huge) == 8 and all(len(s) == fetch.MAX_REPR for s in huge), huge[:2]
+    assert took < 0.4 * 8, took
+
+
+def test_slow_repr_is_not_called_without_repr_option(tmp_path):
+    source = BAD_REPRS.replace('print("done")', 'print("done", Slow.calls)')
+    plain, r, took = run_both(tmp_path, source, "-A", "-R", "-F", "__main__.take")
+    assert plain.stdout == "done 0\n"
+    assert r.returncode == 3, r.stderr[-2000:]
+    assert r.stdout.startswith("done 0\n"), r.stdout[:300]
+    assert "(fault)" not in r.stdout
+    assert re.search(r"x=<__main__\.Raising object at 0x[0-9a-f]+>", r.stdout)
+    assert "HHHH" not in r.stdout
+    assert took < 0.4 * 2, took
+
+
+def test_repr_faults_are_counted():
+    class Raising:
+        def __repr__(self):
+            raise RuntimeError
+
+    before = fetch.settings.repr_faults
+    fetch.settings.allow_program_code = True
+    try:
+        assert fetch.value_repr(Raising()) == fetch.FAULT
+        assert fetch.value_repr([1, 2]) == "[1, 2]"
+    finally:
+        fetch.settings.allow_program_code = False
+    assert fetch.settings.repr_faults == before + 1
+
+
+# ---------------------------------------------------------------------------------
+# -A -R on every kind of call (the fast lane of function_graph carries them)
+# ---------------------------------------------------------------------------------
+
+KINDS = """\
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+def gen(x, *rest, key=(1, [2, {"a": 3}]), **kw):
+    yield x
+    return [x, rest]
+
+def boom(v):
+    raise ValueError(v)
+
+fib(2)
+list(gen(1.5, "s", None, flag=True))
+try:
+    boom({1, 2})
+except ValueError:
+    pass
+print("ok")
+"""
+
+
+def test_args_and_retvals_of_calls_generators_and_exceptions(tmp_path):
+    plain, r, _ = run_both(tmp_path, KINDS, "-p", "function_graph", "-A", "-R",
+                           "-F", "*:mod:__main__")
+    assert r.returncode == 0 and plain.returncode == 0, r.stderr[-2000:]
+    out = r.stdout
+    assert out.startswith("ok\n")
+    assert re.search(r"__main__\.fib\(n=2\) \{", out), out
+    assert re.search(r"__main__\.fib\(n=1\); /\* ret=1 \*/", out), out
+    assert re.search(r"__main__\.fib\(n=0\); /\* ret=0 \*/", out), out
+    assert re.search(r"\} /\* __main__\.fib ret=1 \*/", out), out
+    gen_line = (r"__main__\.gen\(x=1\.5, rest=\('s', None\), key=\(1, \[2, \{'a': 3\}\]\), "
+                r"kw=\{'flag': True\}\); /\* ret=")
+    assert re.search(gen_line + r"1\.5 \*/", out), out          # its yield
+    assert re.search(gen_line + r"\[1\.5, \('s', None\)\] \*/", out), out   # its return
+    assert re.search(r"__main__\.boom\(v=\{1, 2\}\); /\* ret=raised", out), out
