@@ -1,0 +1,151 @@
+/* fntrace._native, part crc32.c.h (included by _native.c after native.h; see there).
+ * Python twin: zlib.crc32 (tracefile.py's blocks) */
+
+/* -- CRC-32 of trace-file blocks (tracefile.py) ---------------------------------------
+ *
+ * The same CRC as zlib.crc32 (the reflected 0xEDB88320 polynomial), which a trace file
+ * of function_graph events spends a fair share of the recording in (zlib's byte-wise
+ * code runs at about 3.8 instructions a byte).  Where the CPU has carry-less multiply,
+ * 64-byte blocks are folded with PCLMULQDQ (Gopal et al., "Fast CRC Computation for
+ * Generic Polynomials Using PCLMULQDQ Instruction", Intel 2009; the constants are the
+ * paper's for this polynomial, as zlib's and Chromium's SIMD paths use them); the rest
+ * goes through a table.  tests/test_tracefile.py checks it against zlib.crc32. */
+static uint32_t crc_table[256];
+
+static void
+crc_table_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[i] = c;
+    }
+}
+
+static uint32_t
+crc32_bytes(uint32_t crc, const unsigned char *p, size_t n)
+{
+    /* crc is the running register (not inverted) */
+    while (n--)
+        crc = crc_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+    return crc;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define HAVE_CLMUL_PATH 1
+
+/* len >= 64 and a multiple of 16; crc is the running register */
+__attribute__((target("pclmul,sse4.1")))
+static uint32_t
+crc32_clmul(const unsigned char *buf, size_t len, uint32_t crc)
+{
+    static const uint64_t __attribute__((aligned(16))) k1k2[] = {0x0154442bd4, 0x01c6e41596};
+    static const uint64_t __attribute__((aligned(16))) k3k4[] = {0x01751997d0, 0x00ccaa009e};
+    static const uint64_t __attribute__((aligned(16))) k5k0[] = {0x0163cd6124, 0x0000000000};
+    static const uint64_t __attribute__((aligned(16))) poly[] = {0x01db710641, 0x01f7011641};
+    __m128i x0, x1, x2, x3, x4, x5, x6, x7, x8, y5, y6, y7, y8;
+
+    x1 = _mm_loadu_si128((const __m128i *)(buf + 0x00));
+    x2 = _mm_loadu_si128((const __m128i *)(buf + 0x10));
+    x3 = _mm_loadu_si128((const __m128i *)(buf + 0x20));
+    x4 = _mm_loadu_si128((const __m128i *)(buf + 0x30));
+    x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)crc));
+    x0 = _mm_load_si128((const __m128i *)k1k2);
+    buf += 64;
+    len -= 64;
+    while (len >= 64) {            /* four folds in parallel */
+        x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+        x6 = _mm_clmulepi64_si128(x2, x0, 0x00);
+        x7 = _mm_clmulepi64_si128(x3, x0, 0x00);
+        x8 = _mm_clmulepi64_si128(x4, x0, 0x00);
+        x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+        x2 = _mm_clmulepi64_si128(x2, x0, 0x11);
+        x3 = _mm_clmulepi64_si128(x3, x0, 0x11);
+        x4 = _mm_clmulepi64_si128(x4, x0, 0x11);
+        y5 = _mm_loadu_si128((const __m128i *)(buf + 0x00));
+        y6 = _mm_loadu_si128((const __m128i *)(buf + 0x10));
+        y7 = _mm_loadu_si128((const __m128i *)(buf + 0x20));
+        y8 = _mm_loadu_si128((const __m128i *)(buf + 0x30));
+        x1 = _mm_xor_si128(_mm_xor_si128(x1, x5), y5);
+        x2 = _mm_xor_si128(_mm_xor_si128(x2, x6), y6);
+        x3 = _mm_xor_si128(_mm_xor_si128(x3, x7), y7);
+        x4 = _mm_xor_si128(_mm_xor_si128(x4, x8), y8);
+        buf += 64;
+        len -= 64;
+    }
+    x0 = _mm_load_si128((const __m128i *)k3k4);      /* fold the four into one */
+    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+    x1 = _mm_xor_si128(_mm_xor_si128(x1, x2), x5);
+    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+    x1 = _mm_xor_si128(_mm_xor_si128(x1, x3), x5);
+    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+    x1 = _mm_xor_si128(_mm_xor_si128(x1, x4), x5);
+    while (len >= 16) {
+        x2 = _mm_loadu_si128((const __m128i *)buf);
+        x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+        x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+        x1 = _mm_xor_si128(_mm_xor_si128(x1, x2), x5);
+        buf += 16;
+        len -= 16;
+    }
+    x2 = _mm_clmulepi64_si128(x1, x0, 0x10);       /* 128 -> 64 bits */
+    x3 = _mm_setr_epi32(~0, 0, ~0, 0);
+    x1 = _mm_srli_si128(x1, 8);
+    x1 = _mm_xor_si128(x1, x2);
+    x0 = _mm_loadl_epi64((const __m128i *)k5k0);
+    x2 = _mm_srli_si128(x1, 4);
+    x1 = _mm_and_si128(x1, x3);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_xor_si128(x1, x2);
+    x0 = _mm_load_si128((const __m128i *)poly);    /* Barrett reduction to 32 bits */
+    x2 = _mm_and_si128(x1, x3);
+    x2 = _mm_clmulepi64_si128(x2, x0, 0x10);
+    x2 = _mm_and_si128(x2, x3);
+    x2 = _mm_clmulepi64_si128(x2, x0, 0x00);
+    x1 = _mm_xor_si128(x1, x2);
+    return (uint32_t)_mm_extract_epi32(x1, 1);
+}
+#endif
+
+static int g_have_clmul;
+
+static PyObject *
+native_crc32(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    /* crc32(data, value=0): zlib.crc32's result */
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "crc32(data, value=0)");
+        return NULL;
+    }
+    unsigned long v = 0;
+    if (nargs == 2) {
+        v = PyLong_AsUnsignedLongMask(args[1]);
+        if (v == (unsigned long)-1 && PyErr_Occurred())
+            return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *p = (const unsigned char *)view.buf;
+    size_t n = (size_t)view.len;
+    uint32_t crc = ~(uint32_t)v;
+    Py_BEGIN_ALLOW_THREADS
+#ifdef HAVE_CLMUL_PATH
+    if (g_have_clmul && n >= 64) {
+        size_t chunk = n & ~(size_t)15;
+        crc = crc32_clmul(p, chunk, crc);
+        p += chunk;
+        n -= chunk;
+    }
+#endif
+    crc = crc32_bytes(crc, p, n);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(~crc & 0xffffffffu);
+}
+

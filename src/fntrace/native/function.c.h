@@ -1,0 +1,90 @@
+/* fntrace._native, part function.c.h (included by _native.c after native.h; see there).
+ * Python twin: tracers/function.py: function_trace_call */
+
+/* -- The function tracer (tracers/function.function_trace_call) -------------------- */
+
+/* Each thread remembers the last trace array it wrote to and that array's buffer for
+ * this thread (what tr.local.buf would give), saving the threading.local lookup. */
+static _Thread_local PyObject *tl_tr TLS_FAST;
+static _Thread_local PyObject *tl_buf TLS_FAST;
+static _Thread_local PyObject *tl_local TLS_FAST;
+static _Thread_local long long tl_serial TLS_FAST;
+
+static RingBufferObject *
+cpu_buffer(PyObject *tr)
+{
+    /* tr.local.buf, or tr.cpu_buffer() on a thread's first event (new reference). */
+    PyObject *local = SLOT(tr, off_tr_local);
+    /* Borrowed pointers: a thread's storage has no destructor, so a strong reference
+     * here would keep a finished thread's buffer alive for ever.  The trace array's
+     * serial number tells a new array at a freed one's address apart; an array frees
+     * a thread's buffer only once that thread has ended (trace.py). */
+    long long serial = slot_ll(tr, off_tr_serial);
+    if (tr == tl_tr && local == tl_local && serial == tl_serial && tl_buf != NULL)
+        return (RingBufferObject *)Py_NewRef(tl_buf);
+    PyObject *buf = NULL;
+    if (local != NULL) {
+        buf = PyObject_GetAttr(local, str_buf);
+        if (buf == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+                return NULL;
+            PyErr_Clear();
+        }
+    }
+    if (buf == NULL)
+        buf = PyObject_CallMethodNoArgs(tr, str_cpu_buffer);
+    if (buf != NULL && !PyObject_TypeCheck(buf, RingBuffer_Type)) {
+        Py_DECREF(buf);
+        PyErr_SetString(PyExc_TypeError, "cpu buffer is not a native ring buffer");
+        return NULL;
+    }
+    if (buf != NULL) {
+        /* borrowed, as said above: the serial tells a new array at a freed one's
+         * address apart, and a new serial after a thread's buffer is freed
+         * (trace.py thread_ended) sends every thread back to tr.local */
+        tl_tr = tr;
+        tl_local = local;
+        tl_buf = buf;
+        tl_serial = serial;
+    }
+    return (RingBufferObject *)buf;
+}
+
+static int
+function_trace(PyObject *ip, PyObject *parent_ip, PyObject *op)
+{
+    PyObject *tr = SLOT(op, off_ops_private);
+    if (tr == NULL)
+        return 0;
+    PyObject *on = SLOT(tr, off_tr_tracing_on);
+    if (on != Py_True && (on == NULL || !PyObject_IsTrue(on)))
+        return 0;
+    RingBufferObject *buf = cpu_buffer(tr);
+    if (buf == NULL)
+        return -1;
+    PyObject *ipo = SLOT(ip, off_rec_ip), *pipo = SLOT(parent_ip, off_rec_ip);
+    unsigned long a = ipo ? PyLong_AsUnsignedLong(ipo) : 0;
+    unsigned long b = pipo ? PyLong_AsUnsignedLong(pipo) : 0;
+    long long rc = rb_write(buf, now_ns(), FNT_TRACE_FN, 0, a, b, 0, 0);
+    Py_DECREF(buf);
+    return rc == -2 ? -1 : 0;
+}
+
+static PyObject *
+function_trace_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "function_trace_call(ip, parent_ip, op, fregs)");
+        return NULL;
+    }
+    if (function_trace(args[0], args[1], args[2]) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+#define GET(name, var) do { var = PyDict_GetItemString(ns, name); \
+    if (var == NULL) { PyErr_Format(PyExc_KeyError, "init: %s missing", name); return NULL; } \
+    Py_INCREF(var); } while (0)
+#define OFF(type, name, var) do { var = slot_offset(type, name); if (var < 0) return NULL; } while (0)
+
+

@@ -1,0 +1,76 @@
+/* fntrace._native, part function_graph.c.h (included by _native.c after native.h; see there).
+ * Python twin: tracers/function_graph.py: graph_entry/return, lane pair */
+
+/* -- function_graph tracer (tracers/function_graph.graph_entry / graph_return) ------- */
+
+#define TRACE_GRAPH_FL 1
+#define TRACE_GRAPH_NOTRACE 2
+#define DEPTH_SHIFT 2
+#define DEPTH_MASK ((1LL << 20) - 1)
+
+/* Its pair for fgraph's fast lane (graph_lane): the user's data is the trace array.  A
+ * call qualifies while nothing per call needs Python: no set_graph_function/notrace,
+ * max depth or threshold.  -A/-R stay on the lane: their text rides beside the records
+ * (lane_write_args, lane_write_retval: out of line, so plain function_graph's path is
+ * as short as without them). */
+LANE_INLINE int
+graph_lane_enter(PyObject *tr, thread_rec *t, const fkey *k, unsigned long ip, int depth,
+                 long long *calltime)
+{
+    if (!ll_zero(SLOT(tr, off_tr_max_graph_depth)) || !ll_zero(SLOT(tr, off_tr_tracing_thresh)))
+        return 0;
+    PyObject *gf = SLOT(tr, off_tr_graph_fops), *gn = SLOT(tr, off_tr_graph_notrace_fops);
+    if (gf == NULL || !hash_empty(SLOT(gf, off_ops_filter_hash))
+            || !ll_zero(SLOT(gf, off_ops_filter_cached))
+            || gn == NULL || !hash_empty(SLOT(gn, off_ops_filter_hash)))
+        return 0;
+    PyObject *on = SLOT(tr, off_tr_tracing_on);
+    if (on == Py_True || (on != NULL && on != Py_False && PyObject_IsTrue(on) == 1)) {
+        long long w;
+        if (__builtin_expect(!ll_zero(SLOT(tr, off_tr_graph_args)), 0))
+            w = lane_write_args(t, tr, *k, ip, (unsigned long)depth, calltime);
+        else {
+            /* The thread's buffer first (its first call makes it), then one clock
+             * reading for the entry record and the call's start. */
+            Py_INCREF(tr);
+            t->busy++;
+            t->count++;
+            RingBufferObject *buf = cpu_buffer(tr);
+            *calltime = now_ns();
+            w = buf ? rb_write(buf, *calltime, FNT_TRACE_GRAPH_ENT, 0, ip, (unsigned long)depth, 0, 0) : -2;
+            t->busy--;
+            Py_XDECREF(buf);
+            Py_DECREF(tr);
+        }
+        if (w == -2)
+            return -1;
+    }
+    else
+        *calltime = now_ns();
+    return 1;
+}
+
+LANE_INLINE int
+graph_lane_return(PyObject *tr, thread_rec *t, const fg_frame *f, PyObject *retval, int unwind)
+{
+    PyObject *on = SLOT(tr, off_tr_tracing_on);
+    if (on == Py_True || (on != NULL && on != Py_False && PyObject_IsTrue(on) == 1)) {
+        long long rettime = now_ns();
+        long long thresh = slot_ll(tr, off_tr_tracing_thresh);
+        if (!thresh || rettime - f->calltime >= thresh) {
+            /* funcgraph-retval: graph_return's payload */
+            long long w = __builtin_expect(!ll_zero(SLOT(tr, off_tr_graph_retval)), 0)
+                ? lane_write_retval(t, tr, rettime, f->ip, f->depth, (unsigned long)t->overrun,
+                                    (unsigned long long)f->calltime, retval, unwind)
+                : lane_write(t, tr, rettime, FNT_TRACE_GRAPH_RET, f->ip, f->depth,
+                             (unsigned long)t->overrun, (unsigned long long)f->calltime);
+            if (w == -2)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static const fg_lane_ops graph_lane = {graph_lane_enter, graph_lane_return};
+
+
