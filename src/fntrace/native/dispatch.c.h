@@ -108,15 +108,20 @@ fast_return(PyObject *code, PyObject *retval, int unwind)
     return r;
 }
 
-static PyObject *
-on_py_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* The entry preamble both PY_START callbacks share (dispatch._make_on_py_start makes
+ * the Python pair from one body too): a patched site's record, fgraph's fast lane when
+ * the callback to run is fgraph's, else the callback through site_entry.  `global`
+ * picks where the callback comes from: the site's own slot (CALL_OPS) or the one global
+ * target; it is a constant at each call, so each callback compiles to its own path. */
+static inline __attribute__((always_inline)) PyObject *
+py_start(PyObject *const *args, Py_ssize_t nargs, int global)
 {
-    /* PY_START on a patched site, CALL_OPS dispatch (dispatch.on_py_start). */
     if (nargs < 1)
         Py_RETURN_NONE;
     PyObject *rec = lookup_id(g_sites, args[0]);
     MISS_OR_TRAP(rec, args[0])
-    if (g_fast_data != NULL && SLOT(rec, off_rec_func) == g_fgraph_enter_fn) {
+    PyObject *target = global ? SLOT(g_G, off_G_trace_function) : SLOT(rec, off_rec_func);
+    if (g_fast_data != NULL && target == g_fgraph_enter_fn) {
         int r = fast_entry(rec, args[0]);
         if (r < 0)
             return NULL;
@@ -127,7 +132,8 @@ on_py_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (frame == NULL)
         Py_RETURN_NONE;
     Py_INCREF(rec);
-    PyObject *func = SLOT(rec, off_rec_func), *op = SLOT(rec, off_rec_ops);
+    PyObject *func = global ? SLOT(g_G, off_G_trace_function) : SLOT(rec, off_rec_func);
+    PyObject *op = global ? SLOT(g_G, off_G_trace_op) : SLOT(rec, off_rec_ops);
     Py_XINCREF(func);
     Py_XINCREF(op);
     int rc = site_entry(rec, frame, func, op);
@@ -139,35 +145,18 @@ on_py_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* PY_START on a patched site, CALL_OPS dispatch (dispatch.on_py_start). */
+static PyObject *
+on_py_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return py_start(args, nargs, 0);
+}
+
+/* PY_START without CALL_OPS: the one global target (dispatch.on_py_start_global). */
 static PyObject *
 on_py_start_global(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    /* PY_START without CALL_OPS: the one global target (dispatch.on_py_start_global). */
-    if (nargs < 1)
-        Py_RETURN_NONE;
-    PyObject *rec = lookup_id(g_sites, args[0]);
-    MISS_OR_TRAP(rec, args[0])
-    if (g_fast_data != NULL && SLOT(g_G, off_G_trace_function) == g_fgraph_enter_fn) {
-        int r = fast_entry(rec, args[0]);
-        if (r < 0)
-            return NULL;
-        if (r)
-            Py_RETURN_NONE;
-    }
-    PyFrameObject *frame = PyEval_GetFrame();
-    if (frame == NULL)
-        Py_RETURN_NONE;
-    Py_INCREF(rec);
-    PyObject *func = SLOT(g_G, off_G_trace_function), *op = SLOT(g_G, off_G_trace_op);
-    Py_XINCREF(func);
-    Py_XINCREF(op);
-    int rc = site_entry(rec, frame, func, op);
-    Py_XDECREF(func);
-    Py_XDECREF(op);
-    Py_DECREF(rec);
-    if (rc < 0)
-        return NULL;
-    Py_RETURN_NONE;
+    return py_start(args, nargs, 1);
 }
 
 /* -- The return path (fgraph) ------------------------------------------------------ */
