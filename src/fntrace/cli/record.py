@@ -27,7 +27,7 @@ import threading
 import time
 
 from .. import _env
-from ..core import dispatch, task
+from ..core import dispatch, fetch, task
 from ..core.ops import backend as ops_backend
 from ..core.ops import ftrace_kill
 from ..core.records import record_table, scan_code_as
@@ -472,6 +472,7 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
         stats = {
             "cpus": cpus,
             "callback_errors": dispatch.callback_errors[0],
+            "repr_faults": fetch.settings.repr_faults,
             "exit_status": status,
         }
         if how[0] == "signal":

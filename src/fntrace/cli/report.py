@@ -62,6 +62,10 @@ def loss_notes(stats: dict | None, entries: int, written: int) -> list[str]:
                      + (f" ({'; '.join(why)})" if why else ""))
     if errors:
         notes.append(f"# callback errors: {errors} (contained; their calls are missing)")
+    faults = int(stats.get("repr_faults") or 0)
+    if faults:
+        notes.append(f"# --repr: {faults} calls of the program's __repr__ raised or were slow "
+                     "(shown as (fault), or a slow type by its safe text from then on)")
     if notes:
         notes.append("#")
     return notes
