@@ -685,3 +685,32 @@ def test_every_help_ends_with_examples(run_fntrace, cmd):
     i = max(k for k, l in enumerate(tail) if l == "examples:")
     examples = tail[i + 1:]
     assert 2 <= len(examples) <= 4 and all(l.startswith("  fntrace ") for l in examples)
+
+
+DEEP = """\
+import sys
+
+def f(n, data):
+    return f(n + 1, data) if n < 5000 else n
+
+sys.setrecursionlimit(1200)
+try:
+    f(0, [1, 2])
+except RecursionError:
+    print("recursion error caught")
+"""
+
+
+def test_hook_dropped_at_the_recursion_limit_is_not_blamed_on_the_program(tmp_path):
+    # The setprofile back end's Python hook (FNTRACE_PURE=1): at the recursion limit
+    # CPython drops it; the notice must not say the program installed a profile function.
+    (tmp_path / "deep.py").write_text(DEEP)
+    env = dict(os.environ, FNTRACE_PURE="1", FNTRACE_BACKEND="profile")
+    p = subprocess.run([sys.executable, "-m", "fntrace.cli.main", "live", "-p",
+                        "function_graph", "-F", "__main__.f", "deep.py"], cwd=tmp_path,
+                       env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    plain = run_python("deep.py", cwd=tmp_path)
+    assert p.returncode == plain.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.startswith(plain.stdout), p.stdout[:500]
+    assert "installed its own profile function" not in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr, p.stderr[-2000:]

@@ -461,9 +461,18 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
             return
         stop_tracing()
         if state.get("taken") is not None:
-            guard.notice(f"the program installed its own profile function "
-                         f"({state['taken']}) through the C API: tracing stopped on its "
-                         "thread there")
+            if state["taken"] == "since removed":
+                # No new function: the C API set none (a profiler's disable()), or
+                # CPython dropped a Python hook that raised (the pure hook at the
+                # recursion limit cannot even start).  Both are possible; say both.
+                guard.notice("the profile function of the program's main thread was "
+                             "removed (through the C API, e.g. a profiler's disable(), or "
+                             "by CPython when the hook could not run at the recursion "
+                             "limit): tracing stopped on that thread there")
+            else:
+                guard.notice(f"the program installed its own profile function "
+                             f"({state['taken']}) through the C API: tracing stopped on "
+                             "its thread there")
         status = how[1].status if how[0] == "end" else (how[1] if how[0] == "exit" else None)
         cpus = {str(c): {"written": w, "overrun": o, "dropped": d}
                 for c, (w, o, d) in list(tr.retired.items())}
