@@ -2329,6 +2329,7 @@ PyObject *fntrace_frame_var(PyObject *frame, PyObject *name);
 /* _native_encode.c: the trace file's compact record encoding (record_codec.py) */
 PyObject *fntrace_encode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *fntrace_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *fntrace_pack_payloads(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 static PyObject *
 frame_var(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -3294,6 +3295,8 @@ static PyMethodDef native_methods[] = {
      "encode_records(records): record_codec.py_encode's bytes, faster"},
     {"decode_records", (PyCFunction)(void (*)(void))fntrace_decode_records, METH_FASTCALL,
      "decode_records(data, n): record_codec.py_decode's records, faster"},
+    {"pack_payloads", (PyCFunction)(void (*)(void))fntrace_pack_payloads, METH_FASTCALL,
+     "pack_payloads(records, first_seq, payloads, step, dumps): write_chunk's payload bytes"},
     {NULL}
 };
 
