@@ -502,6 +502,10 @@ pack_one(obuf *o, PyObject *obj, PyObject *dumps)
     if (ob_reserve(o, 11) < 0)
         return -1;
     if (PyUnicode_CheckExact(obj)) {
+#if PY_VERSION_HEX < 0x030C0000
+        if (PyUnicode_READY(obj) < 0)
+            return -1;
+#endif
         o->p[o->n++] = PAY_STR;
         if (PyUnicode_IS_ASCII(obj))
             return ob_bytes(o, (const char *)PyUnicode_DATA(obj), PyUnicode_GET_LENGTH(obj));
