@@ -1148,26 +1148,22 @@ rb_handoff(RingBufferObject *rb)
         memcpy(dst, src + s * FNT_RECORD_SIZE, (size_t)k * FNT_RECORD_SIZE);
         memcpy(dst + k * FNT_RECORD_SIZE, src, (size_t)(n - k) * FNT_RECORD_SIZE);
     }
-    PyObject *pay;
+    PyObject *pay = PyDict_New();
+    if (pay == NULL) {
+        Py_DECREF(chunk);
+        return -1;
+    }
+    /* nothing between the check and the swap can run code that writes a payload */
     int whole = rb->payloads != NULL && PyDict_CheckExact(rb->payloads)
         && PyDict_GET_SIZE(rb->payloads) && payloads_within(rb->payloads, start, end);
     if (whole) {
         /* every payload held is this chunk's (the rule while a sink is attached): the
-         * dict itself goes, no entry is moved */
-        pay = PyDict_New();
-        if (pay == NULL) {
-            Py_DECREF(chunk);
-            return -1;
-        }
+         * dict itself goes, the buffer keeps the new one, no entry is moved */
         PyObject *held = rb->payloads;
         rb->payloads = pay;
         pay = held;
     }
-    else if ((pay = PyDict_New()) == NULL) {
-        Py_DECREF(chunk);
-        return -1;
-    }
-    if (!whole && rb->payloads != NULL && PyDict_GET_SIZE(rb->payloads)) {
+    else if (rb->payloads != NULL && PyDict_GET_SIZE(rb->payloads)) {
         PyObject *keys = PyDict_Keys(rb->payloads);
         if (keys == NULL)
             goto fail;
