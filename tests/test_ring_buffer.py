@@ -255,6 +255,22 @@ def test_sink_chunks_carry_their_payloads():
     assert buf.payloads == {}
 
 
+def test_a_payload_of_no_record_in_the_chunk_stays_in_the_buffer():
+    sink = Sink()
+    buf = RingBuffer(0, KB, sink=sink)
+    for i in range(5):
+        put_payload(buf, i)
+    buf.payloads[NREC * 9] = "not yet written"
+    buf.flush()
+    (first_seq, recs, payloads), = sink.chunks
+    assert payloads == {i: f"payload-{i}" for i in range(5)}
+    assert buf.payloads == {NREC * 9: "not yet written"}
+    put_payload(buf, 5)
+    buf.flush()
+    assert sink.chunks[1][2] == {5: "payload-5"}
+    assert sink.chunks[0][2] == {i: f"payload-{i}" for i in range(5)}
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.one_of(st.integers(min_value=1, max_value=80), st.just(0)), max_size=12))
 def test_sink_property_nothing_lost_any_flush_points(steps):

@@ -697,3 +697,69 @@ def test_block_crc_is_zlib_crc32_on_a_large_buffer():
     data = bytes(range(256)) * 4099 + b"tail"
     assert _tf._crc32(data) == zlib.crc32(data)
     assert _tf._crc32(data[:1 << 16], 7) == zlib.crc32(data[:1 << 16], 7)
+
+
+# -- the payload packing's twins: the native pack_payloads gives the Python twin's bytes
+
+_NATIVE_PACK = tracefile._pack_native
+
+_payload_value = st.recursive(
+    st.one_of(
+        st.text(max_size=12),
+        st.text(alphabet=st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), max_size=3),
+        st.integers(-(2**63), 2**63 - 1),
+        st.sampled_from([2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 0, -1, 127, 128, 10**30]),
+        st.booleans(), st.none(), st.floats(allow_nan=True),
+    ),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.tuples(inner, inner),
+                            st.dictionaries(st.text(max_size=3), inner, max_size=2)),
+    max_leaves=6,
+)
+
+
+def _tails_or_error(fn, *args):
+    try:
+        return fn(*args)
+    except ValueError as e:
+        return ("ValueError", str(e))
+
+
+@pytest.mark.skipif(_NATIVE_PACK is None, reason="the native twin is not built")
+@settings(max_examples=400, deadline=None)
+@given(flags=st.lists(st.booleans(), max_size=40), first_seq=st.integers(0, 2**40),
+       step=st.integers(1, 12), data=st.data())
+def test_native_and_python_payload_packing_give_the_same_bytes(flags, first_seq, step, data):
+    recs = [(i, PRINT, TF_HAS_PAYLOAD if f else 0, 0, 0, 0, 0) for i, f in enumerate(flags)]
+    mv = memoryview(pack(recs))
+    flagged = [first_seq + i for i, f in enumerate(flags) if f]
+    seqs = data.draw(st.lists(st.sampled_from(flagged), unique=True) if flagged else st.just([]))
+    if data.draw(st.integers(0, 9)) == 0:      # now and then a payload the chunk refuses
+        seqs.insert(data.draw(st.integers(0, len(seqs))),
+                    data.draw(st.sampled_from([first_seq - 1, first_seq + len(flags), -5,
+                                               2**70, first_seq + flags.index(False)]
+                                              if False in flags else [first_seq - 1, 2**64])))
+    payloads = {s: data.draw(_payload_value) for s in seqs}
+    py = _tails_or_error(tracefile._py_payload_tails, mv, first_seq, payloads, step)
+    native = _tails_or_error(_NATIVE_PACK, mv, first_seq, payloads, step, tracefile._dumps)
+    assert native == py
+
+
+@pytest.mark.skipif(_NATIVE_PACK is None, reason="the native twin is not built")
+def test_written_file_is_the_same_with_and_without_native_payload_packing(monkeypatch):
+    recs = make_chunk(0, 1000, 50, payload_every=2)
+    # out of order, every kind, pieces of 8 records
+    payloads = {1000 + i: v for i, v in zip(range(48, -1, -2), [
+        "a", "\u00e9t\u00e9", "\udcff", 7, -(2**63), 2**63, True, None, 2.5, [1, "x"],
+        [1, [2]], {"k": 1}, "", 0, -1, 10**40] * 2)}
+    monkeypatch.setattr(TraceFileWriter, "max_chunk_records", 8)
+    out = []
+    for native in (_NATIVE_PACK, None):
+        monkeypatch.setattr(tracefile, "_pack_native", native)
+        buf = io.BytesIO()
+        w = TraceFileWriter(buf, {"k": 1})
+        w.write_chunk(0, pack(recs), 1000, payloads=payloads)
+        w.close()
+        out.append(buf.getvalue())
+    assert out[0] == out[1]
+    got = {1000 + i: rec[-1] for i, rec in enumerate(TraceFile.frombytes(out[0]).records())}
+    assert {k: got[k] for k in payloads} == payloads

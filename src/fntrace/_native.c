@@ -127,6 +127,8 @@ static PyMethodDef native_methods[] = {
      "encode_records(records): record_codec.py_encode's bytes, faster"},
     {"decode_records", (PyCFunction)(void (*)(void))fntrace_decode_records, METH_FASTCALL,
      "decode_records(data, n): record_codec.py_decode's records, faster"},
+    {"pack_payloads", (PyCFunction)(void (*)(void))fntrace_pack_payloads, METH_FASTCALL,
+     "pack_payloads(records, first_seq, payloads, step, dumps): write_chunk's payload bytes"},
     {NULL}
 };
 

@@ -456,3 +456,190 @@ done:
     PyBuffer_Release(&view);
     return res;
 }
+
+/* -- payloads ------------------------------------------------------------------------ */
+
+/* pack_payloads(records, first_seq, payloads, step, dumps) -> list of bytes: the payload
+ * part of TraceFileWriter.write_chunk (tracefile._py_payload_tails is the twin, byte
+ * for byte, with the same errors in the same order): every key of the dict `payloads`
+ * is checked against the chunk's records (inside the chunk, flagged TF_HAS_PAYLOAD),
+ * then the payloads of each `step` records, ordered by index, are packed as
+ * tracefile._pack_payloads packs them: one bytes per piece, b"" for a piece without.
+ * str and int are packed here; anything else is dumps(obj) (JSON bytes).  None when a
+ * key is not an int: the Python twin then decides what that means. */
+
+#define PAY_STR 0
+#define PAY_INT 1
+#define PAY_JSON 2
+
+typedef struct {
+    Py_ssize_t i;
+    PyObject *obj;          /* a reference */
+} pay_t;
+
+static int
+pay_cmp(const void *x, const void *y)
+{
+    Py_ssize_t a = ((const pay_t *)x)->i, b = ((const pay_t *)y)->i;
+    return (a > b) - (a < b);
+}
+
+static int
+ob_bytes(obuf *o, const char *p, Py_ssize_t n)
+{
+    if (ob_reserve(o, n + 11) < 0)
+        return -1;
+    put_uv(o, (uint64_t)n);
+    memcpy(o->p + o->n, p, (size_t)n);
+    o->n += n;
+    return 0;
+}
+
+/* one payload: kind byte, then the value; 0, or -1 with an exception set */
+static int
+pack_one(obuf *o, PyObject *obj, PyObject *dumps)
+{
+    if (ob_reserve(o, 11) < 0)
+        return -1;
+    if (PyUnicode_CheckExact(obj)) {
+#if PY_VERSION_HEX < 0x030C0000
+        if (PyUnicode_READY(obj) < 0)
+            return -1;
+#endif
+        o->p[o->n++] = PAY_STR;
+        if (PyUnicode_IS_ASCII(obj))
+            return ob_bytes(o, (const char *)PyUnicode_DATA(obj), PyUnicode_GET_LENGTH(obj));
+        /* surrogatepass: file names decoded with surrogateescape must round-trip */
+        PyObject *b = PyUnicode_AsEncodedString(obj, "utf-8", "surrogatepass");
+        if (b == NULL)
+            return -1;
+        int rc = ob_bytes(o, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b));
+        Py_DECREF(b);
+        return rc;
+    }
+    if (PyLong_CheckExact(obj)) {
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+        if (!overflow) {
+            o->p[o->n++] = PAY_INT;
+            put_uv(o, zz((uint64_t)v));
+            return 0;
+        }
+    }
+    PyObject *b = PyObject_CallOneArg(dumps, obj);
+    if (b == NULL)
+        return -1;
+    if (!PyBytes_Check(b)) {
+        PyErr_Format(PyExc_TypeError, "dumps returned %.100s, not bytes", Py_TYPE(b)->tp_name);
+        Py_DECREF(b);
+        return -1;
+    }
+    o->p[o->n++] = PAY_JSON;
+    int rc = ob_bytes(o, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b));
+    Py_DECREF(b);
+    return rc;
+}
+
+PyObject *
+fntrace_pack_payloads(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyDict_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "pack_payloads(records, first_seq, payloads: dict, step, dumps)");
+        return NULL;
+    }
+    long long first_seq = PyLong_AsLongLong(args[1]);
+    if (first_seq == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t step = PyLong_AsSsize_t(args[3]);
+    if (step == -1 && PyErr_Occurred())
+        return NULL;
+    if (step < 1) {
+        PyErr_SetString(PyExc_ValueError, "step must be at least 1");
+        return NULL;
+    }
+    PyObject *payloads = args[2], *dumps = args[4];
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    PyObject *res = NULL;
+    pay_t *pays = NULL;
+    obuf o = {NULL, 0, 0};
+    Py_ssize_t n = view.len / FNT_RECORD_SIZE;
+    Py_ssize_t npieces = n ? (n + step - 1) / step : 1;
+    Py_ssize_t m = PyDict_GET_SIZE(payloads), k = 0, pos = 0;
+    const record_t *r = (const record_t *)view.buf;
+    if (m) {
+        pays = PyMem_Malloc(sizeof(pay_t) * (size_t)m);
+        if (pays == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    PyObject *key, *value;
+    int sorted = 1;
+    while (k < m && PyDict_Next(payloads, &pos, &key, &value)) {
+        if (!PyLong_Check(key)) {
+            res = Py_NewRef(Py_None);
+            goto done;
+        }
+        int overflow;
+        long long seq = PyLong_AsLongLongAndOverflow(key, &overflow);
+        if (seq == -1 && PyErr_Occurred())
+            goto done;
+        /* i = seq - first_seq outside 0..n-1 (as unsigned: no overflow when seq >= first_seq) */
+        if (overflow || seq < first_seq
+                || (unsigned long long)seq - (unsigned long long)first_seq >= (unsigned long long)n) {
+            PyErr_Format(PyExc_ValueError,
+                         "payload for seq %S is outside the chunk (seqs %lld..%lld)",
+                         key, first_seq, first_seq + (long long)n - 1);
+            goto done;
+        }
+        Py_ssize_t i = (Py_ssize_t)(seq - first_seq);
+        if (!(r[i].flags & FNT_HAS_PAYLOAD)) {
+            PyErr_Format(PyExc_ValueError,
+                         "payload for seq %S but the record has no TF_HAS_PAYLOAD flag", key);
+            goto done;
+        }
+        if (k && pays[k - 1].i > i)
+            sorted = 0;
+        pays[k].i = i;
+        pays[k].obj = Py_NewRef(value);  /* a dumps() that changes the dict frees nothing */
+        k++;
+    }
+    if (!sorted)
+        qsort(pays, (size_t)k, sizeof(pay_t), pay_cmp);
+    res = PyList_New(npieces);
+    if (res == NULL)
+        goto done;
+    Py_ssize_t j = 0;
+    for (Py_ssize_t piece = 0; piece < npieces; piece++) {
+        Py_ssize_t end = (piece + 1) * step, base = piece * step, prev = -1;
+        o.n = 0;
+        for (; j < k && pays[j].i < end; j++) {
+            Py_ssize_t li = pays[j].i - base;
+            if (ob_reserve(&o, 10) < 0)
+                goto fail;
+            put_uv(&o, (uint64_t)(li - prev - 1));
+            prev = li;
+            if (pack_one(&o, pays[j].obj, dumps) < 0)
+                goto fail;
+        }
+        PyObject *b = PyBytes_FromStringAndSize((const char *)o.p, o.n);
+        if (b == NULL)
+            goto fail;
+        PyList_SET_ITEM(res, piece, b);
+    }
+    goto done;
+fail:
+    Py_CLEAR(res);
+done:
+    for (Py_ssize_t x = 0; x < k; x++)
+        Py_DECREF(pays[x].obj);
+    PyMem_Free(pays);
+    PyMem_Free(o.p);
+    PyBuffer_Release(&view);
+    return res;
+}

@@ -162,7 +162,12 @@ class _PyRingBufferBase:
         else:
             chunk = bytes(data[s * RECORD_SIZE:]) + bytes(data[:(s + n - nrec) * RECORD_SIZE])
         pay = {}
-        if self.payloads:
+        held = self.payloads
+        if held and type(held) is dict and min(held) >= start and max(held) < end:
+            # Every payload held is this chunk's (the rule while a sink is attached):
+            # the dict itself goes, no entry is moved.
+            pay, self.payloads = held, {}
+        elif held:
             pop = self.payloads.pop
             if len(self.payloads) < n:
                 pay = {k: pop(k) for k in [k for k in self.payloads if start <= k < end]}

@@ -39,6 +39,7 @@ from .record_format import FORMAT, HAS_PAYLOAD, OFFSETS, RECORD_SIZE
 # the CPU has it, several times faster on the megabytes of records a trace holds)
 _native = _env.native()
 _crc32 = _native.crc32 if _native is not None and hasattr(_native, "crc32") else zlib.crc32
+_pack_native = getattr(_native, "pack_payloads", None) if _native is not None else None
 
 __all__ = [
     "RECORD",
@@ -132,6 +133,49 @@ def _pack_payloads(pairs: list[list[Any]]) -> bytes:
             put(out, len(b))
             out += b
     return bytes(out)
+
+
+def _py_payload_tails(mv: memoryview, first_seq: int, payloads: Mapping[int, Any],
+                      step: int) -> list[bytes]:
+    """The payload bytes of each ``step`` records of a chunk (b"" for a piece without).
+
+    Every payload is checked first: its record is in the chunk and flagged
+    TF_HAS_PAYLOAD.  The native twin (``_native.pack_payloads``) gives the same bytes
+    and raises the same errors.
+    """
+    n = mv.nbytes // RECORD_SIZE
+    per_piece: list[list[list[Any]]] = [[] for _ in range(max(1, -(-n // step)))]
+    for seq, obj in payloads.items():
+        i = seq - first_seq
+        if not 0 <= i < n:
+            raise ValueError(
+                f"payload for seq {seq} is outside the chunk "
+                f"(seqs {first_seq}..{first_seq + n - 1})"
+            )
+        (flags,) = _FLAGS.unpack_from(mv, i * RECORD_SIZE + _FLAGS_OFFSET)
+        if not flags & TF_HAS_PAYLOAD:
+            raise ValueError(f"payload for seq {seq} but the record has no TF_HAS_PAYLOAD flag")
+        per_piece[i // step].append([i % step, obj])
+    tails = []
+    for pairs in per_piece:
+        if pairs:
+            pairs.sort(key=itemgetter(0))  # deterministic files for identical input
+            tails.append(_pack_payloads(pairs))
+        else:
+            tails.append(b"")
+    return tails
+
+
+def _payload_tails(mv: memoryview, first_seq: int, payloads: Mapping[int, Any],
+                   step: int) -> list[bytes]:
+    # The writer thread packs every -A/-R payload of the trace: in C when it is built
+    # (str and int there, anything else through _dumps).  None back means a key the C
+    # code does not take (not an int): the Python twin says what it means.
+    if _pack_native is not None and type(payloads) is dict:
+        tails = _pack_native(mv, first_seq, payloads, step, _dumps)
+        if tails is not None:
+            return tails
+    return _py_payload_tails(mv, first_seq, payloads, step)
 
 
 def _varints(*vals: int) -> bytes:
@@ -360,29 +404,12 @@ class TraceFileWriter:
         step = max(1, int(self.max_chunk_records))
         npieces = max(1, -(-n // step))
         # Encode records and payloads before taking the lock: they are the slow part.
-        per_piece: list[list[list[Any]]] = [[] for _ in range(npieces)]
-        if payloads:
-            for seq, obj in payloads.items():
-                i = seq - first_seq
-                if not 0 <= i < n:
-                    raise ValueError(
-                        f"payload for seq {seq} is outside the chunk "
-                        f"(seqs {first_seq}..{first_seq + n - 1})"
-                    )
-                (flags,) = _FLAGS.unpack_from(mv, i * RECORD_SIZE + _FLAGS_OFFSET)
-                if not flags & TF_HAS_PAYLOAD:
-                    raise ValueError(f"payload for seq {seq} but the record has no TF_HAS_PAYLOAD flag")
-                per_piece[i // step].append([i % step, obj])
+        tails = _payload_tails(mv, first_seq, payloads, step) if payloads else None
         blocks = []
         for k in range(npieces):
             start = k * step
             count = min(step, n - start)
-            pairs = per_piece[k]
-            if pairs:
-                pairs.sort(key=itemgetter(0))  # deterministic files for identical input
-                tail = _pack_payloads(pairs)
-            else:
-                tail = b""
+            tail = tails[k] if tails else b""
             head = _varints(cpu, count, first_seq + start, lost if k == 0 else 0)
             body = _encode(mv[start * RECORD_SIZE : (start + count) * RECORD_SIZE])
             blocks.append((head, _varints(len(body)), body, tail))

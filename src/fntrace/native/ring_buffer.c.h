@@ -33,6 +33,23 @@ attr_ll(PyObject *o, PyObject *name)
     return r;
 }
 
+/* Are all keys of `payloads` ints in start..end-1? */
+static int
+payloads_within(PyObject *payloads, long long start, long long end)
+{
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(payloads, &pos, &key, &value)) {
+        if (!PyLong_CheckExact(key))
+            return 0;
+        int overflow;
+        long long k = PyLong_AsLongLongAndOverflow(key, &overflow);
+        if (overflow || k < start || k >= end)
+            return 0;
+    }
+    return 1;
+}
+
 /* RingBuffer.handoff (ring_buffer._PyRingBufferBase.handoff): the records not handed
  * over yet, copied out as one chunk and appended to the sink's ChunkQueue, its reader
  * poked through notify_fd.  No Python frame runs here: a thread at its recursion limit
@@ -69,7 +86,17 @@ rb_handoff(RingBufferObject *rb)
         Py_DECREF(chunk);
         return -1;
     }
-    if (rb->payloads != NULL && PyDict_GET_SIZE(rb->payloads)) {
+    /* nothing between the check and the swap can run code that writes a payload */
+    int whole = rb->payloads != NULL && PyDict_CheckExact(rb->payloads)
+        && PyDict_GET_SIZE(rb->payloads) && payloads_within(rb->payloads, start, end);
+    if (whole) {
+        /* every payload held is this chunk's (the rule while a sink is attached): the
+         * dict itself goes, the buffer keeps the new one, no entry is moved */
+        PyObject *held = rb->payloads;
+        rb->payloads = pay;
+        pay = held;
+    }
+    else if (rb->payloads != NULL && PyDict_GET_SIZE(rb->payloads)) {
         PyObject *keys = PyDict_Keys(rb->payloads);
         if (keys == NULL)
             goto fail;
@@ -144,7 +171,10 @@ rb_handoff(RingBufferObject *rb)
     return 0;
 fail:
     Py_DECREF(chunk);
-    Py_DECREF(pay);
+    if (whole)
+        Py_SETREF(rb->payloads, pay);   /* the buffer keeps them, as before the call */
+    else
+        Py_DECREF(pay);
     return -1;
 }
 
