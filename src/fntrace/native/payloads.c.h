@@ -78,7 +78,11 @@ plain_object_repr(PyObject *v)
  * __repr__, and the Python path decides.  Read from sys.modules and the slot: no
  * bytecode runs. */
 static PyObject *g_fetch_settings;   /* core.fetch.settings, found on first use */
+static Py_ssize_t off_settings_allow; /* its allow_program_code slot */
 
+/* --repr: may program code run in a callback?  Read from fetch.settings' slot, as the
+ * Python twin reads the attribute (a getattr here costs ~400 instructions a call, the
+ * type's MRO walked each time; the slot is one load). */
 static int
 program_code_allowed(void)
 {
@@ -90,20 +94,24 @@ program_code_allowed(void)
         Py_DECREF(name);
         if (mod == NULL)
             return PyErr_Occurred() ? -1 : 1;   /* not imported: the Python path */
-        g_fetch_settings = PyObject_GetAttrString(mod, "settings");
+        PyObject *settings = PyObject_GetAttrString(mod, "settings");
         Py_DECREF(mod);
-        if (g_fetch_settings == NULL)
+        if (settings == NULL)
             return -1;
+        Py_ssize_t off = slot_offset((PyObject *)Py_TYPE(settings), "allow_program_code");
+        if (off < 0) {
+            Py_DECREF(settings);
+            return -1;
+        }
+        off_settings_allow = off;
+        g_fetch_settings = settings;
     }
-    static PyObject *name;
-    if (name == NULL && (name = PyUnicode_InternFromString("allow_program_code")) == NULL)
-        return -1;
-    PyObject *on = PyObject_GetAttr(g_fetch_settings, name);
-    if (on == NULL)
-        return -1;
-    int r = PyObject_IsTrue(on);
-    Py_DECREF(on);
-    return r;
+    PyObject *on = SLOT(g_fetch_settings, off_settings_allow);
+    if (on == Py_True)
+        return 1;
+    if (on == Py_False || on == NULL)
+        return 0;
+    return PyObject_IsTrue(on);
 }
 
 /* _native_value.c */
