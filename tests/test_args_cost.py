@@ -33,6 +33,18 @@ def native_text(v):
 # Native text == Python text
 # ---------------------------------------------------------------------------------
 
+@hsettings(max_examples=3000, deadline=None)
+@given(st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    # the decimals programs pass most: the native text's short path (no dtoa)
+    st.builds(lambda n, k, neg: (-1 if neg else 1) * n / 10 ** k,
+              st.integers(0, 10 ** 16), st.integers(0, 9), st.booleans()),
+    st.sampled_from([1e-4, 9.999999999999999e-05, 1e15, 1e15 - 0.125, 999999999999999.9,
+                     4503599627370496.0, 0.1, 0.7, 2.675, 1 / 3, -0.0, 5e-324])))
+def test_native_float_text_is_repr(x):
+    assert native_text(x) == repr(x)
+
+
 VALUES = [
     None, True, False, ..., NotImplemented,
     0, 1, -1, 7, -(2 ** 63), 2 ** 63 - 1, 2 ** 63, 2 ** 64, -(2 ** 64) - 1, 10 ** 39, 10 ** 40,
