@@ -45,6 +45,19 @@ def test_native_float_text_is_repr(x):
     assert native_text(x) == repr(x)
 
 
+class _Outer:
+    class Inner(Exception):
+        pass
+
+
+class _Bad(Exception):
+    def __repr__(self):             # never called without --repr
+        raise AssertionError("a program's __repr__ ran")
+
+
+_Bad.__qualname__ = "Bäd"           # not ASCII: the Python twin writes it
+
+
 VALUES = [
     None, True, False, ..., NotImplemented,
     0, 1, -1, 7, -(2 ** 63), 2 ** 63 - 1, 2 ** 63, 2 ** 64, -(2 ** 64) - 1, 10 ** 39, 10 ** 40,
@@ -63,12 +76,23 @@ VALUES = [
     [set(), frozenset(), {frozenset({1})}],
     range(0), range(5), range(1, 100, 7), [range(3)],
     [1.5, "x", None, b"y", (2,), {3: 4}, {5}],
+    # exceptions: "raised X" of a call an exception leaves (-R), made in C
+    RecursionError("maximum recursion depth exceeded"), ValueError(), KeyError("k"),
+    OSError(2, "No such file or directory"), ValueError((1, [2, {3: (4,)}]), b"x"),
+    RuntimeError("x" * 100), (ValueError(ValueError(ValueError(1))),),
+    _Outer.Inner("nested class"),
 ]
 
 
 @pytest.mark.parametrize("v", VALUES, ids=lambda v: type(v).__name__)
 def test_native_text_is_the_python_text(v):
     assert native_text(v) == fetch.value_repr(v)
+
+
+def test_exception_with_a_non_ascii_name_is_left_to_the_python_twin():
+    e = _Bad("ascii only?")
+    assert native_text(e) is None
+    assert fetch.value_repr(e) == "Bäd('ascii only?')"
 
 
 scalars = (st.none() | st.booleans() | st.integers() | st.integers(min_value=-2 ** 300,
@@ -103,7 +127,7 @@ class Plain:
 
 
 @pytest.mark.parametrize("v", [MyInt(3), [MyInt(3)], {"k": (1, Plain())}, Plain(), print,
-                               ValueError("x"), Plain, sys, enum.Enum],
+                               Plain, sys, enum.Enum],
                          ids=lambda v: type(v).__name__)
 def test_what_the_native_text_does_not_show_goes_to_the_python_twin(v):
     # a subclass of int is the program's type: never read by the native exact-type walk
@@ -327,3 +351,37 @@ def test_args_and_retvals_of_calls_generators_and_exceptions(tmp_path):
     assert re.search(gen_line + r"1\.5 \*/", out), out          # its yield
     assert re.search(gen_line + r"\[1\.5, \('s', None\)\] \*/", out), out   # its return
     assert re.search(r"__main__\.boom\(v=\{1, 2\}\); /\* ret=raised", out), out
+
+
+RECURSION = """\
+import sys
+
+def f(n, data):
+    return f(n + 1, data)
+
+sys.setrecursionlimit(300)
+try:
+    f(0, [1, 2, (3, "x")])
+except RecursionError:
+    print("caught")
+"""
+
+
+def test_retval_of_calls_left_by_a_recursion_error_is_recorded(tmp_path):
+    # Each call the RecursionError leaves gets "raised RecursionError(...)", made in C:
+    # at the limit no Python function can be called, so the Python twin would fail.
+    plain, r, _ = run_both(tmp_path, RECURSION, "-p", "function_graph", "-R",
+                           "-F", "__main__.f")
+    assert r.returncode == plain.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.startswith(plain.stdout)
+    # 3.11's setprofile does not say which exception leaves a call: "raised" alone
+    what = "" if sys.version_info < (3, 12) else " RecursionError('maximum recursion depth exceeded')"
+    raised = r.stdout.count(f"ret=raised{what} */")
+    if _env.BACKEND == "profile" and _env.native() is None:
+        # the Python setprofile hook: CPython drops it at the limit, and says so
+        assert "profile function of the program's main thread was removed" in r.stderr
+    else:
+        assert raised > 200, r.stdout[-2000:]
+    if sys.version_info >= (3, 12) and _env.native() is not None:
+        # the fast lane runs no Python at entry or return: every call is there
+        assert "callback errors" not in r.stdout, r.stdout[:1000]

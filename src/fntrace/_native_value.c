@@ -334,6 +334,57 @@ put_float(vbuf *w, PyObject *v)
 
 static int put_value(vbuf *w, PyObject *v, int level);
 
+/* core/fetch.py _repr of an exception: BaseException.__repr__'s form, "Name(arg, ...)",
+ * the arguments shown the same safe way, no method of the exception called (its type's
+ * __qualname__ and BaseException's own args slot are read).  A RecursionError leaving a
+ * call at the recursion limit is shown from here, where no Python frame can be pushed. */
+static int
+put_exception(vbuf *w, PyObject *v, int level)
+{
+    PyTypeObject *t = Py_TYPE(v);
+    PyObject *qn;
+    if (t->tp_flags & Py_TPFLAGS_HEAPTYPE)
+        qn = Py_NewRef(((PyHeapTypeObject *)t)->ht_qualname);
+    else {
+        const char *dot = strrchr(t->tp_name, '.');
+        qn = PyUnicode_FromString(dot ? dot + 1 : t->tp_name);
+    }
+    if (qn == NULL)
+        return -1;
+    if (!PyUnicode_Check(qn) || !PyUnicode_IS_ASCII(qn)) {
+        Py_DECREF(qn);             /* a name puts_ascii cannot write: the Python twin */
+        return 0;
+    }
+    PyObject *args = ((PyBaseExceptionObject *)v)->args;
+    if (args != NULL && !PyTuple_CheckExact(args)) {
+        Py_DECREF(qn);
+        return 0;
+    }
+    Py_XINCREF(args);
+    const char *name = PyUnicode_AsUTF8(qn);
+    int rc = 1;
+    if (name == NULL)
+        rc = -1;
+    else {
+        puts_ascii(w, name);
+        if (level >= MAX_LEVEL)
+            puts_ascii(w, "(...)");
+        else {
+            put(w, '(');
+            Py_ssize_t n = args ? PyTuple_GET_SIZE(args) : 0;
+            for (Py_ssize_t i = 0; i < n && rc == 1; i++) {
+                if (i)
+                    puts_ascii(w, ", ");
+                rc = put_value(w, PyTuple_GET_ITEM(args, i), level + 1);
+            }
+            put(w, ')');
+        }
+    }
+    Py_XDECREF(args);
+    Py_DECREF(qn);
+    return rc;
+}
+
 /* core/fetch.py _seq_text over n items of an array */
 static int
 put_items(vbuf *w, PyObject *const *items, Py_ssize_t n, const char *open, const char *close,
@@ -500,6 +551,8 @@ put_value(vbuf *w, PyObject *v, int level)
         puts_ascii(w, "NotImplemented");
         return 1;
     }
+    if (PyExceptionInstance_Check(v))
+        return put_exception(w, v, level);
     return 0;
 }
 

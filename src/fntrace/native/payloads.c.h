@@ -362,6 +362,25 @@ done:
 static PyObject *
 retval_payload(PyObject *v, PyObject *unwind)
 {
+    if (unwind == Py_True && v != NULL && v != Py_None) {
+        /* function_graph.retval_payload's "raised X": the exception's text made here
+         * when it can be (a RecursionError leaving a call at the limit cannot call into
+         * Python), else by the twin */
+        PyObject *s = fntrace_value_text(v);
+        if (s != NULL) {
+            int allowed = program_code_allowed();
+            if (allowed == 0) {
+                PyObject *r = PyUnicode_FromFormat("raised %U", s);
+                Py_DECREF(s);
+                return r;
+            }
+            Py_DECREF(s);
+            if (allowed < 0)
+                return NULL;
+        }
+        else if (PyErr_Occurred())
+            return NULL;
+    }
     if (unwind == Py_True || v == NULL)
         return PyObject_CallFunctionObjArgs(g_retval_payload, v ? v : Py_None,
                                             unwind ? unwind : Py_False, NULL);
