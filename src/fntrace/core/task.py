@@ -12,7 +12,7 @@ import threading
 from .fetch import caller_frame
 
 __all__ = ["TASK_COMM_LEN", "thread_cpu", "thread_info", "forget_threads", "new_thread_hooks",
-           "thread_ended"]
+           "thread_ended", "own_threads", "fntrace_thread"]
 
 TASK_COMM_LEN = 16
 
@@ -65,6 +65,17 @@ def thread_cpu() -> int:
                 for hook in new_thread_hooks:
                     hook()
     return cpu
+
+
+# Native ids of fntrace's own threads (the control endpoint's, a FUSE mount's): never
+# traced, whatever the filters say (the hot path asks on a thread's first event).
+own_threads: set[int] = set()
+
+
+def fntrace_thread() -> None:
+    """Called first thing on a thread fntrace starts for itself: nothing it runs is
+    ever traced, by any instance."""
+    own_threads.add(threading.get_native_id())
 
 
 # Called once per thread, on the thread, when it gets its index (cli/record.py grants

@@ -26,7 +26,7 @@ from ..errors import FilterError, FntraceError
 from ..trace import TraceArray
 from ..tracers import available_tracers
 
-__all__ = ["Tracefs", "tracefs", "ErrorLog", "parse_trace_options"]
+__all__ = ["Tracefs", "tracefs", "ErrorLog", "PipeReader", "parse_trace_options"]
 
 README = """\
 tracing mini-HOWTO (fntrace: ftrace for Python programs)
@@ -196,6 +196,33 @@ class Tracefs:
             if name.startswith(prefix):
                 out.add(name[len(prefix):].split("/", 1)[0])
         return sorted(out)
+
+    def kind(self, path: str) -> str | None:
+        """"file", "dir" or None (no such entry): what a FUSE getattr or ``ls -l``
+        needs.  A directory is any path some file lies under."""
+        path = path.strip("/")
+        if not path:
+            return "dir"
+        if self._lookup(path) is not None:
+            return "file"
+        return "dir" if self.ls(path) else None
+
+    def mode(self, path: str) -> int:
+        """Permission bits as tracefs shows them: 0644 read-write, 0444 read-only,
+        0200 write-only (trace_marker), 0755 for a directory."""
+        if self.kind(path) == "dir":
+            return 0o755
+        f = self._lookup(path.strip("/"))
+        if f is None:
+            return 0
+        return (0o444 if f[0] is not None else 0) | (0o200 if f[1] is not None else 0)
+
+    def open_pipe(self, path: str = "trace_pipe") -> "PipeReader":
+        """A consuming reader of ``trace_pipe``, kept open across reads (the kernel's
+        trace_iterator of one open file): see PipeReader."""
+        if self._lookup(path.strip("/")) is None:
+            raise FntraceError(f"{path}: no such file", command=path)
+        return PipeReader(self, path.strip("/"))
 
     def _lookup(self, path: str):
         path = path.strip("/")
@@ -526,6 +553,34 @@ class Tracefs:
 
     def _r_trace_pipe(self) -> str:
         return self._render(consume=True)
+
+
+class PipeReader:
+    """One open ``trace_pipe``: ``read(timeout)`` blocks until there is something to
+    show (or ``timeout`` seconds pass: then ""), consumes it and returns its text;
+    ``timeout=None`` waits for ever.  Other readers and the buffers' writers are not
+    held up while it waits."""
+
+    POLL = 0.02
+
+    def __init__(self, fs: Tracefs, path: str) -> None:
+        self.fs = fs
+        self.path = path
+        self.closed = False
+
+    def read(self, timeout: float | None = None) -> str:
+        end = None if timeout is None else time.monotonic() + timeout
+        while not self.closed:
+            text = self.fs.read(self.path)
+            if text:
+                return text
+            if end is not None and time.monotonic() >= end:
+                break
+            time.sleep(self.POLL if end is None else max(0.0, min(self.POLL, end - time.monotonic())))
+        return ""
+
+    def close(self) -> None:
+        self.closed = True
 
 
 _top: Tracefs | None = None
