@@ -1,0 +1,74 @@
+"""The kernel's ftrace selftests (tools/testing/selftests/ftrace/test.d), ported, run
+against the FUSE mount of a served program.
+
+tests/ftracetest/ holds the runner (ftracetest), the helpers (test.d/functions) and
+the ported test cases; the program they control is tests/ftracetest/workload.py, a
+"kernel" whose functions have the kernel's names (ksym.schedule, ksym._do_fork ...).
+Each test case is one pytest test: the runner's [PASS]/[FAIL]/[UNSUPPORTED] line and,
+on failure, the case's `set -x` log are in the assertion message.  Which test.d files
+were ported and which do not apply is in tests/ftracetest/README.md.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent / "ftracetest"
+CASES = sorted((HERE / "test.d").rglob("*.tc"))
+
+
+def _fuse_unusable() -> str | None:
+    if not os.path.exists("/dev/fuse"):
+        return "FUSE: /dev/fuse is missing"
+    if shutil.which("fusermount3") is None:
+        return "FUSE: fusermount3 is not installed (Debian: apt-get install fuse3)"
+    try:
+        import mfusepy  # noqa: F401
+    except Exception:
+        return "FUSE: the mfusepy package is missing (pip install fntrace[mount])"
+    return None
+
+
+@pytest.fixture(scope="module")
+def mounted(tmp_path_factory):
+    why = _fuse_unusable()
+    if why:
+        pytest.skip(why)
+    base = tmp_path_factory.mktemp("ftracetest")
+    state, mnt = base / "state", base / "tracing"
+    state.mkdir()
+    mnt.mkdir()
+    prog = subprocess.Popen([sys.executable, str(HERE / "workload.py"), str(state)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(200):
+            if (state / "ready").exists() or prog.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert (state / "ready").exists(), f"the workload did not start: {prog.stderr.read()}"
+        pid, main_tid = (state / "ready").read_text().split()
+        r = subprocess.run([sys.executable, "-m", "fntrace.cli.main", "mount", pid, str(mnt)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        yield mnt, {"KST_MAIN_TID": main_tid, "KST_STATE": str(state)}
+    finally:
+        subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
+        prog.send_signal(signal.SIGKILL)
+        prog.wait()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[str(c.relative_to(HERE / "test.d")) for c in CASES])
+def test_selftest(mounted, case):
+    mnt, env = mounted
+    r = subprocess.run(["bash", str(HERE / "ftracetest"), str(mnt), str(case)],
+                       capture_output=True, text=True, timeout=180,
+                       env={**os.environ, **env})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "[PASS]" in r.stdout, r.stdout
