@@ -48,6 +48,7 @@ def main() -> None:
         ksym.vfs_write(1, 10)
         ksym.mutex_trylock()
         ksym.do_sys_open("/etc/hosts", 0, 0)
+        ksym.proc_reg_write("\n")
         now = time.monotonic()
         if now - last_fork > 0.05:
             last_fork = now
