@@ -7,7 +7,7 @@ It serves its tracefs (fntrace.serve()), writes STATE_DIR/ready with its pid and
 native id of its main thread, then runs until killed.  The main thread calls the
 scheduler, locks and file functions about every millisecond; every 50 ms it "forks"
 (ksym._do_fork: a short-lived thread); a second long-lived thread ("kworker") does
-softirqs.  Writing a module name to STATE_DIR/modprobe makes it import that module
+softirqs.  Each forked thread appends its native id to STATE_DIR/children.  Writing a module name to STATE_DIR/modprobe makes it import that module
 (the tests' modprobe).
 """
 import os
@@ -21,7 +21,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ksym  # noqa: E402
 
 
+CHILDREN = None      # STATE_DIR/children: the native ids of the "forked" threads
+
+
 def child():
+    with open(CHILDREN, "a") as f:
+        f.write(f"{threading.get_native_id()}\n")
     ksym.do_execve("/bin/true")
     ksym.schedule()
 
@@ -34,7 +39,9 @@ def kworker():
 
 
 def main() -> None:
+    global CHILDREN
     state = sys.argv[1]
+    CHILDREN = os.path.join(state, "children")
     fntrace.serve()
     threading.Thread(target=kworker, name="kworker", daemon=True).start()
     with open(os.path.join(state, "ready.tmp"), "w") as f:
