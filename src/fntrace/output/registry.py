@@ -53,6 +53,9 @@ TRACE_OPTIONS: Mapping[str, bool] = {
     "funcgraph-retval": False,
     "funcgraph-retval-hex": False,
     "funcgraph-args": False,
+    # not a trace option: the trace_clock counts nanoseconds (TRACE_FILE_TIME_IN_NS),
+    # so timestamps print as seconds.microseconds rather than raw (counter, uptime)
+    "time-in-ns": True,
 }
 
 
@@ -164,7 +167,7 @@ class FunctionTextRenderer(Renderer):
             entries, header=ctx.header, tracer=ctx.tracer, nr_entries=nr_entries or 0,
             written=written if written is not None else (nr_entries or 0),
             nr_cpus=max(1, nr_cpus or 1), irq_info=ctx.options["irq-info"],
-            print_parent=ctx.options["print-parent"])
+            print_parent=ctx.options["print-parent"], time_in_ns=ctx.options["time-in-ns"])
 
 
 # tracefs option name -> GraphPrinter keyword
@@ -181,6 +184,7 @@ _GRAPH_KEYWORDS: Mapping[str, str] = {
     "funcgraph-args": "args",
     "irq-info": "irq_info",
     "print-parent": "print_parent",
+    "time-in-ns": "time_in_ns",
 }
 
 

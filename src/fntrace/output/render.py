@@ -68,7 +68,9 @@ def trace_array_lines(tr, *, tracer: str | None = None, buffers: Iterable | None
     nr_entries = sum(b.entries for b in bufs)
     written = sum(b.written for b in bufs)
     entries = entries_from_buffers(bufs, name_of, thread_info, consume=consume)
-    return render_trace(entries, tracer=tracer, options=tr.options, nr_entries=nr_entries,
+    options = dict(tr.options)
+    options["time-in-ns"] = getattr(tr, "clock_in_ns", True)
+    return render_trace(entries, tracer=tracer, options=options, nr_entries=nr_entries,
                         written=written, nr_cpus=nr_cpus_of(b.cpu for b in bufs),
                         header=header and not consume, view=view)
 
