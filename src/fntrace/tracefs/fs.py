@@ -406,11 +406,17 @@ class Tracefs:
             tr.set_tracer(NopTracer())
         except Exception:
             pass
+        # event_trace_del_tracer(): triggers removed first (a trigger may hold
+        # another event in soft mode), then every event disabled
+        for ef in list(tr.event_files.values()):
+            for t in list(getattr(ef, "triggers", ()) or ()):
+                try:
+                    self._w_trigger(ef, "!" + str(t).split(" if ", 1)[0])
+                except Exception:
+                    pass
         for ef in list(tr.event_files.values()):
             try:
                 ef.set_enabled(False)
-                if getattr(ef, "triggers", None):
-                    ef.triggers.clear()
             except Exception:
                 pass
         for path in ("set_ftrace_filter", "set_ftrace_notrace", "set_graph_function",
