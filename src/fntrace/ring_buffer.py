@@ -176,7 +176,8 @@ class _PyRingBufferBase:
             if typ == TRACE_GRAPH_RET:
                 # a return's calltime moves with its timestamp: the duration stays the
                 # one measured (the kernel's graph times are trace_clock_local's too)
-                d += now - ts
+                # (as the unsigned 64-bit field: below zero under counter or uptime)
+                d = (d + now - ts) & 0xFFFF_FFFF_FFFF_FFFF
             ts = now
         _pack_into(self.data, (seq % self.nrec) * RECORD_SIZE, ts, typ, flags, a, b, c, d)
         self.seq = seq + 1

@@ -72,6 +72,9 @@ tracing mini-HOWTO (fntrace: ftrace for Python programs):
       stats\t\t- entries, overrun, bytes, timestamps, dropped and read events
 
   available_filter_functions - list of functions that can be filtered on
+  available_filter_functions_addrs - list of functions that can be filtered on, with
+\t\t\t  the id fntrace gives each (in place of an address)
+  dyn_ftrace_total_info\t- how many functions are known (records)
   set_ftrace_filter\t- echo function name in here to only trace these
 \t\t\t  functions
 \t     accepts: func_full_name or glob-matching-pattern
@@ -133,6 +136,8 @@ tracing mini-HOWTO (fntrace: ftrace for Python programs):
 \t\t\t  Write into this file to define/undefine new trace events.
 \t  Format: f[:[<group>/][<event>]] <func-name>[%return] [<args>]
   available_events\t- list of the events that can be enabled
+  set_event\t\t- enables events by name written into it
+\t\t\t  Format: [<system>:]<event> ('!' in front disables it)
 
   events/\t\t- Directory containing all trace event subsystems:
       enable\t\t- Write 0/1 to enable/disable tracing of all events
@@ -506,7 +511,7 @@ class Tracefs:
         trace_iterator of one open file): see PipeReader."""
         fs, sub = self._route(path)
         if fs._lookup(sub) is None:
-            raise FntraceError(f"{path}: no such file", command=path)
+            raise _err(errno.ENOENT, f"{path}: no such file", path)
         return PipeReader(fs, sub)
 
     def _lookup(self, path: str):
@@ -522,7 +527,7 @@ class Tracefs:
         fs, path = self._route(path)
         f = fs._lookup(path)
         if f is None:
-            raise FntraceError(f"{path}: no such file", command=path)
+            raise _err(errno.ENOENT, f"{path}: no such file", path)
         if f[0] is None:
             err = FntraceError(f"{path}: not readable")
             err.errno = errno.EINVAL
@@ -533,7 +538,7 @@ class Tracefs:
         fs, path = self._route(path)
         f = fs._lookup(path)
         if f is None:
-            raise FntraceError(f"{path}: no such file", command=path)
+            raise _err(errno.ENOENT, f"{path}: no such file", path)
         if f[1] is None:
             err = FntraceError(f"{path}: permission denied")
             err.errno = errno.EACCES
