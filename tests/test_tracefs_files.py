@@ -334,3 +334,31 @@ def test_readme_names_every_top_level_file():
         assert errno_of(fs.read, "instances/nor/README") == errno.ENOENT
     finally:
         fs.rmdir("instances/nor")
+
+
+@pytest.mark.parametrize("clock,raw", [("counter", True), ("uptime", True), ("boot", False),
+                                       (None, False)])
+def test_report_prints_a_trace_files_times_in_its_clock(clock, raw):
+    """The trace file's closing stats name the clock (fntrace record); the report
+    prints counter and uptime timestamps raw, the others as seconds.microseconds."""
+    import io
+
+    from fntrace.cli.report import report_text
+    from fntrace.ring_buffer import RECORD, TRACE_FN
+    from fntrace.tracefile import TraceFile, TraceFileWriter
+
+    buf = io.BytesIO()
+    w = TraceFileWriter(buf, {"tracer": "function"})
+    w.add_symbols([(100, "mod.f", "mod.py", 1), (101, "mod.g", "mod.py", 5)])
+    w.add_thread(0, 4242, "MainThread")
+    w.write_chunk(0, b"".join(RECORD.pack(ts, TRACE_FN, 0, 100, 101, 0, 0)
+                              for ts in (7, 8, 1_500_000_000)), 0)
+    w.close({"trace_clock": clock} if clock else {})
+    lines = body("\n".join(report_text(TraceFile(buf.getvalue()))))
+    assert len(lines) == 3, lines
+    if raw:
+        assert [RAW_LINE.match(l).group(1) for l in lines] == [
+            f"{7:12d}", f"{8:12d}", f"{1_500_000_000:12d}"]
+    else:
+        assert [NS_LINE.match(l).group(1, 2) for l in lines] == [
+            ("0", "000000"), ("0", "000000"), ("1", "500000")]

@@ -249,6 +249,7 @@ class Tracefs:
         # trace_pipe readers, and any file a door holds open (trace_array_get/put).
         self._refs = 0
         self._refs_lock = threading.Lock()
+        self._write_lock = threading.RLock()
         self.removed = False
         # Run by rmdir before the instance goes, each given this Tracefs: mechanisms
         # that keep state for an instance outside it (function commands, pid lists)
@@ -398,6 +399,10 @@ class Tracefs:
         """__remove_instance(): tracer to nop, every event off, the function filters
         and their commands cleared, so nothing of the instance stays patched or
         registered."""
+        with self._write_lock:
+            self._teardown_locked()
+
+    def _teardown_locked(self) -> None:
         from ..tracers.nop import NopTracer
         tr = self.tr
         tr.tracing_on = False
@@ -543,7 +548,12 @@ class Tracefs:
             err = FntraceError(f"{path}: permission denied")
             err.errno = errno.EACCES
             raise err
-        f[1](data, append)
+        # A write and an rmdir of the instance do not interleave: a tracer or event
+        # switched on after the teardown would stay on with no file left to stop it.
+        with fs._write_lock:
+            if fs.removed:
+                raise _err(errno.ENOENT, f"{path}: the instance has been removed", path)
+            f[1](data, append)
 
     # -- handlers -----------------------------------------------------------------
     def tracer_class(self, data: str) -> type:
