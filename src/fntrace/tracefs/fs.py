@@ -473,15 +473,13 @@ class Tracefs:
             names += [f"events/{sysname}/enable", f"events/{sysname}/{ev}/enable",
                       f"events/{sysname}/{ev}/filter", f"events/{sysname}/{ev}/trigger",
                       f"events/{sysname}/{ev}/format", f"events/{sysname}/{ev}/id"]
+        if not p:
+            out.add("per_thread")        # there before any thread has written
         for tid in self._thread_buffers():
             names += [f"per_thread/{tid}/{leaf}" for leaf in PER_THREAD_FILES]
-        if not self._thread_buffers():
-            names.append("per_thread/")
         for name in names:
             if name.startswith(prefix):
-                first = name[len(prefix):].split("/", 1)[0]
-                if first:
-                    out.add(first)
+                out.add(name[len(prefix):].split("/", 1)[0])
         return sorted(out)
 
     def kind(self, path: str) -> str | None:
@@ -630,8 +628,7 @@ class Tracefs:
         thread id and the thread's name; the newest saved_cmdlines_size of them."""
         from ..core.task import thread_info
         seen: dict[int, str] = {}
-        for cpu in sorted(thread_info):
-            tid, comm = thread_info[cpu]
+        for _cpu, (tid, comm) in sorted(list(thread_info.items())):   # one C-level copy
             seen.pop(tid, None)          # an id used again: the newest thread's name
             seen[tid] = comm
         items = list(seen.items())[-self.saved_cmdlines_size:]
