@@ -171,7 +171,7 @@ class _PyRingBufferBase:
             else:
                 self.dropped += 1
                 return -1
-        if self.clock not in _CLOCK_KEEP:
+        if self.clock and self.clock not in _CLOCK_KEEP:     # (0: local, the default)
             now = trace_clock_now(self.clock)
             if typ == TRACE_GRAPH_RET:
                 # a return's calltime moves with its timestamp: the duration stays the
