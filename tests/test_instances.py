@@ -339,6 +339,71 @@ def test_instances_made_at_run_time_from_another_thread(top, mod):
             (name, body[:5])
 
 
+def test_a_write_racing_rmdir_leaves_nothing_on(top, mod):
+    """A tracer switched on by one thread while another removes the instance is
+    either refused (ENOENT) or turned off by the removal: never left running with no
+    file to stop it."""
+    m = mod.__name__
+    stop = time.monotonic() + 1.0
+    errors: list[BaseException] = []
+
+    def slam():
+        try:
+            while time.monotonic() < stop:
+                _quietly(top.mkdir, "instances/race")
+                _quietly(top.rmdir, "instances/race")
+        except BaseException as e:          # pragma: no cover - the failure shown
+            errors.append(e)
+
+    def switch():
+        try:
+            while time.monotonic() < stop:
+                for path, data in (("set_ftrace_filter", f"{m}.delta"),
+                                   ("current_tracer", "function")):
+                    try:
+                        top.write(f"instances/race/{path}", data)
+                    except FntraceError as e:
+                        assert e.errno == errno.ENOENT, e
+        except BaseException as e:          # pragma: no cover - the failure shown
+            errors.append(e)
+
+    threads = [threading.Thread(target=f) for f in (slam, switch)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    _quietly(top.rmdir, "instances/race")
+    assert top.ls("instances") == []
+    assert not [l for l in top.read("enabled_functions").splitlines() if l.startswith(m)]
+    assert not [o for o in core_ops.ftrace_ops_list if o.name == "race_ops"]
+
+
+def test_rmdir_waits_for_a_write_in_progress(top, mod):
+    """rmdir during a slow ``echo function > current_tracer`` of the instance: the
+    removal waits for the write, then turns the tracer off."""
+    m = mod.__name__
+    inst = top.mkdir("instances/slow")
+    inst.write("set_ftrace_filter", f"{m}.delta")
+    read, write = inst._files["current_tracer"]
+    entered = threading.Event()
+
+    def slow_write(data: str, append: bool) -> None:
+        entered.set()
+        time.sleep(0.3)
+        write(data, append)
+    inst._files["current_tracer"] = (read, slow_write)
+    t = threading.Thread(target=top.write, args=("instances/slow/current_tracer", "function"))
+    t.start()
+    assert entered.wait(5)
+    top.rmdir("instances/slow")
+    t.join()
+    assert inst.tr.tracer.name == "nop"
+    assert not inst.tr.ops.enabled
+    assert not [l for l in top.read("enabled_functions").splitlines() if l.startswith(m)]
+    assert errno_of(top.write, "instances/slow/current_tracer", "function") == errno.ENOENT
+
+
 # ---------------------------------------------------------------------------------
 # test.d/instances/instance.tc
 # ---------------------------------------------------------------------------------
