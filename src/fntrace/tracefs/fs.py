@@ -9,6 +9,19 @@
 whole write is applied when the "file is closed", and a write that fails changes nothing,
 raises FntraceError with the kernel's errno, and — for parse errors — leaves an entry in
 ``error_log`` with a caret under the position where it went wrong.
+
+The top level has ``instances/`` (trace.c instance_mkdir/instance_rmdir):
+
+    fs.mkdir("instances/foo")           # its own TraceArray: tracer, filters, options,
+    fs.write("instances/foo/current_tracer", "function")   # events, clock, buffers,
+    fs.read("instances/foo/trace")      # error_log
+    fs.rmdir("instances/foo")           # tracer and events off first; EBUSY while a
+                                        # trace_pipe reader of it is open
+
+Every ``instances/NAME/...`` path is routed to that instance's Tracefs.  Files only the
+top level has (as in the kernel): README, instances, saved_cmdlines(_size),
+available_filter_functions(_addrs), enabled_functions, touched_functions,
+dyn_ftrace_total_info, dynamic_events, available_events.
 """
 from __future__ import annotations
 
@@ -317,7 +330,9 @@ class Tracefs:
                 (lambda n=name: f"{int(self.tr.options.get(n, False))}\n"),
                 (lambda d, a, n=name: self._set_option(n, _bool(d, n))))
         # Other mechanisms add their files below, one line each
-        # (``module.add_files(self)``, reading ``self.top`` for top-level-only files).
+        # (``module.add_files(self)``, reading ``self.top`` for top-level-only files):
+        # ``self._files[path] = (read() -> str | None, write(data, append) | None)``,
+        # and ``self.teardown_hooks.append(fn)`` for state to drop at rmdir.
 
     # -- instances (trace.c instance_mkdir / instance_rmdir) --------------------------
     def mkdir(self, path: str) -> "Tracefs":
