@@ -315,6 +315,7 @@ def test_instances_made_at_run_time_from_another_thread(top, mod):
         for i in range(15):
             name = f"rt{i % 3}"
             inst = top.mkdir(f"instances/{name}")
+            inst.write("buffer_size_kb", "8")     # a read of a full 1408 KB is slow
             inst.write("set_ftrace_filter", f"{m}.delta" if i % 2 else f"{m}.fn_gamma")
             inst.write("current_tracer", "function" if i % 2 else "function_graph")
             time.sleep(0.01)
@@ -323,6 +324,12 @@ def test_instances_made_at_run_time_from_another_thread(top, mod):
             if i >= 12:
                 continue             # kept for the check below
             top.rmdir(f"instances/{name}")
+        # the program runs on until each kept instance has seen it (a busy machine
+        # may not schedule its thread for a while)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not all(
+                top.instance(n).tr.entries()[1] for n in ("rt0", "rt1", "rt2")):
+            time.sleep(0.01)
     finally:
         stop.set()
         t.join()
