@@ -70,6 +70,7 @@ class RingBufferBase:
     overrun: int
     dropped: int
     overwrite: bool
+    clock: int
     data: bytearray
     sink: Any
     payloads: dict[int, Any]
@@ -77,6 +78,11 @@ class RingBufferBase:
     def write_payload(self, ts: int, type: int, a: int, b: int, c: int, d: int,
                       payload: object, /) -> int: ...
     def handoff(self) -> None: ...
+
+def trace_clock_now(clock: int, /) -> int:
+    """A reading of trace_clock number ``clock`` (trace.TRACE_CLOCKS order); the counter
+    clock counts up by one per reading."""
+    ...
 
 # -- arch/profile.py -------------------------------------------------------------------
 class ProfileHook:

@@ -22,7 +22,9 @@ reader (the trace file's writer thread, cli/record.py) takes chunks off in order
 """
 from __future__ import annotations
 
+import itertools
 import struct
+import time
 from collections import deque
 from collections.abc import Iterator
 from os import write as _os_write
@@ -41,7 +43,8 @@ from .record_format import (
 
 __all__ = ["RECORD", "RECORD_SIZE", "RingBuffer", "ChunkQueue", "TRACE_FN", "TRACE_GRAPH_ENT",
            "TRACE_GRAPH_RET", "TRACE_PRINT", "TRACE_STACK", "TRACE_EVENT", "HAS_PAYLOAD",
-           "PAYLOAD_SEP", "args_pairs", "text_parts"]
+           "PAYLOAD_SEP", "args_pairs", "text_parts", "TRACE_CLOCKS", "CLOCK_IN_NS",
+           "trace_clock_now"]
 
 # The record's layout, type numbers and flag bits: record_format.py, their one definition.
 RECORD = struct.Struct(FORMAT)
@@ -74,6 +77,36 @@ def text_parts(payload) -> tuple[str, str]:
     if isinstance(payload, (list, tuple)) and len(payload) == 2:
         return payload[0] or "", payload[1] or ""
     return "", str(payload)
+
+# trace_clock (kernel/trace/trace.c trace_clocks[]): the names ``trace_clock`` lists, in
+# the order of their numbers (RingBuffer.clock; the native twin's FNT_CLOCK_*).  Every
+# writer passes a CLOCK_MONOTONIC reading; local, global, perf and mono are that clock in
+# one process (there is no cross-CPU skew to pay for), so the record keeps it; the others
+# are read where the record is written.
+TRACE_CLOCKS: tuple[str, ...] = ("local", "global", "counter", "uptime", "perf", "mono",
+                                 "mono_raw", "boot")
+# in_ns of trace_clocks[]: counter and uptime are not nanoseconds, and print raw
+CLOCK_IN_NS: tuple[bool, ...] = (True, True, False, False, True, True, True, True)
+_CLOCK_KEEP = frozenset((0, 1, 4, 5))
+_BOOT = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
+_RAW = getattr(time, "CLOCK_MONOTONIC_RAW", time.CLOCK_MONOTONIC)
+# trace_clock_counter(): one count for the process, as the kernel's is one for the system
+_counter = itertools.count(1)
+
+
+def _py_trace_clock_now(clock: int) -> int:
+    """A reading of trace clock number ``clock`` (the counter counts up by one)."""
+    if clock == 2:
+        return next(_counter)
+    if clock == 3:
+        # trace_clock_jiffies(): jiffies as clock_t, USER_HZ = 100 per second
+        return time.clock_gettime_ns(_BOOT) // 10_000_000
+    if clock == 6:
+        return time.clock_gettime_ns(_RAW)
+    if clock == 7:
+        return time.clock_gettime_ns(_BOOT)
+    return time.monotonic_ns()
+
 
 class ChunkQueue:
     """Where ring buffers in record mode hand their chunks.
@@ -114,7 +147,7 @@ class _PyRingBufferBase:
     """The counters and write() of a ring buffer; fntrace._native.RingBufferBase is its
     native twin (same attribute names, same behaviour)."""
     __slots__ = ("cpu", "data", "nrec", "seq", "read", "overrun", "dropped", "overwrite",
-                 "sink", "payloads")
+                 "sink", "payloads", "clock")
 
     # -- writing (hot path) -------------------------------------------------------------
     def write(self, ts: int, typ: int, flags: int, a: int, b: int, c: int, d: int) -> int:
@@ -138,6 +171,14 @@ class _PyRingBufferBase:
             else:
                 self.dropped += 1
                 return -1
+        if self.clock and self.clock not in _CLOCK_KEEP:     # (0: local, the default)
+            now = trace_clock_now(self.clock)
+            if typ == TRACE_GRAPH_RET:
+                # a return's calltime moves with its timestamp: the duration stays the
+                # one measured (the kernel's graph times are trace_clock_local's too)
+                # (as the unsigned 64-bit field: below zero under counter or uptime)
+                d = (d + now - ts) & 0xFFFF_FFFF_FFFF_FFFF
+            ts = now
         _pack_into(self.data, (seq % self.nrec) * RECORD_SIZE, ts, typ, flags, a, b, c, d)
         self.seq = seq + 1
         return seq
@@ -188,6 +229,7 @@ class _PyRingBufferBase:
 
 _native = _env.native()
 _Base = _native.RingBufferBase if _native is not None else _PyRingBufferBase
+trace_clock_now = _native.trace_clock_now if _native is not None else _py_trace_clock_now
 _pack_into = RECORD.pack_into
 
 
@@ -200,12 +242,16 @@ class RingBuffer(_Base):
     read       first sequence not consumed by trace_pipe
     overrun    records overwritten before anyone read them (overwrite mode)
     dropped    records refused because the buffer was full (stop mode)
+    clock      the trace_clock its timestamps are read from (TRACE_CLOCKS index)
+    read_events  records consumed by trace_pipe (the per_thread stats file)
     """
-    __slots__ = ()
+    __slots__ = ("read_events",)
 
     def __init__(self, cpu: int, size_kb: int, overwrite: bool = True,
-                 sink: ChunkQueue | None = None):
+                 sink: ChunkQueue | None = None, clock: int = 0):
         self.cpu = cpu
+        self.clock = clock
+        self.read_events = 0
         self.nrec = max(1, size_kb * 1024 // RECORD_SIZE)
         self.data = bytearray(self.nrec * RECORD_SIZE)
         self.seq = 0
@@ -254,11 +300,12 @@ class RingBuffer(_Base):
         for r in recs:
             self.payloads.pop(r[0], None)
         self.read = self.seq
+        self.read_events += len(recs)
         return lost, recs
 
     def reset(self) -> None:
         """``echo > trace``: empty the buffer (counters restart too)."""
-        self.seq = self.read = self.overrun = self.dropped = 0
+        self.seq = self.read = self.overrun = self.dropped = self.read_events = 0
         self.payloads.clear()
 
     def shrink(self) -> None:

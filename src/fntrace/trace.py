@@ -21,9 +21,9 @@ if TYPE_CHECKING:
 from .core.ops import FTRACE_OPS_FL, Ops
 from .core import task
 from .core.task import thread_cpu, thread_info
-from .ring_buffer import RingBuffer
+from .ring_buffer import CLOCK_IN_NS, TRACE_CLOCKS, RingBuffer, trace_clock_now
 
-__all__ = ["TraceArray", "thread_cpu", "thread_info", "DEFAULT_BUFFER_KB"]
+__all__ = ["TraceArray", "thread_cpu", "thread_info", "DEFAULT_BUFFER_KB", "TRACE_CLOCKS"]
 
 # The kernel's default per-CPU buffer (buffer_size_kb reads "1408").
 DEFAULT_BUFFER_KB = 1408
@@ -79,6 +79,8 @@ class TraceArray:
         self.overwrite = overwrite
         self.sink = sink
         self.tracing_on = True
+        # trace_clock: an index into TRACE_CLOCKS, copied into every buffer
+        self.clock_id = 0
         self.buffers: dict[int, RingBuffer] = {}
         self.local = threading.local()
         self.lock = threading.Lock()
@@ -113,7 +115,8 @@ class TraceArray:
         with self.lock:
             buf = self.buffers.get(cpu)
             if buf is None:
-                buf = RingBuffer(cpu, self.buffer_size_kb, self.overwrite, self.sink)
+                buf = RingBuffer(cpu, self.buffer_size_kb, self.overwrite, self.sink,
+                                 self.clock_id)
                 self.buffers[cpu] = buf
         self.local.buf = buf
         # Dropped with the thread's local storage when the thread ends.
@@ -160,6 +163,35 @@ class TraceArray:
         self.overwrite = on
         for b in self.buffers.values():
             b.overwrite = on
+
+    # -- trace_clock ------------------------------------------------------------------
+    @property
+    def clock(self) -> str:
+        return TRACE_CLOCKS[self.clock_id]
+
+    @property
+    def clock_in_ns(self) -> bool:
+        """The clock counts nanoseconds (timestamps print as seconds.microseconds)."""
+        return CLOCK_IN_NS[self.clock_id]
+
+    def clock_now(self) -> int:
+        """A reading of this instance's clock (the per_thread stats' "now ts")."""
+        return trace_clock_now(self.clock_id)
+
+    def set_clock(self, name: str) -> None:
+        """tracing_set_clock(): every buffer reads the new clock from its next record
+        on, and what they hold is cleared, the snapshot's too (timestamps of two clocks
+        cannot be ordered against each other).  ValueError for an unknown name."""
+        clock = TRACE_CLOCKS.index(name)
+        with self.lock:
+            self.clock_id = clock
+            for b in self.buffers.values():
+                b.clock = clock
+                b.reset()
+            if self.snapshot is not None:
+                for b in self.snapshot:
+                    b.clock = clock
+                    b.reset()
 
     def clear(self) -> None:
         """``echo > trace``."""

@@ -89,7 +89,10 @@ class ProfileBackend:
         if self.active:
             return
         cur = sys.getprofile()
-        if cur is not None:
+        if cur is not None and cur not in (dispatch.profile_hook, dispatch.profile_hook_global,
+                                           getattr(self, "_chained", None)):
+            # (fntrace's own hook is a leftover: stop() ran on another thread, a
+            # control thread, and could only take the hook off its own)
             raise BusyError(f"a profiler is already installed with sys.setprofile: {cur!r}")
         self.call_ops = call_ops
         self._hook = dispatch.profile_hook if call_ops else dispatch.profile_hook_global

@@ -483,6 +483,8 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
             "callback_errors": dispatch.callback_errors[0],
             "repr_faults": fetch.settings.repr_faults,
             "exit_status": status,
+            # the clock of the timestamps (trace_clock may be written while it runs)
+            "trace_clock": tr.clock,
         }
         if how[0] == "signal":
             stats["signal"] = how[1]

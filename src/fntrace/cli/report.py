@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from ..output.reader import entries_from_file
 from ..output.registry import nr_cpus_of
 from ..output.render import render_trace
+from ..ring_buffer import CLOCK_IN_NS, TRACE_CLOCKS
 
 __all__ = ["report_text", "loss_notes", "graph_display_filter"]
 
@@ -83,6 +84,9 @@ def report_text(tf, *, max_depth: int = 0, thresh_ns: int = 0,
     opts.setdefault("funcgraph-retval", bool(tf.header.get("graph_retval")))
     entries, written = _counts(tf)
     stats = dict(tf.stats or {})
+    clock = stats.get("trace_clock", "local")
+    # counter and uptime timestamps print raw, as the kernel's trace does
+    in_ns = CLOCK_IN_NS[TRACE_CLOCKS.index(clock)] if clock in TRACE_CLOCKS else True
     not_written = int(stats.get("lost_in_writer") or 0)
     written += not_written
     notes = loss_notes(stats, entries, written)
@@ -90,7 +94,7 @@ def report_text(tf, *, max_depth: int = 0, thresh_ns: int = 0,
     if tracer == "function_graph":
         stream = graph_display_filter(stream, max_depth, thresh_ns)
     lines = render_trace(stream, tracer=tracer, options=opts, nr_entries=entries,
-                         written=written, nr_cpus=nr_cpus)
+                         written=written, nr_cpus=nr_cpus, time_in_ns=in_ns)
     # the notes go after "# tracer: NAME" and its "#"
     for i, line in enumerate(lines):
         yield line

@@ -12,6 +12,7 @@ typedef struct {
     long long overrun;
     long long dropped;
     char overwrite;
+    int clock;             /* trace_clock: FNT_CLOCK_* (trace.TRACE_CLOCKS order) */
     PyObject *data;        /* bytearray, nrec * FNT_RECORD_SIZE bytes */
     PyObject *sink;        /* None, or the ChunkQueue handoff() appends to */
     PyObject *payloads;    /* dict seq -> object */
@@ -186,6 +187,58 @@ RingBuffer_handoff(RingBufferObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* trace_clock (kernel/trace/trace_clock.c), in trace.TRACE_CLOCKS order.  Every writer
+ * passes a CLOCK_MONOTONIC reading (now_ns): local, global, perf and mono are that
+ * clock in one process, so the record keeps it; the others are read here, in the one
+ * place every record passes (the Python twin: ring_buffer._PyRingBufferBase.write). */
+#define FNT_CLOCK_LOCAL 0
+#define FNT_CLOCK_GLOBAL 1
+#define FNT_CLOCK_COUNTER 2
+#define FNT_CLOCK_UPTIME 3
+#define FNT_CLOCK_PERF 4
+#define FNT_CLOCK_MONO 5
+#define FNT_CLOCK_MONO_RAW 6
+#define FNT_CLOCK_BOOT 7
+
+/* trace_clock_counter(): one count for the process, as the kernel's is one for the
+ * system (the GIL serialises the increments) */
+static unsigned long long g_trace_counter;
+
+static long long
+clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static long long
+rb_clock_now(int clock)
+{
+    switch (clock) {
+    case FNT_CLOCK_COUNTER:
+        return (long long)++g_trace_counter;
+    case FNT_CLOCK_UPTIME:
+        /* trace_clock_jiffies(): jiffies as clock_t, USER_HZ = 100 per second */
+        return clock_ns(CLOCK_BOOTTIME) / 10000000LL;
+    case FNT_CLOCK_MONO_RAW:
+        return clock_ns(CLOCK_MONOTONIC_RAW);
+    case FNT_CLOCK_BOOT:
+        return clock_ns(CLOCK_BOOTTIME);
+    default:
+        return now_ns();
+    }
+}
+
+static PyObject *
+native_trace_clock_now(PyObject *mod, PyObject *arg)
+{
+    int clock = (int)PyLong_AsLong(arg);
+    if (clock == -1 && PyErr_Occurred())
+        return NULL;
+    return PyLong_FromLongLong(rb_clock_now(clock));
+}
+
 /* Append one record; returns its sequence number, -1 if dropped, -2 on error. */
 static long long
 rb_write(RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
@@ -224,6 +277,18 @@ rb_write(RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
         return -2;
     }
     record_t *rec = (record_t *)(PyByteArray_AS_STRING(rb->data) + (seq % rb->nrec) * FNT_RECORD_SIZE);
+    switch (rb->clock) {
+    case FNT_CLOCK_LOCAL: case FNT_CLOCK_GLOBAL: case FNT_CLOCK_PERF: case FNT_CLOCK_MONO:
+        break;
+    default: {
+        long long now = rb_clock_now(rb->clock);
+        /* a return's calltime moves with its timestamp: the duration stays the one
+         * measured (the kernel's graph times are trace_clock_local's too) */
+        if (type == FNT_TRACE_GRAPH_RET)
+            d = (unsigned long long)((long long)d + (now - ts));
+        ts = now;
+    }
+    }
     rec->ts = (unsigned long long)ts;
     rec->type = (unsigned short)type;
     rec->flags = (unsigned short)flags;
@@ -344,6 +409,7 @@ static PyMemberDef RingBuffer_members[] = {
     {"overrun", T_LONGLONG, offsetof(RingBufferObject, overrun), 0, NULL},
     {"dropped", T_LONGLONG, offsetof(RingBufferObject, dropped), 0, NULL},
     {"overwrite", T_BOOL, offsetof(RingBufferObject, overwrite), 0, NULL},
+    {"clock", T_INT, offsetof(RingBufferObject, clock), 0, NULL},
     {"data", T_OBJECT, offsetof(RingBufferObject, data), 0, NULL},
     {"sink", T_OBJECT, offsetof(RingBufferObject, sink), 0, NULL},
     {"payloads", T_OBJECT, offsetof(RingBufferObject, payloads), 0, NULL},

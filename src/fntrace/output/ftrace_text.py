@@ -115,18 +115,22 @@ def print_trace_header(tracer: str, entries: int, written: int, nr_cpus: int, *,
     return lines
 
 
-def trace_print_context(e: TraceEntry, *, irq_info: bool = False) -> str:
+def trace_print_context(e: TraceEntry, *, irq_info: bool = False,
+                        time_in_ns: bool = True) -> str:
     """trace_print_context(): the prefix of every line, up to and including ": ".
 
                bash-1977    [000]  17284.993652: sys_close
     with irq-info:
                bash-1977    [000] ..... 17284.993652: sys_close
     (comm ``%16s``, pid ``%-7d``, cpu ``[%03d]``, time `` %5lu.%06lu`` of the timestamp
-    rounded to the microsecond.)
+    rounded to the microsecond; with a trace_clock that does not count nanoseconds,
+    ``counter`` or ``uptime`` (``time_in_ns`` False), the raw value as `` %12llu``.)
     """
+    flags = _LAT_FMT_NONE if irq_info else ""
+    if not time_in_ns:
+        return f"{_comm(e.comm):>16}-{e.pid:<7} [{e.cpu:03d}] {flags} {e.ts:12d}: "
     usecs = _ns2usecs(e.ts)
     secs, usec_rem = divmod(usecs, USEC_PER_SEC)
-    flags = _LAT_FMT_NONE if irq_info else ""
     return f"{_comm(e.comm):>16}-{e.pid:<7} [{e.cpu:03d}] {flags} {secs:5d}.{usec_rem:06d}: "
 
 
@@ -139,14 +143,14 @@ def format_function_args(args: Iterable[tuple[str, str]]) -> str:
 
 
 def format_function_entry(e: TraceEntry, *, irq_info: bool = False,
-                          print_parent: bool = True) -> str:
+                          print_parent: bool = True, time_in_ns: bool = True) -> str:
     """A TRACE_FN line (trace_fn_trace).
 
                bash-1977    [000]  17284.993652: sys_close <-system_call_fastpath
     With recorded arguments the name is followed by ``(a=1, b='x')``; without
     print-parent, or with no known caller, `` <-parent`` is left out.
     """
-    line = trace_print_context(e, irq_info=irq_info) + e.func
+    line = trace_print_context(e, irq_info=irq_info, time_in_ns=time_in_ns) + e.func
     if e.args is not None:
         line += format_function_args(e.args)
     if print_parent and e.parent:
@@ -154,7 +158,8 @@ def format_function_entry(e: TraceEntry, *, irq_info: bool = False,
     return line
 
 
-def format_print_entry(e: TraceEntry, *, irq_info: bool = False) -> str:
+def format_print_entry(e: TraceEntry, *, irq_info: bool = False,
+                       time_in_ns: bool = True) -> str:
     """TRACE_PRINT, TRACE_STACK and TRACE_EVENT entries; may hold several lines.
 
     TRACE_PRINT (trace_print_print), the writer's name, or tracing_mark_write:
@@ -166,7 +171,7 @@ def format_print_entry(e: TraceEntry, *, irq_info: bool = False) -> str:
                bash-1977    [000]  17284.993652: sched_switch: prev_comm=...
     One trailing newline of the text is dropped (the kernel ends the line with it).
     """
-    ctx = trace_print_context(e, irq_info=irq_info)
+    ctx = trace_print_context(e, irq_info=irq_info, time_in_ns=time_in_ns)
     if e.type == TRACE_STACK:
         frames = [f for f in e.text.split("\n") if f] if e.text else []
         return "\n".join([ctx + "<stack trace>"] + [" => " + f for f in frames])
@@ -190,22 +195,23 @@ def format_lost_events(cpu: int, lost: int) -> str:
 
 
 def format_entry(e: TraceEntry, *, irq_info: bool = False,
-                 print_parent: bool = True) -> str | None:
+                 print_parent: bool = True, time_in_ns: bool = True) -> str | None:
     """print_trace_fmt(): the default text of any entry; None for graph entries.
 
     Graph entries only have a text of their own under the function_graph printer.
     """
     if e.type == TRACE_FN:
-        return format_function_entry(e, irq_info=irq_info, print_parent=print_parent)
+        return format_function_entry(e, irq_info=irq_info, print_parent=print_parent,
+                                     time_in_ns=time_in_ns)
     if e.type in (TRACE_PRINT, TRACE_STACK, TRACE_EVENT):
-        return format_print_entry(e, irq_info=irq_info)
+        return format_print_entry(e, irq_info=irq_info, time_in_ns=time_in_ns)
     return None
 
 
 def render_function_trace(entries: Iterable[TraceEntry | LostEvents], *, header: bool,
                           tracer: str, nr_entries: int, written: int, nr_cpus: int,
-                          irq_info: bool = False, print_parent: bool = True
-                          ) -> Iterator[str]:
+                          irq_info: bool = False, print_parent: bool = True,
+                          time_in_ns: bool = True) -> Iterator[str]:
     """The lines of a ``trace`` read (header=True) or of ``trace_pipe`` (header=False).
 
     Entries come merged across cpus in time order.  A LostEvents marker becomes its
@@ -218,7 +224,8 @@ def render_function_trace(entries: Iterable[TraceEntry | LostEvents], *, header:
         if isinstance(e, LostEvents):
             yield format_lost_events(e.cpu, e.lost)
             continue
-        text = format_entry(e, irq_info=irq_info, print_parent=print_parent)
+        text = format_entry(e, irq_info=irq_info, print_parent=print_parent,
+                            time_in_ns=time_in_ns)
         if text is not None:
             yield from text.split("\n")
 

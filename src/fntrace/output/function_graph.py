@@ -222,7 +222,8 @@ class GraphPrinter:
                  duration: bool = True, abstime: bool = False, tail: bool = False,
                  retval: bool = False, retval_hex: bool = False, overrun: bool = False,
                  args: bool = False, nr_cpus: int | None = None,
-                 irq_info: bool = False, print_parent: bool = True) -> None:
+                 irq_info: bool = False, print_parent: bool = True,
+                 time_in_ns: bool = True) -> None:
         self.cpu = cpu
         self.overhead = overhead
         self.proc = proc
@@ -236,6 +237,7 @@ class GraphPrinter:
         self.nr_cpus = nr_cpus
         self.irq_info = irq_info
         self.print_parent = print_parent
+        self.time_in_ns = time_in_ns
         self._max_cpu = 0
         self._cpu_data: dict[int, _FgraphCpuData] = {}
         self._comms: dict[int, str] = {}     # saved cmdlines: pid -> comm
@@ -322,7 +324,8 @@ class GraphPrinter:
             return self.print_graph_return(e)
         if e.type in (TRACE_FN, TRACE_STACK):
             # Not drawn as comments: the default text (print_trace_fmt) is used instead.
-            text = format_entry(e, irq_info=self.irq_info, print_parent=self.print_parent)
+            text = format_entry(e, irq_info=self.irq_info, print_parent=self.print_parent,
+                                time_in_ns=self.time_in_ns)
             return text.split("\n") if text is not None else []
         if e.type == TRACE_GRAPH_ENT:
             return self.print_graph_entry(e, None)

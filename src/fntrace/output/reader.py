@@ -30,7 +30,9 @@ def decode(cpu: int, ts: int, typ: int, flags: int, a: int, b: int, c: int, d: i
         if payload is not None:
             e.args = args_pairs(payload)
     elif typ == TRACE_GRAPH_RET:
-        e.depth, e.overrun, e.calltime, e.rettime = b, c, d, ts
+        # calltime is ts less the duration measured: under the counter or uptime
+        # trace_clock that can be below zero, kept as the unsigned 64-bit field
+        e.depth, e.overrun, e.calltime, e.rettime = b, c, d if d <= ts else d - (1 << 64), ts
         if payload is not None:
             e.retval = payload
             e.has_retval = True

@@ -89,13 +89,18 @@ class RenderContext:
     nr_cpus     thread slots: ``#P:`` and function_graph's CPU column width; None: the
                 highest cpu seen + 1
     header      False for ``trace_pipe`` (lines only)
+    time_in_ns  the trace_clock counts nanoseconds (the kernel's TRACE_FILE_TIME_IN_NS):
+                timestamps print as seconds.microseconds; False (counter, uptime):
+                raw
     """
 
-    __slots__ = ("tracer", "options", "nr_entries", "written", "nr_cpus", "header")
+    __slots__ = ("tracer", "options", "nr_entries", "written", "nr_cpus", "header",
+                 "time_in_ns")
 
     def __init__(self, tracer: str = "function", options: Mapping[str, bool] | None = None,
                  *, nr_entries: int | None = None, written: int | None = None,
-                 nr_cpus: int | None = None, header: bool = True) -> None:
+                 nr_cpus: int | None = None, header: bool = True,
+                 time_in_ns: bool = True) -> None:
         opts = dict(TRACE_OPTIONS)
         if options:
             opts.update((n, bool(on)) for n, on in options.items() if n in opts)
@@ -105,6 +110,7 @@ class RenderContext:
         self.written = written
         self.nr_cpus = nr_cpus
         self.header = header
+        self.time_in_ns = time_in_ns
 
 
 class Renderer:
@@ -164,7 +170,7 @@ class FunctionTextRenderer(Renderer):
             entries, header=ctx.header, tracer=ctx.tracer, nr_entries=nr_entries or 0,
             written=written if written is not None else (nr_entries or 0),
             nr_cpus=max(1, nr_cpus or 1), irq_info=ctx.options["irq-info"],
-            print_parent=ctx.options["print-parent"])
+            print_parent=ctx.options["print-parent"], time_in_ns=ctx.time_in_ns)
 
 
 # tracefs option name -> GraphPrinter keyword
@@ -195,7 +201,7 @@ class GraphTextRenderer(Renderer):
 
     def lines(self, entries, ctx):
         from .function_graph import GraphPrinter
-        printer = GraphPrinter(nr_cpus=ctx.nr_cpus,
+        printer = GraphPrinter(nr_cpus=ctx.nr_cpus, time_in_ns=ctx.time_in_ns,
                                **{kw: ctx.options[n] for n, kw in _GRAPH_KEYWORDS.items()})
         if ctx.header:
             yield from printer.headers()

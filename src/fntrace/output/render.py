@@ -26,7 +26,8 @@ __all__ = ["TRACE_OPTIONS", "render_trace", "trace_array_lines"]
 def render_trace(entries: Iterable[TraceEntry | LostEvents], *, tracer: str = "function",
                  options: Mapping[str, bool] | None = None, nr_entries: int | None = None,
                  written: int | None = None, nr_cpus: int | None = None,
-                 header: bool = True, view: str | None = None) -> Iterator[str]:
+                 header: bool = True, view: str | None = None,
+                 time_in_ns: bool = True) -> Iterator[str]:
     """The lines of a trace read (no newlines), printed the way ``tracer`` prints them
     (or as the registered view ``view``).
 
@@ -47,9 +48,11 @@ def render_trace(entries: Iterable[TraceEntry | LostEvents], *, tracer: str = "f
                 of function_graph's CPU column; None: highest cpu seen + 1
     header      True for ``trace`` and ``snapshot`` (header then lines), False for
                 ``trace_pipe`` (lines only)
+    time_in_ns  False for a trace_clock that does not count nanoseconds (counter,
+                uptime): timestamps print raw
     """
     ctx = RenderContext(tracer, options, nr_entries=nr_entries, written=written,
-                        nr_cpus=nr_cpus, header=header)
+                        nr_cpus=nr_cpus, header=header, time_in_ns=time_in_ns)
     return renderer_for(tracer, options, view=view).lines(entries, ctx)
 
 
@@ -70,7 +73,8 @@ def trace_array_lines(tr, *, tracer: str | None = None, buffers: Iterable | None
     entries = entries_from_buffers(bufs, name_of, thread_info, consume=consume)
     return render_trace(entries, tracer=tracer, options=tr.options, nr_entries=nr_entries,
                         written=written, nr_cpus=nr_cpus_of(b.cpu for b in bufs),
-                        header=header and not consume, view=view)
+                        header=header and not consume, view=view,
+                        time_in_ns=getattr(tr, "clock_in_ns", True))
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

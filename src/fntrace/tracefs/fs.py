@@ -9,6 +9,19 @@
 whole write is applied when the "file is closed", and a write that fails changes nothing,
 raises FntraceError with the kernel's errno, and — for parse errors — leaves an entry in
 ``error_log`` with a caret under the position where it went wrong.
+
+The top level has ``instances/`` (trace.c instance_mkdir/instance_rmdir):
+
+    fs.mkdir("instances/foo")           # its own TraceArray: tracer, filters, options,
+    fs.write("instances/foo/current_tracer", "function")   # events, clock, buffers,
+    fs.read("instances/foo/trace")      # error_log
+    fs.rmdir("instances/foo")           # tracer and events off first; EBUSY while a
+                                        # trace_pipe reader of it is open
+
+Every ``instances/NAME/...`` path is routed to that instance's Tracefs.  Files only the
+top level has (as in the kernel): README, instances, saved_cmdlines(_size),
+available_filter_functions(_addrs), enabled_functions, touched_functions,
+dyn_ftrace_total_info, dynamic_events, available_events.
 """
 from __future__ import annotations
 
@@ -23,13 +36,14 @@ from ..core import ops as core_ops
 from ..core.hash import hash_lines
 from ..core.records import record_table
 from ..errors import FilterError, FntraceError
-from ..trace import TraceArray
+from ..ring_buffer import RECORD_SIZE, RingBuffer
+from ..trace import TRACE_CLOCKS, TraceArray
 from ..tracers import available_tracers
 
 __all__ = ["Tracefs", "tracefs", "ErrorLog", "PipeReader", "parse_trace_options"]
 
 README = """\
-tracing mini-HOWTO (fntrace: ftrace for Python programs)
+tracing mini-HOWTO (fntrace: ftrace for Python programs):
 
 # echo 0 > tracing_on : quick way to disable tracing
 # echo 1 > tracing_on : quick way to re-enable tracing
@@ -43,26 +57,138 @@ tracing mini-HOWTO (fntrace: ftrace for Python programs)
   error_log\t- error log for failed commands (that support it)
   buffer_size_kb\t- view and modify size of per thread buffer
   buffer_total_size_kb  - view total size of all thread buffers
+
+  trace_clock\t\t- change the clock used to order events
+       local:   Per cpu clock but may not be synced across CPUs
+      global:   Synced across CPUs but slows tracing down.
+     counter:   Not a clock, but just an increment
+      uptime:   Jiffy counter from time of boot
+        perf:   Same clock that perf events use
+        mono:   Monotonic clock (CLOCK_MONOTONIC)
+    mono_raw:   Monotonic clock not adjusted by NTP (CLOCK_MONOTONIC_RAW)
+        boot:   Monotonic clock that counts suspend too (CLOCK_BOOTTIME)
+\t\t\t  (in one process local, global, perf and mono are one clock)
+\t\t\t  Setting a clock clears the buffers and the snapshot
+
+  trace_marker\t\t- Writes into this file writes into the trace buffer
+  tracing_cpumask\t- Limit which threads to trace (by thread index, the CPU column)
+  instances\t\t- Make sub-buffers with: mkdir instances/foo
+\t\t\t  Remove sub-buffer with rmdir
   trace_options\t\t- Set format or modify how tracing happens
 \t\t\t  Disable an option by prefixing 'no' to the
 \t\t\t  option name
+  saved_cmdlines\t- the thread id and name of every thread seen: "<tid> <comm>"
+  saved_cmdlines_size\t- echo command number in here to store comm-pid list
+  per_thread/<tid>/\t- one thread's buffer (the kernel's per_cpu/cpuN/):
+      trace\t\t- like trace, that thread's events only
+      trace_pipe\t- like trace_pipe, that thread's events only
+      stats\t\t- entries, overrun, bytes, timestamps, dropped and read events
+
   available_filter_functions - list of functions that can be filtered on
+  available_filter_functions_addrs - list of functions that can be filtered on, with
+\t\t\t  the id fntrace gives each (in place of an address)
+  dyn_ftrace_total_info\t- how many functions are known (records)
   set_ftrace_filter\t- echo function name in here to only trace these
 \t\t\t  functions
 \t     accepts: func_full_name or glob-matching-pattern
 \t     modules: Can select a group via module
 \t      Format: :mod:<module-name>
 \t     example: echo :mod:json > set_ftrace_filter
+\t    triggers: a command to perform when function is hit
+\t      Format: <function>:<trigger>[:count]
+\t     trigger: traceon, traceoff
+\t\t      enable_event:<system>:<event>
+\t\t      disable_event:<system>:<event>
+\t\t      stacktrace
+\t\t      snapshot
+\t\t      dump
+\t\t      cpudump
+\t     example: echo json.loads:traceoff > set_ftrace_filter
+\t              echo json.dumps:traceoff:3 > set_ftrace_filter
+\t     The first one will disable tracing every time json.loads is hit
+\t     The second will disable tracing at most 3 times when json.dumps is hit
+\t       The first time json.dumps is hit and it disables tracing, the
+\t       counter will decrement to 2. If tracing is already disabled,
+\t       the counter will not decrement. It only decrements when the
+\t       trigger did work
+\t     To remove trigger without count:
+\t       echo '!<function>:<trigger> > set_ftrace_filter
+\t     To remove trigger with a count:
+\t       echo '!<function>:<trigger>:0 > set_ftrace_filter
 \t\t    To remove a function: echo '!<function>' >> set_ftrace_filter
   set_ftrace_notrace\t- echo function name in here to never trace.
 \t    accepts: func_full_name, *func_end, func_begin*, *func_middle*
 \t    modules: Can select a group via module command :mod:
 \t    Does not accept triggers
+  set_ftrace_pid\t- Write pid(s) to only function trace those pids
+\t\t    (function)
+\t\t    (here: native thread ids; options/function-fork adds new threads)
+  set_ftrace_notrace_pid\t- Write pid(s) to not function trace those pids
+\t\t    (function)
+  set_event_pid\t\t- Write pid(s) to only trace events of those pids
+\t\t    (options/event-fork adds new threads)
   enabled_functions\t- list of functions with a callback attached
   touched_functions\t- list of functions that ever had a callback attached
+  function_profile_enabled - echo 1 to start the function profiler, 0 to stop it
+  trace_stat/function<N>\t- the profile of thread N: Function, Hit, Time, Avg, s^2
+  set_graph_function\t- Trace the nested calls of a function (function_graph)
+  set_graph_notrace\t- Do not trace the nested calls of a function (function_graph)
+  max_graph_depth\t- Trace a limited depth of nested calls (0 is unlimited)
+  tracing_thresh\t- function_graph: only returns that took longer (usecs)
+
+  snapshot\t\t- Like 'trace' but shows the content of the static
+\t\t\t  snapshot buffer. Read the contents for more
+\t\t\t  information
+  stack_trace\t\t- Shows the max stack trace when active
+  stack_max_size\t- Shows current max stack size that was traced
+\t\t\t  Write into this file to reset the max size (trigger a
+\t\t\t  new trace)
+  stack_trace_filter\t- Like set_ftrace_filter but limits what stack_trace
+\t\t\t  traces
+  dynamic_events\t\t- Create/append/remove/show the generic dynamic events
+\t\t\t  Write into this file to define/undefine new trace events.
+\t  Format: f[:[<group>/][<event>]] <func-name>[%return] [<args>]
+  available_events\t- list of the events that can be enabled
+  set_event\t\t- enables events by name written into it
+\t\t\t  Format: [<system>:]<event> ('!' in front disables it)
+
+  events/\t\t- Directory containing all trace event subsystems:
+      enable\t\t- Write 0/1 to enable/disable tracing of all events
+  events/<system>/\t- Directory containing all trace events for <system>:
+      enable\t\t- Write 0/1 to enable/disable tracing of all <system>
+\t\t\t  events
+  events/<system>/<event>/\t- Directory containing control files for
+\t\t\t  <event>:
+      enable\t\t- Write 0/1 to enable/disable tracing of <event>
+      filter\t\t- If set, only events passing filter are traced
+      trigger\t\t- If set, a command to perform when event is hit
+\t    Format: <trigger>[:count][if <filter>]
+\t   trigger: traceon, traceoff
+\t            enable_event:<system>:<event>
+\t            disable_event:<system>:<event>
+\t\t    stacktrace
+\t\t    snapshot
+\t   To remove a trigger without a count:
+\t     echo '!<trigger> > <system>/<event>/trigger
+\t   To remove a trigger with a count:
+\t     echo '!<trigger>:0 > <system>/<event>/trigger
+\t   Filters can be ignored when removing a trigger.
 """
 
 ERROR_LOG_MAX = 8
+# tracefs takes any name a directory can have (NAME_MAX bytes)
+NAME_MAX = 255
+# trace.c SAVED_CMDLINES_DEFAULT; saved_cmdlines_size accepts 1 .. PID_MAX_DEFAULT
+SAVED_CMDLINES_DEFAULT = 128
+PID_MAX_DEFAULT = 0x8000
+# per_thread/<tid>/: the kernel's per_cpu/cpuN/ files that apply to a thread's buffer
+PER_THREAD_FILES = ("stats", "trace", "trace_pipe")
+
+
+def _err(code: int, msg: str, command: str = "") -> FntraceError:
+    e = FntraceError(msg, command=command)
+    e.errno = code
+    return e
 
 
 class ErrorLog:
@@ -128,6 +254,22 @@ class Tracefs:
         self.tr = tr if tr is not None else TraceArray()
         self.top = top
         self.error_log = ErrorLog()
+        # instances/: name -> Tracefs (top level only).  The lock orders mkdir, rmdir
+        # and the look-ups that route a path to an instance (trace_types_lock).
+        self.instances: dict[str, Tracefs] = {}
+        self._instances_lock = threading.RLock()
+        # Open files of this directory that keep it from being removed (tr->ref):
+        # trace_pipe readers, and any file a door holds open (trace_array_get/put).
+        self._refs = 0
+        self._refs_lock = threading.Lock()
+        self._write_lock = threading.RLock()
+        self.removed = False
+        # Run by rmdir before the instance goes, each given this Tracefs: mechanisms
+        # that keep state for an instance outside it (function commands, pid lists)
+        # drop it here.
+        self.teardown_hooks: list[Callable[[Tracefs], None]] = []
+        # saved_cmdlines_size (the kernel's default: 128 entries)
+        self.saved_cmdlines_size = SAVED_CMDLINES_DEFAULT
         # A filter pattern that matches no loaded function is kept for modules loaded
         # later instead of refused (fntrace record: the program has not run yet).
         self.keep_unmatched = False
@@ -140,7 +282,6 @@ class Tracefs:
         for name, default in self.GRAPH_OPTIONS.items():
             self.tr.options.setdefault(name, default)
         self._files: dict[str, tuple[Callable[[], str] | None, Callable[[str, bool], None] | None]] = {
-            "README": (lambda: README, None),
             "available_tracers": (lambda: " ".join(sorted(available_tracers(), reverse=False)) + "\n", None),
             "current_tracer": (lambda: self.tr.tracer.name + "\n", self._w_current_tracer),
             "tracing_on": (lambda: f"{int(self.tr.tracing_on)}\n", self._w_tracing_on),
@@ -149,7 +290,8 @@ class Tracefs:
             "trace_marker": (None, self._w_trace_marker),
             # tracing_entries_read(): "%lu\n", the size of each (per-thread) buffer
             "buffer_size_kb": (lambda: f"{self.tr.buffer_size_kb}\n", self._w_buffer_size_kb),
-            "buffer_total_size_kb": (lambda: f"{self.tr.buffer_size_kb * max(1, len(self.tr.buffers))}\n", None),
+            "buffer_total_size_kb": (self._r_buffer_total_size_kb, None),
+            "trace_clock": (self._r_trace_clock, self._w_trace_clock),
             "trace_options": (self._r_trace_options, self._w_trace_options),
             "set_ftrace_filter": (lambda: self._r_hash(True), lambda d, a: self._w_hash(d, a, True)),
             "set_ftrace_notrace": (lambda: self._r_hash(False), lambda d, a: self._w_hash(d, a, False)),
@@ -157,6 +299,9 @@ class Tracefs:
         }
         if top:
             self._files.update({
+                "saved_cmdlines": (self._r_saved_cmdlines, None),
+                "saved_cmdlines_size": (lambda: f"{self.saved_cmdlines_size}\n",
+                                        self._w_saved_cmdlines_size),
                 "available_filter_functions": (self._r_available, None),
                 "available_filter_functions_addrs": (self._r_available_addrs, None),
                 "enabled_functions": (lambda: "".join(l + "\n" for l in core_ops.enabled_functions()), None),
@@ -173,25 +318,180 @@ class Tracefs:
         self._files["tracing_thresh"] = (lambda: f"{self.tr.tracing_thresh // 1000}\n",
                                          self._w_tracing_thresh)
         self._files["set_event"] = (self._r_set_event, self._w_set_event)
-        self._files["available_events"] = (self._r_available_events, None)
+        if top:
+            # event_trace_init(): the top level's only
+            self._files["available_events"] = (self._r_available_events, None)
         self._files["snapshot"] = (self._r_snapshot, self._w_snapshot)
         if top:
+            self._files["README"] = (lambda: README, None)
             self._files["dynamic_events"] = (self._r_dynamic_events, self._w_dynamic_events)
         for name in self.OPTIONS + tuple(self.GRAPH_OPTIONS):
             self._files[f"options/{name}"] = (
                 (lambda n=name: f"{int(self.tr.options.get(n, False))}\n"),
                 (lambda d, a, n=name: self._set_option(n, _bool(d, n))))
+        # Other mechanisms add their files below, one line each
+        # (``module.add_files(self)``, reading ``self.top`` for top-level-only files):
+        # ``self._files[path] = (read() -> str | None, write(data, append) | None)``,
+        # and ``self.teardown_hooks.append(fn)`` for state to drop at rmdir.
+
+    # -- instances (trace.c instance_mkdir / instance_rmdir) --------------------------
+    def mkdir(self, path: str) -> "Tracefs":
+        """``mkdir instances/NAME``: a new instance with its own buffers, tracer,
+        filters, options and events, running alongside the others.  EEXIST if the
+        entry exists, ENOENT under a missing directory, EPERM anywhere but
+        ``instances/``, EINVAL for a name a directory cannot have."""
+        p = path.strip("/")
+        parts = p.split("/")
+        if self.top and len(parts) > 2 and parts[0] == "instances":
+            inst = self.instance(parts[1])
+            if inst is None:
+                raise _err(errno.ENOENT, f"{path}: no such file or directory", path)
+            return inst.mkdir("/".join(parts[2:]))
+        if not (self.top and len(parts) == 2 and parts[0] == "instances"):
+            if p and self.kind(p) is not None:
+                raise _err(errno.EEXIST, f"{path}: file exists", path)
+            if len(parts) > 1 and self.kind("/".join(parts[:-1])) is None:
+                raise _err(errno.ENOENT, f"{path}: no such file or directory", path)
+            raise _err(errno.EPERM, f"{path}: directories are made only in instances/", path)
+        name = parts[1]
+        if len(name.encode("utf-8", "surrogateescape")) > NAME_MAX:
+            raise _err(errno.ENAMETOOLONG, f"{path}: file name too long", path)
+        if not name or name in (".", "..") or any(ord(ch) < 0x20 or ch == "\x7f" for ch in name):
+            raise _err(errno.EINVAL, f"{path}: not a name an instance can have", path)
+        with self._instances_lock:
+            if name in self.instances:
+                raise _err(errno.EEXIST, f"{path}: file exists", path)
+            inst = Tracefs(TraceArray(name=name), top=False)
+            inst.keep_unmatched = self.keep_unmatched
+            self.instances[name] = inst
+        return inst
+
+    def rmdir(self, path: str) -> None:
+        """``rmdir instances/NAME``: its tracer and events are turned off, its filters
+        and triggers cleared, then it is gone.  EBUSY while a file of it is open (a
+        ``trace_pipe`` reader), ENOENT if there is no such instance, EPERM for any
+        other directory, ENOTDIR for a file."""
+        p = path.strip("/")
+        parts = p.split("/")
+        if not (self.top and len(parts) == 2 and parts[0] == "instances"):
+            k = self.kind(p) if p else "dir"
+            if k is None:
+                raise _err(errno.ENOENT, f"{path}: no such file or directory", path)
+            if k == "file":
+                raise _err(errno.ENOTDIR, f"{path}: not a directory", path)
+            raise _err(errno.EPERM, f"{path}: only instances/NAME can be removed", path)
+        name = parts[1]
+        with self._instances_lock:
+            inst = self.instances.get(name)
+            if inst is None:
+                raise _err(errno.ENOENT, f"{path}: no such file or directory", path)
+            with inst._refs_lock:
+                if inst._refs:
+                    raise _err(errno.EBUSY, f"{path}: device or resource busy "
+                               f"({inst._refs} open file(s))", path)
+                inst.removed = True
+            del self.instances[name]
+        inst._teardown()
+
+    def instance(self, name: str) -> "Tracefs | None":
+        """The instance ``instances/NAME``, or None."""
+        with self._instances_lock:
+            return self.instances.get(name)
+
+    def trace_array_get(self) -> None:
+        """A file of this directory is opened: rmdir is refused (EBUSY) until the
+        matching trace_array_put().  ENOENT if the instance is already gone."""
+        with self._refs_lock:
+            if self.removed:
+                raise _err(errno.ENODEV, "the instance has been removed")
+            self._refs += 1
+
+    def trace_array_put(self) -> None:
+        with self._refs_lock:
+            self._refs = max(0, self._refs - 1)
+
+    def _teardown(self) -> None:
+        """__remove_instance(): tracer to nop, every event off, the function filters
+        and their commands cleared, so nothing of the instance stays patched or
+        registered."""
+        with self._write_lock:
+            self._teardown_locked()
+
+    def _teardown_locked(self) -> None:
+        from ..tracers.nop import NopTracer
+        tr = self.tr
+        tr.tracing_on = False
+        hooks = list(self.teardown_hooks)
+        for hook in hooks:
+            try:
+                hook(self)
+            except Exception:
+                pass
+        try:
+            tr.set_tracer(NopTracer())
+        except Exception:
+            pass
+        # event_trace_del_tracer(): triggers removed first (a trigger may hold
+        # another event in soft mode), then every event disabled
+        for ef in list(tr.event_files.values()):
+            for t in list(getattr(ef, "triggers", ()) or ()):
+                try:
+                    self._w_trigger(ef, "!" + str(t).split(" if ", 1)[0])
+                except Exception:
+                    pass
+        for ef in list(tr.event_files.values()):
+            try:
+                ef.set_enabled(False)
+            except Exception:
+                pass
+        for path in ("set_ftrace_filter", "set_ftrace_notrace", "set_graph_function",
+                     "set_graph_notrace"):
+            f = self._files.get(path)
+            if f is not None and f[1] is not None:
+                try:
+                    f[1]("", False)
+                except Exception:
+                    pass
+        tr.clear()
+
+    def _route(self, path: str) -> "tuple[Tracefs, str]":
+        """The directory a path lies in, and the path inside it: ``instances/NAME/X``
+        is X of instance NAME (ENOENT if there is none)."""
+        p = path.strip("/")
+        if self.top and p.startswith("instances/"):
+            name, _, rest = p[len("instances/"):].partition("/")
+            inst = self.instance(name)
+            if inst is None:
+                raise _err(errno.ENOENT, f"{path}: no such file or directory", path)
+            return inst._route(rest)
+        if self.removed:
+            raise _err(errno.ENOENT, f"{path}: the instance has been removed", path)
+        return self, p
 
     # -- the file API -------------------------------------------------------------
     def ls(self, path: str = "") -> list[str]:
-        prefix = path.rstrip("/") + "/" if path else ""
+        p = path.strip("/")
+        if self.top:
+            if p == "instances":
+                with self._instances_lock:
+                    return sorted(self.instances)
+            if p.startswith("instances/"):
+                fs, rest = self._route(p)
+                return fs.ls(rest)
+        prefix = p + "/" if p else ""
         out = set()
+        if self.top and not p:
+            out.add("instances")
         from ..events.core import event_calls
         names = list(self._files) + ["events/enable"]
         for (sysname, ev) in list(event_calls):
             names += [f"events/{sysname}/enable", f"events/{sysname}/{ev}/enable",
                       f"events/{sysname}/{ev}/filter", f"events/{sysname}/{ev}/trigger",
                       f"events/{sysname}/{ev}/format", f"events/{sysname}/{ev}/id"]
+        if not p:
+            out.add("per_thread")        # there before any thread has written
+        for tid in self._thread_buffers():
+            names += [f"per_thread/{tid}/{leaf}" for leaf in PER_THREAD_FILES]
         for name in names:
             if name.startswith(prefix):
                 out.add(name[len(prefix):].split("/", 1)[0])
@@ -201,7 +501,13 @@ class Tracefs:
         """"file", "dir" or None (no such entry): what a FUSE getattr or ``ls -l``
         needs.  A directory is any path some file lies under."""
         path = path.strip("/")
-        if not path:
+        if self.top and path.startswith("instances/"):
+            try:
+                fs, rest = self._route(path)
+            except FntraceError:
+                return None
+            return fs.kind(rest)
+        if not path or (self.top and path == "instances") or path == "per_thread":
             return "dir"
         if self._lookup(path) is not None:
             return "file"
@@ -212,7 +518,8 @@ class Tracefs:
         0200 write-only (trace_marker), 0755 for a directory."""
         if self.kind(path) == "dir":
             return 0o755
-        f = self._lookup(path.strip("/"))
+        fs, path = self._route(path)
+        f = fs._lookup(path)
         if f is None:
             return 0
         return (0o444 if f[0] is not None else 0) | (0o200 if f[1] is not None else 0)
@@ -220,21 +527,25 @@ class Tracefs:
     def open_pipe(self, path: str = "trace_pipe") -> "PipeReader":
         """A consuming reader of ``trace_pipe``, kept open across reads (the kernel's
         trace_iterator of one open file): see PipeReader."""
-        if self._lookup(path.strip("/")) is None:
-            raise FntraceError(f"{path}: no such file", command=path)
-        return PipeReader(self, path.strip("/"))
+        fs, sub = self._route(path)
+        if fs._lookup(sub) is None:
+            raise _err(errno.ENOENT, f"{path}: no such file", path)
+        return PipeReader(fs, sub)
 
     def _lookup(self, path: str):
         path = path.strip("/")
         f = self._files.get(path)
         if f is None and (path == "events" or path.startswith("events/")):
             f = self._event_path(path)
+        if f is None and path.startswith("per_thread/"):
+            f = self._per_thread_path(path)
         return f
 
     def read(self, path: str) -> str:
-        f = self._lookup(path)
+        fs, path = self._route(path)
+        f = fs._lookup(path)
         if f is None:
-            raise FntraceError(f"{path}: no such file", command=path)
+            raise _err(errno.ENOENT, f"{path}: no such file", path)
         if f[0] is None:
             err = FntraceError(f"{path}: not readable")
             err.errno = errno.EINVAL
@@ -242,14 +553,20 @@ class Tracefs:
         return f[0]()
 
     def write(self, path: str, data: str, append: bool = False) -> None:
-        f = self._lookup(path)
+        fs, path = self._route(path)
+        f = fs._lookup(path)
         if f is None:
-            raise FntraceError(f"{path}: no such file", command=path)
+            raise _err(errno.ENOENT, f"{path}: no such file", path)
         if f[1] is None:
             err = FntraceError(f"{path}: permission denied")
             err.errno = errno.EACCES
             raise err
-        f[1](data, append)
+        # A write and an rmdir of the instance do not interleave: a tracer or event
+        # switched on after the teardown would stay on with no file left to stop it.
+        with fs._write_lock:
+            if fs.removed:
+                raise _err(errno.ENOENT, f"{path}: the instance has been removed", path)
+            f[1](data, append)
 
     # -- handlers -----------------------------------------------------------------
     def tracer_class(self, data: str) -> type:
@@ -301,6 +618,98 @@ class Tracefs:
             err.errno = errno.ENOMEM if kb > 0 else errno.EINVAL
             raise err
         self.tr.set_buffer_size_kb(kb)
+
+    def _r_buffer_total_size_kb(self) -> str:
+        """tracing_total_entries_read(): the KB of every thread's buffer, added up."""
+        with self.tr.lock:
+            bufs = list(self.tr.buffers.values())
+        return f"{sum((b.nrec * RECORD_SIZE) >> 10 for b in bufs)}\n"
+
+    def _r_trace_clock(self) -> str:
+        """tracing_clock_show(): every clock, the current one in brackets."""
+        cur = self.tr.clock_id
+        return " ".join(f"[{n}]" if i == cur else n for i, n in enumerate(TRACE_CLOCKS)) + "\n"
+
+    def _w_trace_clock(self, data: str, append: bool) -> None:
+        """tracing_set_clock(): the buffers (and the snapshot) are cleared."""
+        name = data.strip()
+        if name not in TRACE_CLOCKS:
+            raise _err(errno.EINVAL, f"trace_clock: no such clock {name!r} (available: "
+                       f"{' '.join(TRACE_CLOCKS)})", data)
+        self.tr.set_clock(name)
+
+    def _r_saved_cmdlines(self) -> str:
+        """saved_cmdlines_show(): ``<pid> <comm>`` of the threads seen, here the native
+        thread id and the thread's name; the newest saved_cmdlines_size of them."""
+        from ..core.task import thread_info
+        seen: dict[int, str] = {}
+        for _cpu, (tid, comm) in sorted(list(thread_info.items())):   # one C-level copy
+            seen.pop(tid, None)          # an id used again: the newest thread's name
+            seen[tid] = comm
+        items = list(seen.items())[-self.saved_cmdlines_size:]
+        return "".join(f"{tid} {comm}\n" for tid, comm in items)
+
+    def _w_saved_cmdlines_size(self, data: str, append: bool) -> None:
+        s = data.strip()
+        if not s.isdigit() or not 1 <= int(s) <= PID_MAX_DEFAULT:
+            raise _err(errno.EINVAL, f"saved_cmdlines_size: {s!r} is not a size "
+                       f"(1 to {PID_MAX_DEFAULT})", data)
+        self.saved_cmdlines_size = int(s)
+
+    # -- per_thread/<tid>/ (the kernel's per_cpu/cpuN/) ------------------------------
+    def _thread_buffers(self) -> dict[int, "RingBuffer"]:
+        """native thread id -> this instance's buffer of that thread (the newest
+        thread, if an id was used again)."""
+        from ..core.task import thread_info
+        with self.tr.lock:
+            bufs = sorted(self.tr.buffers.items())
+        out = {}
+        for cpu, buf in bufs:
+            info = thread_info.get(cpu)
+            if info is not None:
+                out[info[0]] = buf
+        return out
+
+    def _per_thread_path(self, path: str):
+        parts = path.split("/")
+        if len(parts) != 3 or not parts[1].isdigit() or parts[2] not in PER_THREAD_FILES:
+            return None
+        buf = self._thread_buffers().get(int(parts[1]))
+        if buf is None:
+            return None
+        leaf = parts[2]
+        if leaf == "trace":
+            return (lambda: self._render(buffers=[buf]), self._w_per_thread_trace(buf))
+        if leaf == "trace_pipe":
+            return (lambda: self._render(buffers=[buf], consume=True), None)
+        return (lambda: self._per_thread_stats(buf), None)
+
+    def _w_per_thread_trace(self, buf):
+        def write(data: str, append: bool) -> None:
+            if not append:
+                buf.reset()          # echo > per_cpu/cpuN/trace clears that CPU only
+        return write
+
+    def _per_thread_stats(self, buf) -> str:
+        """tracing_stats_read(): the kernel's per_cpu/cpuN/stats, line for line."""
+        entries = buf.entries
+        oldest = next(buf.records(), None)
+        oldest_ts = oldest[1] if oldest is not None else 0
+        now = self.tr.clock_now()
+        if self.tr.clock_in_ns:
+            def ts(ns: int) -> str:
+                secs, usecs = divmod((ns + 500) // 1000, 1_000_000)   # ns2usecs()
+                return f"{secs:5d}.{usecs:06d}"
+        else:
+            ts = str
+        return (f"entries: {entries}\n"
+                f"overrun: {buf.overrun}\n"
+                f"commit overrun: 0\n"
+                f"bytes: {entries * RECORD_SIZE}\n"
+                f"oldest event ts: {ts(oldest_ts)}\n"
+                f"now ts: {ts(now)}\n"
+                f"dropped events: {buf.dropped}\n"
+                f"read events: {getattr(buf, 'read_events', 0)}\n")
 
     def _r_trace_options(self) -> str:
         return "".join(f"{'' if self.tr.options.get(n, False) else 'no'}{n}\n"
@@ -564,6 +973,7 @@ class PipeReader:
     POLL = 0.02
 
     def __init__(self, fs: Tracefs, path: str) -> None:
+        fs.trace_array_get()        # rmdir of its instance is EBUSY while it is open
         self.fs = fs
         self.path = path
         self.closed = False
@@ -580,7 +990,15 @@ class PipeReader:
         return ""
 
     def close(self) -> None:
-        self.closed = True
+        if not self.closed:
+            self.closed = True
+            self.fs.trace_array_put()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
 
 
 _top: Tracefs | None = None
