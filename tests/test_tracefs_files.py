@@ -236,7 +236,7 @@ def test_per_thread_files(fs):
     me = threading.get_native_id()
     assert fs.kind("per_thread") == "dir"
     assert set(fs.ls("per_thread")) == {str(me), str(wtid)}
-    assert fs.ls(f"per_thread/{me}") == ["stats", "trace", "trace_pipe"]
+    assert fs.ls(f"per_thread/{me}") == ["buffer_size_kb", "stats", "trace", "trace_pipe"]
     assert fs.mode(f"per_thread/{me}/stats") == 0o444
     assert fs.kind("per_thread/1/trace") is None
     mine = body(fs.read(f"per_thread/{me}/trace"))
@@ -311,6 +311,23 @@ def test_buffer_total_size_kb_sums_the_thread_buffers(fs):
                             if b.cpu != fs.tr.local.buf.cpu)
     fs.write("buffer_size_kb", "8")
     assert int(fs.read("buffer_total_size_kb")) == 8 * len(fs.tr.buffers)
+
+
+def test_per_thread_buffer_size_kb_resizes_one_thread(fs):
+    """per_cpu/cpuN/buffer_size_kb: one buffer resized; the top-level file then reads
+    "X" (tracing_entries_read), until a top-level write sizes them all again."""
+    fs.write("trace_marker", "a")
+    tid = threading.get_native_id()
+    f = f"per_thread/{tid}/buffer_size_kb"
+    assert fs.read(f) == fs.read("buffer_size_kb") == "1408\n"
+    fs.write(f, "704")
+    assert fs.read(f) == "704\n"
+    assert fs.read("buffer_size_kb") == "X\n"
+    with pytest.raises(FntraceError) as e:
+        fs.write(f, "zero")
+    assert e.value.errno == errno.EINVAL and fs.read(f) == "704\n"
+    fs.write("buffer_size_kb", "64")
+    assert fs.read(f) == fs.read("buffer_size_kb") == "64\n"
 
 
 # ---------------------------------------------------------------------------------

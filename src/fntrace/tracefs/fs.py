@@ -83,6 +83,7 @@ tracing mini-HOWTO (fntrace: ftrace for Python programs):
       trace\t\t- like trace, that thread's events only
       trace_pipe\t- like trace_pipe, that thread's events only
       stats\t\t- entries, overrun, bytes, timestamps, dropped and read events
+      buffer_size_kb\t- that thread's buffer size (buffer_size_kb then reads X)
 
   available_filter_functions - list of functions that can be filtered on
   available_filter_functions_addrs - list of functions that can be filtered on, with
@@ -182,7 +183,7 @@ NAME_MAX = 255
 SAVED_CMDLINES_DEFAULT = 128
 PID_MAX_DEFAULT = 0x8000
 # per_thread/<tid>/: the kernel's per_cpu/cpuN/ files that apply to a thread's buffer
-PER_THREAD_FILES = ("stats", "trace", "trace_pipe")
+PER_THREAD_FILES = ("buffer_size_kb", "stats", "trace", "trace_pipe")
 
 
 def _err(code: int, msg: str, command: str = "") -> FntraceError:
@@ -254,6 +255,8 @@ class Tracefs:
         self.tr = tr if tr is not None else TraceArray()
         self.top = top
         self.error_log = ErrorLog()
+        # cpu -> KB a per_thread/<tid>/buffer_size_kb write gave that thread's buffer
+        self._thread_kb: dict[int, int] = {}
         # instances/: name -> Tracefs (top level only).  The lock orders mkdir, rmdir
         # and the look-ups that route a path to an instance (trace_types_lock).
         self.instances: dict[str, Tracefs] = {}
@@ -289,7 +292,7 @@ class Tracefs:
             "trace_pipe": (self._r_trace_pipe, None),
             "trace_marker": (None, self._w_trace_marker),
             # tracing_entries_read(): "%lu\n", the size of each (per-thread) buffer
-            "buffer_size_kb": (lambda: f"{self.tr.buffer_size_kb}\n", self._w_buffer_size_kb),
+            "buffer_size_kb": (self._r_buffer_size_kb, self._w_buffer_size_kb),
             "buffer_total_size_kb": (self._r_buffer_total_size_kb, None),
             "trace_clock": (self._r_trace_clock, self._w_trace_clock),
             "trace_options": (self._r_trace_options, self._w_trace_options),
@@ -607,7 +610,8 @@ class Tracefs:
         text = data if data.endswith("\n") else data + "\n"
         buf.write_payload(time.monotonic_ns(), TRACE_PRINT, 0, 0, 0, 0, PAYLOAD_SEP + text)
 
-    def _w_buffer_size_kb(self, data: str, append: bool) -> None:
+    @staticmethod
+    def _buffer_kb(data: str) -> int:
         s = data.strip()
         try:
             kb = int(s)
@@ -617,7 +621,27 @@ class Tracefs:
             err = FntraceError(f"buffer_size_kb: {kb} is out of range (1 to {1 << 20} KB)")
             err.errno = errno.ENOMEM if kb > 0 else errno.EINVAL
             raise err
-        self.tr.set_buffer_size_kb(kb)
+        return kb
+
+    def _r_buffer_size_kb(self) -> str:
+        """tracing_entries_read(): the size of each thread's buffer, or "X" when a
+        per_thread/<tid>/buffer_size_kb write has made them differ."""
+        kb = self.tr.buffer_size_kb
+        with self.tr.lock:
+            live = set(self.tr.buffers)
+        differ = any(c in live and v != kb for c, v in self._thread_kb.items())
+        return "X\n" if differ else f"{kb}\n"
+
+    def _w_buffer_size_kb(self, data: str, append: bool) -> None:
+        self.tr.set_buffer_size_kb(self._buffer_kb(data))
+        self._thread_kb.clear()
+
+    def _w_thread_buffer_size_kb(self, buf):
+        def write(data: str, append: bool) -> None:
+            kb = self._buffer_kb(data)
+            buf.resize(kb)
+            self._thread_kb[buf.cpu] = kb
+        return write
 
     def _r_buffer_total_size_kb(self) -> str:
         """tracing_total_entries_read(): the KB of every thread's buffer, added up."""
@@ -678,6 +702,9 @@ class Tracefs:
         if buf is None:
             return None
         leaf = parts[2]
+        if leaf == "buffer_size_kb":
+            return (lambda: f"{(buf.nrec * RECORD_SIZE) >> 10}\n",
+                    self._w_thread_buffer_size_kb(buf))
         if leaf == "trace":
             return (lambda: self._render(buffers=[buf]), self._w_per_thread_trace(buf))
         if leaf == "trace_pipe":
