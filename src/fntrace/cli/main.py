@@ -1,11 +1,11 @@
-"""The ``fntrace`` command: record, report, live, ls, ctl (also ``python -m fntrace``).
+"""The ``fntrace`` command: record, report, live, ls, ctl, mount (also ``python -m fntrace``).
 
 Every step raises UsageError (or another FntraceError) with a one-line message; only
 ``main()`` prints it and picks the exit status:
 
     0..255  the traced program's own status (record, live); or fntrace dies of the
             signal the program died of (SIGTERM, an uncaught KeyboardInterrupt ...)
-    1       report/ls/ctl failed (bad trace file, bad filter, a refused write)
+    1       report/ls/ctl/mount failed (bad trace file, bad filter, a refused write)
     2       bad command line
 
 The command line is cut in two before argparse sees it (split_target): fntrace's own
@@ -186,6 +186,10 @@ def _parser() -> argparse.ArgumentParser:
     from .ctl import EPILOG as _ctl_epilog, add_arguments as _ctl_arguments
     _EPILOGS.setdefault("ctl", _ctl_epilog)
     _ctl_arguments(add("ctl", "read and write the tracefs of a running program"))
+
+    from .mount import EPILOG as _mount_epilog, add_arguments as _mount_arguments
+    _EPILOGS.setdefault("mount", _mount_epilog)
+    _mount_arguments(add("mount", "mount the tracefs of a running program (FUSE)"))
 
     ls = add("ls", "print available_filter_functions for a target")
     ls.add_argument("-F", "--filter", action="append", default=[], metavar="GLOB",
@@ -433,6 +437,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "ctl":
             from .ctl import run_ctl
             return run_ctl(args)
+        if args.command == "mount":
+            from .mount import run_mount
+            return run_mount(args)
     except UsageError as e:
         print(f"fntrace: {e.msg}", file=sys.stderr)
         return 2
