@@ -64,8 +64,9 @@ def _unmount(d: str) -> None:
         subprocess.run(["fusermount3", "-u", "-z", d], capture_output=True)
 
 
-# A program that owns its tracefs and mounts it: its main thread calls json in a
-# loop, a thread of its own serves the mount.
+# A program that owns its tracefs and mounts it: a thread of its own serves the
+# mount, the main thread calls json in a loop, each time on a new thread (the 3.11
+# back end sees only threads started after tracing is switched on).
 INPROC = textwrap.dedent("""
     import json, sys, threading, time
     import fntrace
@@ -74,10 +75,15 @@ INPROC = textwrap.dedent("""
     opts = json.loads(sys.argv[2])      # uid/gid/mode
     threading.Thread(target=mount, args=(fs, sys.argv[1]), daemon=True,
                      kwargs=dict(opts, on_ready=lambda: print("ready", flush=True))).start()
+    def work():
+        for _ in range(5):
+            json.dumps({"a": 1})
+            json.loads("[1]")
+            time.sleep(0.005)
     while True:
-        json.dumps({"a": 1})
-        json.loads("[1]")
-        time.sleep(0.005)
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
 """)
 
 
