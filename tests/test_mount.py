@@ -2,7 +2,7 @@
 mkdir): first a Tracefs mounted by the process that owns it, then a served program
 mounted with ``fntrace mount PID DIR``.
 
-Needs libfuse3 (``fuse3``), /dev/fuse and mfusepy; without them every test here skips
+Needs libfuse3 (``fuse3``), /dev/fuse and mfusepy; without them the mount tests skip
 with a reason starting "FUSE:", which scripts/test-all repeats in its summary.
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ def _fuse_unusable() -> str | None:
 
 
 _WHY = _fuse_unusable()
-pytestmark = pytest.mark.skipif(_WHY is not None, reason=f"FUSE: {_WHY}")
+needs_fuse = pytest.mark.skipif(_WHY is not None, reason=f"FUSE: {_WHY}")
 
 
 def _env() -> dict:
@@ -109,6 +109,7 @@ def mnt(tmp_path):
     p.wait()
 
 
+@needs_fuse
 def test_ls_and_modes(mnt):
     r = sh(f"ls {mnt}")
     assert r.returncode == 0, r.stderr
@@ -131,6 +132,7 @@ def test_ls_and_modes(mnt):
     assert "No such file" in sh(f"cat {mnt}/no_such_file").stderr
 
 
+@needs_fuse
 def test_echo_and_cat(mnt):
     assert sh(f"cat {mnt}/current_tracer").stdout == "nop\n"
     r = sh(f"echo 'json.*' > {mnt}/set_ftrace_filter && "
@@ -151,6 +153,7 @@ def test_echo_and_cat(mnt):
     assert sh(f"cat {mnt}/set_ftrace_filter").stdout.startswith("#### all functions enabled ####")
 
 
+@needs_fuse
 def test_refused_write(mnt):
     r = sh(f"echo function > {mnt}/current_tracer; echo nosuch > {mnt}/current_tracer")
     assert r.returncode == 1
@@ -169,6 +172,7 @@ def test_refused_write(mnt):
     assert r.returncode != 0 and "Permission denied" in r.stderr
 
 
+@needs_fuse
 def test_trace_pipe_blocks_and_consumes(mnt):
     assert sh(f"echo 'json.dumps' > {mnt}/set_ftrace_filter && "
               f"echo function > {mnt}/current_tracer").returncode == 0
@@ -200,6 +204,7 @@ def test_trace_pipe_blocks_and_consumes(mnt):
     assert r.stdout.strip() == "EAGAIN", r.stderr
 
 
+@needs_fuse
 def test_mkdir_instances(mnt):
     r = sh(f"mkdir {mnt}/instances/foo")
     assert r.returncode == 0, r.stderr
@@ -213,6 +218,7 @@ def test_mkdir_instances(mnt):
     assert "foo" not in sh(f"ls {mnt}/instances").stdout.split()
 
 
+@needs_fuse
 def test_mount_options_uid_gid_mode(tmp_path):
     d = str(tmp_path / "t")
     os.mkdir(d)
@@ -260,6 +266,7 @@ def served(tmp_path):
     p.wait()
 
 
+@needs_fuse
 def test_cli_mount_served_program(served, tmp_path):
     d = str(tmp_path / "t")
     os.mkdir(d)
@@ -286,6 +293,7 @@ def test_cli_mount_served_program(served, tmp_path):
         _unmount(d)
 
 
+@needs_fuse
 def test_cli_mount_options_and_fusermount(served, tmp_path):
     d = str(tmp_path / "t")
     os.mkdir(d)
@@ -302,6 +310,7 @@ def test_cli_mount_options_and_fusermount(served, tmp_path):
     assert served.poll() is None            # the program runs on
 
 
+@needs_fuse
 def test_cli_mount_errors(tmp_path):
     d = str(tmp_path / "t")
     os.mkdir(d)
@@ -319,7 +328,10 @@ def test_cli_mount_errors(tmp_path):
         r = _fntrace("mount", "1", d, "-o", bad)
         assert r.returncode == 2 and f"-o {bad}" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
-    # without mfusepy: what to install
+
+
+def test_cli_mount_without_mfusepy(tmp_path):
+    d = str(tmp_path)
     code = ("import sys; sys.modules['mfusepy'] = None; from fntrace.cli.main import main; "
             f"sys.exit(main(['mount', '1', {d!r}]))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -333,3 +345,16 @@ def test_help_ends_with_examples():
     tail = r.stdout.rstrip().splitlines()
     i = max(n for n, l in enumerate(tail) if l.startswith("examples:"))
     assert all(l.startswith("  ") for l in tail[i + 1:]) and len(tail) - i > 3
+
+
+def test_cli_mount_without_libfuse(tmp_path):
+    # mfusepy raises OSError at import when it finds no libfuse
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "mfusepy.py").write_text("raise OSError('Unable to find libfuse')\n")
+    env = _env()
+    env["PYTHONPATH"] = str(fake) + os.pathsep + env["PYTHONPATH"]
+    r = subprocess.run([sys.executable, "-m", "fntrace", "mount", "1", str(tmp_path)],
+                       capture_output=True, text=True, env=env, timeout=30)
+    assert r.returncode == 1 and "needs libfuse3" in r.stderr and "fuse3" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
