@@ -253,7 +253,10 @@ class RingBuffer(_Base):
         recs = list(self.records())
         for r in recs:
             self.payloads.pop(r[0], None)
-        self.read = self.seq
+        # Read up to what was taken, not up to seq now: the writer's thread may have
+        # added records since records() looked (they are the next read's).
+        if recs:
+            self.read = recs[-1][0] + 1
         return lost, recs
 
     def reset(self) -> None:

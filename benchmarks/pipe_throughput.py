@@ -1,0 +1,157 @@
+"""trace_pipe through the FUSE mount: does ``cat DIR/trace_pipe`` keep up?
+
+A program served with ``fntrace record --serve -p nop`` calls one small function at a
+paced rate (default 100,000 calls a second, in batches each millisecond) for a few
+seconds.  Through the mount (``fntrace mount PID DIR``): the function tracer on that
+function, ``options/overwrite`` 0 (stop mode: a full buffer drops new events instead
+of overwriting old ones, so a slow reader shows up as lost events), and ``cat
+DIR/trace_pipe`` reading into a file.  After the load, when the reader has drained the
+buffers, ``trace``'s header gives entries-written; the figure is entries-written
+against the lines the reader got (target: equal, nothing lost).
+
+    python benchmarks/pipe_throughput.py [--rate 100000] [--seconds 3] [-b KB]
+
+Needs FUSE (libfuse3, /dev/fuse, mfusepy), as ``fntrace mount`` does.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+from _common import child_env, python_label
+
+PROGRAM = textwrap.dedent("""
+    import os, sys, time
+
+    def tick(i):
+        return i
+
+    rate, seconds, go, done = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4]
+    while not os.path.exists(go):          # wait for the reader
+        time.sleep(0.01)
+    batch = max(1, int(rate / 1000))       # calls each millisecond
+    calls = 0
+    t0 = time.monotonic()
+    end = t0 + seconds
+    next_t = t0
+    while True:
+        now = time.monotonic()
+        if now >= end:
+            break
+        if now < next_t:
+            time.sleep(next_t - now)
+            continue
+        for i in range(batch):
+            tick(i)
+        calls += batch
+        next_t += 0.001
+    took = time.monotonic() - t0
+    with open(done, "w") as f:
+        f.write(f"{calls} {took}\\n")
+    time.sleep(3600)                       # stays served until the benchmark ends it
+""")
+
+
+def _sh(cmd: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=60)
+
+
+def _wait(pred, timeout: float, what: str) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.05)
+    raise SystemExit(f"pipe_throughput: timed out waiting for {what}")
+
+
+def _lines(path: str) -> int:
+    with open(path, "rb") as f:
+        return sum(1 for _ in f)
+
+
+def run(rate: float, seconds: float, buffer_kb: int) -> dict:
+    env = child_env()
+    d = tempfile.mkdtemp(prefix="fntrace-pipe-")
+    prog, mnt, out = (os.path.join(d, n) for n in ("prog.py", "mnt", "pipe.txt"))
+    go, done = os.path.join(d, "go"), os.path.join(d, "done")
+    os.mkdir(mnt)
+    with open(prog, "w") as f:
+        f.write(PROGRAM)
+    fntrace = [sys.executable, "-m", "fntrace"]
+    p = subprocess.Popen(fntrace + ["record", "--serve", "-p", "nop", "-o", os.path.join(d, "x.dat"),
+                                    prog, str(rate), str(seconds), go, done],
+                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cat = None
+    try:
+        _wait(lambda: subprocess.run(fntrace + ["ctl", str(p.pid), "current_tracer"], env=env,
+                                     capture_output=True).returncode == 0, 30, "the endpoint")
+        r = subprocess.run(fntrace + ["mount", str(p.pid), mnt], env=env, capture_output=True,
+                           text=True)
+        if r.returncode != 0:
+            raise SystemExit(f"pipe_throughput: fntrace mount failed: {r.stderr.strip()}")
+        r = _sh(f"cd {mnt} && echo {buffer_kb} > buffer_size_kb && echo 0 > options/overwrite && "
+                f"echo '__main__.tick' > set_ftrace_filter && echo function > current_tracer")
+        if r.returncode != 0:
+            raise SystemExit(f"pipe_throughput: setting up through the mount failed: {r.stderr}")
+        with open(out, "wb") as f:
+            cat = subprocess.Popen(["cat", os.path.join(mnt, "trace_pipe")], stdout=f)
+        time.sleep(0.3)
+        open(go, "w").close()
+        _wait(lambda: os.path.exists(done) and os.path.getsize(done) > 0, seconds * 5 + 30,
+              "the load")
+        calls, took = open(done).read().split()
+        # drained: nothing new for a second
+        last, since = -1, time.monotonic()
+        while time.monotonic() - since < 1.0:
+            n = os.path.getsize(out)
+            if n != last:
+                last, since = n, time.monotonic()
+            time.sleep(0.1)
+        header = _sh(f"echo 0 > {mnt}/tracing_on; head -4 {mnt}/trace").stdout
+        m = re.search(r"entries-in-buffer/entries-written: (\d+)/(\d+)", header)
+        in_buf, written = (int(m.group(1)), int(m.group(2))) if m else (-1, -1)
+        cat.send_signal(signal.SIGINT)
+        cat.wait(timeout=10)
+        got = _lines(out)
+        with open(out, "rb") as f:
+            text = f.read()
+        events = text.count(b"__main__.tick <-")
+        lost = sum(int(x) for x in re.findall(rb"\[LOST (\d+) EVENTS\]", text))
+        return {"calls": int(calls), "seconds": float(took), "written": written,
+                "in_buffer": in_buf, "lines": got, "events": events, "lost_marked": lost}
+    finally:
+        if cat is not None and cat.poll() is None:
+            cat.kill()
+        subprocess.run(["fusermount3", "-u", "-z", mnt], capture_output=True)
+        p.kill()
+        p.wait()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rate", type=float, default=100_000, help="calls a second (default 100000)")
+    ap.add_argument("--seconds", type=float, default=3.0, help="length of the load (default 3)")
+    ap.add_argument("-b", "--buffer-size-kb", type=int, default=1408,
+                    help="buffer_size_kb (default 1408, record's default)")
+    args = ap.parse_args()
+    r = run(args.rate, args.seconds, args.buffer_size_kb)
+    rate = r["calls"] / r["seconds"]
+    print(f"{python_label(sys.executable, child_env())}: {r['calls']:,} calls in {r['seconds']:.2f} s ({rate:,.0f}/s), "
+          f"buffer_size_kb {args.buffer_size_kb}, stop mode")
+    print(f"  entries-written {r['written']:,}  (left in buffer {r['in_buffer']:,})")
+    print(f"  reader got      {r['events']:,} events in {r['lines']:,} lines"
+          f"{'' if not r['lost_marked'] else ', LOST markers: %d' % r['lost_marked']}")
+    verdict = "equal" if r["events"] == r["written"] == r["calls"] else "NOT equal"
+    print(f"  calls = entries-written = events read: {verdict}")
+
+
+if __name__ == "__main__":
+    main()
