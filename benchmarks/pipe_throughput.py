@@ -1,7 +1,6 @@
 """trace_pipe through the FUSE mount: does ``cat DIR/trace_pipe`` keep up?
 
-A program served with ``fntrace record --serve -p nop`` calls one small function at a
-paced rate (default 100,000 calls a second, in batches each millisecond) for a few
+A program that calls ``fntrace.serve()`` calls one small function at a paced rate (default 100,000 calls a second, in batches each millisecond) for a few
 seconds.  Through the mount (``fntrace mount PID DIR``): the function tracer on that
 function, ``options/overwrite`` 0 (stop mode: a full buffer drops new events instead
 of overwriting old ones, so a slow reader shows up as lost events), and ``cat
@@ -28,7 +27,11 @@ import time
 from _common import child_env, python_label
 
 PROGRAM = textwrap.dedent("""
-    import os, sys, time
+    import os, sys, threading, time
+    import fntrace
+
+    if sys.argv[5] == "serve":
+        fntrace.serve()                    # controllable: fntrace mount PID DIR
 
     def tick(i):
         return i
@@ -36,25 +39,32 @@ PROGRAM = textwrap.dedent("""
     rate, seconds, go, done = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4]
     while not os.path.exists(go):          # wait for the reader
         time.sleep(0.01)
-    batch = max(1, int(rate / 1000))       # calls each millisecond
-    calls = 0
-    t0 = time.monotonic()
-    end = t0 + seconds
-    next_t = t0
-    while True:
-        now = time.monotonic()
-        if now >= end:
-            break
-        if now < next_t:
-            time.sleep(next_t - now)
-            continue
-        for i in range(batch):
-            tick(i)
-        calls += batch
-        next_t += 0.001
-    took = time.monotonic() - t0
-    with open(done, "w") as f:
-        f.write(f"{calls} {took}\\n")
+    def load():
+        batch = max(1, int(rate / 1000))   # calls each millisecond
+        calls = 0
+        t0 = time.monotonic()
+        end = t0 + seconds
+        next_t = t0
+        while True:
+            now = time.monotonic()
+            if now >= end:
+                break
+            if now < next_t:
+                time.sleep(next_t - now)
+                continue
+            for i in range(batch):
+                tick(i)
+            calls += batch
+            next_t += 0.001
+        took = time.monotonic() - t0
+        with open(done, "w") as f:
+            f.write(f"{calls} {took}\\n")
+
+    # on a thread started now: the 3.11 back end sees only threads started after
+    # tracing is switched on
+    t = threading.Thread(target=load)
+    t.start()
+    t.join()
     time.sleep(3600)                       # stays served until the benchmark ends it
 """)
 
@@ -77,7 +87,7 @@ def _lines(path: str) -> int:
         return sum(1 for _ in f)
 
 
-def run(rate: float, seconds: float, buffer_kb: int) -> dict:
+def run(rate: float, seconds: float, buffer_kb: int, served_by: str = "serve") -> dict:
     env = child_env()
     d = tempfile.mkdtemp(prefix="fntrace-pipe-")
     prog, mnt, out = (os.path.join(d, n) for n in ("prog.py", "mnt", "pipe.txt"))
@@ -86,8 +96,11 @@ def run(rate: float, seconds: float, buffer_kb: int) -> dict:
     with open(prog, "w") as f:
         f.write(PROGRAM)
     fntrace = [sys.executable, "-m", "fntrace"]
-    p = subprocess.Popen(fntrace + ["record", "--serve", "-p", "nop", "-o", os.path.join(d, "x.dat"),
-                                    prog, str(rate), str(seconds), go, done],
+    if served_by == "record":
+        cmd = fntrace + ["record", "--serve", "-p", "nop", "-o", os.path.join(d, "x.dat"), prog]
+    else:
+        cmd = [sys.executable, prog]
+    p = subprocess.Popen(cmd + [str(rate), str(seconds), go, done, served_by],
                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     cat = None
     try:
@@ -104,6 +117,7 @@ def run(rate: float, seconds: float, buffer_kb: int) -> dict:
         with open(out, "wb") as f:
             cat = subprocess.Popen(["cat", os.path.join(mnt, "trace_pipe")], stdout=f)
         time.sleep(0.3)
+        t_go = time.monotonic()
         open(go, "w").close()
         _wait(lambda: os.path.exists(done) and os.path.getsize(done) > 0, seconds * 5 + 30,
               "the load")
@@ -115,6 +129,7 @@ def run(rate: float, seconds: float, buffer_kb: int) -> dict:
             if n != last:
                 last, since = n, time.monotonic()
             time.sleep(0.1)
+        drain_s = since - t_go
         header = _sh(f"echo 0 > {mnt}/tracing_on; head -4 {mnt}/trace").stdout
         m = re.search(r"entries-in-buffer/entries-written: (\d+)/(\d+)", header)
         in_buf, written = (int(m.group(1)), int(m.group(2))) if m else (-1, -1)
@@ -126,7 +141,8 @@ def run(rate: float, seconds: float, buffer_kb: int) -> dict:
         events = text.count(b"__main__.tick <-")
         lost = sum(int(x) for x in re.findall(rb"\[LOST (\d+) EVENTS\]", text))
         return {"calls": int(calls), "seconds": float(took), "written": written,
-                "in_buffer": in_buf, "lines": got, "events": events, "lost_marked": lost}
+                "in_buffer": in_buf, "lines": got, "events": events, "lost_marked": lost,
+                "drain_s": drain_s}
     finally:
         if cat is not None and cat.poll() is None:
             cat.kill()
@@ -141,14 +157,21 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0, help="length of the load (default 3)")
     ap.add_argument("-b", "--buffer-size-kb", type=int, default=1408,
                     help="buffer_size_kb (default 1408, record's default)")
+    ap.add_argument("--served-by", choices=("serve", "record"), default="serve",
+                    help="the program calls fntrace.serve() (default), or runs under "
+                         "fntrace record --serve -p nop (its buffers also feed the file)")
     args = ap.parse_args()
-    r = run(args.rate, args.seconds, args.buffer_size_kb)
+    r = run(args.rate, args.seconds, args.buffer_size_kb, args.served_by)
     rate = r["calls"] / r["seconds"]
     print(f"{python_label(sys.executable, child_env())}: {r['calls']:,} calls in {r['seconds']:.2f} s ({rate:,.0f}/s), "
-          f"buffer_size_kb {args.buffer_size_kb}, stop mode")
+          f"buffer_size_kb {args.buffer_size_kb}, stop mode, served by {args.served_by}")
     print(f"  entries-written {r['written']:,}  (left in buffer {r['in_buffer']:,})")
     print(f"  reader got      {r['events']:,} events in {r['lines']:,} lines"
           f"{'' if not r['lost_marked'] else ', LOST markers: %d' % r['lost_marked']}")
+    missing = r["written"] - r["events"]
+    print(f"  not read        {missing:,} ({100 * missing / max(1, r['written']):.1f}%: dropped "
+          f"in stop mode while the reader was behind); the reader averaged "
+          f"{r['events'] / r['drain_s']:,.0f} lines/s")
     verdict = "equal" if r["events"] == r["written"] == r["calls"] else "NOT equal"
     print(f"  calls = entries-written = events read: {verdict}")
 
