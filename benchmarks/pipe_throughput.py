@@ -82,6 +82,31 @@ def _wait(pred, timeout: float, what: str) -> None:
     raise SystemExit(f"pipe_throughput: timed out waiting for {what}")
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (/proc/PID/stat)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+def _mount_server(mnt: str) -> int | None:
+    """The background process serving the mount at ``mnt``."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"mount" in argv and mnt.encode() in argv:
+            return int(name)
+    return None
+
+
 def _lines(path: str) -> int:
     with open(path, "rb") as f:
         return sum(1 for _ in f)
@@ -117,6 +142,9 @@ def run(rate: float, seconds: float, buffer_kb: int, served_by: str = "serve") -
         with open(out, "wb") as f:
             cat = subprocess.Popen(["cat", os.path.join(mnt, "trace_pipe")], stdout=f)
         time.sleep(0.3)
+        server = _mount_server(mnt)
+        cpu0 = {"program": _cpu_s(p.pid), "mount": _cpu_s(server) if server else float("nan"),
+                "cat": _cpu_s(cat.pid)}
         t_go = time.monotonic()
         open(go, "w").close()
         _wait(lambda: os.path.exists(done) and os.path.getsize(done) > 0, seconds * 5 + 30,
@@ -130,6 +158,9 @@ def run(rate: float, seconds: float, buffer_kb: int, served_by: str = "serve") -
                 last, since = n, time.monotonic()
             time.sleep(0.1)
         drain_s = since - t_go
+        cpu = {"program": _cpu_s(p.pid) - cpu0["program"],
+               "mount": (_cpu_s(server) if server else float("nan")) - cpu0["mount"],
+               "cat": _cpu_s(cat.pid) - cpu0["cat"]}
         header = _sh(f"echo 0 > {mnt}/tracing_on; head -4 {mnt}/trace").stdout
         m = re.search(r"entries-in-buffer/entries-written: (\d+)/(\d+)", header)
         in_buf, written = (int(m.group(1)), int(m.group(2))) if m else (-1, -1)
@@ -142,7 +173,7 @@ def run(rate: float, seconds: float, buffer_kb: int, served_by: str = "serve") -
         lost = sum(int(x) for x in re.findall(rb"\[LOST (\d+) EVENTS\]", text))
         return {"calls": int(calls), "seconds": float(took), "written": written,
                 "in_buffer": in_buf, "lines": got, "events": events, "lost_marked": lost,
-                "drain_s": drain_s}
+                "drain_s": drain_s, "cpu": cpu, "load": os.getloadavg()[0]}
     finally:
         if cat is not None and cat.poll() is None:
             cat.kill()
@@ -172,6 +203,11 @@ def main() -> None:
     print(f"  not read        {missing:,} ({100 * missing / max(1, r['written']):.1f}%: dropped "
           f"in stop mode while the reader was behind); the reader averaged "
           f"{r['events'] / r['drain_s']:,.0f} lines/s")
+    c = r["cpu"]
+    per = 1e6 / max(1, r["events"])
+    print(f"  CPU while it ran: program {c['program']:.2f} s (its calls, tracing, rendering "
+          f"trace_pipe), mount {c['mount']:.2f} s ({c['mount'] * per:.1f} us a line), cat "
+          f"{c['cat']:.2f} s; load average {r['load']:.1f} on {os.cpu_count()} CPUs")
     verdict = "equal" if r["events"] == r["written"] == r["calls"] else "NOT equal"
     print(f"  calls = entries-written = events read: {verdict}")
 

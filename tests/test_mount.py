@@ -302,6 +302,27 @@ def test_cli_mount_served_program(served, tmp_path):
 
 
 @needs_fuse
+def test_cli_mount_program_killed(served, tmp_path):
+    # SIGKILL: no endpoint left to say goodbye; a cat waiting in trace_pipe ends (EOF)
+    # and the mount goes (the program's pidfd)
+    d = str(tmp_path / "t")
+    os.mkdir(d)
+    assert _fntrace("mount", str(served.pid), d).returncode == 0
+    try:
+        cat = subprocess.Popen(["cat", f"{d}/trace_pipe"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        assert cat.poll() is None                   # waiting
+        served.kill()
+        served.wait()
+        out, err = cat.communicate(timeout=10)
+        assert cat.returncode == 0, err
+        _wait(lambda: not os.path.ismount(d), timeout=10, what="the unmount on SIGKILL")
+    finally:
+        _unmount(d)
+
+
+@needs_fuse
 def test_cli_mount_options_and_fusermount(served, tmp_path):
     d = str(tmp_path / "t")
     os.mkdir(d)

@@ -18,7 +18,8 @@ How the kernel's tracefs semantics map onto FUSE:
   and keeps the rest for the next read of that open.  A read waiting when the reader
   is interrupted (^C on ``cat``) ends with EINTR: the kernel waits for the answer of a
   request it has sent, so not answering would leave ``cat`` unkillable.  O_NONBLOCK
-  gives EAGAIN, as tracing_wait_pipe does.
+  gives EAGAIN, as tracing_wait_pipe does.  When the program exits (or stops
+  serving) a waiting read ends with EOF, as a pipe whose writer is gone.
 - Each write() is applied as the kernel applies it: the first write of an open
   truncates (``>``) unless the file was opened with O_APPEND (``>>``); later writes of
   the same open add.  A refused write returns the error's errno, which the shell
@@ -257,6 +258,13 @@ class TracefsOperations(mfusepy.Operations):
                     raise mfusepy.FuseOSError(errno.EINTR)
                 try:
                     text = h.reader.read(PIPE_POLL)
+                except FntraceError as e:
+                    if e.errno in (errno.ESRCH, errno.EIO):
+                        # The program exited or stopped serving: the end of the
+                        # stream, as a pipe whose writer is gone.
+                        h.closed = True
+                        return b""
+                    raise _error(e) from None
                 except Exception as e:
                     raise _error(e) from None
                 if text:
@@ -313,6 +321,10 @@ def _mount_options(uid: int | None, gid: int | None, allow_other: bool) -> dict[
         "default_permissions": True,    # the kernel checks uid/gid/mode
         # Instances come and go through other doors too: look names up afresh.
         "entry_timeout": 0, "attr_timeout": 0, "negative_timeout": 0,
+        # Blocked trace_pipe readers each hold a worker thread; a bound keeps a
+        # runaway number of readers from exhausting the process.  (Left unset,
+        # libfuse 3.14 also complains of mfusepy's idle-thread default.)
+        "max_threads": 64, "max_idle_threads": 8,
     }
     if allow_other:
         opts["allow_other"] = True
