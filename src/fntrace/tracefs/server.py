@@ -30,7 +30,7 @@ from ..core import ops as core_ops
 from ..core import task
 from ..errors import BusyError, FntraceError
 from . import endpoint
-from .endpoint import MAX_REQUEST, OPS, peer_cred, recv_frame, send_frame
+from .endpoint import MAX_REQUEST, OPS, FrameReader, peer_cred, send_frame
 from .fs import Tracefs
 from .fs import tracefs as _top_tracefs
 
@@ -176,9 +176,10 @@ class Server:
                                   "msg": f"uid {uid} may not control this process "
                                          f"(it belongs to uid {me})", "error_log": ""})
                 return
+            frames = FrameReader(conn)
             while self.running:
                 try:
-                    req = recv_frame(conn, MAX_REQUEST)
+                    req = frames.read(MAX_REQUEST)
                 except (OSError, FntraceError):
                     return
                 if req is None:
