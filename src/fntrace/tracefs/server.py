@@ -90,6 +90,14 @@ class Server:
             # The directory is 0700: nobody else can reach the socket in between.
             os.chmod(path, 0o600)
             s.listen(16)
+        except OSError as e:
+            s.close()
+            err = FntraceError(f"{path}: cannot serve there: {e.strerror or e}"
+                               + (" (a Unix socket path is at most 107 bytes: set "
+                                  "XDG_RUNTIME_DIR to a shorter directory)"
+                                  if len(path.encode()) > 107 else ""))
+            err.errno = e.errno or errno.EIO
+            raise err from None
         except BaseException:
             s.close()
             raise
