@@ -23,7 +23,7 @@ import threading
 
 from ..errors import FntraceError
 from . import endpoint
-from .endpoint import recv_frame, send_frame
+from .endpoint import FrameReader, send_frame
 
 __all__ = ["Client", "ClientPipe", "not_controllable_msg"]
 
@@ -103,6 +103,7 @@ class Client:
         self._lock = threading.Lock()
         self._sock: socket.socket | None = None
         self._sock = connect(pid)
+        self._frames = FrameReader(self._sock)
 
     def close(self) -> None:
         with self._lock:
@@ -123,9 +124,10 @@ class Client:
         with self._lock:
             if self._sock is None:
                 self._sock = connect(self.pid)
+                self._frames = FrameReader(self._sock)
             try:
                 send_frame(self._sock, {"op": op, "path": path, "data": data, "append": append})
-                reply = recv_frame(self._sock)
+                reply = self._frames.read()
             except OSError as e:
                 self._sock.close()
                 self._sock = None
@@ -186,10 +188,11 @@ class ClientPipe:
     def __init__(self, pid: int, path: str = "trace_pipe") -> None:
         self.pid = pid
         self._sock = connect(pid)
+        self._frames = FrameReader(self._sock)
         self.closed = False
         try:
             send_frame(self._sock, {"op": "pipe", "path": path, "data": "", "append": False})
-            reply = recv_frame(self._sock)
+            reply = self._frames.read()
         except OSError as e:
             self.close()
             raise _error(f"process {pid}: connection lost ({e.strerror or e})", errno.EIO) from None
@@ -208,11 +211,12 @@ class ClientPipe:
     def read(self, timeout: float | None = None) -> str:
         if self.closed:
             return ""
-        r, _, _ = select.select([self._sock], [], [], timeout)
-        if not r:
-            return ""
+        if len(self._frames.buf) < 4:
+            r, _, _ = select.select([self._sock], [], [], timeout)
+            if not r:
+                return ""
         try:
-            reply = recv_frame(self._sock)
+            reply = self._frames.read()
         except OSError:
             reply = None
         if reply is None:

@@ -30,7 +30,7 @@ import struct
 
 from ..errors import FntraceError
 
-__all__ = ["runtime_dir", "socket_path", "send_frame", "recv_frame", "peer_cred",
+__all__ = ["runtime_dir", "socket_path", "send_frame", "recv_frame", "FrameReader", "peer_cred",
            "list_endpoints", "process_cmdline", "pid_alive", "is_stale", "remove_stale",
            "EndpointError", "MAX_FRAME", "OPS"]
 
@@ -125,6 +125,44 @@ def recv_frame(sock: socket.socket, limit: int = MAX_FRAME):
         return json.loads(body.decode("utf-8", "surrogatepass"))
     except ValueError as e:
         raise EndpointError(f"malformed frame: {e}") from None
+
+
+class FrameReader:
+    """recv_frame with a buffer: a whole request usually comes in one recv().  Each
+    system call gives the GIL away, and a program busy in Python takes a switch
+    interval (5 ms) to give it back: fewer calls, faster control writes."""
+
+    __slots__ = ("sock", "buf")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = bytearray()
+
+    def _fill(self, n: int) -> bool:
+        while len(self.buf) < n:
+            b = self.sock.recv(max(65536, n - len(self.buf)))
+            if not b:
+                return False
+            self.buf += b
+        return True
+
+    def read(self, limit: int = MAX_FRAME):
+        """The next frame's object, or None when the peer closed between frames."""
+        if not self._fill(4):
+            if self.buf:
+                raise EndpointError("connection closed in the middle of a frame")
+            return None
+        (n,) = _LEN.unpack_from(self.buf)
+        if n > limit:
+            raise EndpointError(f"frame of {n} bytes is larger than the limit ({limit})")
+        if not self._fill(4 + n):
+            raise EndpointError("connection closed in the middle of a frame")
+        body = bytes(self.buf[4:4 + n])
+        del self.buf[:4 + n]
+        try:
+            return json.loads(body.decode("utf-8", "surrogatepass"))
+        except ValueError as e:
+            raise EndpointError(f"malformed frame: {e}") from None
 
 
 def peer_cred(sock: socket.socket) -> tuple[int, int, int]:

@@ -30,7 +30,7 @@ from ..core import ops as core_ops
 from ..core import task
 from ..errors import BusyError, FntraceError
 from . import endpoint
-from .endpoint import MAX_REQUEST, OPS, peer_cred, recv_frame, send_frame
+from .endpoint import MAX_REQUEST, OPS, FrameReader, peer_cred, send_frame
 from .fs import Tracefs
 from .fs import tracefs as _top_tracefs
 
@@ -90,6 +90,14 @@ class Server:
             # The directory is 0700: nobody else can reach the socket in between.
             os.chmod(path, 0o600)
             s.listen(16)
+        except OSError as e:
+            s.close()
+            err = FntraceError(f"{path}: cannot serve there: {e.strerror or e}"
+                               + (" (a Unix socket path is at most 107 bytes: set "
+                                  "XDG_RUNTIME_DIR to a shorter directory)"
+                                  if len(path.encode()) > 107 else ""))
+            err.errno = e.errno or errno.EIO
+            raise err from None
         except BaseException:
             s.close()
             raise
@@ -176,9 +184,10 @@ class Server:
                                   "msg": f"uid {uid} may not control this process "
                                          f"(it belongs to uid {me})", "error_log": ""})
                 return
+            frames = FrameReader(conn)
             while self.running:
                 try:
-                    req = recv_frame(conn, MAX_REQUEST)
+                    req = frames.read(MAX_REQUEST)
                 except (OSError, FntraceError):
                     return
                 if req is None:
