@@ -37,6 +37,7 @@ while no reader was open are not shown; copies a reader does not come for are he
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
@@ -220,6 +221,14 @@ class PipeReader:
         self._lock = threading.Lock()
         with self.pipe.lock:
             self.pipe.readers += 1
+        q = fs.tr.sink
+        fd = getattr(q, "notify_fd", -1)
+        if fd >= 0:
+            # a recording's sink thread: start flushing the buffers for this reader
+            try:
+                os.write(fd, b"c")
+            except OSError:
+                pass
 
     def _renderer(self) -> PipeRenderer:
         """The printer for the current tracer and options (remade, keeping what it
