@@ -277,3 +277,44 @@ def test_take_while_a_thread_writes(overwrite):
     if not overwrite:
         assert lost == 0
     assert buf.payloads == {}
+
+
+# -- a recording's pipe: copies, the file keeps everything -------------------------
+
+def test_recording_pipe_shows_copies_and_the_file_keeps_every_event(make_module, tmp_path):
+    import io
+
+    from fntrace.cli.record import _FileSink, flush_all
+    from fntrace.trace import TraceArray
+    from fntrace.tracefile import TraceFile, TraceFileWriter
+    from fntrace.tracefs.trace_pipe import trace_pipe_of
+
+    m = make_module(MOD, hint="tpr")
+    n = m.__name__
+    out = io.BytesIO()
+    tr = TraceArray()
+    sink = _FileSink(TraceFileWriter(out, {"tracer": "function"}), tr.buffer_size_kb)
+    tr.sink = sink.queue
+    sink.pipe = trace_pipe_of(tr)
+    sink.flush_buffers = lambda: flush_all(tr)
+    fs = Tracefs(tr)
+    fs.write("set_ftrace_filter", f"{n}.leaf")
+    fs.write("current_tracer", "function")
+    r = fs.open_pipe()
+    try:
+        m.burst(10)
+        # the thread is idle now: the sink's thread flushes its buffer for the reader
+        text = r.read(timeout=5)
+        while text.count(f"{n}.leaf") < 10:
+            more = r.read(timeout=5)
+            assert more, text
+            text += more
+        assert text.count(f"{n}.leaf <-") == 10
+    finally:
+        r.close()
+        fs.write("current_tracer", "nop")
+    m.burst(5)                                  # not traced any more
+    tr.flush()
+    sink.finish({"cpus": {}})
+    tf = TraceFile.frombytes(out.getvalue())
+    assert tf.nr_records() == 10                # the reader took nothing from the file

@@ -33,7 +33,6 @@ import time
 
 from ..core.task import thread_info
 from ..output.pipe import PipeRenderer
-from ..output.reader import entries_of_chunk
 from ..output.registry import FunctionTextRenderer, name_of, nr_cpus_of, renderer_for
 from ..output.render import render_trace
 from ..tracefile import TraceFile, TraceFileWriter
@@ -103,8 +102,7 @@ class LivePrinter:
             self.log.append(("write_chunk", (cpu, bytes(records), first_seq, lost,
                                              dict(payloads) if payloads else None)))
             return
-        self.pr.feed(cpu, entries_of_chunk(cpu, first_seq, records, payloads or {},
-                                           name_of, thread_info))
+        self.pr.feed_chunk(cpu, first_seq, records, payloads, name_of, thread_info)
 
     def close(self, stats: dict | None = None) -> None:
         self.stats = dict(stats or {})
@@ -138,8 +136,7 @@ class LivePrinter:
         for method, args in self.log:
             if method == "write_chunk":
                 cpu, records, first_seq, _, payloads = args
-                self.pr.feed(cpu, entries_of_chunk(cpu, first_seq, records, payloads or {},
-                                                   name_of, thread_info))
+                self.pr.feed_chunk(cpu, first_seq, records, payloads, name_of, thread_info)
         self.log = []
 
     def _emit(self, lines: list[str]) -> None:

@@ -25,10 +25,12 @@ returns quickly prints as it would in ``trace``.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
-from .entry import TRACE_GRAPH_ENT, TRACE_GRAPH_RET, LostEvents, TraceEntry
-from .ftrace_text import format_entry, format_lost_events
+from ..ring_buffer import HAS_PAYLOAD, RECORD
+from .entry import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, LostEvents, TraceEntry
+from .ftrace_text import _comm, format_entry, format_lost_events
+from .reader import decode, entries_of_chunk
 from .registry import _GRAPH_KEYWORDS, GraphTextRenderer, FunctionTextRenderer, RenderContext, renderer_for
 
 __all__ = ["PipeRenderer"]
@@ -56,6 +58,11 @@ class PipeRenderer:
             self.printer = GraphPrinter(
                 nr_cpus=nr_cpus, **{kw: self.ctx.options[n] for n, kw in _GRAPH_KEYWORDS.items()})
         self._plain = isinstance(self.renderer, FunctionTextRenderer)
+        self._print_parent = self.ctx.options["print-parent"]
+        self._prefix: dict[int, str] = {}       # cpu -> "comm-pid [cpu] " of a line
+        self._names: dict[int, str] = {}        # ip -> name
+        self._name_of = None
+        self._thread_info: Mapping[int, tuple[int, str]] = {}
         # cpu -> items not printed yet, each (ts, item); a LostEvents marker takes the
         # time of the entry it precedes.
         self._cpus: dict[int, deque] = {}
@@ -82,16 +89,77 @@ class PipeRenderer:
             ts = dq[-1][0] if dq else 0
             dq.append((ts, marker))
 
+    def feed_chunk(self, cpu: int, first_seq: int, chunk: bytes, payloads: dict | None,
+                   name_of: Callable[[int], str], thread_info: Mapping[int, tuple[int, str]],
+                   lost: int = 0) -> None:
+        """A run of one buffer's records (``RingBuffer.take``, a sink's chunk).  The
+        default format prints a plain function hit straight from its record (the
+        common case at high rates: no entry object is made); anything else is
+        decoded into an entry first."""
+        if not self._plain:
+            items = entries_of_chunk(cpu, first_seq, chunk, payloads or {}, name_of,
+                                     thread_info)
+            if lost:
+                items.insert(0, LostEvents(cpu, lost))
+            self.feed(cpu, items)
+            return
+        dq = self._cpus.get(cpu)
+        if dq is None:
+            dq = self._cpus[cpu] = deque()
+        self._name_of = name_of
+        self._thread_info = thread_info
+        if lost:
+            dq.append((-1, LostEvents(cpu, lost)))
+        # The default format's line of a function hit depends on nothing printed
+        # before it: it is made here, in one loop, and only ordered later.
+        prefix = self._prefix.get(cpu)
+        if prefix is None:
+            pid, comm = thread_info.get(cpu, (0, "<...>"))
+            flags_col = "....." if self.ctx.options["irq-info"] else ""
+            prefix = self._prefix[cpu] = f"{_comm(comm):>16}-{pid:<7} [{cpu:03d}] {flags_col} "
+        names = self._names
+        pp = self._print_parent
+        append = dq.append
+        seq = first_seq
+        for ts, typ, flags, a, b, c, d in RECORD.iter_unpack(chunk):
+            if typ == TRACE_FN and not flags & HAS_PAYLOAD:
+                fn = names.get(a)
+                if fn is None:
+                    fn = names[a] = name_of(a)
+                us = (ts + 500) // 1000
+                if b and pp:
+                    parent = names.get(b)
+                    if parent is None:
+                        parent = names[b] = name_of(b)
+                    append((ts, f"{prefix}{us // 1000000:5d}.{us % 1000000:06d}: {fn} <-{parent}"))
+                else:
+                    append((ts, f"{prefix}{us // 1000000:5d}.{us % 1000000:06d}: {fn}"))
+            else:
+                pid, comm = thread_info.get(cpu, (0, "<...>"))
+                payload = payloads.get(seq) if payloads and flags & HAS_PAYLOAD else None
+                append((ts, decode(cpu, ts, typ, flags, a, b, c, d, payload, name_of, comm, pid)))
+            seq += 1
+        self.nr_items += seq - first_seq
+
     def pending(self) -> int:
         """Items fed and not printed yet."""
         return sum(len(dq) for dq in self._cpus.values())
 
     def take_back(self) -> dict[int, list]:
-        """Everything not printed yet, per cpu, and forget it (a reader closing hands
-        what it consumed but did not show back to the others)."""
-        out = {cpu: [it for _, it in dq] for cpu, dq in self._cpus.items() if dq}
+        """Everything not printed yet, per cpu, as (ts, item) pairs for ``feed_pairs``,
+        and forget it (a reader closing hands what it consumed but did not show back
+        to the others).  An item is an entry, a LostEvents marker, or a line of the
+        default format already made."""
+        out = {cpu: list(dq) for cpu, dq in self._cpus.items() if dq}
         self._cpus.clear()
         return out
+
+    def feed_pairs(self, cpu: int, pairs: Iterable[tuple]) -> None:
+        """What ``take_back`` returned (of this renderer or another)."""
+        dq = self._cpus.get(cpu)
+        if dq is None:
+            dq = self._cpus[cpu] = deque()
+        dq.extend(pairs)
 
     # -- output --------------------------------------------------------------------
     def lines(self, *, upto: int | None = None, now: int | None = None,
@@ -119,6 +187,25 @@ class PipeRenderer:
             ts, item = best[0]
             if upto is not None and ts > upto and not final:
                 break
+            if type(item) is str:
+                if len(cpus) == 1 or sum(1 for d in cpus.values() if d) == 1:
+                    # one thread has anything: print its run without the merge
+                    lim = None if final else upto
+                    while best:
+                        ts, item = best[0]
+                        if lim is not None and ts > lim:
+                            break
+                        best.popleft()
+                        if type(item) is str:
+                            out.append(item)
+                        elif isinstance(item, LostEvents):
+                            out.append(format_lost_events(item.cpu, item.lost))
+                        else:
+                            out.extend(self._line(item))
+                    continue
+                best.popleft()
+                out.append(item)
+                continue
             if isinstance(item, LostEvents):
                 best.popleft()
                 out.append(format_lost_events(item.cpu, item.lost))

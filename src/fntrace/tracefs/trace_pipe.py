@@ -46,7 +46,6 @@ from collections.abc import Iterable
 from ..core.task import thread_info
 from ..output.entry import LostEvents
 from ..output.pipe import PipeRenderer
-from ..output.reader import entries_of_chunk
 from ..output.registry import name_of
 
 __all__ = ["TracePipe", "PipeReader", "trace_pipe_of", "COPY_LIMIT"]
@@ -105,19 +104,18 @@ class TracePipe:
                 return True
         return False
 
-    def take(self, cpus: set[int] | None) -> dict[int, list]:
-        """Consume what there is for ``cpus`` (None: every thread): cpu -> items
-        (entries, with a LostEvents marker first where events were lost)."""
-        out: dict[int, list] = {}
+    def take(self, cpus: set[int] | None) -> list[tuple]:
+        """Consume what there is for ``cpus`` (None: every thread), as a list of
+        ("items", cpu, (ts, item) pairs) (given back by a closed reader) and ("chunk", cpu,
+        lost, first_seq, records, payloads) (taken from a buffer, or copied)."""
+        out: list[tuple] = []
         with self.lock:
             for cpu in [c for c in self.returned if cpus is None or c in cpus]:
-                out.setdefault(cpu, []).extend(self.returned.pop(cpu))
+                out.append(("items", cpu, self.returned.pop(cpu)))
             if self.tr.sink is not None:
                 keep = deque()
-                for cpu in list(self.copies_lost):
-                    if cpus is None or cpu in cpus:
-                        out.setdefault(cpu, []).append(
-                            LostEvents(cpu, self.copies_lost.pop(cpu)))
+                lost = {c: self.copies_lost.pop(c) for c in list(self.copies_lost)
+                        if cpus is None or c in cpus}
                 while self.copies:
                     item = self.copies.popleft()
                     cpu, chunk, first, pay = item
@@ -125,8 +123,9 @@ class TracePipe:
                         keep.append(item)
                         continue
                     self.copy_bytes -= len(chunk)
-                    out.setdefault(cpu, []).extend(
-                        entries_of_chunk(cpu, first, chunk, pay, name_of, thread_info))
+                    out.append(("chunk", cpu, lost.pop(cpu, 0), first, chunk, pay))
+                for cpu, n in lost.items():
+                    out.append(("items", cpu, [(-1, LostEvents(cpu, n))]))
                 self.copies = keep
                 return out
             # The instance's lock keeps a buffer from being resized or shrunk (its
@@ -135,11 +134,8 @@ class TracePipe:
                 bufs = [b for b in self.tr.buffers.values() if cpus is None or b.cpu in cpus]
                 taken = [(b.cpu, b.take()) for b in bufs if b.seq != b.read]
         for cpu, (lost, first, chunk, pay) in taken:
-            items = out.setdefault(cpu, [])
-            if lost:
-                items.append(LostEvents(cpu, lost))
-            if chunk:
-                items.extend(entries_of_chunk(cpu, first, chunk, pay, name_of, thread_info))
+            if lost or chunk:
+                out.append(("chunk", cpu, lost, first, chunk, pay))
         return out
 
     def give_back(self, items: dict[int, list]) -> None:
@@ -242,14 +238,18 @@ class PipeReader:
             self._printer = PipeRenderer(tracer, opts, grace_ns=self.grace_ns)
             self._key = key
             if old is not None:
-                for cpu, items in old.take_back().items():
-                    self._printer.feed(cpu, items)
+                for cpu, pairs in old.take_back().items():
+                    self._printer.feed_pairs(cpu, pairs)
         return self._printer
 
     def _read_once(self) -> str:
         pr = self._renderer()
-        for cpu, items in self.pipe.take(self.cpus).items():
-            pr.feed(cpu, items)
+        for got in self.pipe.take(self.cpus):
+            if got[0] == "items":
+                pr.feed_pairs(got[1], got[2])
+            else:
+                _, cpu, lost, first, chunk, pay = got
+                pr.feed_chunk(cpu, first, chunk, pay, name_of, thread_info, lost)
         lines = pr.lines(now=time.monotonic_ns())
         return self.pipe.take_text(self.cpus) + "".join(line + "\n" for line in lines)
 
