@@ -325,7 +325,7 @@ def _target(args):
     return prepare_target(name, None, None, rest)
 
 
-def _record(args, output: str, at_exit: bool, on_finished=None):
+def _record(args, output: str, at_exit: bool, on_finished=None, make_writer=None):
     from .record import RecordOptions, record
     tracer = _choose_tracer(args)
     # The numbers go as typed: the control files they are written to check them
@@ -339,7 +339,8 @@ def _record(args, output: str, at_exit: bool, on_finished=None):
     opts.compress = getattr(args, "compress", False)
     opts.serve = getattr(args, "serve", False)
     target = _target(args)
-    return record(target, opts, at_exit=at_exit, on_finished=on_finished)
+    return record(target, opts, at_exit=at_exit, on_finished=on_finished,
+                  make_writer=make_writer)
 
 
 def _report(path: str, ropts: dict, out, err) -> None:
@@ -363,15 +364,21 @@ def _ls(args) -> int:
 
 
 def _live(args, at_exit: bool) -> int:
-    import shutil
-    import tempfile
+    """record with a printer in place of the trace file (cli/live.py): the trace
+    streams while the program runs, and nothing is kept once printed."""
+    from .live import LivePrinter
     ropts = _report_opts(args)
-    d = tempfile.mkdtemp(prefix="fntrace-")
-    pid = os.getpid()
-    path = os.path.join(d, "live.dat")
+    out_fd = os.dup(1) if _fd_ok(1) else os.open(os.devnull, os.O_WRONLY)
+    printers: list = []
+
+    def make_writer(header, tr):
+        p = LivePrinter(header, tr, ropts.get("options") or {}, out_fd)
+        printers.append(p)
+        return p
 
     def on_finished(guard, how) -> None:
-        # The program's output first, then the report, on the streams it started with.
+        # The program's output first, then the rest of the trace, on the streams it
+        # started with.
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -379,7 +386,8 @@ def _live(args, at_exit: bool) -> int:
                 pass
         out, err = guard.stdout(), guard.stderr()
         try:
-            _report(path, ropts, out, err)
+            for p in printers:
+                p.report(out, err)
         except BrokenPipeError:
             pass
         except FntraceError as e:
@@ -390,14 +398,23 @@ def _live(args, at_exit: bool) -> int:
                     s.close()
                 except BaseException:
                     pass
-            shutil.rmtree(d, ignore_errors=True)
 
     try:
-        outcome = _record(args, path, at_exit, on_finished)
+        outcome = _record(args, "", at_exit, on_finished, make_writer)
     finally:
-        if os.getpid() == pid:      # the directory is the parent's to remove
-            shutil.rmtree(d, ignore_errors=True)
+        try:
+            os.close(out_fd)
+        except OSError:
+            pass
     return outcome.status
+
+
+def _fd_ok(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+        return True
+    except OSError:
+        return False
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,11 +10,13 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ..ring_buffer import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, args_pairs, text_parts
+from ..ring_buffer import HAS_PAYLOAD, RECORD, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, args_pairs, text_parts
 from .entry import LostEvents, TraceEntry
 from .registry import name_of as file_name_of
 
-__all__ = ["decode", "entries_from_file", "entries_from_buffers"]
+_iter_records = RECORD.iter_unpack
+
+__all__ = ["decode", "entries_from_file", "entries_from_buffers", "entries_of_chunk"]
 
 
 def decode(cpu: int, ts: int, typ: int, flags: int, a: int, b: int, c: int, d: int,
@@ -59,6 +61,22 @@ def entries_from_file(tf, cpu: int | None = None) -> Iterator[TraceEntry | LostE
     for (c, ts, typ, flags, a, b, cc, d, payload) in tf.records(cpu):
         pid, comm = threads.get(c, (0, "<...>"))
         yield decode(c, ts, typ, flags, a, b, cc, d, payload, name_of, comm, pid)
+
+
+def entries_of_chunk(cpu: int, first_seq: int, chunk: bytes, payloads: dict,
+                     name_of: Callable[[int], str],
+                     thread_info: dict[int, tuple[int, str]]) -> list[TraceEntry]:
+    """The entries of a run of one buffer's records (a ring buffer's ``take``, or a
+    chunk handed to a sink), ``first_seq`` being the first record's sequence number."""
+    pid, comm = thread_info.get(cpu, (0, "<...>"))
+    out = []
+    get = payloads.get if payloads else None
+    seq = first_seq
+    for ts, typ, flags, a, b, c, d in _iter_records(chunk):
+        payload = get(seq) if get is not None and flags & HAS_PAYLOAD else None
+        out.append(decode(cpu, ts, typ, flags, a, b, c, d, payload, name_of, comm, pid))
+        seq += 1
+    return out
 
 
 def entries_from_buffers(buffers: Iterable, name_of: Callable[[int], str],

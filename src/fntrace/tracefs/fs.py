@@ -16,7 +16,7 @@ import errno
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from ..core import fetch
 from ..core import ops as core_ops
@@ -25,6 +25,7 @@ from ..core.records import record_table
 from ..errors import FilterError, FntraceError
 from ..trace import TraceArray
 from ..tracers import available_tracers
+from .trace_pipe import PipeReader
 
 __all__ = ["Tracefs", "tracefs", "ErrorLog", "PipeReader", "parse_trace_options"]
 
@@ -217,12 +218,14 @@ class Tracefs:
             return 0
         return (0o444 if f[0] is not None else 0) | (0o200 if f[1] is not None else 0)
 
-    def open_pipe(self, path: str = "trace_pipe") -> "PipeReader":
+    def open_pipe(self, path: str = "trace_pipe", *,
+                  cpus: Iterable[int] | None = None) -> PipeReader:
         """A consuming reader of ``trace_pipe``, kept open across reads (the kernel's
-        trace_iterator of one open file): see PipeReader."""
+        trace_iterator of one open file): see tracefs/trace_pipe.py.  ``cpus``: only
+        these threads (their small index), as ``per_thread/<tid>/trace_pipe``."""
         if self._lookup(path.strip("/")) is None:
             raise FntraceError(f"{path}: no such file", command=path)
-        return PipeReader(self, path.strip("/"))
+        return PipeReader(self, path.strip("/"), cpus=cpus)
 
     def _lookup(self, path: str):
         path = path.strip("/")
@@ -552,35 +555,12 @@ class Tracefs:
         return self._render()
 
     def _r_trace_pipe(self) -> str:
-        return self._render(consume=True)
-
-
-class PipeReader:
-    """One open ``trace_pipe``: ``read(timeout)`` blocks until there is something to
-    show (or ``timeout`` seconds pass: then ""), consumes it and returns its text;
-    ``timeout=None`` waits for ever.  Other readers and the buffers' writers are not
-    held up while it waits."""
-
-    POLL = 0.02
-
-    def __init__(self, fs: Tracefs, path: str) -> None:
-        self.fs = fs
-        self.path = path
-        self.closed = False
-
-    def read(self, timeout: float | None = None) -> str:
-        end = None if timeout is None else time.monotonic() + timeout
-        while not self.closed:
-            text = self.fs.read(self.path)
-            if text:
-                return text
-            if end is not None and time.monotonic() >= end:
-                break
-            time.sleep(self.POLL if end is None else max(0.0, min(self.POLL, end - time.monotonic())))
-        return ""
-
-    def close(self) -> None:
-        self.closed = True
+        """One consuming read that does not wait (an open, read, close)."""
+        r = PipeReader(self, "trace_pipe")
+        try:
+            return r.read(timeout=0)
+        finally:
+            r.close()
 
 
 _top: Tracefs | None = None
