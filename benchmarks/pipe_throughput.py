@@ -59,13 +59,15 @@ PROGRAM = textwrap.dedent("""
         took = time.monotonic() - t0
         with open(done, "w") as f:
             f.write(f"{calls} {took}\\n")
+        # The thread stays: under record --serve an ended thread's buffer goes to the
+        # file, and trace's header would no longer count what it wrote.
+        time.sleep(3600)
 
     # on a thread started now: the 3.11 back end sees only threads started after
     # tracing is switched on
-    t = threading.Thread(target=load)
+    t = threading.Thread(target=load, daemon=True)
     t.start()
-    t.join()
-    time.sleep(3600)                       # stays served until the benchmark ends it
+    t.join()                               # stays served until the benchmark ends it
 """)
 
 
