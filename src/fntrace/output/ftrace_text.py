@@ -124,22 +124,10 @@ def trace_print_context(e: TraceEntry, *, irq_info: bool = False) -> str:
     (comm ``%16s``, pid ``%-7d``, cpu ``[%03d]``, time `` %5lu.%06lu`` of the timestamp
     rounded to the microsecond.)
     """
-    # The part before the time is the same for every line of a thread: made once
-    # (a trace_pipe reader formats ~100,000 lines a second in the traced process).
-    key = (e.comm, e.pid, e.cpu, irq_info)
-    head = _context_heads.get(key)
-    if head is None:
-        if len(_context_heads) >= _CONTEXT_HEADS_MAX:
-            _context_heads.clear()
-        flags = _LAT_FMT_NONE if irq_info else ""
-        head = _context_heads[key] = f"{_comm(e.comm):>16}-{e.pid:<7} [{e.cpu:03d}] {flags} "
-    secs, usec_rem = divmod((e.ts + 500) // 1000, USEC_PER_SEC)     # _ns2usecs, inline
-    return "%s%5d.%06d: " % (head, secs, usec_rem)
-
-
-# (comm, pid, cpu, irq_info) -> the context up to the timestamp
-_context_heads: dict[tuple, str] = {}
-_CONTEXT_HEADS_MAX = 4096
+    usecs = _ns2usecs(e.ts)
+    secs, usec_rem = divmod(usecs, USEC_PER_SEC)
+    flags = _LAT_FMT_NONE if irq_info else ""
+    return f"{_comm(e.comm):>16}-{e.pid:<7} [{e.cpu:03d}] {flags} {secs:5d}.{usec_rem:06d}: "
 
 
 def format_function_args(args: Iterable[tuple[str, str]]) -> str:
