@@ -218,6 +218,95 @@ def test_mkdir_instances(mnt):
     assert "foo" not in sh(f"ls {mnt}/instances").stdout.split()
 
 
+# Any object with the tracefs file API mounts: a minimal one with instances, to check
+# what mkdir/rmdir/ls pass through and the errors they give back.
+FAKE = textwrap.dedent("""
+    import errno, sys
+    from fntrace.errors import FntraceError
+    from fntrace.tracefs.fuse import mount
+
+    def err(msg, no):
+        e = FntraceError(msg)
+        e.errno = no
+        return e
+
+    class Fake:
+        def __init__(self):
+            self.files = {"current_tracer": "nop\\n"}
+            self.instances = set()
+        def _split(self, path):
+            parts = path.strip("/").split("/")
+            if parts[0] == "instances" and len(parts) > 1:
+                if parts[1] not in self.instances:
+                    return None, None
+                return parts[1], "/".join(parts[2:])
+            return "", path.strip("/")
+        def kind(self, path):
+            inst, rest = self._split(path)
+            if inst is None:
+                return None
+            if rest in ("", "instances"):
+                return "dir"
+            return "file" if rest == "current_tracer" else None
+        def mode(self, path):
+            return 0o755 if self.kind(path) == "dir" else 0o644
+        def ls(self, path=""):
+            inst, rest = self._split(path)
+            if rest == "instances" and inst == "":
+                return sorted(self.instances)
+            return ["current_tracer"] + (["instances"] if inst == "" else [])
+        def read(self, path):
+            inst, rest = self._split(path)
+            return self.files.get(f"{inst}/{rest}", "nop\\n")
+        def write(self, path, data, append=False):
+            inst, rest = self._split(path)
+            if data.strip() not in ("nop", "function"):
+                raise err("No such tracer", errno.EINVAL)
+            self.files[f"{inst}/{rest}"] = data.strip() + "\\n"
+        def mkdir(self, path):
+            parts = path.strip("/").split("/")
+            if len(parts) != 2 or parts[0] != "instances":
+                raise err("only instances/NAME", errno.EPERM)
+            if parts[1] in self.instances:
+                raise err("exists", errno.EEXIST)
+            self.instances.add(parts[1])
+        def rmdir(self, path):
+            parts = path.strip("/").split("/")
+            if len(parts) != 2 or parts[1] not in self.instances:
+                raise err("no such instance", errno.ENOENT)
+            self.instances.discard(parts[1])
+        def open_pipe(self, path="trace_pipe"):
+            raise err("no pipe", errno.ENOENT)
+
+    mount(Fake(), sys.argv[1], on_ready=lambda: print("ready", flush=True))
+""")
+
+
+@needs_fuse
+def test_mkdir_rmdir_reach_the_file_api(tmp_path):
+    d = str(tmp_path / "t")
+    os.mkdir(d)
+    p = subprocess.Popen([sys.executable, "-c", FAKE, d], env=_env(), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready", p.stderr.read()
+        _wait(lambda: os.path.ismount(d), what="the mount")
+        r = sh(f"mkdir {d}/instances/foo && ls {d}/instances && "
+               f"echo function > {d}/instances/foo/current_tracer && "
+               f"cat {d}/instances/foo/current_tracer {d}/current_tracer")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.split() == ["foo", "function", "nop"]
+        assert "File exists" in sh(f"mkdir {d}/instances/foo").stderr
+        assert "Operation not permitted" in sh(f"mkdir {d}/instances/foo/bar").stderr
+        assert sh(f"rmdir {d}/instances/foo").returncode == 0
+        assert sh(f"ls {d}/instances").stdout == ""
+        assert "No such file" in sh(f"rmdir {d}/instances/foo").stderr
+    finally:
+        _unmount(d)
+        p.kill()
+        p.wait()
+
+
 @needs_fuse
 def test_mount_options_uid_gid_mode(tmp_path):
     d = str(tmp_path / "t")
