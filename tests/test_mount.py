@@ -154,6 +154,21 @@ def test_echo_and_cat(mnt):
 
 
 @needs_fuse
+def test_big_filter_list_cut_by_the_writer(mnt, tmp_path):
+    # cat writes 128 KiB at a time: names cut between two write()s still parse
+    big = tmp_path / "list"
+    big.write_text("json.dumps\n" * 30_000 + "json.loads")     # 330,010 bytes
+    r = sh(f"cat {big} > {mnt}/set_ftrace_filter")
+    assert r.returncode == 0, r.stderr
+    assert sh(f"cat {mnt}/set_ftrace_filter").stdout.split() == ["json.dumps", "json.loads"]
+    # a small write is whole: applied or refused at once, with or without its newline
+    assert sh(f"echo -n json.decoder.JSONDecoder.decode >> {mnt}/set_ftrace_filter").returncode == 0
+    assert len(sh(f"cat {mnt}/set_ftrace_filter").stdout.split()) == 3
+    r = sh(f"echo -n no_such_fn_xyz >> {mnt}/set_ftrace_filter")
+    assert "write error: Invalid argument" in r.stderr
+
+
+@needs_fuse
 def test_refused_write(mnt):
     r = sh(f"echo function > {mnt}/current_tracer; echo nosuch > {mnt}/current_tracer")
     assert r.returncode == 1

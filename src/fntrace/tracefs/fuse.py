@@ -61,6 +61,18 @@ CLEAR_ON_TRUNC = frozenset({
     "uprobe_events", "error_log", "stack_trace_filter",
 })
 
+# Files whose writes the kernel parses word by word with trace_parser, which keeps a
+# word cut at the end of one write() for the next.  A write of at least CARRY_MIN
+# bytes not ending in white space is taken to be cut by the writer; a smaller one
+# (echo -n NAME) is a whole command, applied (or refused) at once.
+PARSER_FILES = frozenset({
+    "set_ftrace_filter", "set_ftrace_notrace", "set_graph_function", "set_graph_notrace",
+    "set_event", "set_ftrace_pid", "set_ftrace_notrace_pid", "set_event_pid",
+    "set_event_notrace_pid", "stack_trace_filter",
+})
+CARRY_MIN = 4096
+_SPACE = (b" ", b"\n", b"\t")
+
 # How long a blocked trace_pipe read waits between looks at "was I interrupted?".
 PIPE_POLL = 0.05
 
@@ -92,7 +104,7 @@ class _Handle:
     """One open file: its text made at open, or its trace_pipe reader."""
 
     __slots__ = ("path", "flags", "content", "error", "reader", "pending", "wrote",
-                 "lock", "closed")
+                 "carry", "lock", "closed")
 
     def __init__(self, path: str, flags: int) -> None:
         self.path = path
@@ -102,6 +114,7 @@ class _Handle:
         self.reader: Any = None
         self.pending = b""
         self.wrote = False
+        self.carry = b""
         self.lock = threading.Lock()
         self.closed = False
 
@@ -276,15 +289,33 @@ class TracefsOperations(mfusepy.Operations):
 
     def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
         h = self._handle(fh)
+        text = h.carry + data
+        h.carry = b""
+        if (len(data) >= CARRY_MIN and text[-1:] not in _SPACE
+                and h.path.rsplit("/", 1)[-1] in PARSER_FILES):
+            # A big write cut by the writer (cat FILE > set_ftrace_filter): the last
+            # word may go on in the next write, as trace_parser keeps it.
+            cut = max(text.rfind(b) for b in _SPACE)
+            h.carry, text = text[cut + 1:], text[:cut + 1]
+            if not text:
+                return len(data)
+        self._apply(h, text)
+        return len(data)
+
+    def _apply(self, h: _Handle, text: bytes) -> None:
         append = h.wrote or bool(h.flags & os.O_APPEND)
-        self._call(self.fs.write, h.path, data.decode("utf-8", "surrogateescape"),
+        self._call(self.fs.write, h.path, text.decode("utf-8", "surrogateescape"),
                    append=append)
         h.wrote = True
-        return len(data)
 
     def flush(self, path: str, fh: int) -> int:
         h = self._handles.get(fh)
-        if (h is not None and not h.wrote and h.flags & os.O_TRUNC
+        if h is None:
+            return 0
+        if h.carry:
+            text, h.carry = h.carry, b""
+            self._apply(h, text)        # its error is close()'s
+        if (not h.wrote and h.flags & os.O_TRUNC
                 and h.flags & os.O_ACCMODE != os.O_RDONLY
                 and h.path.rsplit("/", 1)[-1] in CLEAR_ON_TRUNC):
             h.wrote = True
