@@ -444,6 +444,40 @@ def test_cli_mount_options_and_fusermount(served, tmp_path):
 
 
 @needs_fuse
+def test_cli_mount_detach_and_foreground(served, tmp_path):
+    from fntrace.tracefs.client import Client
+    d = str(tmp_path / "t")
+    os.mkdir(d)
+    # the program stops serving (detach): the mount goes, the program runs on
+    assert _fntrace("mount", str(served.pid), d).returncode == 0
+    try:
+        Client(served.pid).detach()
+        _wait(lambda: not os.path.ismount(d), timeout=10, what="the unmount on detach")
+        assert served.poll() is None
+    finally:
+        _unmount(d)
+
+
+@needs_fuse
+def test_cli_mount_foreground_ends_on_sigint(served, tmp_path):
+    d = str(tmp_path / "t")
+    os.mkdir(d)
+    p = subprocess.Popen([sys.executable, "-m", "fntrace", "mount", "--foreground",
+                          str(served.pid), d], env=_env(), stderr=subprocess.PIPE, text=True)
+    try:
+        _wait(lambda: os.path.ismount(d), what="the mount")
+        assert sh(f"cat {d}/current_tracer").stdout == "nop\n"
+        p.send_signal(signal.SIGINT)
+        assert p.wait(timeout=10) == 0, p.stderr.read()
+        assert not os.path.ismount(d)
+        assert "Traceback" not in p.stderr.read()
+    finally:
+        _unmount(d)
+        if p.poll() is None:
+            p.kill()
+
+
+@needs_fuse
 def test_cli_mount_errors(tmp_path):
     d = str(tmp_path / "t")
     os.mkdir(d)

@@ -362,6 +362,19 @@ def _mount_options(uid: int | None, gid: int | None, allow_other: bool) -> dict[
     return opts
 
 
+# fuse_main_real()'s return codes (libfuse3 helper.c)
+_FUSE_MAIN_ERRORS = {
+    1: "invalid mount options",
+    2: "no mount point",
+    3: "FUSE setup failed (is /dev/fuse there and usable?)",
+    4: "mounting failed (is it an empty directory you may mount on? fusermount3 installed?)",
+    5: "could not go to the background",
+    6: "could not set up signal handlers",
+    7: "the file system failed while it ran",
+    8: "the file system loop ended with an error",
+}
+
+
 def unmount(mountpoint: str, *, lazy: bool = True) -> bool:
     """Unmount ``mountpoint`` (``fusermount3 -u``); lazy by default, so a reader still
     inside it does not keep it mounted.  True if it is no longer mounted."""
@@ -383,7 +396,14 @@ def mount(fs: Any, mountpoint: str, *, uid: int | None = None, gid: int | None =
     thread of its own: block in it until the source goes away).
 
     ``on_ready`` is called once the kernel has the mount."""
-    ops = TracefsOperations(fs, uid=uid, gid=gid, mode=mode, on_ready=on_ready)
+    ready = threading.Event()
+
+    def mounted() -> None:
+        ready.set()
+        if on_ready is not None:
+            on_ready()
+
+    ops = TracefsOperations(fs, uid=uid, gid=gid, mode=mode, on_ready=mounted)
     if stop_when is not None:
         def watch() -> None:
             fntrace_thread()
@@ -394,8 +414,15 @@ def mount(fs: Any, mountpoint: str, *, uid: int | None = None, gid: int | None =
                 ops.stopping.set()
                 unmount(mountpoint)
         threading.Thread(target=watch, name="fntrace-mount-watch", daemon=True).start()
-    mfusepy.FUSE(ops, mountpoint, foreground=True, nothreads=False, debug=debug,
-                 **_mount_options(uid, gid, allow_other))
+    try:
+        mfusepy.FUSE(ops, mountpoint, foreground=True, nothreads=False, debug=debug,
+                     **_mount_options(uid, gid, allow_other))
+    except RuntimeError as e:
+        code = e.args[0] if e.args and isinstance(e.args[0], int) else None
+        if ready.is_set() and not os.path.ismount(mountpoint):
+            return      # served, then ended by a signal (^C, SIGTERM): unmounted, done
+        why = _FUSE_MAIN_ERRORS.get(code, f"libfuse's fuse_main failed ({code})")
+        raise FntraceError(f"{mountpoint}: {why}") from None
 
 
 from .._env import public_dir as _public_dir  # noqa: E402
