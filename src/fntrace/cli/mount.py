@@ -162,6 +162,7 @@ def _background(pid: int, mountpoint: str, opts: dict) -> int:
         try:
             os.close(r)
             os.setsid()
+            os.chdir("/")            # holds no directory of the caller busy
             # The server outlives the command: it holds none of the caller's streams
             # (a `$(fntrace mount ...)` or a test's pipe would wait for it).
             null = os.open(os.devnull, os.O_RDWR)
