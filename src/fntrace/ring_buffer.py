@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Iterator
 from os import write as _os_write
 from time import sleep as _sleep
+from _thread import RLock as _RLock
 # typing is not imported at run time (it is a fifth of fntrace's import cost);
 # the annotations are strings (from __future__ import annotations).
 TYPE_CHECKING = False
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
 from . import _env
 from .record_format import (
-    FORMAT, HAS_PAYLOAD, RECORD_SIZE, TRACE_EVENT, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET,
+    FORMAT, HAS_PAYLOAD, OFFSETS, RECORD_SIZE, TRACE_EVENT, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET,
     TRACE_PRINT, TRACE_STACK,
 )
 
@@ -147,7 +148,7 @@ class _PyRingBufferBase:
     """The counters and write() of a ring buffer; fntrace._native.RingBufferBase is its
     native twin (same attribute names, same behaviour)."""
     __slots__ = ("cpu", "data", "nrec", "seq", "read", "overrun", "dropped", "overwrite",
-                 "sink", "payloads", "clock")
+                 "sink", "payloads", "clock", "lock")
 
     # -- writing (hot path) -------------------------------------------------------------
     def write(self, ts: int, typ: int, flags: int, a: int, b: int, c: int, d: int) -> int:
@@ -165,9 +166,19 @@ class _PyRingBufferBase:
                     self.dropped += 1
                     return -1
             elif self.overwrite:
-                self.overrun += 1
-                if self.payloads:
-                    self.payloads.pop(seq - self.nrec, None)
+                # Under the lock a reader on another thread copies with (take): it
+                # must not copy a slot while it is refilled.  A write that does not
+                # overwrite fills a slot already read, and needs no lock.
+                with self.lock:
+                    seq = self.seq
+                    if seq - self.read >= self.nrec:
+                        self.overrun += 1
+                        if self.payloads:
+                            self.payloads.pop(seq - self.nrec, None)
+                    _pack_into(self.data, (seq % self.nrec) * RECORD_SIZE, ts, typ, flags,
+                               a, b, c, d)
+                    self.seq = seq + 1
+                return seq
             else:
                 self.dropped += 1
                 return -1
@@ -189,48 +200,96 @@ class _PyRingBufferBase:
             self.payloads[seq] = payload
         return seq
 
-    def handoff(self) -> None:
-        """Hand every record not handed over yet to the sink as one chunk, in order."""
+    def handoff(self, wait: bool = True) -> None:
+        """Hand every record not handed over yet to the sink as one chunk, in order.
+
+        ``wait``: the buffer's own thread (it was full) waits for the reader while the
+        queue is over its limit.  Another thread flushing the buffer (the reader, so
+        that events of an idle thread reach it) passes False: no waiting, and a last
+        record whose payload is still being stored stays for the next hand-over.
+
+        The reader-page swap must be whole for every other thread: here a thread switch
+        may come between any two bytecodes, so the owner's and a flusher's hand-overs
+        take the buffer's lock (the native twin needs none: it runs no bytecode).  A
+        write does not take it: it only ever fills a slot already handed over."""
         q = self.sink
-        start, end = max(self.read, self.seq - self.nrec), self.seq
-        if q is None or end <= start:
+        if q is None:
             return
-        n, nrec = end - start, self.nrec
-        s = start % nrec
-        data = self.data
-        if s + n <= nrec:
-            chunk = bytes(data[s * RECORD_SIZE:(s + n) * RECORD_SIZE])
-        else:
-            chunk = bytes(data[s * RECORD_SIZE:]) + bytes(data[:(s + n - nrec) * RECORD_SIZE])
-        pay = {}
-        held = self.payloads
-        if held and type(held) is dict and min(held) >= start and max(held) < end:
-            # Every payload held is this chunk's (the rule while a sink is attached):
-            # the dict itself goes, no entry is moved.
-            pay, self.payloads = held, {}
-        elif held:
-            pop = self.payloads.pop
-            if len(self.payloads) < n:
-                pay = {k: pop(k) for k in [k for k in self.payloads if start <= k < end]}
+        with self.lock:
+            start, end = max(self.read, self.seq - self.nrec), self.seq
+            if not wait and end > start and _payload_missing(self, end - 1):
+                end -= 1
+            if end <= start:
+                return
+            n, nrec = end - start, self.nrec
+            s = start % nrec
+            data = self.data
+            if s + n <= nrec:
+                chunk = bytes(data[s * RECORD_SIZE:(s + n) * RECORD_SIZE])
             else:
-                pay = {k: pop(k) for k in range(start, end) if k in self.payloads}
-        self.read = end
-        q.items.append((self.cpu, chunk, start, pay))
-        q.pending += len(chunk) + PAYLOAD_COST * len(pay)
+                chunk = bytes(data[s * RECORD_SIZE:]) + bytes(data[:(s + n - nrec) * RECORD_SIZE])
+            pay = _take_payloads(self, start, end)
+            self.read = end
+            q.items.append((self.cpu, chunk, start, pay))
+            q.pending += len(chunk) + PAYLOAD_COST * len(pay)
         if q.notify_fd >= 0:
             try:
                 _os_write(q.notify_fd, CHUNK_NOTIFY)
             except OSError:         # the pipe is full: the reader is awake anyway
                 pass
-        if q.limit and q.pending > q.limit:
+        if wait and q.limit and q.pending > q.limit:
             while q.pending > q.limit and not q.closed:
                 _sleep(0.001)
+
+
+def _payload_missing(buf, seq: int) -> bool:
+    """Does record ``seq`` carry a payload not stored yet?  The pure writer stores it
+    just after the record (write_payload): a reader on another thread may come between."""
+    flags = _unpack_flags(buf.data, (seq % buf.nrec) * RECORD_SIZE + _FLAGS_OFFSET)[0]
+    return bool(flags & HAS_PAYLOAD) and seq not in buf.payloads
+
+
+def _take_payloads(buf, start: int, end: int) -> dict:
+    """Move the payloads of records start..end-1 out of the buffer."""
+    held = buf.payloads
+    if not held:
+        return {}
+    if type(held) is dict and min(held) >= start and max(held) < end:
+        # Every payload held is this chunk's (the rule while a sink is attached): the
+        # dict itself goes, no entry is moved.
+        buf.payloads = {}
+        return held
+    pop = held.pop
+    if len(held) < end - start:
+        return {k: pop(k) for k in [k for k in list(held) if start <= k < end]}
+    return {k: pop(k) for k in range(start, end) if k in held}
 
 
 _native = _env.native()
 _Base = _native.RingBufferBase if _native is not None else _PyRingBufferBase
 trace_clock_now = _native.trace_clock_now if _native is not None else _py_trace_clock_now
 _pack_into = RECORD.pack_into
+_unpack_flags = struct.Struct("<H").unpack_from
+
+
+class _NoLock:
+    """The native twin's writes run no bytecode: a reader needs no lock against them."""
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_LOCK = _NoLock()
+
+
+def _lock_of(buf):
+    return buf.lock if _native is None else _NO_LOCK
+
+_FLAGS_OFFSET = OFFSETS["flags"]
 
 
 class RingBuffer(_Base):
@@ -261,6 +320,8 @@ class RingBuffer(_Base):
         self.overwrite = overwrite
         self.sink = sink
         self.payloads: dict[int, Any] = {}
+        if _native is None:
+            self.lock = _RLock()
 
     # -- the sink (record mode) -----------------------------------------------------
     def flush(self) -> None:
@@ -292,15 +353,57 @@ class RingBuffer(_Base):
             ts, typ, flags, a, b, c, d = unpack(data, (q % nrec) * RECORD_SIZE)
             yield (q, ts, typ, flags, a, b, c, d, pay.get(q) if flags & HAS_PAYLOAD else None)
 
+    def take(self) -> tuple[int, int, bytes, dict]:
+        """trace_pipe's consuming read of this buffer, from any thread: (events lost
+        since the last take, the first record's sequence number, the records as bytes,
+        their payloads), every record returned marked read.
+
+        The kernel swaps a reader page out of the ring so the writer cannot touch it;
+        here the records are copied out and the copy checked afterwards: a writer in
+        overwrite mode that lapped the reader during the copy overwrote the oldest
+        records copied: they are dropped and counted as lost.  (The native writer runs
+        no bytecode, so a copy sees each write whole; the pure writer's overwriting
+        write takes the buffer's lock, as this does.)  A last record whose payload is still being stored stays for the next
+        take.  Readers of one buffer take in turn (the trace pipe's lock); the writer
+        never moves ``read``, so nothing else can race with it."""
+        with _lock_of(self):
+            return self._take()
+
+    def _take(self) -> tuple[int, int, bytes, dict]:
+        nrec, data = self.nrec, self.data
+        end = self.seq
+        read = self.read
+        start = max(read, end - nrec, 0)
+        lost = max(0, start - read)
+        if end > start and _payload_missing(self, end - 1):
+            end -= 1
+        if end <= start:
+            if lost:
+                self.read = start
+            return lost, start, b"", {}
+        n = end - start
+        s = start % nrec
+        if s + n <= nrec:
+            chunk = bytes(data[s * RECORD_SIZE:(s + n) * RECORD_SIZE])
+        else:
+            chunk = bytes(data[s * RECORD_SIZE:]) + bytes(data[:(s + n - nrec) * RECORD_SIZE])
+        valid = self.seq - nrec
+        if valid > start:
+            cut = min(valid, end) - start
+            chunk = chunk[cut * RECORD_SIZE:]
+            lost += cut
+            start += cut
+        pay = _take_payloads(self, start, end) if start < end else {}
+        self.read = end
+        self.read_events += end - start
+        return lost, start, chunk, pay
+
     def consume(self) -> tuple[int, list[tuple]]:
         """trace_pipe: (events lost since the last read, the records now held), and
-        mark them read."""
-        lost = max(0, self.seq - self.nrec - self.read)
-        recs = list(self.records())
-        for r in recs:
-            self.payloads.pop(r[0], None)
-        self.read = self.seq
-        self.read_events += len(recs)
+        mark them read (``take``, decoded)."""
+        lost, first, chunk, pay = self.take()
+        recs = [(first + i, *r, pay.get(first + i) if r[2] & HAS_PAYLOAD else None)
+                for i, r in enumerate(RECORD.iter_unpack(chunk))]
         return lost, recs
 
     def reset(self) -> None:

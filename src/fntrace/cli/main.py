@@ -1,11 +1,11 @@
-"""The ``fntrace`` command: record, report, live, ls (also ``python -m fntrace``).
+"""The ``fntrace`` command: record, report, live, ls, ctl, mount (also ``python -m fntrace``).
 
 Every step raises UsageError (or another FntraceError) with a one-line message; only
 ``main()`` prints it and picks the exit status:
 
     0..255  the traced program's own status (record, live); or fntrace dies of the
             signal the program died of (SIGTERM, an uncaught KeyboardInterrupt ...)
-    1       report/ls failed (bad trace file, bad filter)
+    1       report/ls/ctl/mount failed (bad trace file, bad filter, a refused write)
     2       bad command line
 
 The command line is cut in two before argparse sees it (split_target): fntrace's own
@@ -108,6 +108,9 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
                         "inside the tracer (a __repr__ that takes a lock can deadlock, one "
                         "with side effects changes the program); off, objects are shown "
                         "as <module.Class object at 0x...>")
+    p.add_argument("--serve", action="store_true",
+                   help="serve the recording's tracefs while the program runs: "
+                        "`fntrace ctl PID ...` reads and writes its files")
     p.add_argument("--patch", action="append", default=[], metavar="SYM=FILE:FUNC",
                    help="replace function SYM for this run: FUNC(original, *args, **kwargs) "
                         "from FILE decides whether and how to call the original")
@@ -179,6 +182,14 @@ def _parser() -> argparse.ArgumentParser:
     _add_record_options(lv)
     _add_report_options(lv)
     _add_target(lv)
+
+    from .ctl import EPILOG as _ctl_epilog, add_arguments as _ctl_arguments
+    _EPILOGS.setdefault("ctl", _ctl_epilog)
+    _ctl_arguments(add("ctl", "read and write the tracefs of a running program"))
+
+    from .mount import EPILOG as _mount_epilog, add_arguments as _mount_arguments
+    _EPILOGS.setdefault("mount", _mount_epilog)
+    _mount_arguments(add("mount", "mount the tracefs of a running program (FUSE)"))
 
     ls = add("ls", "print available_filter_functions for a target")
     ls.add_argument("-F", "--filter", action="append", default=[], metavar="GLOB",
@@ -314,7 +325,7 @@ def _target(args):
     return prepare_target(name, None, None, rest)
 
 
-def _record(args, output: str, at_exit: bool, on_finished=None):
+def _record(args, output: str, at_exit: bool, on_finished=None, make_writer=None):
     from .record import RecordOptions, record
     tracer = _choose_tracer(args)
     # The numbers go as typed: the control files they are written to check them
@@ -326,8 +337,10 @@ def _record(args, output: str, at_exit: bool, on_finished=None):
                          args=args.args, retval=args.retval, events=args.events or [],
                          patches=args.patch, object_repr=args.object_repr)
     opts.compress = getattr(args, "compress", False)
+    opts.serve = getattr(args, "serve", False)
     target = _target(args)
-    return record(target, opts, at_exit=at_exit, on_finished=on_finished)
+    return record(target, opts, at_exit=at_exit, on_finished=on_finished,
+                  make_writer=make_writer)
 
 
 def _report(path: str, ropts: dict, out, err) -> None:
@@ -351,15 +364,21 @@ def _ls(args) -> int:
 
 
 def _live(args, at_exit: bool) -> int:
-    import shutil
-    import tempfile
+    """record with a printer in place of the trace file (cli/live.py): the trace
+    streams while the program runs, and nothing is kept once printed."""
+    from .live import LivePrinter
     ropts = _report_opts(args)
-    d = tempfile.mkdtemp(prefix="fntrace-")
-    pid = os.getpid()
-    path = os.path.join(d, "live.dat")
+    out_fd = os.dup(1) if _fd_ok(1) else os.open(os.devnull, os.O_WRONLY)
+    printers: list = []
+
+    def make_writer(header, tr):
+        p = LivePrinter(header, tr, ropts.get("options") or {}, out_fd)
+        printers.append(p)
+        return p
 
     def on_finished(guard, how) -> None:
-        # The program's output first, then the report, on the streams it started with.
+        # The program's output first, then the rest of the trace, on the streams it
+        # started with.
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -367,7 +386,8 @@ def _live(args, at_exit: bool) -> int:
                 pass
         out, err = guard.stdout(), guard.stderr()
         try:
-            _report(path, ropts, out, err)
+            for p in printers:
+                p.report(out, err)
         except BrokenPipeError:
             pass
         except FntraceError as e:
@@ -378,14 +398,23 @@ def _live(args, at_exit: bool) -> int:
                     s.close()
                 except BaseException:
                     pass
-            shutil.rmtree(d, ignore_errors=True)
 
     try:
-        outcome = _record(args, path, at_exit, on_finished)
+        outcome = _record(args, "", at_exit, on_finished, make_writer)
     finally:
-        if os.getpid() == pid:      # the directory is the parent's to remove
-            shutil.rmtree(d, ignore_errors=True)
+        try:
+            os.close(out_fd)
+        except OSError:
+            pass
     return outcome.status
+
+
+def _fd_ok(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+        return True
+    except OSError:
+        return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -422,6 +451,12 @@ def main(argv: list[str] | None = None) -> int:
             return _live(args, at_exit)
         if args.command == "ls":
             return _ls(args)
+        if args.command == "ctl":
+            from .ctl import run_ctl
+            return run_ctl(args)
+        if args.command == "mount":
+            from .mount import run_mount
+            return run_mount(args)
     except UsageError as e:
         print(f"fntrace: {e.msg}", file=sys.stderr)
         return 2

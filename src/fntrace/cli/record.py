@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import _thread
 import os
+import select
 import signal
 import sys
 import threading
@@ -39,12 +40,13 @@ from ..trace import TraceArray
 from ..tracefile import COMPRESS_HINT, TraceFileWriter, compress_available
 from ..tracefs import control
 from ..tracefs.fs import Tracefs
+from ..tracefs.trace_pipe import trace_pipe_of
 from .guard import Guard
 from .target import (Outcome, Target, _native_launch, callback_credit, finish_program,
                      run_target)
 
 __all__ = ["RecordOptions", "record", "check_depth", "check_thresh",
-           "unmatched_patterns"]
+           "unmatched_patterns", "flush_all", "TICK"]
 
 # Bytes handed over and not written yet above which a traced thread waits for the
 # writer: two full buffers, so memory stays flat however fast the program writes.
@@ -59,6 +61,7 @@ class RecordOptions:
     default."""
 
     compress = False            # --compress: zstd per block (tracefile.py)
+    serve = False               # --serve: the recording's tracefs on a control socket
 
     def __init__(self, tracer: str = "function", filters: list[str] | None = None,
                  notrace: list[str] | None = None, buffer_kb: int | str | None = 1408,
@@ -106,6 +109,26 @@ def check_thresh(text: str) -> int:
     return n
 
 
+# Seconds between flushes of the buffers while something reads as it goes (fntrace
+# live, an open trace_pipe): how late an idle thread's events can be.
+TICK = 0.025
+
+
+def flush_all(tr: TraceArray) -> bool:
+    """Hand every buffer's records to the sink now, from the sink's own thread (no
+    waiting for room).  False if a buffer is being made or freed just now: the next
+    tick does it (the instance's lock must not be waited for here: a thread ending
+    holds it while its buffer is handed over, which may wait for this thread)."""
+    if not tr.lock.acquire(blocking=False):
+        return False
+    try:
+        for b in list(tr.buffers.values()):
+            b.handoff(False)
+    finally:
+        tr.lock.release()
+    return True
+
+
 # Bytes on the writer's pipe besides signal numbers (1..64).
 _CHUNK, _FINISH = ord("c"), ord("f")
 
@@ -134,6 +157,11 @@ class _FileSink:
         self._done = _thread.allocate_lock()
         self._done.acquire()
         self._stopped = False
+        # set by record(): flush_buffers() hands every buffer's records over (False if
+        # it could not now); pipe: the instance's trace_pipe (copies for its readers)
+        self.flush_buffers = None
+        self.pipe = None
+        self._next_tick = 0
         _thread.start_new_thread(self._run, ())
 
     def mine(self) -> bool:
@@ -141,15 +169,25 @@ class _FileSink:
 
     # -- the writer thread ----------------------------------------------------------
     def _run(self) -> None:
+        task.fntrace_thread()
         while True:
+            timeout = self._interval()
             try:
-                data = os.read(self.rfd, 256)
+                ready = select.select([self.rfd], [], [], timeout)[0]
             except InterruptedError:
                 continue
-            except OSError:
-                data = b""
-            if not data:
+            except (OSError, ValueError):
                 break
+            data = b""
+            if ready:
+                try:
+                    data = os.read(self.rfd, 256)
+                except InterruptedError:
+                    continue
+                except OSError:
+                    data = b""
+                if not data:
+                    break
             finish = False
             for b in data:
                 if b == _FINISH:
@@ -157,10 +195,38 @@ class _FileSink:
                 elif 0 < b < 65 and self.on_signal is not None:
                     self._drain()
                     self.on_signal(b)     # writes everything and ends the process
+            if not finish and self._interval() is not None:
+                now = time.monotonic_ns()
+                if now >= self._next_tick:
+                    self._tick(now)
+                    continue
             self._drain()
             if finish:
                 self._close()
                 return
+
+    def _interval(self) -> float | None:
+        """How long the loop may sleep: for ever unless something reads as it goes
+        (``fntrace live``'s printer, an open trace_pipe), which wants the buffers
+        flushed every TICK seconds so that an idle thread's events reach it."""
+        if getattr(self.writer, "streaming", False) or (
+                self.pipe is not None and self.pipe.readers):
+            return max(0.0, (self._next_tick - time.monotonic_ns()) / 1e9)
+        return None
+
+    def _tick(self, now: int) -> None:
+        """Flush every buffer (not waiting: this thread is the one that would have
+        to make room), take the chunks off, and tell the printer that every thread has
+        been read up to ``now``."""
+        self._next_tick = now + int(TICK * 1e9)
+        flushed = self.flush_buffers() if self.flush_buffers is not None else False
+        self._drain()
+        tick = getattr(self.writer, "tick", None)
+        if tick is not None and self.error is None:
+            try:
+                tick(now if flushed else None, time.monotonic_ns())
+            except BaseException as e:    # the printer's own failure: shown at the end
+                self.error = f"{type(e).__name__}: {e}"
 
     def _drain(self) -> None:
         q = self.queue
@@ -172,6 +238,10 @@ class _FileSink:
             if self.error is not None:
                 self.lost += len(chunk) // RECORD_SIZE
                 continue
+            pipe = self.pipe
+            if pipe is not None and pipe.readers:
+                # an open trace_pipe sees a copy: the file still gets every event
+                pipe.add_copy(cpu, chunk, first_seq, payloads)
             try:
                 self._sync_tables()
                 self.writer.write_chunk(cpu, chunk, first_seq, 0, payloads or None)
@@ -369,7 +439,7 @@ def unmatched_patterns(tr: TraceArray) -> list[str]:
 
 
 def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
-           on_finished=None) -> Outcome:
+           on_finished=None, make_writer=None) -> Outcome:
     """Run ``target`` traced; write ``opts.output``; return how the program ended.
 
     ``at_exit``: the process ends after this (the command line), so tracing is stopped
@@ -377,6 +447,9 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
     ``on_finished(guard, how)``: called once the file is complete, however the program
     ended (``live`` prints its report there); ``how`` is ("end", Outcome),
     ("exit", status) or ("signal", signum).
+    ``make_writer(header, tr)``: what the chunks go to instead of the trace file
+    ``opts.output`` (``live``'s printer: cli/live.py); it has TraceFileWriter's
+    methods.
     """
     # The instance and its control files first: every option is a write to one of
     # them (tracefs/control.py), checked before anything is created or run.
@@ -389,10 +462,12 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
         raise UsageError(f"-p: {e.msg}") from None
     if opts.compress and not compress_available():
         raise UsageError(COMPRESS_HINT)
-    try:
-        f = open(opts.output, "wb", buffering=0)
-    except OSError as e:
-        raise UsageError(f"{opts.output}: {e.strerror}") from None
+    f = None
+    if make_writer is None:
+        try:
+            f = open(opts.output, "wb", buffering=0)
+        except OSError as e:
+            raise UsageError(f"{opts.output}: {e.strerror}") from None
     header = {
         "tracer": opts.tracer,
         "python": sys.version.split()[0],
@@ -416,13 +491,18 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
     # Modules are looked up as the program will look them up: its sys.path[0] first.
     if sys.path:
         sys.path[0] = target.path0
-    try:
-        writer = TraceFileWriter(f, header, compress=opts.compress)
-    except OSError as e:
-        f.close()
-        raise UsageError(f"{opts.output}: {e.strerror}") from None
+    if make_writer is not None:
+        writer = make_writer(header, tr)
+    else:
+        try:
+            writer = TraceFileWriter(f, header, compress=opts.compress)
+        except OSError as e:
+            f.close()
+            raise UsageError(f"{opts.output}: {e.strerror}") from None
     sink = _FileSink(writer, tr.buffer_size_kb)
     tr.sink = sink.queue
+    sink.pipe = trace_pipe_of(tr)
+    sink.flush_buffers = lambda: flush_all(tr)
     if hasattr(os, "register_at_fork"):
         def in_child() -> None:
             tr.tracing_on = False           # the trace is the parent's
@@ -459,6 +539,8 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
         """The one end of a recording (guard.finish runs it once)."""
         if not sink.mine():
             return
+        if server is not None:
+            server.stop()       # no control write races the end
         stop_tracing()
         if state.get("taken") is not None:
             if state["taken"] == "since removed":
@@ -507,6 +589,7 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
             on_finished(guard, how)
 
     guard = Guard(finish)
+    server = None
 
     def on_signal(signum: int) -> None:
         # On the writer thread: the program is still running on its own threads.
@@ -522,6 +605,9 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
         if opts.events:
             mains.get()
         _apply_events(fs, opts)
+        if opts.serve:
+            from ..tracefs.server import serve
+            server = serve(fs)
 
         def start(mod, code) -> None:
             record_table.main_alias = target.module if target.module != "__main__" else None
@@ -550,6 +636,8 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
             guard.take_back_signals()
     except BaseException:
         # fntrace's own failure before the program ran (a bad option): no trace
+        if server is not None:
+            server.stop()
         stop_tracing()
         guard.uninstall()
         if sink.mine() and guard.how is None:

@@ -51,29 +51,98 @@ payloads_within(PyObject *payloads, long long start, long long end)
     return 1;
 }
 
+/* Does the record `seq` carry a payload that is not in `payloads` yet?  (A pure-Python
+ * writer stores the payload just after the record: a reader on another thread may see
+ * the record first.  The native writer does both at once, so this is only ever true
+ * for the twin; kept here so both behave alike.) */
+static int
+rb_payload_missing(RingBufferObject *rb, long long seq)
+{
+    const record_t *rec = (const record_t *)(PyByteArray_AS_STRING(rb->data)
+                                             + (seq % rb->nrec) * FNT_RECORD_SIZE);
+    if (!(rec->flags & FNT_HAS_PAYLOAD))
+        return 0;
+    if (rb->payloads == NULL || !PyDict_Check(rb->payloads))
+        return 0;
+    PyObject *k = PyLong_FromLongLong(seq);
+    if (k == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int has = PyDict_Contains(rb->payloads, k);
+    Py_DECREF(k);
+    if (has < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return !has;
+}
+
 /* RingBuffer.handoff (ring_buffer._PyRingBufferBase.handoff): the records not handed
  * over yet, copied out as one chunk and appended to the sink's ChunkQueue, its reader
  * poked through notify_fd.  No Python frame runs here: a thread at its recursion limit
- * hands its chunk over like any other.  0, or -1 with an exception set. */
+ * hands its chunk over like any other.
+ *
+ * `wait`: the buffer's own thread (it was full) waits for the reader while the queue is
+ * over its limit; another thread flushing it (the reader itself, every few ms, so a
+ * live reader sees events of an idle thread) does not wait, and leaves a last record
+ * whose payload is still being stored for the next hand-over.
+ *
+ * The reader-page swap is atomic for other threads: every object that can start the
+ * cyclic GC (which may run finalizers, and so switch threads) is made before the
+ * buffer's state is read, and the state (read, payloads) is updated before anything
+ * else can run.  0, or -1 with an exception set. */
 static int
-rb_handoff(RingBufferObject *rb)
+rb_handoff(RingBufferObject *rb, int wait)
 {
     PyObject *q = rb->sink;
     if (q == NULL || q == Py_None)
         return 0;
-    long long start = rb->seq - rb->nrec > rb->read ? rb->seq - rb->nrec : rb->read;
-    long long end = rb->seq;
-    if (end <= start)
+    if (rb->seq <= rb->read)
         return 0;
     if (rb->data == NULL || !PyByteArray_Check(rb->data)
             || PyByteArray_GET_SIZE(rb->data) < rb->nrec * FNT_RECORD_SIZE) {
         PyErr_SetString(PyExc_RuntimeError, "ring buffer data is not set up");
         return -1;
     }
+    PyObject *items = PyObject_GetAttr(q, str_items);
+    if (items == NULL)
+        return -1;
+    /* GC-tracked objects first (their allocation may collect) */
+    PyObject *pay = PyDict_New();
+    PyObject *item = PyTuple_New(4);
+    if (pay == NULL || item == NULL) {
+        Py_XDECREF(pay);
+        Py_XDECREF(item);
+        Py_DECREF(items);
+        return -1;
+    }
+    long long start = rb->seq - rb->nrec > rb->read ? rb->seq - rb->nrec : rb->read;
+    long long end = rb->seq;
+    if (!wait && end > start && rb_payload_missing(rb, end - 1))
+        end--;
+    if (end <= start) {
+        Py_DECREF(pay);
+        Py_DECREF(item);
+        Py_DECREF(items);
+        return 0;
+    }
     Py_ssize_t n = (Py_ssize_t)(end - start), nrec = rb->nrec, s = (Py_ssize_t)(start % nrec);
     PyObject *chunk = PyBytes_FromStringAndSize(NULL, n * FNT_RECORD_SIZE);
-    if (chunk == NULL)
+    PyObject *first = PyLong_FromLongLong(start);
+    PyObject *cpu = PyLong_FromSsize_t(rb->cpu);
+    if (chunk == NULL || first == NULL || cpu == NULL) {
+        Py_XDECREF(chunk);
+        Py_XDECREF(first);
+        Py_XDECREF(cpu);
+        Py_DECREF(pay);
+        Py_DECREF(item);
+        Py_DECREF(items);
         return -1;
+    }
+    PyTuple_SET_ITEM(item, 0, cpu);
+    PyTuple_SET_ITEM(item, 1, chunk);
+    PyTuple_SET_ITEM(item, 2, first);
     char *dst = PyBytes_AS_STRING(chunk), *src = PyByteArray_AS_STRING(rb->data);
     if (s + n <= nrec)
         memcpy(dst, src + s * FNT_RECORD_SIZE, (size_t)n * FNT_RECORD_SIZE);
@@ -81,11 +150,6 @@ rb_handoff(RingBufferObject *rb)
         Py_ssize_t k = nrec - s;
         memcpy(dst, src + s * FNT_RECORD_SIZE, (size_t)k * FNT_RECORD_SIZE);
         memcpy(dst + k * FNT_RECORD_SIZE, src, (size_t)(n - k) * FNT_RECORD_SIZE);
-    }
-    PyObject *pay = PyDict_New();
-    if (pay == NULL) {
-        Py_DECREF(chunk);
-        return -1;
     }
     /* nothing between the check and the swap can run code that writes a payload */
     int whole = rb->payloads != NULL && PyDict_CheckExact(rb->payloads)
@@ -98,40 +162,51 @@ rb_handoff(RingBufferObject *rb)
         pay = held;
     }
     else if (rb->payloads != NULL && PyDict_GET_SIZE(rb->payloads)) {
-        PyObject *keys = PyDict_Keys(rb->payloads);
-        if (keys == NULL)
-            goto fail;
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys); i++) {
-            PyObject *key = PyList_GET_ITEM(keys, i);
-            long long k = PyLong_AsLongLong(key);
-            if (k == -1 && PyErr_Occurred()) {
-                PyErr_Clear();
-                continue;
+        /* keys are ints: no __eq__ runs; a value moved keeps a reference, so no
+         * finalizer runs either */
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        PyObject *moved[64];
+        int nmoved = 0, more = 1;
+        while (more) {
+            more = 0;
+            nmoved = 0;
+            pos = 0;
+            while (PyDict_Next(rb->payloads, &pos, &key, &value)) {
+                long long k = PyLong_Check(key) ? PyLong_AsLongLong(key) : -1;
+                if (k == -1 && PyErr_Occurred()) {
+                    PyErr_Clear();
+                    continue;
+                }
+                if (k < start || k >= end)
+                    continue;
+                if (PyDict_SetItem(pay, key, value) < 0) {
+                    PyErr_Clear();
+                    continue;
+                }
+                if (nmoved == 64) {
+                    more = 1;
+                    break;
+                }
+                Py_INCREF(key);
+                moved[nmoved++] = key;
             }
-            if (k < start || k >= end)
-                continue;
-            PyObject *v = PyDict_GetItemWithError(rb->payloads, key);
-            if (v == NULL || PyDict_SetItem(pay, key, v) < 0 || PyDict_DelItem(rb->payloads, key) < 0) {
-                Py_DECREF(keys);
-                goto fail;
+            for (int i = 0; i < nmoved; i++) {
+                if (PyDict_DelItem(rb->payloads, moved[i]) < 0)
+                    PyErr_Clear();
+                Py_DECREF(moved[i]);
             }
         }
-        Py_DECREF(keys);
     }
-    PyObject *item = Py_BuildValue("(nOLO)", rb->cpu, chunk, start, pay);
-    if (item == NULL)
-        goto fail;
-    PyObject *items = PyObject_GetAttr(q, str_items);
-    PyObject *r = items ? PyObject_CallMethodOneArg(items, str_append, item) : NULL;
-    Py_XDECREF(items);
+    rb->read = end;
+    PyTuple_SET_ITEM(item, 3, pay);
+    long long npay = (long long)PyDict_GET_SIZE(pay);
+    PyObject *r = PyObject_CallMethodOneArg(items, str_append, item);
+    Py_DECREF(items);
     Py_DECREF(item);
     if (r == NULL)
-        goto fail;
+        return -1;      /* (deque.append fails only out of memory) */
     Py_DECREF(r);
-    rb->read = end;
-    long long npay = (long long)PyDict_GET_SIZE(pay);
-    Py_DECREF(chunk);
-    Py_DECREF(pay);
     long long pend = attr_ll(q, str_pending);
     if (pend == -1 && PyErr_Occurred())
         return -1;
@@ -149,6 +224,8 @@ rb_handoff(RingBufferObject *rb)
         ssize_t w = write((int)fd, "c", 1);     /* a full pipe: the reader is awake */
         (void)w;
     }
+    if (!wait)
+        return 0;
     long long limit = attr_ll(q, str_limit);
     if (limit == -1 && PyErr_Occurred())
         return -1;
@@ -170,19 +247,19 @@ rb_handoff(RingBufferObject *rb)
             return -1;
     }
     return 0;
-fail:
-    Py_DECREF(chunk);
-    if (whole)
-        Py_SETREF(rb->payloads, pay);   /* the buffer keeps them, as before the call */
-    else
-        Py_DECREF(pay);
-    return -1;
 }
 
 static PyObject *
-RingBuffer_handoff(RingBufferObject *self, PyObject *unused)
+RingBuffer_handoff(RingBufferObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (rb_handoff(self) < 0)
+    int wait = 1;
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "handoff(wait=True)");
+        return NULL;
+    }
+    if (nargs == 1 && (wait = PyObject_IsTrue(args[0])) < 0)
+        return NULL;
+    if (rb_handoff(self, wait) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -248,7 +325,7 @@ rb_write(RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
     if (seq - rb->read >= rb->nrec) {
         /* the slot still holds a record nobody has read */
         if (rb->sink != NULL && rb->sink != Py_None) {
-            if (rb_handoff(rb) < 0) {
+            if (rb_handoff(rb, 1) < 0) {
                 /* out of memory, say: this record is lost, counted, never raised */
                 PyErr_Clear();
                 rb->dropped++;
@@ -396,8 +473,8 @@ static PyMethodDef RingBuffer_methods[] = {
      "write(ts, type, flags, a, b, c, d) -> seq (-1 if dropped)"},
     {"write_payload", (PyCFunction)(void (*)(void))RingBuffer_write_payload, METH_FASTCALL,
      "write_payload(ts, type, a, b, c, d, payload) -> seq"},
-    {"handoff", (PyCFunction)RingBuffer_handoff, METH_NOARGS,
-     "handoff(): the records not handed over yet, as one chunk, to the sink"},
+    {"handoff", (PyCFunction)(void (*)(void))RingBuffer_handoff, METH_FASTCALL,
+     "handoff(wait=True): the records not handed over yet, as one chunk, to the sink"},
     {NULL}
 };
 

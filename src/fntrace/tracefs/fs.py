@@ -29,7 +29,7 @@ import errno
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from ..core import fetch
 from ..core import ops as core_ops
@@ -39,6 +39,7 @@ from ..errors import FilterError, FntraceError
 from ..ring_buffer import RECORD_SIZE, RingBuffer
 from ..trace import TRACE_CLOCKS, TraceArray
 from ..tracers import available_tracers
+from .trace_pipe import PipeReader
 
 __all__ = ["Tracefs", "tracefs", "ErrorLog", "PipeReader", "parse_trace_options"]
 
@@ -527,13 +528,27 @@ class Tracefs:
             return 0
         return (0o444 if f[0] is not None else 0) | (0o200 if f[1] is not None else 0)
 
-    def open_pipe(self, path: str = "trace_pipe") -> "PipeReader":
+    def open_pipe(self, path: str = "trace_pipe", *,
+                  cpus: Iterable[int] | None = None) -> PipeReader:
         """A consuming reader of ``trace_pipe``, kept open across reads (the kernel's
-        trace_iterator of one open file): see PipeReader."""
+        trace_iterator of one open file): see tracefs/trace_pipe.py.  ``cpus``: only
+        these threads (their small index); ``per_thread/<tid>/trace_pipe`` selects its
+        thread.  The instance cannot be removed while the reader is open."""
         fs, sub = self._route(path)
         if fs._lookup(sub) is None:
             raise _err(errno.ENOENT, f"{path}: no such file", path)
-        return PipeReader(fs, sub)
+        parts = sub.split("/")
+        if parts[0] == "per_thread":
+            buf = fs._thread_buffers().get(int(parts[1]))
+            if buf is None:
+                raise _err(errno.ENOENT, f"{path}: no such file", path)
+            cpus, sub = {buf.cpu}, "trace_pipe"
+        fs.trace_array_get()        # rmdir of its instance is EBUSY while it is open
+        try:
+            return _InstancePipe(fs, sub, cpus=cpus)
+        except BaseException:
+            fs.trace_array_put()
+            raise
 
     def _lookup(self, path: str):
         path = path.strip("/")
@@ -988,44 +1003,21 @@ class Tracefs:
         return self._render()
 
     def _r_trace_pipe(self) -> str:
-        return self._render(consume=True)
+        """One consuming read that does not wait (an open, read, close)."""
+        r = PipeReader(self, "trace_pipe")
+        try:
+            return r.read(timeout=0)
+        finally:
+            r.close()
 
 
-class PipeReader:
-    """One open ``trace_pipe``: ``read(timeout)`` blocks until there is something to
-    show (or ``timeout`` seconds pass: then ""), consumes it and returns its text;
-    ``timeout=None`` waits for ever.  Other readers and the buffers' writers are not
-    held up while it waits."""
-
-    POLL = 0.02
-
-    def __init__(self, fs: Tracefs, path: str) -> None:
-        fs.trace_array_get()        # rmdir of its instance is EBUSY while it is open
-        self.fs = fs
-        self.path = path
-        self.closed = False
-
-    def read(self, timeout: float | None = None) -> str:
-        end = None if timeout is None else time.monotonic() + timeout
-        while not self.closed:
-            text = self.fs.read(self.path)
-            if text:
-                return text
-            if end is not None and time.monotonic() >= end:
-                break
-            time.sleep(self.POLL if end is None else max(0.0, min(self.POLL, end - time.monotonic())))
-        return ""
+class _InstancePipe(PipeReader):
+    """An open trace_pipe that holds its instance (trace_array_get/put)."""
 
     def close(self) -> None:
         if not self.closed:
-            self.closed = True
+            super().close()
             self.fs.trace_array_put()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 _top: Tracefs | None = None

@@ -1,0 +1,192 @@
+"""``fntrace live``: the trace printed while the program runs, the way ``trace_pipe``
+shows it.
+
+``live`` is ``record`` with a printer in place of the trace file: the ring buffers hand
+their chunks to the sink's thread (cli/record.py), which flushes every buffer each
+``TICK`` (25 ms) and gives the chunks to ``LivePrinter``.  Nothing is kept once it is
+printed, so an endless program needs no more memory or disk than a short one; nothing
+is lost either (a full buffer waits for the printer, as for the file).
+
+Two ways to print, chosen by how long the program runs:
+
+* **The program ends within the hold** (``FNTRACE_LIVE_HOLD``, 0.1 s after its first
+  event): the chunks were kept, and the output is what it has always been, the whole
+  ``trace`` text after the program's own output (header with the entries counts and
+  what was lost, then every line).
+* **It runs on**: the printer starts streaming.  It prints the header (without the
+  entries line: the counts are not known yet), then each event within about
+  ``TICK + GRACE`` of being written, as ``trace_pipe`` prints it: merged across
+  threads in time order (an event is printed once every thread has been read past
+  it), function_graph's per-thread depth kept across reads.  A call that returns within
+  ``GRACE`` (50 ms) of its entry prints as one line (``func();``) as in ``trace``; a
+  longer one prints ``func() {`` when it is entered and ``}`` when it returns, as the
+  kernel's pipe does.  Lines are interleaved with the program's own output as they
+  happen.  At the end comes what ``trace``'s header would have said: the
+  ``entries-in-buffer/entries-written`` line and what was lost, after a ``#`` line.
+  (function_graph's CPU column is as wide as the highest thread index seen so far.)
+"""
+from __future__ import annotations
+
+import io
+import os
+import time
+
+from ..core.task import thread_info
+from ..output.pipe import PipeRenderer
+from ..output.registry import FunctionTextRenderer, name_of, nr_cpus_of, renderer_for
+from ..output.render import render_trace
+from ..tracefile import TraceFile, TraceFileWriter
+from .report import loss_notes, report_text
+
+__all__ = ["LivePrinter", "HOLD", "GRACE"]
+
+# Seconds after the first event that the output is held, so that a program that ends
+# by then prints exactly the ``trace`` text (FNTRACE_LIVE_HOLD overrides).
+HOLD = 0.1
+# How long a function_graph entry waits for its return before it prints open.
+GRACE = 0.05
+
+
+def _hold() -> float:
+    v = os.environ.get("FNTRACE_LIVE_HOLD")
+    if v:
+        try:
+            return max(0.0, float(v))
+        except ValueError:
+            pass
+    return HOLD
+
+
+class LivePrinter:
+    """What ``live``'s chunks go to: TraceFileWriter's methods (record.py calls them
+    on the sink's thread), ``tick`` each TICK, and ``report`` at the end (on the
+    thread that finishes, after the program's own output is flushed)."""
+
+    def __init__(self, header: dict, tr, options: dict, out_fd: int) -> None:
+        self.header = header
+        self.tr = tr
+        self.options = dict(options)
+        # What was recorded is shown unless turned off (as report_text does).
+        self.options.setdefault("funcgraph-args", bool(header.get("graph_args")))
+        self.options.setdefault("funcgraph-retval", bool(header.get("graph_retval")))
+        self.tracer = header.get("tracer", "function")
+        self.out_fd = out_fd
+        self.hold_ns = int(_hold() * 1e9)
+        self.streaming = True       # the sink ticks for us from the start
+        self.printing = False       # past the hold: lines go out as they come
+        self.log: list[tuple] = []  # held: (method, args) to replay into a file
+        self.first_ns: int | None = None
+        self.nr_entries = 0
+        self.stats: dict | None = None
+        self.broken = False         # the reader of our output went away
+        self.pr: PipeRenderer | None = None
+
+    # -- TraceFileWriter's methods ---------------------------------------------------
+    def add_symbols(self, syms) -> None:
+        if not self.printing:
+            self.log.append(("add_symbols", (list(syms),)))
+
+    def add_thread(self, cpu: int, native_id: int, name: str) -> None:
+        if not self.printing:
+            self.log.append(("add_thread", (cpu, native_id, name)))
+
+    def write_chunk(self, cpu: int, records, first_seq: int, lost: int = 0,
+                    payloads=None) -> None:
+        n = len(records) // 32
+        if not n:
+            return
+        self.nr_entries += n
+        if self.first_ns is None:
+            self.first_ns = time.monotonic_ns()
+        if not self.printing:
+            self.log.append(("write_chunk", (cpu, bytes(records), first_seq, lost,
+                                             dict(payloads) if payloads else None)))
+            return
+        self.pr.feed_chunk(cpu, first_seq, records, payloads, name_of, thread_info)
+
+    def close(self, stats: dict | None = None) -> None:
+        self.stats = dict(stats or {})
+
+    # -- as it goes -------------------------------------------------------------------
+    def tick(self, upto: int | None, now: int) -> None:
+        """Every buffer has been read up to ``upto`` (None: not this time)."""
+        if not self.printing:
+            if self.first_ns is None or now - self.first_ns < self.hold_ns:
+                return
+            self._start()
+        self._emit(self.pr.lines(upto=upto if upto is not None else -1, now=now))
+
+    def _start(self) -> None:
+        """The hold is over: print the header and what was held, then stream."""
+        self.printing = True
+        self.pr = PipeRenderer(self.tracer, self.options, grace_ns=int(GRACE * 1e9))
+        head = list(render_trace([], tracer=self.tracer, options=self.options,
+                                 nr_entries=0, written=0, nr_cpus=1))
+        out = []
+        skip = False
+        for line in head:
+            if line.startswith("# entries-in-buffer/"):
+                skip = True         # and the "#" after it
+                continue
+            if skip and line == "#":
+                skip = False
+                continue
+            out.append(line)
+        self._emit(out)
+        for method, args in self.log:
+            if method == "write_chunk":
+                cpu, records, first_seq, _, payloads = args
+                self.pr.feed_chunk(cpu, first_seq, records, payloads, name_of, thread_info)
+        self.log = []
+
+    def _emit(self, lines: list[str]) -> None:
+        if not lines or self.broken:
+            return
+        data = "".join(line + "\n" for line in lines).encode("utf-8", "backslashreplace")
+        try:
+            while data:
+                n = os.write(self.out_fd, data)
+                data = data[n:]
+        except OSError:
+            self.broken = True      # `fntrace live ... | head`: nothing more to show
+
+    # -- the end ---------------------------------------------------------------------
+    def report(self, out, err) -> None:
+        """The rest, once the program and the recording have ended: the whole trace
+        text (if still held), or the last lines and what was lost."""
+        if self.broken:
+            return
+        stats = self.stats or {}
+        if not self.printing:
+            buf = io.BytesIO()
+            w = TraceFileWriter(buf, self.header)
+            for method, args in self.log:
+                getattr(w, method)(*args)
+            w.close(stats)
+            self.log = []
+            tf = TraceFile.frombytes(buf.getvalue(), "<live>")
+            for line in report_text(tf, options=self.options):
+                out.write(line + "\n")
+            out.flush()
+            return
+        out.flush()
+        self._emit(self.pr.lines(final=True))
+        cpus = stats.get("cpus") if isinstance(stats.get("cpus"), dict) else {}
+        w = sum(int(c.get("written", 0)) for c in cpus.values() if isinstance(c, dict))
+        entries = self.nr_entries
+        not_written = int(stats.get("lost_in_writer") or 0)
+        written = max(entries, w) + not_written
+        trailer = ["#"]
+        if isinstance(renderer_for(self.tracer, self.options), FunctionTextRenderer):
+            nr = nr_cpus_of(list(thread_info))
+            trailer.append(f"# entries-in-buffer/entries-written: {entries}/{written}"
+                           f"   #P:{nr}")
+        notes = loss_notes(stats, entries, written)
+        trailer += notes[:-1] if notes else []
+        if len(trailer) > 1:
+            self._emit(trailer)
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

@@ -1,0 +1,207 @@
+"""``fntrace live`` streams (cli/live.py), black box: the command in a subprocess with
+pipes, the hold at its default (the other live tests pin it: conftest.py).
+
+A program that prints a marker and then waits on its standard input: live's output
+shows the calls made before the wait while the program still waits.  function_graph
+prints ``func() {`` for a call still running and ``}`` when it returns.  Every event
+appears exactly once, and the end says how many there were; nothing is written to a
+temporary file.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import re
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from conftest import SUBPROCESS_TIMEOUT, fn_lines, header_counts
+
+# How long the test waits for a streamed line: the stream's own delay is about
+# 0.1 s (hold) + 0.025 s (tick) + 0.05 s (graph grace); the rest is a loaded machine.
+WAIT = 20.0
+
+WAITER = """
+    import sys
+
+    def leaf(x):
+        return x + 1
+
+    def before():
+        for i in range(3):
+            leaf(i)
+
+    def after():
+        leaf(99)
+
+    def main():
+        before()
+        print("marker", flush=True)
+        sys.stdin.readline()
+        after()
+
+    main()
+"""
+
+
+class Live:
+    """``fntrace live ARGS prog.py`` with its stdout read line by line on a thread."""
+
+    def __init__(self, tmp_path, source: str, *args: str, env: dict | None = None) -> None:
+        prog = tmp_path / "prog.py"
+        prog.write_text(textwrap.dedent(source))
+        e = dict(os.environ)
+        e["FNTRACE_LIVE_HOLD"] = "0.1"          # the default
+        e.update(env or {})
+        self.p = subprocess.Popen(
+            [sys.executable, "-m", "fntrace.cli.main", "live", *args, "prog.py"],
+            cwd=str(tmp_path), env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        self.lines: queue.Queue = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        for line in self.p.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def wait_for(self, pred, what: str) -> list[str]:
+        """Lines until one satisfies pred (all of them, that one last)."""
+        end = time.monotonic() + WAIT
+        while time.monotonic() < end:
+            try:
+                line = self.lines.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if line is None:
+                break
+            self.seen.append(line)
+            if pred(line):
+                return self.seen
+        self.p.kill()
+        raise AssertionError(f"no {what} within {WAIT}s; got:\n" + "\n".join(self.seen))
+
+    def finish(self, stdin: str = "\n") -> tuple[int, str, str]:
+        self.p.stdin.write(stdin)
+        self.p.stdin.close()
+        rc = self.p.wait(SUBPROCESS_TIMEOUT)
+        while True:
+            line = self.lines.get(timeout=SUBPROCESS_TIMEOUT)
+            if line is None:
+                break
+            self.seen.append(line)
+        return rc, "\n".join(self.seen) + "\n", self.p.stderr.read()
+
+
+def test_calls_show_before_the_program_is_released(tmp_path):
+    live = Live(tmp_path, WAITER, "-F", "*:mod:__main__")
+    live.wait_for(lambda l: len([x for x in live.seen if "__main__.leaf <-" in x]) == 3,
+                  "the three leaf calls made before the wait")
+    # the program is still waiting on its stdin: nothing after the wait is shown
+    assert live.p.poll() is None
+    assert not any("__main__.after" in l for l in live.seen)
+    rc, out, err = live.finish()
+    assert rc == 0, err
+    calls = [(f.func, f.parent) for f in fn_lines(out)]
+    assert calls == [("__main__.main", "__main__.<module>"),
+                     ("__main__.before", "__main__.main")] + \
+        [("__main__.leaf", "__main__.before")] * 3 + \
+        [("__main__.after", "__main__.main"), ("__main__.leaf", "__main__.after")]
+    # streamed: the header first, the counts at the end, the program's output between
+    lines = out.splitlines()
+    assert "marker" in lines
+    assert [l for l in lines if l != "marker"][0] == "# tracer: function"
+    assert lines[-1].startswith("# entries-in-buffer/entries-written: 7/7 ")
+    assert header_counts(out)[:2] == (7, 7)
+    assert err == ""
+
+
+def test_graph_open_block_then_its_return(tmp_path):
+    live = Live(tmp_path, WAITER, "-p", "function_graph", "-F", "*:mod:__main__")
+    live.wait_for(lambda l: l.endswith("|  __main__.main() {"), "main's open block")
+    live.wait_for(lambda l: l.endswith("|    }"), "before's return")
+    assert live.p.poll() is None
+    rc, out, err = live.finish()
+    assert rc == 0, err
+    body = [re.sub(r"^ *[ +!#*@$] +[\d.]+ us +\|", " X |", l.split(")", 1)[1])
+            for l in out.splitlines() if re.match(r"^ *\d+\) ", l)]
+    assert body == [
+        "               |  __main__.main() {",
+        "               |    __main__.before() {",
+        " X |      __main__.leaf();",
+        " X |      __main__.leaf();",
+        " X |      __main__.leaf();",
+        " X |    }",
+        "               |    __main__.after() {",
+        " X |      __main__.leaf();",
+        " X |    }",
+        " X |  }",
+    ], out
+    assert [l for l in out.splitlines() if l != "marker"][0] == "# tracer: function_graph"
+
+
+BUSY = """
+    import threading, time
+
+    def leaf(x):
+        return x
+
+    def spin(n):
+        for i in range(n):
+            leaf(i)
+            if i % 1000 == 0:
+                time.sleep(0.01)
+
+    t = threading.Thread(target=spin, args=(30000,), name="spinner")
+    t.start()
+    spin(20000)
+    t.join()
+"""
+
+
+def test_every_event_exactly_once_while_streaming(tmp_path):
+    live = Live(tmp_path, BUSY, "-F", "*:mod:__main__", "-b", "16")
+    rc, out, err = live.finish("")
+    assert rc == 0, err
+    leaves = [f for f in fn_lines(out) if f.func == "__main__.leaf"]
+    assert len(leaves) == 50000
+    spins = [f for f in fn_lines(out) if f.func == "__main__.spin"]
+    assert len(spins) == 2
+    n = len(fn_lines(out))
+    assert header_counts(out)[:2] == (n, n)
+    # it streamed: the header has no counts, they come at the end
+    assert not out.splitlines()[2].startswith("# entries-in-buffer/")
+    assert out.splitlines()[-1].startswith("# entries-in-buffer/entries-written:")
+
+
+def test_quick_program_prints_the_whole_trace_as_before(tmp_path):
+    live = Live(tmp_path, """
+        def f():
+            return 1
+        f()
+        print("out")
+    """, "-F", "*:mod:__main__", env={"FNTRACE_LIVE_HOLD": "600"})
+    rc, out, err = live.finish("")
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "out"
+    assert lines[1:5] == ["# tracer: function", "#",
+                          "# entries-in-buffer/entries-written: 1/1   #P:1", "#"]
+
+
+def test_no_temporary_trace_file(tmp_path):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    live = Live(tmp_path, WAITER, "-F", "*:mod:__main__",
+                env={"TMPDIR": str(tmp), "TEMP": str(tmp), "TMP": str(tmp)})
+    live.wait_for(lambda l: "__main__.before <-" in l, "a streamed line")
+    assert list(tmp.iterdir()) == []
+    rc, out, err = live.finish()
+    assert rc == 0, err
+    assert list(tmp.iterdir()) == []
