@@ -13,6 +13,8 @@ raises FntraceError with the kernel's errno, and — for parse errors — leaves
 from __future__ import annotations
 
 import errno
+import os
+import re
 import threading
 import time
 from collections import deque
@@ -25,6 +27,8 @@ from ..core.records import record_table
 from ..errors import FilterError, FntraceError
 from ..trace import TraceArray
 from ..tracers import available_tracers
+from ..tracers.function_cmds import FunctionCommands, is_command_word
+from ..tracers.stack import stack_tracer
 
 __all__ = ["Tracefs", "tracefs", "ErrorLog", "PipeReader", "parse_trace_options"]
 
@@ -60,6 +64,14 @@ tracing mini-HOWTO (fntrace: ftrace for Python programs)
 \t    Does not accept triggers
   enabled_functions\t- list of functions with a callback attached
   touched_functions\t- list of functions that ever had a callback attached
+  stack_trace\t\t- Shows the max stack trace when active
+  stack_max_size\t- Shows current max stack size that was traced
+\t\t\t  Write into this file to reset the max size (trigger a
+\t\t\t  new trace)
+  stack_trace_filter\t- Like set_ftrace_filter but limits what stack_trace
+\t\t\t  traces
+  stack_tracer_enabled\t- 1 to measure stacks (sizes in bytes of the Python
+\t\t\t  frames on the thread's data stack), 0 to stop
 """
 
 ERROR_LOG_MAX = 8
@@ -134,6 +146,10 @@ class Tracefs:
         # The events the last dynamic_events write defined (the control path enables
         # them through their events/GRP/EVENT/ files).
         self.last_created_events: list = []
+        # GLOB:CMD words of set_ftrace_filter (tracers/function_cmds.py); what they
+        # need from the layers above is handed in here.
+        self.func_cmds = FunctionCommands(self.tr, find_event_file=self._event_file_of,
+                                          stack_text=_stack_text, dump=self._ftrace_dump)
         self.tr.options.setdefault("overwrite", True)
         self.tr.options.setdefault("markers", True)
         self.tr.options.setdefault("function-trace", True)
@@ -162,6 +178,13 @@ class Tracefs:
                 "enabled_functions": (lambda: "".join(l + "\n" for l in core_ops.enabled_functions()), None),
                 "touched_functions": (lambda: "".join(l + "\n" for l in core_ops.touched_functions()), None),
                 "dyn_ftrace_total_info": (lambda: f"{len(record_table.records)}\n", None),
+                # the stack tracer is the process's, as the kernel's is global
+                "stack_trace": (lambda: stack_tracer().table(), None),
+                "stack_max_size": (lambda: f"{stack_tracer().max_size}\n", self._w_stack_max_size),
+                "stack_trace_filter": (self._r_stack_filter, self._w_stack_filter),
+                "stack_tracer_enabled": (lambda: f"{int(stack_tracer().enabled)}\n",
+                                         lambda d, a: stack_tracer().set_enabled(
+                                             _bool(d, "stack_tracer_enabled"))),
             })
         # function_graph's files: every instance has its own graph filters and limits
         # (the TraceArray keeps them), so sessions and recordings set them the same way.
@@ -364,6 +387,7 @@ class Tracefs:
         if enable:
             lines = hash_lines(ops.filter_hash, record_table.records, ops.mod_cache,
                                empty_line="#### all functions enabled ####")
+            lines += self.func_cmds.lines()           # t_probe_show(), after the rest
         else:
             lines = hash_lines(ops.notrace_hash, record_table.records, ops.notrace_mod_cache,
                                empty_line="#### no functions disabled ####")
@@ -372,9 +396,100 @@ class Tracefs:
     def _w_hash(self, data: str, append: bool, enable: bool) -> None:
         setter = core_ops.ftrace_set_filter if enable else core_ops.ftrace_set_notrace
         text = data.rstrip("\n")
+        cmds = []
         try:
-            setter(self.tr.ops, text if text.strip() else None, reset=not append,
+            if enable:
+                # GLOB:CMD words are function commands (ftrace_process_regex ->
+                # register_ftrace_command's callbacks); checked before anything
+                # changes, applied after the filter words.  They are cumulative: a
+                # '>' write resets the filter, not the commands.
+                words = []
+                for m in re.finditer(r"\S+", text):
+                    if is_command_word(m.group()):
+                        fc = self.func_cmds.parse(m.group(), m.start(), text)
+                        cmds.append((fc, self.func_cmds.check(fc, text)))
+                    else:
+                        words.append(m.group())
+                text_f = " ".join(words)
+            else:
+                text_f = text
+            setter(self.tr.ops, text_f if text_f.strip() else None, reset=not append,
                    keep_unmatched=self.keep_unmatched)
+        except FilterError as e:
+            pos = e.pos or 0
+            if enable and e.command is not None and e.command != text:
+                pos = self._word_pos(text, e.command, pos)
+            self.error_log.add("ftrace", e.msg, text, pos)
+            raise
+        for fc, recs in cmds:
+            self.func_cmds.apply(fc, recs)
+
+    @staticmethod
+    def _word_pos(text: str, joined: str, pos: int) -> int:
+        """An offset in the filter words joined by single spaces -> the same place in
+        the write as it was given (the command words taken out)."""
+        spans = [m for m in re.finditer(r"\S+", text) if not is_command_word(m.group())]
+        at = 0
+        for m in spans:
+            end = at + len(m.group())
+            if pos <= end:
+                return m.start() + (pos - at)
+            at = end + 1
+        return len(text)
+
+    # -- function commands' and the stack tracer's hooks ------------------------------
+    def _event_file_of(self, system: str, event: str):
+        from ..events.core import find_event_call
+        call = find_event_call(system, event)
+        return self.tr.event_file(call) if call is not None else None
+
+    def _ftrace_dump(self, this_thread: bool) -> None:
+        """ftrace_dump(): the buffer (``cpudump``: the calling thread's) printed to the
+        console - here the process's standard error, file descriptor 2, written
+        directly so that whatever the program put in sys.stderr is not involved - in
+        the trace's line format, consuming what it prints; tracing is left off after it
+        (DUMP_ALL / DUMP_ORIG, ftrace_dump_one())."""
+        from ..output.render import trace_array_lines
+        tr = self.tr
+        tr.tracing_on = False
+        if this_thread:
+            try:
+                bufs = [tr.local.buf]
+            except AttributeError:
+                bufs = []
+        else:
+            bufs = None
+        lines = list(trace_array_lines(tr, buffers=bufs, consume=True))
+        out = ["Dumping ftrace buffer:\n", "---------------------------------\n"]
+        out += [line + "\n" for line in lines]
+        out.append("---------------------------------\n" if lines else "   (ftrace buffer empty)\n")
+        data = "".join(out).encode("utf-8", "replace")
+        try:
+            while data:
+                n = os.write(2, data)
+                data = data[n:]
+        except OSError:
+            pass
+
+    def _w_stack_max_size(self, data: str, append: bool) -> None:
+        s = data.strip()
+        try:
+            val = int(s)
+        except ValueError:
+            raise FntraceError(f"stack_max_size: {s!r} is not a number") from None
+        stack_tracer().set_max_size(val)
+
+    def _r_stack_filter(self) -> str:
+        ops = stack_tracer().ops
+        lines = hash_lines(ops.filter_hash, record_table.records, ops.mod_cache,
+                           empty_line="#### all functions enabled ####")
+        return "".join(l + "\n" for l in lines)
+
+    def _w_stack_filter(self, data: str, append: bool) -> None:
+        text = data.rstrip("\n")
+        try:
+            stack_tracer().set_filter(text if text.strip() else None, not append,
+                                      self.keep_unmatched)
         except FilterError as e:
             self.error_log.add("ftrace", e.msg, text, e.pos or 0)
             raise
@@ -581,6 +696,11 @@ class PipeReader:
 
     def close(self) -> None:
         self.closed = True
+
+
+def _stack_text(frame) -> str:
+    from ..events.core import stack_text
+    return stack_text(frame)
 
 
 _top: Tracefs | None = None
