@@ -58,6 +58,25 @@ tracing mini-HOWTO (fntrace: ftrace for Python programs)
 \t      Format: :mod:<module-name>
 \t     example: echo :mod:json > set_ftrace_filter
 \t\t    To remove a function: echo '!<function>' >> set_ftrace_filter
+\t   triggers: a command to perform when function is hit
+\t     Format: <function>:<trigger>[:count]
+\t    trigger: traceon, traceoff
+\t\t     enable_event:<system>:<event>
+\t\t     disable_event:<system>:<event>
+\t\t     stacktrace
+\t\t     snapshot
+\t\t     dump
+\t\t     cpudump
+\t    example: echo json.dumps:traceoff > set_ftrace_filter
+\t             echo json.dumps:traceoff:3 > set_ftrace_filter
+\t    The first one will disable tracing every time json.dumps is hit
+\t    The second will disable tracing at most 3 times when json.dumps is hit
+\t      The first time it is hit, the count is decremented
+\t      only when the trigger did work
+\t    To remove trigger without count:
+\t      echo '!<function>:<trigger> > set_ftrace_filter
+\t    To remove trigger with a count:
+\t      echo '!<function>:<trigger>:0 > set_ftrace_filter
   set_ftrace_notrace\t- echo function name in here to never trace.
 \t    accepts: func_full_name, *func_end, func_begin*, *func_middle*
 \t    modules: Can select a group via module command :mod:

@@ -219,7 +219,9 @@ class FunctionCommands:
             # event_enable_func(): SYS:EVENT, then the count
             system, sep1, rest2 = (param or "").partition(":")
             if not system or not sep1:
-                raise fail(f"'{word}': {cmd} needs <system>:<event>", par_pos if param else cmd_pos)
+                # the caret where the missing field should be
+                raise fail(f"'{word}': {cmd} needs <system>:<event>",
+                           par_pos if param is not None and not system else pos + len(word))
             event, sep2, param = rest2.partition(":")
             param = param if sep2 else None
             target = (system, event)
