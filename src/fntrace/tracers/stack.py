@@ -30,16 +30,21 @@ from ..core.records import record_table
 
 __all__ = ["StackTracer", "stack_trace_call", "frame_size", "stack_tracer"]
 
-# (sizeof(_PyInterpreterFrame) - 1) / sizeof(PyObject *): the frame's fixed part in
-# words (f_code/f_executable, previous, f_funcobj, f_globals, f_builtins, f_locals,
-# frame_obj, the instruction pointer, stacktop and the small fields) - nine on 3.11-3.13.
+# FRAME_SPECIALS_SIZE, (sizeof(_PyInterpreterFrame) - 1) / sizeof(PyObject *): the
+# frame's fixed part in words (the code, previous frame, function, globals, builtins,
+# locals, frame object, instruction pointer, stacktop and the small fields); 9 in
+# CPython 3.11, 3.12 and 3.13 (internal/pycore_frame.h).
 FRAME_SPECIALS = 9
 _PTR = 8 if sys.maxsize > 2 ** 32 else 4
 
 
 def frame_size(code) -> int:
     """The bytes a frame of ``code`` takes on the thread's data stack (co_framesize)."""
-    nlocalsplus = len(code.co_varnames) + len(code.co_cellvars) + len(code.co_freevars)
+    cells = code.co_cellvars
+    nlocalsplus = len(code.co_varnames) + len(cells) + len(code.co_freevars)
+    if cells:
+        # an argument that is also a cell has one slot (CO_FAST_LOCAL | CO_FAST_CELL)
+        nlocalsplus -= len(set(cells).intersection(code.co_varnames))
     return (nlocalsplus + code.co_stacksize + FRAME_SPECIALS) * _PTR
 
 
