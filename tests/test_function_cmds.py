@@ -428,3 +428,30 @@ def test_traceoff_in_a_program(tmp_path, pure):
                        env=env, timeout=SUBPROCESS_TIMEOUT)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["0", "json.loads", "json.dumps:traceoff:count=0", "1"]
+
+
+@pytest.mark.parametrize("cmd,off,on_star,off_star", [("enable", "0", "1*", "0*"),
+                                                      ("disable", "1", "0*", "1*")])
+def test_func_event_triggers(fs, ev, cmd, off, on_star, off_star):
+    """func_event_triggers.tc run_enable_disable(): the command acts every time the
+    enable file is written back, and only N times with a count."""
+    n = ev.__name__
+    enable = "events/fprobes/fcev/enable"
+    fs.write(enable, off)
+    assert fs.read(enable) == off + "\n"
+    fs.write("set_ftrace_filter", f"{n}.hit:{cmd}_event:fprobes:fcev")
+    for _ in range(5):
+        ev.hit()
+        assert fs.read(enable) == on_star + "\n"
+        fs.write(enable, off)
+    ev.hit()
+    assert fs.read(enable) == on_star + "\n"
+    reset_ftrace_filter(fs)
+    fs.write(enable, off)
+    fs.write("set_ftrace_filter", f"{n}.hit:{cmd}_event:fprobes:fcev:3")
+    for _ in range(3):
+        ev.hit()
+        assert fs.read(enable) == on_star + "\n"
+        fs.write(enable, off)
+    ev.hit()
+    assert fs.read(enable) == off_star + "\n"

@@ -432,8 +432,10 @@ class Tracefs:
                 text_f = " ".join(words)
             else:
                 text_f = text
-            setter(self.tr.ops, text_f if text_f.strip() else None, reset=not append,
-                   keep_unmatched=self.keep_unmatched)
+            if text_f.strip() or not append:
+                # ('>>' of commands alone leaves the filter, and its sites, alone)
+                setter(self.tr.ops, text_f if text_f.strip() else None, reset=not append,
+                       keep_unmatched=self.keep_unmatched)
         except FilterError as e:
             pos = e.pos or 0
             if enable and e.command is not None and e.command != text:
