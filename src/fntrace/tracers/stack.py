@@ -64,29 +64,50 @@ def _ours(frame) -> bool:
     return isinstance(mod, str) and (mod == "fntrace" or mod.startswith("fntrace."))
 
 
+# rec.ip -> the frame's bytes, 0 for fntrace's own frames: a record's ip is never
+# reused, and keying by it keeps no code object alive.
+_rec_sizes: dict[int, int] = {}
+
+
+def _walk(frame) -> int:
+    """The bytes of the stack from ``frame`` down, fntrace's frames left out."""
+    by_code = record_table.by_code
+    sizes = _rec_sizes
+    total = 0
+    f = frame
+    while f is not None:
+        code = f.f_code
+        rec = by_code.get(id(code))
+        if rec is not None:
+            size = sizes.get(rec.ip)
+            if size is None:
+                size = sizes[rec.ip] = 0 if _ours(f) else frame_size(code)
+            total += size
+        elif not _ours(f):
+            total += frame_size(code)
+        f = f.f_back
+    return total
+
+
 def stack_trace_call(ip, parent_ip, op, fregs) -> None:
     """stack_trace_call() -> check_stack(): measure; keep the stack if it is the deepest."""
     st = op.private
-    f = sys._getframe(1)
-    total = 0
-    while f is not None:
-        if not _ours(f):
-            total += frame_size(f.f_code)
-        f = f.f_back
+    frame = sys._getframe(1)
+    total = _walk(frame)
     if total <= st.max_size:
         return
     with st.lock:
         if total <= st.max_size:
             return
         # check_stack(): walk again under the lock, keeping the frames this time
-        rows: list[tuple[int, str]] = []
-        f = sys._getframe(1)
         sizes = []
+        f = frame
         while f is not None:
             if not _ours(f):
                 sizes.append((frame_size(f.f_code), _name(f)))
             f = f.f_back
-        depth = sum(s for s, _ in sizes)
+        rows: list[tuple[int, str]] = []
+        depth = total
         for size, name in sizes:
             rows.append((depth, name))
             depth -= size
