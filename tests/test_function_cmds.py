@@ -455,3 +455,17 @@ def test_func_event_triggers(fs, ev, cmd, off, on_star, off_star):
         fs.write(enable, off)
     ev.hit()
     assert fs.read(enable) == off_star + "\n"
+
+
+def test_destroying_an_instance_removes_its_commands(new_fs, m):
+    n = m.__name__
+    inst = new_fs()
+    inst.write("set_ftrace_filter", f"{n}.hit:traceoff {n}.other:stacktrace")
+    hooked = lambda: [l for l in inst.read("enabled_functions").splitlines()
+                      if l.startswith((f"{n}.hit ", f"{n}.other "))]
+    assert len(hooked()) == 2
+    inst.destroy_function_files()
+    assert hooked() == []
+    assert inst.read("set_ftrace_filter") == "#### all functions enabled ####\n"
+    m.hit()
+    assert inst.read("tracing_on") == "1\n"

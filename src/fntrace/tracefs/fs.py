@@ -458,6 +458,11 @@ class Tracefs:
             at = end + 1
         return len(text)
 
+    def destroy_function_files(self) -> None:
+        """ftrace_destroy_function_files(): an instance going away takes its function
+        commands with it (their ops would otherwise stay registered, holding it)."""
+        self.func_cmds.clear()
+
     # -- function commands' and the stack tracer's hooks ------------------------------
     def _event_file_of(self, system: str, event: str):
         from ..events.core import find_event_call

@@ -16,8 +16,9 @@ thread's data stack (``_PyInterpreterFrame``, 3.11+), which is what a kernel sta
 frame's size is to the kernel's table.  ``Depth`` is the bytes used from that frame down
 to the bottom of the thread's stack, ``Size`` the frame's own bytes, and "(N entries)"
 the number of Python frames (what ``sys.getrecursionlimit()`` limits).  C frames
-(built-in functions, the interpreter's own recursion) are not seen.  fntrace's own
-frames are left out.
+(built-in functions, the interpreter's own recursion) are not seen; a generator's or
+coroutine's frame, which lives in its object rather than on the data stack, is counted
+like any other while it runs.  fntrace's own frames are left out.
 """
 from __future__ import annotations
 
