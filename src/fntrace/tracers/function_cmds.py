@@ -287,7 +287,8 @@ class FunctionCommands:
             if fc.remove:
                 if probe is None:
                     return
-                entries = {r: e for r, e in probe.entries.items() if r not in set(recs)}
+                gone = set(recs)
+                entries = {r: e for r, e in probe.entries.items() if r not in gone}
                 self._set_entries(probe, entries)
                 return
             if probe is None:
