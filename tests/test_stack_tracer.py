@@ -217,3 +217,47 @@ def test_in_a_program(tmp_path, pure):
     assert head == "Depth    Size   Location    (62 entries)"
     assert nrec == "61"
     assert last == "__main__.<module>"
+
+
+def test_frame_size_counts_the_slots_cpython_counts():
+    """frame.__sizeof__() is a fixed header plus (co_nlocalsplus + co_stacksize) slots
+    (frame_sizeof in Objects/frameobject.c): the sizes the table shows must differ from
+    it by the same constant for every kind of frame - plain, an argument that is a cell,
+    free variables, a generator, a module body."""
+    from fntrace.tracers.stack import frame_size
+    out = []
+
+    def note():
+        f = sys._getframe(1)
+        out.append(f.__sizeof__() - frame_size(f.f_code))
+
+    def plain(a, b):
+        x = a + b
+        note()
+        return x
+
+    def cellarg(a):
+        def inner():
+            return a
+        note()
+        return inner
+
+    def outer():
+        y = 1
+
+        def free():
+            z = y
+            note()
+            return z
+        return free()
+
+    def gen():
+        note()
+        yield 1
+
+    plain(1, 2)
+    cellarg(1)
+    outer()
+    list(gen())
+    exec("note()", {"note": note})
+    assert len(out) == 5 and len(set(out)) == 1, out
