@@ -261,3 +261,31 @@ def test_frame_size_counts_the_slots_cpython_counts():
     list(gen())
     exec("note()", {"note": note})
     assert len(out) == 5 and len(set(out)) == 1, out
+
+
+def test_native_measure_is_the_python_twin():
+    """_native.stack_bytes and tracers/stack.py's _walk give the same bytes for the
+    same frame: plain recursion, a generator's frame, a frame under an fntrace one."""
+    try:
+        from fntrace import _native
+    except ImportError:
+        pytest.skip("the native module is not built")
+    import fntrace.tracers.stack as stack
+    seen = []
+
+    def both():
+        f = sys._getframe(1)
+        seen.append((_native.stack_bytes(f), stack.walk_py(f)))
+
+    def rec(n):
+        return rec(n - 1) if n else both()
+
+    def gen():
+        both()
+        yield 1
+
+    rec(12)
+    list(gen())
+    exec("both()", {"both": both, "__name__": "fntrace.fake"})
+    assert len(seen) == 3
+    assert all(a == b and a > 0 for a, b in seen), seen

@@ -29,7 +29,7 @@ from ..core.ops import (Ops, ftrace_set_filter, register_ftrace_function,
                         unregister_ftrace_function)
 from ..core.records import record_table
 
-__all__ = ["StackTracer", "stack_trace_call", "frame_size", "stack_tracer"]
+__all__ = ["StackTracer", "stack_trace_call", "frame_size", "stack_tracer", "walk_py"]
 
 # FRAME_SPECIALS_SIZE, (sizeof(_PyInterpreterFrame) - 1) / sizeof(PyObject *): the
 # frame's fixed part in words (the code, previous frame, function, globals, builtins,
@@ -70,7 +70,7 @@ def _ours(frame) -> bool:
 _rec_sizes: dict[int, int] = {}
 
 
-def _walk(frame) -> int:
+def _walk_py(frame) -> int:
     """The bytes of the stack from ``frame`` down, fntrace's frames left out."""
     by_code = record_table.by_code
     sizes = _rec_sizes
@@ -88,6 +88,18 @@ def _walk(frame) -> int:
             total += frame_size(code)
         f = f.f_back
     return total
+
+
+_walk = _walk_py
+
+from .. import _env  # noqa: E402
+
+_native = _env.native()
+if _native is not None:
+    # the twin reads the interpreter frames, making no frame object per level
+    _walk = _native.stack_bytes     # noqa: F811
+
+walk_py = _walk_py
 
 
 def stack_trace_call(ip, parent_ip, op, fregs) -> None:
