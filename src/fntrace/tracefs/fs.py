@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import threading
 import time
 from collections import deque
@@ -27,7 +26,7 @@ from ..core.records import record_table
 from ..errors import FilterError, FntraceError
 from ..trace import TraceArray
 from ..tracers import available_tracers
-from ..tracers.function_cmds import FunctionCommands, is_command_word
+from ..tracers.function_cmds import FunctionCommands, filter_word_pos, split_commands
 from ..tracers.stack import stack_tracer
 
 __all__ = ["Tracefs", "tracefs", "ErrorLog", "PipeReader", "parse_trace_options"]
@@ -418,18 +417,12 @@ class Tracefs:
         cmds = []
         try:
             if enable:
-                # GLOB:CMD words are function commands (ftrace_process_regex ->
-                # register_ftrace_command's callbacks); checked before anything
-                # changes, applied after the filter words.  They are cumulative: a
-                # '>' write resets the filter, not the commands.
-                words = []
-                for m in re.finditer(r"\S+", text):
-                    if is_command_word(m.group()):
-                        fc = self.func_cmds.parse(m.group(), m.start(), text)
-                        cmds.append((fc, self.func_cmds.check(fc, text)))
-                    else:
-                        words.append(m.group())
-                text_f = " ".join(words)
+                # GLOB:CMD words are function commands, checked before anything
+                # changes and applied after the filter words (tracers/function_cmds.py)
+                text_f, words = split_commands(text)
+                for word, pos in words:
+                    fc = self.func_cmds.parse(word, pos, text)
+                    cmds.append((fc, self.func_cmds.check(fc, text)))
             else:
                 text_f = text
             if text_f.strip() or not append:
@@ -439,24 +432,11 @@ class Tracefs:
         except FilterError as e:
             pos = e.pos or 0
             if enable and e.command is not None and e.command != text:
-                pos = self._word_pos(text, e.command, pos)
+                pos = filter_word_pos(text, pos)
             self.error_log.add("ftrace", e.msg, text, pos)
             raise
         for fc, recs in cmds:
             self.func_cmds.apply(fc, recs)
-
-    @staticmethod
-    def _word_pos(text: str, joined: str, pos: int) -> int:
-        """An offset in the filter words joined by single spaces -> the same place in
-        the write as it was given (the command words taken out)."""
-        spans = [m for m in re.finditer(r"\S+", text) if not is_command_word(m.group())]
-        at = 0
-        for m in spans:
-            end = at + len(m.group())
-            if pos <= end:
-                return m.start() + (pos - at)
-            at = end + 1
-        return len(text)
 
     def destroy_function_files(self) -> None:
         """ftrace_destroy_function_files(): an instance going away takes its function

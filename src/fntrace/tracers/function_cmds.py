@@ -36,13 +36,15 @@ from ..core.ops import (Ops, ftrace_lock, ftrace_set_filter_ips, register_ftrace
 from ..core.records import record_table
 from ..errors import FilterError
 
-__all__ = ["FUNC_COMMANDS", "FuncCommand", "FuncProbe", "FunctionCommands", "is_command_word"]
+__all__ = ["FUNC_COMMANDS", "FuncCommand", "FuncProbe", "FunctionCommands", "is_command_word",
+           "split_commands", "filter_word_pos"]
 
 # register_ftrace_command() names, in init order (trace_functions.c, trace_events.c,
 # trace.c); ':mod:' is ftrace.c's own and handled by the filter grammar.
 FUNC_COMMANDS = ("traceoff", "traceon", "stacktrace", "dump", "cpudump",
                  "enable_event", "disable_event", "snapshot")
 
+_WORD = re.compile(r"\S+")
 _NUMBER = re.compile(r"(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
 
 
@@ -51,6 +53,33 @@ def is_command_word(word: str) -> bool:
     other than ``mod`` (which the filter grammar itself handles)."""
     _, sep, rest = word.partition(":")
     return bool(sep) and rest.partition(":")[0] != "mod"
+
+
+def split_commands(text: str) -> tuple[str, list[tuple[str, int]]]:
+    """A set_ftrace_filter write -> (its filter words joined by spaces, [(command word,
+    its offset in text)]): "These commands are cumulative whether or not they are
+    appended to set_ftrace_filter" - a '>' write resets the filter, not the commands."""
+    words, cmds = [], []
+    for m in _WORD.finditer(text):
+        if is_command_word(m.group()):
+            cmds.append((m.group(), m.start()))
+        else:
+            words.append(m.group())
+    return " ".join(words), cmds
+
+
+def filter_word_pos(text: str, pos: int) -> int:
+    """An offset in split_commands(text)'s filter words -> the same place in text (for
+    the error_log caret of a filter word the grammar refused)."""
+    at = 0
+    for m in _WORD.finditer(text):
+        if is_command_word(m.group()):
+            continue
+        end = at + len(m.group())
+        if pos <= end:
+            return m.start() + (pos - at)
+        at = end + 1
+    return len(text)
 
 
 def _kstrtoul(s: str) -> int | None:
