@@ -51,11 +51,16 @@ def _reset_top_tracefs() -> None:
     for path, data in (("current_tracer", "nop"), ("set_ftrace_filter", ""),
                        ("set_ftrace_notrace", ""), ("tracing_on", "1"), ("buffer_size_kb", "1408"),
                        ("trace_options", "print-parent noirq-info overwrite markers"),
-                       ("trace", ""), ("error_log", "")):
+                       ("trace", ""), ("error_log", ""), ("stack_tracer_enabled", "0"),
+                       ("stack_trace_filter", ""), ("stack_max_size", "0")):
         try:
             top.write(path, data)
         except Exception:       # a reset step must not hide the test's own result
             pass
+    try:
+        top.func_cmds.clear()   # the function commands of set_ftrace_filter
+    except Exception:
+        pass
 
 
 @pytest.fixture(autouse=True)

@@ -15,6 +15,7 @@
 #include "native/payloads.c.h"
 #include "native/crc32.c.h"
 #include "native/profile_shim.c.h"
+#include "native/stack.c.h"
 
 /* -- init ---------------------------------------------------------------------------- */
 
@@ -119,6 +120,8 @@ static PyMethodDef native_methods[] = {
     {"thread_count", thread_count, METH_O, NULL},
     {"value_text", value_text, METH_O,
      "value_text(v): core.fetch.value_repr's text made natively, None if not handled"},
+    {"stack_bytes", stack_bytes, METH_O,
+     "stack_bytes(frame): the data-stack bytes of the frames from frame down"},
     {"frame_var", (PyCFunction)(void (*)(void))frame_var, METH_FASTCALL,
      "frame_var(frame, name): a local's value without the f_locals snapshot"},
     {"crc32", (PyCFunction)(void (*)(void))native_crc32, METH_FASTCALL,

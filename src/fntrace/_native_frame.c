@@ -109,3 +109,66 @@ fntrace_iframe_local(void *iframe, PyObject *code, Py_ssize_t i, PyObject **out)
     return -1;
 #endif
 }
+
+/* The stack tracer's measure (tracers/stack.py _walk, its Python twin): the bytes of
+ * the data stack the frames from `frame` down take, co_framesize slots each, leaving
+ * out the frames of fntrace's own modules (__name__ "fntrace" or "fntrace.*") and the
+ * incomplete ones f_back skips.  -1 where the layout is not known (the twin is used). */
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000
+static int
+fntrace_own_globals(PyObject *globals, PyObject *key)
+{
+    static const char own[] = "fntrace";
+    if (globals == NULL || !PyDict_Check(globals))
+        return 0;
+    PyObject *mod = PyDict_GetItemWithError(globals, key);     /* borrowed */
+    if (mod == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (!PyUnicode_Check(mod))
+        return 0;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(mod);
+    if (n < 7)
+        return 0;
+    for (Py_ssize_t i = 0; i < 7; i++)
+        if (PyUnicode_READ_CHAR(mod, i) != (Py_UCS4)own[i])
+            return 0;
+    return n == 7 || PyUnicode_READ_CHAR(mod, 7) == '.';
+}
+#endif
+
+long long
+fntrace_stack_bytes(PyObject *frame)
+{
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000
+    static PyObject *key = NULL;
+    if (key == NULL && (key = PyUnicode_InternFromString("__name__")) == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    if (!PyFrame_Check(frame))
+        return -1;
+    long long total = 0;
+    for (_PyInterpreterFrame *f = ((PyFrameObject *)frame)->f_frame; f != NULL; f = f->previous) {
+        if (_PyFrame_IsIncomplete(f))
+            continue;
+#if PY_VERSION_HEX >= 0x030D0000
+        if (!PyCode_Check(f->f_executable))
+            continue;
+        PyCodeObject *co = (PyCodeObject *)f->f_executable;
+#else
+        PyCodeObject *co = f->f_code;
+#endif
+        if (fntrace_own_globals(f->f_globals, key))
+            continue;
+        /* co_framesize (3.12+; 3.11 has no field for it) */
+        total += (long long)(co->co_nlocalsplus + co->co_stacksize + FRAME_SPECIALS_SIZE)
+                 * (long long)sizeof(PyObject *);
+    }
+    return total;
+#else
+    (void)frame;
+    return -1;
+#endif
+}

@@ -16,6 +16,7 @@
  *   native/payloads.c.h       core/fetch.py, tracers/function_graph.py: args/retval payloads
  *   native/crc32.c.h          zlib.crc32 (tracefile.py's blocks)
  *   native/profile_shim.c.h   arch/profile.py: ProfileShim (the program's own hook)
+ *   native/stack.c.h          tracers/stack.py: _walk (the stack tracer's measure)
  *
  * Separate translation units, each with its own Python twin:
  *   _native_frame.c           core/fetch.py: a frame's locals and arguments without f_locals

@@ -26,6 +26,7 @@ dyn_ftrace_total_info, dynamic_events, available_events.
 from __future__ import annotations
 
 import errno
+import os
 import threading
 import time
 from collections import deque
@@ -40,6 +41,8 @@ from ..ring_buffer import RECORD_SIZE, RingBuffer
 from ..trace import TRACE_CLOCKS, TraceArray
 from ..tracers import available_tracers
 from .trace_pipe import PipeReader
+from ..tracers.function_cmds import FunctionCommands, filter_word_pos, split_commands
+from ..tracers.stack import stack_tracer
 
 __all__ = ["Tracefs", "tracefs", "ErrorLog", "PipeReader", "parse_trace_options"]
 
@@ -175,6 +178,8 @@ tracing mini-HOWTO (fntrace: ftrace for Python programs):
 \t   To remove a trigger with a count:
 \t     echo '!<trigger>:0 > <system>/<event>/trigger
 \t   Filters can be ignored when removing a trigger.
+  stack_tracer_enabled\t- 1 to measure stacks (sizes in bytes of the Python
+\t\t\t  frames on the thread's data stack), 0 to stop
 """
 
 ERROR_LOG_MAX = 8
@@ -280,6 +285,10 @@ class Tracefs:
         # The events the last dynamic_events write defined (the control path enables
         # them through their events/GRP/EVENT/ files).
         self.last_created_events: list = []
+        # GLOB:CMD words of set_ftrace_filter (tracers/function_cmds.py); what they
+        # need from the layers above is handed in here.
+        self.func_cmds = FunctionCommands(self.tr, find_event_file=self._event_file_of,
+                                          stack_text=_stack_text, dump=self._ftrace_dump)
         self.tr.options.setdefault("overwrite", True)
         self.tr.options.setdefault("markers", True)
         self.tr.options.setdefault("function-trace", True)
@@ -311,6 +320,13 @@ class Tracefs:
                 "enabled_functions": (lambda: "".join(l + "\n" for l in core_ops.enabled_functions()), None),
                 "touched_functions": (lambda: "".join(l + "\n" for l in core_ops.touched_functions()), None),
                 "dyn_ftrace_total_info": (lambda: f"{len(record_table.records)}\n", None),
+                # the stack tracer is the process's, as the kernel's is global
+                "stack_trace": (lambda: stack_tracer().table(), None),
+                "stack_max_size": (lambda: f"{stack_tracer().max_size}\n", self._w_stack_max_size),
+                "stack_trace_filter": (self._r_stack_filter, self._w_stack_filter),
+                "stack_tracer_enabled": (lambda: f"{int(stack_tracer().enabled)}\n",
+                                         lambda d, a: stack_tracer().set_enabled(
+                                             _bool(d, "stack_tracer_enabled"))),
             })
         # function_graph's files: every instance has its own graph filters and limits
         # (the TraceArray keeps them), so sessions and recordings set them the same way.
@@ -815,6 +831,7 @@ class Tracefs:
         if enable:
             lines = hash_lines(ops.filter_hash, record_table.records, ops.mod_cache,
                                empty_line="#### all functions enabled ####")
+            lines += self.func_cmds.lines()           # t_probe_show(), after the rest
         else:
             lines = hash_lines(ops.notrace_hash, record_table.records, ops.notrace_mod_cache,
                                empty_line="#### no functions disabled ####")
@@ -823,9 +840,88 @@ class Tracefs:
     def _w_hash(self, data: str, append: bool, enable: bool) -> None:
         setter = core_ops.ftrace_set_filter if enable else core_ops.ftrace_set_notrace
         text = data.rstrip("\n")
+        cmds = []
         try:
-            setter(self.tr.ops, text if text.strip() else None, reset=not append,
-                   keep_unmatched=self.keep_unmatched)
+            if enable:
+                # GLOB:CMD words are function commands, checked before anything
+                # changes and applied after the filter words (tracers/function_cmds.py)
+                text_f, words = split_commands(text)
+                for word, pos in words:
+                    fc = self.func_cmds.parse(word, pos, text)
+                    cmds.append((fc, self.func_cmds.check(fc, text)))
+            else:
+                text_f = text
+            if text_f.strip() or not append:
+                # ('>>' of commands alone leaves the filter, and its sites, alone)
+                setter(self.tr.ops, text_f if text_f.strip() else None, reset=not append,
+                       keep_unmatched=self.keep_unmatched)
+        except FilterError as e:
+            pos = e.pos or 0
+            if enable and e.command is not None and e.command != text:
+                pos = filter_word_pos(text, pos)
+            self.error_log.add("ftrace", e.msg, text, pos)
+            raise
+        for fc, recs in cmds:
+            self.func_cmds.apply(fc, recs)
+
+    def destroy_function_files(self) -> None:
+        """ftrace_destroy_function_files(): an instance going away takes its function
+        commands with it (their ops would otherwise stay registered, holding it)."""
+        self.func_cmds.clear()
+
+    # -- function commands' and the stack tracer's hooks ------------------------------
+    def _event_file_of(self, system: str, event: str):
+        from ..events.core import find_event_call
+        call = find_event_call(system, event)
+        return self.tr.event_file(call) if call is not None else None
+
+    def _ftrace_dump(self, this_thread: bool) -> None:
+        """ftrace_dump(): the buffer (``cpudump``: the calling thread's) printed to the
+        console - here the process's standard error, file descriptor 2, written
+        directly so that whatever the program put in sys.stderr is not involved - in
+        the trace's line format, consuming what it prints; tracing is left off after it
+        (DUMP_ALL / DUMP_ORIG, ftrace_dump_one())."""
+        from ..output.render import trace_array_lines
+        tr = self.tr
+        tr.tracing_on = False
+        if this_thread:
+            try:
+                bufs = [tr.local.buf]
+            except AttributeError:
+                bufs = []
+        else:
+            bufs = None
+        lines = list(trace_array_lines(tr, buffers=bufs, consume=True))
+        out = ["Dumping ftrace buffer:\n", "---------------------------------\n"]
+        out += [line + "\n" for line in lines]
+        out.append("---------------------------------\n" if lines else "   (ftrace buffer empty)\n")
+        data = "".join(out).encode("utf-8", "replace")
+        try:
+            while data:
+                n = os.write(2, data)
+                data = data[n:]
+        except OSError:
+            pass
+
+    def _w_stack_max_size(self, data: str, append: bool) -> None:
+        s = data.strip()
+        try:
+            val = int(s)
+        except ValueError:
+            raise FntraceError(f"stack_max_size: {s!r} is not a number") from None
+        stack_tracer().set_max_size(val)
+
+    def _r_stack_filter(self) -> str:
+        ops = stack_tracer().ops
+        lines = hash_lines(ops.filter_hash, record_table.records, ops.mod_cache,
+                           empty_line="#### all functions enabled ####")
+        return "".join(l + "\n" for l in lines)
+
+    def _w_stack_filter(self, data: str, append: bool) -> None:
+        text = data.rstrip("\n")
+        try:
+            stack_tracer().set_filter(text if text.strip() else None, not append,
+                                      self.keep_unmatched)
         except FilterError as e:
             self.error_log.add("ftrace", e.msg, text, e.pos or 0)
             raise
@@ -1018,6 +1114,11 @@ class _InstancePipe(PipeReader):
         if not self.closed:
             super().close()
             self.fs.trace_array_put()
+
+
+def _stack_text(frame) -> str:
+    from ..events.core import stack_text
+    return stack_text(frame)
 
 
 _top: Tracefs | None = None
