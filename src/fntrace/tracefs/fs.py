@@ -441,7 +441,9 @@ class Tracefs:
         from ..tracers.nop import NopTracer
         tr = self.tr
         tr.tracing_on = False
-        hooks = list(self.teardown_hooks)
+        # ftrace_destroy_function_files(): the function commands' ops go first (they
+        # would keep the instance hooked), then what other parts registered
+        hooks = [Tracefs.destroy_function_files, *self.teardown_hooks]
         for hook in hooks:
             try:
                 hook(self)
