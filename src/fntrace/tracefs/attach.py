@@ -160,6 +160,9 @@ def inspect_target(pid: int) -> Target:
     if found is None:
         raise AttachError(f"process {pid} ({name}) is not a Python process", _errno.EINVAL)
     version, ft = found
+    if version < (3, 11):
+        raise AttachError(f"process {pid} runs Python {version[0]}.{version[1]}: "
+                          "fntrace needs 3.11 or later", _errno.EINVAL)
     ours, our_ft = _ours()
     if (version, ft) != (ours, our_ft):
         theirs = _version_text(version, ft)
@@ -167,9 +170,6 @@ def inspect_target(pid: int) -> Target:
             f"process {pid} runs Python {theirs}, this fntrace runs on Python "
             f"{_version_text(ours, our_ft)}: run `python{theirs} -m fntrace attach {pid}` "
             f"with fntrace installed for Python {theirs}", _errno.EINVAL)
-    if version < (3, 11):
-        raise AttachError(f"process {pid} runs Python {version[0]}.{version[1]}: "
-                          "fntrace needs 3.11 or later", _errno.EINVAL)
     raw = _read(f"/proc/{pid}/cmdline") or ""
     cmdline = " ".join(a for a in raw.split("\0") if a)
     return Target(pid, exe, version, ft, cmdline)
@@ -313,7 +313,7 @@ def _ptrace_error(pid: int, detail: str) -> AttachError:
 
 def _alive(pid: int) -> bool:
     st = _read(f"/proc/{pid}/stat")
-    return st is not None and st[st.rindex(")") + 2:][:1] not in ("Z", "X")
+    return bool(st) and st[st.rindex(")") + 2:][:1] not in ("Z", "X")
 
 
 def attach(pid: int, timeout: float = 10.0) -> tuple[Target, bool]:
@@ -358,6 +358,8 @@ def attach(pid: int, timeout: float = 10.0) -> tuple[Target, bool]:
 
 def detach(pid: int, timeout: float = 10.0) -> None:
     """Turn everything of fntrace off in ``pid`` and stop its endpoint."""
+    if pid <= 0 or not _alive(pid):
+        raise AttachError(f"no process {pid}", _errno.ESRCH)
     from .client import Client
     Client(pid).detach()
     deadline = time.monotonic() + timeout

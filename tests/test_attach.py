@@ -1,0 +1,399 @@
+"""fntrace attach / detach, black box: a plain Python program (no fntrace in it) runs
+in a subprocess; ``fntrace attach PID`` makes it controllable, ``fntrace ctl`` turns a
+filtered function tracer on and reads the trace, ``fntrace detach`` turns everything
+off; the program's output and exit status are those of a run nobody attached to, and
+it holds no sys.monitoring tool id, no profile function and no name of ours after.
+
+The refusals: a process that is not Python, a dead one, another user's, another Python
+version, ptrace not allowed (kernel.yama.ptrace_scope), no injector installed.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from fntrace.tracefs import attach as attach_mod
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="attach reads /proc and uses ptrace: Linux only")
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+
+# A program that knows nothing of fntrace: a loop calling work() until SIGUSR1, then
+# what a detach must have left as it was, then exit status 3.
+PROGRAM = r'''
+import signal, sys, time
+
+def work(i):
+    return i * 2
+
+stop = []
+signal.signal(signal.SIGUSR1, lambda s, f: stop.append(s))
+print("ready", flush=True)
+n = total = 0
+while not stop:
+    total += work(n)
+    n += 1
+    time.sleep(0.002)
+print("sum ok", total == n * (n - 1))
+mon = getattr(sys, "monitoring", None)
+print("tool id 4:", mon.get_tool(4) if mon else None)
+print("profile:", sys.getprofile())
+print("setprofile is the interpreter's:", type(sys.setprofile.__self__).__name__)
+print("names:", sorted(k for k in globals() if not k.startswith("__")))
+sys.stdout.flush()
+sys.exit(3)
+'''
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _target_env() -> dict:
+    # The target must not find fntrace on its own path: attach adds it.
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def fntrace(*args, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fntrace", *map(str, args)],
+                          capture_output=True, text=True, env=_env(), timeout=timeout)
+
+
+class Program:
+    """PROGRAM (or another source) running under ``python``, stdout/stderr captured."""
+
+    def __init__(self, tmp_path: Path, source: str = PROGRAM, python: str = sys.executable,
+                 **popen):
+        script = tmp_path / "prog.py"
+        script.write_text(source)
+        self.proc = subprocess.Popen([python, "-I", str(script)], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                                     env=_target_env(), **popen)
+        self.pid = self.proc.pid
+        line = self.proc.stdout.readline()
+        assert line == "ready\n", (line, self.proc.stderr.read() if not line else "")
+
+    def finish(self) -> tuple[int, str, str]:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGUSR1)
+        out, err = self.proc.communicate(timeout=60)
+        return self.proc.returncode, "ready\n" + out, err
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+
+@pytest.fixture
+def program(tmp_path):
+    made = []
+
+    def make(*a, **kw) -> Program:
+        p = Program(tmp_path, *a, **kw)
+        made.append(p)
+        return p
+    yield make
+    for p in made:
+        p.kill()
+
+
+def _wait_for(what, timeout: float = 20.0, step: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = what()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            return got
+        time.sleep(step)
+
+
+# ---------------------------------------------------------------------------------
+# The whole workflow
+# ---------------------------------------------------------------------------------
+
+def test_attach_trace_detach_leaves_the_program_as_it_was(program, tmp_path):
+    ref = program()
+    ref_status, ref_out, ref_err = ref.finish()
+    assert ref_status == 3 and ref_err == ""
+
+    prog = program()
+    r = fntrace("attach", prog.pid)
+    assert r.returncode == 0, r.stderr
+    assert f"attached to process {prog.pid}" in r.stdout
+    assert f"fntrace ctl {prog.pid}" in r.stdout and f"fntrace mount {prog.pid}" in r.stdout
+
+    # The program is controllable now: the tracefs files of the kernel, through ctl.
+    assert fntrace("ctl", prog.pid, "current_tracer").stdout.strip() == "nop"
+    r = fntrace("ctl", prog.pid, "set_ftrace_filter", "__main__.work")
+    assert r.returncode == 0, r.stderr
+    r = fntrace("ctl", prog.pid, "current_tracer", "function")
+    assert r.returncode == 0, r.stderr
+
+    def traced():
+        t = fntrace("ctl", prog.pid, "trace").stdout
+        return [ln for ln in t.splitlines() if not ln.startswith("#")]
+    lines = _wait_for(traced)
+    assert lines, "no event from the attached program"
+    assert all("__main__.work" in ln for ln in lines), lines[:5]
+    assert any(f"-{prog.pid} " in ln for ln in lines), lines[:5]   # the main thread
+
+    # A refused write through the attached endpoint: the kernel's error, state intact.
+    r = fntrace("ctl", prog.pid, "current_tracer", "no_such_tracer")
+    assert r.returncode != 0
+    assert fntrace("ctl", prog.pid, "current_tracer").stdout.strip() == "function"
+
+    # Attaching again is not an error.
+    r = fntrace("attach", prog.pid)
+    assert r.returncode == 0, r.stderr
+    assert "already controllable" in r.stdout
+
+    r = fntrace("detach", prog.pid)
+    assert r.returncode == 0, r.stderr
+    assert f"detached from process {prog.pid}" in r.stdout
+    # The endpoint is gone: ctl says the program is not controllable.
+    r = fntrace("ctl", prog.pid, "trace")
+    assert r.returncode != 0 and "not controllable" in r.stderr, r.stderr
+    assert prog.proc.poll() is None, "the program stopped after detach"
+
+    status, out, err = prog.finish()
+    assert (status, out, err) == (ref_status, ref_out, ref_err)
+    assert "tool id 4: None" in out and "profile: None" in out
+    assert "setprofile is the interpreter's: module" in out
+    assert "names: ['mon', 'n', 'signal', 'stop', 'sys', 'time', 'total', 'work']" in out
+
+
+def test_attach_again_after_detach(program):
+    prog = program()
+    for _ in range(2):
+        r = fntrace("attach", prog.pid)
+        assert r.returncode == 0 and "attached" in r.stdout, r.stderr
+        r = fntrace("detach", prog.pid)
+        assert r.returncode == 0, r.stderr
+    status, out, err = prog.finish()
+    assert status == 3 and err == "" and "tool id 4: None" in out
+
+
+def test_a_failure_inside_the_target_is_reported_not_raised_into_it(program):
+    # A program where `import fntrace` fails: attach says why; the program sees nothing.
+    source = PROGRAM.replace("import signal, sys, time",
+                             "import signal, sys, time\nsys.modules['fntrace'] = None")
+    prog = program(source)
+    r = fntrace("attach", prog.pid, "--timeout", "20")
+    assert r.returncode == 1
+    assert re.search(rf"fntrace could not start in process {prog.pid}: "
+                     r"(ModuleNotFoundError|ImportError): .*fntrace", r.stderr), r.stderr
+    assert "Traceback" not in r.stderr
+    status, out, err = prog.finish()
+    assert status == 3 and err == "", err
+    assert "names: ['mon', 'n', 'signal', 'stop', 'sys', 'time', 'total', 'work']" in out
+
+
+# ---------------------------------------------------------------------------------
+# Refusals: one line, exit status 1, nothing done to the process
+# ---------------------------------------------------------------------------------
+
+def _refused(r: subprocess.CompletedProcess, pattern: str) -> None:
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert re.search(pattern, lines[0]), lines[0]
+
+
+def test_not_a_python_process(tmp_path):
+    sleeper = subprocess.Popen(["sleep", "100"])
+    try:
+        _refused(fntrace("attach", sleeper.pid),
+                 rf"^fntrace: process {sleeper.pid} \(sleep\) is not a Python process$")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_dead_process():
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    _refused(fntrace("attach", p.pid), rf"^fntrace: no process {p.pid}")
+    _refused(fntrace("detach", p.pid), rf"{p.pid}")
+
+
+def test_not_a_pid():
+    r = fntrace("attach", "abc")
+    assert r.returncode == 2 and "not a process id" in r.stderr
+
+
+def _other_uid() -> int:
+    return 65534 if os.getuid() != 65534 else 65533
+
+
+def test_another_users_process_is_refused():
+    if os.getuid() == 0:
+        # root may ptrace anything: the refusal is fntrace's own check of the owner,
+        # made before anything else is looked at (a `sleep` as another uid will do:
+        # that user may not be able to read this interpreter).
+        uid = _other_uid()
+        proc = subprocess.Popen(["sleep", "100"],
+                                preexec_fn=lambda: (os.setgid(uid), os.setuid(uid)))
+        pid = proc.pid
+        _wait_for(lambda: f"\t{uid}\t" in Path(f"/proc/{pid}/status").read_text())
+    else:
+        proc = None
+        pid = 1         # init: root's
+        st = Path(f"/proc/{pid}/status").read_text()
+        if re.search(rf"^Uid:\s+{os.getuid()}\s", st, re.M):
+            pytest.skip("LOUD SKIP: pid 1 is ours and we are not root: no process of "
+                        "another user to try")
+    try:
+        _refused(fntrace("attach", pid),
+                 rf"^fntrace: process {pid} belongs to another user \(uid \d+, you are uid "
+                 rf"{os.getuid()}\)")
+    finally:
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+
+
+def _other_python() -> str | None:
+    """An interpreter of another 3.11+ version: on PATH as python3.X, or beside this
+    one (pyenv-style <versions>/<X.Y.Z>/bin/python3.X)."""
+    ours = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    cands = []
+    for minor in (11, 12, 13):
+        v = f"3.{minor}"
+        if v == ours:
+            continue
+        w = shutil.which(f"python{v}")
+        if w:
+            cands.append(w)
+        for base in (Path(sys.base_prefix).parent,):
+            cands += [str(p) for p in sorted(base.glob(f"{v}*/bin/python{v}"))]
+    for c in cands:
+        try:
+            out = subprocess.run([c, "-c", "import sys; print(sys.version_info[:2])"],
+                                 capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if out.strip() and out.strip() != str(sys.version_info[:2]):
+            return c
+    return None
+
+
+def test_another_python_version_is_refused(program):
+    other = _other_python()
+    if other is None:
+        pytest.skip("LOUD SKIP: no Python 3.11-3.13 interpreter of another version found "
+                    "(python3.X on PATH or beside this one)")
+    prog = program(python=other)
+    r = fntrace("attach", prog.pid)
+    ours = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    m = re.search(rf"^fntrace: process {prog.pid} runs Python (3\.\d+), this fntrace runs on "
+                  rf"Python {re.escape(ours)}: run `python(3\.\d+) -m fntrace attach "
+                  rf"{prog.pid}` with fntrace installed for Python (3\.\d+)$",
+                  r.stderr.strip())
+    assert r.returncode == 1 and m, r.stderr
+    assert m[1] == m[2] == m[3] != ours
+    status, out, err = prog.finish()
+    assert status == 3 and err == ""
+
+
+# ---------------------------------------------------------------------------------
+# ptrace permission (Yama): the check, with scopes this machine may not have
+# ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("scope,cap,refused", [
+    ("0", False, False), ("1", True, False), ("1", False, True),
+    ("2", True, False), ("2", False, True), ("3", True, True)])
+def test_ptrace_scope(tmp_path, scope, cap, refused):
+    f = tmp_path / "ptrace_scope"
+    f.write_text(scope + "\n")
+    if not refused:
+        assert attach_mod.check_ptrace(1, scope_path=str(f), cap=cap) == int(scope)
+        return
+    with pytest.raises(attach_mod.AttachError) as ei:
+        attach_mod.check_ptrace(1, scope_path=str(f), cap=cap)
+    e = ei.value
+    assert e.errno == errno.EPERM
+    assert f"kernel.yama.ptrace_scope is {scope}" in e.msg
+    if scope == "1":
+        assert "sudo sysctl kernel.yama.ptrace_scope=0" in e.msg and "CAP_SYS_PTRACE" in e.msg
+    if scope == "2":
+        assert "CAP_SYS_PTRACE" in e.msg
+
+
+def test_ptrace_scope_1_allows_a_child(tmp_path):
+    f = tmp_path / "ptrace_scope"
+    f.write_text("1\n")
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        assert attach_mod.check_ptrace(child.pid, scope_path=str(f), cap=False) == 1
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_no_injector_says_what_to_install(program):
+    prog = program()
+    code = ("import sys; sys.modules['hypno'] = None; sys.modules['pyinjector'] = None; "
+            "from fntrace.cli.main import main; sys.exit(main(['attach', sys.argv[1]]))")
+    r = subprocess.run([sys.executable, "-c", code, str(prog.pid)], capture_output=True,
+                       text=True, env=_env(), timeout=60)
+    if sys.version_info >= (3, 14):
+        pytest.skip("3.14+ attaches with sys.remote_exec: no injector needed")
+    _refused(r, r"^fntrace: fntrace attach needs the injector: pip install 'fntrace\[attach\]'$")
+    status, out, err = prog.finish()
+    assert status == 3 and err == ""
+
+
+# ---------------------------------------------------------------------------------
+# Reading the target's Python version from outside
+# ---------------------------------------------------------------------------------
+
+def _maps(*paths: str) -> str:
+    return "".join(f"7f00-7f01 r-xp 00000000 08:01 1 {p}\n" for p in paths)
+
+
+@pytest.mark.parametrize("exe,maps,want", [
+    ("/opt/py/bin/python3.12", _maps("/opt/py/lib/libpython3.12.so.1.0"), ((3, 12), False)),
+    ("/usr/bin/python3.11", _maps("/usr/lib/x86_64-linux-gnu/libc.so.6"), ((3, 11), False)),
+    ("/usr/bin/python3.13t", _maps(), ((3, 13), True)),
+    ("/srv/app/bin/uwsgi", _maps("/srv/app/lib/libpython3.12.so.1.0"), ((3, 12), False)),
+    ("/usr/bin/python3", _maps("/usr/lib/python3.11/lib-dynload/_ssl.cpython-311-x86_64-linux-gnu.so"),
+     ((3, 11), False)),
+    ("/usr/bin/sleep", _maps("/usr/lib/x86_64-linux-gnu/libc.so.6"), None),
+    ("/usr/bin/vim", _maps("/usr/share/doc/python3.11/README"), None),
+])
+def test_python_version_of(exe, maps, want):
+    assert attach_mod.python_version_of(exe, maps) == want
+
+
+def test_snippet_binds_nothing_and_catches_everything(tmp_path):
+    err = tmp_path / "err"
+    code = attach_mod.attach_snippet(str(tmp_path / "nowhere"), str(err))
+    g = {"__name__": "__main__", "sys": None}
+    saved = sys.modules.get("fntrace")
+    sys.modules["fntrace"] = None           # import fails inside the snippet
+    path_before = list(sys.path)
+    try:
+        exec(code, g)
+    finally:
+        if saved is not None:
+            sys.modules["fntrace"] = saved
+        sys.path[:] = path_before
+    assert set(g) == {"__name__", "sys", "__builtins__"} and g["sys"] is None
+    assert err.read_text().startswith(("ModuleNotFoundError: ", "ImportError: "))
