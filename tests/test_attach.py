@@ -397,3 +397,58 @@ def test_snippet_binds_nothing_and_catches_everything(tmp_path):
         sys.path[:] = path_before
     assert set(g) == {"__name__", "sys", "__builtins__"} and g["sys"] is None
     assert err.read_text().startswith(("ModuleNotFoundError: ", "ImportError: "))
+
+
+# ---------------------------------------------------------------------------------
+# Tracing switched on from another thread (as the endpoint does) sees the threads
+# that were already running, and switching it off leaves them no profile function
+# ---------------------------------------------------------------------------------
+
+SWITCH_FROM_THREAD = r'''
+import sys, threading, time
+import fntrace
+
+def work(i):
+    return i * 2
+
+def ctl(tracer):
+    fs = fntrace.tracefs()
+    fs.write("set_ftrace_filter", "__main__.work")
+    fs.write("current_tracer", tracer)
+
+for tracer in ("function", "function_graph"):
+    t = threading.Thread(target=ctl, args=(tracer,))
+    t.start()
+    t.join()
+    for i in range(50):
+        work(i)
+    text = fntrace.tracefs().read("trace")
+    print(tracer, sum(1 for ln in text.splitlines() if "work" in ln and not ln.startswith("#")))
+    t = threading.Thread(target=ctl, args=("nop",))
+    t.start()
+    t.join()
+    fntrace.tracefs().write("trace", "")
+    print("profile after nop:", sys.getprofile())
+'''
+
+
+@pytest.mark.parametrize("backend", ["default", "profile"])
+def test_tracing_switched_on_from_another_thread_sees_the_main_thread(tmp_path, backend):
+    if backend == "profile" and sys.version_info < (3, 12):
+        backend = "default"     # 3.11's default is the profile back end
+    env = _env()
+    env.pop("FNTRACE_BACKEND", None)
+    if backend == "profile":
+        env["FNTRACE_BACKEND"] = "profile"
+    if env.get("FNTRACE_PURE") == "1" and (backend == "profile" or sys.version_info < (3, 12)):
+        pytest.skip("LOUD SKIP: the pure setprofile hook is a Python function: only "
+                    "CPython's sys.setprofile installs it, on the calling thread only")
+    script = tmp_path / "switch.py"
+    script.write_text(SWITCH_FROM_THREAD)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[1] == lines[3] == "profile after nop: None", r.stdout
+    assert lines[0] == "function 50", r.stdout
+    assert lines[2].startswith("function_graph ") and int(lines[2].split()[1]) >= 50, r.stdout
