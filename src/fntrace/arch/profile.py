@@ -7,14 +7,8 @@ call that finds no site asks ``_trap``, which lists the code's module if that wa
 done yet; a code object still not a site goes in ``dispatch.no_site``, looked up first
 next time (there is no DISABLE here).
 
-Threads already running when the hook is installed get it too, those with no profile
-function of their own (the native hook's ``install_all_threads``: CPython has no
-setprofile for all threads before 3.12, and 3.12's would replace a thread's own
-profiler); threads started afterwards get it from ``threading.setprofile``.  This
-matters when tracing is switched on from another thread than the program's, as the
-control endpoint does.  Under FNTRACE_PURE=1 the hook is a Python function, which
-only CPython's own sys.setprofile can install: the threads already running are not
-seen there.
+Threads already running when the hook is installed are not seen (CPython has no
+setprofile for all threads before 3.12); threads started afterwards are.
 """
 from __future__ import annotations
 
@@ -102,18 +96,8 @@ class ProfileBackend:
         self._start_ident = _thread.get_ident()
         threading.setprofile(self._hook)
         sys.setprofile(self._hook)
-        all_threads = getattr(self._hook, "install_all_threads", None)
-        if all_threads is not None:
-            all_threads()
         self._share_profile_api()
         self.active = True
-
-    def _remove_from_other_threads(self) -> None:
-        # Every other thread that holds the hook (given at start, or by
-        # threading.setprofile to a thread started since) is left with none.
-        remove = getattr(self._hook, "remove_all_threads", None)
-        if remove is not None:
-            remove()
 
     # -- the program's own profile function --------------------------------------------
     # A thread has one profile function.  While fntrace's is installed, the program's
@@ -228,7 +212,6 @@ class ProfileBackend:
         if sys.getprofile() in (self._hook, getattr(self, "_chained", None)):
             sys.setprofile(mine)
         threading.setprofile(None)
-        self._remove_from_other_threads()
         dispatch.G.trap = None
         dispatch.forget(dispatch.no_site)
         dispatch.forget(dispatch.sites)

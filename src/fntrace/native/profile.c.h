@@ -208,59 +208,8 @@ ProfileHook_install(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-#if PY_VERSION_HEX >= 0x030D0000
-/* Exported, but declared only in the internal headers since 3.13. */
-PyAPI_FUNC(int) _PyEval_SetProfile(PyThreadState *tstate, Py_tracefunc func, PyObject *arg);
-#endif
-
-/* The threads that were running before the hook was installed: a tracer switched on
- * from another thread (the control endpoint's, in a program fntrace attached to) must
- * see them too.  CPython's sys.setprofile reaches only the calling thread before 3.12,
- * and 3.12's setprofile_all_threads would also replace a profiler a thread has: this
- * gives the hook to every thread of the interpreter that has no profile function, and
- * leaves the others alone.  Returns how many threads got it. */
-static PyObject *
-ProfileHook_install_all_threads(PyObject *self, PyObject *unused)
-{
-    PyThreadState *me = PyThreadState_Get();
-    long n = 0;
-    for (PyThreadState *t = PyInterpreterState_ThreadHead(PyThreadState_GetInterpreter(me)); t != NULL;
-            t = PyThreadState_Next(t)) {
-        if (t == me || t->c_profilefunc != NULL)
-            continue;
-        if (_PyEval_SetProfile(t, c_profile, self) < 0)
-            return NULL;
-        n++;
-    }
-    return PyLong_FromLong(n);
-}
-
-/* The other way: every thread of the interpreter that holds a fntrace hook (this one
- * or an earlier one; threads started while it was on got it from threading.setprofile)
- * is left with no profile function.  The calling thread is the Python side's (it may
- * hand the program's own function back).  Returns how many threads lost it. */
-static PyObject *
-ProfileHook_remove_all_threads(PyObject *self, PyObject *unused)
-{
-    PyThreadState *me = PyThreadState_Get();
-    long n = 0;
-    for (PyThreadState *t = PyInterpreterState_ThreadHead(PyThreadState_GetInterpreter(me)); t != NULL;
-            t = PyThreadState_Next(t)) {
-        if (t == me || t->c_profilefunc != c_profile)
-            continue;
-        if (_PyEval_SetProfile(t, NULL, NULL) < 0)
-            return NULL;
-        n++;
-    }
-    return PyLong_FromLong(n);
-}
-
 static PyMethodDef ProfileHook_methods[] = {
     {"install", ProfileHook_install, METH_NOARGS, "install as this thread's profile function"},
-    {"install_all_threads", ProfileHook_install_all_threads, METH_NOARGS,
-     "install on every other thread that has no profile function; how many"},
-    {"remove_all_threads", ProfileHook_remove_all_threads, METH_NOARGS,
-     "remove fntrace's hook from every other thread; how many"},
     {NULL}
 };
 
