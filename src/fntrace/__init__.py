@@ -58,6 +58,14 @@ from . import tracefs as tracefs
 
 __version__ = "0.1.0"
 
+
+def serve(fs: "tracefs.Tracefs | None" = None):
+    """Serve this process's tracefs (``fs``, default the top level) on a control socket
+    of its own user: ``fntrace ctl PID FILE [VALUE]`` reads and writes its files from
+    another shell.  Returns the Server (``.path``, ``.stop()``); see tracefs/server.py."""
+    from .tracefs.server import serve as _serve     # sockets are loaded by the first use
+    return _serve(fs)
+
 __all__ = [
     "EMPTY_HASH",
     "FtraceHash",
@@ -97,6 +105,7 @@ __all__ = [
     "traced",
     "TraceArray",
     "tracefs",
+    "serve",
     "__version__",
 ]
 

@@ -7,8 +7,11 @@ call that finds no site asks ``_trap``, which lists the code's module if that wa
 done yet; a code object still not a site goes in ``dispatch.no_site``, looked up first
 next time (there is no DISABLE here).
 
-Threads already running when the hook is installed are not seen (CPython has no
-setprofile for all threads before 3.12); threads started afterwards are.
+Threads already running when the hook is installed get it too with the native hook
+(``install_all``: what 3.12's PyEval_SetProfileAllThreads does, so a tracer switched on
+from a control thread reaches the program's threads), except fntrace's own and those
+with a profile function of their own; the pure hook reaches only the installing thread
+and threads started afterwards (CPython has no setprofile for all threads before 3.12).
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import threading
 
 from .. import _env
 from ..core import dispatch
+from ..core.task import own_threads
 from ..core.records import FTRACE_FL, DynFtrace, record_table
 from ..errors import BusyError
 
@@ -96,6 +100,9 @@ class ProfileBackend:
         self._start_ident = _thread.get_ident()
         threading.setprofile(self._hook)
         sys.setprofile(self._hook)
+        install_all = getattr(self._hook, "install_all", None)
+        if install_all is not None:
+            install_all(own_threads)
         self._share_profile_api()
         self.active = True
 
@@ -212,6 +219,10 @@ class ProfileBackend:
         if sys.getprofile() in (self._hook, getattr(self, "_chained", None)):
             sys.setprofile(mine)
         threading.setprofile(None)
+        uninstall_all = getattr(self._hook, "uninstall_all", None)
+        if uninstall_all is not None:
+            # threads that chain a profile function of the program's keep the hook
+            uninstall_all(set(dispatch.profile_chain))
         dispatch.G.trap = None
         dispatch.forget(dispatch.no_site)
         dispatch.forget(dispatch.sites)

@@ -1,12 +1,13 @@
-"""The ``fntrace`` command: record, report, live, ls, attach, detach (also ``python -m fntrace``).
+"""The ``fntrace`` command: record, report, live, ls, ctl, attach, detach (also
+``python -m fntrace``).
 
 Every step raises UsageError (or another FntraceError) with a one-line message; only
 ``main()`` prints it and picks the exit status:
 
     0..255  the traced program's own status (record, live); or fntrace dies of the
             signal the program died of (SIGTERM, an uncaught KeyboardInterrupt ...)
-    1       report/ls/attach/detach failed (bad trace file, bad filter, a process
-            that cannot be attached)
+    1       report/ls/ctl/attach/detach failed (bad trace file, bad filter, a refused
+            write, a process that cannot be attached)
     2       bad command line
 
 The command line is cut in two before argparse sees it (split_target): fntrace's own
@@ -121,6 +122,9 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
                         "inside the tracer (a __repr__ that takes a lock can deadlock, one "
                         "with side effects changes the program); off, objects are shown "
                         "as <module.Class object at 0x...>")
+    p.add_argument("--serve", action="store_true",
+                   help="serve the recording's tracefs while the program runs: "
+                        "`fntrace ctl PID ...` reads and writes its files")
     p.add_argument("--patch", action="append", default=[], metavar="SYM=FILE:FUNC",
                    help="replace function SYM for this run: FUNC(original, *args, **kwargs) "
                         "from FILE decides whether and how to call the original")
@@ -192,6 +196,10 @@ def _parser() -> argparse.ArgumentParser:
     _add_record_options(lv)
     _add_report_options(lv)
     _add_target(lv)
+
+    from .ctl import EPILOG as _ctl_epilog, add_arguments as _ctl_arguments
+    _EPILOGS.setdefault("ctl", _ctl_epilog)
+    _ctl_arguments(add("ctl", "read and write the tracefs of a running program"))
 
     ls = add("ls", "print available_filter_functions for a target")
     ls.add_argument("-F", "--filter", action="append", default=[], metavar="GLOB",
@@ -358,6 +366,7 @@ def _record(args, output: str, at_exit: bool, on_finished=None):
                          args=args.args, retval=args.retval, events=args.events or [],
                          patches=args.patch, object_repr=args.object_repr)
     opts.compress = getattr(args, "compress", False)
+    opts.serve = getattr(args, "serve", False)
     target = _target(args)
     return record(target, opts, at_exit=at_exit, on_finished=on_finished)
 
@@ -454,6 +463,9 @@ def main(argv: list[str] | None = None) -> int:
             return _live(args, at_exit)
         if args.command == "ls":
             return _ls(args)
+        if args.command == "ctl":
+            from .ctl import run_ctl
+            return run_ctl(args)
         if args.command in ("attach", "detach"):
             from .attach import run_attach, run_detach
             run = run_attach if args.command == "attach" else run_detach

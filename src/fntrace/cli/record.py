@@ -59,6 +59,7 @@ class RecordOptions:
     default."""
 
     compress = False            # --compress: zstd per block (tracefile.py)
+    serve = False               # --serve: the recording's tracefs on a control socket
 
     def __init__(self, tracer: str = "function", filters: list[str] | None = None,
                  notrace: list[str] | None = None, buffer_kb: int | str | None = 1408,
@@ -459,6 +460,8 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
         """The one end of a recording (guard.finish runs it once)."""
         if not sink.mine():
             return
+        if server is not None:
+            server.stop()       # no control write races the end
         stop_tracing()
         if state.get("taken") is not None:
             if state["taken"] == "since removed":
@@ -505,6 +508,7 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
             on_finished(guard, how)
 
     guard = Guard(finish)
+    server = None
 
     def on_signal(signum: int) -> None:
         # On the writer thread: the program is still running on its own threads.
@@ -520,6 +524,9 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
         if opts.events:
             mains.get()
         _apply_events(fs, opts)
+        if opts.serve:
+            from ..tracefs.server import serve
+            server = serve(fs)
 
         def start(mod, code) -> None:
             record_table.main_alias = target.module if target.module != "__main__" else None
@@ -548,6 +555,8 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
             guard.take_back_signals()
     except BaseException:
         # fntrace's own failure before the program ran (a bad option): no trace
+        if server is not None:
+            server.stop()
         stop_tracing()
         guard.uninstall()
         if sink.mine() and guard.how is None:

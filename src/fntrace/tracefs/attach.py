@@ -8,8 +8,8 @@ fntrace in it until something puts it there.  ``attach(pid)`` does that from out
    not) as the fntrace doing the attaching -- fntrace's native module is built for one
    version, and the target imports fntrace from *our* install location -- and ptrace is
    allowed (``check_ptrace``: ``kernel.yama.ptrace_scope``, CAP_SYS_PTRACE);
-2. it runs a small snippet inside the target (``attach_snippet``): append our install
-   location to the target's ``sys.path`` if missing, ``import fntrace``,
+2. it runs a small snippet inside the target (``attach_snippet``): ``import fntrace``
+   from our install location, which stays appended to the target's ``sys.path``, and
    ``fntrace.serve()``.  The snippet runs in a dictionary of its own (nothing is added
    to ``__main__``), catches everything (nothing is raised into the program) and leaves
    a failure in a file in the runtime directory, where ``attach`` reads it;
@@ -31,6 +31,7 @@ from __future__ import annotations
 import errno as _errno
 import os
 import re
+import socket
 import sys
 import sysconfig
 import time
@@ -242,6 +243,12 @@ def install_location() -> str:
 def attach_snippet(location: str | None, error_path: str) -> str:
     """The code run inside the target.
 
+    The fntrace imported is the one at ``location`` (it speaks the attaching
+    fntrace's protocol), found first while it is imported even if the program's path
+    has another fntrace; then ``location`` stays at the end of ``sys.path`` (fntrace
+    imports some modules on first use).  A program that has imported fntrace itself
+    keeps its own.
+
     It runs in a fresh dictionary (``exec(..., {})``) so that nothing is bound in
     ``__main__``; everything is caught: a failure is written to ``error_path`` as one
     line, with no module imported for it.  Only the literals below are ours to put in;
@@ -251,6 +258,13 @@ def attach_snippet(location: str | None, error_path: str) -> str:
         "import sys\n"
         "try:\n"
         f"    loc = {location!r}\n"
+        "    if loc is not None and 'fntrace' not in sys.modules:\n"
+        "        saved = list(sys.path)\n"
+        "        sys.path.insert(0, loc)\n"
+        "        try:\n"
+        "            import fntrace\n"
+        "        finally:\n"
+        "            sys.path[:] = saved\n"
         "    if loc is not None and loc not in sys.path:\n"
         "        sys.path.append(loc)\n"
         "    import fntrace\n"
@@ -311,6 +325,24 @@ def _ptrace_error(pid: int, detail: str) -> AttachError:
     return AttachError(f"ptrace of process {pid} is not allowed ({detail}): {how}", _errno.EPERM)
 
 
+def _serving(pid: int) -> bool:
+    """Whether ``pid``'s control endpoint answers (a socket left by a killed program,
+    or by an earlier process with the same pid, does not)."""
+    try:
+        path = endpoint.socket_path(pid)
+    except FntraceError:
+        return False
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(2)
+    try:
+        s.connect(path)
+    except OSError:
+        return False
+    finally:
+        s.close()
+    return True
+
+
 def _alive(pid: int) -> bool:
     st = _read(f"/proc/{pid}/stat")
     return bool(st) and st[st.rindex(")") + 2:][:1] not in ("Z", "X")
@@ -319,7 +351,7 @@ def _alive(pid: int) -> bool:
 def attach(pid: int, timeout: float = 10.0) -> tuple[Target, bool]:
     """Make ``pid`` controllable; (target, True) if it already was."""
     target = inspect_target(pid)
-    if endpoint.is_serving(pid):
+    if _serving(pid):
         return target, True
     check_ptrace(pid)
     err_path = _error_path(pid)
@@ -334,7 +366,7 @@ def attach(pid: int, timeout: float = 10.0) -> tuple[Target, bool]:
         _inject(pid, code)
         deadline = time.monotonic() + timeout
         while True:
-            if endpoint.is_serving(pid):
+            if _serving(pid):
                 return target, False
             failure = _read(err_path)
             if failure:
@@ -363,7 +395,7 @@ def detach(pid: int, timeout: float = 10.0) -> None:
     from .client import Client
     Client(pid).detach()
     deadline = time.monotonic() + timeout
-    while endpoint.is_serving(pid):
+    while _serving(pid):
         if time.monotonic() > deadline:
             raise AttachError(f"process {pid} still serves its endpoint {timeout:g} s "
                               "after detach", _errno.ETIMEDOUT)

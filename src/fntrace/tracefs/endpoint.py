@@ -1,0 +1,242 @@
+"""The control endpoint's address and wire format: where a served program's socket is,
+who may use it, and how requests and replies travel.
+
+One Unix stream socket per served process, ``PID.sock`` in a per-user runtime
+directory: ``$XDG_RUNTIME_DIR/fntrace`` when that variable names a directory of ours,
+else ``/tmp/fntrace-UID``.  The directory is 0700 and the socket 0600; a directory
+owned by someone else, or that others may write to, is refused (someone could put a
+socket of theirs there).  The server also checks the peer's uid (SO_PEERCRED).
+
+A frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON.
+
+    request   {"op": "read"|"write"|"ls"|"kind"|"mode"|"mkdir"|"rmdir"|"pipe"|"detach"
+                     |"info",
+               "path": str, "data": str, "append": bool}
+    reply     {"ok": true, "data": ...}
+              {"ok": false, "errno": int, "msg": str, "error_log": str}
+
+``pipe`` answers with one reply frame per chunk of trace_pipe text until the client
+closes its end.  JSON carries only strings, numbers and lists: nothing received is
+ever evaluated.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import socket
+import stat
+import struct
+
+from ..errors import FntraceError
+
+__all__ = ["runtime_dir", "socket_path", "send_frame", "recv_frame", "FrameReader", "peer_cred",
+           "list_endpoints", "process_cmdline", "pid_alive", "is_stale", "remove_stale",
+           "EndpointError", "MAX_FRAME", "OPS"]
+
+# A request is a path and a short value; a reply may be a whole trace.
+MAX_FRAME = 256 << 20
+MAX_REQUEST = 16 << 20
+
+OPS = ("read", "write", "ls", "kind", "mode", "mkdir", "rmdir", "pipe", "detach", "info")
+
+_LEN = struct.Struct(">I")
+_UCRED = struct.Struct("3i")     # struct ucred: pid, uid, gid
+
+
+class EndpointError(FntraceError):
+    """The endpoint cannot be used: its directory is unsafe, or a frame is malformed."""
+
+
+def _check_dir(path: str, uid: int) -> None:
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise EndpointError(f"{path} is not a directory (a symlink or a file): refusing "
+                            "to use it for control sockets")
+    if st.st_uid != uid:
+        e = EndpointError(f"{path} belongs to uid {st.st_uid}, not to you (uid {uid}): "
+                          "refusing to use it for control sockets")
+        e.errno = errno.EPERM
+        raise e
+    if st.st_mode & 0o022:
+        e = EndpointError(f"{path} is writable by others (mode {stat.S_IMODE(st.st_mode):04o}): "
+                          "refusing to use it for control sockets; chmod 700 it")
+        e.errno = errno.EPERM
+        raise e
+
+
+def runtime_dir(create: bool = True) -> str:
+    """The per-user directory of control sockets, made 0700 if missing (``create``)."""
+    uid = os.getuid()
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    base = None
+    if xdg and os.path.isabs(xdg):
+        try:
+            st = os.stat(xdg)
+            if stat.S_ISDIR(st.st_mode) and st.st_uid == uid:
+                base = os.path.join(xdg, "fntrace")
+        except OSError:
+            pass
+    if base is None:
+        base = f"/tmp/fntrace-{uid}"
+    if create:
+        try:
+            os.mkdir(base, 0o700)
+        except FileExistsError:
+            pass
+    if os.path.lexists(base):
+        _check_dir(base, uid)
+    return base
+
+
+def socket_path(pid: int, create: bool = False) -> str:
+    return os.path.join(runtime_dir(create), f"{pid}.sock")
+
+
+def send_frame(sock: socket.socket, obj) -> None:
+    body = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8",
+                                                                             "surrogatepass")
+    sock.sendall(_LEN.pack(len(body)) + body)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
+    parts = []
+    while n:
+        b = sock.recv(min(n, 1 << 20))
+        if not b:
+            return None
+        parts.append(b)
+        n -= len(b)
+    return b"".join(parts)
+
+
+def recv_frame(sock: socket.socket, limit: int = MAX_FRAME):
+    """The next frame's object, or None when the peer closed between frames."""
+    head = _recv_exact(sock, 4)
+    if head is None:
+        return None
+    (n,) = _LEN.unpack(head)
+    if n > limit:
+        raise EndpointError(f"frame of {n} bytes is larger than the limit ({limit})")
+    body = _recv_exact(sock, n)
+    if body is None:
+        raise EndpointError("connection closed in the middle of a frame")
+    try:
+        return json.loads(body.decode("utf-8", "surrogatepass"))
+    except ValueError as e:
+        raise EndpointError(f"malformed frame: {e}") from None
+
+
+class FrameReader:
+    """recv_frame with a buffer: a whole request usually comes in one recv().  Each
+    system call gives the GIL away, and a program busy in Python takes a switch
+    interval (5 ms) to give it back: fewer calls, faster control writes."""
+
+    __slots__ = ("sock", "buf")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = bytearray()
+
+    def _fill(self, n: int) -> bool:
+        while len(self.buf) < n:
+            b = self.sock.recv(max(65536, n - len(self.buf)))
+            if not b:
+                return False
+            self.buf += b
+        return True
+
+    def read(self, limit: int = MAX_FRAME):
+        """The next frame's object, or None when the peer closed between frames."""
+        if not self._fill(4):
+            if self.buf:
+                raise EndpointError("connection closed in the middle of a frame")
+            return None
+        (n,) = _LEN.unpack_from(self.buf)
+        if n > limit:
+            raise EndpointError(f"frame of {n} bytes is larger than the limit ({limit})")
+        if not self._fill(4 + n):
+            raise EndpointError("connection closed in the middle of a frame")
+        body = bytes(self.buf[4:4 + n])
+        del self.buf[:4 + n]
+        try:
+            return json.loads(body.decode("utf-8", "surrogatepass"))
+        except ValueError as e:
+            raise EndpointError(f"malformed frame: {e}") from None
+
+
+def peer_cred(sock: socket.socket) -> tuple[int, int, int]:
+    """(pid, uid, gid) of the process at the other end (SO_PEERCRED)."""
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+    return _UCRED.unpack(raw)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def process_cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return ""
+    return " ".join(a.decode("utf-8", "replace") for a in raw.rstrip(b"\0").split(b"\0"))
+
+
+def is_stale(path: str, pid: int) -> bool:
+    """A socket left by a process that is gone (killed: nobody removed it), or whose
+    pid now belongs to a process that does not listen on it."""
+    if not pid_alive(pid):
+        return True
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(2)
+    try:
+        s.connect(path)
+    except (ConnectionRefusedError, FileNotFoundError):
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+    return False
+
+
+def remove_stale(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def list_endpoints() -> list[tuple[int, str]]:
+    """[(pid, command line)] of this user's served programs; stale sockets found on
+    the way are removed."""
+    try:
+        d = runtime_dir(create=False)
+        names = os.listdir(d)
+    except (OSError, EndpointError):
+        return []
+    out = []
+    for name in names:
+        stem, dot, ext = name.partition(".")
+        if ext != "sock" or not stem.isdigit():
+            continue
+        pid = int(stem)
+        path = os.path.join(d, name)
+        if is_stale(path, pid):
+            remove_stale(path)
+            continue
+        out.append((pid, process_cmdline(pid)))
+    return sorted(out)
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

@@ -1,0 +1,392 @@
+"""The control endpoint's server: a process's tracefs, reachable from other processes
+of the same user (``fntrace ctl``, a FUSE mount, ``fntrace attach``).
+
+    import fntrace
+    fntrace.serve()          # the process's top-level tracefs, at RUNDIR/PID.sock
+
+The server runs on a thread of its own and one thread per connection, each marked as
+fntrace's own first thing (core/task.fntrace_thread), so nothing they run is traced.
+Every request ends in a method of the served ``Tracefs`` — the same write handlers as
+in the process, with the same grammar, errors and error_log — and nothing received
+is evaluated.  Idle, the server costs the program nothing: its thread sleeps in
+accept(), and with the nop tracer no function is patched.
+
+The socket is removed when the program exits (atexit, and the end of ``fntrace
+record``), when ``detach`` is asked for, and is not the child's after a fork (the
+child does not serve: its copy of the listening socket is closed).
+"""
+from __future__ import annotations
+
+import _thread
+import atexit
+import errno
+import os
+import select
+import socket
+import sys
+import threading
+
+from ..core import ops as core_ops
+from ..core import task
+from ..errors import BusyError, FntraceError
+from . import endpoint
+from .endpoint import MAX_REQUEST, OPS, FrameReader, peer_cred, send_frame
+from .fs import Tracefs
+from .fs import tracefs as _top_tracefs
+
+__all__ = ["Server", "serve", "current_server"]
+
+_lock = threading.Lock()
+_server: "Server | None" = None
+
+# How often a trace_pipe stream looks for the client having gone away while there is
+# nothing to send (seconds).
+PIPE_POLL = 0.1
+
+
+def _error_log_path(path: str) -> str:
+    parts = path.strip("/").split("/")
+    if len(parts) >= 3 and parts[0] == "instances":
+        return f"instances/{parts[1]}/error_log"
+    return "error_log"
+
+
+def _last_entry(text: str) -> str:
+    """The last error_log entry: its three lines (message, command, caret)."""
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, l in enumerate(lines) if l.startswith("[")]
+    return "".join(lines[starts[-1]:]) if starts else ""
+
+
+class Server:
+    """A served tracefs: ``path`` is the socket, ``stop()`` ends serving."""
+
+    def __init__(self, fs: Tracefs) -> None:
+        self.fs = fs
+        self.pid = os.getpid()
+        self.path = endpoint.socket_path(self.pid, create=True)
+        self.running = False
+        self.errors = 0                 # requests that failed inside fntrace (contained)
+        self.refused = 0                # connections from another user
+        self._ops_lock = threading.Lock()
+        self._conns: set[socket.socket] = set()
+        self._sock = self._bind()
+        self.running = True
+        self._stopped = threading.Event()
+        _thread.start_new_thread(self._accept_loop, ())
+
+    # -- the socket ------------------------------------------------------------------
+    def _bind(self) -> socket.socket:
+        path = self.path
+        if os.path.lexists(path):
+            # Ours from a process that was killed, or from an earlier process that had
+            # this pid: nobody answers there (a live server of this pid would be us).
+            if not endpoint.is_stale(path, self.pid):
+                raise BusyError(f"{path}: this process already serves a control endpoint")
+            endpoint.remove_stale(path)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.bind(path)
+            # The directory is 0700: nobody else can reach the socket in between.
+            os.chmod(path, 0o600)
+            s.listen(16)
+        except BaseException:
+            s.close()
+            raise
+        return s
+
+    def _unlink(self) -> None:
+        if os.getpid() != self.pid:
+            return
+        try:
+            st_ok = os.path.lexists(self.path)
+            if st_ok:
+                os.unlink(self.path)
+        except OSError:
+            pass
+
+    def stop(self) -> None:
+        """Stop serving: no new connection, open ones closed, the socket removed."""
+        global _server
+        with _lock:
+            if not self.running:
+                return
+            self.running = False
+            if _server is self:
+                _server = None
+        if os.getpid() != self.pid:
+            self._close_quietly(self._sock)
+            return
+        self._unlink()
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._close_quietly(self._sock)
+        for c in list(self._conns):
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _forked(self) -> None:
+        """In a child after fork: the socket is the parent's; the child does not serve."""
+        global _server
+        self.running = False
+        _server = None
+        self._close_quietly(self._sock)
+        for c in list(self._conns):
+            self._close_quietly(c)
+        self._conns.clear()
+
+    @staticmethod
+    def _close_quietly(s: socket.socket) -> None:
+        try:
+            s.close()
+        except OSError:
+            pass
+
+    # -- threads ---------------------------------------------------------------------
+    def _accept_loop(self) -> None:
+        task.fntrace_thread()
+        try:
+            while self.running:
+                try:
+                    conn, _ = self._sock.accept()
+                except InterruptedError:
+                    continue
+                except OSError:
+                    break
+                if not self.running:
+                    self._close_quietly(conn)
+                    break
+                _thread.start_new_thread(self._serve_conn, (conn,))
+        finally:
+            self._stopped.set()
+
+    def _serve_conn(self, conn: socket.socket) -> None:
+        task.fntrace_thread()
+        self._conns.add(conn)
+        try:
+            _pid, uid, _gid = peer_cred(conn)
+            me = os.getuid()
+            if uid != me and uid != 0:
+                self.refused += 1
+                send_frame(conn, {"ok": False, "errno": errno.EACCES,
+                                  "msg": f"uid {uid} may not control this process "
+                                         f"(it belongs to uid {me})", "error_log": ""})
+                return
+            frames = FrameReader(conn)
+            while self.running:
+                try:
+                    req = frames.read(MAX_REQUEST)
+                except (OSError, FntraceError):
+                    return
+                if req is None:
+                    return
+                if isinstance(req, dict) and req.get("op") == "pipe":
+                    self._pipe(conn, req)
+                    return
+                reply = self.handle(req)
+                send_frame(conn, reply)
+                if isinstance(req, dict) and req.get("op") == "detach" and reply.get("ok"):
+                    self.stop()
+                    return
+        except OSError:
+            pass
+        except BaseException:
+            self.errors += 1
+        finally:
+            self._conns.discard(conn)
+            self._close_quietly(conn)
+
+    # -- requests --------------------------------------------------------------------
+    def handle(self, req) -> dict:
+        """One request -> its reply (never raises)."""
+        if not isinstance(req, dict) or req.get("op") not in OPS:
+            return {"ok": False, "errno": errno.EINVAL,
+                    "msg": f"unknown request (ops: {', '.join(OPS)})", "error_log": ""}
+        op = req["op"]
+        path = req.get("path", "")
+        data = req.get("data", "")
+        append = req.get("append", False)
+        if not isinstance(path, str) or not isinstance(data, str) or not isinstance(append, bool):
+            return {"ok": False, "errno": errno.EINVAL,
+                    "msg": "path and data must be strings, append a boolean", "error_log": ""}
+        fs = self.fs
+        log_path = _error_log_path(path)
+        before = None
+        try:
+            with self._ops_lock:
+                if op == "read":
+                    return {"ok": True, "data": fs.read(path)}
+                if op == "ls":
+                    return {"ok": True, "data": fs.ls(path)}
+                if op == "kind":
+                    return {"ok": True, "data": fs.kind(path)}
+                if op == "mode":
+                    return {"ok": True, "data": fs.mode(path)}
+                if op == "info":
+                    return {"ok": True, "data": {
+                        "pid": os.getpid(), "python": sys.version.split()[0],
+                        "argv": list(sys.argv), "executable": sys.executable}}
+                if op == "detach":
+                    return {"ok": True, "data": self._detach()}
+                before = self._log(log_path)
+                if op == "write":
+                    fs.write(path, data, append)
+                    return {"ok": True, "data": None}
+                if op in ("mkdir", "rmdir"):
+                    fn = getattr(fs, op, None)
+                    if fn is None:
+                        raise _perm(f"{op} {path}: this tracefs has no instances")
+                    fn(path)
+                    return {"ok": True, "data": None}
+        except FntraceError as e:
+            after = self._log(log_path) if before is not None else None
+            entry = _last_entry(after) if after is not None and after != before else ""
+            return {"ok": False, "errno": int(getattr(e, "errno", errno.EINVAL) or errno.EINVAL),
+                    "msg": str(e.msg), "error_log": entry}
+        except Exception as e:      # fntrace's own fault: contained, counted, reported
+            self.errors += 1
+            return {"ok": False, "errno": errno.EIO,
+                    "msg": f"internal error: {type(e).__name__}: {e}", "error_log": ""}
+        return {"ok": False, "errno": errno.EINVAL, "msg": f"{op}: not handled", "error_log": ""}
+
+    def _log(self, path: str) -> str | None:
+        try:
+            return self.fs.read(path)
+        except Exception:
+            return None
+
+    def _pipe(self, conn: socket.socket, req: dict) -> None:
+        """Stream trace_pipe: each chunk of text a reply frame, until the client closes.
+        The client's going away is noticed before reading (consuming) more, so a
+        client that leaves takes nothing another reader would have had."""
+        path = req.get("path") or "trace_pipe"
+        try:
+            if not isinstance(path, str):
+                raise FntraceError("path must be a string")
+            reader = self.fs.open_pipe(path)
+        except FntraceError as e:
+            send_frame(conn, {"ok": False, "errno": int(e.errno), "msg": e.msg, "error_log": ""})
+            return
+        send_frame(conn, {"ok": True, "data": ""})      # open: the stream follows
+        try:
+            while self.running:
+                r, _, _ = select.select([conn], [], [], 0)
+                if r:
+                    try:
+                        if not conn.recv(1, socket.MSG_PEEK):
+                            return
+                    except OSError:
+                        return
+                    # anything a client sends on a pipe ends it
+                    return
+                try:
+                    text = reader.read(PIPE_POLL)
+                except FntraceError as e:
+                    send_frame(conn, {"ok": False, "errno": int(e.errno), "msg": e.msg,
+                                      "error_log": ""})
+                    return
+                if text:
+                    send_frame(conn, {"ok": True, "data": text})
+        finally:
+            reader.close()
+
+    def _detach(self) -> str:
+        """Everything of fntrace off: tracers nop, events off, dynamic events gone,
+        filters empty, instances removed; then the back end stops (the sys.monitoring
+        tool id is free again) if nothing else of the program's own is registered."""
+        fs = self.fs
+        dirs = [""]
+        instances: list[str] = []
+        try:
+            if fs.kind("instances") == "dir":
+                instances = list(fs.ls("instances"))
+                dirs += [f"instances/{n}/" for n in instances]
+        except FntraceError:
+            pass
+        resets = (("current_tracer", "nop"), ("set_event", ""), ("set_ftrace_filter", ""),
+                  ("set_ftrace_notrace", ""), ("set_graph_function", ""),
+                  ("set_graph_notrace", ""))
+        for d in dirs:
+            for name, data in resets:
+                try:
+                    fs.write(d + name, data)
+                except FntraceError:
+                    pass
+        try:
+            fs.write("dynamic_events", "")
+        except FntraceError:
+            pass
+        rmdir = getattr(fs, "rmdir", None)
+        if rmdir is not None:
+            for n in instances:
+                try:
+                    rmdir(f"instances/{n}")
+                except FntraceError:
+                    pass
+        with core_ops.ftrace_lock:
+            left = list(core_ops.ftrace_ops_list)
+            if not left and core_ops.backend.active:
+                core_ops.backend.stop()
+        if left:
+            return (f"{len(left)} ops registered by the program itself stay: "
+                    + ", ".join(o.name for o in left))
+        return "detached"
+
+
+def _perm(msg: str) -> FntraceError:
+    e = FntraceError(msg)
+    e.errno = errno.EPERM
+    return e
+
+
+def _at_exit() -> None:
+    s = _server
+    if s is not None and s.pid == os.getpid():
+        s.stop()
+
+
+def _after_fork_in_child() -> None:
+    s = _server
+    if s is not None:
+        s._forked()
+
+
+_hooks_installed = False
+
+
+def serve(fs: Tracefs | None = None) -> Server:
+    """Serve ``fs`` (default: the process's top-level tracefs) on this process's
+    control socket; returns the Server (``.path``, ``.stop()``).  Serving again the
+    same tracefs returns the running server."""
+    global _server, _hooks_installed
+    if fs is None:
+        fs = _top_tracefs()
+    with _lock:
+        s = _server
+        if s is not None and s.running and s.pid == os.getpid():
+            if s.fs is not fs:
+                raise BusyError(f"this process already serves another tracefs at {s.path}")
+            return s
+        s = Server(fs)
+        _server = s
+        if not _hooks_installed:
+            _hooks_installed = True
+            atexit.register(_at_exit)
+            if hasattr(os, "register_at_fork"):
+                os.register_at_fork(after_in_child=_after_fork_in_child)
+    return s
+
+
+def current_server() -> Server | None:
+    """The server of this process, if it serves."""
+    s = _server
+    return s if s is not None and s.running and s.pid == os.getpid() else None
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())
