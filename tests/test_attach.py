@@ -382,21 +382,53 @@ def test_python_version_of(exe, maps, want):
     assert attach_mod.python_version_of(exe, maps) == want
 
 
-def test_snippet_binds_nothing_and_catches_everything(tmp_path):
-    err = tmp_path / "err"
-    code = attach_mod.attach_snippet(str(tmp_path / "nowhere"), str(err))
-    g = {"__name__": "__main__", "sys": None}
-    saved = sys.modules.get("fntrace")
-    sys.modules["fntrace"] = None           # import fails inside the snippet
-    path_before = list(sys.path)
+SNIPPET_RUNNER = r'''
+import sys, time
+code, err, fake = sys.argv[1], sys.argv[2], sys.argv[3]
+sys.path.insert(0, fake)            # the program's own path has another "fntrace"
+path_before = list(sys.path)
+g = {"__name__": "__main__"}
+exec(code, g)
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    m = sys.modules.get("fntrace")
+    if getattr(m, "serve", None) is not None and getattr(sys.modules.get(
+            "fntrace.tracefs.server"), "current_server", lambda: None)() is not None:
+        break
     try:
-        exec(code, g)
-    finally:
-        if saved is not None:
-            sys.modules["fntrace"] = saved
-        sys.path[:] = path_before
-    assert set(g) == {"__name__", "sys", "__builtins__"} and g["sys"] is None
-    assert err.read_text().startswith(("ModuleNotFoundError: ", "ImportError: "))
+        if open(err).read():
+            break
+    except OSError:
+        pass
+    time.sleep(0.01)
+print("names:", sorted(g))
+print("path appended:", sys.path[:len(path_before)] == path_before, sys.path[len(path_before):])
+m = sys.modules.get("fntrace")
+print("fntrace:", m.__file__ if m is not None else None)
+'''
+
+
+@pytest.mark.parametrize("where", ["ours", "nowhere"])
+def test_snippet_imports_our_fntrace_binds_nothing_catches_everything(tmp_path, where):
+    fake = tmp_path / "fake"
+    (fake / "fntrace").mkdir(parents=True)
+    (fake / "fntrace" / "__init__.py").write_text("raise RuntimeError('the wrong fntrace')\n")
+    loc = str(SRC) if where == "ours" else str(tmp_path / "nowhere")
+    err = tmp_path / "err"
+    code = attach_mod.attach_snippet(loc, str(err))
+    runner = tmp_path / "runner.py"
+    runner.write_text(SNIPPET_RUNNER)
+    r = subprocess.run([sys.executable, "-I", str(runner), code, str(err), str(fake)],
+                       capture_output=True, text=True, env=_target_env(), timeout=120)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert "names: ['__builtins__', '__name__']" in r.stdout
+    if where == "ours":
+        assert not err.exists(), err.read_text()
+        assert f"path appended: True [{loc!r}]" in r.stdout, r.stdout
+        assert f"fntrace: {loc}{os.sep}fntrace{os.sep}__init__.py" in r.stdout, r.stdout
+    else:
+        assert err.read_text() == f"ImportError: no fntrace package in {loc}"
+        assert "path appended: True []" in r.stdout and "fntrace: None" in r.stdout, r.stdout
 
 
 # ---------------------------------------------------------------------------------

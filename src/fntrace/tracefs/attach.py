@@ -243,38 +243,54 @@ def install_location() -> str:
 def attach_snippet(location: str | None, error_path: str) -> str:
     """The code run inside the target.
 
-    The fntrace imported is the one at ``location`` (it speaks the attaching
-    fntrace's protocol), found first while it is imported even if the program's path
-    has another fntrace; then ``location`` stays at the end of ``sys.path`` (fntrace
-    imports some modules on first use).  A program that has imported fntrace itself
-    keeps its own.
+    It starts a thread and returns: the import of fntrace and ``serve()`` run there,
+    so the program's thread is held only for the injection itself (the import takes
+    the GIL in turns with the program, as any thread does).
 
-    It runs in a fresh dictionary (``exec(..., {})``) so that nothing is bound in
-    ``__main__``; everything is caught: a failure is written to ``error_path`` as one
-    line, with no module imported for it.  Only the literals below are ours to put in;
-    they are written with repr.
+    The fntrace imported is the one at ``location`` (it speaks the attaching
+    fntrace's protocol), even if the program's path has another fntrace: it is loaded
+    by the path finder from ``location`` alone, without ``sys.path`` being changed
+    meanwhile (the program's imports go on while it loads); then ``location`` is
+    appended to ``sys.path`` if missing (fntrace imports some modules on first use).
+    A program that has imported fntrace itself keeps its own.
+
+    The code runs in a fresh dictionary (``exec(..., {})``) so that nothing is bound in
+    ``__main__``, and uses only modules every interpreter has loaded (``sys``,
+    ``_thread``, importlib's bootstrap).  Everything is caught: a failure is written to
+    ``error_path`` as one line.  Only the literals below are ours to put in; they are
+    written with repr.
     """
     body = (
-        "import sys\n"
-        "try:\n"
-        f"    loc = {location!r}\n"
-        "    if loc is not None and 'fntrace' not in sys.modules:\n"
-        "        saved = list(sys.path)\n"
-        "        sys.path.insert(0, loc)\n"
-        "        try:\n"
-        "            import fntrace\n"
-        "        finally:\n"
-        "            sys.path[:] = saved\n"
-        "    if loc is not None and loc not in sys.path:\n"
-        "        sys.path.append(loc)\n"
-        "    import fntrace\n"
-        "    fntrace.serve()\n"
-        "except BaseException as e:\n"
+        "import sys, _thread\n"
+        "def fntrace_attach():\n"
         "    try:\n"
-        f"        with open({error_path!r}, 'w') as f:\n"
-        "            f.write(type(e).__name__ + ': ' + str(e))\n"
-        "    except BaseException:\n"
-        "        pass\n"
+        f"        loc = {location!r}\n"
+        "        if loc is not None and 'fntrace' not in sys.modules:\n"
+        "            boot = sys.modules['_frozen_importlib']\n"
+        "            spec = sys.modules['_frozen_importlib_external'].PathFinder.find_spec(\n"
+        "                'fntrace', [loc])\n"
+        "            if spec is None:\n"
+        "                raise ImportError('no fntrace package in ' + loc)\n"
+        "            mod = boot.module_from_spec(spec)\n"
+        "            sys.modules['fntrace'] = mod\n"
+        "            try:\n"
+        "                spec.loader.exec_module(mod)\n"
+        "            except BaseException:\n"
+        "                for name in [n for n in sys.modules if n == 'fntrace'\n"
+        "                             or n.startswith('fntrace.')]:\n"
+        "                    del sys.modules[name]\n"
+        "                raise\n"
+        "        if loc is not None and loc not in sys.path:\n"
+        "            sys.path.append(loc)\n"
+        "        import fntrace\n"
+        "        fntrace.serve()\n"
+        "    except BaseException as e:\n"
+        "        try:\n"
+        f"            with open({error_path!r}, 'w') as f:\n"
+        "                f.write(type(e).__name__ + ': ' + str(e))\n"
+        "        except BaseException:\n"
+        "            pass\n"
+        "_thread.start_new_thread(fntrace_attach, ())\n"
     )
     return f"exec({body!r}, {{}})\n"
 
