@@ -7,8 +7,9 @@ driver then does what a user does, each step a ``fntrace`` command in a subproce
 
     fntrace attach PID
     fntrace ctl PID set_ftrace_filter __main__.work
+    fntrace ctl PID buffer_size_kb N   (with --buffer-kb N)
+    fntrace ctl PID trace_pipe     (started here, read until a line of work() comes)
     fntrace ctl PID current_tracer function
-    fntrace ctl PID trace          (repeated until a line of work() is there)
     fntrace detach PID
 
 and reports, per run: the wall time of ``attach`` alone; the time from the start of
@@ -19,6 +20,7 @@ largest gap over the same stretch of a run nobody attached to (the machine's noi
 
     python benchmarks/attach_busy.py                       # this interpreter, 5 runs
     python benchmarks/attach_busy.py --runs 10 --json
+    python benchmarks/attach_busy.py --buffer-kb 4         # trace_pipe's first read short
 
 Wall-clock figures: they depend on the machine's load.  The clocks of the two processes
 are the same (time.monotonic_ns, CLOCK_MONOTONIC).
@@ -95,6 +97,9 @@ def _max_gap(gaps, t0: int, t1: int) -> int:
     return max((g for g, at in gaps if t0 <= at <= t1 + 10_000_000), default=0)
 
 
+BUFFER_KB: int | None = None
+
+
 def one_run(tmp: str) -> dict:
     # the reference: the same program, the same stretch of time, nobody attaching
     ref = _start(tmp)
@@ -113,25 +118,39 @@ def one_run(tmp: str) -> dict:
     if r.returncode != 0:
         p.kill()
         raise SystemExit(f"attach failed: {r.stderr.strip()}")
-    for args in (("set_ftrace_filter", "__main__.work"), ("current_tracer", "function")):
-        w = _fntrace("ctl", pid, *args)
-        if w.returncode != 0:
+    steps = []
+    w = _fntrace("ctl", pid, "set_ftrace_filter", "__main__.work")
+    if w.returncode == 0 and BUFFER_KB is not None:
+        w = _fntrace("ctl", pid, "buffer_size_kb", str(BUFFER_KB))
+    steps.append(time.monotonic_ns())
+    # trace_pipe, streamed by `fntrace ctl`, opened before the tracer is switched on (as
+    # a user does in another shell): the first line of work() is the first event.
+    pipe = subprocess.Popen([sys.executable, "-m", "fntrace", "ctl", pid, "trace_pipe"],
+                            stdout=subprocess.PIPE, text=True, env=_common.child_env())
+    w2 = _fntrace("ctl", pid, "current_tracer", "function")
+    steps.append(time.monotonic_ns())
+    for c, what in ((w, "set_ftrace_filter"), (w2, "current_tracer")):
+        if c.returncode != 0:
             p.kill()
-            raise SystemExit(f"ctl {' '.join(args)} failed: {w.stderr.strip()}")
+            pipe.kill()
+            raise SystemExit(f"ctl {what} failed: {c.stderr.strip()}")
     first = None
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        text = _fntrace("ctl", pid, "trace").stdout
-        if any("__main__.work" in ln for ln in text.splitlines() if not ln.startswith("#")):
+    for line in pipe.stdout:
+        if "__main__.work" in line:
             first = time.monotonic_ns()
             break
+    pipe.kill()
+    pipe.wait()
     d = _fntrace("detach", pid)
     gaps = _finish(p)
     if first is None:
-        raise SystemExit("no event within 30 s")
+        raise SystemExit("trace_pipe ended with no event")
     if d.returncode != 0:
         raise SystemExit(f"detach failed: {d.stderr.strip()}")
     return {"attach_ms": (t_attached - t0) / 1e6,
+            "filter_ms": (steps[0] - t_attached) / 1e6,
+            "tracer_ms": (steps[1] - steps[0]) / 1e6,
+            "pipe_ms": (first - steps[1]) / 1e6,
             "first_event_ms": (first - t0) / 1e6,
             "pause_ms": _max_gap(gaps, t0, t_attached) / 1e6,
             "noise_ms": ref_gap / 1e6}
@@ -141,7 +160,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--buffer-kb", type=int, default=None,
+                    help="write buffer_size_kb before the tracer: a small buffer makes "
+                         "trace_pipe's first read short (it returns all that is there)")
     a = ap.parse_args()
+    global BUFFER_KB
+    BUFFER_KB = a.buffer_kb
     import tempfile
     rows = []
     with tempfile.TemporaryDirectory(prefix="fntrace-attach-") as tmp:
@@ -150,8 +174,16 @@ def main() -> int:
     if a.json:
         print(json.dumps(rows, indent=1))
         return 0
-    print(f"Python {sys.version.split()[0]}, {a.runs} runs (median, max):")
+    t = time.monotonic_ns()
+    _fntrace("--version")
+    startup = (time.monotonic_ns() - t) / 1e6
+    buf = f", buffer_size_kb {a.buffer_kb}" if a.buffer_kb else ""
+    print(f"Python {sys.version.split()[0]}{buf}, {a.runs} runs (median, max); a `fntrace "
+          f"--version` takes {startup:.0f} ms here:")
     for key, what in (("attach_ms", "`fntrace attach` (check, inject, endpoint up)"),
+                      ("filter_ms", "  then `ctl set_ftrace_filter __main__.work`"),
+                      ("tracer_ms", "  then `ctl current_tracer function` (pipe open)"),
+                      ("pipe_ms", "  then to the first line of `ctl trace_pipe`"),
                       ("first_event_ms", "attach start -> first event read through ctl"),
                       ("pause_ms", "the program's longest pause during attach"),
                       ("noise_ms", "longest gap, same stretch, nobody attaching")):
