@@ -181,7 +181,7 @@ def main() -> int:
     print(f"Python {sys.version.split()[0]}{buf}, {a.runs} runs (median, max); a `fntrace "
           f"--version` takes {startup:.0f} ms here:")
     for key, what in (("attach_ms", "`fntrace attach` (check, inject, endpoint up)"),
-                      ("filter_ms", "  then `ctl set_ftrace_filter __main__.work`"),
+                      ("filter_ms", "  then `ctl set_ftrace_filter` (+ buffer_size_kb)"),
                       ("tracer_ms", "  then `ctl current_tracer function` (pipe open)"),
                       ("pipe_ms", "  then to the first line of `ctl trace_pipe`"),
                       ("first_event_ms", "attach start -> first event read through ctl"),
