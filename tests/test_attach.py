@@ -526,3 +526,73 @@ def test_a_refused_ptrace_names_the_setting(monkeypatch, tmp_path):
     assert e.msg.startswith("ptrace of process 12345 is not allowed (ptrace(PTRACE_ATTACH")
     assert "kernel.yama.ptrace_scope is 1" in e.msg
     assert "sudo sysctl kernel.yama.ptrace_scope=0" in e.msg and "CAP_SYS_PTRACE" in e.msg
+
+
+# ---------------------------------------------------------------------------------
+# The README's live workflow, run as written (the PID replaced)
+# ---------------------------------------------------------------------------------
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+_TIMESTAMP = re.compile(r"^\[\s*\d+\.\d+\]")
+_GRAPH = re.compile(r"^\s*\d+\)\s+[+!#*@$]?\s*(?:[\d.]+ us)?\s*\|\s*(.*)$")
+
+
+def _readme_live() -> tuple[str, list[tuple[str, list[str]]]]:
+    text = README.read_text()
+    sec = text[text.index("## Live: attach"):]
+    sec = sec[:sec.index("\n## ", 1)]
+    blocks = re.findall(r"```console\n(.*?)```", sec, re.S)
+    program_lines = blocks[0].split("$ cat app.py\n", 1)[1].split("\n$ ", 1)[0]
+    steps: list[tuple[str, list[str]]] = []
+    for line in blocks[1].splitlines():
+        if line.startswith("$ "):
+            steps.append((line[2:], []))
+        elif steps:
+            steps[-1][1].append(line)
+    return program_lines + "\n", steps
+
+
+def test_the_readme_live_workflow_runs_as_written(tmp_path):
+    import shlex
+    source, steps = _readme_live()
+    readme_pid = re.search(r"fntrace attach (\d+)", steps[0][0])[1]
+    assert [s[0].split()[:2] for s in steps] == [["fntrace", "attach"]] + [["fntrace", "ctl"]] * 4 \
+        + [["fntrace", "detach"]]
+    prog = Program(tmp_path, source.replace("import json, time\n",
+                                            "import json, time\nprint('ready', flush=True)\n"))
+    try:
+        for cmd, want in steps:
+            args = shlex.split(cmd.replace(readme_pid, str(prog.pid)))[1:]
+            if args[-1] == "trace_pipe":
+                pipe = subprocess.Popen([sys.executable, "-m", "fntrace", *args],
+                                        stdout=subprocess.PIPE, text=True, env=_env())
+                got = []
+                wanted = [m[1] for m in map(_GRAPH.match, want) if m]
+                assert wanted, want
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    line = pipe.stdout.readline()
+                    m = _GRAPH.match(line)
+                    if m:
+                        got.append(m[1])
+                        if got[-len(wanted):] == wanted:
+                            break
+                pipe.kill()
+                pipe.wait()
+                assert got[-len(wanted):] == wanted, got[-20:]
+                continue
+            r = fntrace(*args)
+            out = (r.stdout + r.stderr).replace(str(prog.pid), readme_pid).splitlines()
+            if args[0] == "attach":
+                assert r.returncode == 0, r.stderr
+                assert re.match(rf"fntrace: attached to process {readme_pid} \(.*\.py\), "
+                                rf"Python {sys.version_info[0]}\.{sys.version_info[1]}$", out[0])
+                assert out[1:3] == want[1:3], out
+                continue
+            refused = bool(want) and "error" in want[0]
+            assert r.returncode == (1 if refused else 0), (cmd, r.stderr)
+            assert [_TIMESTAMP.sub("[T]", ln) for ln in out] == \
+                [_TIMESTAMP.sub("[T]", ln) for ln in want], (cmd, out)
+        assert prog.proc.poll() is None
+    finally:
+        prog.kill()
