@@ -80,12 +80,12 @@ class Program:
     """PROGRAM (or another source) running under ``python``, stdout/stderr captured."""
 
     def __init__(self, tmp_path: Path, source: str = PROGRAM, python: str = sys.executable,
-                 **popen):
+                 env: dict | None = None, **popen):
         script = tmp_path / "prog.py"
         script.write_text(source)
         self.proc = subprocess.Popen([python, "-I", str(script)], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                                     env=_target_env(), **popen)
+                                     env=env if env is not None else _target_env(), **popen)
         self.pid = self.proc.pid
         line = self.proc.stdout.readline()
         assert line == "ready\n", (line, self.proc.stderr.read() if not line else "")
@@ -596,3 +596,31 @@ def test_the_readme_live_workflow_runs_as_written(tmp_path):
         assert prog.proc.poll() is None
     finally:
         prog.kill()
+
+
+def test_a_program_with_another_runtime_dir_is_refused(program, tmp_path):
+    # A program started by cron or a service may have another XDG_RUNTIME_DIR: its
+    # socket would be where `fntrace ctl` here does not look.  Said before injecting.
+    xdg = tmp_path / "xdg"
+    xdg.mkdir(mode=0o700)
+    env = _target_env()
+    env["XDG_RUNTIME_DIR"] = str(xdg)
+    prog = program(env=env)
+    ours = dict(_env())
+    ours.pop("XDG_RUNTIME_DIR", None)
+    r = subprocess.run([sys.executable, "-m", "fntrace", "attach", str(prog.pid)],
+                       capture_output=True, text=True, env=ours, timeout=60)
+    _refused(r, rf"^fntrace: process {prog.pid} would put its control socket in "
+                rf"{re.escape(str(xdg / 'fntrace'))} \(its XDG_RUNTIME_DIR is "
+                rf"{re.escape(str(xdg))}\), where fntrace here does not look .*: run "
+                rf"`XDG_RUNTIME_DIR={re.escape(str(xdg))} fntrace \.\.\.`")
+    ours["XDG_RUNTIME_DIR"] = str(xdg)
+    r = subprocess.run([sys.executable, "-m", "fntrace", "attach", str(prog.pid)],
+                       capture_output=True, text=True, env=ours, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert (xdg / "fntrace" / f"{prog.pid}.sock").exists()
+    r = subprocess.run([sys.executable, "-m", "fntrace", "detach", str(prog.pid)],
+                       capture_output=True, text=True, env=ours, timeout=60)
+    assert r.returncode == 0, r.stderr
+    status, out, err = prog.finish()
+    assert status == 3 and err == ""

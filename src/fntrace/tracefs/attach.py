@@ -32,6 +32,7 @@ import errno as _errno
 import os
 import re
 import socket
+import stat
 import sys
 import sysconfig
 import time
@@ -41,7 +42,8 @@ from ..errors import FntraceError
 from . import endpoint
 
 __all__ = ["AttachError", "Target", "inspect_target", "python_version_of", "check_ptrace",
-           "attach_snippet", "install_location", "attach", "detach", "YAMA_PTRACE_SCOPE"]
+           "attach_snippet", "install_location", "attach", "detach", "check_runtime_dir",
+           "YAMA_PTRACE_SCOPE"]
 
 YAMA_PTRACE_SCOPE = "/proc/sys/kernel/yama/ptrace_scope"
 _CAP_SYS_PTRACE = 19
@@ -364,11 +366,48 @@ def _alive(pid: int) -> bool:
     return bool(st) and st[st.rindex(")") + 2:][:1] not in ("Z", "X")
 
 
+def _runtime_dir_for(xdg: str | None) -> str:
+    # endpoint.runtime_dir()'s choice for a process whose XDG_RUNTIME_DIR is ``xdg``.
+    uid = os.getuid()
+    if xdg and os.path.isabs(xdg):
+        try:
+            st = os.stat(xdg)
+            if stat.S_ISDIR(st.st_mode) and st.st_uid == uid:
+                return os.path.join(xdg, "fntrace")
+        except OSError:
+            pass
+    return f"/tmp/fntrace-{uid}"
+
+
+def check_runtime_dir(pid: int) -> None:
+    """The program puts its control socket in the runtime directory its environment
+    names; ``fntrace ctl`` looks in ours.  A program started with another
+    XDG_RUNTIME_DIR (cron, ``sudo -u``, a service) would serve where nobody looks."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return
+    env = dict(kv.split(b"=", 1) for kv in raw.split(b"\0") if b"=" in kv)
+    theirs_raw = env.get(b"XDG_RUNTIME_DIR")
+    theirs_val = theirs_raw.decode("utf-8", "surrogateescape") if theirs_raw is not None else None
+    ours_val = os.environ.get("XDG_RUNTIME_DIR")
+    theirs, ours = _runtime_dir_for(theirs_val), _runtime_dir_for(ours_val)
+    if theirs != ours:
+        fix = (f"XDG_RUNTIME_DIR={theirs_val} fntrace ..." if theirs_val
+               else "env -u XDG_RUNTIME_DIR fntrace ...")
+        raise AttachError(f"process {pid} would put its control socket in {theirs} (its "
+                          f"XDG_RUNTIME_DIR is {theirs_val or 'unset'}), where fntrace here "
+                          f"does not look ({ours}): run `{fix}` for attach and every "
+                          "command after it", _errno.EINVAL)
+
+
 def attach(pid: int, timeout: float = 10.0) -> tuple[Target, bool]:
     """Make ``pid`` controllable; (target, True) if it already was."""
     target = inspect_target(pid)
     if _serving(pid):
         return target, True
+    check_runtime_dir(pid)
     check_ptrace(pid)
     err_path = _error_path(pid)
     try:
