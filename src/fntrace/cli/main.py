@@ -70,10 +70,11 @@ to you; ptrace must be allowed (kernel.yama.ptrace_scope).
 examples:
   fntrace attach 4242                          # then: fntrace ctl 4242 ...
   fntrace attach 4242 && fntrace ctl 4242 current_tracer function_graph
-  python3.12 -m fntrace attach 4242            # a program running Python 3.12""",
+  fntrace attach --timeout 60 4242             # a program slow to let go of the GIL""",
     "detach": """\
 examples:
-  fntrace detach 4242        # tracers off, tool id released, endpoint removed""",
+  fntrace detach 4242        # tracers off, tool id released, endpoint removed
+  fntrace ctl 4242 current_tracer nop    # or only stop tracing, and stay attached""",
 }
 
 # Options that only the function_graph tracer has (trace-cmd record -g etc.).
