@@ -171,6 +171,7 @@ class Server:
                 _thread.start_new_thread(self._serve_conn, (conn,))
         finally:
             self._stopped.set()
+            task.own_threads.discard(threading.get_native_id())
 
     def _serve_conn(self, conn: socket.socket) -> None:
         task.fntrace_thread()
@@ -207,6 +208,8 @@ class Server:
         finally:
             self._conns.discard(conn)
             self._close_quietly(conn)
+            # the thread ends: its native id may be a program thread's next
+            task.own_threads.discard(threading.get_native_id())
 
     # -- requests --------------------------------------------------------------------
     def handle(self, req) -> dict:
