@@ -214,11 +214,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if "idle" in results:
         print(f"Served but idle, workload x{a.n}: whole-process instructions (callgrind)\n")
-        print("| Python | mode | untraced | served | raw ratio | workload-only ratio |")
-        print("|---|---|---:|---:|---:|---:|")
+        print("| Python | mode | untraced | served | raw ratio | start-up added (N=0) "
+              "| workload-only ratio |")
+        print("|---|---|---:|---:|---:|---:|---:|")
         for r in results["idle"]:
             print(f"| {r['python']} | {r['mode']} | {r['untraced_n']:,} | {r['served_n']:,} "
-                  f"| {r['raw_ratio']:.4f} | {r['workload_ratio']:.4f} |")
+                  f"| {r['raw_ratio']:.4f} | {r['served_0'] - r['untraced_0']:,} "
+                  f"| {r['workload_ratio']:.5f} |")
         print()
     if "filter" in results:
         print("Control write to first traced event (hot loop; wall clock)\n")

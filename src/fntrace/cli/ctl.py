@@ -84,7 +84,9 @@ def _stream(pipe: "ClientPipe", out) -> int:
     except KeyboardInterrupt:
         return 130
     except FntraceError as e:
-        if e.errno == errno.ESRCH:      # the program has exited: the stream ends
+        if e.errno in (errno.ESRCH, errno.EIO):
+            # the program has exited (or stopped serving): the stream ends, as cat's
+            # does at the end of a file
             return 0
         raise
     finally:

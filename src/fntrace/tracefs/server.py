@@ -90,6 +90,14 @@ class Server:
             # The directory is 0700: nobody else can reach the socket in between.
             os.chmod(path, 0o600)
             s.listen(16)
+        except OSError as e:
+            s.close()
+            err = FntraceError(f"{path}: cannot serve there: {e.strerror or e}"
+                               + (" (a Unix socket path is at most 107 bytes: set "
+                                  "XDG_RUNTIME_DIR to a shorter directory)"
+                                  if len(path.encode()) > 107 else ""))
+            err.errno = e.errno or errno.EIO
+            raise err from None
         except BaseException:
             s.close()
             raise
@@ -163,6 +171,7 @@ class Server:
                 _thread.start_new_thread(self._serve_conn, (conn,))
         finally:
             self._stopped.set()
+            task.own_threads.discard(threading.get_native_id())
 
     def _serve_conn(self, conn: socket.socket) -> None:
         task.fntrace_thread()
@@ -199,6 +208,8 @@ class Server:
         finally:
             self._conns.discard(conn)
             self._close_quietly(conn)
+            # the thread ends: its native id may be a program thread's next
+            task.own_threads.discard(threading.get_native_id())
 
     # -- requests --------------------------------------------------------------------
     def handle(self, req) -> dict:
