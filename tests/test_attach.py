@@ -624,3 +624,27 @@ def test_a_program_with_another_runtime_dir_is_refused(program, tmp_path):
     assert r.returncode == 0, r.stderr
     status, out, err = prog.finish()
     assert status == 3 and err == ""
+
+
+def test_a_served_program_of_another_version_is_already_controllable(tmp_path):
+    other = _other_python()
+    if other is None:
+        pytest.skip("LOUD SKIP: no Python 3.11-3.13 interpreter of another version found "
+                    "(python3.X on PATH or beside this one)")
+    src = ("import os, sys, time\nsys.path.append(sys.argv[1])\nimport fntrace\n"
+           "fntrace.serve()\nprint('ready', flush=True)\ntime.sleep(60)\n")
+    script = tmp_path / "served.py"
+    script.write_text(src)
+    p = subprocess.Popen([other, "-I", str(script), str(SRC)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=_target_env())
+    try:
+        line = p.stdout.readline()
+        if line != "ready\n":
+            pytest.skip(f"LOUD SKIP: fntrace does not import under {other} here "
+                        f"(its native module not built for it?): {p.stderr.read()[-300:]}")
+        r = fntrace("attach", p.pid)
+        assert r.returncode == 0, r.stderr
+        assert f"process {p.pid} (" in r.stdout and "is already controllable" in r.stdout
+    finally:
+        p.kill()
+        p.wait()

@@ -132,8 +132,9 @@ def _status(pid: int) -> dict[str, str]:
     return out
 
 
-def inspect_target(pid: int) -> Target:
-    """Check that ``pid`` is a live Python process of ours, of our Python version."""
+def inspect_target(pid: int, *, same_version: bool = True) -> Target:
+    """Check that ``pid`` is a live Python process of ours, of our Python version
+    (any 3.11+ with ``same_version=False``)."""
     if pid <= 0:
         raise AttachError(f"no process {pid}", _errno.ESRCH)
     st = _status(pid)
@@ -167,7 +168,7 @@ def inspect_target(pid: int) -> Target:
         raise AttachError(f"process {pid} runs Python {version[0]}.{version[1]}: "
                           "fntrace needs 3.11 or later", _errno.EINVAL)
     ours, our_ft = _ours()
-    if (version, ft) != (ours, our_ft):
+    if same_version and (version, ft) != (ours, our_ft):
         theirs = _version_text(version, ft)
         raise AttachError(
             f"process {pid} runs Python {theirs}, this fntrace runs on Python "
@@ -403,10 +404,12 @@ def check_runtime_dir(pid: int) -> None:
 
 
 def attach(pid: int, timeout: float = 10.0) -> tuple[Target, bool]:
-    """Make ``pid`` controllable; (target, True) if it already was."""
-    target = inspect_target(pid)
+    """Make ``pid`` controllable; (target, True) if it already was (then whatever
+    Python version it runs: the endpoint is the same)."""
+    target = inspect_target(pid, same_version=False)
     if _serving(pid):
         return target, True
+    target = inspect_target(pid)
     check_runtime_dir(pid)
     check_ptrace(pid)
     err_path = _error_path(pid)
