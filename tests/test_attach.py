@@ -648,3 +648,26 @@ def test_a_served_program_of_another_version_is_already_controllable(tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+def test_a_program_blocked_in_a_read_reads_on(tmp_path):
+    # The injection interrupts the system call the program waits in; CPython retries
+    # it (PEP 475): the program reads what comes after, as if nothing happened.
+    script = tmp_path / "reader.py"
+    script.write_text("import sys\nprint('ready', flush=True)\nline = sys.stdin.readline()\n"
+                      "print('got', repr(line))\n")
+    p = subprocess.Popen([sys.executable, "-I", str(script)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=_target_env())
+    try:
+        assert p.stdout.readline() == "ready\n"
+        for args in (("attach", p.pid), ("ctl", p.pid, "current_tracer", "function"),
+                     ("detach", p.pid)):
+            r = fntrace(*args)
+            assert r.returncode == 0, (args, r.stderr)
+        out, err = p.communicate("hello\n", timeout=60)
+        assert (p.returncode, out, err) == (0, "got 'hello\\n'\n", "")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
