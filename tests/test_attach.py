@@ -671,3 +671,38 @@ def test_a_program_blocked_in_a_read_reads_on(tmp_path):
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def test_a_stopped_program_is_refused(program):
+    prog = program()
+    os.kill(prog.pid, signal.SIGSTOP)
+    try:
+        _wait_for(lambda: "T (stopped)" in Path(f"/proc/{prog.pid}/status").read_text())
+        _refused(fntrace("attach", prog.pid),
+                 rf"^fntrace: process {prog.pid} is stopped \(T \(stopped\)\): continue it "
+                 rf"first \(`kill -CONT {prog.pid}`\)$")
+    finally:
+        os.kill(prog.pid, signal.SIGCONT)
+    status, out, err = prog.finish()
+    assert status == 3 and err == ""
+
+
+def test_a_program_under_a_debugger_is_refused(program):
+    # strace stands for the debugger (py-spy, gdb): a process has one ptracer.
+    prog = program()
+    strace = shutil.which("strace")
+    if strace is None:
+        pytest.skip("LOUD SKIP: strace is not installed: no tracer to hold the program")
+    tracer = subprocess.Popen([strace, "-q", "-p", str(prog.pid), "-o", os.devnull])
+    try:
+        if not _wait_for(lambda: not re.search(
+                r"^TracerPid:\s+0$", Path(f"/proc/{prog.pid}/status").read_text(), re.M)):
+            pytest.skip("LOUD SKIP: strace could not trace the program here")
+        _refused(fntrace("attach", prog.pid),
+                 rf"^fntrace: process {prog.pid} is being traced by process {tracer.pid} "
+                 r"\(strace\), a debugger or profiler")
+    finally:
+        tracer.terminate()
+        tracer.wait()
+    status, out, err = prog.finish()
+    assert status == 3 and err == ""

@@ -403,6 +403,22 @@ def check_runtime_dir(pid: int) -> None:
                           "command after it", _errno.EINVAL)
 
 
+def _check_running(pid: int) -> None:
+    """A stopped program would run the injected code only once continued, and one
+    that a debugger traces cannot be ptraced again: say so instead of waiting."""
+    st = _status(pid)
+    state = st.get("State", "")
+    tracer = st.get("TracerPid", "0")
+    if tracer not in ("", "0"):
+        name = (_read(f"/proc/{tracer}/comm") or "?").strip()
+        raise AttachError(f"process {pid} is being traced by process {tracer} ({name}), a "
+                          "debugger or profiler: only one tracer at a time can ptrace it; "
+                          "detach that one first", _errno.EBUSY)
+    if state.startswith("T"):
+        raise AttachError(f"process {pid} is stopped ({state}): continue it first "
+                          f"(`kill -CONT {pid}`)", _errno.EAGAIN)
+
+
 def attach(pid: int, timeout: float = 10.0) -> tuple[Target, bool]:
     """Make ``pid`` controllable; (target, True) if it already was (then whatever
     Python version it runs: the endpoint is the same)."""
@@ -412,14 +428,13 @@ def attach(pid: int, timeout: float = 10.0) -> tuple[Target, bool]:
     target = inspect_target(pid)
     check_runtime_dir(pid)
     check_ptrace(pid)
+    _check_running(pid)
     err_path = _error_path(pid)
     try:
         os.unlink(err_path)
     except FileNotFoundError:
         pass
-    ours, _ = _ours()
-    location = install_location() if target.version == ours else None
-    code = attach_snippet(location, err_path)
+    code = attach_snippet(install_location(), err_path)
     try:
         _inject(pid, code)
         deadline = time.monotonic() + timeout
@@ -435,8 +450,9 @@ def attach(pid: int, timeout: float = 10.0) -> tuple[Target, bool]:
                                   _errno.ESRCH)
             if time.monotonic() > deadline:
                 raise AttachError(f"process {pid} did not start its control endpoint "
-                                  f"within {timeout:g} s (it may be blocked with the GIL "
-                                  "held, or stopped)", _errno.ETIMEDOUT)
+                                  f"within {timeout:g} s (a C call holding the GIL? it may "
+                                  "still start: try `fntrace ctl` later, or attach with a "
+                                  "longer --timeout)", _errno.ETIMEDOUT)
             time.sleep(0.01)
     finally:
         for p in (err_path, os.path.join(endpoint.runtime_dir(), f"{pid}.attach.py")):
