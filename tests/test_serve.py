@@ -515,3 +515,26 @@ def test_mkdir_rmdir_instances(served):
     assert ok(ctl(p.pid, "instances/foo/current_tracer")) == "nop\n"
     ok(ctl(p.pid, "--rmdir", "instances/foo"))
     assert "foo" not in ok(ctl(p.pid, "--ls", "instances")).split()
+
+
+def test_a_client_that_vanishes_never_signals_the_program(served):
+    """The program may have SIGPIPE at its default action (dies of it): a reply to a
+    client that has gone is the server's error, not the program's signal."""
+    import socket
+    from fntrace.tracefs.endpoint import send_frame
+    p = served(serve="import signal; signal.signal(signal.SIGPIPE, signal.SIG_DFL); "
+                     "fntrace.serve()")
+    path = endpoint.socket_path(p.pid)
+    for _ in range(5):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(path)
+        send_frame(s, {"op": "read", "path": "README", "data": "", "append": False})
+        s.close()                   # gone before the reply
+    for _ in range(3):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(path)
+        send_frame(s, {"op": "pipe", "path": "trace_pipe", "data": "", "append": False})
+        s.close()
+    time.sleep(0.5)
+    assert p.poll() is None, p.returncode
+    assert ok(ctl(p.pid, "current_tracer")) == "nop\n"

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import errno
 import os
-import select
 import socket
 import threading
 
@@ -211,10 +210,8 @@ class ClientPipe:
     def read(self, timeout: float | None = None) -> str:
         if self.closed:
             return ""
-        if len(self._frames.buf) < 4:
-            r, _, _ = select.select([self._sock], [], [], timeout)
-            if not r:
-                return ""
+        if len(self._frames.buf) < 4 and not endpoint.readable(self._sock, timeout):
+            return ""
         try:
             reply = self._frames.read()
         except OSError:

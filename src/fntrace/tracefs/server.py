@@ -21,7 +21,6 @@ import _thread
 import atexit
 import errno
 import os
-import select
 import socket
 import sys
 import threading
@@ -285,8 +284,7 @@ class Server:
         send_frame(conn, {"ok": True, "data": ""})      # open: the stream follows
         try:
             while self.running:
-                r, _, _ = select.select([conn], [], [], 0)
-                if r:
+                if endpoint.readable(conn, 0):
                     try:
                         if not conn.recv(1, socket.MSG_PEEK):
                             return
