@@ -369,17 +369,20 @@ _hooks_installed = False
 
 def serve(fs: Tracefs | None = None) -> Server:
     """Serve ``fs`` (default: the process's top-level tracefs) on this process's
-    control socket; returns the Server (``.path``, ``.stop()``).  Serving again the
-    same tracefs returns the running server."""
+    control socket; returns the Server (``.path``, ``.stop()``).  A process serves
+    one tracefs: asking again (without ``fs``, or with the same one) returns the
+    running server."""
     global _server, _hooks_installed
-    if fs is None:
-        fs = _top_tracefs()
     with _lock:
         s = _server
         if s is not None and s.running and s.pid == os.getpid():
-            if s.fs is not fs:
+            # fntrace.serve() in a program `fntrace record --serve` runs: the process
+            # is controllable already, through the recording's tracefs
+            if fs is not None and s.fs is not fs:
                 raise BusyError(f"this process already serves another tracefs at {s.path}")
             return s
+        if fs is None:
+            fs = _top_tracefs()
         s = Server(fs)
         _server = s
         if not _hooks_installed:
