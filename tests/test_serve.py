@@ -538,3 +538,17 @@ def test_a_client_that_vanishes_never_signals_the_program(served):
     time.sleep(0.5)
     assert p.poll() is None, p.returncode
     assert ok(ctl(p.pid, "current_tracer")) == "nop\n"
+
+
+def test_serve_inside_record_serve_is_the_recordings_endpoint(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-m", "fntrace", "record", "--serve", "-p", "nop", "-o",
+         str(tmp_path / "r.dat"), "-c",
+         "import fntrace, os\n"
+         "s = fntrace.serve()\n"
+         "print(s.fs is not fntrace.tracefs(), os.path.basename(s.path))\n"],
+        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    same, name = r.stdout.split()
+    assert same == "True" and name.endswith(".sock")
+    assert not os.path.exists(os.path.join(endpoint.runtime_dir(), name))
