@@ -552,3 +552,34 @@ def test_serve_inside_record_serve_is_the_recordings_endpoint(tmp_path):
     same, name = r.stdout.split()
     assert same == "True" and name.endswith(".sock")
     assert not os.path.exists(os.path.join(endpoint.runtime_dir(), name))
+
+
+def test_root_controls_another_users_program():
+    if os.getuid() != 0:
+        pytest.skip("LOUD SKIP: needs root to run a program as another user (nobody)")
+    import pwd
+    nobody = pwd.getpwnam("nobody")
+    rfd, wfd = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            os.close(rfd)
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+            os.environ.pop("XDG_RUNTIME_DIR", None)
+            from fntrace.tracefs.server import serve
+            s = serve()
+            os.write(wfd, (s.path + "\n").encode())
+            time.sleep(60)
+        finally:
+            os._exit(0)
+    os.close(wfd)
+    try:
+        with os.fdopen(rfd) as f:
+            path = f.readline().strip()
+        assert path == f"/tmp/fntrace-{nobody.pw_uid}/{child}.sock"
+        assert ok(ctl(child, "current_tracer")) == "nop\n"
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+        endpoint.remove_stale(path)

@@ -66,6 +66,14 @@ def connect(pid: int) -> socket.socket:
         path = endpoint.socket_path(pid)
     except FntraceError as e:
         raise _error(e.msg, e.errno) from None
+    if owner is not None and owner != me and not os.path.lexists(path):
+        # root controlling another user's program: its socket is in that user's
+        # directory (the program's XDG_RUNTIME_DIR is not known here: the usual one)
+        for d in (f"/run/user/{owner}/fntrace", f"/tmp/fntrace-{owner}"):
+            cand = os.path.join(d, f"{pid}.sock")
+            if os.path.lexists(cand):
+                path = cand
+                break
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         s.connect(path)
