@@ -41,6 +41,8 @@ _server: "Server | None" = None
 # How often a trace_pipe stream looks for the client having gone away while there is
 # nothing to send (seconds).
 PIPE_POLL = 0.1
+# How often it looks at the buffers for something to send.
+PIPE_WAIT = 0.02
 
 
 def _error_log_path(path: str) -> str:
@@ -282,18 +284,24 @@ class Server:
             send_frame(conn, {"ok": False, "errno": int(e.errno), "msg": e.msg, "error_log": ""})
             return
         send_frame(conn, {"ok": True, "data": ""})      # open: the stream follows
+        # The top level's buffers say whether there is something to read without
+        # consuming it: wait on them, and consume only with the client known to be
+        # there (any other path: a blocking read, checked between reads).
+        tr = getattr(self.fs, "tr", None) if path.strip("/") == "trace_pipe" else None
         try:
             while self.running:
                 if endpoint.readable(conn, 0):
-                    try:
-                        if not conn.recv(1, socket.MSG_PEEK):
-                            return
-                    except OSError:
-                        return
-                    # anything a client sends on a pipe ends it
+                    # EOF, or anything a client sends on a pipe: the stream ends
                     return
                 try:
-                    text = reader.read(PIPE_POLL)
+                    if tr is not None:
+                        if not tr.entries()[0]:
+                            if endpoint.readable(conn, PIPE_WAIT):
+                                return
+                            continue
+                        text = reader.read(0)
+                    else:
+                        text = reader.read(PIPE_POLL)
                 except FntraceError as e:
                     send_frame(conn, {"ok": False, "errno": int(e.errno), "msg": e.msg,
                                       "error_log": ""})
