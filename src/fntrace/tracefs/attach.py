@@ -6,13 +6,17 @@ fntrace in it until something puts it there.  ``attach(pid)`` does that from out
 1. it checks the target (``inspect_target``): the process exists, belongs to our user,
    runs Python, the same Python version (major.minor, and the free-threaded build or
    not) as the fntrace doing the attaching -- fntrace's native module is built for one
-   version, and the target imports fntrace from *our* install location -- and ptrace is
-   allowed (``check_ptrace``: ``kernel.yama.ptrace_scope``, CAP_SYS_PTRACE);
-2. it runs a small snippet inside the target (``attach_snippet``): ``import fntrace``
-   from our install location, which stays appended to the target's ``sys.path``, and
-   ``fntrace.serve()``.  The snippet runs in a dictionary of its own (nothing is added
-   to ``__main__``), catches everything (nothing is raised into the program) and leaves
-   a failure in a file in the runtime directory, where ``attach`` reads it;
+   version, and the target imports fntrace from *our* install location -- (a program
+   that already serves is controllable whatever its version); it would serve where
+   ``fntrace ctl`` looks (``check_runtime_dir``); ptrace is allowed
+   (``check_ptrace``: ``kernel.yama.ptrace_scope``, CAP_SYS_PTRACE); it is neither
+   stopped nor held by a debugger;
+2. it runs a small snippet inside the target (``attach_snippet``) that starts a thread
+   and returns; the thread imports fntrace from our install location (which then
+   stays appended to the target's ``sys.path``) and calls ``fntrace.serve()``.  The
+   snippet runs in a dictionary of its own (nothing is added to ``__main__``), catches
+   everything (nothing is raised into the program) and leaves a failure in a file in
+   the runtime directory, where ``attach`` reads it;
 3. it waits for the control endpoint to appear.
 
 The snippet is run by a maintained injector, not by hand-written ptrace: ``hypno``
