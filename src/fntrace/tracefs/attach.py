@@ -319,7 +319,12 @@ def _inject(pid: int, code: str) -> None:
         except PermissionError as e:
             raise _ptrace_error(pid, str(e)) from None
         except OSError as e:
-            raise AttachError(f"cannot run code in process {pid}: {e}", e.errno or _errno.EIO) from None
+            raise AttachError(f"cannot run code in process {pid}: {e}",
+                              e.errno or _errno.EIO) from None
+        except (RuntimeError, ValueError) as e:
+            # e.g. a program run with -X disable_remote_debug or
+            # PYTHON_DISABLE_REMOTE_DEBUG set refuses it
+            raise AttachError(f"cannot run code in process {pid}: {e}", _errno.EPERM) from None
         return
     try:
         import hypno
