@@ -435,6 +435,9 @@ def attach(pid: int, timeout: float = 10.0) -> tuple[Target, bool]:
     if _serving(pid):
         return target, True
     target = inspect_target(pid)
+    if pid == os.getpid():
+        raise AttachError(f"process {pid} is this one: call fntrace.serve() instead",
+                          _errno.EINVAL)
     check_runtime_dir(pid)
     check_ptrace(pid)
     _check_running(pid)
