@@ -677,7 +677,7 @@ def test_python_dash_m_fntrace_traces(tmp_script):
     assert funcs(r.stdout) == [("__main__.f", "__main__.<module>")]
 
 
-@pytest.mark.parametrize("cmd", ["record", "report", "live", "ls", "ctl"])
+@pytest.mark.parametrize("cmd", ["record", "report", "live", "ls", "ctl", "attach", "detach"])
 def test_every_help_ends_with_examples(run_fntrace, cmd):
     r = run_fntrace(cmd, "--help")
     assert r.returncode == 0

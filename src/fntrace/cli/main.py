@@ -1,11 +1,13 @@
-"""The ``fntrace`` command: record, report, live, ls, ctl, mount (also ``python -m fntrace``).
+"""The ``fntrace`` command: record, report, live, ls, ctl, mount, attach, detach
+(also ``python -m fntrace``).
 
 Every step raises UsageError (or another FntraceError) with a one-line message; only
 ``main()`` prints it and picks the exit status:
 
     0..255  the traced program's own status (record, live); or fntrace dies of the
             signal the program died of (SIGTERM, an uncaught KeyboardInterrupt ...)
-    1       report/ls/ctl/mount failed (bad trace file, bad filter, a refused write)
+    1       report/ls/ctl/mount/attach/detach failed (bad trace file, bad filter, a
+            refused write, a process that cannot be attached)
     2       bad command line
 
 The command line is cut in two before argparse sees it (split_target): fntrace's own
@@ -60,6 +62,19 @@ examples:
   fntrace ls examples/shop_demo.py              # available_filter_functions of a script
   fntrace ls -F 'shop.pricing.*' examples/shop_demo.py
   fntrace ls --run -m json.tool data.json       # what it imports while it runs""",
+    "attach": """\
+the program must run the same Python version as this fntrace (else run
+`python3.X -m fntrace attach PID` with fntrace installed for that Python) and belong
+to you; ptrace must be allowed (kernel.yama.ptrace_scope).
+
+examples:
+  fntrace attach 4242                          # then: fntrace ctl 4242 ...
+  fntrace attach 4242 && fntrace ctl 4242 current_tracer function_graph
+  fntrace attach --timeout 60 4242             # a program slow to let go of the GIL""",
+    "detach": """\
+examples:
+  fntrace detach 4242        # tracers off, tool id released, endpoint removed
+  fntrace ctl 4242 current_tracer nop    # or only stop tracing, and stay attached""",
 }
 
 # Options that only the function_graph tracer has (trace-cmd record -g etc.).
@@ -199,7 +214,26 @@ def _parser() -> argparse.ArgumentParser:
     ls.add_argument("--run", action="store_true",
                     help="run the target first (lists what it imports at run time)")
     _add_target(ls)
+
+    at = add("attach", "make a running Python program controllable (fntrace ctl/mount)")
+    at.add_argument("pid", type=_pid, metavar="PID", help="the program's process id")
+    at.add_argument("--timeout", type=float, default=10.0, metavar="SEC",
+                    help="how long to wait for its control endpoint (default: 10)")
+    de = add("detach", "turn fntrace off in an attached or served program; it runs on")
+    de.add_argument("pid", type=_pid, metavar="PID", help="the program's process id")
+    de.add_argument("--timeout", type=float, default=10.0, metavar="SEC",
+                    help="how long to wait for the endpoint to go (default: 10)")
     return p
+
+
+def _pid(text: str) -> int:
+    try:
+        pid = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a process id: {text!r}") from None
+    if pid <= 0:
+        raise argparse.ArgumentTypeError(f"not a process id: {text!r}")
+    return pid
 
 
 def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser | None:
@@ -457,6 +491,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "mount":
             from .mount import run_mount
             return run_mount(args)
+        if args.command in ("attach", "detach"):
+            from .attach import run_attach, run_detach
+            run = run_attach if args.command == "attach" else run_detach
+            return run(args.pid, args.timeout)
     except UsageError as e:
         print(f"fntrace: {e.msg}", file=sys.stderr)
         return 2

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import errno
 import os
-import select
 import socket
 import threading
 
@@ -67,6 +66,14 @@ def connect(pid: int) -> socket.socket:
         path = endpoint.socket_path(pid)
     except FntraceError as e:
         raise _error(e.msg, e.errno) from None
+    if owner is not None and owner != me and not os.path.lexists(path):
+        # root controlling another user's program: its socket is in that user's
+        # directory (the program's XDG_RUNTIME_DIR is not known here: the usual one)
+        for d in (f"/run/user/{owner}/fntrace", f"/tmp/fntrace-{owner}"):
+            cand = os.path.join(d, f"{pid}.sock")
+            if os.path.lexists(cand):
+                path = cand
+                break
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         s.connect(path)
@@ -211,10 +218,8 @@ class ClientPipe:
     def read(self, timeout: float | None = None) -> str:
         if self.closed:
             return ""
-        if len(self._frames.buf) < 4:
-            r, _, _ = select.select([self._sock], [], [], timeout)
-            if not r:
-                return ""
+        if len(self._frames.buf) < 4 and not endpoint.readable(self._sock, timeout):
+            return ""
         try:
             reply = self._frames.read()
         except OSError:

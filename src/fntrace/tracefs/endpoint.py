@@ -24,13 +24,14 @@ from __future__ import annotations
 import errno
 import json
 import os
+import select
 import socket
 import stat
 import struct
 
 from ..errors import FntraceError
 
-__all__ = ["runtime_dir", "socket_path", "send_frame", "recv_frame", "FrameReader", "peer_cred",
+__all__ = ["runtime_dir", "socket_path", "send_frame", "recv_frame", "FrameReader", "readable", "peer_cred",
            "list_endpoints", "process_cmdline", "pid_alive", "is_stale", "remove_stale",
            "EndpointError", "MAX_FRAME", "OPS"]
 
@@ -96,7 +97,9 @@ def socket_path(pid: int, create: bool = False) -> str:
 def send_frame(sock: socket.socket, obj) -> None:
     body = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8",
                                                                              "surrogatepass")
-    sock.sendall(_LEN.pack(len(body)) + body)
+    # MSG_NOSIGNAL: a peer gone away is an error here, never a SIGPIPE for the program
+    # (which may have set SIGPIPE to its default action, and would die of it).
+    sock.sendall(_LEN.pack(len(body)) + body, socket.MSG_NOSIGNAL)
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
@@ -163,6 +166,20 @@ class FrameReader:
             return json.loads(body.decode("utf-8", "surrogatepass"))
         except ValueError as e:
             raise EndpointError(f"malformed frame: {e}") from None
+
+
+def readable(sock: socket.socket, timeout: float | None) -> bool:
+    """Whether ``sock`` has something to read (or was closed) within ``timeout``
+    seconds (None: wait).  poll(), not select(): a program may have more than
+    FD_SETSIZE files open."""
+    p = select.poll()
+    p.register(sock.fileno(), select.POLLIN | select.POLLHUP | select.POLLERR)
+    ms = None if timeout is None else max(0, int(timeout * 1000))
+    while True:
+        try:
+            return bool(p.poll(ms))
+        except InterruptedError:
+            continue
 
 
 def peer_cred(sock: socket.socket) -> tuple[int, int, int]:

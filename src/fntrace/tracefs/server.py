@@ -21,7 +21,6 @@ import _thread
 import atexit
 import errno
 import os
-import select
 import socket
 import sys
 import threading
@@ -42,6 +41,8 @@ _server: "Server | None" = None
 # How often a trace_pipe stream looks for the client having gone away while there is
 # nothing to send (seconds).
 PIPE_POLL = 0.1
+# How often it looks at the buffers for something to send.
+PIPE_WAIT = 0.02
 
 
 def _error_log_path(path: str) -> str:
@@ -171,6 +172,7 @@ class Server:
                 _thread.start_new_thread(self._serve_conn, (conn,))
         finally:
             self._stopped.set()
+            task.own_threads.discard(threading.get_native_id())
 
     def _serve_conn(self, conn: socket.socket) -> None:
         task.fntrace_thread()
@@ -207,6 +209,8 @@ class Server:
         finally:
             self._conns.discard(conn)
             self._close_quietly(conn)
+            # the thread ends: its native id may be a program thread's next
+            task.own_threads.discard(threading.get_native_id())
 
     # -- requests --------------------------------------------------------------------
     def handle(self, req) -> dict:
@@ -280,19 +284,24 @@ class Server:
             send_frame(conn, {"ok": False, "errno": int(e.errno), "msg": e.msg, "error_log": ""})
             return
         send_frame(conn, {"ok": True, "data": ""})      # open: the stream follows
+        # The top level's buffers say whether there is something to read without
+        # consuming it: wait on them, and consume only with the client known to be
+        # there (any other path: a blocking read, checked between reads).
+        tr = getattr(self.fs, "tr", None) if path.strip("/") == "trace_pipe" else None
         try:
             while self.running:
-                r, _, _ = select.select([conn], [], [], 0)
-                if r:
-                    try:
-                        if not conn.recv(1, socket.MSG_PEEK):
-                            return
-                    except OSError:
-                        return
-                    # anything a client sends on a pipe ends it
+                if endpoint.readable(conn, 0):
+                    # EOF, or anything a client sends on a pipe: the stream ends
                     return
                 try:
-                    text = reader.read(PIPE_POLL)
+                    if tr is not None:
+                        if not tr.entries()[0]:
+                            if endpoint.readable(conn, PIPE_WAIT):
+                                return
+                            continue
+                        text = reader.read(0)
+                    else:
+                        text = reader.read(PIPE_POLL)
                 except FntraceError as e:
                     send_frame(conn, {"ok": False, "errno": int(e.errno), "msg": e.msg,
                                       "error_log": ""})
@@ -368,17 +377,20 @@ _hooks_installed = False
 
 def serve(fs: Tracefs | None = None) -> Server:
     """Serve ``fs`` (default: the process's top-level tracefs) on this process's
-    control socket; returns the Server (``.path``, ``.stop()``).  Serving again the
-    same tracefs returns the running server."""
+    control socket; returns the Server (``.path``, ``.stop()``).  A process serves
+    one tracefs: asking again (without ``fs``, or with the same one) returns the
+    running server."""
     global _server, _hooks_installed
-    if fs is None:
-        fs = _top_tracefs()
     with _lock:
         s = _server
         if s is not None and s.running and s.pid == os.getpid():
-            if s.fs is not fs:
+            # fntrace.serve() in a program `fntrace record --serve` runs: the process
+            # is controllable already, through the recording's tracefs
+            if fs is not None and s.fs is not fs:
                 raise BusyError(f"this process already serves another tracefs at {s.path}")
             return s
+        if fs is None:
+            fs = _top_tracefs()
         s = Server(fs)
         _server = s
         if not _hooks_installed:
