@@ -442,7 +442,11 @@ def test_snippet_imports_our_fntrace_binds_nothing_catches_everything(tmp_path, 
     assert "names: ['__builtins__', '__name__']" in r.stdout
     if where == "ours":
         assert not err.exists(), err.read_text()
-        assert f"path appended: True [{loc!r}]" in r.stdout, r.stdout
+        # appended unless the interpreter's path has it already (an editable install)
+        on_path = subprocess.run([sys.executable, "-I", "-c", "import sys; print(sys.path)"],
+                                 capture_output=True, text=True, env=_target_env())
+        appended = [] if repr(loc) in on_path.stdout else [loc]
+        assert f"path appended: True {appended!r}" in r.stdout, r.stdout
         assert f"fntrace: {loc}{os.sep}fntrace{os.sep}__init__.py" in r.stdout, r.stdout
     else:
         assert err.read_text() == f"ImportError: no fntrace package in {loc}"
