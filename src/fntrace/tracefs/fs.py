@@ -25,6 +25,7 @@ from ..core.records import record_table
 from ..errors import FilterError, FntraceError
 from ..trace import TraceArray
 from ..tracers import available_tracers
+from .trace_stat import register_function_profiler
 
 __all__ = ["Tracefs", "tracefs", "ErrorLog", "PipeReader", "parse_trace_options"]
 
@@ -181,6 +182,8 @@ class Tracefs:
             self._files[f"options/{name}"] = (
                 (lambda n=name: f"{int(self.tr.options.get(n, False))}\n"),
                 (lambda d, a, n=name: self._set_option(n, _bool(d, n))))
+        if top:     # function_profile_enabled, trace_stat/, options/graph-time, sleep-time
+            register_function_profiler(self)
 
     # -- the file API -------------------------------------------------------------
     def ls(self, path: str = "") -> list[str]:
