@@ -17,7 +17,9 @@ the function_graph tracer and fprobes:
                           thread's CPU time instead; with options/graph-time 0 the call's
                           whole time is added to its parent's sub and its own sub taken
                           off (its time without its children); then time += calltime,
-                          time_squared += calltime^2
+                          time_squared += calltime^2.  (The kernel's reserved-data version
+                          takes a sub of 0 to mean "no time": a leaf's time would be 0;
+                          this keeps its ret_stack version's "sub < calltime".)
 
 Per thread as the kernel is per CPU: one ProfileStat per thread index (the CPU column),
 kept when the thread ends.  When all 16 fgraph slots are taken the profiler falls back to
