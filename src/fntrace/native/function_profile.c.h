@@ -54,6 +54,7 @@ typedef struct {
 } ProfileStatObject;
 
 static PyTypeObject *ProfileStat_Type;
+static PyTypeObject *g_prof_type;       /* FunctionProfiler: its slots are read below */
 static Py_ssize_t off_prof_graph_time = -1, off_prof_sleep_time = -1, off_prof_serial = -1;
 static PyObject *str_thread_stat;
 
@@ -278,6 +279,20 @@ profile_lane_return(PyObject *prof, thread_rec *t, const fg_frame *f, PyObject *
 
 static const fg_lane_ops profile_lane = {profile_lane_enter, profile_lane_return};
 
+/* gops.private, a FunctionProfiler (new reference), or NULL with TypeError: its slots
+ * are read by offset. */
+static PyObject *
+profiler_of(PyObject *gops)
+{
+    PyObject *prof = PyObject_GetAttr(gops, str_private);
+    if (prof != NULL && (g_prof_type == NULL || !PyObject_TypeCheck(prof, g_prof_type))) {
+        PyErr_SetString(PyExc_TypeError, "the profiler's callbacks need a FunctionProfiler "
+                        "as gops.private");
+        Py_CLEAR(prof);
+    }
+    return prof;
+}
+
 /* profile_graph_entry(trace, gops, fregs) -> True: fgraph's general path. */
 static PyObject *
 profile_graph_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -287,7 +302,7 @@ profile_graph_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *trace = args[0];
-    PyObject *prof = PyObject_GetAttr(args[1], str_private);
+    PyObject *prof = profiler_of(args[1]);
     if (prof == NULL)
         return NULL;
     PyObject *rec = SLOT(trace, off_ent_func);
@@ -311,7 +326,7 @@ profile_graph_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *trace = args[0];
-    PyObject *prof = PyObject_GetAttr(args[1], str_private);
+    PyObject *prof = profiler_of(args[1]);
     if (prof == NULL)
         return NULL;
     PyObject *rec = SLOT(trace, off_ret_func);
@@ -339,6 +354,7 @@ bind_function_profiler(PyObject *self, PyObject *type)
     OFF(type, "graph_time", off_prof_graph_time);
     OFF(type, "sleep_time", off_prof_sleep_time);
     OFF(type, "serial", off_prof_serial);
+    Py_XSETREF(g_prof_type, (PyTypeObject *)Py_NewRef(type));
     Py_RETURN_NONE;
 }
 
