@@ -540,3 +540,37 @@ def test_native_and_pure_agree(tmp_path, graph_time):
                        "__main__.consume": 1, "__main__.gen": 4}, (pure, text)
     order = {pure: [n for n, _ in rows(text)] for pure, (_, text) in out.items()}
     assert order["0"][:2] == order["1"][:2]
+
+
+def test_follows_a_filter_on_a_module_loaded_later(fs, write_module):
+    """The global filter's patterns kept for modules not loaded yet select their
+    functions for the profiler too when the module is imported."""
+    import importlib
+    name = write_module(TREE_SRC, hint="proflater", import_it=False)
+    fs.keep_unmatched = True
+    fs.write("set_ftrace_filter", f"{name}.a {name}.b")
+    fs.write("function_profile_enabled", "1")
+    mod = importlib.import_module(name)
+    mod.main()
+    fs.write("function_profile_enabled", "0")
+    r = raw(fs, mod)
+    assert (r["a"][0], r["b"][0]) == (3, 6) and "main" not in r
+
+
+def test_global_filter_follower_unit():
+    """core.ops.ftrace_ops_set_global_filter: the follower's hashes are the source's,
+    now and after each change; clearing stops it."""
+    from fntrace.core.ops import (Ops, ftrace_ops_clear_global_filter,
+                                  ftrace_ops_set_global_filter, ftrace_set_filter,
+                                  ftrace_set_notrace)
+    src, fol = Ops(name="src"), Ops(name="fol")
+    ftrace_set_filter(src, "json.*")
+    ftrace_ops_set_global_filter(fol, src)
+    assert fol.filter_hash is src.filter_hash and fol.filter_hash
+    ftrace_set_notrace(src, "json.dumps")
+    assert fol.notrace_hash is src.notrace_hash and fol.notrace_hash
+    ftrace_set_filter(src, None)
+    assert not fol.filter_hash
+    ftrace_ops_clear_global_filter(fol, src)
+    ftrace_set_filter(src, "json.*")
+    assert not fol.filter_hash
