@@ -574,3 +574,20 @@ def test_global_filter_follower_unit():
     ftrace_ops_clear_global_filter(fol, src)
     ftrace_set_filter(src, "json.*")
     assert not fol.filter_hash
+
+
+def test_through_the_process_tracefs(tree):
+    """fntrace.tracefs(), the process's top level, has the profiler too."""
+    import fntrace
+    top = fntrace.tracefs()
+    try:
+        top.write("set_ftrace_filter", f"{tree.__name__}.a {tree.__name__}.b")
+        top.write("function_profile_enabled", "1")
+        tree.main()
+        top.write("function_profile_enabled", "0")
+        assert rows(top.read(my_file())) == [(f"{tree.__name__}.a"[:30], 3),
+                                              (f"{tree.__name__}.b"[:30], 6)]
+    finally:
+        top.write("function_profile_enabled", "0")
+        top.write("set_ftrace_filter", "")
+        _unregister_leftover_graph_users()
