@@ -12,6 +12,7 @@
 #include "native/fgraph.c.h"
 #include "native/fgraph_lane.c.h"
 #include "native/function_graph.c.h"
+#include "native/function_profile.c.h"
 #include "native/payloads.c.h"
 #include "native/crc32.c.h"
 #include "native/profile_shim.c.h"
@@ -118,6 +119,12 @@ static PyMethodDef native_methods[] = {
     {"graph_entry", (PyCFunction)(void (*)(void))graph_entry, METH_FASTCALL, NULL},
     {"graph_return", (PyCFunction)(void (*)(void))graph_return, METH_FASTCALL, NULL},
     {"thread_count", thread_count, METH_O, NULL},
+    {"profile_graph_entry", (PyCFunction)(void (*)(void))profile_graph_entry, METH_FASTCALL,
+     "profile_graph_entry(trace, gops, fregs): the function profiler's entryfunc"},
+    {"profile_graph_return", (PyCFunction)(void (*)(void))profile_graph_return, METH_FASTCALL,
+     "profile_graph_return(trace, gops, fregs): the function profiler's retfunc"},
+    {"bind_function_profiler", bind_function_profiler, METH_O,
+     "bind_function_profiler(type): the profiler's slots its callbacks read"},
     {"value_text", value_text, METH_O,
      "value_text(v): core.fetch.value_repr's text made natively, None if not handled"},
     {"stack_bytes", stack_bytes, METH_O,
@@ -173,6 +180,19 @@ PyInit__native(void)
     /* the function_graph tracer's fast-lane pair, handed to fgraph through FgraphOps */
     PyObject *lane = PyCapsule_New((void *)&graph_lane, LANE_CAPSULE, NULL);
     if (lane == NULL || PyModule_AddObject(m, "graph_lane", lane) < 0)
+        return NULL;
+    /* the function profiler's pair and its per-thread table */
+    PyObject *plane = PyCapsule_New((void *)&profile_lane, LANE_CAPSULE, NULL);
+    if (plane == NULL || PyModule_AddObject(m, "profile_lane", plane) < 0)
+        return NULL;
+    ProfileStat_Type = (PyTypeObject *)PyType_FromSpec(&ProfileStat_spec);
+    if (ProfileStat_Type == NULL)
+        return NULL;
+    Py_INCREF(ProfileStat_Type);
+    if (PyModule_AddObject(m, "ProfileStat", (PyObject *)ProfileStat_Type) < 0)
+        return NULL;
+    str_thread_stat = PyUnicode_InternFromString("thread_stat");
+    if (str_thread_stat == NULL)
         return NULL;
     if (PyModule_AddStringConstant(m, "RECORD_FORMAT_ID", FNT_FORMAT_ID) < 0)
         return NULL;

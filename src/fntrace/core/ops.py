@@ -41,6 +41,7 @@ __all__ = [
     "ftrace_free_filter", "ftrace_ops_test", "ftrace_lock", "ftrace_config", "ftrace_enabled",
     "set_ftrace_enabled", "enabled_functions", "touched_functions", "ftrace_ops_list",
     "backend", "synchronize", "sync_discovery", "FTRACE_OPS_CMD",
+    "ftrace_ops_set_global_filter", "ftrace_ops_clear_global_filter",
 ]
 
 
@@ -486,7 +487,8 @@ def _ops_scope():
             return None
     for ref in list(_all_ops_with_caches.values()):
         op = ref()
-        if op is None or not (op.flags & OFL.ENABLED or op.managed is not None):
+        if op is None or not (op.flags & OFL.ENABLED or op.managed is not None
+                               or _active_followers(op)):
             continue
         words = [p.pattern for p in op.pending + op.notrace_pending]
         words += [str(e) for e in op.mod_cache + op.notrace_mod_cache]
@@ -610,7 +612,62 @@ def _move_hash(ops: Ops, new_filter: FtraceHash | None, new_notrace: FtraceHash 
         # A subop (an fgraph user's filter): its manager's hashes follow
         # (ftrace_hash_move_and_update_subops).
         ops.managed(ops)
+    for f in _followers(ops):
+        _move_hash(f, ops.filter_hash, ops.notrace_hash, ops.filter_cached)
     _sync_trap()
+
+
+# Ops sharing another's filter (ftrace_ops_set_global_filter): the kernel points their
+# func_hash at the global ops' hash; here a change of the source's hashes is copied to
+# each follower through _move_hash, so a registered follower is re-counted and patched.
+# id(source) -> (weakref to the source, [weakrefs to followers]); the source's weakref
+# tells a reused id apart (and its callback drops the entry).
+_hash_followers: dict[int, tuple["weakref.ref[Ops]", list["weakref.ref[Ops]"]]] = {}
+
+
+def _followers(ops: Ops) -> list[Ops]:
+    entry = _hash_followers.get(id(ops))
+    if entry is None or entry[0]() is not ops:
+        return []
+    return [f for f in (r() for r in entry[1]) if f is not None]
+
+
+def _active_followers(ops: Ops) -> bool:
+    """A follower is registered (or an fgraph user's filter): the source's cached
+    patterns still select functions of modules loaded later (_ops_scope)."""
+    return any(f.flags & OFL.ENABLED or f.managed is not None for f in _followers(ops))
+
+
+def ftrace_ops_set_global_filter(ops: Ops, global_ops: Ops) -> None:
+    """``ops`` traces what ``global_ops``' filter and notrace hashes select, now and after
+    every change of them (ftrace.c ftrace_ops_set_global_filter, where the global ops is
+    the top level's: the function profiler follows set_ftrace_filter this way)."""
+    with ftrace_lock:
+        key = id(global_ops)
+        entry = _hash_followers.get(key)
+        if entry is None or entry[0]() is not global_ops:
+            entry = (weakref.ref(global_ops, lambda _r, k=key: _drop_followers(k, _r)), [])
+            _hash_followers[key] = entry
+        refs = entry[1]
+        refs[:] = [r for r in refs if r() is not None and r() is not ops]
+        refs.append(weakref.ref(ops))
+        _move_hash(ops, global_ops.filter_hash, global_ops.notrace_hash,
+                   global_ops.filter_cached)
+        ops.flags |= OFL.INITIALIZED
+
+
+def ftrace_ops_clear_global_filter(ops: Ops, global_ops: Ops) -> None:
+    """``ops`` stops following ``global_ops`` (its hashes stay as they are)."""
+    with ftrace_lock:
+        entry = _hash_followers.get(id(global_ops))
+        if entry is not None and entry[0]() is global_ops:
+            entry[1][:] = [r for r in entry[1] if r() is not None and r() is not ops]
+
+
+def _drop_followers(key: int, ref: "weakref.ref[Ops]") -> None:
+    entry = _hash_followers.get(key)
+    if entry is not None and entry[0] is ref:
+        del _hash_followers[key]
 
 
 
@@ -761,6 +818,11 @@ def _on_module_load(module: str, new: list[DynFtrace]) -> None:
                     changed = True
             if changed and ops.managed is not None:
                 ops.managed(ops)
+            if changed:
+                for f in _followers(ops):
+                    f.filter_hash, f.notrace_hash = ops.filter_hash, ops.notrace_hash
+                    if f.managed is not None:
+                        f.managed(f)
         for rec in new:
             rec.flags &= ~_FL.DISABLED
         touched: list[DynFtrace] = []

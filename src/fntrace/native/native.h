@@ -13,6 +13,7 @@
  *   native/fgraph.c.h         fgraph.py: function_graph_enter, fgraph_return
  *   native/fgraph_lane.c.h    none: FNTRACE_PURE=1 takes fgraph.py's general path
  *   native/function_graph.c.h tracers/function_graph.py: graph_entry/return, lane pair
+ *   native/function_profile.c.h tracers/function_profile.py: ProfileStat, profile_graph_*
  *   native/payloads.c.h       core/fetch.py, tracers/function_graph.py: args/retval payloads
  *   native/crc32.c.h          zlib.crc32 (tracefile.py's blocks)
  *   native/profile_shim.c.h   arch/profile.py: ProfileShim (the program's own hook)

@@ -43,6 +43,7 @@ from ..tracers import available_tracers
 from .trace_pipe import PipeReader
 from ..tracers.function_cmds import FunctionCommands, filter_word_pos, split_commands
 from ..tracers.stack import stack_tracer
+from .trace_stat import register_function_profiler
 
 __all__ = ["Tracefs", "tracefs", "ErrorLog", "PipeReader", "parse_trace_options"]
 
@@ -353,6 +354,8 @@ class Tracefs:
         # (``module.add_files(self)``, reading ``self.top`` for top-level-only files):
         # ``self._files[path] = (read() -> str | None, write(data, append) | None)``,
         # and ``self.teardown_hooks.append(fn)`` for state to drop at rmdir.
+        if top:     # function_profile_enabled, trace_stat/, options/graph-time, sleep-time
+            register_function_profiler(self)
 
     # -- instances (trace.c instance_mkdir / instance_rmdir) --------------------------
     def mkdir(self, path: str) -> "Tracefs":

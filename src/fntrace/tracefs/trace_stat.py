@@ -1,0 +1,144 @@
+"""The trace_stat/ directory and the function profiler's files (kernel/trace/trace_stat.c,
+ftrace.c ftrace_profile_tracefs).
+
+    function_profile_enabled   "0"/"1"; a write is kstrtoul's: any unsigned decimal, not
+                               0 enables (ftrace_profile_write); anything else: EINVAL
+    trace_stat/functionN       thread N's profile (one per thread index, as the kernel
+                               has one per CPU; a file for every thread that has an
+                               index, and function0 always)
+    options/graph-time         1: a function's time includes the functions it calls
+    options/sleep-time         1: and the time its thread was not running
+                               (tracers/function_profile.py says what 0 measures)
+
+A stat file is made when it is read (stat_seq_init): its rows sorted by the tracer's
+key, largest first.  The kernel inserts each row into an rbtree before every row it does
+not compare below, so rows that compare equal come out in the reverse of the order the
+tracer listed them; the sort here gives the same order.
+
+Only the top level has these files (ftrace_init_tracefs_toplevel).
+"""
+from __future__ import annotations
+
+import errno
+import threading
+import weakref
+from collections.abc import Callable, Iterable
+
+from ..core import task
+from ..errors import FntraceError
+from ..output.function_stat import function_stat_headers, function_stat_key, function_stat_show
+from ..tracers.function_profile import FunctionProfiler
+
+__all__ = ["StatTracer", "stat_text", "register_function_profiler", "kstrtoul"]
+
+
+class StatTracer:
+    """struct tracer_stat: a named file under trace_stat/ (the sort and the text)."""
+
+    def __init__(self, name: str, items: Callable[[], Iterable], key: Callable,
+                 show: Callable[[object], str], headers: Callable[[], str]) -> None:
+        self.name = name
+        self.items = items          # stat_start/stat_next: the rows, in the tracer's order
+        self.key = key              # stat_cmp, as a sort key (larger first)
+        self.show = show            # stat_show: one row's text ("" hides it)
+        self.headers = headers      # stat_headers
+
+
+def stat_text(ts: StatTracer) -> str:
+    """A read of trace_stat/NAME (stat_seq_init, stat_seq_show)."""
+    rows = list(ts.items())
+    rows.reverse()                  # ties: the later row first, as the rbtree puts it
+    rows.sort(key=ts.key, reverse=True)
+    return ts.headers() + "".join(ts.show(r) for r in rows)
+
+
+def kstrtoul(data: str, name: str) -> int:
+    """kstrtoul_from_user(buf, cnt, 10): an unsigned decimal, '+' and one trailing
+    newline allowed; EINVAL otherwise, ERANGE past 64 bits."""
+    s = data[:-1] if data.endswith("\n") else data
+    digits = s[1:] if s.startswith("+") else s
+    if not digits or not digits.isascii() or not digits.isdigit():
+        raise FntraceError(f"{name}: {data.strip()!r} is not an unsigned number")
+    v = int(digits)
+    if v >= 1 << 64:
+        err = FntraceError(f"{name}: {digits} is out of range")
+        err.errno = errno.ERANGE
+        raise err
+    return v
+
+
+def _option(data: str, name: str) -> bool:
+    """A write of options/NAME (trace_options_core_write): 0 or 1, EINVAL else."""
+    v = kstrtoul(data, name)
+    if v not in (0, 1):
+        raise FntraceError(f"{name}: expected 0 or 1, got {data.strip()!r}")
+    return v == 1
+
+
+# The top-level directories with a profiler: each gets trace_stat/functionN for every
+# thread given an index from now on (task.new_thread_hooks, on that thread).
+# id -> weakref: iterating a WeakSet would run library code inside a traced call.
+_registered: dict[int, "weakref.ref"] = {}
+_hook_lock = threading.Lock()
+
+
+def _add_stat_files(fs) -> None:
+    prof = fs.profiler
+    for cpu in [0, *list(task.thread_info)]:
+        name = f"trace_stat/function{cpu}"
+        if name in fs._files:
+            continue
+        ts = StatTracer(f"function{cpu}", lambda c=cpu: prof.rows(c),
+                        lambda r: function_stat_key(prof.graph)(r),
+                        lambda r: function_stat_show(
+                            r[0], r[1], r[2], r[3], graph=prof.graph,
+                            tracing_thresh=prof.tr.tracing_thresh),
+                        lambda: function_stat_headers(prof.graph))
+        fs._files[name] = (lambda t=ts: stat_text(t), None)
+
+
+def _new_thread() -> None:
+    for key, ref in list(_registered.items()):
+        fs = ref()
+        if fs is None:
+            _registered.pop(key, None)
+            continue
+        try:
+            _add_stat_files(fs)
+        except Exception:               # a new thread's first event must not fail for this
+            pass
+
+
+def _forget(ref: "weakref.ref") -> None:
+    for key, r in list(_registered.items()):
+        if r is ref:
+            _registered.pop(key, None)
+
+
+def register_function_profiler(fs) -> FunctionProfiler:
+    """Give a top-level Tracefs the profiler and its files (``fs.profiler``)."""
+    prof = fs.profiler = FunctionProfiler(fs.tr)
+
+    def w_enabled(data: str, append: bool) -> None:
+        prof.set_enabled(kstrtoul(data, "function_profile_enabled") != 0)
+
+    def w_graph_time(data: str, append: bool) -> None:
+        prof.graph_time = _option(data, "graph-time")
+
+    def w_sleep_time(data: str, append: bool) -> None:
+        prof.sleep_time = _option(data, "sleep-time")
+
+    fs._files["function_profile_enabled"] = (lambda: f"{int(prof.enabled)}\n", w_enabled)
+    fs._files["options/graph-time"] = (lambda: f"{int(prof.graph_time)}\n", w_graph_time)
+    fs._files["options/sleep-time"] = (lambda: f"{int(prof.sleep_time)}\n", w_sleep_time)
+    _add_stat_files(fs)
+    with _hook_lock:
+        _registered[id(fs)] = weakref.ref(fs, _forget)
+        if _new_thread not in task.new_thread_hooks:
+            task.new_thread_hooks.append(_new_thread)
+    return prof
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())
