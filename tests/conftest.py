@@ -52,7 +52,8 @@ def _reset_top_tracefs() -> None:
                        ("set_ftrace_notrace", ""), ("tracing_on", "1"), ("buffer_size_kb", "1408"),
                        ("trace_options", "print-parent noirq-info overwrite markers"),
                        ("trace", ""), ("error_log", ""), ("stack_tracer_enabled", "0"),
-                       ("stack_trace_filter", ""), ("stack_max_size", "0")):
+                       ("stack_trace_filter", ""), ("stack_max_size", "0"),
+                       ("function_profile_enabled", "0")):
         try:
             top.write(path, data)
         except Exception:       # a reset step must not hide the test's own result
