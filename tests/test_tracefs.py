@@ -606,3 +606,14 @@ def test_freeing_an_instance_keeps_the_threads_cpu():
     del d
     gc.collect()
     assert thread_cpu() == cpu
+
+
+def test_mod_filter_resolves_a_module_imported_with_no_tracer_on(fs, write_module):
+    """func_mod_trace.tc: '*:mod:M' for a module not loaded yet is kept; once the
+    program imports M (nothing traced, nothing watching imports), the filter lists M's
+    functions, as after the kernel's module notifier."""
+    name = write_module("def irq_work():\n    return 0\n", hint="later", import_it=False)
+    fs.write("set_ftrace_filter", f"*:mod:{name}")
+    assert f"{name}.irq_work" not in fs.read("set_ftrace_filter")
+    importlib.import_module(name)
+    assert f"{name}.irq_work" in fs.read("set_ftrace_filter").splitlines()

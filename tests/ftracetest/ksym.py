@@ -1,5 +1,7 @@
 """The functions the ported kernel selftests trace: kernel names, in Python.
 
+The annotations are the probes' BTF: vfs_read's parameters are the kernel's.
+
 The kernel's selftests filter on functions every kernel runs all the time (schedule,
 mutex_lock, _do_fork ...).  This module has functions of those names, and workload.py
 keeps calling them, so a test can say ``echo 'ksym.schedule' > set_ftrace_filter`` and
@@ -67,18 +69,57 @@ def queued_spin_lock_slowpath():
     return 1
 
 
+def sched_clock():
+    return counter[0]
+
+
+def local_clock():
+    return sched_clock()
+
+
+def ktime_get():
+    return local_clock()
+
+
+def update_process_times(user):
+    return run_timer_softirq() + user
+
+
+def locks_remove_posix(fd):
+    return fd
+
+
+def locks_free_lock(fd) -> None:
+    """Returns nothing, as the kernel's kfree: its probes have no $retval."""
+
+
 def sys_getpid():
     return 0
 
 
+class File:
+    """struct file, as much of it as the probes read."""
+    __slots__ = ("f_pos", "f_flags")
+
+    def __init__(self) -> None:
+        self.f_pos = 0
+        self.f_flags = 0
+
+
+_files = {fd: File() for fd in range(4)}
+_buf = bytearray(128)
+
+
 def SyS_read(fd, count):
-    return vfs_read(fd, count)
+    return vfs_read(_files[fd], _buf, count, 0) if fd in _files else -9
 
 
-def vfs_read(fd, count):
+def vfs_read(file: File, buf: bytearray, count: int, pos: int) -> int:
+    """vfs_read(struct file *file, char __user *buf, size_t count, loff_t *pos)"""
     mutex_lock()
     try:
-        return count if fd >= 0 else -9
+        file.f_pos += count
+        return count
     finally:
         mutex_unlock()
 

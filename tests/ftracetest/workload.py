@@ -56,6 +56,10 @@ def main() -> None:
         ksym.mutex_trylock()
         ksym.do_sys_open("/etc/hosts", 0, 0)
         ksym.proc_reg_write("\n")
+        ksym.ktime_get()
+        ksym.update_process_times(0)
+        ksym.locks_remove_posix(3)
+        ksym.locks_free_lock(3)
         now = time.monotonic()
         if now - last_fork > 0.05:
             last_fork = now

@@ -154,6 +154,12 @@ tracing mini-HOWTO (fntrace: ftrace for Python programs):
   dynamic_events\t\t- Create/append/remove/show the generic dynamic events
 \t\t\t  Write into this file to define/undefine new trace events.
 \t  Format: f[:[<group>/][<event>]] <func-name>[%return] [<args>]
+\t\t    args: <name>=fetcharg[:type]
+\t\tfetcharg: <argname>[->field[->field|.field...]], $arg<N>, $arg*, $comm,
+\t\t\t  $retval, $stack<index>, $stack, \\imm-value, \\"imm-string"
+\t\t\t  (<argname> a parameter by name: the signature is the BTF)
+\t\t    type: s8/16/32/64, u8/16/32/64, x8/16/32/64, char, string, symbol,
+\t\t\t  bool, repr, len, b<bit-width>@<bit-offset>/<container-size>
   available_events\t- list of the events that can be enabled
   set_event\t\t- enables events by name written into it
 \t\t\t  Format: [<system>:]<event> ('!' in front disables it)
@@ -833,6 +839,11 @@ class Tracefs:
 
     def _r_hash(self, enable: bool) -> str:
         ops = self.tr.ops
+        if ops.mod_cache or ops.pending or ops.notrace_mod_cache or ops.notrace_pending:
+            # ':mod:' entries wait for their module: one imported since the last look
+            # (with no tracer on, nothing was watching imports) is taken in now, as
+            # the kernel's module notifier would have at load time
+            record_table.refresh()
         if enable:
             lines = hash_lines(ops.filter_hash, record_table.records, ops.mod_cache,
                                empty_line="#### all functions enabled ####")
