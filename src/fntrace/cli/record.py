@@ -169,6 +169,13 @@ class _FileSink:
     # -- the writer thread ----------------------------------------------------------
     def _run(self) -> None:
         task.fntrace_thread()
+        try:
+            self._loop()
+        finally:
+            # a native id is reused by later threads, which are the program's
+            task.own_threads.discard(threading.get_native_id())
+
+    def _loop(self) -> None:
         while True:
             timeout = self._interval()
             try:
