@@ -18,7 +18,6 @@ import textwrap
 import threading
 import time
 
-import pytest
 
 from conftest import SUBPROCESS_TIMEOUT, fn_lines, header_counts
 

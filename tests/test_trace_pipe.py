@@ -318,3 +318,42 @@ def test_recording_pipe_shows_copies_and_the_file_keeps_every_event(make_module,
     sink.finish({"cpus": {}})
     tf = TraceFile.frombytes(out.getvalue())
     assert tf.nr_records() == 10                # the reader took nothing from the file
+
+
+@pytest.mark.parametrize("limit", [0, 64 * 32])
+def test_flush_from_another_thread_while_the_owner_hands_over(limit):
+    """A recording's buffer: its thread hands full chunks over itself, the sink's
+    thread flushes it every so often (handoff(False)).  The chunks, in queue order,
+    are every record once, in order, each payload with its record."""
+    from fntrace.ring_buffer import ChunkQueue
+    q = ChunkQueue(limit=limit)
+    buf = RingBuffer(0, 2, overwrite=False, sink=q)      # 64 records
+    total = 40000
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    chunks = []
+    try:
+        w = threading.Thread(target=_hammer, args=(buf, total, 5))
+        w.start()
+        while w.is_alive():
+            buf.handoff(False)
+            while (item := q.take()) is not None:
+                chunks.append(item)
+        w.join()
+    finally:
+        sys.setswitchinterval(old)
+    buf.handoff(False)          # the rest (this thread is the reader: no waiting)
+    while (item := q.take()) is not None:
+        chunks.append(item)
+    seqs, stamps = [], []
+    for cpu, chunk, first, pay in chunks:
+        for k, rec in enumerate(RECORD.iter_unpack(chunk)):
+            ts, typ, flags, a, b, c, d = rec
+            assert ts == a == d, rec
+            seqs.append(first + k)
+            stamps.append(ts)
+            if ts % 5 == 0:
+                assert pay.get(first + k) == f"p{ts}", (first + k, ts)
+    assert seqs == list(range(total))
+    assert stamps == list(range(total))
+    assert buf.dropped == 0 and buf.payloads == {}

@@ -194,9 +194,12 @@ class TraceArray:
                     b.reset()
 
     def clear(self) -> None:
-        """``echo > trace``."""
-        for b in list(self.buffers.values()):
-            b.reset()
+        """``echo > trace``.  Under the lock a trace_pipe read takes the buffers with:
+        a reset in the middle of a take would leave it marking records read that the
+        reset already dropped."""
+        with self.lock:
+            for b in list(self.buffers.values()):
+                b.reset()
 
     def flush(self) -> None:
         for b in list(self.buffers.values()):

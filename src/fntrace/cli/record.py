@@ -11,7 +11,10 @@ writing is done by a thread of its own (trace-cmd's reader processes, here a thr
 
 so the write-out never runs on a traced thread's stack (a thread at its recursion limit,
 or one a signal interrupts, loses nothing) and a failed write is counted as lost and
-shown, never raised into the program.  Function names go into the file's symbol table
+shown, never raised into the program.  While something reads as it goes (``live``'s
+printer, cli/live.py, in place of the file; an open ``trace_pipe``, which gets a copy of
+each chunk) the writer thread also flushes every buffer each TICK, so an idle thread's
+events arrive too.  Function names go into the file's symbol table
 once, before the first chunk that refers to them.
 
 The end, however the program ends (cli/guard.py): tracing off, every buffer handed
@@ -170,6 +173,13 @@ class _FileSink:
     # -- the writer thread ----------------------------------------------------------
     def _run(self) -> None:
         task.fntrace_thread()
+        try:
+            self._loop()
+        finally:
+            # a native id is reused by later threads, which are the program's
+            task.own_threads.discard(threading.get_native_id())
+
+    def _loop(self) -> None:
         while True:
             timeout = self._interval()
             try:

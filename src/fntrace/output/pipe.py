@@ -41,7 +41,8 @@ class PipeRenderer:
 
     tracer    the current tracer's name (its renderer is chosen as for ``trace``)
     options   trace options by tracefs name (TRACE_OPTIONS defaults)
-    nr_cpus   function_graph's CPU column width; None: the highest cpu seen so far
+    nr_cpus   function_graph's CPU column is at least as wide as nr_cpus - 1 (and
+              as the highest cpu seen so far)
     grace_ns  how long a graph entry whose return has not been read yet waits before
               it prints as an open block (0: at once, as the kernel's pipe)
     """
@@ -55,8 +56,11 @@ class PipeRenderer:
         self.printer = None
         if isinstance(self.renderer, GraphTextRenderer):
             from .function_graph import GraphPrinter
+            # the CPU column is as wide as the highest cpu seen so far, at least
+            # nr_cpus - 1 (threads still to come may widen it)
             self.printer = GraphPrinter(
-                nr_cpus=nr_cpus, **{kw: self.ctx.options[n] for n, kw in _GRAPH_KEYWORDS.items()})
+                nr_cpus=None, **{kw: self.ctx.options[n] for n, kw in _GRAPH_KEYWORDS.items()})
+            self.printer._max_cpu = max(0, (nr_cpus or 1) - 1)
         self._plain = isinstance(self.renderer, FunctionTextRenderer)
         self._print_parent = self.ctx.options["print-parent"]
         self._prefix: dict[int, str] = {}       # cpu -> "comm-pid [cpu] " of a line

@@ -46,7 +46,7 @@ from collections.abc import Iterable
 from ..core.task import thread_info
 from ..output.entry import LostEvents
 from ..output.pipe import PipeRenderer
-from ..output.registry import name_of
+from ..output.registry import name_of, nr_cpus_of
 
 __all__ = ["TracePipe", "PipeReader", "trace_pipe_of", "COPY_LIMIT"]
 
@@ -235,7 +235,8 @@ class PipeReader:
         key = (tracer, tuple(sorted(opts.items())))
         if key != self._key:
             old = self._printer
-            self._printer = PipeRenderer(tracer, opts, grace_ns=self.grace_ns)
+            self._printer = PipeRenderer(tracer, opts, grace_ns=self.grace_ns,
+                                         nr_cpus=nr_cpus_of(list(tr.buffers)))
             self._key = key
             if old is not None:
                 for cpu, pairs in old.take_back().items():
