@@ -208,16 +208,22 @@ ProfileHook_install(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+#if PY_VERSION_HEX >= 0x030D0000
+/* 3.13 keeps it in the internal headers; libpython still exports it. */
+PyAPI_FUNC(int) _PyEval_SetProfile(PyThreadState *tstate, Py_tracefunc func, PyObject *arg);
+#endif
+
 /* Every other thread of the interpreter: what 3.12's PyEval_SetProfileAllThreads does,
- * for 3.11, where a tracer switched on from a control thread (tracefs/server.py) must
+ * but leaving fntrace's own threads and those with a profile function alone; for 3.11, where a tracer switched on from a control thread (tracefs/server.py) must
  * reach the threads already running.  A thread that has a profile function of its own,
  * or whose native id is in ``skip`` (fntrace's own threads), is left alone.  Returns
- * how many threads got the hook.  On 3.12+ the back end is sys.monitoring: 0. */
+ * how many threads got the hook.  (On 3.12+ the setprofile back end is a choice,
+ * FNTRACE_BACKEND=profile.) */
 static PyObject *
 ProfileHook_install_all(PyObject *self, PyObject *skip)
 {
     long n = 0;
-#if PY_VERSION_HEX < 0x030C0000
+    {
     PyThreadState *me = PyThreadState_Get();
     PyThreadState *t = PyInterpreterState_ThreadHead(me->interp);
     for (; t != NULL; t = PyThreadState_Next(t)) {
@@ -238,19 +244,17 @@ ProfileHook_install_all(PyObject *self, PyObject *skip)
             return NULL;
         n++;
     }
-#endif
+    }
     return PyLong_FromLong(n);
 }
 
 /* The hook off every thread that holds it (the back end stops: a detached program
  * keeps no profile function of fntrace's on any thread), but those whose thread ident
- * is in ``keep`` (the hook chains a profile function of the program's there).  3.11 only, as above (on
- * 3.12+ the setprofile back end is a choice, FNTRACE_BACKEND=profile). */
+ * is in ``keep`` (the hook chains a profile function of the program's there). */
 static PyObject *
 ProfileHook_uninstall_all(PyObject *self, PyObject *keep)
 {
     long n = 0;
-#if PY_VERSION_HEX < 0x030C0000
     PyThreadState *me = PyThreadState_Get();
     PyThreadState *t = PyInterpreterState_ThreadHead(me->interp);
     for (; t != NULL; t = PyThreadState_Next(t)) {
@@ -271,16 +275,15 @@ ProfileHook_uninstall_all(PyObject *self, PyObject *keep)
             n++;
         }
     }
-#endif
     return PyLong_FromLong(n);
 }
 
 static PyMethodDef ProfileHook_methods[] = {
     {"install", ProfileHook_install, METH_NOARGS, "install as this thread's profile function"},
     {"install_all", ProfileHook_install_all, METH_O,
-     "install on every other thread without a profile function (3.11; skip: native ids)"},
+     "install on every other thread without a profile function (skip: native ids)"},
     {"uninstall_all", ProfileHook_uninstall_all, METH_O,
-     "remove from every thread that holds it (3.11; keep: thread idents left alone)"},
+     "remove from every thread that holds it (keep: thread idents left alone)"},
     {NULL}
 };
 
