@@ -213,8 +213,8 @@ ProfileHook_install(PyObject *self, PyObject *unused)
 PyAPI_FUNC(int) _PyEval_SetProfile(PyThreadState *tstate, Py_tracefunc func, PyObject *arg);
 #endif
 
-/* Every other thread of the interpreter: what 3.12's PyEval_SetProfileAllThreads does,
- * but leaving fntrace's own threads and those with a profile function alone; for 3.11, where a tracer switched on from a control thread (tracefs/server.py) must
+/* Every other thread of the interpreter, as 3.12's PyEval_SetProfileAllThreads (which
+ * 3.11 lacks): a tracer switched on from a control thread (tracefs/server.py) must
  * reach the threads already running.  A thread that has a profile function of its own,
  * or whose native id is in ``skip`` (fntrace's own threads), is left alone.  Returns
  * how many threads got the hook.  (On 3.12+ the setprofile back end is a choice,
@@ -223,7 +223,6 @@ static PyObject *
 ProfileHook_install_all(PyObject *self, PyObject *skip)
 {
     long n = 0;
-    {
     PyThreadState *me = PyThreadState_Get();
     PyThreadState *t = PyInterpreterState_ThreadHead(me->interp);
     for (; t != NULL; t = PyThreadState_Next(t)) {
@@ -243,7 +242,6 @@ ProfileHook_install_all(PyObject *self, PyObject *skip)
         if (_PyEval_SetProfile(t, c_profile, self) < 0)
             return NULL;
         n++;
-    }
     }
     return PyLong_FromLong(n);
 }
