@@ -49,6 +49,10 @@ while True:
         if tool != getattr(sys, "_last_tool", None):
             sys._last_tool = tool
             print("tool", tool, flush=True)
+    prof = type(sys.getprofile()).__name__
+    if prof != getattr(sys, "_last_prof", "NoneType"):
+        sys._last_prof = prof
+        print("profile", prof, flush=True)
     time.sleep(0.005)
 """
 
@@ -470,6 +474,12 @@ def test_detach_releases_everything(served):
     r = ctl(p.pid, "trace")
     assert r.returncode == 1 and "is not controllable" in r.stderr
     assert p.poll() is None
+    # no profile function of fntrace's is left on the program's thread (the setprofile
+    # back end: the program prints sys.getprofile()'s type whenever it changes)
+    time.sleep(0.3)
+    p.kill()
+    rest, _ = p.communicate(timeout=SUBPROCESS_TIMEOUT)
+    assert "profile" not in rest, rest
 
 
 @pytest.mark.parametrize("command", ["record", "live"])
