@@ -18,7 +18,6 @@ import stat
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -46,9 +45,13 @@ while True:
     i += 1
     if sys.version_info >= (3, 12) and i % 10 == 0:
         tool = sys.monitoring.get_tool(4)
-        if tool != getattr(sys, "_last_tool", 0):
+        if tool != getattr(sys, "_last_tool", None):
             sys._last_tool = tool
             print("tool", tool, flush=True)
+    prof = type(sys.getprofile()).__name__
+    if prof != getattr(sys, "_last_prof", "NoneType"):
+        sys._last_prof = prof
+        print("profile", prof, flush=True)
     time.sleep(0.005)
 """
 
@@ -458,16 +461,24 @@ def test_detach_releases_everything(served):
         c.write("current_tracer", "function")
         wait_for(lambda: "__main__.work <-" in c.read("trace"), what="work traced")
         assert c.read("enabled_functions").startswith("__main__.work")
-    if sys.version_info >= (3, 12):
+    from fntrace import _env
+    monitoring = _env.BACKEND == "monitoring"
+    if monitoring:
         # the program prints the holder of tool id 4 whenever it changes
         assert p.stdout.readline().strip() == "tool fntrace"
     assert Client(p.pid).detach() == "detached"
-    if sys.version_info >= (3, 12):
+    if monitoring:
         assert p.stdout.readline().strip() == "tool None"
     wait_for(lambda: not os.path.exists(path), what="the socket removed")
     r = ctl(p.pid, "trace")
     assert r.returncode == 1 and "is not controllable" in r.stderr
     assert p.poll() is None
+    # no profile function of fntrace's is left on the program's thread (the setprofile
+    # back end: the program prints sys.getprofile()'s type whenever it changes)
+    time.sleep(0.3)
+    p.kill()
+    rest, _ = p.communicate(timeout=SUBPROCESS_TIMEOUT)
+    assert "profile" not in rest, rest
 
 
 @pytest.mark.parametrize("command", ["record", "live"])

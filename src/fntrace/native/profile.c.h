@@ -209,16 +209,16 @@ ProfileHook_install(PyObject *self, PyObject *unused)
 }
 
 #if PY_VERSION_HEX >= 0x030D0000
-/* Exported, but declared only in the internal headers since 3.13. */
+/* 3.13 keeps it in the internal headers; libpython still exports it. */
 PyAPI_FUNC(int) _PyEval_SetProfile(PyThreadState *tstate, Py_tracefunc func, PyObject *arg);
 #endif
 
-/* Every other thread of the interpreter: what 3.12's PyEval_SetProfileAllThreads does,
- * for 3.11, where a tracer switched on from a control thread (tracefs/server.py) must
+/* Every other thread of the interpreter, as 3.12's PyEval_SetProfileAllThreads (which
+ * 3.11 lacks): a tracer switched on from a control thread (tracefs/server.py) must
  * reach the threads already running.  A thread that has a profile function of its own,
  * or whose native id is in ``skip`` (fntrace's own threads), is left alone.  Returns
- * how many threads got the hook.  The same on 3.12+ with FNTRACE_BACKEND=profile
- * (PyEval_SetProfileAllThreads would replace a thread's own profiler). */
+ * how many threads got the hook.  (On 3.12+ the setprofile back end is a choice,
+ * FNTRACE_BACKEND=profile.) */
 static PyObject *
 ProfileHook_install_all(PyObject *self, PyObject *skip)
 {
