@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 from .core.ops import FTRACE_OPS_FL, Ops
 from .core import task
+from .core.pid_list import ThreadFilter
 from .core.task import thread_cpu, thread_info
 from .ring_buffer import RingBuffer
 
@@ -80,7 +81,14 @@ class TraceArray:
         self.sink = sink
         self.tracing_on = True
         self.buffers: dict[int, RingBuffer] = {}
+        # Per thread: .buf, the buffer the function tracers write (None: the thread is
+        # ignored, see cpu_buffer), .ebuf, the one events write.  Replaced when a thread
+        # filter changes (pids_changed), so every thread takes its verdict again.
         self.local = threading.local()
+        # Per thread: what tells this array the thread ended (not replaced with .local:
+        # its end would be announced for threads still running).
+        self.ends = threading.local()
+        self.filter = ThreadFilter()
         self.lock = threading.Lock()
         self.pid = os.getpid()
         self.options: dict[str, bool] = {"print-parent": True, "irq-info": False}
@@ -107,18 +115,45 @@ class TraceArray:
         self.set_tracer(nop.NopTracer())
 
     # -- buffers -------------------------------------------------------------------
-    def cpu_buffer(self) -> RingBuffer:
-        """The calling thread's buffer (slow path: first event of a thread)."""
+    def thread_buffer(self) -> RingBuffer:
+        """The calling thread's buffer, made on its first use (any writer: the thread
+        filters are the callers')."""
         cpu = thread_cpu()
         with self.lock:
             buf = self.buffers.get(cpu)
             if buf is None:
                 buf = RingBuffer(cpu, self.buffer_size_kb, self.overwrite, self.sink)
                 self.buffers[cpu] = buf
-        self.local.buf = buf
-        # Dropped with the thread's local storage when the thread ends.
-        self.local.release = _ThreadEnd(self, cpu)
+        ends = self.ends
+        if getattr(ends, "release", None) is None:
+            # Dropped with the thread's local storage when the thread ends.
+            ends.release = _ThreadEnd(self, cpu)
         return buf
+
+    def cpu_buffer(self) -> RingBuffer | None:
+        """The calling thread's buffer for the function tracers (slow path: a thread's
+        first event, or the first after a thread filter changed), None if the thread is
+        ignored (fntrace's own threads, set_ftrace_pid / set_ftrace_notrace_pid,
+        tracing_cpumask): cached in tr.local.buf either way (ftrace_ignore_pid)."""
+        local = self.local
+        buf = None if self.filter.ignore_function() else self.thread_buffer()
+        local.buf = buf
+        return buf
+
+    def event_buffer(self) -> RingBuffer | None:
+        """The same for events (set_event_pid / set_event_notrace_pid: ignore_pid),
+        cached in tr.local.ebuf."""
+        local = self.local
+        buf = None if self.filter.ignore_event() else self.thread_buffer()
+        local.ebuf = buf
+        return buf
+
+    def pids_changed(self) -> None:
+        """A thread filter changed: every thread takes its verdict again at its next
+        event (a new serial for the native twin's per-thread cache, a new local for the
+        Python one)."""
+        self.local = threading.local()
+        self.serial = next(_serials)
 
     def thread_ended(self, cpu: int) -> None:
         """A thread that wrote here has ended: memory must not grow with the number of

@@ -12,7 +12,8 @@ import threading
 from .fetch import caller_frame
 
 __all__ = ["TASK_COMM_LEN", "thread_cpu", "thread_info", "forget_threads", "new_thread_hooks",
-           "thread_ended", "own_threads", "fntrace_thread"]
+           "thread_ended", "own_threads", "fntrace_thread", "thread_name", "thread_parent",
+           "follow_forks"]
 
 TASK_COMM_LEN = 16
 
@@ -21,8 +22,8 @@ _cpu_of: dict[tuple[int, int], int] = {}   # (get_ident(), get_native_id()) -> c
 thread_info: dict[int, tuple[int, str]] = {}   # cpu -> (native id, comm)
 
 
-def _thread_name(ident: int) -> str:
-    """The name of a thread, found without side effects.
+def _thread_object(ident: int):
+    """The Thread object of a thread, found without side effects.
 
     threading.current_thread() would make a _DummyThread (and change the program's
     thread numbering) for a thread still starting up; a thread's first traced calls
@@ -43,8 +44,18 @@ def _thread_name(ident: int) -> str:
                 if isinstance(cand, threading.Thread):
                     t = cand
             f = f.f_back
+    return t
+
+
+def _thread_name(ident: int) -> str:
+    t = _thread_object(ident)
     name = getattr(t, "_name", None) if t is not None else None
     return name if isinstance(name, str) else "<...>"
+
+
+def thread_name() -> str:
+    """The calling thread's full name (the comm is its first 15 characters)."""
+    return _thread_name(threading.get_ident())
 
 
 def thread_cpu() -> int:
@@ -78,6 +89,74 @@ def fntrace_thread() -> None:
     own_threads.add(threading.get_native_id())
 
 
+# -- fork following (options/function-fork, options/event-fork) -----------------------
+#
+# The kernel adds a child to a pid list from the sched_process_fork tracepoint, which
+# names the parent.  A Python thread's "fork" is Thread.start(); CPython raises the audit
+# event "_thread.start_new_thread" on the starting thread with the new thread's bootstrap
+# as its function (a bound method of the Thread), so an audit hook learns the pair
+# without touching the program's classes or functions.  Audit hooks cannot be removed:
+# the hook is added the first time a fork option is turned on, and costs one string
+# comparison per audit event from then on.  Threads started with _thread.start_new_thread
+# directly have no Thread object to tie the pair to and are not followed.
+
+_parent_of_thread: "weakref.WeakKeyDictionary" = None   # Thread -> parent's native id
+_parent_of: dict[int, int] = {}                          # native id -> parent's native id
+_following = False
+
+
+def _current_parent() -> int | None:
+    t = _thread_object(threading.get_ident())
+    if t is None or _parent_of_thread is None:
+        return None
+    try:
+        return _parent_of_thread.get(t)
+    except TypeError:
+        return None
+
+
+def _audit(event: str, args: tuple) -> None:
+    if event != "_thread.start_new_thread":
+        return
+    try:
+        t = getattr(args[0], "__self__", None)
+        if isinstance(t, threading.Thread):
+            me = threading.get_native_id()
+            # the parent's own parent, while the parent is surely running
+            if me not in _parent_of:
+                p = _current_parent()
+                if p is not None:
+                    _parent_of[me] = p
+            _parent_of_thread[t] = me
+    except Exception:
+        pass      # an audit hook's exception would reach the program
+
+
+def follow_forks() -> None:
+    """Start recording which thread started which (idempotent)."""
+    global _following, _parent_of_thread
+    if _following:
+        return
+    import weakref
+    _parent_of_thread = weakref.WeakKeyDictionary()
+    _following = True
+    sys.addaudithook(_audit)
+
+
+def thread_parent(native_id: int | None = None) -> int | None:
+    """The native id of the thread that started the calling thread (native_id: the
+    calling thread's, given to save the call), if it was started while forks were
+    followed."""
+    if native_id is None:
+        native_id = threading.get_native_id()
+    p = _parent_of.get(native_id)
+    if p is None and _following:
+        p = _current_parent()
+        if p is not None:
+            _parent_of[native_id] = p
+    return p
+
+
 # Called once per thread, on the thread, when it gets its index (cli/record.py grants
 # the pure hot path's callbacks their stack there).
 new_thread_hooks: list = []
@@ -89,6 +168,7 @@ def thread_ended() -> None:
     key = (threading.get_ident(), threading.get_native_id())
     with _cpu_lock:
         _cpu_of.pop(key, None)
+        _parent_of.pop(key[1], None)
     if _native is not None:
         _native.thread_exit()
 
@@ -103,6 +183,7 @@ def forget_threads() -> None:
     with _cpu_lock:
         _cpu_of.clear()
         thread_info.clear()
+        _parent_of.clear()
 
 
 from .._env import public_dir as _public_dir  # noqa: E402
