@@ -31,6 +31,21 @@ DEFAULT_BUFFER_KB = 1408
 
 
 _serials = itertools.count(1)
+_arrays: "weakref.WeakSet[TraceArray]" = weakref.WeakSet()
+
+
+def _forget_own_thread() -> None:
+    """The calling thread became fntrace's own (core/task.py fntrace_thread): the
+    verdicts its earlier events cached are dropped, so its next event is ignored."""
+    for tr in list(_arrays):
+        d = getattr(tr.local, "__dict__", {})
+        d.pop("buf", None)
+        d.pop("ebuf", None)
+    if _native is not None:
+        _native.forget_cpu_buffer()
+
+
+task.own_thread_hooks.append(_forget_own_thread)
 
 
 class _ThreadEnd:
@@ -76,6 +91,7 @@ class TraceArray:
         # Unique for the process: the native twin's per-thread cache of "this array's
         # buffer" tells arrays apart by it, not by address.
         self.serial = next(_serials)
+        _arrays.add(self)
         self.buffer_size_kb = buffer_size_kb
         self.overwrite = overwrite
         self.sink = sink
@@ -241,6 +257,7 @@ class TraceArray:
 # offsets from here rather than importing this module.
 from . import _env  # noqa: E402
 
+_native = _env.native()
 if _env.native() is not None:
     _env.native().bind_trace_array(TraceArray)
 

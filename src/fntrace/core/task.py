@@ -13,7 +13,7 @@ from .fetch import caller_frame
 
 __all__ = ["TASK_COMM_LEN", "thread_cpu", "thread_info", "forget_threads", "new_thread_hooks",
            "thread_ended", "own_threads", "fntrace_thread", "thread_name", "thread_parent",
-           "follow_forks"]
+           "follow_forks", "start_thread", "own_thread_hooks"]
 
 TASK_COMM_LEN = 16
 
@@ -83,26 +83,47 @@ def thread_cpu() -> int:
 own_threads: set[int] = set()
 
 
+# Run on a thread as it becomes fntrace's own (trace.py: it drops the verdicts the
+# thread's earlier events left in each instance's cache).
+own_thread_hooks: list = []
+
+
 def fntrace_thread() -> None:
     """Called first thing on a thread fntrace starts for itself: nothing it runs is
     ever traced, by any instance."""
     own_threads.add(threading.get_native_id())
+    for hook in own_thread_hooks:
+        hook()
+
+
+def _own_bootstrap(fn, args: tuple) -> None:
+    fntrace_thread()
+    fn(*args)
+
+
+def start_thread(fn, *args) -> int:
+    """Start a thread for fntrace itself, marked as its own before it runs anything
+    (a threading.Thread would run threading's bootstrap first, traced).  Its ident."""
+    import _thread
+    return _thread.start_new_thread(_own_bootstrap, (fn, args))
 
 
 # -- fork following (options/function-fork, options/event-fork) -----------------------
 #
 # The kernel adds a child to a pid list from the sched_process_fork tracepoint, which
-# names the parent.  A Python thread's "fork" is Thread.start(); CPython raises the audit
-# event "_thread.start_new_thread" on the starting thread with the new thread's bootstrap
-# as its function (a bound method of the Thread), so an audit hook learns the pair
-# without touching the program's classes or functions.  Audit hooks cannot be removed:
-# the hook is added the first time a fork option is turned on, and costs one string
-# comparison per audit event from then on.  Threads started with _thread.start_new_thread
-# directly have no Thread object to tie the pair to and are not followed.
+# names the parent.  A Python thread's "fork" is Thread.start(), which hands
+# self._bootstrap to threading's module-level _start_new_thread (3.11, 3.12) or
+# _start_joinable_thread (3.13+), on the starting thread.  That name is wrapped (not
+# Thread.start or any of the program's objects): the wrapper notes which thread started
+# which Thread and calls the original.  The audit event "_thread.start_new_thread" would
+# do without wrapping, but 3.11 has none and 3.13 renamed it.  Threads started with
+# _thread.start_new_thread directly have no Thread object to tie the pair to and are
+# not followed.
 
 _parent_of_thread: "weakref.WeakKeyDictionary" = None   # Thread -> parent's native id
 _parent_of: dict[int, int] = {}                          # native id -> parent's native id
 _following = False
+_START_NAMES = ("_start_joinable_thread", "_start_new_thread")
 
 
 def _current_parent() -> int | None:
@@ -115,11 +136,9 @@ def _current_parent() -> int | None:
         return None
 
 
-def _audit(event: str, args: tuple) -> None:
-    if event != "_thread.start_new_thread":
-        return
+def _note_start(function) -> None:
     try:
-        t = getattr(args[0], "__self__", None)
+        t = getattr(function, "__self__", None)
         if isinstance(t, threading.Thread):
             me = threading.get_native_id()
             # the parent's own parent, while the parent is surely running
@@ -129,7 +148,15 @@ def _audit(event: str, args: tuple) -> None:
                     _parent_of[me] = p
             _parent_of_thread[t] = me
     except Exception:
-        pass      # an audit hook's exception would reach the program
+        pass      # never into the program's Thread.start
+
+
+def _wrap_start(orig):
+    def start(function, *args, **kwargs):
+        _note_start(function)
+        return orig(function, *args, **kwargs)
+    start.__wrapped__ = orig
+    return start
 
 
 def follow_forks() -> None:
@@ -139,8 +166,12 @@ def follow_forks() -> None:
         return
     import weakref
     _parent_of_thread = weakref.WeakKeyDictionary()
+    for name in _START_NAMES:
+        orig = getattr(threading, name, None)
+        if orig is not None:
+            setattr(threading, name, _wrap_start(orig))
+            break
     _following = True
-    sys.addaudithook(_audit)
 
 
 def thread_parent(native_id: int | None = None) -> int | None:

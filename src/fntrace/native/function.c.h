@@ -57,6 +57,17 @@ cpu_buffer(PyObject *tr)
     return (RingBufferObject *)buf;
 }
 
+/* forget_cpu_buffer(): the calling thread's cached buffer (or verdict) is dropped, so
+ * its next event asks tr.local again (trace.py: a thread that became fntrace's own). */
+static PyObject *
+forget_cpu_buffer(PyObject *self, PyObject *unused)
+{
+    tl_tr = NULL;
+    tl_buf = NULL;
+    tl_local = NULL;
+    Py_RETURN_NONE;
+}
+
 static int
 function_trace(PyObject *ip, PyObject *parent_ip, PyObject *op)
 {
