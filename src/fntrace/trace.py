@@ -181,6 +181,13 @@ class TraceArray:
             # run, and inherits self.lock as it was: held, if another thread had it.
             # The buffers are the parent's to hand over; the child leaves them alone.
             return
+        flt = self.filter
+        if flt.function_fork or flt.event_fork:
+            # ftrace_pid_follow_sched_process_exit: an ended thread leaves the lists (a
+            # later thread may get its native id)
+            native = thread_info.get(cpu, (None,))[0]
+            if native is not None:
+                flt.forget(native)
         with self.lock:
             buf = self.buffers.get(cpu)
             if buf is None:

@@ -161,6 +161,16 @@ class ThreadFilter:
     def ignore_event(self) -> bool:
         return self._ignore(self.event, self.event_no, self.event_fork)
 
+    def forget(self, native_id: int) -> None:
+        """A thread ended (with a fork option on, as the kernel's exit probe): out of
+        the lists the options follow."""
+        with self.lock:
+            lists = (([self.ftrace, self.ftrace_no] if self.function_fork else [])
+                     + ([self.event, self.event_no] if self.event_fork else []))
+            for lst in lists:
+                if native_id in lst.pids:
+                    lst.pids = lst.pids - {native_id}
+
     # -- the files ------------------------------------------------------------------
     @staticmethod
     def show(lst: TracePidList, empty: str) -> str:
