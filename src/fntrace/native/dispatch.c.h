@@ -99,8 +99,10 @@ static inline int
 fast_return(PyObject *code, PyObject *retval, int unwind)
 {
     thread_rec *t = tl_rec;
-    if (t == NULL || t->fs_n == 0)
+    if (t == NULL)
         return 0;
+    if (t->fs_n == 0)
+        return fg_lane_ignored(t);    /* an ignored thread's return: nothing to pop */
     fkey k;
     int r = fkey_of_current(code, &k) ? fg_fast_return(k, retval, unwind) : 0;
     if (r < 0)

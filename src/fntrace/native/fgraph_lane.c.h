@@ -215,14 +215,29 @@ fg_fast_enter(PyObject *rec, fkey k)
     return 1;
 }
 
+/* The lane's user (the function_graph tracer) ignores the calling thread — the verdict
+ * cpu_buffer() cached for its trace array (set_ftrace_pid, ...) — and nothing of the
+ * thread is on either stack: a return of it has nothing to pop, and is done here
+ * instead of looking for its frame on a Python stack the thread does not have. */
+static inline int
+fg_lane_ignored(thread_rec *t)
+{
+    PyObject *tr = g_fast_data;
+    return tr != NULL && t->fs_n == 0 && t->npy == 0 && g_lane.enter == graph_lane_enter
+        && tl_buf == Py_None && tr == tl_tr && SLOT(tr, off_tr_local) == tl_local
+        && slot_ll(tr, off_tr_serial) == tl_serial;
+}
+
 /* 1: the call was on the fast lane (popped, its return written); 0: not there; -1.
  * retval: the value returned (yielded, raised with unwind), NULL if unknown. */
 static int
 fg_fast_return(fkey k, PyObject *retval, int unwind)
 {
     thread_rec *t = tl_rec;
-    if (t == NULL || t->fs_n == 0)
+    if (t == NULL)
         return 0;
+    if (t->fs_n == 0)
+        return fg_lane_ignored(t);
     if (t->fs_epoch != g_fg_epoch) {
         fs_reset(t);
         return 0;
