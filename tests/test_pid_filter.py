@@ -489,3 +489,35 @@ def test_cli_tid_refuses_non_numbers(run_fntrace, tmp_path):
     assert "--tid" in p.stderr and "'main'" in p.stderr
     assert "Traceback" not in p.stderr
     assert "ran" not in p.stdout
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.parametrize("mode", MODES)
+def test_forked_child_takes_its_verdict_again(tmp_path, mode):
+    # The child's main thread has a new native id: not in set_ftrace_pid, so its calls
+    # are not traced, though the parent's thread (listed) had cached "traced".
+    prog = tmp_path / "forkprog.py"
+    prog.write_text(textwrap.dedent('''
+        import os, threading, fntrace
+        fs = fntrace.tracefs()
+        def work(): return 1
+        fs.write("set_ftrace_filter", "__main__.work")
+        fs.write("set_ftrace_pid", str(threading.get_native_id()))
+        fs.write("current_tracer", "function")
+        work()
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            work(); work()
+            os.write(w, str(fs.read("trace").count("__main__.work <-")).encode())
+            os._exit(0)
+        os.waitpid(pid, 0)
+        print(os.read(r, 100).decode(), fs.read("trace").count("__main__.work <-"))
+    '''))
+    env = {k: v for k, v in os.environ.items() if k != "FNTRACE_PURE"}
+    if mode:
+        env["FNTRACE_PURE"] = mode
+    p = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True,
+                       env=env, timeout=SUBPROCESS_TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["1", "1"], p.stdout

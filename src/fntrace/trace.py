@@ -48,6 +48,18 @@ def _forget_own_thread() -> None:
 task.own_thread_hooks.append(_forget_own_thread)
 
 
+def _after_fork_in_child() -> None:
+    """A forked child's thread has a new native id: where a thread filter is set, its
+    verdict is taken again."""
+    for tr in list(_arrays):
+        if tr.filter.active():
+            tr.pids_changed()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class _ThreadEnd:
     """Kept in a thread's local storage: freed with it when the thread ends, it tells
     the trace array (threading.local has no other thread-exit hook)."""

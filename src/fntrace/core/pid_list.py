@@ -161,6 +161,11 @@ class ThreadFilter:
     def ignore_event(self) -> bool:
         return self._ignore(self.event, self.event_no, self.event_fork)
 
+    def active(self) -> bool:
+        """Some filter is set (a thread could be ignored)."""
+        return bool(self.ftrace or self.ftrace_no or self.event or self.event_no
+                    or self.cpumask is not None)
+
     def forget(self, native_id: int) -> None:
         """A thread ended (with a fork option on, as the kernel's exit probe): out of
         the lists the options follow."""

@@ -215,6 +215,8 @@ def forget_threads() -> None:
         _cpu_of.clear()
         thread_info.clear()
         _parent_of.clear()
+    # the parent's threads (its own ones too) do not exist in the child
+    own_threads.clear()
 
 
 from .._env import public_dir as _public_dir  # noqa: E402
