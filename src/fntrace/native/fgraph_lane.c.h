@@ -224,8 +224,7 @@ fg_lane_ignored(thread_rec *t)
 {
     PyObject *tr = g_fast_data;
     return tr != NULL && t->fs_n == 0 && t->npy == 0 && g_lane.enter == graph_lane_enter
-        && tl_buf == Py_None && tr == tl_tr && SLOT(tr, off_tr_local) == tl_local
-        && slot_ll(tr, off_tr_serial) == tl_serial;
+        && thread_ignored_by(tr);
 }
 
 /* 1: the call was on the fast lane (popped, its return written); 0: not there; -1.

@@ -57,6 +57,15 @@ cpu_buffer(PyObject *tr)
     return (RingBufferObject *)buf;
 }
 
+/* The verdict cpu_buffer() cached says `tr` ignores the calling thread (no call into
+ * Python, nothing computed: the dispatch asks before it finds the caller's record). */
+static inline int
+thread_ignored_by(PyObject *tr)
+{
+    return tl_buf == Py_None && tr == tl_tr && tr != NULL && SLOT(tr, off_tr_local) == tl_local
+        && slot_ll(tr, off_tr_serial) == tl_serial;
+}
+
 /* forget_cpu_buffer(): the calling thread's cached buffer (or verdict) is dropped, so
  * its next event asks tr.local again (trace.py: a thread that became fntrace's own). */
 static PyObject *

@@ -136,6 +136,7 @@ fkey_of_frame(PyObject *frame)
 
 static int fg_fast_enter(PyObject *rec, fkey k);
 static inline int fg_lane_ignored(thread_rec *t);
+static inline int thread_ignored_by(PyObject *tr);
 static int fg_fast_return(fkey k, PyObject *retval, int unwind);
 static int fgraph_return_c(PyObject *rec, PyObject *frame, PyObject *retval, PyObject *unwind);
 
