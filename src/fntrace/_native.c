@@ -107,6 +107,7 @@ static PyMethodDef native_methods[] = {
     {"on_py_resume", (PyCFunction)(void (*)(void))on_py_resume, METH_FASTCALL, NULL},
     {"on_py_throw", (PyCFunction)(void (*)(void))on_py_throw, METH_FASTCALL, NULL},
     {"function_trace_call", (PyCFunction)(void (*)(void))function_trace_call, METH_FASTCALL, NULL},
+    {"forget_cpu_buffer", forget_cpu_buffer, METH_NOARGS, NULL},
     {"busy_threads", busy_threads, METH_NOARGS, NULL},
     {"thread_exit", thread_exit, METH_NOARGS,
      "thread_exit(): the calling thread ends; its native state is freed"},

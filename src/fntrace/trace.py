@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 from .core.ops import FTRACE_OPS_FL, Ops
 from .core import task
+from .core.pid_list import ThreadFilter
 from .core.task import thread_cpu, thread_info
 from .ring_buffer import CLOCK_IN_NS, TRACE_CLOCKS, RingBuffer, trace_clock_now
 
@@ -30,6 +31,33 @@ DEFAULT_BUFFER_KB = 1408
 
 
 _serials = itertools.count(1)
+_arrays: "weakref.WeakSet[TraceArray]" = weakref.WeakSet()
+
+
+def _forget_own_thread() -> None:
+    """The calling thread became fntrace's own (core/task.py fntrace_thread): the
+    verdicts its earlier events cached are dropped, so its next event is ignored."""
+    for tr in list(_arrays):
+        d = getattr(tr.local, "__dict__", {})
+        d.pop("buf", None)
+        d.pop("ebuf", None)
+    if _native is not None:
+        _native.forget_cpu_buffer()
+
+
+task.own_thread_hooks.append(_forget_own_thread)
+
+
+def _after_fork_in_child() -> None:
+    """A forked child's thread has a new native id: where a thread filter is set, its
+    verdict is taken again."""
+    for tr in list(_arrays):
+        if tr.filter.active():
+            tr.pids_changed()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _ThreadEnd:
@@ -75,6 +103,7 @@ class TraceArray:
         # Unique for the process: the native twin's per-thread cache of "this array's
         # buffer" tells arrays apart by it, not by address.
         self.serial = next(_serials)
+        _arrays.add(self)
         self.buffer_size_kb = buffer_size_kb
         self.overwrite = overwrite
         self.sink = sink
@@ -82,7 +111,14 @@ class TraceArray:
         # trace_clock: an index into TRACE_CLOCKS, copied into every buffer
         self.clock_id = 0
         self.buffers: dict[int, RingBuffer] = {}
+        # Per thread: .buf, the buffer the function tracers write (None: the thread is
+        # ignored, see cpu_buffer), .ebuf, the one events write.  Replaced when a thread
+        # filter changes (pids_changed), so every thread takes its verdict again.
         self.local = threading.local()
+        # Per thread: what tells this array the thread ended (not replaced with .local:
+        # its end would be announced for threads still running).
+        self.ends = threading.local()
+        self.filter = ThreadFilter()
         self.lock = threading.Lock()
         self.pid = os.getpid()
         self.options: dict[str, bool] = {"print-parent": True, "irq-info": False}
@@ -109,8 +145,9 @@ class TraceArray:
         self.set_tracer(nop.NopTracer())
 
     # -- buffers -------------------------------------------------------------------
-    def cpu_buffer(self) -> RingBuffer:
-        """The calling thread's buffer (slow path: first event of a thread)."""
+    def thread_buffer(self) -> RingBuffer:
+        """The calling thread's buffer, made on its first use (any writer: the thread
+        filters are the callers')."""
         cpu = thread_cpu()
         with self.lock:
             buf = self.buffers.get(cpu)
@@ -118,10 +155,36 @@ class TraceArray:
                 buf = RingBuffer(cpu, self.buffer_size_kb, self.overwrite, self.sink,
                                  self.clock_id)
                 self.buffers[cpu] = buf
-        self.local.buf = buf
-        # Dropped with the thread's local storage when the thread ends.
-        self.local.release = _ThreadEnd(self, cpu)
+        ends = self.ends
+        if getattr(ends, "release", None) is None:
+            # Dropped with the thread's local storage when the thread ends.
+            ends.release = _ThreadEnd(self, cpu)
         return buf
+
+    def cpu_buffer(self) -> RingBuffer | None:
+        """The calling thread's buffer for the function tracers (slow path: a thread's
+        first event, or the first after a thread filter changed), None if the thread is
+        ignored (fntrace's own threads, set_ftrace_pid / set_ftrace_notrace_pid,
+        tracing_cpumask): cached in tr.local.buf either way (ftrace_ignore_pid)."""
+        local = self.local
+        buf = None if self.filter.ignore_function() else self.thread_buffer()
+        local.buf = buf
+        return buf
+
+    def event_buffer(self) -> RingBuffer | None:
+        """The same for events (set_event_pid / set_event_notrace_pid: ignore_pid),
+        cached in tr.local.ebuf."""
+        local = self.local
+        buf = None if self.filter.ignore_event() else self.thread_buffer()
+        local.ebuf = buf
+        return buf
+
+    def pids_changed(self) -> None:
+        """A thread filter changed: every thread takes its verdict again at its next
+        event (a new serial for the native twin's per-thread cache, a new local for the
+        Python one)."""
+        self.local = threading.local()
+        self.serial = next(_serials)
 
     def thread_ended(self, cpu: int) -> None:
         """A thread that wrote here has ended: memory must not grow with the number of
@@ -133,6 +196,13 @@ class TraceArray:
             # run, and inherits self.lock as it was: held, if another thread had it.
             # The buffers are the parent's to hand over; the child leaves them alone.
             return
+        flt = self.filter
+        if flt.function_fork or flt.event_fork:
+            # ftrace_pid_follow_sched_process_exit: an ended thread leaves the lists (a
+            # later thread may get its native id)
+            native = thread_info.get(cpu, (None,))[0]
+            if native is not None:
+                flt.forget(native)
         with self.lock:
             buf = self.buffers.get(cpu)
             if buf is None:
@@ -241,6 +311,7 @@ class TraceArray:
 # offsets from here rather than importing this module.
 from . import _env  # noqa: E402
 
+_native = _env.native()
 if _env.native() is not None:
     _env.native().bind_trace_array(TraceArray)
 

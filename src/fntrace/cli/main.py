@@ -39,6 +39,7 @@ that file's grammar and errors:
   -g set_graph_function  --graph-notrace set_graph_notrace  -D max_graph_depth
   --thresh tracing_thresh  -A options/funcgraph-args  -R options/funcgraph-retval
   --repr options/object-repr  -b buffer_size_kb  -e dynamic_events, events/GRP/EVENT/enable
+  --tid set_ftrace_pid, set_event_pid  --thread set_ftrace_comm, set_event_comm
   -f events/GRP/EVENT/filter  -T events/GRP/EVENT/trigger
 
 examples:
@@ -105,6 +106,12 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
                    help="never trace functions matching GLOB (set_ftrace_notrace)")
     p.add_argument("-b", "--buffer-size-kb", default="1408", metavar="KB",
                    help="per-thread ring buffer size in KB (default: 1408)")
+    p.add_argument("--tid", action="append", default=[], metavar="TID",
+                   help="trace only the thread with this native id (set_ftrace_pid and "
+                        "set_event_pid; repeatable)")
+    p.add_argument("--thread", action="append", default=[], metavar="NAME",
+                   help="trace only threads whose name matches the glob NAME when they "
+                        "start (set_ftrace_comm and set_event_comm; repeatable)")
     e = p.add_argument_group("events")
     p.set_defaults(events=None)
     e.add_argument("-e", "--event", action=_EventAction, dest="event", metavar="EVENT",
@@ -369,7 +376,8 @@ def _record(args, output: str, at_exit: bool, on_finished=None, make_writer=None
                          graph_functions=args.graph_function, graph_notrace=args.graph_notrace,
                          max_depth=args.max_depth, thresh_us=args.thresh,
                          args=args.args, retval=args.retval, events=args.events or [],
-                         patches=args.patch, object_repr=args.object_repr)
+                         patches=args.patch, object_repr=args.object_repr,
+                         tids=args.tid, threads=args.thread)
     opts.compress = getattr(args, "compress", False)
     opts.serve = getattr(args, "serve", False)
     target = _target(args)

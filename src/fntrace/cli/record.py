@@ -72,7 +72,8 @@ class RecordOptions:
                  graph_notrace: list[str] | None = None, max_depth: int | str | None = 0,
                  thresh_us: int | str | None = 0, args: bool = False, retval: bool = False,
                  events: list | None = None, patches: list | None = None,
-                 object_repr: bool = False) -> None:
+                 object_repr: bool = False, tids: list | None = None,
+                 threads: list[str] | None = None) -> None:
         self.tracer = tracer
         self.filters = list(filters or ())
         self.notrace = list(notrace or ())
@@ -87,6 +88,8 @@ class RecordOptions:
         self.events = list(events or ())
         self.patches = list(patches or ())
         self.object_repr = object_repr
+        self.tids = list(tids or ())            # --tid: set_ftrace_pid, set_event_pid
+        self.threads = list(threads or ())      # --thread: set_ftrace_comm, set_event_comm
 
     def __repr__(self) -> str:
         return f"RecordOptions({vars(self)!r})"
@@ -466,6 +469,8 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
     tr = TraceArray()
     fs = Tracefs(tr)
     control.apply_writes(fs, _setting_writes(opts), cli=True)
+    control.apply_writes(fs, control.thread_writes(tids=opts.tids, threads=opts.threads),
+                         cli=True)
     try:
         fs.tracer_class(opts.tracer)
     except FntraceError as e:

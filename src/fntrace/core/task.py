@@ -12,7 +12,8 @@ import threading
 from .fetch import caller_frame
 
 __all__ = ["TASK_COMM_LEN", "thread_cpu", "thread_info", "forget_threads", "new_thread_hooks",
-           "thread_ended", "own_threads", "fntrace_thread"]
+           "thread_ended", "own_threads", "fntrace_thread", "thread_name", "thread_parent",
+           "follow_forks", "start_thread", "own_thread_hooks"]
 
 TASK_COMM_LEN = 16
 
@@ -21,8 +22,8 @@ _cpu_of: dict[tuple[int, int], int] = {}   # (get_ident(), get_native_id()) -> c
 thread_info: dict[int, tuple[int, str]] = {}   # cpu -> (native id, comm)
 
 
-def _thread_name(ident: int) -> str:
-    """The name of a thread, found without side effects.
+def _thread_object(ident: int):
+    """The Thread object of a thread, found without side effects.
 
     threading.current_thread() would make a _DummyThread (and change the program's
     thread numbering) for a thread still starting up; a thread's first traced calls
@@ -43,8 +44,18 @@ def _thread_name(ident: int) -> str:
                 if isinstance(cand, threading.Thread):
                     t = cand
             f = f.f_back
+    return t
+
+
+def _thread_name(ident: int) -> str:
+    t = _thread_object(ident)
     name = getattr(t, "_name", None) if t is not None else None
     return name if isinstance(name, str) else "<...>"
+
+
+def thread_name() -> str:
+    """The calling thread's full name (the comm is its first 15 characters)."""
+    return _thread_name(threading.get_ident())
 
 
 def thread_cpu() -> int:
@@ -72,10 +83,109 @@ def thread_cpu() -> int:
 own_threads: set[int] = set()
 
 
+# Run on a thread as it becomes fntrace's own (trace.py: it drops the verdicts the
+# thread's earlier events left in each instance's cache).
+own_thread_hooks: list = []
+
+
 def fntrace_thread() -> None:
     """Called first thing on a thread fntrace starts for itself: nothing it runs is
     ever traced, by any instance."""
     own_threads.add(threading.get_native_id())
+    for hook in own_thread_hooks:
+        hook()
+
+
+def _own_bootstrap(fn, args: tuple) -> None:
+    fntrace_thread()
+    fn(*args)
+
+
+def start_thread(fn, *args) -> int:
+    """Start a thread for fntrace itself, marked as its own before it runs anything
+    (a threading.Thread would run threading's bootstrap first, traced).  Its ident."""
+    import _thread
+    return _thread.start_new_thread(_own_bootstrap, (fn, args))
+
+
+# -- fork following (options/function-fork, options/event-fork) -----------------------
+#
+# The kernel adds a child to a pid list from the sched_process_fork tracepoint, which
+# names the parent.  A Python thread's "fork" is Thread.start(), which hands
+# self._bootstrap to threading's module-level _start_new_thread (3.11, 3.12) or
+# _start_joinable_thread (3.13+), on the starting thread.  That name is wrapped (not
+# Thread.start or any of the program's objects): the wrapper notes which thread started
+# which Thread and calls the original.  The audit event "_thread.start_new_thread" would
+# do without wrapping, but 3.11 has none and 3.13 renamed it.  Threads started with
+# _thread.start_new_thread directly have no Thread object to tie the pair to and are
+# not followed.
+
+_parent_of_thread: "weakref.WeakKeyDictionary" = None   # Thread -> parent's native id
+_parent_of: dict[int, int] = {}                          # native id -> parent's native id
+_following = False
+_START_NAMES = ("_start_joinable_thread", "_start_new_thread")
+
+
+def _current_parent() -> int | None:
+    t = _thread_object(threading.get_ident())
+    if t is None or _parent_of_thread is None:
+        return None
+    try:
+        return _parent_of_thread.get(t)
+    except TypeError:
+        return None
+
+
+def _note_start(function) -> None:
+    try:
+        t = getattr(function, "__self__", None)
+        if isinstance(t, threading.Thread):
+            me = threading.get_native_id()
+            # the parent's own parent, while the parent is surely running
+            if me not in _parent_of:
+                p = _current_parent()
+                if p is not None:
+                    _parent_of[me] = p
+            _parent_of_thread[t] = me
+    except Exception:
+        pass      # never into the program's Thread.start
+
+
+def _wrap_start(orig):
+    def start(function, *args, **kwargs):
+        _note_start(function)
+        return orig(function, *args, **kwargs)
+    start.__wrapped__ = orig
+    return start
+
+
+def follow_forks() -> None:
+    """Start recording which thread started which (idempotent)."""
+    global _following, _parent_of_thread
+    if _following:
+        return
+    import weakref
+    _parent_of_thread = weakref.WeakKeyDictionary()
+    for name in _START_NAMES:
+        orig = getattr(threading, name, None)
+        if orig is not None:
+            setattr(threading, name, _wrap_start(orig))
+            break
+    _following = True
+
+
+def thread_parent(native_id: int | None = None) -> int | None:
+    """The native id of the thread that started the calling thread (native_id: the
+    calling thread's, given to save the call), if it was started while forks were
+    followed."""
+    if native_id is None:
+        native_id = threading.get_native_id()
+    p = _parent_of.get(native_id)
+    if p is None and _following:
+        p = _current_parent()
+        if p is not None:
+            _parent_of[native_id] = p
+    return p
 
 
 # Called once per thread, on the thread, when it gets its index (cli/record.py grants
@@ -89,6 +199,7 @@ def thread_ended() -> None:
     key = (threading.get_ident(), threading.get_native_id())
     with _cpu_lock:
         _cpu_of.pop(key, None)
+        _parent_of.pop(key[1], None)
     if _native is not None:
         _native.thread_exit()
 
@@ -103,6 +214,9 @@ def forget_threads() -> None:
     with _cpu_lock:
         _cpu_of.clear()
         thread_info.clear()
+        _parent_of.clear()
+    # the parent's threads (its own ones too) do not exist in the child
+    own_threads.clear()
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

@@ -21,8 +21,11 @@ from collections.abc import Callable, Mapping
 from time import monotonic_ns
 from typing import Any
 
+from ..core.task import own_threads as _own_threads
 from ..errors import FntraceError
 from ..ring_buffer import PAYLOAD_SEP, TRACE_EVENT, TRACE_STACK
+
+get_native_id = threading.get_native_id
 
 __all__ = ["EventCall", "EventFile", "event_file", "event_calls", "register_event_call",
            "unregister_event_call", "find_event_call", "stack_text"]
@@ -126,6 +129,8 @@ class EventCall:
              frame=None) -> None:
         """The event happened: run every file's triggers, then record where enabled.
         ``text_fn`` builds the line's text once, only if something records it."""
+        if _own_threads and get_native_id() in _own_threads:
+            return              # fntrace's own threads are never traced
         text = None
         common = False
         for ef in self.files:
@@ -153,9 +158,11 @@ class EventCall:
             if text is None:
                 text = text_fn()
             try:
-                buf = tr.local.buf
+                buf = tr.local.ebuf
             except AttributeError:
-                buf = tr.cpu_buffer()
+                buf = tr.event_buffer()
+            if buf is None:
+                continue        # set_event_pid / set_event_notrace_pid / cpumask
             buf.write_payload(monotonic_ns(), TRACE_EVENT, func_ip, 0, 0, 0, self.name + PAYLOAD_SEP + text)
 
 

@@ -111,9 +111,11 @@ class Trigger:
             if not tr.tracing_on:
                 return False
             try:
-                buf = tr.local.buf
+                buf = tr.local.ebuf
             except AttributeError:
-                buf = tr.cpu_buffer()
+                buf = tr.event_buffer()
+            if buf is None:
+                return False
             buf.write_payload(monotonic_ns(), TRACE_STACK, 0, 0, 0, 0, PAYLOAD_SEP + stack_text(frame))
             return True
         if c == "snapshot":

@@ -10,6 +10,10 @@ static int function_trace(PyObject *ip, PyObject *parent_ip, PyObject *op);
 static int
 site_entry(PyObject *rec, PyFrameObject *frame, PyObject *func, PyObject *op)
 {
+    /* the function tracer of an instance that ignores this thread (set_ftrace_pid,
+     * ...): done before the caller's record is looked for */
+    if (func == g_function_trace_call && op != NULL && thread_ignored_by(SLOT(op, off_ops_private)))
+        return 0;
     PyObject *parent = parent_of(frame);
     if (parent == NULL)
         return contain(op);
@@ -99,8 +103,10 @@ static inline int
 fast_return(PyObject *code, PyObject *retval, int unwind)
 {
     thread_rec *t = tl_rec;
-    if (t == NULL || t->fs_n == 0)
+    if (t == NULL)
         return 0;
+    if (t->fs_n == 0)
+        return fg_lane_ignored(t);    /* an ignored thread's return: nothing to pop */
     fkey k;
     int r = fkey_of_current(code, &k) ? fg_fast_return(k, retval, unwind) : 0;
     if (r < 0)

@@ -94,7 +94,7 @@ lane_write(thread_rec *t, PyObject *tr, long long ts, unsigned type, unsigned lo
     t->busy++;
     t->count++;
     RingBufferObject *buf = cpu_buffer(tr);
-    long long w = buf ? rb_write(buf, ts, type, 0, a, b, c, d) : -2;
+    long long w = buf == NULL ? -2 : BUF_IGNORED(buf) ? -1 : rb_write(buf, ts, type, 0, a, b, c, d);
     t->busy--;
     Py_XDECREF(buf);
     Py_DECREF(tr);
@@ -117,6 +117,14 @@ lane_write_args(thread_rec *t, PyObject *tr, fkey k, unsigned long ip,
     t->count++;
     RingBufferObject *buf = cpu_buffer(tr);
     PyObject *payload = NULL;
+    if (buf != NULL && BUF_IGNORED(buf)) {
+        /* ignored (a thread filter changed since the lane's test): nothing written */
+        *calltime = now_ns();
+        t->busy--;
+        Py_DECREF(buf);
+        Py_DECREF(tr);
+        return -1;
+    }
     if (buf != NULL) {
         /* the interpreter frame under sys.monitoring, else a frame object */
         if (k.ref == NULL && k.code != NULL)
@@ -143,6 +151,12 @@ lane_write_retval(thread_rec *t, PyObject *tr, long long ts, unsigned long ip,
     t->busy++;
     t->count++;
     RingBufferObject *buf = cpu_buffer(tr);
+    if (buf != NULL && BUF_IGNORED(buf)) {
+        t->busy--;
+        Py_DECREF(buf);
+        Py_DECREF(tr);
+        return -1;
+    }
     PyObject *payload = buf ? retval_payload(retval ? retval : Py_None,
                                              unwind ? Py_True : Py_False) : NULL;
     long long w = payload ? rb_write_payload(buf, ts, FNT_TRACE_GRAPH_RET, ip, depth, overrun, calltime, payload)
@@ -175,6 +189,8 @@ fg_fast_enter(PyObject *rec, fkey k)
     int r = INDIRECT_CALL_1(g_lane.enter, graph_lane_enter, data, t, &k, ip, depth, &calltime);
     if (r <= 0)
         return r;
+    if (r == 2)
+        return 1;                  /* an ignored thread: done, nothing pushed */
     /* the user may have run Python code (a thread's first buffer): another thread may
      * have reset this stack */
     if (t->fs_epoch != g_fg_epoch)
@@ -199,14 +215,28 @@ fg_fast_enter(PyObject *rec, fkey k)
     return 1;
 }
 
+/* The lane's user (the function_graph tracer) ignores the calling thread — the verdict
+ * cpu_buffer() cached for its trace array (set_ftrace_pid, ...) — and nothing of the
+ * thread is on either stack: a return of it has nothing to pop, and is done here
+ * instead of looking for its frame on a Python stack the thread does not have. */
+static inline int
+fg_lane_ignored(thread_rec *t)
+{
+    PyObject *tr = g_fast_data;
+    return tr != NULL && t->fs_n == 0 && t->npy == 0 && g_lane.enter == graph_lane_enter
+        && thread_ignored_by(tr);
+}
+
 /* 1: the call was on the fast lane (popped, its return written); 0: not there; -1.
  * retval: the value returned (yielded, raised with unwind), NULL if unknown. */
 static int
 fg_fast_return(fkey k, PyObject *retval, int unwind)
 {
     thread_rec *t = tl_rec;
-    if (t == NULL || t->fs_n == 0)
+    if (t == NULL)
         return 0;
+    if (t->fs_n == 0)
+        return fg_lane_ignored(t);
     if (t->fs_epoch != g_fg_epoch) {
         fs_reset(t);
         return 0;

@@ -10,10 +10,17 @@ static _Thread_local PyObject *tl_buf TLS_FAST;
 static _Thread_local PyObject *tl_local TLS_FAST;
 static _Thread_local long long tl_serial TLS_FAST;
 
+/* cpu_buffer()'s answer for a thread the instance ignores (set_ftrace_pid,
+ * set_ftrace_notrace_pid, tracing_cpumask, fntrace's own threads): tr.local.buf is
+ * None, cached like a buffer (the kernel's per-CPU ftrace_ignore_pid).  Every caller
+ * tests it before writing. */
+#define BUF_IGNORED(b) ((PyObject *)(b) == Py_None)
+
 static RingBufferObject *
 cpu_buffer(PyObject *tr)
 {
-    /* tr.local.buf, or tr.cpu_buffer() on a thread's first event (new reference). */
+    /* tr.local.buf, or tr.cpu_buffer() on a thread's first event (new reference);
+     * Py_None (BUF_IGNORED) for an ignored thread. */
     PyObject *local = SLOT(tr, off_tr_local);
     /* Borrowed pointers: a thread's storage has no destructor, so a strong reference
      * here would keep a finished thread's buffer alive for ever.  The trace array's
@@ -33,7 +40,7 @@ cpu_buffer(PyObject *tr)
     }
     if (buf == NULL)
         buf = PyObject_CallMethodNoArgs(tr, str_cpu_buffer);
-    if (buf != NULL && !PyObject_TypeCheck(buf, RingBuffer_Type)) {
+    if (buf != NULL && buf != Py_None && !PyObject_TypeCheck(buf, RingBuffer_Type)) {
         Py_DECREF(buf);
         PyErr_SetString(PyExc_TypeError, "cpu buffer is not a native ring buffer");
         return NULL;
@@ -50,6 +57,26 @@ cpu_buffer(PyObject *tr)
     return (RingBufferObject *)buf;
 }
 
+/* The verdict cpu_buffer() cached says `tr` ignores the calling thread (no call into
+ * Python, nothing computed: the dispatch asks before it finds the caller's record). */
+static inline int
+thread_ignored_by(PyObject *tr)
+{
+    return tl_buf == Py_None && tr == tl_tr && tr != NULL && SLOT(tr, off_tr_local) == tl_local
+        && slot_ll(tr, off_tr_serial) == tl_serial;
+}
+
+/* forget_cpu_buffer(): the calling thread's cached buffer (or verdict) is dropped, so
+ * its next event asks tr.local again (trace.py: a thread that became fntrace's own). */
+static PyObject *
+forget_cpu_buffer(PyObject *self, PyObject *unused)
+{
+    tl_tr = NULL;
+    tl_buf = NULL;
+    tl_local = NULL;
+    Py_RETURN_NONE;
+}
+
 static int
 function_trace(PyObject *ip, PyObject *parent_ip, PyObject *op)
 {
@@ -62,6 +89,10 @@ function_trace(PyObject *ip, PyObject *parent_ip, PyObject *op)
     RingBufferObject *buf = cpu_buffer(tr);
     if (buf == NULL)
         return -1;
+    if (BUF_IGNORED(buf)) {
+        Py_DECREF(buf);
+        return 0;
+    }
     PyObject *ipo = SLOT(ip, off_rec_ip), *pipo = SLOT(parent_ip, off_rec_ip);
     unsigned long a = ipo ? PyLong_AsUnsignedLong(ipo) : 0;
     unsigned long b = pipo ? PyLong_AsUnsignedLong(pipo) : 0;

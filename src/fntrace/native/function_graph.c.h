@@ -17,6 +17,21 @@ LANE_INLINE int
 graph_lane_enter(PyObject *tr, thread_rec *t, const fkey *k, unsigned long ip, int depth,
                  long long *calltime)
 {
+    {
+        /* The thread filters first (set_ftrace_pid, ...): an ignored thread's call is
+         * not pushed (2: done), at the cost of this one cached test. */
+        Py_INCREF(tr);
+        t->busy++;
+        RingBufferObject *b = cpu_buffer(tr);
+        t->busy--;
+        Py_DECREF(tr);
+        if (b == NULL)
+            return -1;
+        int ignored = BUF_IGNORED(b);
+        Py_DECREF(b);
+        if (ignored)
+            return 2;
+    }
     if (!ll_zero(SLOT(tr, off_tr_max_graph_depth)) || !ll_zero(SLOT(tr, off_tr_tracing_thresh)))
         return 0;
     PyObject *gf = SLOT(tr, off_tr_graph_fops), *gn = SLOT(tr, off_tr_graph_notrace_fops);
@@ -37,7 +52,8 @@ graph_lane_enter(PyObject *tr, thread_rec *t, const fkey *k, unsigned long ip, i
             t->count++;
             RingBufferObject *buf = cpu_buffer(tr);
             *calltime = now_ns();
-            w = buf ? rb_write(buf, *calltime, FNT_TRACE_GRAPH_ENT, 0, ip, (unsigned long)depth, 0, 0) : -2;
+            w = buf == NULL ? -2 : BUF_IGNORED(buf) ? -1
+                : rb_write(buf, *calltime, FNT_TRACE_GRAPH_ENT, 0, ip, (unsigned long)depth, 0, 0);
             t->busy--;
             Py_XDECREF(buf);
             Py_DECREF(tr);

@@ -444,6 +444,16 @@ graph_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *tr = PyObject_GetAttr(gops, str_private);
     if (tr == NULL)
         return NULL;
+    {
+        /* the thread filters first: an ignored thread's calls are not pushed */
+        RingBufferObject *b = cpu_buffer(tr);
+        if (b == NULL || BUF_IGNORED(b)) {
+            Py_XDECREF(b);
+            Py_DECREF(tr);
+            return b == NULL ? NULL : Py_NewRef(Py_False);
+        }
+        Py_DECREF(b);
+    }
     PyObject *gf = SLOT(tr, off_tr_graph_fops);
     PyObject *cached = gf ? SLOT(gf, off_ops_filter_cached) : NULL;
     PyObject *func = SLOT(trace, off_ent_func);
@@ -506,6 +516,12 @@ graph_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(tv);
         Py_DECREF(tr);
         return NULL;
+    }
+    if (BUF_IGNORED(buf)) {
+        /* ignored since its entry: a thread filter changed */
+        Py_DECREF(buf);
+        Py_XDECREF(payload);
+        goto out;
     }
     PyObject *ipo = SLOT(func, off_rec_ip);
     unsigned long ip = ipo ? PyLong_AsUnsignedLong(ipo) : 0;
@@ -586,6 +602,12 @@ graph_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(tv);
         Py_DECREF(tr);
         return NULL;
+    }
+    if (BUF_IGNORED(buf)) {
+        /* ignored since its entry: a thread filter changed */
+        Py_DECREF(buf);
+        Py_XDECREF(payload);
+        goto out;
     }
     PyObject *ipo = SLOT(SLOT(trace, off_ret_func), off_rec_ip);
     unsigned long ip = ipo ? PyLong_AsUnsignedLong(ipo) : 0;

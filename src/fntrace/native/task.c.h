@@ -67,7 +67,8 @@ typedef struct {
  * gops->entryfunc is. */
 typedef struct {
     /* A call of `ip` at `depth` enters: 1 taken (its entry written, *calltime set), 0 not
-     * for the lane (nothing done), -1 error.  `data` is borrowed: hold a reference
+     * for the lane (nothing done), 2 refused by the user (not pushed: an ignored
+     * thread), -1 error.  `data` is borrowed: hold a reference
      * across anything that may run Python code. */
     int (*enter)(PyObject *data, thread_rec *t, const fkey *k, unsigned long ip, int depth,
                  long long *calltime);
@@ -134,6 +135,8 @@ fkey_of_frame(PyObject *frame)
 }
 
 static int fg_fast_enter(PyObject *rec, fkey k);
+static inline int fg_lane_ignored(thread_rec *t);
+static inline int thread_ignored_by(PyObject *tr);
 static int fg_fast_return(fkey k, PyObject *retval, int unwind);
 static int fgraph_return_c(PyObject *rec, PyObject *frame, PyObject *retval, PyObject *unwind);
 

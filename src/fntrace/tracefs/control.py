@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from ..errors import FntraceError, UsageError
 
 __all__ = ["ControlWrite", "OPTION_FILES", "CLI_LABELS", "setting_writes", "filter_writes",
-           "apply_writes", "usage_error", "event_writes"]
+           "apply_writes", "usage_error", "event_writes", "thread_writes"]
 
 # (option, control file) for --help and the documentation: the table above.
 OPTION_FILES: tuple[tuple[str, str], ...] = (
@@ -48,6 +48,8 @@ OPTION_FILES: tuple[tuple[str, str], ...] = (
     ("-R", "options/funcgraph-retval"),
     ("--repr", "options/object-repr"),
     ("-b", "buffer_size_kb"),
+    ("--tid", "set_ftrace_pid, set_event_pid"),
+    ("--thread", "set_ftrace_comm, set_event_comm"),
     ("-e", "dynamic_events, events/GRP/EVENT/enable"),
     ("-f", "events/GRP/EVENT/filter"),
     ("-T", "events/GRP/EVENT/trigger"),
@@ -118,6 +120,19 @@ def filter_writes(*, filters: Iterable[str] = (), notrace: Iterable[str] = (),
                        ("set_graph_notrace", graph_notrace)):
         for i, pat in enumerate(pats):
             out.append(ControlWrite(path, pat, append=i > 0, label=labels.get(path, path)))
+    return out
+
+
+def thread_writes(*, tids: Iterable[object] = (), threads: Iterable[str] = ()) -> list[ControlWrite]:
+    """--tid and --thread: each id (each name glob) written to the function tracers'
+    and the events' list alike, the first ``>``, the others ``>>``."""
+    out = []
+    for opt, files, vals in (("--tid", ("set_ftrace_pid", "set_event_pid"), tids),
+                             ("--thread", ("set_ftrace_comm", "set_event_comm"), threads)):
+        for i, v in enumerate(vals):
+            text = _text(v)
+            for path in files:
+                out.append(ControlWrite(path, text, append=i > 0, label=opt, value=_text(v)))
     return out
 
 

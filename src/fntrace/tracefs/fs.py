@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable
 
 from ..core import fetch
 from ..core import ops as core_ops
+from ..core import pid_list, task
 from ..core.hash import hash_lines
 from ..core.records import record_table
 from ..errors import FilterError, FntraceError
@@ -256,7 +257,7 @@ class Tracefs:
     """One directory of the tree (the top level, or an instance)."""
 
     OPTIONS = ("print-parent", "irq-info", "overwrite", "markers", "function-trace",
-               "object-repr")
+               "object-repr", "function-fork", "event-fork")
     # function_graph's options (trace_functions_graph.c trace_opts) and their defaults.
     GRAPH_OPTIONS = {"funcgraph-overrun": False, "funcgraph-cpu": True,
                      "funcgraph-overhead": True, "funcgraph-proc": False,
@@ -352,6 +353,7 @@ class Tracefs:
         if top:
             self._files["README"] = (lambda: README, None)
             self._files["dynamic_events"] = (self._r_dynamic_events, self._w_dynamic_events)
+        self._add_thread_filter_files()
         for name in self.OPTIONS + tuple(self.GRAPH_OPTIONS):
             self._files[f"options/{name}"] = (
                 (lambda n=name: f"{int(self.tr.options.get(n, False))}\n"),
@@ -645,10 +647,9 @@ class Tracefs:
         from ..ring_buffer import PAYLOAD_SEP, TRACE_PRINT
         if not self.tr.tracing_on:
             return
-        try:
-            buf = self.tr.local.buf
-        except AttributeError:
-            buf = self.tr.cpu_buffer()
+        # not filtered by thread: a marker is the writer's own (trace_marker has no
+        # pid filter in the kernel either)
+        buf = self.tr.thread_buffer()
         text = data if data.endswith("\n") else data + "\n"
         buf.write_payload(time.monotonic_ns(), TRACE_PRINT, 0, 0, 0, 0, PAYLOAD_SEP + text)
 
@@ -806,6 +807,61 @@ class Tracefs:
             self.tr.graph_args = on
         elif name == "funcgraph-retval":
             self.tr.graph_retval = on
+        elif name in ("function-fork", "event-fork"):
+            if on:
+                task.follow_forks()
+            setattr(self.tr.filter, name.replace("-", "_"), on)
+            self.tr.pids_changed()
+
+    # -- thread filters (core/pid_list.py) ---------------------------------------
+    def _add_thread_filter_files(self) -> None:
+        flt = self.tr.filter
+        show, write = pid_list.ThreadFilter.show, pid_list.ThreadFilter.write
+        for name, attr, empty in (("set_ftrace_pid", "ftrace", pid_list.FTRACE_NO_PIDS),
+                                  ("set_ftrace_notrace_pid", "ftrace_no", pid_list.FTRACE_NO_PIDS),
+                                  ("set_event_pid", "event", ""),
+                                  ("set_event_notrace_pid", "event_no", "")):
+            self._files[name] = (
+                (lambda a=attr, e=empty: show(getattr(flt, a), e)),
+                (lambda d, ap, a=attr, n=name: self._w_pids(n, getattr(flt, a), d, ap)))
+        # Not in the kernel: threads by name (their comm), see core/pid_list.py.
+        for name, attr in (("set_ftrace_comm", "ftrace"), ("set_event_comm", "event")):
+            self._files[name] = (
+                (lambda a=attr: "".join(g + "\n" for g in getattr(flt, a).comms)),
+                (lambda d, ap, a=attr: self._w_comms(getattr(flt, a), d, ap)))
+        self._files["tracing_cpumask"] = (self._r_cpumask, self._w_cpumask)
+
+    def _w_pids(self, name: str, lst, data: str, append: bool) -> None:
+        with self.tr.filter.lock:
+            try:
+                pid_list.ThreadFilter.write(lst, data, append)
+            except FntraceError as e:
+                self.error_log.add(name, "Invalid pid", data.rstrip("\n"), e.pos or 0)
+                raise
+        self.tr.pids_changed()
+
+    def _w_comms(self, lst, data: str, append: bool) -> None:
+        with self.tr.filter.lock:
+            pid_list.ThreadFilter.write_comms(lst, data, append)
+        self.tr.pids_changed()
+
+    def _nr_cpus(self) -> int:
+        # nr_cpu_ids: the thread indices handed out so far, in whole 32-bit groups
+        return max(32, (len(task.thread_info) + 31) // 32 * 32)
+
+    def _r_cpumask(self) -> str:
+        return pid_list.cpumask_show(self.tr.filter.cpumask, self._nr_cpus())
+
+    def _w_cpumask(self, data: str, append: bool) -> None:
+        try:
+            mask = pid_list.parse_cpumask(data)
+        except FntraceError as e:
+            self.error_log.add("tracing_cpumask", "Invalid cpumask", data.rstrip("\n"), e.pos or 0)
+            raise
+        nr = self._nr_cpus()
+        # every thread selected, later ones too: the default again
+        self.tr.filter.cpumask = None if mask == (1 << nr) - 1 else mask
+        self.tr.pids_changed()
 
     def _r_graph(self, enable: bool) -> str:
         ops = self.tr.graph_fops if enable else self.tr.graph_notrace_fops

@@ -22,6 +22,8 @@ def function_trace_call(ip, parent_ip, op, fregs) -> None:
         buf = tr.local.buf
     except AttributeError:
         buf = tr.cpu_buffer()
+    if buf is None:
+        return                  # an ignored thread (set_ftrace_pid, ...): one check
     buf.write(monotonic_ns(), TRACE_FN, 0, ip.ip, parent_ip.ip, 0, 0)
 
 

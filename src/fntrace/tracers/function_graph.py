@@ -57,6 +57,14 @@ def _graph_vars(gops):
 
 def graph_entry(trace, gops, fregs) -> bool:
     tr = gops.private
+    # The thread filters first: an ignored thread's calls are not pushed
+    # (fgraph_pid_func / ftrace_graph_ignore_func's pid test).
+    try:
+        buf = tr.local.buf
+    except AttributeError:
+        buf = tr.cpu_buffer()
+    if buf is None:
+        return False
     tv = _graph_vars(gops)
     v = tv.value
     if v & TRACE_GRAPH_NOTRACE:
@@ -89,10 +97,6 @@ def graph_entry(trace, gops, fregs) -> bool:
         return True              # only returns are written (graph_entry: thresh)
     if not tr.tracing_on:
         return True
-    try:
-        buf = tr.local.buf
-    except AttributeError:
-        buf = tr.cpu_buffer()
     # One str, names and values between NULs (ring_buffer.args_text): not a container
     # the cyclic GC tracks, so what waits in the buffer is not in gc.get_objects().
     payload = (_NUL.join([s for n, x in fregs.args for s in (n, safe_repr(x))])
@@ -129,6 +133,8 @@ def graph_return(trace, gops, fregs) -> None:
         buf = tr.local.buf
     except AttributeError:
         buf = tr.cpu_buffer()
+    if buf is None:
+        return                  # ignored since its entry (a thread filter changed)
     if tr.graph_retval:
         buf.write_payload(trace.rettime, TRACE_GRAPH_RET, trace.func.ip, depth,
                           trace.overrun, trace.calltime, retval_payload(trace.retval, trace.unwind))
