@@ -717,3 +717,58 @@ def test_attaching_to_itself_is_refused():
     with pytest.raises(attach_mod.AttachError) as ei:
         attach_mod.attach(os.getpid())
     assert ei.value.msg == f"process {os.getpid()} is this one: call fntrace.serve() instead"
+
+
+# ---------------------------------------------------------------------------------
+# The third door on an attached program: the FUSE mount, with the files of live
+# control (instances, function commands, pid filters, the profiler, the stack tracer)
+# driven by the shell's own echo/cat/mkdir
+# ---------------------------------------------------------------------------------
+
+def test_attached_program_through_the_mount(tmp_path):
+    from test_mount import _WHY, _unmount, _wait, sh
+    if _WHY is not None:
+        pytest.skip(f"FUSE: {_WHY}")
+    if os.environ.get("FNTRACE_PURE") and sys.version_info < (3, 12):
+        pytest.skip("LOUD SKIP: the pure 3.11 hook cannot reach a thread already running")
+    prog = Program(tmp_path)
+    d = tmp_path / "t"
+    d.mkdir()
+    try:
+        r = fntrace("attach", prog.pid)
+        assert r.returncode == 0, r.stderr
+        r = fntrace("mount", prog.pid, d)
+        assert r.returncode == 0, r.stderr
+        pid = prog.pid          # the main thread's native id is the process id
+        r = sh(f"cd {d} && mkdir instances/foo && "
+               f"echo __main__.work > instances/foo/set_ftrace_filter && "
+               f"echo {pid} > instances/foo/set_ftrace_pid && "
+               f"echo function > instances/foo/current_tracer && "
+               f"echo __main__.work:traceoff:3 >> set_ftrace_filter && "
+               f"echo 1 > function_profile_enabled && echo 1 > stack_tracer_enabled && "
+               f"sleep 0.5 && cat instances/foo/trace && cat set_ftrace_filter && "
+               f"cat trace_stat/function0 && cat stack_trace && cat instances/foo/set_ftrace_pid")
+        assert r.returncode == 0, r.stderr
+        out = r.stdout
+        assert f"-{pid} " in out and "__main__.work <-__main__.<module>" in out
+        # the first hit turned tracing off; a count goes down only when the command
+        # did something (the kernel's), and tracing stays off at the top level
+        assert "__main__.work:traceoff:count=2" in out
+        assert re.search(r"__main__\.work\s+\d+", out), out            # profiled
+        assert "Depth    Size   Location" in out
+        # the deepest stack is the program's: fntrace's own threads are never measured
+        assert re.search(r"^ +\d+\) +\d+ +\d+ +__main__\.work$", out, re.M), out
+        assert "importlib" not in out.split("Depth    Size   Location")[1]
+        r = sh(f"cd {d} && echo 0 > function_profile_enabled && echo 0 > stack_tracer_enabled"
+               f" && echo nop > instances/foo/current_tracer && rmdir instances/foo && "
+               f"cat tracing_on && ls instances | wc -l")
+        assert r.returncode == 0 and r.stdout.split() == ["0", "0"], r.stderr
+        r = fntrace("detach", prog.pid)
+        assert r.returncode == 0, r.stderr
+        _wait(lambda: not os.path.ismount(d), timeout=10, what="the unmount on detach")
+        status, out, err = prog.finish()
+        assert status == 3 and "sum ok True" in out, (out, err)
+        assert "tool id 4: None" in out or sys.version_info < (3, 12)
+    finally:
+        _unmount(str(d))
+        prog.kill()

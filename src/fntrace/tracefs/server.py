@@ -326,13 +326,32 @@ class Server:
             pass
         resets = (("current_tracer", "nop"), ("set_event", ""), ("set_ftrace_filter", ""),
                   ("set_ftrace_notrace", ""), ("set_graph_function", ""),
-                  ("set_graph_notrace", ""))
+                  ("set_graph_notrace", ""), ("set_ftrace_pid", ""),
+                  ("set_ftrace_notrace_pid", ""), ("set_event_pid", ""),
+                  ("set_event_notrace_pid", ""))
         for d in dirs:
             for name, data in resets:
                 try:
                     fs.write(d + name, data)
                 except FntraceError:
                     pass
+        # the top level's own users of the ops: the profiler, the stack tracer
+        for name, data in (("function_profile_enabled", "0"), ("stack_tracer_enabled", "0"),
+                           ("stack_trace_filter", "")):
+            try:
+                fs.write(name, data)
+            except FntraceError:
+                pass
+        # what rmdir's teardown removes, at the top level too: function commands (an
+        # empty set_ftrace_filter keeps them, as the kernel's does), event triggers
+        teardown = getattr(fs, "_teardown", None)
+        if teardown is not None:
+            try:
+                teardown()
+            except Exception:
+                pass
+            finally:
+                fs.tr.tracing_on = True
         try:
             fs.write("dynamic_events", "")
         except FntraceError:

@@ -28,6 +28,7 @@ import threading
 from ..core.ops import (Ops, ftrace_set_filter, register_ftrace_function,
                         unregister_ftrace_function)
 from ..core.records import record_table
+from ..core.task import own_threads as _own_threads
 
 __all__ = ["StackTracer", "stack_trace_call", "frame_size", "stack_tracer", "walk_py"]
 
@@ -102,6 +103,9 @@ if _native is not None:
 walk_py = _walk_py
 
 
+_get_native_id = threading.get_native_id
+
+
 def stack_trace_call(ip, parent_ip, op, fregs) -> None:
     """stack_trace_call() -> check_stack(): measure; keep the stack if it is the deepest."""
     st = op.private
@@ -109,6 +113,8 @@ def stack_trace_call(ip, parent_ip, op, fregs) -> None:
     total = _walk(frame)
     if total <= st.max_size:
         return
+    if _get_native_id() in _own_threads:
+        return          # fntrace's own threads (the endpoint importing as it serves)
     with st.lock:
         if total <= st.max_size:
             return
