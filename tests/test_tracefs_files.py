@@ -23,6 +23,7 @@ from fntrace import ring_buffer
 from fntrace.core import ops as core_ops
 from fntrace.errors import FntraceError
 from fntrace.ring_buffer import RECORD_SIZE, TRACE_CLOCKS
+from fntrace.core.task import thread_cpu
 from fntrace.tracefs import Tracefs
 
 from conftest import fn_lines, reset_tracefs_instance
@@ -308,7 +309,7 @@ def test_buffer_total_size_kb_sums_the_thread_buffers(fs):
     # the ended thread's buffer shrank to the record it holds
     total = int(fs.read("buffer_total_size_kb"))
     assert total == 4 + sum((b.nrec * RECORD_SIZE) >> 10 for b in fs.tr.buffers.values()
-                            if b.cpu != fs.tr.local.buf.cpu)
+                            if b.cpu != thread_cpu())
     fs.write("buffer_size_kb", "8")
     assert int(fs.read("buffer_total_size_kb")) == 8 * len(fs.tr.buffers)
 

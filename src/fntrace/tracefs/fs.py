@@ -134,6 +134,10 @@ tracing mini-HOWTO (fntrace: ftrace for Python programs):
 \t\t    (function)
   set_event_pid\t\t- Write pid(s) to only trace events of those pids
 \t\t    (options/event-fork adds new threads)
+  set_event_notrace_pid\t- Write pid(s) to not trace events of those pids
+  set_ftrace_comm\t- thread-name globs, one a line: those threads are traced as if
+\t\t\t  their ids were in set_ftrace_pid (not in the kernel)
+  set_event_comm\t- the same for events (set_event_pid)
   enabled_functions\t- list of functions with a callback attached
   touched_functions\t- list of functions that ever had a callback attached
   function_profile_enabled - echo 1 to start the function profiler, 0 to stop it
