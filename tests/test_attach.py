@@ -751,6 +751,8 @@ def test_attached_program_through_the_mount(tmp_path):
         assert r.returncode == 0, r.stderr
         out = r.stdout
         assert f"-{pid} " in out and "__main__.work <-__main__.<module>" in out
+        # the program never imported threading: its main thread is still the main one
+        assert f"MainThread-{pid} " in out
         # the first hit turned tracing off; a count goes down only when the command
         # did something (the kernel's), and tracing stays off at the top level
         assert "__main__.work:traceoff:count=2" in out

@@ -261,6 +261,12 @@ def attach_snippet(location: str | None, error_path: str) -> str:
     appended to ``sys.path`` if missing (fntrace imports some modules on first use).
     A program that has imported fntrace itself keeps its own.
 
+    ``threading`` takes the thread that first imports it for the program's main
+    thread (``threading.main_thread()``, the name ``MainThread``).  The injector runs
+    this code on the program's main thread, so a program that has not imported
+    threading yet gets it imported here, on the right thread, rather than by fntrace's
+    own thread a moment later.
+
     The code runs in a fresh dictionary (``exec(..., {})``) so that nothing is bound in
     ``__main__``, and uses only modules every interpreter has loaded (``sys``,
     ``_thread``, importlib's bootstrap).  Everything is caught: a failure is written to
@@ -297,6 +303,11 @@ def attach_snippet(location: str | None, error_path: str) -> str:
         "                f.write(type(e).__name__ + ': ' + str(e))\n"
         "        except BaseException:\n"
         "            pass\n"
+        "if 'threading' not in sys.modules:\n"
+        "    try:\n"
+        "        import threading\n"
+        "    except BaseException:\n"
+        "        pass\n"
         "_thread.start_new_thread(fntrace_attach, ())\n"
     )
     return f"exec({body!r}, {{}})\n"
