@@ -66,6 +66,11 @@ def mounted(tmp_path_factory):
 
 @pytest.mark.parametrize("case", CASES, ids=[str(c.relative_to(HERE / "test.d")) for c in CASES])
 def test_selftest(mounted, case):
+    if ("# fntrace-needs: running-threads" in case.read_text()
+            and os.environ.get("FNTRACE_PURE") == "1" and sys.version_info < (3, 12)):
+        pytest.skip("LOUD SKIP: this case needs events of threads running before tracing "
+                    "was switched on; the pure 3.11 hook (sys.setprofile, a Python "
+                    "function) cannot be set on them from fntrace's thread")
     mnt, env = mounted
     r = subprocess.run(["bash", str(HERE / "ftracetest"), str(mnt), str(case)],
                        capture_output=True, text=True, timeout=180,
