@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from os import write as _os_write
 from time import sleep as _sleep
 from _thread import RLock as _RLock
+from _thread import allocate_lock as _allocate_lock
 # typing is not imported at run time (it is a fifth of fntrace's import cost);
 # the annotations are strings (from __future__ import annotations).
 TYPE_CHECKING = False
@@ -120,7 +121,7 @@ class ChunkQueue:
                slow disk slows the program instead of losing records (0: no limit)
     closed     the reader has gone: writers stop waiting for it
     """
-    __slots__ = ("items", "notify_fd", "pending", "limit", "closed")
+    __slots__ = ("items", "notify_fd", "pending", "limit", "closed", "lock")
 
     def __init__(self, notify_fd: int = -1, limit: int = 0) -> None:
         self.items: deque = deque()
@@ -128,14 +129,20 @@ class ChunkQueue:
         self.pending = 0
         self.limit = limit
         self.closed = False
+        # ``pending`` is changed by the writers and the reader: a ``+=`` and a ``-=`` of
+        # two threads must not lose one another (a pure writer's add lost would leave
+        # pending above the limit for ever: the writer would wait for ever).  The
+        # native hand-over runs no bytecode and needs no lock.
+        self.lock = _allocate_lock()
 
     def take(self) -> tuple | None:
         """The oldest chunk, or None (reader side)."""
-        try:
-            item = self.items.popleft()
-        except IndexError:
-            return None
-        self.pending -= len(item[1]) + PAYLOAD_COST * len(item[3])
+        with self.lock:
+            try:
+                item = self.items.popleft()
+            except IndexError:
+                return None
+            self.pending -= len(item[1]) + PAYLOAD_COST * len(item[3])
         return item
 
 
@@ -230,8 +237,9 @@ class _PyRingBufferBase:
                 chunk = bytes(data[s * RECORD_SIZE:]) + bytes(data[:(s + n - nrec) * RECORD_SIZE])
             pay = _take_payloads(self, start, end)
             self.read = end
-            q.items.append((self.cpu, chunk, start, pay))
-            q.pending += len(chunk) + PAYLOAD_COST * len(pay)
+            with q.lock:
+                q.items.append((self.cpu, chunk, start, pay))
+                q.pending += len(chunk) + PAYLOAD_COST * len(pay)
         if q.notify_fd >= 0:
             try:
                 _os_write(q.notify_fd, CHUNK_NOTIFY)
