@@ -787,3 +787,29 @@ def test_attached_program_through_the_mount(tmp_path):
     finally:
         _unmount(str(d))
         prog.kill()
+
+
+def test_attached_module_program_is_filtered_by_its_module_name(tmp_path):
+    """A program run as ``python -m MOD`` has its functions named MOD.*, as under
+    ``fntrace record -m MOD``: ``set_ftrace_filter 'MOD.*'`` finds them."""
+    if os.environ.get("FNTRACE_PURE") == "1" and sys.version_info < (3, 12):
+        pytest.skip("LOUD SKIP: the pure 3.11 hook cannot reach a thread already running")
+    (tmp_path / "busymod.py").write_text(PROGRAM)
+    proc = subprocess.Popen([sys.executable, "-m", "busymod"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=_target_env())
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        assert fntrace("attach", proc.pid).returncode == 0
+        r = fntrace("ctl", proc.pid, "set_ftrace_filter", "busymod.*")
+        assert r.returncode == 0, r.stderr
+        assert fntrace("ctl", proc.pid, "current_tracer", "function").returncode == 0
+        time.sleep(0.3)
+        assert "busymod.work <-busymod.<module>" in fntrace("ctl", proc.pid, "trace").stdout
+        assert fntrace("detach", proc.pid).returncode == 0
+        proc.send_signal(signal.SIGUSR1)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 3 and "sum ok True" in out, (out, err)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

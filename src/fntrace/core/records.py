@@ -488,7 +488,8 @@ class RecordTable:
                 continue
             if name in self.scanned and self.module_ids.get(name) == id(mod):
                 continue
-            if scope is not None and not scope(name):
+            # __main__ is asked for by the name its records get (python -m MOD: MOD)
+            if scope is not None and not scope(self._module_name(name)[0]):
                 continue
             new.extend(self.scan_module(mod))
         return new

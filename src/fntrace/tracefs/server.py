@@ -394,6 +394,18 @@ def _after_fork_in_child() -> None:
 _hooks_installed = False
 
 
+def _alias_main() -> None:
+    """A program run as ``python -m MOD`` (``python -m http.server``): its functions
+    are named for MOD, as under ``fntrace record -m MOD``, so ``MOD.*`` filters find
+    them.  Only before ``__main__``'s functions have records (names are given once)."""
+    from ..core.records import record_table
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    name = getattr(spec, "name", None)
+    if (isinstance(name, str) and name != "__main__" and record_table.main_alias is None
+            and "__main__" not in record_table.scanned):
+        record_table.main_alias = name
+
+
 def serve(fs: Tracefs | None = None) -> Server:
     """Serve ``fs`` (default: the process's top-level tracefs) on this process's
     control socket; returns the Server (``.path``, ``.stop()``).  A process serves
@@ -410,6 +422,7 @@ def serve(fs: Tracefs | None = None) -> Server:
             return s
         if fs is None:
             fs = _top_tracefs()
+            _alias_main()
         s = Server(fs)
         _server = s
         if not _hooks_installed:
