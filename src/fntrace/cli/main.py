@@ -1,13 +1,13 @@
-"""The ``fntrace`` command: record, report, live, ls, ctl, mount, attach, detach
-(also ``python -m fntrace``).
+"""The ``fntrace`` command: record, report, stat, export, tui, live, ls, ctl, mount,
+attach, detach (also ``python -m fntrace``).
 
 Every step raises UsageError (or another FntraceError) with a one-line message; only
 ``main()`` prints it and picks the exit status:
 
     0..255  the traced program's own status (record, live); or fntrace dies of the
             signal the program died of (SIGTERM, an uncaught KeyboardInterrupt ...)
-    1       report/ls/ctl/mount/attach/detach failed (bad trace file, bad filter, a
-            refused write, a process that cannot be attached)
+    1       report/stat/export/tui/ls/ctl/mount/attach/detach failed (a bad trace
+            file, a bad filter, a refused write, a process that cannot be attached)
     2       bad command line
 
 The command line is cut in two before argparse sees it (split_target): fntrace's own
@@ -199,6 +199,14 @@ def _parser() -> argparse.ArgumentParser:
                      help="function_graph: show at most N levels")
     rep.add_argument("--thresh", default="0", metavar="USEC",
                      help="function_graph: show only calls that took at least USEC microseconds")
+
+    for name, help in (("stat", "the function profile table of a trace file"),
+                       ("export", "write a trace file in another tool's format"),
+                       ("tui", "browse a trace file in the terminal")):
+        import importlib
+        mod = importlib.import_module(f"{__package__}.{name}")
+        _EPILOGS.setdefault(name, mod.EPILOG)
+        mod.add_arguments(add(name, help))
 
     lv = add("live", "record and report in one go")
     _add_record_options(lv)
@@ -491,6 +499,15 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "live":
             return _live(args, at_exit)
+        if args.command == "stat":
+            from .stat import run_stat
+            return run_stat(args)
+        if args.command == "export":
+            from .export import run_export
+            return run_export(args)
+        if args.command == "tui":
+            from .tui import run_tui
+            return run_tui(args)
         if args.command == "ls":
             return _ls(args)
         if args.command == "ctl":

@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 
 __all__ = ["TRACE_OPTIONS", "RenderContext", "Renderer", "FunctionTextRenderer",
            "GraphTextRenderer", "register_renderer", "get_renderer", "renderer_for",
-           "renderers", "name_of", "unknown_name", "nr_cpus_of"]
+           "renderers", "name_of", "unknown_name", "nr_cpus_of", "Exporter",
+           "register_exporter", "get_exporter", "export_formats", "EXPORT_MODULES"]
 
 # The options that change the text, in their tracefs names, with their defaults: the
 # kernel's tracer_flags.val of function_graph (trace_functions_graph.c) and fntrace's
@@ -253,6 +254,79 @@ def renderers() -> dict[str, Renderer]:
 
 register_renderer(FunctionTextRenderer())
 register_renderer(GraphTextRenderer())
+
+
+# ---------------------------------------------------------------------------------
+# Exports: a whole trace written in another tool's format (``fntrace export FILE
+# --format NAME -o OUT``).  An exporter reads a TraceSource (output/source.py) and
+# writes a file; it streams (reads entries once, keeps what its format needs, never
+# the whole trace) unless its format cannot be written that way.
+# ---------------------------------------------------------------------------------
+
+class Exporter:
+    """One export format.  Subclasses set the class attributes and ``write``.
+
+    name        the --format word
+    summary     one line for --help
+    binary      write() gets a binary stream (else text, UTF-8)
+    suffix      the output file's usual suffix (the default -o is TRACE + suffix)
+    extra       the pip extra it needs (``pip install fntrace[EXTRA]``), or None
+    requires    modules that must import for it to work (checked before anything
+                is written; a missing one is an error naming ``extra``)
+    options     the export options it reads (``--weight`` ...): {name: default}
+    """
+
+    name: str = ""
+    summary: str = ""
+    binary: bool = False
+    suffix: str = ""
+    extra: str | None = None
+    requires: tuple[str, ...] = ()
+    options: Mapping[str, object] = {}
+
+    def write(self, source, out, options: Mapping[str, object]) -> dict | None:
+        """Write ``source`` (a TraceSource) to ``out``; return what the command should
+        say about it ({"notes": [lines]}), or None."""
+        raise NotImplementedError
+
+
+_exporters: dict[str, Exporter] = {}
+# Formats whose module registers them when first asked for (imported lazily: a
+# format's libraries are loaded only by an export in that format).
+EXPORT_MODULES: dict[str, str] = {
+    "perfetto": "fntrace.output.perfetto",
+    "chrome": "fntrace.output.chrome_json",
+    "folded": "fntrace.output.folded",
+    "trace-cmd": "fntrace.output.trace_dat",
+}
+
+
+def register_exporter(exporter: Exporter, *, replace: bool = False) -> Exporter:
+    if not exporter.name:
+        raise ValueError("an exporter needs a name")
+    with _lock:
+        if exporter.name in _exporters and not replace:
+            raise ValueError(f"exporter {exporter.name!r} is already registered")
+        _exporters[exporter.name] = exporter
+    return exporter
+
+
+def export_formats() -> list[str]:
+    """Every --format word, registered or waiting to be loaded."""
+    return sorted(set(_exporters) | set(EXPORT_MODULES))
+
+
+def get_exporter(name: str) -> Exporter:
+    """The exporter of a format, its module imported on first use; KeyError naming
+    the known formats if there is none."""
+    e = _exporters.get(name)
+    if e is None and name in EXPORT_MODULES:
+        import importlib
+        importlib.import_module(EXPORT_MODULES[name])
+        e = _exporters.get(name)
+    if e is None:
+        raise KeyError(f"unknown format {name!r} (known: {', '.join(export_formats())})")
+    return e
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

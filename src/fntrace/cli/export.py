@@ -1,0 +1,122 @@
+"""``fntrace export FILE --format FORMAT -o OUT``: a trace in another tool's format.
+
+The formats are the exporters of the output registry (output/registry.py,
+``EXPORT_MODULES``); this module only opens the trace, picks the exporter, and writes
+OUT whole or not at all: the export goes to a temporary file beside OUT, renamed over
+it when complete, so a failed export (a full disk, a missing library, an interrupt)
+leaves no half file behind.  ``-o -`` writes to standard output.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..errors import FntraceError, UsageError
+
+__all__ = ["EPILOG", "add_arguments", "run_export"]
+
+EPILOG = """\
+formats:
+  perfetto    Perfetto trace (protobuf): open in ui.perfetto.dev
+  chrome      Chrome trace JSON: chrome://tracing, Perfetto, speedscope
+  folded      folded stacks (a;b;c N): flamegraph.pl, speedscope, inferno
+  trace-cmd   trace.dat: trace-cmd report, KernelShark
+
+examples:
+  fntrace export run.dat --format perfetto -o run.perfetto-trace
+  fntrace export run.dat --format folded --weight calls -o run.folded
+  fntrace export run.dat --format trace-cmd -o trace.dat && trace-cmd report trace.dat"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", nargs="?", default="fntrace.dat",
+                   help="trace file (default: fntrace.dat)")
+    p.add_argument("--format", "-f", required=True, metavar="FORMAT",
+                   help="perfetto, chrome, folded or trace-cmd")
+    p.add_argument("-o", "--output", default=None, metavar="OUT",
+                   help="file to write (default: FILE with the format's suffix; - for "
+                        "standard output)")
+    p.add_argument("--weight", choices=("time", "calls"), default="time",
+                   help="folded: weigh each stack by its self time in microseconds "
+                        "(default) or by its number of calls")
+
+
+def _exporter(name: str):
+    from ..output.registry import export_formats, get_exporter
+    try:
+        exp = get_exporter(name)
+    except KeyError:
+        raise UsageError(f"--format {name!r}: unknown format "
+                         f"(known: {', '.join(export_formats())})") from None
+    except ImportError as e:
+        raise FntraceError(f"--format {name}: {e}") from None
+    import importlib
+    for mod in exp.requires:
+        try:
+            importlib.import_module(mod)
+        except ImportError:
+            hint = f"pip install 'fntrace[{exp.extra}]'" if exp.extra else f"pip install {mod}"
+            raise FntraceError(f"--format {name} needs the {mod!r} package: {hint}") from None
+    return exp
+
+
+def _default_output(path: str, suffix: str) -> str:
+    base, ext = os.path.splitext(path)
+    return (base if ext == ".dat" else path) + suffix
+
+
+def run_export(args) -> int:
+    from ..output.source import open_trace
+    from .progress import track_source
+    exp = _exporter(args.format)
+    if not os.path.exists(args.file):
+        raise FntraceError(f"{args.file}: no such file")
+    source = open_trace(args.file)
+    options = {name: getattr(args, name, default) for name, default in exp.options.items()}
+    out_path = args.output or _default_output(args.file, exp.suffix)
+    tracked = track_source(source, "export")
+    if out_path == "-":
+        stream = sys.stdout.buffer if exp.binary else sys.stdout
+        result = exp.write(tracked, stream, options)
+        stream.flush()
+    else:
+        result = _write_whole(exp, tracked, out_path, options)
+    for note in (result or {}).get("notes", ()):
+        sys.stderr.write(f"fntrace: {note}\n")
+    if source.truncated:
+        sys.stderr.write(f"fntrace: {args.file}: trace file is cut short; exported up to "
+                         "the last whole chunk\n")
+    return 0
+
+
+def _write_whole(exp, source, out_path: str, options) -> dict | None:
+    directory = os.path.dirname(os.path.abspath(out_path))
+    if os.path.isdir(out_path):
+        raise FntraceError(f"-o {out_path}: is a directory")
+    tmp = os.path.join(directory, f".{os.path.basename(out_path)}.{os.getpid()}.tmp")
+    try:
+        f = open(tmp, "wb" if exp.binary else "w", **({} if exp.binary else
+                                                        {"encoding": "utf-8", "newline": "\n"}))
+    except OSError as e:
+        raise FntraceError(f"-o {out_path}: cannot write: {e.strerror or e}") from None
+    ok = False
+    try:
+        with f:
+            result = exp.write(source, f, options)
+        os.replace(tmp, out_path)
+        ok = True
+        return result
+    except OSError as e:
+        raise FntraceError(f"-o {out_path}: write failed: {e.strerror or e}") from None
+    finally:
+        if not ok:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

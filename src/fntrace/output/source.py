@@ -1,0 +1,93 @@
+"""A trace file as every view and export reads it (the kernel's trace_iterator over a
+whole buffer, plus what the file says about itself).
+
+    src = open_trace("fntrace.dat")
+    src.tracer, src.header, src.threads, src.stats
+    for e in src.entries(): ...          # TraceEntry / LostEvents, in time order
+
+``entries()`` may be called again for a second pass; nothing is cached between passes,
+so a view that reads the trace once holds only what it keeps itself.  ``events()``
+gives the same trace as typed, documented events for scripts and notebooks (the public
+reader: ``fntrace.open_trace``).
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from ..errors import TraceFileError
+from ..tracefile import TraceFile
+from .entry import LostEvents, TraceEntry
+from .reader import entries_from_file
+
+__all__ = ["TraceSource", "open_trace"]
+
+
+class TraceSource:
+    """One trace file, opened.
+
+    name       the path it was opened from
+    tracer     the tracer that recorded it (function, function_graph, nop, ...)
+    header     the recording's settings (tracer, pid, argv, filters, clock, ...)
+    threads    thread slot (the CPU column) -> (native thread id, thread name)
+    stats      what the recorder counted (written/overrun/dropped per slot, callback
+               errors, exit status, trace_clock); None if the file was cut short
+    pid        the traced process's id
+    truncated  the file was cut short: what is whole is read, the rest is not
+    tf         the underlying TraceFile (records, symbols)
+    """
+
+    def __init__(self, tf: TraceFile, name: str | None = None) -> None:
+        self.tf = tf
+        self.name = name or tf.name
+        self.header: dict[str, Any] = tf.header
+        self.tracer: str = str(tf.header.get("tracer", "function"))
+        self.threads: dict[int, tuple[int, str]] = tf.threads
+        self.stats: dict[str, Any] | None = tf.stats
+        self.pid: int = int(tf.header.get("pid") or 0)
+        self.truncated: bool = bool(tf.truncated)
+
+    @property
+    def symbols(self) -> dict[int, tuple]:
+        return self.tf.symbols
+
+    @property
+    def trace_clock(self) -> str:
+        return str((self.stats or {}).get("trace_clock", "local"))
+
+    def nr_records(self) -> int:
+        """Records in the file (every entry; LostEvents markers not counted)."""
+        return self.tf.nr_records()
+
+    def lost(self) -> int:
+        """Records the recorder said were dropped or overwritten."""
+        return self.tf.lost()
+
+    def entries(self, cpu: int | None = None) -> Iterator[TraceEntry | LostEvents]:
+        """Every entry in time order (one thread slot's with ``cpu``)."""
+        return entries_from_file(self.tf, cpu)
+
+    def events(self) -> Iterator[Any]:
+        """The trace as typed events (see the public reader's documentation)."""
+        raise NotImplementedError("typed events: see output/source.py")
+
+    def __repr__(self) -> str:
+        return (f"<TraceSource {self.name!r} tracer={self.tracer} "
+                f"records={self.nr_records()} threads={len(self.threads)}>")
+
+
+def open_trace(path: str | os.PathLike[str]) -> TraceSource:
+    """Open a trace file written by ``fntrace record`` (or ``output=``).  Raises
+    TraceFileError (a FntraceError) with a one-line reason for a file that is not one;
+    a file cut short opens with ``truncated`` set."""
+    try:
+        tf = TraceFile.open(path)
+    except OSError as e:
+        raise TraceFileError(f"{os.fsdecode(path)}: {e.strerror or e}") from None
+    return TraceSource(tf, os.fsdecode(path))
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())
