@@ -1,0 +1,1 @@
+"""``fntrace tui``: a terminal browser of a trace file (textual)."""
