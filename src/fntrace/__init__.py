@@ -14,6 +14,12 @@ ftrace_regs, per-thread ring buffers, the function tracer and its text format, t
     fntrace.register_ftrace_function(ops)
     ...
     fntrace.unregister_ftrace_function(ops)
+
+A trace file read back, typed (output/trace_events.py):
+
+    for ev in fntrace.open_trace("fntrace.dat"):
+        if isinstance(ev, fntrace.GraphReturn) and ev.duration > 1_000_000:
+            print(ev.func, ev.duration)
 """
 from __future__ import annotations
 
@@ -50,6 +56,13 @@ from .errors import NoSpaceError as NoSpaceError
 from .errors import NotFoundError as NotFoundError
 from .errors import TraceFileError as TraceFileError
 from .errors import UsageError as UsageError
+from .output.trace_events import DynamicEvent as DynamicEvent
+from .output.trace_events import FunctionHit as FunctionHit
+from .output.trace_events import GraphEntry as GraphEntry
+from .output.trace_events import GraphReturn as GraphReturn
+from .output.trace_events import Lost as Lost
+from .output.trace_events import Marker as Marker
+from .output.trace_events import StackTrace as StackTrace
 from .session import TraceSession as TraceSession
 from .session import trace as trace
 from .session import traced as traced
@@ -65,6 +78,16 @@ def serve(fs: "tracefs.Tracefs | None" = None):
     another shell.  Returns the Server (``.path``, ``.stop()``); see tracefs/server.py."""
     from .tracefs.server import serve as _serve     # sockets are loaded by the first use
     return _serve(fs)
+
+def open_trace(path):
+    """Open a trace file (``fntrace record -o``, ``trace(output=...)``, ``pytest
+    --fntrace``) for reading: a TraceSource (output/source.py) whose ``events()``
+    (or plain iteration) gives FunctionHit, GraphEntry, GraphReturn, DynamicEvent,
+    Marker, StackTrace and Lost events in time order, and ``calls()`` whole calls.
+    A file that is not a trace raises TraceFileError with a one-line reason."""
+    from .output.source import open_trace as _open    # the file reader loads on use
+    return _open(path)
+
 
 __all__ = [
     "EMPTY_HASH",
@@ -106,6 +129,14 @@ __all__ = [
     "TraceArray",
     "tracefs",
     "serve",
+    "open_trace",
+    "FunctionHit",
+    "GraphEntry",
+    "GraphReturn",
+    "DynamicEvent",
+    "Marker",
+    "StackTrace",
+    "Lost",
     "__version__",
 ]
 

@@ -291,6 +291,18 @@ class TraceArray:
         from .events.core import event_file
         return event_file(self, call)
 
+    def event_formats(self) -> dict[str, dict]:
+        """The events this instance has files for, as a trace file keeps them: event
+        name -> {"system", "fields" (name -> kind, in order), "print_fmt"}.  A reader
+        splits an event's text into its fields with them (the kernel's events/*/format
+        files, which trace-cmd saves with a trace for the same reason)."""
+        out: dict[str, dict] = {}
+        for ef in list(self.event_files.values()):
+            call = ef.call
+            out[call.name] = {"system": call.system, "fields": dict(call.fields),
+                              "print_fmt": call.print_fmt}
+        return out
+
     def entries(self) -> tuple[int, int]:
         """(entries in buffer, entries written) over every thread."""
         bufs = list(self.buffers.values())

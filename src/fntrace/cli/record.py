@@ -582,6 +582,9 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
             "exit_status": status,
             # the clock of the timestamps (trace_clock may be written while it runs)
             "trace_clock": tr.clock,
+            # each event's fields, final only now (a probe on a module imported late
+            # learns its parameters when it binds): readers split event text with them
+            "event_formats": tr.event_formats(),
         }
         if how[0] == "signal":
             stats["signal"] = how[1]

@@ -8,7 +8,7 @@ whole buffer, plus what the file says about itself).
 ``entries()`` may be called again for a second pass; nothing is cached between passes,
 so a view that reads the trace once holds only what it keeps itself.  ``events()``
 gives the same trace as typed, documented events for scripts and notebooks (the public
-reader: ``fntrace.open_trace``).
+reader: ``fntrace.open_trace``), and ``calls()`` whole calls.
 """
 from __future__ import annotations
 
@@ -18,8 +18,10 @@ from typing import Any
 
 from ..errors import TraceFileError
 from ..tracefile import TraceFile
+from .calls import Call, iter_calls
 from .entry import LostEvents, TraceEntry
 from .reader import entries_from_file
+from .trace_events import TraceEvent, typed_events
 
 __all__ = ["TraceSource", "open_trace"]
 
@@ -36,6 +38,8 @@ class TraceSource:
     pid        the traced process's id
     truncated  the file was cut short: what is whole is read, the rest is not
     tf         the underlying TraceFile (records, symbols)
+
+    Iterating over it gives ``events()``.
     """
 
     def __init__(self, tf: TraceFile, name: str | None = None) -> None:
@@ -68,9 +72,32 @@ class TraceSource:
         """Every entry in time order (one thread slot's with ``cpu``)."""
         return entries_from_file(self.tf, cpu)
 
-    def events(self) -> Iterator[Any]:
-        """The trace as typed events (see the public reader's documentation)."""
-        raise NotImplementedError("typed events: see output/source.py")
+    def events(self, cpu: int | None = None) -> Iterator[TraceEvent]:
+        """The trace as typed events, in time order (one thread slot's with ``cpu``):
+        FunctionHit, GraphEntry, GraphReturn, DynamicEvent, Marker, StackTrace, Lost
+        (output/trace_events.py).  Each call reads the file again."""
+        return typed_events(self.entries(cpu), self.event_fields)
+
+    def __iter__(self) -> Iterator[TraceEvent]:
+        return self.events()
+
+    def calls(self) -> Iterator[Call]:
+        """Whole calls of a function_graph trace (output/calls.py's Call: func, start,
+        end, duration, self_ns, stack, args, retval, ...), each when its return is
+        read, then the calls the trace left open (``complete`` False)."""
+        return iter_calls(self.entries())
+
+    @property
+    def event_fields(self) -> dict[str, list[str]]:
+        """Event name -> its field names in order, as the recorder wrote them (none
+        in a file cut short before its end)."""
+        formats = (self.stats or {}).get("event_formats") or {}
+        out = {}
+        for name, fmt in formats.items():
+            fields = fmt.get("fields") if isinstance(fmt, dict) else None
+            if isinstance(fields, (dict, list)):
+                out[str(name)] = [str(f) for f in fields]
+        return out
 
     def __repr__(self) -> str:
         return (f"<TraceSource {self.name!r} tracer={self.tracer} "
