@@ -4,12 +4,18 @@
         json.dumps(data)
     print(t.text())
 
+    with fntrace.trace("json.*", tracer="function_graph", output="json.dat"):
+        json.dumps(data)          # json.dat: read by fntrace report, open_trace
+
 Each session is its own trace instance (its own buffers and ops), so several can run at
 once, and with other users of the core.
 """
 from __future__ import annotations
 
 import functools
+import os
+import sys
+import time
 from collections.abc import Callable, Iterator
 # typing is not imported at run time (it is a fifth of fntrace's import cost);
 # the annotations are strings (from __future__ import annotations).
@@ -50,6 +56,11 @@ class TraceSession:
 
     ``filter`` and the other pattern arguments take one string (the whole write) or a
     list of them (the first replaces, the others add, as ``>`` then ``>>``).
+
+    ``output``: a trace file written when the session stops (``save``), which
+    ``fntrace report``, ``fntrace export`` and ``fntrace.open_trace`` read.  It holds
+    what the buffers hold then: in overwrite mode a thread that wrote more than
+    ``buffer_size_kb`` keeps its newest records, and the file says how many were lost.
     """
 
     def __init__(self, filter: str | Iterable[str] | None = None,
@@ -58,7 +69,8 @@ class TraceSession:
                  graph_function: str | Iterable[str] | None = None,
                  graph_notrace: str | Iterable[str] | None = None,
                  max_graph_depth: int | None = None, tracing_thresh: int | None = None,
-                 options: Mapping[str, bool] | None = None):
+                 options: Mapping[str, bool] | None = None,
+                 output: str | os.PathLike[str] | None = None):
         from .tracefs import control       # loaded by the first session, not by import
         self.tr = TraceArray(name="session")
         self.fs = Tracefs(self.tr, top=False)
@@ -74,11 +86,17 @@ class TraceSession:
             graph_functions=_patterns(graph_function), graph_notrace=_patterns(graph_notrace)))
         self.active = False
         self._stopped = False
+        self.output = output
+        self._settings = {"filters": _patterns(filter), "notrace": _patterns(notrace),
+                          "graph_functions": _patterns(graph_function),
+                          "graph_notrace": _patterns(graph_notrace)}
+        self._start_wall = 0.0
 
     def start(self) -> "TraceSession":
         if self._stopped:
             # started again: a fresh tracer on a cleared buffer, as a tracer change does
             self.fs.write("current_tracer", "nop")
+        self._start_wall = time.time()
         self.fs.write("current_tracer", self.tracer_name)
         self.active = True
         return self
@@ -90,6 +108,26 @@ class TraceSession:
             self.tr.tracer.reset(self.tr)
             self.active = False
             self._stopped = True
+            if self.output is not None:
+                self.save(self.output)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the trace the buffers hold to a trace file at ``path`` (the format
+        ``fntrace record`` writes: tracefile.py), replacing it whole: the file is
+        made beside it and renamed into place, so a reader never sees half of one."""
+        from .trace_save import write_trace_file
+        header = {
+            "tracer": self.tracer_name,
+            "argv": list(sys.argv),
+            "buffer_size_kb": self.tr.buffer_size_kb,
+            "max_graph_depth": self.tr.max_graph_depth,
+            "tracing_thresh_us": self.tr.tracing_thresh // 1000,
+            "graph_args": self.tr.graph_args,
+            "graph_retval": self.tr.graph_retval,
+            "start_wall": self._start_wall,
+            **self._settings,
+        }
+        write_trace_file(self.tr, path, header)
 
     def __enter__(self) -> "TraceSession":
         return self.start()
@@ -133,7 +171,8 @@ def trace(filter: str | None = None, notrace: str | None = None, **kw: Any) -> T
 def traced(filter: str | None = None, notrace: str | None = None, *,
            sink: Callable[[TraceSession], None] | None = None, **kw: Any):
     """Decorator: trace every call of the decorated function; ``sink(session)`` gets the
-    session after each call (default: print the trace to stderr)."""
+    session after each call (default: print the trace to stderr, unless ``output=``
+    names a trace file: then each call writes it anew and nothing is printed)."""
     def deco(fn):
         @functools.wraps(fn)
         def wrapper(*a, **k):
@@ -142,7 +181,7 @@ def traced(filter: str | None = None, notrace: str | None = None, *,
                 result = fn(*a, **k)
             if sink is not None:
                 sink(s)
-            else:
+            elif s.output is None:
                 import sys
                 sys.stderr.write(s.text())
             return result
