@@ -320,6 +320,18 @@ def test_session_output_keeps_the_newest_and_says_what_was_lost(write_module, tm
     assert f"entries-in-buffer/entries-written: {n}/200" in p.stdout
 
 
+def test_session_output_of_nothing_is_a_valid_empty_trace(tmp_path, monkeypatch,
+                                                          run_fntrace):
+    monkeypatch.chdir(tmp_path)
+    s = fntrace.trace("json.dumps", output="empty.dat")
+    with s:
+        monkeypatch.chdir(tmp_path.parent)      # the path was taken where it was given
+    src = fntrace.open_trace(tmp_path / "empty.dat")
+    assert list(src) == [] and list(src.calls()) == [] and not src.truncated
+    p = run_fntrace("report", str(tmp_path / "empty.dat"))
+    assert p.returncode == 0 and "entries-in-buffer/entries-written: 0/0" in p.stdout
+
+
 def test_session_output_unwritable_leaves_nothing(write_module, tmp_path):
     mod = write_module("""
         def leaf(x):

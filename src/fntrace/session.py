@@ -86,7 +86,8 @@ class TraceSession:
             graph_functions=_patterns(graph_function), graph_notrace=_patterns(graph_notrace)))
         self.active = False
         self._stopped = False
-        self.output = output
+        # where the file goes is fixed now: the program may change directory meanwhile
+        self.output = None if output is None else os.path.abspath(output)
         self._settings = {"filters": _patterns(filter), "notrace": _patterns(notrace),
                           "graph_functions": _patterns(graph_function),
                           "graph_notrace": _patterns(graph_notrace)}
