@@ -8,6 +8,9 @@ trace_functions_graph.c): decoded entries in, lines out.
     registry.py        the renderer registry: Renderer, register_renderer,
                        renderer_for (the one choice of view), name_of
     render.py          render_trace(), trace_array_lines(): a trace read through it
+    source.py          TraceSource, open_trace: a trace file as every view reads it
+    trace_events.py    typed events (FunctionHit, GraphReturn, ...): the public reader
+    calls.py           whole calls out of a function_graph stream
 
 The names below are also reachable from here; the renderers are imported when first
 used, so importing fntrace does not load them.
