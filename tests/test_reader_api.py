@@ -312,12 +312,41 @@ def test_session_output_keeps_the_newest_and_says_what_was_lost(write_module, tm
         for i in range(200):
             mod.leaf(i)
     src = fntrace.open_trace(out)
-    n = len(list(src))
+    events = list(src)
+    n = len(events) - 1
     assert 0 < n < 200
+    # the overwritten records are reported where they were: before the oldest kept
+    assert events[0] == fntrace.Lost(0, 200 - n)
+    assert all(isinstance(e, fntrace.FunctionHit) for e in events[1:])
     (cpu,) = src.stats["cpus"].values()
     assert cpu["written"] == 200 and cpu["overrun"] == 200 - n
     p = run_fntrace("report", str(out))
     assert f"entries-in-buffer/entries-written: {n}/200" in p.stdout
+    assert f"CPU:0 [LOST {200 - n} EVENTS]" in p.stdout
+
+
+def test_lost_events_in_a_file_come_where_they_were_dropped():
+    import io
+    from fntrace.record_format import TRACE_FN
+    from fntrace.ring_buffer import RECORD
+    from fntrace.tracefile import TraceFile, TraceFileWriter
+    from fntrace.output.source import TraceSource
+    buf = io.BytesIO()
+    w = TraceFileWriter(buf, {"tracer": "function"})
+    w.add_symbols([(1, "m.f", "m.py", 1)])
+    w.add_thread(0, 100, "main")
+    w.add_thread(1, 101, "other")
+    rec = lambda ts: RECORD.pack(ts, TRACE_FN, 0, 1, 0, 0, 0)
+    w.write_chunk(0, rec(10) + rec(20), 0)
+    w.write_chunk(1, rec(15), 0, lost=3)
+    w.write_chunk(0, rec(40), 7, lost=5)
+    w.close({})
+    src = TraceSource(TraceFile.frombytes(buf.getvalue()))
+    got = [(type(e).__name__, getattr(e, "ts", None), e.cpu) for e in src.events()]
+    assert got == [("FunctionHit", 10, 0), ("Lost", None, 1), ("FunctionHit", 15, 1),
+                   ("FunctionHit", 20, 0), ("Lost", None, 0), ("FunctionHit", 40, 0)]
+    assert [e.count for e in src.events() if isinstance(e, fntrace.Lost)] == [3, 5]
+    assert [e.count for e in src.events(cpu=0) if isinstance(e, fntrace.Lost)] == [5]
 
 
 def test_session_output_of_nothing_is_a_valid_empty_trace(tmp_path, monkeypatch,

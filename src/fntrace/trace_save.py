@@ -69,6 +69,9 @@ def _write_buffers(tr: TraceArray, w: TraceFileWriter) -> dict:
         parts: list[bytes] = []
         payloads: dict = {}
         first = None
+        # what the buffer dropped (overwritten, or refused when full) before the
+        # records it holds: the first chunk says so, and readers mark the place
+        lost = buf.written - buf.entries
         for rec in buf.records():
             seq, ts, typ, flags, a, b, c, d, payload = rec
             if first is None:
@@ -83,10 +86,11 @@ def _write_buffers(tr: TraceArray, w: TraceFileWriter) -> dict:
             if payload is not None:
                 payloads[seq] = payload
             if len(parts) >= _CHUNK_RECORDS:
-                w.write_chunk(cpu, b"".join(parts), first, 0, payloads or None)
-                parts, payloads, first = [], {}, None
-        if parts:
-            w.write_chunk(cpu, b"".join(parts), first, 0, payloads or None)
+                w.write_chunk(cpu, b"".join(parts), first, lost, payloads or None)
+                parts, payloads, first, lost = [], {}, None, 0
+        if parts or lost:
+            w.write_chunk(cpu, b"".join(parts), buf.seq if first is None else first, lost,
+                          payloads or None)
     for cpu, (written, overrun, dropped) in list(tr.retired.items()):
         cpus.setdefault(str(cpu), {"written": written, "overrun": overrun,
                                    "dropped": dropped})

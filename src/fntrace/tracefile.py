@@ -633,6 +633,18 @@ class TraceFile:
     def nr_records(self, cpu: int | None = None) -> int:
         return sum(ch.nrecords for ch in self._iter_chunks(cpu))
 
+    def losses(self, cpu: int) -> list[tuple[int, int]]:
+        """Where ring buffer ``cpu`` dropped records: (index, in ``records(cpu)``, of
+        the first record after the drop, records dropped) for each chunk that says
+        so, in order."""
+        out = []
+        n = 0
+        for ch in self._chunks.get(cpu, ()):
+            if ch.lost:
+                out.append((n, ch.lost))
+            n += ch.nrecords
+        return out
+
     def __repr__(self) -> str:
         state = "complete" if self.complete else "truncated"
         return (

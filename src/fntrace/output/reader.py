@@ -60,9 +60,29 @@ def entries_from_file(tf, cpu: int | None = None) -> Iterator[TraceEntry | LostE
         return n
 
     threads = tf.threads
+    losses = {c: tf.losses(c) for c in (tf.cpus if cpu is None else [cpu])}
+    losses = {c: lst for c, lst in losses.items() if lst}
+    if not losses:
+        for (c, ts, typ, flags, a, b, cc, d, payload) in tf.records(cpu):
+            pid, comm = threads.get(c, (0, "<...>"))
+            yield decode(c, ts, typ, flags, a, b, cc, d, payload, name_of, comm, pid)
+        return
+    # Some chunk says its buffer dropped records before it (a session's buffers saved
+    # after overwriting): a LostEvents marker goes before that cpu's next record, as
+    # the kernel's iterator reports iter->lost_events.
+    seen = dict.fromkeys(losses, 0)
     for (c, ts, typ, flags, a, b, cc, d, payload) in tf.records(cpu):
+        pending = losses.get(c)
+        if pending:
+            n = seen[c]
+            while pending and pending[0][0] <= n:
+                yield LostEvents(c, pending.pop(0)[1])
+            seen[c] = n + 1
         pid, comm = threads.get(c, (0, "<...>"))
         yield decode(c, ts, typ, flags, a, b, cc, d, payload, name_of, comm, pid)
+    for c, pending in losses.items():
+        for _, lost in pending:         # dropped after the last record kept
+            yield LostEvents(c, lost)
 
 
 def entries_of_chunk(cpu: int, first_seq: int, chunk: bytes, payloads: dict,
