@@ -126,19 +126,34 @@ class _Writer:
                  f'"ts":{format_us(ts)},"pid":{self.pid},"tid":{tid}{tail}')
 
     def call(self, c: Call) -> None:
-        args: dict[str, object] = {}
-        if c.args:
-            args["args"] = dict(c.args)
-        if c.has_retval:
-            args["retval"] = _retval(c.retval)
-        if not c.complete:
-            args["incomplete"] = True
-        if not c.entry_seen:
-            args["entry_lost"] = True
-        tail = f',"args":{_dumps(args)}}}' if args else "}"
-        self.raw(f'{{"ph":"X","name":{self.name(c.func)},"cat":"function",'
-                 f'"ts":{format_us(c.start)},"dur":{format_us(c.end - c.start)},'
-                 f'"pid":{self.pid},"tid":{c.pid}{tail}')
+        if c.args or c.has_retval or not c.complete or not c.entry_seen:
+            args: dict[str, object] = {}
+            if c.args:
+                args["args"] = dict(c.args)
+            if c.has_retval:
+                args["retval"] = _retval(c.retval)
+            if not c.complete:
+                args["incomplete"] = True
+            if not c.entry_seen:
+                args["entry_lost"] = True
+            tail = f',"args":{_dumps(args)}}}'
+        else:
+            tail = "}"
+        ts, dur = c.start, c.end - c.start
+        if ts >= 0 and dur >= 0:        # format_us, inline: once per call
+            s1, s2 = divmod(ts, 1000)
+            d1, d2 = divmod(dur, 1000)
+            times = f'"ts":{s1}.{s2:03d},"dur":{d1}.{d2:03d}'
+        else:
+            times = f'"ts":{format_us(ts)},"dur":{format_us(dur)}'
+        text = (f'{{"ph":"X","name":{self.name(c.func)},"cat":"function",{times},'
+                f'"pid":{self.pid},"tid":{c.pid}{tail}')
+        if self.first:
+            self.first = False
+            self.out.write(text)
+        else:
+            self.out.write(",\n" + text)
+        self.count += 1
 
 
 class ChromeJsonExporter(Exporter):
