@@ -484,13 +484,16 @@ class _Sink:
 
 
 def _loop_trace(n: int):
-    """A trace of n iterations of main -> work -> (leaf, leaf), made as it is read."""
+    """A trace of n iterations of main -> work -> (marker, event, leaf, leaf), made as it
+    is read."""
     def entries():
         t = 0
         yield ent(t, "m.main", 0)
         for _ in range(n):
             t0 = t + 10
             yield ent(t0, "m.work", 1)
+            yield TraceEntry(t0 + 1, 0, "T0", 100, TRACE_PRINT, "", text=f"iteration {t0}\n")
+            yield TraceEntry(t0 + 2, 0, "T0", 100, TRACE_EVENT, "ev", text=f"i={t0}")
             for k in range(2):
                 yield ent(t0 + 100 + k * 300, "m.leaf", 2, args=[("x", "1")])
                 yield ret(t0 + 300 + k * 300, "m.leaf", 2, t0 + 100 + k * 300, retval=2)

@@ -84,30 +84,30 @@ def _process_name(header: Mapping[str, object], pid: int) -> str:
     argv = header.get("argv")
     if isinstance(argv, (list, tuple)) and argv:
         words = [str(a) for a in argv]
-        if words[0] in ("-m", "-c") and len(words) > 1:
-            head = f"python {words[0]} {words[1]}"
-        else:
-            head = os.path.basename(words[0]) or words[0]
-        return head
+        if words[0] == "-m" and len(words) > 1:
+            return f"python -m {words[1]}"
+        if words[0] == "-c":
+            return "python -c"          # (the code itself is in otherData.argv)
+        return os.path.basename(words[0]) or words[0]
     return f"python ({pid})" if pid else "python"
 
 
 class _Writer:
     """Writes events one by one between the fixed opening and closing of the file."""
 
-    __slots__ = ("out", "first", "names", "pid", "count")
+    __slots__ = ("out", "first", "names", "pid")
 
     def __init__(self, out, pid: int) -> None:
         self.out = out
         self.first = True
-        self.names: dict[str, str] = {}     # name -> its JSON string, per distinct name
+        # function name -> its JSON string: one per function (not for markers' texts,
+        # which are as many as the markers)
+        self.names: dict[str, str] = {}
         self.pid = pid
-        self.count = 0
 
     def raw(self, text: str) -> None:
         self.out.write(text if self.first else ",\n" + text)
         self.first = False
-        self.count += 1
 
     def name(self, s: str) -> str:
         j = self.names.get(s)
@@ -122,7 +122,8 @@ class _Writer:
     def instant(self, name: str, cat: str, ts: int, tid: int,
                 args: Mapping[str, object] | None) -> None:
         tail = f',"args":{_dumps(args)}}}' if args else "}"
-        self.raw(f'{{"ph":"i","s":"t","name":{self.name(name)},"cat":"{cat}",'
+        jname = self.name(name) if cat == "function" or cat == "event" else _dumps(name)
+        self.raw(f'{{"ph":"i","s":"t","name":{jname},"cat":"{cat}",'
                  f'"ts":{format_us(ts)},"pid":{self.pid},"tid":{tid}{tail}')
 
     def call(self, c: Call) -> None:
@@ -153,7 +154,6 @@ class _Writer:
             self.out.write(text)
         else:
             self.out.write(",\n" + text)
-        self.count += 1
 
 
 class ChromeJsonExporter(Exporter):
