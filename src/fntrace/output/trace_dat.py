@@ -12,7 +12,8 @@ trace-cmd's own writer lays it out (lib/trace-cmd/trace-output.c)::
     event systems                      dynamic events, each under its group
     kallsyms                           a synthetic /proc/kallsyms: one address per function
     printk formats, saved_cmdlines     (none); "TID thread-name" per thread
-    nr cpus, options, "flyrecord"      trace_clock, cpu count, per-CPU offset and size
+    nr cpus, options, "flyrecord"      trace_clock, cpu count, per-CPU offset and size,
+                                       the trace_clock file again
     per-CPU data                       raw ring-buffer pages, page aligned
 
 A thread is a CPU, as everywhere in fntrace: each thread slot gets its own per-CPU
@@ -509,7 +510,8 @@ class TraceDatExporter(Exporter):
         put(struct.pack("<HII", OPTION_CPUCOUNT, 4, nr_cpus))
         put(struct.pack("<H", OPTION_DONE))
         put(b"flyrecord\0")
-        table_end = pos + 16 * nr_cpus
+        # the CPU table, then (as trace-cmd's own v6 writer does) the trace_clock file
+        table_end = pos + 16 * nr_cpus + 8 + len(clock_text)
         offset = (table_end + PAGE_SIZE - 1) // PAGE_SIZE * PAGE_SIZE
         layout = []
         for cpu in range(nr_cpus):
@@ -519,6 +521,7 @@ class TraceDatExporter(Exporter):
             offset += size
         for off, size in layout:
             put(_U64.pack(off) + _U64.pack(size))
+        put(_U64.pack(len(clock_text)) + clock_text)
         put(bytes(((pos + PAGE_SIZE - 1) // PAGE_SIZE * PAGE_SIZE) - pos))
         f = pages.file
         for cpu in range(nr_cpus):
