@@ -371,3 +371,44 @@ def test_bad_output_path_is_one_line(tmp_path):
     assert p.stderr.startswith("fntrace: ") and len(p.stderr.splitlines()) == 1
     assert "Traceback" not in p.stderr
     assert not list((tmp_path).glob("**/*.tmp"))
+
+
+LOOP = """\
+import sys
+def leaf(x):
+    return x
+def mid(n):
+    for i in range(n):
+        leaf(i)
+for _ in range(int(sys.argv[1]) // 100):
+    mid(99)
+"""
+
+MEASURE = """\
+import resource, runpy, sys
+sys.argv = ["fntrace", "export", sys.argv[1], "--format", "trace-cmd", "-o", sys.argv[2]]
+try:
+    runpy.run_module("fntrace", run_name="__main__")
+except SystemExit as e:
+    assert not e.code, e.code
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def test_memory_does_not_grow_with_the_trace(tmp_path):
+    """The export streams: ten times the events, the same peak RSS (within a few MB,
+    where the output grows by 12 MB)."""
+    (tmp_path / "loop.py").write_text(LOOP)
+    peaks = []
+    for n in (20_000, 200_000):
+        fntrace("record", "-p", "function_graph", "-F", "__main__.*", "-o", f"{n}.dat",
+                "loop.py", str(n), cwd=tmp_path)
+        p = subprocess.run([sys.executable, "-c", MEASURE, f"{n}.dat", f"{n}.trace.dat"],
+                           cwd=tmp_path, capture_output=True, text=True,
+                           timeout=SUBPROCESS_TIMEOUT)
+        assert p.returncode == 0, p.stderr
+        peaks.append(int(p.stdout.split()[-1]))
+    small, big = (tmp_path / "20000.trace.dat").stat().st_size, \
+        (tmp_path / "200000.trace.dat").stat().st_size
+    assert big - small > 10_000_000
+    assert peaks[1] - peaks[0] < 4096, peaks         # KB
