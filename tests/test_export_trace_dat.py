@@ -14,6 +14,7 @@ import shutil
 import struct
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -376,6 +377,7 @@ def test_bad_output_path_is_one_line(tmp_path):
 
 LOOP = """\
 import sys
+from pathlib import Path
 def leaf(x):
     return x
 def mid(n):
@@ -413,3 +415,22 @@ def test_memory_does_not_grow_with_the_trace(tmp_path):
         (tmp_path / "200000.trace.dat").stat().st_size
     assert big - small > 10_000_000
     assert peaks[1] - peaks[0] < 4096, peaks         # KB
+
+
+@pytest.mark.skipif(not all(shutil.which(t) for t in ("kernelshark", "Xvfb", "import")),
+                    reason="LOUD SKIP: kernelshark, Xvfb or ImageMagick's import is not "
+                           "installed: KernelShark is not started on an exported trace")
+def test_kernelshark_opens_the_file(tmp_path):
+    """KernelShark loads the exported file on a virtual display (the README picture's
+    script): it says it loads it, reports no error, and draws more than a dialog."""
+    record_and_export(tmp_path, THREADS, "-p", "function_graph", "-F", "__main__.*")
+    script = Path(__file__).resolve().parent.parent / "scripts" / "kernelshark-screenshot"
+    p = subprocess.run([str(script), "trace.dat", "shot.png", "8"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    assert "Loading" in p.stderr and "trace.dat" in p.stderr, p.stderr
+    bad = [line for line in p.stderr.splitlines()
+           if re.search(r"error|cannot|unable|segmentation", line, re.I)]
+    assert not bad, bad
+    # a window full of rows and plots, not a bare dialog on a black screen (~15 kB)
+    assert (tmp_path / "shot.png").stat().st_size > 50_000

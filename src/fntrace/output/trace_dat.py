@@ -463,6 +463,12 @@ class TraceDatExporter(Exporter):
         for b in pages.cpus.values():
             b.flush()
         pages.file.flush()
+        hdr = source.header
+        if hdr.get("graph_args") or hdr.get("graph_retval"):
+            # funcgraph_entry/exit have no field for them (the kernel's own have none
+            # for Python values either)
+            notes.append("trace.dat: function arguments and return values are not "
+                         "exported (the kernel's graph events have no field for them)")
         if unsplit:
             notes.append(f"{unsplit} dynamic event(s) whose text did not split into their "
                          "fields: written whole in __probe_at")
