@@ -434,3 +434,36 @@ def test_kernelshark_opens_the_file(tmp_path):
     assert not bad, bad
     # a window full of rows and plots, not a bare dialog on a black screen (~15 kB)
     assert (tmp_path / "shot.png").stat().st_size > 50_000
+
+
+PROBES = """\
+def greet(name, n):
+    return f"hi {name}" * n
+def main():
+    greet("a b=c", 2)
+    greet("x", 1)
+main()
+"""
+
+
+@needs_trace_cmd
+def test_dynamic_events_have_their_own_format_and_group(tmp_path):
+    """Each dynamic event under its group, one field per fetcharg named as the
+    definition names it (a value holding " b=" stays whole), printed as fntrace
+    prints it."""
+    src, dat = record_and_export(tmp_path, PROBES, "-p", "nop",
+                                 "-e", "f:mine/greet_in __main__.greet name n",
+                                 "-e", "f __main__.greet%return $retval")
+    events = [e for e in src.entries() if isinstance(e, TraceEntry)]
+    lines = [m for m in map(TC_LINE.match, report(dat)) if m]
+    assert [(m.group("event"), m.group("rest").strip()) for m in lines] == \
+        [(e.func, e.text) for e in events]
+    assert len(events) == 4 and "name='a b=c' n=2" in events[0].text
+    p = subprocess.run([TRACE_CMD, "report", "--events", str(dat)], capture_output=True,
+                       text=True, timeout=SUBPROCESS_TIMEOUT)
+    formats = p.stdout.split("system: ")
+    mine = next(f for f in formats if f.startswith("mine\n"))
+    assert "name: greet_in" in mine and "char[] name;" in mine and "char[] n;" in mine
+    fprobes = next(f for f in formats if f.startswith("fprobes\n"))
+    assert "name: __main___greet__exit" in fprobes and "char[] arg1;" in fprobes
+    assert "unsigned long __probe_ip;" in fprobes

@@ -163,9 +163,10 @@ _U64 = struct.Struct("<Q")
 # A dynamic event's text: "(HEAD) name=value name=value ..." (trace_fprobe.c).
 _HEAD = re.compile(r"\(([^()]*)\)")
 _ARG = re.compile(r"(?:^| )([A-Za-z_][A-Za-z0-9_]*)=")
-# "f[:[GRP/]EVENT] ..." and "GRP:EVENT" in the recording's -e list.
-_DEF_NAMED = re.compile(r"^[a-z]:(?:([^/\s]+)/)?(\S+)\s")
+# "GRP:EVENT" (an event enabled by name) in the recording's -e list.
 _DEF_STATIC = re.compile(r"^([A-Za-z_][\w]*):([A-Za-z_][\w]*)$")
+_C_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MAX_EVENT_NAME_LEN = 64
 DEFAULT_EVENT_GROUP = "fprobes"
 
 
@@ -348,8 +349,13 @@ class _DynEvent:
     def payload(self, pid: int, text: str, symbols: _Symbols) -> bytes:
         parts = self.split(text)
         if parts is None:
-            # a text this format cannot hold: all of it in __probe_at, the rest empty
-            head, values = text.strip("()"), [""] * len(self.args)
+            # a text that does not name the arguments as expected: all after the
+            # parentheses in the first field
+            m = _HEAD.match(text)
+            head, rest = (m.group(1), text[m.end():]) if m else ("", text)
+            if self.args and rest.startswith(f" {self.args[0]}="):
+                rest = rest[len(self.args[0]) + 2:]
+            values = [rest] + [""] * (len(self.args) - 1) if self.args else []
         else:
             head, values = parts
         func = head.split(" <- ")[-1].split("+")[0].strip()
@@ -372,20 +378,51 @@ class _DynEvent:
         return bytes(data)
 
 
-def _event_groups(definitions) -> dict[str, str]:
-    """Event name -> its group, from the recording's -e list ("f:GRP/NAME ...",
-    "GRP:NAME"); auto-named fprobe events are in the default group."""
-    groups: dict[str, str] = {}
+def _definitions(definitions) -> dict[str, tuple[str, list[str] | None]]:
+    """Event name -> (group, its fields' names, None where the definition alone does
+    not tell them), from the recording's -e list: "f[:[GRP/][EVENT]] SYM[%return]
+    [FETCHARGS]" (the kernel's naming: EVENT defaults to SYM__entry / SYM__exit,
+    sanitized; a fetcharg is named by "NAME=", else by itself when it is a C name,
+    else argN) and "GRP:EVENT"."""
+    out: dict[str, tuple[str, list[str] | None]] = {}
     for d in definitions or ():
-        d = str(d).strip()
-        m = _DEF_STATIC.match(d)
-        if m:
-            groups[m.group(2)] = m.group(1)
+        words = str(d).split()
+        if not words:
             continue
-        m = _DEF_NAMED.match(d + " ")
-        if m:
-            groups[m.group(2)] = m.group(1) or DEFAULT_EVENT_GROUP
-    return groups
+        m = _DEF_STATIC.match(words[0])
+        if m and len(words) == 1:
+            out[m.group(2)] = (m.group(1), None)
+            continue
+        if not words[0].startswith("f") or len(words) < 2:
+            continue
+        head, sym = words[0], words[1]
+        group, event = DEFAULT_EVENT_GROUP, ""
+        if ":" in head:
+            spec = head.split(":", 1)[1]
+            if "/" in spec:
+                group, event = spec.split("/", 1)
+                group = group or DEFAULT_EVENT_GROUP
+            else:
+                event = spec
+        if not event:
+            is_return = sym.endswith("%return")
+            symbol = sym[:-len("%return")] if is_return else sym
+            name = f"{symbol}__{'exit' if is_return else 'entry'}"[:MAX_EVENT_NAME_LEN - 1]
+            event = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_"
+                            for c in name)
+        names: list[str] | None = []
+        for k, raw in enumerate(words[2:]):
+            eq = raw.find("=")
+            if eq > 0:
+                names.append(raw[:eq])
+                continue
+            cand = raw.split(":", 1)[0]
+            if cand.startswith("$arg"):
+                names = None        # a parameter's name: only the text says which
+                break
+            names.append(cand if _C_NAME.match(cand) else f"arg{k + 1}")
+        out[event] = (group, names)
+    return out
 
 
 def _clock_text(clock: str) -> str:
@@ -410,7 +447,7 @@ class TraceDatExporter(Exporter):
 
     def _write(self, source, out, pages: _Pages) -> dict:
         symbols = _Symbols(source.symbols)
-        groups = _event_groups(source.header.get("events"))
+        defs = _definitions(source.header.get("events"))
         dyn: dict[str, _DynEvent] = {}
         mark = symbols.addr("tracing_mark_write")
         threads = dict(source.threads)
@@ -449,9 +486,12 @@ class TraceDatExporter(Exporter):
             elif t == TRACE_EVENT:
                 ev = dyn.get(e.func)
                 if ev is None:
-                    ev = dyn[e.func] = _DynEvent(
-                        FIRST_DYNAMIC_ID + len(dyn), groups.get(e.func, DEFAULT_EVENT_GROUP),
-                        e.func, _ARG.findall(_HEAD.sub("", e.text, count=1)))
+                    group, names = defs.get(e.func, (DEFAULT_EVENT_GROUP, None))
+                    if names is None:
+                        # the names as this first record's text shows them
+                        names = _ARG.findall(_HEAD.sub("", e.text, count=1))
+                    ev = dyn[e.func] = _DynEvent(FIRST_DYNAMIC_ID + len(dyn), group,
+                                                 e.func, names)
                 if ev.split(e.text) is None:
                     unsplit += 1
                 payload = ev.payload(pid, e.text, symbols)
@@ -471,7 +511,7 @@ class TraceDatExporter(Exporter):
                          "exported (the kernel's graph events have no field for them)")
         if unsplit:
             notes.append(f"{unsplit} dynamic event(s) whose text did not split into their "
-                         "fields: written whole in __probe_at")
+                         "fields: written whole in the first field")
         nr_cpus = max([*pages.cpus, *threads, -1]) + 1 if (pages.cpus or threads) else 1
         clock = source.trace_clock
         self._write_file(out, pages, symbols, dyn, threads, nr_cpus, clock)
