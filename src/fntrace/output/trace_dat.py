@@ -157,6 +157,7 @@ _GRAPH_RET = struct.Struct("<HBBiQiIQQ")        # 40 bytes
 _PRINT_HEAD = struct.Struct("<HBBiQ")           # 16 bytes, then buf
 _STACK_HEAD = struct.Struct("<HBBiiI")          # 16 bytes (size, pad), then callers
 _EVENT_HEAD = struct.Struct("<HBBiQ")           # common fields, __probe_ip
+_FUNCTION_TYPES = frozenset({TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET})
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 
@@ -204,7 +205,7 @@ class _CpuBuffer:
     events appended with the time since the previous one, a time extend when that does
     not fit in 27 bits, a new page when the event does not fit in this one."""
 
-    __slots__ = ("pages", "page_nos", "data", "page_ts", "last_ts", "lost", "events")
+    __slots__ = ("pages", "page_nos", "data", "page_ts", "last_ts", "lost")
 
     def __init__(self, pages: _Pages) -> None:
         self.pages = pages
@@ -213,9 +214,21 @@ class _CpuBuffer:
         self.page_ts = 0
         self.last_ts = 0
         self.lost: int | None = None        # events lost before the next page
-        self.events = 0
 
     def add(self, ts: int, payload: bytes) -> None:
+        data = self.data
+        n = len(payload)
+        if data and n <= RB_MAX_SMALL_DATA:
+            # the common case: a small event, soon after the previous one, that fits
+            delta = ts - self.last_ts
+            if 0 <= delta <= TS_MASK and len(data) + n + 4 <= PAGE_DATA:
+                data += _U32.pack(n >> 2 | delta << 5)
+                data += payload
+                self.last_ts = ts
+                return
+        self._add(ts, payload)
+
+    def _add(self, ts: int, payload: bytes) -> None:
         n = len(payload)
         if n > RB_MAX_SMALL_DATA:
             body = _U32.pack(n + 4) + payload           # type_len 0: length in array[0]
@@ -243,7 +256,6 @@ class _CpuBuffer:
         self.data += _U32.pack(type_len | delta << 5)
         self.data += body
         self.last_ts = ts
-        self.events += 1
 
     def mark_lost(self, lost: int) -> None:
         """Events were dropped here: the next page says so (RB_MISSED_EVENTS), with
@@ -282,8 +294,12 @@ class _Symbols:
             self.by_name.setdefault(str(symbols[sid][0]), sid)
         self.next_id = max(symbols, default=0) + 1
         self.used: dict[int, str] = {}          # address -> name, written to kallsyms
+        self.known: dict[str, int] = {}         # name -> address, of the names seen
 
     def addr(self, name: str) -> int:
+        a = self.known.get(name)
+        if a is not None:
+            return a
         if not name:
             return 0
         sid = self.by_name.get(name)
@@ -294,6 +310,7 @@ class _Symbols:
         if a not in self.used:
             # kallsyms is one "ADDR T NAME" per line: no whitespace in a name.
             self.used[a] = "".join(name.split()) or "?"
+        self.known[name] = a
         return a
 
     def kallsyms(self) -> bytes:
@@ -450,6 +467,8 @@ class TraceDatExporter(Exporter):
         defs = _definitions(source.header.get("events"))
         dyn: dict[str, _DynEvent] = {}
         mark = symbols.addr("tracing_mark_write")
+        known = symbols.known
+        addr = symbols.addr
         threads = dict(source.threads)
         notes: list[str] = []
         unsplit = 0
@@ -461,17 +480,18 @@ class TraceDatExporter(Exporter):
             threads.setdefault(e.cpu, (e.pid, e.comm))
             t = e.type
             pid = e.pid
+            if t in _FUNCTION_TYPES:
+                ip = known.get(e.func) or addr(e.func)
             if t == TRACE_GRAPH_ENT:
-                payload = _GRAPH_ENT.pack(ID_FUNCGRAPH_ENTRY, 0, 0, pid,
-                                          symbols.addr(e.func), e.depth)
+                payload = _GRAPH_ENT.pack(ID_FUNCGRAPH_ENTRY, 0, 0, pid, ip, e.depth)
             elif t == TRACE_GRAPH_RET:
-                payload = _GRAPH_RET.pack(ID_FUNCGRAPH_EXIT, 0, 0, pid, symbols.addr(e.func),
+                payload = _GRAPH_RET.pack(ID_FUNCGRAPH_EXIT, 0, 0, pid, ip,
                                           e.depth, e.overrun & 0xffffffff,
                                           e.calltime & 0xffffffffffffffff,
                                           e.rettime & 0xffffffffffffffff)
             elif t == TRACE_FN:
-                payload = _FUNCTION.pack(ID_FUNCTION, 0, 0, pid, symbols.addr(e.func),
-                                         symbols.addr(e.parent))
+                payload = _FUNCTION.pack(ID_FUNCTION, 0, 0, pid, ip,
+                                         known.get(e.parent) or addr(e.parent))
             elif t == TRACE_PRINT:
                 ip = symbols.addr(e.func) if e.func else mark
                 text = e.text if e.text.endswith("\n") else e.text + "\n"
