@@ -467,3 +467,20 @@ def test_dynamic_events_have_their_own_format_and_group(tmp_path):
     fprobes = next(f for f in formats if f.startswith("fprobes\n"))
     assert "name: __main___greet__exit" in fprobes and "char[] arg1;" in fprobes
     assert "unsigned long __probe_ip;" in fprobes
+
+
+@needs_trace_cmd
+def test_a_trace_cut_short_exports_what_is_whole(tmp_path):
+    (tmp_path / "loop.py").write_text(LOOP)
+    fntrace("record", "-p", "function_graph", "-F", "__main__.*", "-o", "run.dat",
+            "loop.py", "100000", cwd=tmp_path)
+    data = (tmp_path / "run.dat").read_bytes()
+    (tmp_path / "cut.dat").write_bytes(data[:len(data) // 2])
+    whole = open_trace(tmp_path / "cut.dat").nr_records()
+    assert 0 < whole < 200_000
+    p = fntrace("export", "cut.dat", "--format", "trace-cmd", "-o", "cut.trace.dat",
+                cwd=tmp_path)
+    assert "cut short" in p.stderr and "Traceback" not in p.stderr
+    raw = [m for m in map(TC_LINE.match, report(tmp_path / "cut.trace.dat", "-R")) if m]
+    assert len(raw) == whole
+    assert raw[0].group("rest").split() == ["func=__main__.mid", "depth=0"]
