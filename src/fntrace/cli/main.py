@@ -495,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
             return _record(args, args.output, at_exit).status
         if args.command == "report":
             if not os.path.exists(args.file):
-                raise FntraceError(f"{args.file}: no such file")
+                raise UsageError(f"{args.file}: no such file")
             from .record import check_depth, check_thresh
             ropts = _report_opts(args)
             ropts["max_depth"] = check_depth(args.max_depth)
