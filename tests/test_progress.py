@@ -183,3 +183,28 @@ def test_a_second_pass_draws_its_own_bar(big):
     assert (big / "n.txt").read_text().split() == ["200000", "200000", "200000",
                                                   "function_graph"]
 
+
+
+def test_export_to_a_file_with_standard_output_piped_draws_no_bar(big):
+    """``fntrace export ... | less``: the pager may have the screen."""
+    status, err = _run(["export", "big.dat", "--format", "lines", "-o", "p.lines"], big,
+                       stderr_tty=True, stdout=subprocess.PIPE, driver=True)
+    assert status == 0
+    assert BAR_WORD not in err, err[:500]
+    assert (big / "p.lines").read_bytes().count(b"\n") == 200000
+
+
+def test_stat_draws_a_bar_before_its_table(big):
+    r = subprocess.run([sys.executable, "-m", "fntrace", "stat", "big.dat"], cwd=str(big),
+                       capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    if "not built yet" in r.stderr:
+        pytest.skip("fntrace stat is not built in this tree")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    with open(big / "stat_tty.txt", "wb") as out:
+        status, err = _run(["stat", "big.dat"], big, stderr_tty=True, stdout=out)
+    assert status == 0, err
+    assert "stat" in err and BAR_WORD in err and "/200000" in err, err[:500]
+    assert (big / "stat_tty.txt").read_text() == r.stdout
+    assert "__main__.leaf" in r.stdout
+    status, err = _run(["stat", "big.dat"], big, stderr_tty=True, stdout=subprocess.PIPE)
+    assert status == 0 and BAR_WORD not in err, err[:500]

@@ -11,10 +11,13 @@ When a bar shows (``progress_wanted``):
   - stderr is a terminal and TERM is not "dumb" (a dumb terminal cannot redraw a
     line: each refresh would be a new line);
   - the command's own output does not go to the same screen while the bar runs:
-    ``output`` (standard output for ``report``, and for ``export -o -``) must be
-    a regular file or a device that is not a terminal.  A pipe gets no bar either:
-    its reader may be a pager (``fntrace report | less``) that owns the terminal,
-    and a bar drawn over it would garble its screen;
+    ``output``, what the command writes to as it reads (standard output for
+    ``report``, and for ``export -o -``), must be a regular file or a device that is
+    not a terminal.  A pipe gets no bar either: its reader may be a pager
+    (``fntrace report | less``) that owns the terminal, and a bar drawn over it
+    would garble its screen.  Without ``output`` (``stat`` prints its table after
+    reading; ``export -o FILE`` prints nothing) standard output may be the terminal,
+    but not a pipe, for the same pager's sake;
   - FNTRACE_PROGRESS=0 turns it off, FNTRACE_PROGRESS=1 turns it on whatever stderr
     is (for scripts that capture it).
 NO_COLOR keeps the bar and drops its colours (rich reads it).
@@ -62,6 +65,14 @@ def _off_screen(fd: int) -> bool:
     return stat.S_ISCHR(st.st_mode) and not os.isatty(fd)
 
 
+def _is_pipe(fd: int) -> bool:
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
 def _fd_of(output: Any) -> int | None:
     if output is None or isinstance(output, int):
         return output
@@ -87,7 +98,9 @@ def progress_wanted(output: Any = None, stream: Any = None) -> bool:
     if os.environ.get("TERM", "") == "dumb":
         return False
     if output is None:
-        return True
+        # The output comes after the reading (stat's table), or goes to a file; but
+        # a pipe on standard output may lead to a pager that has the screen already.
+        return not _is_pipe(1)
     fd = _fd_of(output)
     return fd is None or _off_screen(fd)
 
