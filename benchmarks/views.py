@@ -116,7 +116,7 @@ def measure(python: str, env: dict, d: str, trace: str, formats: list[str]
 
 
 def mb(n: int) -> str:
-    return f"{n / 1e6:,.1f} MB"
+    return f"{n / 1e6:,.1f} MB" if n >= 100_000 else f"{n / 1e3:,.1f} KB"
 
 
 def main() -> int:
@@ -143,13 +143,15 @@ def main() -> int:
                 rwall, rrss = record(python, env, d, events, name)
                 size = os.path.getsize(os.path.join(d, name))
                 print(f"\n### {fmt_int(events)} events: record {rwall:.1f} s, "
-                      f"{mb(rrss)} peak RSS; trace file {mb(size)}\n")
+                      f"{mb(rrss)} peak RSS; trace file {mb(size)} "
+                      f"({size / events:.1f} B an event)\n")
                 res = measure(python, env, d, name, formats)
                 results[events] = res
                 print("| view | wall | peak RSS | output | note |")
                 print("|---|---|---|---|---|")
                 for view, (wall, rss, osize, note) in res.items():
-                    ratio = f" ({osize / size:.2f}x the trace)" if osize else ""
+                    ratio = (f" ({osize / size:.2f}x the trace, {osize / events:.1f} B an "
+                             "event)" if osize else "")
                     print(f"| {view} | {wall:.1f} s | {mb(rss) if rss else '-'} | "
                           f"{mb(osize) + ratio if osize else '-'} | {note} |")
             small, big = results[args.small], results[args.events]

@@ -208,3 +208,18 @@ def test_stat_draws_a_bar_before_its_table(big):
     assert "__main__.leaf" in r.stdout
     status, err = _run(["stat", "big.dat"], big, stderr_tty=True, stdout=subprocess.PIPE)
     assert status == 0 and BAR_WORD not in err, err[:500]
+
+
+def test_passes_side_by_side_share_one_display(big):
+    """Two passes read at once (zip): rich has one live display at a time; both bars
+    show on it and the reading is unchanged."""
+    code = ("from fntrace.output.source import open_trace\n"
+            "from fntrace.cli.progress import track_source\n"
+            "s = track_source(open_trace('big.dat'), 'zipped')\n"
+            "n = sum(1 for a, b in zip(s.entries(), s.entries()) if a.ts == b.ts)\n"
+            "m = sum(1 for _ in s.entries(0))\n"
+            "print(n, m, file=open('z.txt', 'w'))\n")
+    status, err = _run_cmd([sys.executable, "-c", code], big, stderr_tty=True)
+    assert status == 0, err
+    assert "zipped (pass 2)" in err and "zipped (thread slot 0)" in err, err[:800]
+    assert (big / "z.txt").read_text().split() == ["200000", "200000"]

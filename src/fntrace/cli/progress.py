@@ -106,27 +106,55 @@ def progress_wanted(output: Any = None, stream: Any = None) -> bool:
 
 
 class ProgressBar:
-    """One bar on stderr (rich): ``advance(n)``; ``close()`` removes it."""
+    """One bar on stderr (rich): ``advance(n)``; ``close()`` removes it.
+
+    Bars open at the same time (two passes read side by side) share one display:
+    rich allows one live display at a time.  A bar that cannot be drawn is not drawn:
+    progress never fails the command."""
+
+    _shared: Any = None               # the Progress every open bar is a task of
+    _open = 0
 
     def __init__(self, what: str, total: int | None, stream: Any = None) -> None:
+        self._task = None
+        try:
+            progress = ProgressBar._shared
+            if progress is None:
+                progress = self._new(stream)
+                progress.start()
+                ProgressBar._shared = progress
+            ProgressBar._open += 1
+            self._task = progress.add_task(what, total=total or None)
+        except Exception:             # rich missing or a display already live elsewhere
+            self._task = None
+
+    @staticmethod
+    def _new(stream: Any) -> Any:
         from rich.console import Console
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                    TimeElapsedColumn, TimeRemainingColumn)
         stream = sys.stderr if stream is None else stream
         console = Console(file=stream, force_terminal=True if _env_setting() else None)
-        self._progress = Progress(
+        return Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("records"), TimeElapsedColumn(), TimeRemainingColumn(),
             console=console, transient=True, redirect_stdout=False, redirect_stderr=False,
             refresh_per_second=5)
-        self._task = self._progress.add_task(what, total=total or None)
-        self._progress.start()
 
     def advance(self, n: int) -> None:
-        self._progress.advance(self._task, n)
+        if self._task is not None:
+            ProgressBar._shared.advance(self._task, n)
 
     def close(self) -> None:
-        self._progress.stop()
+        if self._task is None:
+            return
+        progress = ProgressBar._shared
+        progress.remove_task(self._task)
+        self._task = None
+        ProgressBar._open -= 1
+        if ProgressBar._open == 0:
+            ProgressBar._shared = None
+            progress.stop()
 
 
 def _tracked(inner: Iterable[Any], what: str, total: int,
@@ -156,20 +184,22 @@ class _TrackedSource:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._source, name)
 
-    def _label(self) -> str:
+    def _label(self, cpu: int | None) -> str:
+        if cpu is not None:
+            return f"{self._what} (thread slot {cpu})"
         self._passes += 1
         return self._what if self._passes == 1 else f"{self._what} (pass {self._passes})"
 
     def entries(self, cpu: int | None = None) -> Iterator[Any]:
         total = self._source.nr_records() if cpu is None else self._source.tf.nr_records(cpu)
-        return _tracked(self._source.entries(cpu), self._label(), total, ProgressBar)
+        return _tracked(self._source.entries(cpu), self._label(cpu), total, ProgressBar)
 
 
 class _TrackedTraceFile(_TrackedSource):
     """A TraceFile whose ``records()`` draw a bar."""
 
     def records(self, cpu: int | None = None) -> Iterator[Any]:
-        return _tracked(self._source.records(cpu), self._label(),
+        return _tracked(self._source.records(cpu), self._label(cpu),
                         self._source.nr_records(cpu), ProgressBar)
 
 
