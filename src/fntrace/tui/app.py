@@ -11,11 +11,13 @@ fold/unfold or go to the parent, [ and ] the previous/next call of the same func
 """
 from __future__ import annotations
 
+import os
+
 from rich.markup import escape
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal
+from textual.containers import Horizontal, Vertical
 from textual.widgets import ContentSwitcher, DataTable, Footer, Input, ProgressBar, Static
 
 from ..output.source import TraceSource
@@ -33,7 +35,7 @@ SORT_KEYS = {
     "self": (lambda r: r.self_ns, True),
 }
 
-_MAX_EVENTS_SHOWN = 8
+_MAX_EVENTS_SHOWN = 3
 
 
 class TraceBrowser(App):
@@ -41,6 +43,10 @@ class TraceBrowser(App):
 
     TITLE = "fntrace tui"
     CSS = """
+    Screen { layout: vertical; overflow: hidden; }
+    #views { height: 1fr; }
+    #calls { height: 1fr; }
+    #ghead { height: 1; text-style: bold; color: $text-muted; }
     #top { height: 1; background: $primary-background; }
     #status { width: 1fr; }
     #progress { width: 30; }
@@ -85,8 +91,10 @@ class TraceBrowser(App):
         with Horizontal(id="top"):
             yield Static(id="status")
             yield ProgressBar(total=100, show_eta=False, id="progress")
-        with ContentSwitcher(initial="graph", id="views"):
-            yield CallGraph(self.index, self.fold_depth, id="graph")
+        with ContentSwitcher(initial="calls", id="views"):
+            with Vertical(id="calls"):
+                yield Static(f"{'TOTAL TIME':>12} {'SELF TIME':>12} │ FUNCTION", id="ghead")
+                yield CallGraph(self.index, self.fold_depth, id="graph")
             yield DataTable(id="table", cursor_type="row", zebra_stripes=True)
         yield Static(id="detail")
         yield Input(placeholder="search: part of a function name", id="search")
@@ -96,7 +104,8 @@ class TraceBrowser(App):
         table = self.query_one("#table", DataTable)
         for key in SORT_KEYS:
             table.add_column(key.capitalize() if key != "self" else "Self", key=key)
-        self.graph.show_thread(self.cpu)
+        if self.cpus:
+            self.graph.show_thread(self.cpu)
         self.graph.focus()
         self.run_worker(self.index.build, thread=True, exit_on_error=False, name="index")
         self._timer = self.set_interval(self.tick, self._poll)
@@ -113,6 +122,11 @@ class TraceBrowser(App):
 
     def _poll(self) -> None:
         ix = self.index
+        if self.graph.view is None and ix.threads:
+            # threads the file's table did not name appeared in the records
+            self.cpus = sorted(ix.threads)
+            self.cpu = self.cpus[0]
+            self.graph.show_thread(self.cpu)
         self.graph.catch_up()
         bar = self.query_one("#progress", ProgressBar)
         bar.update(progress=round(ix.progress() * 100))
@@ -129,7 +143,7 @@ class TraceBrowser(App):
 
     def _status(self) -> None:
         ix = self.index
-        parts = [f"[b]{escape(self.source.name)}[/b]  {self.source.tracer}"]
+        parts = [f"[b]{escape(os.path.basename(self.source.name))}[/b]  {self.source.tracer}"]
         if self.cpus:
             t = ix.threads[self.cpu]
             parts.append(f"thread [b]{self.cpu}: {escape(t.label)}[/b] "
@@ -174,7 +188,7 @@ class TraceBrowser(App):
             lines.append(f"duration {format_ns(t.end[r] - t.start[r])}   "
                          f"self {format_ns(t.self_ns[r])}{note}")
         if t.args[r] >= 0:
-            lines.append(f"args: {escape(ix.texts[t.args[r]])}")
+            lines.append(f"args: {escape(ix.texts[t.args[r]]) or '(none)'}")
         if flags & HAS_RETVAL and t.ret[r] >= 0:
             lines.append(f"retval: {escape(ix.texts[t.ret[r]])}")
         end = t.start[r] if t.caller[r] >= 0 else (t.end[r] if t.end[r] >= 0 else 1 << 62)
@@ -193,7 +207,8 @@ class TraceBrowser(App):
         row = self._table_row()
         if row is None:
             return "[dim]no function[/dim]"
-        scope = "all threads" if self.table_all else f"thread {self.index.threads[self.cpu].label}"
+        t = self.index.threads.get(self.cpu)
+        scope = "all threads" if self.table_all or t is None else f"thread {t.label}"
         return (f"[b]{escape(row.func)}[/b]   {scope}\n"
                 f"hit {row.hit:,}   time {format_ns(row.time)}   avg {format_ns(row.avg)}   "
                 f"self {format_ns(row.self_ns)}\n"
@@ -203,8 +218,11 @@ class TraceBrowser(App):
     # -- threads ------------------------------------------------------------------
 
     def action_thread(self, d: int) -> None:
+        self.cpus = sorted(self.index.threads)
         if not self.cpus:
             return
+        if self.cpu not in self.cpus:
+            self.cpu = self.cpus[0]
         self.cpu = self.cpus[(self.cpus.index(self.cpu) + d) % len(self.cpus)]
         self.graph.show_thread(self.cpu)
         if self.query_one("#views", ContentSwitcher).current == "table":
@@ -238,13 +256,14 @@ class TraceBrowser(App):
             self._to_graph()
 
     def _to_graph(self) -> None:
-        self.query_one("#views", ContentSwitcher).current = "graph"
+        self.query_one("#views", ContentSwitcher).current = "calls"
         self.graph.focus()
         self._detail()
 
     def _fill_table(self) -> None:
         with self.index.lock:
-            rows = function_rows(self.index, None if self.table_all else self.cpu)
+            whole = self.table_all or self.cpu not in self.index.threads
+            rows = function_rows(self.index, None if whole else self.cpu)
         key, rev = SORT_KEYS[self.sort_key]
         rows.sort(key=key, reverse=rev)
         self.table_rows = rows
@@ -306,7 +325,9 @@ class TraceBrowser(App):
         if row is None:
             return
         self._came_from_func = row.func
-        fid = self.index.name_id(row.func)
+        fid = self.index._name_ids.get(row.func, -1)
+        if self.cpu not in self.cpus:
+            return
         # this thread first, then the others (the table may count all threads)
         order = self.cpus[self.cpus.index(self.cpu):] + self.cpus[:self.cpus.index(self.cpu)]
         for cpu in order:

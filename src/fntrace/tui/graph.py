@@ -119,7 +119,7 @@ class ThreadView:
         return self.vis[self.cursor] if self.cursor < len(self.vis) else -1
 
 
-_CURSOR = Style(reverse=True, bold=True)
+_CURSOR = Style(color="white", bgcolor="dark_blue", bold=True)
 _DIM = Style(dim=True)
 _NAME = Style(bold=True)
 _MARK = Style(color="yellow")
@@ -291,6 +291,8 @@ class CallGraph(ScrollView, can_focus=True):
         else:
             mark = "  "
         name = self.index.names[t.func[r]]
+        a = t.args[r]
+        args = f"({self.index.texts[a]})" if a >= 0 else ""
         extra = ""
         if t.caller[r] >= 0:
             extra = f" <-{self.index.names[t.caller[r]]}"
@@ -301,12 +303,12 @@ class CallGraph(ScrollView, can_focus=True):
             Segment("│ " + "  " * t.depth[r]),
             Segment(mark, _MARK),
             Segment(name, _NAME),
+            Segment(args, _DIM),
             Segment(extra, _OPEN_STYLE),
         ]
-        strip = Strip(segs)
         if i == v.cursor:
-            strip = strip.apply_style(_CURSOR)
-        return strip.crop(0, width).extend_cell_length(width, _CURSOR if i == v.cursor else None)
+            segs = [Segment(s.text, _CURSOR) for s in segs]
+        return Strip(segs).crop(0, width).extend_cell_length(width, _CURSOR if i == v.cursor else None)
 
 
 from .._env import public_dir as _public_dir  # noqa: E402
