@@ -36,6 +36,8 @@ SORT_KEYS = {
 }
 
 _MAX_EVENTS_SHOWN = 3
+#: Entries indexed before the first screen (a few milliseconds' work).
+_FIRST_ENTRIES = 2000
 
 
 class TraceBrowser(App):
@@ -104,12 +106,19 @@ class TraceBrowser(App):
         table = self.query_one("#table", DataTable)
         for key in SORT_KEYS:
             table.add_column(key.capitalize() if key != "self" else "Self", key=key)
+        # The first screenful is indexed here, the rest in a thread once it shows (a
+        # thread started now would slow the first screen down: one GIL for both).
+        self.index.build(_FIRST_ENTRIES)
         if self.cpus:
             self.graph.show_thread(self.cpu)
         self.graph.focus()
-        self.run_worker(self.index.build, thread=True, exit_on_error=False, name="index")
         self._timer = self.set_interval(self.tick, self._poll)
         self._poll()
+        self.call_after_refresh(self._start_indexing)
+
+    def _start_indexing(self) -> None:
+        if not self.index.done:
+            self.run_worker(self.index.build, thread=True, exit_on_error=False, name="index")
 
     def on_unmount(self) -> None:
         self.index.stop.set()
@@ -144,6 +153,8 @@ class TraceBrowser(App):
     def _status(self) -> None:
         ix = self.index
         parts = [f"[b]{escape(os.path.basename(self.source.name))}[/b]  {self.source.tracer}"]
+        if not ix.done:
+            parts.append(f"indexing… {ix.progress():.0%}")
         if self.cpus:
             t = ix.threads[self.cpu]
             parts.append(f"thread [b]{self.cpu}: {escape(t.label)}[/b] "
@@ -151,9 +162,7 @@ class TraceBrowser(App):
             parts.append(f"{t.n:,} calls")
         else:
             parts.append("no threads in this trace")
-        if not ix.done:
-            parts.append("indexing…")
-        elif self.source.truncated:
+        if ix.done and self.source.truncated:
             parts.append("[red]file cut short[/red]")
         if self.pattern:
             parts.append(f"search: {escape(self.pattern)}")

@@ -143,6 +143,8 @@ class TraceIndex:
         self.error: str | None = None
         self.stop = threading.Event()
         self.lock = threading.Lock()    # held while rows are added or closed
+        self._it = None
+        self._builder: CallBuilder | None = None
 
     # -- names --------------------------------------------------------------
 
@@ -173,30 +175,42 @@ class TraceIndex:
 
     # -- building -----------------------------------------------------------
 
-    def build(self) -> None:
-        """Read the whole trace once; stops early when ``stop`` is set."""
+    def build(self, limit: int | None = None) -> None:
+        """Read the trace (the rest of it, or ``limit`` more entries at most); stops
+        early when ``stop`` is set.  ``done`` is set when the whole trace is read."""
         try:
-            self._build()
+            if self._step(limit):
+                with self.lock:
+                    for c in self._builder.finish():
+                        self._close(self.threads[c.cpu], c)
+                self.done = True
         except Exception as e:  # a damaged file: say so in the browser, keep what was read
             self.error = f"{type(e).__name__}: {e}"
-        finally:
             self.done = True
 
-    def _build(self) -> None:
-        b = CallBuilder()
-        feed = b.feed
+    def _step(self, limit: int | None) -> bool:
+        """Index up to ``limit`` entries (all with None); True at the end of the trace."""
+        if self._it is None:
+            self._builder = CallBuilder()
+            self._it = iter(self.source.entries())
+        feed = self._builder.feed
         close = self._close
         text_id = self.text_id
         name_id = self.name_id
         threads = self.threads
         stop = self.stop
         lock = self.lock
-        it = iter(self.source.entries())
-        count = 0
+        it = self._it
+        count = self.read
+        left = limit
         while not stop.is_set():
-            batch = list(islice(it, _BATCH))
+            if left is not None and left <= 0:
+                return False
+            batch = list(islice(it, _BATCH if left is None else min(_BATCH, left)))
             if not batch:
-                break
+                return True
+            if left is not None:
+                left -= len(batch)
             with lock:
                 for e in batch:
                     if isinstance(e, LostEvents):
@@ -252,11 +266,7 @@ class TraceIndex:
                         self._event(t, e.ts, "<stack trace>\n" + e.text)
                 count += len(batch)
                 self.read = count
-        else:
-            return
-        with lock:
-            for c in b.finish():
-                close(threads[c.cpu], c)
+        return False
 
     def _event(self, t: ThreadIndex, ts: int, text: str) -> None:
         t.ev_ts.append(ts)
