@@ -144,7 +144,7 @@ class CallGraph(ScrollView, can_focus=True):
     ]
 
     DEFAULT_CSS = """
-    CallGraph { height: 1fr; }
+    CallGraph { height: 1fr; overflow-x: hidden; }
     """
 
     class Moved(Message):
@@ -183,7 +183,7 @@ class CallGraph(ScrollView, can_focus=True):
 
     def _resize(self) -> None:
         n = len(self.view.vis) if self.view else 0
-        self.virtual_size = Size(self.size.width, n)
+        self.virtual_size = Size(0, n)     # long lines are cut, not scrolled
 
     def goto_row(self, r: int) -> None:
         """Put the cursor on row r of the current thread (unfolding what hides it)."""
@@ -271,7 +271,7 @@ class CallGraph(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         v = self.view
-        width = self.size.width
+        width = self.scrollable_content_region.width
         i = int(self.scroll_offset.y) + y
         if v is None or i >= len(v.vis):
             return Strip.blank(width)
