@@ -22,7 +22,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from .index import COMPLETE, OPEN, ThreadIndex, TraceIndex, format_ns
+from .index import COMPLETE, ENTRY_SEEN, OPEN, ThreadIndex, TraceIndex, format_ns
 
 __all__ = ["CallGraph", "ThreadView"]
 
@@ -297,7 +297,7 @@ class CallGraph(ScrollView, can_focus=True):
         if t.caller[r] >= 0:
             extra = f" <-{self.index.names[t.caller[r]]}"
         elif not flags & COMPLETE and not flags & OPEN:
-            extra = " (no return)" if flags & 2 else " (entry not in trace)"
+            extra = " (no return)" if flags & ENTRY_SEEN else " (entry not in trace)"
         segs = [
             Segment(f"{dur} {slf} ", _DIM),
             Segment("│ " + "  " * t.depth[r]),
