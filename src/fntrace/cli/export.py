@@ -75,7 +75,7 @@ def run_export(args) -> int:
     source = open_trace(args.file)
     options = {name: getattr(args, name, default) for name, default in exp.options.items()}
     out_path = args.output or _default_output(args.file, exp.suffix)
-    tracked = track_source(source, "export")
+    tracked = track_source(source, "export", 1 if out_path == "-" else None)
     if out_path == "-":
         stream = sys.stdout.buffer if exp.binary else sys.stdout
         result = exp.write(tracked, stream, options)

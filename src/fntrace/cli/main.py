@@ -395,9 +395,14 @@ def _record(args, output: str, at_exit: bool, on_finished=None, make_writer=None
 
 def _report(path: str, ropts: dict, out, err) -> None:
     from ..tracefile import TraceFile
+    from .progress import track_tracefile
     from .report import report_text
-    tf = TraceFile.open(path)
-    for line in report_text(tf, **ropts):
+    try:
+        tf = TraceFile.open(path)
+    except OSError as e:            # a directory, a file it may not read
+        raise FntraceError(f"{path}: {e.strerror or e}") from None
+    tracked = track_tracefile(tf, "report", out)
+    for line in report_text(tracked, **ropts):
         out.write(line + "\n")
     out.flush()
     if tf.truncated:
@@ -533,6 +538,12 @@ def main(argv: list[str] | None = None) -> int:
         except OSError:
             pass
         return 0
+    except OSError as e:
+        # A file the command was given that cannot be read or written (the commands
+        # name their own files; this is the last word for one they did not foresee).
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"fntrace: {where}{e.strerror or e}", file=sys.stderr)
+        return 1
     return 2
 
 

@@ -1,4 +1,4 @@
-"""``fntrace tui``."""
+"""``fntrace tui``: browse a trace file in the terminal (needs textual: the tui extra)."""
 from __future__ import annotations
 
 import argparse
@@ -7,16 +7,40 @@ from ..errors import FntraceError
 
 __all__ = ["EPILOG", "add_arguments", "run_tui"]
 
-EPILOG = ""
+EPILOG = """\
+keys:
+  j/k, arrows, PgUp/PgDn, g/G  move            enter/space  fold or unfold a call
+  h/l                          fold / unfold (h on a leaf: go to the parent)
+  [ ]                          previous / next call of the same function
+  /  n  N                      search a function name, next / previous match
+  t  T                         next / previous thread
+  f                            function table (s: sort column, a: all threads,
+                               enter: the function's first call), f again: back
+  q                            quit
+
+The trace opens at once and is indexed in the background (the bar at the top).
+"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", nargs="?", default="fntrace.dat",
                    help="trace file (default: fntrace.dat)")
+    p.add_argument("--fold-depth", type=int, default=2, metavar="N",
+                   help="calls at depth N or deeper start folded (default: 2)")
 
 
 def run_tui(args) -> int:
-    raise FntraceError("tui: not built yet")
+    from ..output.source import open_trace
+    if args.fold_depth < 0:
+        raise FntraceError(f"tui: --fold-depth must be 0 or more, not {args.fold_depth}")
+    try:
+        import textual  # noqa: F401
+    except ImportError:
+        raise FntraceError("tui: needs the textual package: pip install 'fntrace[tui]'") from None
+    source = open_trace(args.file)
+    from ..tui import TraceBrowser
+    TraceBrowser(source, fold_depth=args.fold_depth).run()
+    return 0
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

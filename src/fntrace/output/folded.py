@@ -1,0 +1,130 @@
+"""Folded stacks: ``fntrace export FILE --format folded [--weight time|calls]``.
+
+Brendan Gregg's "collapsed stack" format, one line per distinct stack, the frames
+outermost first, joined by ``;``, then a space and a count::
+
+    __main__.main;shop.pricing.price_cart;shop.pricing.price_line 31
+    __main__.main;shop.catalog.load_catalog 85
+
+which flamegraph.pl, inferno-flamegraph and speedscope draw as a flame graph.
+
+The count (``--weight``):
+
+- ``time`` (the default): the stack's self time in microseconds -- the time spent in
+  the innermost function itself, not in the functions it called -- summed over every
+  call with that stack, then rounded to an integer.  A flame graph adds the counts of
+  a frame's children to its own width, so the widths are the functions' total times.
+  A stack whose self time rounds to 0 µs is left out (a flame graph cannot draw it;
+  the command says how many); ``--weight calls`` keeps every stack.
+- ``calls``: the number of calls made with that exact stack.
+
+Stacks are not prefixed by the thread: the same code run by two threads (a thread
+pool's workers) adds up in one tower, as a profile shows it; the roots still differ
+when threads run different code (``__main__.main`` and ``Thread.run``...).  A call
+whose return the trace does not hold counts up to where its thread's trace ends.
+
+A function tracer trace (``-p function``) holds hits without durations: each hit is
+a two-frame stack ``parent;func`` (``func`` alone when the caller is unknown),
+weighted by calls whatever ``--weight`` says.
+
+Memory: the export reads the trace once and keeps one counter per distinct stack
+(and one open stack per thread), so it grows with the number of distinct call paths
+of the program, not with the number of calls.  The lines are written sorted, so the
+same trace always gives the same file.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .calls import CallBuilder
+from .entry import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, LostEvents
+from .registry import Exporter, register_exporter
+
+__all__ = ["FoldedExporter", "WEIGHTS", "frame_name"]
+
+WEIGHTS = ("time", "calls")
+
+# The format's own separators cannot appear in a frame: ";" splits frames, and a
+# newline ends the line (a space is fine: readers split the count at the last one).
+_UNSAFE = str.maketrans({";": ":", "\n": " ", "\r": " "})
+
+
+def frame_name(func: str) -> str:
+    """A function name as a frame of a folded line."""
+    return func.translate(_UNSAFE)
+
+
+class FoldedExporter(Exporter):
+    name = "folded"
+    summary = "folded stacks (a;b;c N): flamegraph.pl, speedscope, inferno"
+    binary = False
+    suffix = ".folded"
+    options = {"weight": "time"}
+
+    def write(self, source, out, options: Mapping[str, object]) -> dict | None:
+        weight = str(options.get("weight") or "time")
+        if weight not in WEIGHTS:
+            raise ValueError(f"weight {weight!r}: not one of {', '.join(WEIGHTS)}")
+        notes: list[str] = []
+        # stack (names outermost first) -> summed self ns, or number of calls
+        totals: dict[tuple[str, ...], int] = {}
+        get = totals.get
+        builder = CallBuilder()
+        feed = builder.feed
+        by_time = weight == "time"
+        hits = 0
+        incomplete = 0
+        for e in source.entries():
+            if isinstance(e, LostEvents):
+                continue
+            typ = e.type
+            if typ == TRACE_GRAPH_ENT or typ == TRACE_GRAPH_RET:
+                for c in feed(e):
+                    incomplete += not c.complete
+                    totals[c.stack] = get(c.stack, 0) + (c.self_ns if by_time else 1)
+            elif typ == TRACE_FN:
+                hits += 1
+                key = (e.parent, e.func) if e.parent else (e.func,)
+                # Hits have no duration: counted as calls, kept apart from timed stacks.
+                hit_key = ("\0hit",) + key
+                totals[hit_key] = get(hit_key, 0) + 1
+        for c in builder.finish():
+            incomplete += not c.complete
+            totals[c.stack] = get(c.stack, 0) + (c.self_ns if by_time else 1)
+
+        timed = len(totals) - sum(1 for k in totals if k[0] == "\0hit")
+        folded: dict[str, int] = {}
+        dropped = 0
+        for stack, n in totals.items():
+            if stack[0] == "\0hit":
+                stack = stack[1:]
+            elif by_time:
+                n = (n + 500) // 1000            # ns -> µs, rounded half up
+                if n <= 0:
+                    dropped += 1
+                    continue
+            # Two names may fold to one text (a ";" in a name): their lines add up.
+            text = ";".join([frame_name(f) for f in stack])
+            folded[text] = folded.get(text, 0) + n
+        del totals
+        for text in sorted(folded):
+            out.write(f"{text} {folded[text]}\n")
+
+        if hits and by_time:
+            notes.append(f"{hits} function tracer hit(s) have no duration: weighted "
+                         "by calls")
+        if dropped:
+            notes.append(f"{dropped} of {timed} stack(s) had under 0.5 us of self time "
+                         "and are left out (--weight calls keeps them)")
+        if incomplete:
+            notes.append(f"{incomplete} call(s) had no return in the trace: counted up "
+                         "to where their thread's trace ends")
+        return {"notes": notes} if notes else None
+
+
+register_exporter(FoldedExporter())
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

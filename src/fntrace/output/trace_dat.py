@@ -1,0 +1,607 @@
+"""trace.dat: a trace in trace-cmd's file format, for ``trace-cmd report`` and KernelShark.
+
+    fntrace export run.dat --format trace-cmd -o trace.dat
+    trace-cmd report trace.dat
+
+The file is version 6 of the format (``man 5 trace-cmd.dat.v6``), laid out as
+trace-cmd's own writer lays it out (lib/trace-cmd/trace-output.c)::
+
+    magic "\\x17\\x08\\x44tracing" "6\\0", endianness, sizeof(long), page size
+    header_page, header_event          what the kernel's events/header_* files say
+    ftrace event formats               the kernel's own events/ftrace/*/format text
+    event systems                      dynamic events, each under its group
+    kallsyms                           a synthetic /proc/kallsyms: one address per function
+    printk formats, saved_cmdlines     (none); "TID thread-name" per thread
+    nr cpus, options, "flyrecord"      trace_clock, cpu count, per-CPU offset and size,
+                                       the trace_clock file again
+    per-CPU data                       raw ring-buffer pages, page aligned
+
+A thread is a CPU, as everywhere in fntrace: each thread slot gets its own per-CPU
+data, and its events carry ``common_pid`` = the native thread id, whose name
+``saved_cmdlines`` gives.  Functions are addresses in the kernel's text range
+(``SYMBOL_BASE + SYMBOL_STRIDE * symbol id``), listed in kallsyms as ``T name`` so
+trace-cmd prints names; a name the file has no id for (a stack frame) gets a fresh
+id past the last.
+
+Every event is written in the kernel's binary layout (kernel/trace/trace_entries.h,
+kernel/trace/ring_buffer.c), so each costs what the kernel's would: function 28
+bytes, funcgraph_entry 24, funcgraph_exit 44, plus an 8-byte time extend when more
+than 2^27 ns pass between two events of a thread.
+
+Streaming: the trace is read once; each thread's pages go to one shared temporary
+file as they fill (only the page being filled is in memory, and one 4-byte page
+number per page written), and are copied behind the header at the end, when the
+symbols, threads and events the header lists are known.
+"""
+from __future__ import annotations
+
+import re
+import struct
+import tempfile
+from array import array
+from collections.abc import Mapping
+
+from .entry import (LostEvents, TRACE_EVENT, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET,
+                    TRACE_PRINT, TRACE_STACK)
+from .registry import Exporter, register_exporter
+
+__all__ = ["TraceDatExporter", "PAGE_SIZE", "SYMBOL_BASE", "SYMBOL_STRIDE",
+           "HEADER_PAGE", "HEADER_EVENT", "FTRACE_FORMATS", "symbol_address"]
+
+PAGE_SIZE = 4096
+# The page header of a 64-bit kernel (struct buffer_data_page): u64 timestamp, then
+# local_t commit (8 bytes), then the events.
+PAGE_HEADER = 16
+PAGE_DATA = PAGE_SIZE - PAGE_HEADER
+# commit's flag bits (ring_buffer.c): events were lost before this page, and their
+# number is stored after the page's data.
+RB_MISSED_EVENTS = 1 << 31
+RB_MISSED_STORED = 1 << 30
+
+# Event header (ring_buffer.c): type_len in the low 5 bits, time delta in the other 27.
+TS_SHIFT = 27
+TS_MASK = (1 << TS_SHIFT) - 1
+RINGBUF_TYPE_DATA_TYPE_LEN_MAX = 28
+RINGBUF_TYPE_PADDING = 29
+RINGBUF_TYPE_TIME_EXTEND = 30
+RB_MAX_SMALL_DATA = 4 * RINGBUF_TYPE_DATA_TYPE_LEN_MAX
+
+# Synthetic function addresses: the x86-64 kernel text base, 16 bytes per function.
+SYMBOL_BASE = 0xffffffff81000000
+SYMBOL_STRIDE = 16
+
+
+def symbol_address(symbol_id: int) -> int:
+    """The kallsyms address of a function's symbol id."""
+    return SYMBOL_BASE + SYMBOL_STRIDE * symbol_id
+
+
+# events/header_page of a 64-bit kernel (ring_buffer_print_page_header).
+HEADER_PAGE = (
+    "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n"
+    "\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n"
+    "\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n"
+    f"\tfield: char data;\toffset:{PAGE_HEADER};\tsize:{PAGE_DATA};\tsigned:1;\n")
+
+# events/header_event (ring_buffer_print_entry_header).
+HEADER_EVENT = (
+    "# compressed entry header\n"
+    "\ttype_len    :    5 bits\n"
+    "\ttime_delta  :   27 bits\n"
+    "\tarray       :   32 bits\n"
+    "\n"
+    f"\tpadding     : type == {RINGBUF_TYPE_PADDING}\n"
+    f"\ttime_extend : type == {RINGBUF_TYPE_TIME_EXTEND}\n"
+    "\ttime_stamp : type == 31\n"
+    f"\tdata max type_len  == {RINGBUF_TYPE_DATA_TYPE_LEN_MAX}\n")
+
+# struct trace_entry: every event's common fields.
+_COMMON = (
+    "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+    "\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n"
+    "\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n"
+    "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n")
+
+# The event ids of the kernel's enum trace_type.
+ID_FUNCTION, ID_KERNEL_STACK, ID_PRINT, ID_FUNCGRAPH_EXIT, ID_FUNCGRAPH_ENTRY = 1, 4, 5, 10, 11
+# Dynamic events are numbered after the kernel's static ones.
+FIRST_DYNAMIC_ID = 1000
+
+# events/ftrace/*/format, as the kernel's trace_export.c prints them from
+# trace_entries.h (FTRACE_ENTRY function, kernel_stack, print, funcgraph_exit,
+# funcgraph_entry).
+FTRACE_FORMATS: dict[str, str] = {
+    "function": (
+        f"name: function\nID: {ID_FUNCTION}\nformat:\n{_COMMON}\n"
+        "\tfield:unsigned long ip;\toffset:8;\tsize:8;\tsigned:0;\n"
+        "\tfield:unsigned long parent_ip;\toffset:16;\tsize:8;\tsigned:0;\n\n"
+        'print fmt: " %ps <-- %ps", (void *)REC->ip, (void *)REC->parent_ip\n'),
+    "kernel_stack": (
+        f"name: kernel_stack\nID: {ID_KERNEL_STACK}\nformat:\n{_COMMON}\n"
+        "\tfield:int size;\toffset:8;\tsize:4;\tsigned:1;\n"
+        "\tfield:unsigned long caller[8];\toffset:16;\tsize:64;\tsigned:0;\n\n"
+        'print fmt: "\\t=> %ps\\n\\t=> %ps\\n\\t=> %ps\\n" "\\t=> %ps\\n\\t=> %ps\\n'
+        '\\t=> %ps\\n" "\\t=> %ps\\n\\t=> %ps\\n", '
+        + ", ".join(f"(void *)REC->caller[{i}]" for i in range(8)) + "\n"),
+    "print": (
+        f"name: print\nID: {ID_PRINT}\nformat:\n{_COMMON}\n"
+        "\tfield:unsigned long ip;\toffset:8;\tsize:8;\tsigned:0;\n"
+        "\tfield:char buf[];\toffset:16;\tsize:0;\tsigned:1;\n\n"
+        'print fmt: "%ps: %s", (void *)REC->ip, REC->buf\n'),
+    "funcgraph_exit": (
+        f"name: funcgraph_exit\nID: {ID_FUNCGRAPH_EXIT}\nformat:\n{_COMMON}\n"
+        "\tfield:unsigned long func;\toffset:8;\tsize:8;\tsigned:0;\n"
+        "\tfield:int depth;\toffset:16;\tsize:4;\tsigned:1;\n"
+        "\tfield:unsigned int overrun;\toffset:20;\tsize:4;\tsigned:0;\n"
+        "\tfield:unsigned long long calltime;\toffset:24;\tsize:8;\tsigned:0;\n"
+        "\tfield:unsigned long long rettime;\toffset:32;\tsize:8;\tsigned:0;\n\n"
+        'print fmt: "<-- %ps (%d) (start: %llx  end: %llx) over: %d", (void *)REC->func, '
+        "REC->depth, REC->calltime, REC->rettime, REC->depth\n"),
+    "funcgraph_entry": (
+        f"name: funcgraph_entry\nID: {ID_FUNCGRAPH_ENTRY}\nformat:\n{_COMMON}\n"
+        "\tfield:unsigned long func;\toffset:8;\tsize:8;\tsigned:0;\n"
+        "\tfield:int depth;\toffset:16;\tsize:4;\tsigned:1;\n\n"
+        'print fmt: "--> %ps (%d)", (void *)REC->func, REC->depth\n'),
+}
+
+# The clocks of the trace_clock file (kernel/trace/trace.c trace_clocks[]).
+TRACE_CLOCKS = ("local", "global", "counter", "uptime", "perf", "mono", "mono_raw",
+                "boot", "tai")
+
+# Option ids (trace-cmd.dat.v7(5); a v6 options block uses the same ids).
+OPTION_DONE, OPTION_TRACECLOCK, OPTION_UNAME, OPTION_CPUCOUNT = 0, 4, 5, 8
+
+_FUNCTION = struct.Struct("<HBBiQQ")            # 24 bytes
+_GRAPH_ENT = struct.Struct("<HBBiQi")           # 20 bytes
+_GRAPH_RET = struct.Struct("<HBBiQiIQQ")        # 40 bytes
+_PRINT_HEAD = struct.Struct("<HBBiQ")           # 16 bytes, then buf
+_STACK_HEAD = struct.Struct("<HBBiiI")          # 16 bytes (size, pad), then callers
+_EVENT_HEAD = struct.Struct("<HBBiQ")           # common fields, __probe_ip
+_FUNCTION_TYPES = frozenset({TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET})
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+
+# A dynamic event's text: "(HEAD) name=value name=value ..." (trace_fprobe.c).
+_HEAD = re.compile(r"\(([^()]*)\)")
+_ARG = re.compile(r"(?:^| )([A-Za-z_][A-Za-z0-9_]*)=")
+# "GRP:EVENT" (an event enabled by name) in the recording's -e list.
+_DEF_STATIC = re.compile(r"^([A-Za-z_][\w]*):([A-Za-z_][\w]*)$")
+_C_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MAX_EVENT_NAME_LEN = 64
+DEFAULT_EVENT_GROUP = "fprobes"
+
+
+def _pad4(n: int) -> int:
+    return (n + 3) & ~3
+
+
+class _Pages:
+    """The ring-buffer pages of every thread slot, written to one temporary file as
+    they fill.  Each slot keeps the page being filled and the numbers of its pages
+    already written."""
+
+    def __init__(self) -> None:
+        self.file = tempfile.TemporaryFile(prefix="fntrace-dat-")
+        self.npages = 0
+        self.cpus: dict[int, _CpuBuffer] = {}
+
+    def cpu(self, cpu: int) -> "_CpuBuffer":
+        b = self.cpus.get(cpu)
+        if b is None:
+            b = self.cpus[cpu] = _CpuBuffer(self)
+        return b
+
+    def put(self, page: bytes) -> int:
+        self.file.write(page)
+        self.npages += 1
+        return self.npages - 1
+
+    def close(self) -> None:
+        self.file.close()
+
+
+class _CpuBuffer:
+    """One thread slot's ring buffer, as the kernel's writer fills it (rb_reserve_next_event):
+    events appended with the time since the previous one, a time extend when that does
+    not fit in 27 bits, a new page when the event does not fit in this one."""
+
+    __slots__ = ("pages", "page_nos", "data", "page_ts", "last_ts", "lost")
+
+    def __init__(self, pages: _Pages) -> None:
+        self.pages = pages
+        self.page_nos = array("I")
+        self.data = bytearray()
+        self.page_ts = 0
+        self.last_ts = 0
+        self.lost: int | None = None        # events lost before the next page
+
+    def add(self, ts: int, payload: bytes) -> None:
+        data = self.data
+        n = len(payload)
+        if data and n <= RB_MAX_SMALL_DATA:
+            # the common case: a small event, soon after the previous one, that fits
+            delta = ts - self.last_ts
+            if 0 <= delta <= TS_MASK and len(data) + n + 4 <= PAGE_DATA:
+                data += _U32.pack(n >> 2 | delta << 5)
+                data += payload
+                self.last_ts = ts
+                return
+        self._add(ts, payload)
+
+    def _add(self, ts: int, payload: bytes) -> None:
+        n = len(payload)
+        if n > RB_MAX_SMALL_DATA:
+            body = _U32.pack(n + 4) + payload           # type_len 0: length in array[0]
+            type_len = 0
+        else:
+            body = payload
+            type_len = n >> 2
+        size = 4 + len(body)
+        if size > PAGE_DATA:
+            raise ValueError(f"an event of {size} bytes does not fit in a page")
+        if not self.data:
+            self.page_ts = self.last_ts = ts
+        delta = ts - self.last_ts
+        if delta < 0:
+            delta = 0               # never backwards within a thread
+        extend = delta > TS_MASK
+        if len(self.data) + size + (8 if extend else 0) > PAGE_DATA:
+            self.flush()
+            self.page_ts = self.last_ts = ts
+            delta, extend = 0, False
+        if extend:
+            self.data += _U32.pack(RINGBUF_TYPE_TIME_EXTEND | (delta & TS_MASK) << 5)
+            self.data += _U32.pack(delta >> TS_SHIFT)
+            delta = 0
+        self.data += _U32.pack(type_len | delta << 5)
+        self.data += body
+        self.last_ts = ts
+
+    def mark_lost(self, lost: int) -> None:
+        """Events were dropped here: the next page says so (RB_MISSED_EVENTS), with
+        their number when known (RB_MISSED_STORED)."""
+        self.flush()
+        self.lost = (self.lost or 0) + lost if lost > 0 else (self.lost or -1)
+
+    def flush(self) -> None:
+        if not self.data:
+            return
+        commit = len(self.data)
+        page = bytearray(_U64.pack(self.page_ts))
+        flags = 0
+        tail = b""
+        if self.lost is not None:
+            flags |= RB_MISSED_EVENTS
+            if self.lost > 0 and commit + 8 <= PAGE_DATA:
+                flags |= RB_MISSED_STORED
+                tail = _U64.pack(self.lost)
+            self.lost = None
+        page += _U64.pack(commit | flags)
+        page += self.data
+        page += tail
+        page += bytes(PAGE_SIZE - len(page))
+        self.page_nos.append(self.pages.put(bytes(page)))
+        self.data = bytearray()
+
+
+class _Symbols:
+    """Function name -> synthetic address: the trace file's symbol id where it has one
+    (the first id of a name), a fresh id past the last for any other name."""
+
+    def __init__(self, symbols: Mapping[int, tuple]) -> None:
+        self.by_name: dict[str, int] = {}
+        for sid in sorted(symbols):
+            self.by_name.setdefault(str(symbols[sid][0]), sid)
+        self.next_id = max(symbols, default=0) + 1
+        self.used: dict[int, str] = {}          # address -> name, written to kallsyms
+        self.known: dict[str, int] = {}         # name -> address, of the names seen
+
+    def addr(self, name: str) -> int:
+        a = self.known.get(name)
+        if a is not None:
+            return a
+        if not name:
+            return 0
+        sid = self.by_name.get(name)
+        if sid is None:
+            sid = self.by_name[name] = self.next_id
+            self.next_id += 1
+        a = symbol_address(sid)
+        if a not in self.used:
+            # kallsyms is one "ADDR T NAME" per line: no whitespace in a name.
+            self.used[a] = "".join(name.split()) or "?"
+        self.known[name] = a
+        return a
+
+    def kallsyms(self) -> bytes:
+        return "".join(f"{a:016x} T {self.used[a]}\n" for a in sorted(self.used)).encode()
+
+
+class _DynEvent:
+    """A dynamic event's own format: __probe_ip (the probed function), the text in the
+    parentheses, and one string per argument, named as its text names them."""
+
+    def __init__(self, event_id: int, group: str, name: str, args: list[str]) -> None:
+        self.id = event_id
+        self.group = group
+        self.name = name
+        self.args = args
+
+    def format_text(self) -> str:
+        fields = ["\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;\n",
+                  "\tfield:__data_loc char[] __probe_at;\toffset:16;\tsize:4;\tsigned:1;\n"]
+        off = 20
+        for a in self.args:
+            fields.append(f"\tfield:__data_loc char[] {a};\toffset:{off};\tsize:4;\tsigned:1;\n")
+            off += 4
+        fmt = " ".join(["(%s)"] + [f"{a}=%s" for a in self.args])
+        refs = ", ".join(["__get_str(__probe_at)"] + [f"__get_str({a})" for a in self.args])
+        return (f"name: {self.name}\nID: {self.id}\nformat:\n{_COMMON}\n{''.join(fields)}\n"
+                f'print fmt: "{fmt}", {refs}\n')
+
+    def split(self, text: str) -> tuple[str, list[str]] | None:
+        """(head, [value per argument]) of one record's text; None if it does not
+        name this event's arguments in order."""
+        m = _HEAD.match(text)
+        if m is None:
+            return None
+        head, rest = m.group(1), text[m.end():]
+        values = []
+        pos = 0
+        for i, a in enumerate(self.args):
+            key = f" {a}="
+            if not rest.startswith(key, pos):
+                return None
+            start = pos + len(key)
+            if i + 1 < len(self.args):
+                nxt = rest.find(f" {self.args[i + 1]}=", start)
+                if nxt < 0:
+                    return None
+            else:
+                nxt = len(rest)
+            values.append(rest[start:nxt])
+            pos = nxt
+        return (head, values) if pos == len(rest) else None
+
+    def payload(self, pid: int, text: str, symbols: _Symbols) -> bytes:
+        parts = self.split(text)
+        if parts is None:
+            # a text that does not name the arguments as expected: all after the
+            # parentheses in the first field
+            m = _HEAD.match(text)
+            head, rest = (m.group(1), text[m.end():]) if m else ("", text)
+            if self.args and rest.startswith(f" {self.args[0]}="):
+                rest = rest[len(self.args[0]) + 2:]
+            values = [rest] + [""] * (len(self.args) - 1) if self.args else []
+        else:
+            head, values = parts
+        func = head.split(" <- ")[-1].split("+")[0].strip()
+        ip = symbols.addr(func) if func else 0
+        fixed = 20 + 4 * len(self.args)
+        strings = [s.encode("utf-8", "replace") + b"\0" for s in [head, *values]]
+        locs = []
+        off = fixed
+        for s in strings:
+            if len(s) > 0xffff:
+                s = s[:0xfffe] + b"\0"
+            locs.append(len(s) << 16 | off)
+            off += len(s)
+        data = bytearray(_EVENT_HEAD.pack(self.id, 0, 0, pid, ip))
+        for loc in locs:
+            data += _U32.pack(loc)
+        for s in strings:
+            data += s
+        data += bytes(_pad4(len(data)) - len(data))
+        return bytes(data)
+
+
+def _definitions(definitions) -> dict[str, tuple[str, list[str] | None]]:
+    """Event name -> (group, its fields' names, None where the definition alone does
+    not tell them), from the recording's -e list: "f[:[GRP/][EVENT]] SYM[%return]
+    [FETCHARGS]" (the kernel's naming: EVENT defaults to SYM__entry / SYM__exit,
+    sanitized; a fetcharg is named by "NAME=", else by itself when it is a C name,
+    else argN) and "GRP:EVENT"."""
+    out: dict[str, tuple[str, list[str] | None]] = {}
+    for d in definitions or ():
+        words = str(d).split()
+        if not words:
+            continue
+        m = _DEF_STATIC.match(words[0])
+        if m and len(words) == 1:
+            out[m.group(2)] = (m.group(1), None)
+            continue
+        if not words[0].startswith("f") or len(words) < 2:
+            continue
+        head, sym = words[0], words[1]
+        group, event = DEFAULT_EVENT_GROUP, ""
+        if ":" in head:
+            spec = head.split(":", 1)[1]
+            if "/" in spec:
+                group, event = spec.split("/", 1)
+                group = group or DEFAULT_EVENT_GROUP
+            else:
+                event = spec
+        if not event:
+            is_return = sym.endswith("%return")
+            symbol = sym[:-len("%return")] if is_return else sym
+            name = f"{symbol}__{'exit' if is_return else 'entry'}"[:MAX_EVENT_NAME_LEN - 1]
+            event = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_"
+                            for c in name)
+        names: list[str] | None = []
+        for k, raw in enumerate(words[2:]):
+            eq = raw.find("=")
+            if eq > 0:
+                names.append(raw[:eq])
+                continue
+            cand = raw.split(":", 1)[0]
+            if cand.startswith("$arg"):
+                names = None        # a parameter's name: only the text says which
+                break
+            names.append(cand if _C_NAME.match(cand) else f"arg{k + 1}")
+        out[event] = (group, names)
+    return out
+
+
+def _clock_text(clock: str) -> str:
+    """The trace_clock file: every clock, the one in use in brackets."""
+    if clock not in TRACE_CLOCKS:
+        clock = "local"
+    return " ".join(f"[{c}]" if c == clock else c for c in TRACE_CLOCKS) + "\n"
+
+
+class TraceDatExporter(Exporter):
+    name = "trace-cmd"
+    summary = "trace.dat (trace-cmd file format v6): trace-cmd report, KernelShark"
+    binary = True
+    suffix = ".trace.dat"
+
+    def write(self, source, out, options):
+        pages = _Pages()
+        try:
+            return self._write(source, out, pages)
+        finally:
+            pages.close()
+
+    def _write(self, source, out, pages: _Pages) -> dict:
+        symbols = _Symbols(source.symbols)
+        defs = _definitions(source.header.get("events"))
+        dyn: dict[str, _DynEvent] = {}
+        mark = symbols.addr("tracing_mark_write")
+        known = symbols.known
+        addr = symbols.addr
+        threads = dict(source.threads)
+        notes: list[str] = []
+        unsplit = 0
+        for e in source.entries():
+            if isinstance(e, LostEvents):
+                pages.cpu(e.cpu).mark_lost(e.lost)
+                continue
+            buf = pages.cpu(e.cpu)
+            threads.setdefault(e.cpu, (e.pid, e.comm))
+            t = e.type
+            pid = e.pid
+            if t in _FUNCTION_TYPES:
+                ip = known.get(e.func) or addr(e.func)
+            if t == TRACE_GRAPH_ENT:
+                payload = _GRAPH_ENT.pack(ID_FUNCGRAPH_ENTRY, 0, 0, pid, ip, e.depth)
+            elif t == TRACE_GRAPH_RET:
+                payload = _GRAPH_RET.pack(ID_FUNCGRAPH_EXIT, 0, 0, pid, ip,
+                                          e.depth, e.overrun & 0xffffffff,
+                                          e.calltime & 0xffffffffffffffff,
+                                          e.rettime & 0xffffffffffffffff)
+            elif t == TRACE_FN:
+                payload = _FUNCTION.pack(ID_FUNCTION, 0, 0, pid, ip,
+                                         known.get(e.parent) or addr(e.parent))
+            elif t == TRACE_PRINT:
+                ip = symbols.addr(e.func) if e.func else mark
+                text = e.text if e.text.endswith("\n") else e.text + "\n"
+                b = _PRINT_HEAD.pack(ID_PRINT, 0, 0, pid, ip) + text.encode("utf-8", "replace") + b"\0"
+                payload = b + bytes(_pad4(len(b)) - len(b))
+            elif t == TRACE_STACK:
+                frames = [f for f in e.text.split("\n") if f]
+                # as many frames as fit a page (the kernel's stack entry is bounded too)
+                frames = frames[:(PAGE_DATA - 64) // 8]
+                payload = (_STACK_HEAD.pack(ID_KERNEL_STACK, 0, 0, pid, 8 * len(frames), 0)
+                           + b"".join(_U64.pack(symbols.addr(f)) for f in frames))
+            elif t == TRACE_EVENT:
+                ev = dyn.get(e.func)
+                if ev is None:
+                    group, names = defs.get(e.func, (DEFAULT_EVENT_GROUP, None))
+                    if names is None:
+                        # the names as this first record's text shows them
+                        names = _ARG.findall(_HEAD.sub("", e.text, count=1))
+                    ev = dyn[e.func] = _DynEvent(FIRST_DYNAMIC_ID + len(dyn), group,
+                                                 e.func, names)
+                if ev.split(e.text) is None:
+                    unsplit += 1
+                payload = ev.payload(pid, e.text, symbols)
+                if len(payload) + 8 > PAGE_DATA:
+                    payload = ev.payload(pid, e.text[:PAGE_DATA // 2], symbols)
+            else:
+                continue
+            buf.add(e.ts, payload)
+        for b in pages.cpus.values():
+            b.flush()
+        pages.file.flush()
+        hdr = source.header
+        if hdr.get("graph_args") or hdr.get("graph_retval"):
+            # funcgraph_entry/exit have no field for them (the kernel's own have none
+            # for Python values either)
+            notes.append("trace.dat: function arguments and return values are not "
+                         "exported (the kernel's graph events have no field for them)")
+        if unsplit:
+            notes.append(f"{unsplit} dynamic event(s) whose text did not split into their "
+                         "fields: written whole in the first field")
+        nr_cpus = max([*pages.cpus, *threads, -1]) + 1 if (pages.cpus or threads) else 1
+        clock = source.trace_clock
+        self._write_file(out, pages, symbols, dyn, threads, nr_cpus, clock)
+        return {"notes": notes}
+
+    def _write_file(self, out, pages: _Pages, symbols: _Symbols, dyn: dict[str, _DynEvent],
+                    threads: Mapping[int, tuple[int, str]], nr_cpus: int, clock: str) -> None:
+        pos = 0
+
+        def put(b: bytes) -> None:
+            nonlocal pos
+            out.write(b)
+            pos += len(b)
+
+        put(b"\x17\x08\x44tracing6\0" + bytes([0, 8]) + _U32.pack(PAGE_SIZE))
+        for name, text in (("header_page", HEADER_PAGE), ("header_event", HEADER_EVENT)):
+            data = text.encode()
+            put(name.encode() + b"\0" + _U64.pack(len(data)) + data)
+        put(_U32.pack(len(FTRACE_FORMATS)))
+        for text in FTRACE_FORMATS.values():
+            data = text.encode()
+            put(_U64.pack(len(data)) + data)
+        systems: dict[str, list[_DynEvent]] = {}
+        for ev in dyn.values():
+            systems.setdefault(ev.group, []).append(ev)
+        put(_U32.pack(len(systems)))
+        for system, evs in systems.items():
+            put(system.encode() + b"\0" + _U32.pack(len(evs)))
+            for ev in evs:
+                data = ev.format_text().encode()
+                put(_U64.pack(len(data)) + data)
+        kallsyms = symbols.kallsyms()
+        put(_U32.pack(len(kallsyms)) + kallsyms)
+        put(_U32.pack(0))                                       # printk formats
+        cmdlines = "".join(f"{pid} {''.join(comm.split()) or '<...>'}\n"
+                           for pid, comm in sorted(set(threads.values()))).encode()
+        put(_U64.pack(len(cmdlines)) + cmdlines)
+        put(_U32.pack(nr_cpus))
+        put(b"options  \0")
+        clock_text = _clock_text(clock).encode()
+        put(struct.pack("<HI", OPTION_TRACECLOCK, len(clock_text)) + clock_text)
+        put(struct.pack("<HII", OPTION_CPUCOUNT, 4, nr_cpus))
+        put(struct.pack("<H", OPTION_DONE))
+        put(b"flyrecord\0")
+        # the CPU table, then (as trace-cmd's own v6 writer does) the trace_clock file
+        table_end = pos + 16 * nr_cpus + 8 + len(clock_text)
+        offset = (table_end + PAGE_SIZE - 1) // PAGE_SIZE * PAGE_SIZE
+        layout = []
+        for cpu in range(nr_cpus):
+            b = pages.cpus.get(cpu)
+            size = len(b.page_nos) * PAGE_SIZE if b is not None else 0
+            layout.append((offset if size else 0, size))
+            offset += size
+        for off, size in layout:
+            put(_U64.pack(off) + _U64.pack(size))
+        put(_U64.pack(len(clock_text)) + clock_text)
+        put(bytes(((pos + PAGE_SIZE - 1) // PAGE_SIZE * PAGE_SIZE) - pos))
+        f = pages.file
+        for cpu in range(nr_cpus):
+            b = pages.cpus.get(cpu)
+            if b is None:
+                continue
+            for no in b.page_nos:
+                f.seek(no * PAGE_SIZE)
+                put(f.read(PAGE_SIZE))
+
+
+register_exporter(TraceDatExporter())
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

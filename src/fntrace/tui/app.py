@@ -1,0 +1,410 @@
+"""The browser: call graph, function table, detail pane, search, thread selector.
+
+The trace is indexed in a background thread (textual's thread worker) from the start
+of the file; a timer takes the new rows into the view a few times a second, so the
+first screen shows at once and the status line's bar says how far the index has got.
+
+Keys (uftrace tui's where it has one): j/k or arrows move, enter/space folds, h/l
+fold/unfold or go to the parent, [ and ] the previous/next call of the same function,
+/ search (n/N next/previous match), t/T next/previous thread, f the function table
+(enter on a function goes to its first call; f again comes back), q quits.
+"""
+from __future__ import annotations
+
+import os
+
+from rich.markup import escape
+from textual import on
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import ContentSwitcher, DataTable, Footer, Input, ProgressBar, Static
+
+from ..output.source import TraceSource
+from .graph import CallGraph
+from .index import COMPLETE, ENTRY_SEEN, HAS_RETVAL, OPEN, FunctionRow, TraceIndex, format_ns, function_rows
+
+__all__ = ["TraceBrowser", "SORT_KEYS"]
+
+#: Function table columns and how each sorts (largest first; names A-Z).
+SORT_KEYS = {
+    "function": (lambda r: r.func, False),
+    "hit": (lambda r: r.hit, True),
+    "time": (lambda r: r.time, True),
+    "avg": (lambda r: r.avg, True),
+    "self": (lambda r: r.self_ns, True),
+}
+
+_MAX_EVENTS_SHOWN = 3
+#: Entries indexed before the first screen (a few milliseconds' work).
+_FIRST_ENTRIES = 2000
+
+
+class TraceBrowser(App):
+    """``fntrace tui FILE``."""
+
+    TITLE = "fntrace tui"
+    CSS = """
+    Screen { layout: vertical; overflow: hidden; }
+    #views { height: 1fr; }
+    #calls { height: 1fr; }
+    #ghead { height: 1; text-style: bold; color: $text-muted; }
+    #top { height: 1; background: $primary-background; }
+    #status { width: 1fr; }
+    #progress { width: 30; }
+    #progress.done { display: none; }
+    #detail { height: 10; border-top: solid $primary; padding: 0 1; }
+    #search { dock: bottom; display: none; }
+    #search.shown { display: block; }
+    DataTable { height: 1fr; }
+    """
+
+    BINDINGS = [
+        Binding("q", "quit", "quit"),
+        Binding("f", "table", "functions"),
+        Binding("t", "thread(1)", "thread"),
+        Binding("T", "thread(-1)", "prev thread", show=False),
+        Binding("slash", "search", "search"),
+        Binding("n", "search_next(1)", "next match", show=False),
+        Binding("N", "search_next(-1)", "prev match", show=False),
+        Binding("s", "sort", "sort", show=False),
+        Binding("a", "all_threads", "all threads", show=False),
+        Binding("escape", "back", "back", show=False),
+    ]
+
+    def __init__(self, source: TraceSource, fold_depth: int = 2, tick: float = 0.2) -> None:
+        super().__init__()
+        self.source = source
+        self.index = TraceIndex(source)
+        self.fold_depth = fold_depth
+        self.tick = tick
+        self.cpus = sorted(self.index.threads)
+        self.cpu = self.cpus[0] if self.cpus else 0
+        self.sort_key = "time"
+        self.table_all = False
+        self.table_rows: list[FunctionRow] = []
+        self.pattern = ""
+        self._match_ids: set[int] = set()
+        self._came_from_func: str | None = None
+
+    # -- layout -----------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="top"):
+            yield Static(id="status")
+            yield ProgressBar(total=100, show_eta=False, id="progress")
+        with ContentSwitcher(initial="calls", id="views"):
+            with Vertical(id="calls"):
+                yield Static(f"{'TOTAL TIME':>12} {'SELF TIME':>12} │ FUNCTION", id="ghead")
+                yield CallGraph(self.index, self.fold_depth, id="graph")
+            yield DataTable(id="table", cursor_type="row", zebra_stripes=True)
+        yield Static(id="detail")
+        yield Input(placeholder="search: part of a function name", id="search")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#table", DataTable)
+        for key in SORT_KEYS:
+            table.add_column(key.capitalize() if key != "self" else "Self", key=key)
+        # The first screenful is indexed here, the rest in a thread once it shows (a
+        # thread started now would slow the first screen down: one GIL for both).
+        self.index.build(_FIRST_ENTRIES)
+        if self.cpus:
+            self.graph.show_thread(self.cpu)
+        self.graph.focus()
+        self._timer = self.set_interval(self.tick, self._poll)
+        self._poll()
+        self.call_after_refresh(self._start_indexing)
+
+    def _start_indexing(self) -> None:
+        if not self.index.done:
+            self.run_worker(self.index.build, thread=True, exit_on_error=False, name="index")
+
+    def on_unmount(self) -> None:
+        self.index.stop.set()
+
+    @property
+    def graph(self) -> CallGraph:
+        return self.query_one("#graph", CallGraph)
+
+    # -- the index growing ------------------------------------------------------
+
+    def _poll(self) -> None:
+        ix = self.index
+        if self.graph.view is None and ix.threads:
+            # threads the file's table did not name appeared in the records
+            self.cpus = sorted(ix.threads)
+            self.cpu = self.cpus[0]
+            self.graph.show_thread(self.cpu)
+        self.graph.catch_up()
+        bar = self.query_one("#progress", ProgressBar)
+        bar.update(progress=round(ix.progress() * 100))
+        if ix.done:
+            bar.add_class("done")
+            self._timer.stop()
+            if ix.error:
+                self.notify(f"the trace is damaged: {ix.error}; showing what was read",
+                            severity="error", timeout=10)
+            if self.query_one("#views", ContentSwitcher).current == "table":
+                self._fill_table()
+        self._status()
+        self._detail()
+
+    def _status(self) -> None:
+        ix = self.index
+        parts = [f"[b]{escape(os.path.basename(self.source.name))}[/b]  {self.source.tracer}"]
+        if not ix.done:
+            parts.append(f"indexing… {ix.progress():.0%}")
+        if self.cpus:
+            t = ix.threads[self.cpu]
+            parts.append(f"thread [b]{self.cpu}: {escape(t.label)}[/b] "
+                         f"({self.cpus.index(self.cpu) + 1}/{len(self.cpus)})")
+            parts.append(f"{t.n:,} calls")
+        else:
+            parts.append("no threads in this trace")
+        if ix.done and self.source.truncated:
+            parts.append("[red]file cut short[/red]")
+        if self.pattern:
+            parts.append(f"search: {escape(self.pattern)}")
+        self.query_one("#status", Static).update("  │  ".join(parts))
+
+    # -- detail pane --------------------------------------------------------------
+
+    @on(CallGraph.Moved)
+    def _detail(self) -> None:
+        pane = self.query_one("#detail", Static)
+        if self.query_one("#views", ContentSwitcher).current == "table":
+            pane.update(self._table_detail())
+            return
+        v = self.graph.view
+        r = v.row() if v else -1
+        if r < 0:
+            pane.update("[dim]no call here[/dim]")
+            return
+        ix = self.index
+        t = v.t
+        first = ix.first_ts or 0
+        flags = t.flags[r]
+        lines = [f"[b]{escape(ix.names[t.func[r]])}[/b]   thread {escape(t.label)}   "
+                 f"start {(t.start[r] - first) / 1e9:.6f} s"]
+        if t.caller[r] >= 0:
+            lines.append(f"called from {escape(ix.names[t.caller[r]])}")
+        elif flags & OPEN:
+            lines.append("still running where the index has got to")
+        else:
+            note = "" if flags & COMPLETE else ("   (no return in the trace)" if flags & ENTRY_SEEN
+                                                 else "   (entry not in the trace)")
+            lines.append(f"duration {format_ns(t.end[r] - t.start[r])}   "
+                         f"self {format_ns(t.self_ns[r])}{note}")
+        if t.args[r] >= 0:
+            lines.append(f"args: {escape(ix.texts[t.args[r]]) or '(none)'}")
+        if flags & HAS_RETVAL and t.ret[r] >= 0:
+            lines.append(f"retval: {escape(ix.texts[t.ret[r]])}")
+        end = t.start[r] if t.caller[r] >= 0 else (t.end[r] if t.end[r] >= 0 else 1 << 62)
+        with ix.lock:
+            lo, hi = t.events_between(t.start[r], end)
+            shown = [(t.ev_ts[i], t.ev_text[i]) for i in range(lo, min(hi, lo + _MAX_EVENTS_SHOWN))]
+        if hi > lo:
+            lines.append(f"events in this call: {hi - lo}")
+            for ts, text in shown:
+                lines.append(f"  {(ts - first) / 1e9:.6f}  {escape(text.splitlines()[0] if text else '')}")
+            if hi - lo > len(shown):
+                lines.append(f"  … {hi - lo - len(shown)} more")
+        pane.update("\n".join(lines))
+
+    def _table_detail(self) -> str:
+        row = self._table_row()
+        if row is None:
+            return "[dim]no function[/dim]"
+        t = self.index.threads.get(self.cpu)
+        scope = "all threads" if self.table_all or t is None else f"thread {t.label}"
+        return (f"[b]{escape(row.func)}[/b]   {scope}\n"
+                f"hit {row.hit:,}   time {format_ns(row.time)}   avg {format_ns(row.avg)}   "
+                f"self {format_ns(row.self_ns)}\n"
+                "[dim]enter: its first call in the graph (then ] and [ for the next and "
+                "previous)   s: sort by the next column   a: all threads / this one[/dim]")
+
+    # -- threads ------------------------------------------------------------------
+
+    def action_thread(self, d: int) -> None:
+        self.cpus = sorted(self.index.threads)
+        if not self.cpus:
+            return
+        if self.cpu not in self.cpus:
+            self.cpu = self.cpus[0]
+        self.cpu = self.cpus[(self.cpus.index(self.cpu) + d) % len(self.cpus)]
+        self.graph.show_thread(self.cpu)
+        if self.query_one("#views", ContentSwitcher).current == "table":
+            self._fill_table()
+        self._status()
+        self._detail()
+
+    # -- function table -------------------------------------------------------------
+
+    def action_table(self) -> None:
+        sw = self.query_one("#views", ContentSwitcher)
+        if sw.current == "table":
+            self._to_graph()
+            return
+        v = self.graph.view
+        r = v.row() if v else -1
+        self._came_from_func = self.index.names[v.t.func[r]] if r >= 0 else None
+        sw.current = "table"
+        self._fill_table()
+        table = self.query_one("#table", DataTable)
+        table.focus()
+        self._detail()
+
+    def action_back(self) -> None:
+        inp = self.query_one("#search", Input)
+        if inp.has_class("shown"):
+            inp.remove_class("shown")
+            self.graph.focus()
+            return
+        if self.query_one("#views", ContentSwitcher).current == "table":
+            self._to_graph()
+
+    def _to_graph(self) -> None:
+        self.query_one("#views", ContentSwitcher).current = "calls"
+        self.graph.focus()
+        self._detail()
+
+    def _fill_table(self) -> None:
+        with self.index.lock:
+            whole = self.table_all or self.cpu not in self.index.threads
+            rows = function_rows(self.index, None if whole else self.cpu)
+        key, rev = SORT_KEYS[self.sort_key]
+        rows.sort(key=key, reverse=rev)
+        self.table_rows = rows
+        table = self.query_one("#table", DataTable)
+        table.clear()
+        timed = self.source.tracer != "function"
+        for r in rows:
+            table.add_row(r.func, f"{r.hit:,}",
+                          format_ns(r.time) if timed else "", format_ns(r.avg) if timed else "",
+                          format_ns(r.self_ns) if timed else "", key=r.func)
+        for col in table.columns.values():
+            label = str(col.label).rstrip(" ▼▲")
+            col.label = label + (" ▼" if col.key.value == self.sort_key else "")
+        if self._came_from_func is not None:
+            names = [r.func for r in rows]
+            if self._came_from_func in names:
+                table.move_cursor(row=names.index(self._came_from_func))
+        table.refresh()
+
+    def _table_row(self) -> FunctionRow | None:
+        table = self.query_one("#table", DataTable)
+        if not self.table_rows or table.cursor_row is None:
+            return None
+        i = table.cursor_row
+        return self.table_rows[i] if 0 <= i < len(self.table_rows) else None
+
+    def action_sort(self) -> None:
+        if self.query_one("#views", ContentSwitcher).current != "table":
+            return
+        keys = list(SORT_KEYS)
+        self.sort_by(keys[(keys.index(self.sort_key) + 1) % len(keys)])
+
+    def sort_by(self, key: str) -> None:
+        row = self._table_row()
+        self._came_from_func = row.func if row else None
+        self.sort_key = key
+        self._fill_table()
+
+    def action_all_threads(self) -> None:
+        if self.query_one("#views", ContentSwitcher).current != "table":
+            return
+        self.table_all = not self.table_all
+        row = self._table_row()
+        self._came_from_func = row.func if row else None
+        self._fill_table()
+        self._detail()
+
+    @on(DataTable.HeaderSelected)
+    def _header(self, ev: DataTable.HeaderSelected) -> None:
+        self.sort_by(str(ev.column_key.value))
+
+    @on(DataTable.RowHighlighted)
+    def _row_highlighted(self) -> None:
+        self._detail()
+
+    @on(DataTable.RowSelected)
+    def _row_selected(self) -> None:
+        row = self._table_row()
+        if row is None:
+            return
+        self._came_from_func = row.func
+        fid = self.index._name_ids.get(row.func, -1)
+        if self.cpu not in self.cpus:
+            return
+        # this thread first, then the others (the table may count all threads)
+        order = self.cpus[self.cpus.index(self.cpu):] + self.cpus[:self.cpus.index(self.cpu)]
+        for cpu in order:
+            t = self.index.threads[cpu]
+            r = t.find(fid, 0)
+            if r >= 0:
+                if cpu != self.cpu:
+                    self.cpu = cpu
+                    self.graph.show_thread(cpu)
+                self._to_graph()
+                self.graph.goto_row(r)
+                self._status()
+                return
+        self.notify(f"no call of {row.func} indexed yet")
+
+    # -- search -----------------------------------------------------------------------
+
+    def action_search(self) -> None:
+        inp = self.query_one("#search", Input)
+        inp.add_class("shown")
+        inp.value = self.pattern
+        inp.focus()
+
+    @on(Input.Submitted, "#search")
+    def _search_submitted(self, ev: Input.Submitted) -> None:
+        ev.input.remove_class("shown")
+        self.pattern = ev.value.strip()
+        if self.query_one("#views", ContentSwitcher).current == "table":
+            self._to_graph()
+        self.graph.focus()
+        self.action_search_next(1, from_here=True)
+
+    def action_search_next(self, d: int, from_here: bool = False) -> None:
+        if not self.pattern:
+            return
+        self._match_ids = self.index.ids_matching(self.pattern)
+        v = self.graph.view
+        if v is None:
+            return
+        t = v.t
+        here = v.row()
+        n = v.seen
+        func = t.func
+        ids = self._match_ids
+        found = -1
+        if ids:
+            if d > 0:
+                start = here if from_here and here >= 0 else here + 1
+                order = [(start, n), (0, start)]
+                for a, b in order:
+                    if len(ids) == 1:
+                        found = t.find(next(iter(ids)), a, b)
+                    else:
+                        found = next((r for r in range(a, b) if func[r] in ids), -1)
+                    if found >= 0:
+                        break
+            else:
+                for a, b in [(0, max(here, 0)), (here, n)]:
+                    found = next((r for r in range(b - 1, a - 1, -1) if func[r] in ids), -1)
+                    if found >= 0:
+                        break
+        self._status()
+        if found < 0:
+            self.notify(f"no call matching {self.pattern!r} on this thread")
+            return
+        self.graph.goto_row(found)
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

@@ -1,0 +1,361 @@
+"""A compact index of a trace's calls, per thread, for the browser.
+
+A trace of two million events holds about a million calls; a widget per call (or a
+Python object per call) would take seconds to build and hundreds of megabytes to keep.
+The index keeps each thread's calls as rows of parallel ``array`` columns (ints only:
+function names, argument and return-value texts are interned once and referred to by
+number), in the order the calls were entered: the order of the function_graph text,
+so a call's descendants are the rows right after it (up to ``subend``).
+
+Rows are added as the trace is read, so the browser can show the start of the trace
+while the rest is still being indexed (``build`` runs in a background thread; the UI
+reads ``ThreadIndex.n`` rows, which are whole when ``n`` counts them).  Calls come from
+``output.calls.CallBuilder``, which decides what a lost return or a missing entry
+means; a call made from a return alone (its entry was not in the trace) is a row of its
+own after the rows of its children, as the text report prints it.
+"""
+from __future__ import annotations
+
+import threading
+from array import array
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+from itertools import islice
+
+from ..output.calls import Call, CallBuilder
+from ..output.entry import (
+    LOST_EVENTS_UNKNOWN, TRACE_EVENT, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, TRACE_PRINT,
+    TRACE_STACK, LostEvents,
+)
+from ..output.source import TraceSource
+
+__all__ = ["FunctionRow", "ThreadIndex", "TraceIndex", "function_rows", "format_ns",
+           "COMPLETE", "ENTRY_SEEN", "HAS_RETVAL", "OPEN"]
+
+# Row flags.
+COMPLETE = 1     # the call's return was read
+ENTRY_SEEN = 2   # its entry was read (else it was made from its return)
+HAS_RETVAL = 4   # a return value was recorded
+OPEN = 8         # not closed yet (still being read)
+
+#: Entries read between two checks of the stop flag (and two progress updates).
+_BATCH = 4096
+
+
+class ThreadIndex:
+    """One thread slot's calls (rows) and events.
+
+    Row columns: ``func`` (name id), ``depth``, ``start``/``end`` (ns; ``end`` is -1
+    while the call is open), ``self_ns``, ``parent`` (row of the enclosing call, -1 at
+    the top), ``subend`` (one past the row's last descendant, -1 while open),
+    ``args``/``ret`` (text ids, -1: none), ``caller`` (function tracer hits: the
+    parent's name id), ``flags``.  Only the first ``n`` rows are whole.
+
+    Events (markers, dynamic events, stack traces, lost-event notices) are kept in time
+    order: ``ev_ts`` and ``ev_text``.
+    """
+
+    def __init__(self, cpu: int, tid: int, comm: str) -> None:
+        self.cpu = cpu
+        self.tid = tid
+        self.comm = comm
+        self.func = array("i")
+        self.depth = array("i")
+        self.start = array("q")
+        self.end = array("q")
+        self.self_ns = array("q")
+        self.parent = array("i")
+        self.subend = array("i")
+        self.args = array("i")
+        self.ret = array("i")
+        self.caller = array("i")
+        self.flags = bytearray()
+        self.n = 0
+        self.ev_ts = array("q")
+        self.ev_text: list[str] = []
+        self.nev = 0
+        # per function id: hits, total ns, self ns (closed calls)
+        self.hit: dict[int, int] = {}
+        self.total: dict[int, int] = {}
+        self.self_total: dict[int, int] = {}
+        self._stack: list[int] = []     # open rows (the builder's thread only)
+
+    @property
+    def label(self) -> str:
+        return f"{self.comm}-{self.tid}"
+
+    def events_between(self, start: int, end: int) -> tuple[int, int]:
+        """The range of event numbers with start <= ts <= end."""
+        nev = self.nev
+        lo = bisect_left(self.ev_ts, start, 0, nev)
+        hi = bisect_right(self.ev_ts, end, lo, nev)
+        return lo, hi
+
+    def find(self, fid: int, start: int, stop: int | None = None) -> int:
+        """The first row >= start calling function ``fid`` (-1: none)."""
+        stop = self.n if stop is None else stop
+        if start >= stop:
+            return -1
+        try:
+            return self.func.index(fid, start, stop)
+        except ValueError:
+            return -1
+
+    def rfind(self, fid: int, stop: int) -> int:
+        """The last row < stop calling function ``fid`` (-1: none)."""
+        step = 1 << 16
+        while stop > 0:
+            lo = max(0, stop - step)
+            block = self.func[lo:stop][::-1]
+            try:
+                return stop - 1 - block.index(fid)
+            except ValueError:
+                stop = lo
+        return -1
+
+
+@dataclass(slots=True)
+class FunctionRow:
+    """One line of the function table (the kernel's function profile, plus self time)."""
+    func: str
+    hit: int
+    time: int       # ns, all calls
+    avg: float      # ns
+    self_ns: int    # ns
+
+
+class TraceIndex:
+    """Every thread's rows, built by ``build`` (call it in a background thread)."""
+
+    def __init__(self, source: TraceSource) -> None:
+        self.source = source
+        self.names: list[str] = []
+        self._name_ids: dict[str, int] = {}
+        self.texts: list[str] = []
+        self._text_ids: dict[str, int] = {}
+        self.threads: dict[int, ThreadIndex] = {}
+        for cpu, (tid, comm) in sorted(source.threads.items()):
+            self.threads[cpu] = ThreadIndex(cpu, tid, comm)
+        self.total = source.nr_records()
+        self.read = 0
+        self.first_ts: int | None = None
+        self.done = False
+        self.error: str | None = None
+        self.stop = threading.Event()
+        self.lock = threading.Lock()    # held while rows are added or closed
+        self._it = None
+        self._builder: CallBuilder | None = None
+
+    # -- names --------------------------------------------------------------
+
+    def name_id(self, name: str) -> int:
+        i = self._name_ids.get(name)
+        if i is None:
+            i = self._name_ids[name] = len(self.names)
+            self.names.append(name)
+        return i
+
+    def text_id(self, text: str) -> int:
+        i = self._text_ids.get(text)
+        if i is None:
+            i = self._text_ids[text] = len(self.texts)
+            self.texts.append(text)
+        return i
+
+    def ids_matching(self, substring: str) -> set[int]:
+        """Function ids whose name contains ``substring`` (case-insensitive)."""
+        s = substring.lower()
+        return {i for i, n in enumerate(list(self.names)) if s in n.lower()}
+
+    def thread(self, cpu: int, tid: int = 0, comm: str = "<...>") -> ThreadIndex:
+        t = self.threads.get(cpu)
+        if t is None:
+            t = self.threads[cpu] = ThreadIndex(cpu, tid, comm)
+        return t
+
+    # -- building -----------------------------------------------------------
+
+    def build(self, limit: int | None = None) -> None:
+        """Read the trace (the rest of it, or ``limit`` more entries at most); stops
+        early when ``stop`` is set.  ``done`` is set when the whole trace is read."""
+        try:
+            if self._step(limit):
+                with self.lock:
+                    for c in self._builder.finish():
+                        self._close(self.threads[c.cpu], c)
+                self.done = True
+        except Exception as e:  # a damaged file: say so in the browser, keep what was read
+            self.error = f"{type(e).__name__}: {e}"
+            self.done = True
+
+    def _step(self, limit: int | None) -> bool:
+        """Index up to ``limit`` entries (all with None); True at the end of the trace."""
+        if self._it is None:
+            self._builder = CallBuilder()
+            self._it = iter(self.source.entries())
+        feed = self._builder.feed
+        close = self._close
+        text_id = self.text_id
+        name_id = self.name_id
+        threads = self.threads
+        stop = self.stop
+        lock = self.lock
+        it = self._it
+        count = self.read
+        left = limit
+        while not stop.is_set():
+            if left is not None and left <= 0:
+                return False
+            batch = list(islice(it, _BATCH if left is None else min(_BATCH, left)))
+            if not batch:
+                return True
+            if left is not None:
+                left -= len(batch)
+            with lock:
+                for e in batch:
+                    if isinstance(e, LostEvents):
+                        t = threads.get(e.cpu) or self.thread(e.cpu)
+                        n = "some" if e.lost == LOST_EVENTS_UNKNOWN else str(e.lost)
+                        ts = t.ev_ts[t.nev - 1] if t.nev else (t.start[t.n - 1] if t.n else 0)
+                        self._event(t, ts, f"[LOST {n} EVENTS]")
+                        continue
+                    if self.first_ts is None:
+                        self.first_ts = e.ts
+                    typ = e.type
+                    t = threads.get(e.cpu) or self.thread(e.cpu, e.pid, e.comm)
+                    if typ == TRACE_GRAPH_ENT or typ == TRACE_GRAPH_RET:
+                        for c in feed(e):
+                            close(threads[c.cpu], c)
+                        if typ == TRACE_GRAPH_ENT:
+                            st = t._stack
+                            r = t.n
+                            t.func.append(name_id(e.func))
+                            t.depth.append(e.depth)
+                            t.start.append(e.ts)
+                            t.end.append(-1)
+                            t.self_ns.append(0)
+                            t.parent.append(st[-1] if st else -1)
+                            t.subend.append(-1)
+                            t.args.append(text_id(_args_text(e.args)) if e.args is not None else -1)
+                            t.ret.append(-1)
+                            t.caller.append(-1)
+                            t.flags.append(ENTRY_SEEN | OPEN)
+                            st.append(r)
+                            t.n = r + 1
+                    elif typ == TRACE_FN:
+                        r = t.n
+                        fid = name_id(e.func)
+                        t.func.append(fid)
+                        t.depth.append(0)
+                        t.start.append(e.ts)
+                        t.end.append(e.ts)
+                        t.self_ns.append(0)
+                        t.parent.append(-1)
+                        t.subend.append(r + 1)
+                        t.args.append(text_id(_args_text(e.args)) if e.args is not None else -1)
+                        t.ret.append(-1)
+                        t.caller.append(name_id(e.parent) if e.parent else -1)
+                        t.flags.append(ENTRY_SEEN)
+                        t.hit[fid] = t.hit.get(fid, 0) + 1
+                        t.n = r + 1
+                    elif typ == TRACE_PRINT:
+                        self._event(t, e.ts, f"{e.func or 'tracing_mark_write'}: {e.text}")
+                    elif typ == TRACE_EVENT:
+                        self._event(t, e.ts, f"{e.func}: {e.text}")
+                    elif typ == TRACE_STACK:
+                        self._event(t, e.ts, "<stack trace>\n" + e.text)
+                count += len(batch)
+                self.read = count
+        return False
+
+    def _event(self, t: ThreadIndex, ts: int, text: str) -> None:
+        t.ev_ts.append(ts)
+        t.ev_text.append(text)
+        t.nev += 1
+
+    def _close(self, t: ThreadIndex, c: Call) -> None:
+        fid = self.name_id(c.func)
+        dur = c.end - c.start
+        flags = (COMPLETE if c.complete else 0) | (HAS_RETVAL if c.has_retval else 0)
+        ret = self.text_id(_retval_text(c.retval)) if c.has_retval else -1
+        if c.entry_seen:
+            r = t._stack.pop()
+            t.end[r] = c.end
+            t.self_ns[r] = c.self_ns
+            t.ret[r] = ret
+            t.flags[r] = flags | ENTRY_SEEN
+            t.subend[r] = t.n
+        else:
+            st = t._stack
+            r = t.n
+            t.func.append(fid)
+            t.depth.append(c.depth)
+            t.start.append(c.start)
+            t.end.append(c.end)
+            t.self_ns.append(c.self_ns)
+            t.parent.append(st[-1] if st else -1)
+            t.subend.append(r + 1)
+            t.args.append(-1)
+            t.ret.append(ret)
+            t.caller.append(-1)
+            t.flags.append(flags)
+            t.n = r + 1
+        t.hit[fid] = t.hit.get(fid, 0) + 1
+        t.total[fid] = t.total.get(fid, 0) + dur
+        t.self_total[fid] = t.self_total.get(fid, 0) + c.self_ns
+
+    # -- reading ------------------------------------------------------------
+
+    def nr_rows(self) -> int:
+        return sum(t.n for t in self.threads.values())
+
+    def progress(self) -> float:
+        if self.done:
+            return 1.0
+        return min(1.0, self.read / self.total) if self.total else 0.0
+
+
+def _args_text(args: list[tuple[str, str]]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in args)
+
+
+def _retval_text(v: object) -> str:
+    return str(v)
+
+
+def function_rows(index: TraceIndex, cpu: int | None = None) -> list[FunctionRow]:
+    """The function table of one thread slot (``cpu``) or of all: hits, total time,
+    average and self time per function, from the calls indexed so far.
+
+    Kept small and separate so a shared table builder can take its place."""
+    hit: dict[int, int] = {}
+    total: dict[int, int] = {}
+    self_t: dict[int, int] = {}
+    ts = [index.threads[cpu]] if cpu is not None else list(index.threads.values())
+    for t in ts:
+        for fid, h in list(t.hit.items()):
+            hit[fid] = hit.get(fid, 0) + h
+        for fid, v in list(t.total.items()):
+            total[fid] = total.get(fid, 0) + v
+        for fid, v in list(t.self_total.items()):
+            self_t[fid] = self_t.get(fid, 0) + v
+    names = index.names
+    rows = [FunctionRow(names[fid], h, total.get(fid, 0), total.get(fid, 0) / h if h else 0.0,
+                        self_t.get(fid, 0)) for fid, h in hit.items()]
+    rows.sort(key=lambda r: (-r.time, -r.hit, r.func))
+    return rows
+
+
+def format_ns(ns: float) -> str:
+    """A duration as the function_graph text prints it, in the unit that fits."""
+    us = ns / 1000
+    if us < 1000:
+        return f"{us:.3f} us"
+    if us < 1_000_000:
+        return f"{us / 1000:.3f} ms"
+    return f"{us / 1_000_000:.3f} s"
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())
