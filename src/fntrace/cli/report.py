@@ -75,7 +75,8 @@ def loss_notes(stats: dict | None, entries: int, written: int) -> list[str]:
 
 
 def trace_loss_notes(tf) -> list[str]:
-    """loss_notes() of a trace file: its counts and the recorder's stats."""
+    """loss_notes() of a trace file (a TraceFile or a TraceSource): its counts and the
+    recorder's stats."""
     entries, written = _counts(tf)
     stats = tf.stats or {}
     return loss_notes(stats, entries, written + int(stats.get("lost_in_writer") or 0))
