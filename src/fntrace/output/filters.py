@@ -28,9 +28,11 @@ What -F and -N mean depends on what the trace holds:
 The time window cuts entries by their own time, after -F/-N have seen the whole stream
 (so a call entered before ``--from`` still counts as a match for what runs under it in
 the window); a graph call cut by the window shows as the kernel shows a call whose
-entry or return is not in the buffer.  ``--to`` includes every entry the report prints
-with that time: the report prints microseconds, so ``--to 44774.715935`` keeps
-44774.715935999.  -D counts levels from what -F shows (depth 0 is the matched call).
+entry or return is not in the buffer.  A time given as the report prints it stands for
+every entry printed with it: ``--from T --to T`` keeps the entries the function format
+prints at T (it rounds to the microsecond, as the kernel's ns2usecs) or function_graph's
+abstime column prints at T (it cuts).  A relative time (``+0.5``) is exact, and --to
+includes it.  -D counts levels from what -F shows (depth 0 is the matched call).
 --thresh keeps only the returns of calls that took at least that long, and no entries,
 as the kernel's tracing_thresh prints them.
 """
@@ -212,12 +214,8 @@ def filter_entries(entries: Iterable[TraceEntry | LostEvents], flt: TraceFilter 
             # Relative times count from the trace's first event, whatever passes.
             first_ts = e.ts
             if windowed:
-                lo = flt.time_from.ns(first_ts, time_in_ns) if flt.time_from else None
-                if flt.time_to is not None:
-                    hi = flt.time_to.ns(first_ts, time_in_ns)
-                    if time_in_ns and flt.time_to.digits <= 6:
-                        # every entry printed with that microsecond
-                        hi = hi - hi % _NS_PER_US + _NS_PER_US - 1
+                lo = _bound(flt.time_from, first_ts, time_in_ns, graph, False)
+                hi = _bound(flt.time_to, first_ts, time_in_ns, graph, True)
         if hi is not None and e.ts > hi:
             break                               # the stream is in time order
         cpu = e.cpu
@@ -249,6 +247,22 @@ def filter_entries(entries: Iterable[TraceEntry | LostEvents], flt: TraceFilter 
             if thresh and (typ == TRACE_GRAPH_ENT or e.rettime - e.calltime < thresh):
                 continue
         yield e
+
+
+def _bound(b: TimeBound | None, first_ts: int, time_in_ns: bool, graph: bool,
+           upper: bool) -> int | None:
+    """A window's bound in ns.  A time as the report prints it (absolute, to the
+    microsecond) stands for every entry printed with it: the function format rounds
+    to the microsecond (ns2usecs), function_graph's abstime column cuts."""
+    if b is None:
+        return None
+    v = b.ns(first_ts, time_in_ns)
+    if b.relative or not time_in_ns or b.digits > 6:
+        return v
+    v -= v % _NS_PER_US
+    if graph:
+        return v + _NS_PER_US - 1 if upper else v
+    return v + _NS_PER_US // 2 - 1 if upper else v - _NS_PER_US // 2
 
 
 def _graph_select(e: TraceEntry, typ: int, st: list[int], functions, notrace
