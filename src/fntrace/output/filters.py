@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
 from ..core.glob import glob_match
@@ -249,6 +249,14 @@ def filter_entries(entries: Iterable[TraceEntry | LostEvents], flt: TraceFilter 
         yield e
 
 
+def _at_depth(e: TraceEntry, depth: int) -> TraceEntry:
+    """A copy of a graph entry at another depth, made field by field (-F copies most
+    entries of a deep trace, and dataclasses.replace was most of -F's cost)."""
+    return TraceEntry(e.ts, e.cpu, e.comm, e.pid, e.type, e.func, e.parent, depth,
+                      e.calltime, e.rettime, e.overrun, e.retval, e.has_retval, e.args,
+                      e.text)
+
+
 def _bound(b: TimeBound | None, first_ts: int, time_in_ns: bool, graph: bool,
            upper: bool) -> int | None:
     """A window's bound in ns.  A time as the report prints it (absolute, to the
@@ -290,7 +298,7 @@ def _graph_select(e: TraceEntry, typ: int, st: list[int], functions, notrace
             if not functions(e.func):
                 return None
             match_d = st[0] = d
-        return replace(e, depth=d - match_d) if match_d else e
+        return _at_depth(e, d - match_d) if match_d else e
     if typ == TRACE_GRAPH_RET:
         d = e.depth
         if hide_d >= 0:
@@ -309,10 +317,10 @@ def _graph_select(e: TraceEntry, typ: int, st: list[int], functions, notrace
             if not functions(e.func):
                 return None
             # the return of a matching call whose entry was not read
-            return replace(e, depth=0) if d else e
+            return _at_depth(e, 0) if d else e
         if d == match_d:
             st[0] = -1
-        return replace(e, depth=d - match_d) if match_d else e
+        return _at_depth(e, d - match_d) if match_d else e
     # events, markers, stacks: shown when the call they happen in is
     if hide_d >= 0:
         return None
