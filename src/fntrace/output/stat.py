@@ -227,18 +227,19 @@ def stat_table(rows: Iterable[FunctionStat], graph: bool = True, *, sort: str | 
     hits without, as function_stat_cmp), at most ``limit`` of them (0: all).
     ``wide``: the Function column as wide as the longest name instead of cut at 30."""
     rows = sort_stats(rows, sort or ("time" if graph else "hit"))
+    shown = []
+    for r in rows:
+        if limit and len(shown) >= limit:
+            break
+        if r.hit and not (graph and tracing_thresh and r.avg < tracing_thresh):
+            shown.append(r)         # the rows function_stat_show prints
     width = _NAME_WIDTH
     if wide:
-        width = max([_NAME_WIDTH] + [len(r.func) for r in rows])
+        width = max([_NAME_WIDTH] + [len(r.func) for r in shown])
     yield from stat_headers(graph, self_column=self_column, name_width=width)
-    shown = 0
-    for r in rows:
-        if limit and shown >= limit:
-            break
-        line = stat_row(r, graph, self_column=self_column, name_width=width,
-                        tracing_thresh=tracing_thresh)
+    for r in shown:
+        line = stat_row(r, graph, self_column=self_column, name_width=width)
         if line is not None:
-            shown += 1
             yield line
 
 
