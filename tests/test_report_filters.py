@@ -270,3 +270,66 @@ def test_bad_filters_are_one_line_exit_2(rec, run_fntrace, args, words):
         assert r.returncode == 2, (cmd, args, r.stderr)
         assert r.stderr.startswith("fntrace: ") and r.stderr.count("\n") == 1, r.stderr
         assert words in r.stderr and r.stdout == "", (cmd, r.stderr)
+
+
+# ---------------------------------------------------------------------------------
+# filter_entries over streams a recording rarely gives: lost returns, lost-event
+# markers, a window on the first event
+# ---------------------------------------------------------------------------------
+
+def _ent(ts, func, depth, cpu=0):
+    from fntrace.output.entry import TRACE_GRAPH_ENT, TraceEntry
+    return TraceEntry(ts, cpu, f"t{cpu}", 100 + cpu, TRACE_GRAPH_ENT, func, depth=depth)
+
+
+def _ret(ts, func, depth, start, cpu=0):
+    from fntrace.output.entry import TRACE_GRAPH_RET, TraceEntry
+    return TraceEntry(ts, cpu, f"t{cpu}", 100 + cpu, TRACE_GRAPH_RET, func, depth=depth,
+                      calltime=start, rettime=ts)
+
+
+def _shown(stream, **kw):
+    from fntrace.output.entry import LostEvents
+    from fntrace.output.filters import TraceFilter, filter_entries
+    threads = kw.pop("threads", None)
+    out = []
+    for e in filter_entries(stream, TraceFilter(**kw), graph=True, threads=threads):
+        out.append(("lost", e.cpu) if isinstance(e, LostEvents) else
+                   (e.type, e.func, e.depth))
+    return out
+
+
+def test_a_lost_return_ends_the_match():
+    from fntrace.output.entry import TRACE_GRAPH_ENT as E, TRACE_GRAPH_RET as R
+    stream = [_ent(1, "a", 0), _ent(2, "m", 1), _ent(3, "x", 2),
+              # m's and x's returns were lost: the next entry at depth 1 is not under m
+              _ent(10, "y", 1), _ret(11, "y", 1, 10), _ret(12, "a", 0, 1),
+              _ent(13, "m", 0), _ret(14, "m", 0, 13)]
+    assert _shown(stream, functions=("m",)) == [
+        (E, "m", 0), (E, "x", 1), (E, "m", 0), (R, "m", 0)]
+    # -N likewise: y, after the hidden m whose return was lost, is shown
+    assert _shown(stream, notrace=("m",)) == [
+        (E, "a", 0), (E, "y", 1), (R, "y", 1), (R, "a", 0)]
+    # a return of a matching call whose entry is not in the trace: shown at depth 0
+    assert _shown([_ret(5, "m", 3, 1)], functions=("m",)) == [(R, "m", 0)]
+
+
+def test_lost_markers_follow_their_thread():
+    from fntrace.output.entry import LostEvents
+    stream = [LostEvents(0, 3), LostEvents(1, 4), _ent(1, "a", 0, cpu=1),
+              _ret(2, "a", 0, 1, cpu=1), LostEvents(2, 1)]
+    threads = {0: (100, "t0"), 1: (101, "t1")}
+    # slot 0 is known not to pass; slot 2 is not known at all: its marker is kept
+    assert _shown(stream, cpus=frozenset({1}), threads=threads)[:2] == [("lost", 1), (2, "a", 0)]
+    assert ("lost", 0) not in _shown(stream, cpus=frozenset({1}), threads=threads)
+    assert ("lost", 2) in _shown(stream, cpus=frozenset({1}), threads=threads)
+
+
+def test_relative_times_count_from_the_traces_first_event():
+    from fntrace.output.filters import parse_time
+    stream = [_ent(1_000_000_000, "a", 0, cpu=0), _ret(1_000_000_100, "a", 0, 1_000_000_000),
+              _ent(1_500_000_000, "b", 0, cpu=1), _ret(1_700_000_000, "b", 0, 1_500_000_000, cpu=1)]
+    got = _shown(stream, cpus=frozenset({1}), time_from=parse_time("+0.5"),
+                 time_to=parse_time("+0.6"))
+    assert [f for _, f, _ in got] == ["b"]            # b's entry only: its return is at +0.7
+    assert parse_time("44774.715935").ns(0) == 44774715935000
