@@ -320,6 +320,11 @@ def test_filters(graph_dat, run_fntrace):
     slow = [n for n, c in full.items() if float(c[2]) >= 1.0]
     r = run_fntrace("stat", "--thresh", "1", graph_dat)
     assert sorted(table(r.stdout)) == sorted(slow)
+    # -D: the calls of the first levels only; what they called is in their self time
+    r = run_fntrace("stat", "-D", "1", graph_dat)
+    t = table(r.stdout)
+    assert {n: int(c[0]) for n, c in t.items()} == {"__main__.main": 1, "__main__.other": 1}
+    assert t["__main__.main"][1] == t["__main__.main"][4]
     # -w: whole names; by default the kernel's 30 characters
     r = run_fntrace("stat", "-w", graph_dat)
     assert table(r.stdout) == full

@@ -16,7 +16,7 @@ __all__ = ["add_filter_arguments", "filter_from_args"]
 
 
 def add_filter_arguments(p: argparse.ArgumentParser, *, graph_display: bool = True,
-                         thresh_help: str | None = None) -> None:
+                         thresh_help: str | None = None, depth_help: str | None = None) -> None:
     """The report-time filters (output/filters.py), for report and stat alike.
     ``graph_display``: also -D and --thresh (function_graph's display limits)."""
     g = p.add_argument_group("filters (applied when reading the trace)")
@@ -40,7 +40,7 @@ def add_filter_arguments(p: argparse.ArgumentParser, *, graph_display: bool = Tr
                    help="only entries at or before TIME (same forms; the whole microsecond)")
     if graph_display:
         g.add_argument("-D", "--max-depth", default="0", metavar="N",
-                       help="function_graph: show at most N levels")
+                       help=depth_help or "function_graph: show at most N levels")
         g.add_argument("--thresh", default="0", metavar="USEC",
                        help=thresh_help or "function_graph: show only calls that took at "
                                           "least USEC microseconds")

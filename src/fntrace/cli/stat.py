@@ -40,7 +40,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-w", "--wide", action="store_true",
                    help="show whole function names (the kernel cuts them at 30 characters)")
     add_filter_arguments(p, thresh_help="hide functions whose average call took less than "
-                                        "USEC microseconds (the profiler's tracing_thresh)")
+                                        "USEC microseconds (the profiler's tracing_thresh)",
+                         depth_help="function_graph: count only the calls of the first N "
+                                    "levels (their self time then holds the deeper calls')")
 
 
 def _limit(text: str) -> int:
