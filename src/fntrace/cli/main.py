@@ -51,9 +51,8 @@ examples:
 examples:
   fntrace report                       # fntrace.dat, as the kernel prints 'trace'
   fntrace report run.dat -O funcgraph-proc -O nofuncgraph-cpu
-  fntrace report run.dat -D 2 --thresh 100   # two levels, calls of 100 us or more
-  fntrace report run.dat -F 'markdown.*' -N '*.escape'   # those calls and what they call
-  fntrace report run.dat --thread 'worker*' --from +0.5 --to +0.75   # a thread, 250 ms""",
+  fntrace report run.dat -F 'markdown.*' -D 2 --thresh 100   # under markdown: 2 levels, >= 100 us
+  fntrace report run.dat --thread 'worker*' -N '*.escape' --from +0.5 --to +0.75""",
     "live": """\
 examples:
   fntrace live -F 'shop.*' -F '*:mod:__main__' examples/shop_demo.py
