@@ -51,7 +51,8 @@ examples:
 examples:
   fntrace report                       # fntrace.dat, as the kernel prints 'trace'
   fntrace report run.dat -O funcgraph-proc -O nofuncgraph-cpu
-  fntrace report run.dat -D 2 --thresh 100   # two levels, calls of 100 us or more""",
+  fntrace report run.dat -F 'markdown.*' -D 2 --thresh 100   # under markdown: 2 levels, >= 100 us
+  fntrace report run.dat --thread 'worker*' -N '*.escape' --from +0.5 --to +0.75""",
     "live": """\
 examples:
   fntrace live -F 'shop.*' -F '*:mod:__main__' examples/shop_demo.py
@@ -195,10 +196,8 @@ def _parser() -> argparse.ArgumentParser:
     rep = add("report", "print a trace file in ftrace text format")
     rep.add_argument("file", nargs="?", default="fntrace.dat", help="trace file (default: fntrace.dat)")
     _add_report_options(rep)
-    rep.add_argument("-D", "--max-depth", default="0", metavar="N",
-                     help="function_graph: show at most N levels")
-    rep.add_argument("--thresh", default="0", metavar="USEC",
-                     help="function_graph: show only calls that took at least USEC microseconds")
+    from .filters import add_filter_arguments
+    add_filter_arguments(rep)
 
     for name, help in (("stat", "the function profile table of a trace file"),
                        ("export", "write a trace file in another tool's format"),
@@ -496,10 +495,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "report":
             if not os.path.exists(args.file):
                 raise UsageError(f"{args.file}: no such file")
-            from .record import check_depth, check_thresh
+            from .filters import filter_from_args
             ropts = _report_opts(args)
-            ropts["max_depth"] = check_depth(args.max_depth)
-            ropts["thresh_ns"] = check_thresh(args.thresh) * 1000
+            ropts["flt"] = filter_from_args(args)
             _report(args.file, ropts, sys.stdout, sys.stderr)
             return 0
         if args.command == "live":

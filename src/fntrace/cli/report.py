@@ -3,12 +3,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..output.filters import TraceFilter, filter_entries
 from ..output.reader import entries_from_file
 from ..output.registry import nr_cpus_of
 from ..output.render import render_trace
 from ..ring_buffer import CLOCK_IN_NS, TRACE_CLOCKS
 
-__all__ = ["report_text", "loss_notes", "graph_display_filter"]
+__all__ = ["report_text", "loss_notes", "trace_loss_notes", "graph_display_filter",
+           "time_in_ns_of"]
 
 
 def _counts(tf) -> tuple[int, int]:
@@ -28,15 +30,15 @@ def graph_display_filter(entries, max_depth: int = 0, thresh_ns: int = 0):
     """max_graph_depth and tracing_thresh applied when reading (uftrace replay -D/-t):
     entries at or below the depth limit are dropped; with a threshold only returns that
     took at least that long are kept, and no entries (the kernel's tracing_thresh)."""
-    from ..output.entry import TRACE_GRAPH_ENT, TRACE_GRAPH_RET, TraceEntry
-    for e in entries:
-        if isinstance(e, TraceEntry) and e.type in (TRACE_GRAPH_ENT, TRACE_GRAPH_RET):
-            if max_depth and e.depth >= max_depth:
-                continue
-            if thresh_ns:
-                if e.type == TRACE_GRAPH_ENT or e.rettime - e.calltime < thresh_ns:
-                    continue
-        yield e
+    return filter_entries(entries, TraceFilter(max_depth=max_depth, thresh_ns=thresh_ns),
+                          graph=True)
+
+
+def time_in_ns_of(tf) -> bool:
+    """The trace clock counts ns (timestamps print as seconds): the kernel's
+    TRACE_FILE_TIME_IN_NS; counter and uptime print raw."""
+    clock = (tf.stats or {}).get("trace_clock", "local")
+    return CLOCK_IN_NS[TRACE_CLOCKS.index(clock)] if clock in TRACE_CLOCKS else True
 
 
 def loss_notes(stats: dict | None, entries: int, written: int) -> list[str]:
@@ -72,10 +74,19 @@ def loss_notes(stats: dict | None, entries: int, written: int) -> list[str]:
     return notes
 
 
+def trace_loss_notes(tf) -> list[str]:
+    """loss_notes() of a trace file (a TraceFile or a TraceSource): its counts and the
+    recorder's stats."""
+    entries, written = _counts(tf)
+    stats = tf.stats or {}
+    return loss_notes(stats, entries, written + int(stats.get("lost_in_writer") or 0))
+
+
 def report_text(tf, *, max_depth: int = 0, thresh_ns: int = 0,
-                options: dict | None = None) -> Iterator[str]:
+                options: dict | None = None, flt: TraceFilter | None = None) -> Iterator[str]:
     """A trace file's text, as the kernel prints ``trace`` (output/render.py), with the
-    report-time depth and threshold filters, and what was lost in the header."""
+    report-time filters (``flt``; or only the depth and threshold), and what was lost
+    in the header."""
     tracer = tf.header.get("tracer", "function")
     nr_cpus = nr_cpus_of(tf.threads)
     opts = dict(options or {})
@@ -90,9 +101,10 @@ def report_text(tf, *, max_depth: int = 0, thresh_ns: int = 0,
     not_written = int(stats.get("lost_in_writer") or 0)
     written += not_written
     notes = loss_notes(stats, entries, written)
-    stream = entries_from_file(tf)
-    if tracer == "function_graph":
-        stream = graph_display_filter(stream, max_depth, thresh_ns)
+    if flt is None:
+        flt = TraceFilter(max_depth=max_depth, thresh_ns=thresh_ns)
+    stream = filter_entries(entries_from_file(tf), flt, graph=tracer == "function_graph",
+                            time_in_ns=in_ns, threads=tf.threads)
     lines = render_trace(stream, tracer=tracer, options=opts, nr_entries=entries,
                          written=written, nr_cpus=nr_cpus, time_in_ns=in_ns)
     # the notes go after "# tracer: NAME" and its "#"

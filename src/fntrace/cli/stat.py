@@ -1,22 +1,132 @@
-"""``fntrace stat``."""
+"""``fntrace stat``: the function profile table of a trace file (output/stat.py), as
+the kernel's ``trace_stat/functionN`` prints it, plus self time."""
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from collections.abc import Iterator
 
-from ..errors import FntraceError
+from ..errors import UsageError
+from .filters import add_filter_arguments
 
 __all__ = ["EPILOG", "add_arguments", "run_stat"]
 
-EPILOG = ""
+EPILOG = """\
+the columns are the function profiler's (trace_stat/functionN): Hit, Time (the calls'
+total duration), Avg, s^2 (their variance, us^2), plus Self (Time less the callees'
+time); a function trace (-p function) has Hit only.  -F/-N and the other filters
+work as in fntrace report: with function_graph, -F counts a call and what runs under
+it.
+
+examples:
+  fntrace stat                                  # fntrace.dat, all threads, by total time
+  fntrace stat run.dat --sort self --limit 20   # where the time is spent
+  fntrace stat run.dat --per-thread             # one table per thread (functionN)
+  fntrace stat run.dat -F 'json.decoder.*' --wide   # under json's decoder, whole names"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", nargs="?", default="fntrace.dat",
                    help="trace file (default: fntrace.dat)")
+    p.add_argument("-s", "--sort", choices=("hit", "time", "avg", "self"), default=None,
+                   help="sort by this column, largest first (default: time; hit for a "
+                        "function trace)")
+    p.add_argument("-l", "--limit", default="0", metavar="N",
+                   help="show the first N rows of each table (default: all)")
+    p.add_argument("--per-thread", action="store_true",
+                   help="one table per thread (the kernel's trace_stat/functionN per "
+                        "CPU); default: one table for all threads")
+    p.add_argument("-w", "--wide", action="store_true",
+                   help="show whole function names (the kernel cuts them at 30 characters)")
+    add_filter_arguments(p, thresh_help="hide functions whose average call took less than "
+                                        "USEC microseconds (the profiler's tracing_thresh)",
+                         depth_help="function_graph: count only the calls of the first N "
+                                    "levels (their self time then holds the deeper calls')")
+
+
+def _limit(text: str) -> int:
+    try:
+        n = int(text, 10)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise UsageError(f"--limit {text!r}: not a number of rows (0: all)")
+    return n
+
+
+def stat_lines(source, args) -> Iterator[str]:
+    """The output of ``fntrace stat`` for an open TraceSource, line by line."""
+    from dataclasses import replace
+
+    from ..output.filters import filter_entries
+    from ..output.stat import StatCollector, stat_table
+    from .filters import filter_from_args
+    from .report import time_in_ns_of, trace_loss_notes
+
+    flt = filter_from_args(args)
+    # --thresh is the profiler's: rows whose average is below it are hidden
+    # (function_stat_show), not calls.
+    thresh_ns = flt.thresh_ns
+    flt = replace(flt, thresh_ns=0)
+    limit = _limit(args.limit)
+    graph = source.tracer == "function_graph"
+    if not graph and args.sort not in (None, "hit"):
+        raise UsageError(f"--sort {args.sort}: a {source.tracer} trace has hits only "
+                         "(record with -p function_graph for times)")
+    col = StatCollector(graph, per_thread=args.per_thread)
+    feed = col.feed
+    for e in filter_entries(source.entries(), flt, graph=graph,
+                            time_in_ns=time_in_ns_of(source), threads=source.threads):
+        feed(e)
+    rows = col.finish()
+
+    # What the table cannot show whole, above it (as report's header says it).
+    notes = trace_loss_notes(source)
+    if notes and notes[-1] == "#":
+        notes.pop()
+    if col.no_return:
+        notes.append(f"# {col.no_return} calls have no return in the trace: counted in Hit, "
+                     "not in Time")
+    if col.no_entry:
+        notes.append(f"# {col.no_entry} calls have no entry in the trace: counted from "
+                     "their return")
+    if notes:
+        yield from notes
+        yield "#"
+    if not args.per_thread:
+        yield from stat_table(rows, graph, sort=args.sort, limit=limit,
+                              tracing_thresh=thresh_ns, wide=args.wide)
+        return
+    by_cpu: dict[int, list] = {}
+    for r in rows:
+        by_cpu.setdefault(r.cpu, []).append(r)
+    first = True
+    for cpu in sorted(by_cpu):
+        if not first:
+            yield ""
+        first = False
+        tid, name = source.threads.get(cpu, (0, "<...>"))
+        yield f"# trace_stat/function{cpu}: {name}-{tid}"
+        yield from stat_table(by_cpu[cpu], graph, sort=args.sort, limit=limit,
+                              tracing_thresh=thresh_ns, wide=args.wide)
 
 
 def run_stat(args) -> int:
-    raise FntraceError("stat: not built yet")
+    from ..output.source import open_trace
+    from .progress import track_source
+    if not os.path.exists(args.file):
+        raise UsageError(f"{args.file}: no such file")
+    source = track_source(open_trace(args.file), "stat")
+    out = sys.stdout
+    for line in stat_lines(source, args):
+        out.write(line + "\n")
+    out.flush()
+    if source.truncated:
+        sys.stderr.write(f"fntrace: {args.file}: trace file is cut short; counted up to the "
+                         "last whole chunk\n")
+        sys.stderr.flush()
+    return 0
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

@@ -1,0 +1,83 @@
+"""The report-time filters on the command line (``fntrace report`` and ``fntrace
+stat``): the options, and the TraceFilter they make (output/filters.py says what each
+does).  Loaded with the command-line parser, so the filter code itself is imported only
+when a command runs."""
+from __future__ import annotations
+
+import argparse
+
+from ..errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..output.filters import TraceFilter
+
+__all__ = ["add_filter_arguments", "filter_from_args"]
+
+
+def add_filter_arguments(p: argparse.ArgumentParser, *, graph_display: bool = True,
+                         thresh_help: str | None = None, depth_help: str | None = None) -> None:
+    """The report-time filters (output/filters.py), for report and stat alike.
+    ``graph_display``: also -D and --thresh (function_graph's display limits)."""
+    g = p.add_argument_group("filters (applied when reading the trace)")
+    g.add_argument("-F", "--filter", action="append", default=[], metavar="GLOB",
+                   help="only functions matching GLOB (module.qualname, set_ftrace_filter's "
+                        "globs; repeatable, ORed); function_graph: the call and everything "
+                        "under it, shown from depth 0 (uftrace replay -F)")
+    g.add_argument("-N", "--notrace", action="append", default=[], metavar="GLOB",
+                   help="leave out functions matching GLOB; function_graph: the call and "
+                        "everything under it (uftrace replay -N); wins over -F")
+    g.add_argument("--tid", action="append", default=[], metavar="TID",
+                   help="only the thread with this native id (repeatable)")
+    g.add_argument("--thread", action="append", default=[], metavar="NAME",
+                   help="only threads whose name matches the glob NAME (repeatable)")
+    g.add_argument("--cpu", action="append", default=[], metavar="N",
+                   help="only thread slot N, the CPU column (repeatable)")
+    g.add_argument("--from", dest="time_from", default=None, metavar="TIME",
+                   help="only entries at or after TIME: seconds as the report prints them "
+                        "(44774.715935) or +SECONDS after the first event (+0.5)")
+    g.add_argument("--to", dest="time_to", default=None, metavar="TIME",
+                   help="only entries at or before TIME (same forms; the whole microsecond)")
+    if graph_display:
+        g.add_argument("-D", "--max-depth", default="0", metavar="N",
+                       help=depth_help or "function_graph: show at most N levels")
+        g.add_argument("--thresh", default="0", metavar="USEC",
+                       help=thresh_help or "function_graph: show only calls that took at "
+                                          "least USEC microseconds")
+
+
+def _ints(values: list[str], what: str, check) -> frozenset[int]:
+    out = set()
+    for v in values:
+        try:
+            n = int(v, 10)
+        except ValueError:
+            raise UsageError(f"{what} {v!r}: {check}") from None
+        if n < 0:
+            raise UsageError(f"{what} {v!r}: {check}")
+        out.add(n)
+    return frozenset(out)
+
+
+def filter_from_args(args, *, graph_display: bool = True) -> "TraceFilter":
+    """The TraceFilter of the command line (UsageError, one line, for a bad value)."""
+    from ..output.filters import TraceFilter, check_glob, parse_time
+    from .record import check_depth, check_thresh
+    max_depth = thresh_ns = 0
+    if graph_display:
+        max_depth = check_depth(args.max_depth)
+        thresh_ns = check_thresh(args.thresh) * 1000
+    return TraceFilter(
+        functions=tuple(check_glob(g, "-F") for g in args.filter),
+        notrace=tuple(check_glob(g, "-N") for g in args.notrace),
+        tids=_ints(args.tid, "--tid", "not a thread id"),
+        threads=tuple(args.thread),
+        cpus=_ints(args.cpu, "--cpu", "not a thread slot (0, 1, ...)"),
+        time_from=parse_time(args.time_from, "--from") if args.time_from is not None else None,
+        time_to=parse_time(args.time_to, "--to") if args.time_to is not None else None,
+        max_depth=max_depth, thresh_ns=thresh_ns)
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())
