@@ -633,6 +633,12 @@ class TraceFile:
     def nr_records(self, cpu: int | None = None) -> int:
         return sum(ch.nrecords for ch in self._iter_chunks(cpu))
 
+    def chunk_losses(self, cpu: int) -> list[tuple[int, int]]:
+        """``(records, lost)`` of each chunk of ring buffer ``cpu`` in file order:
+        ``lost`` records were dropped just before the chunk's first record (the
+        records of ``records(cpu)`` come chunk after chunk)."""
+        return [(ch.nrecords, ch.lost) for ch in self._chunks.get(cpu, ())]
+
     def __repr__(self) -> str:
         state = "complete" if self.complete else "truncated"
         return (

@@ -36,7 +36,8 @@ Calls come out of the entry stream with CallBuilder (output/calls.py), which kee
 what a real trace does from breaking the nesting a thread track needs: a call whose
 return was not recorded ends where its thread's stack says it must (annotation
 "unfinished"), and one whose entry was not recorded (overwritten) begins at its
-recorded calltime (annotation "entry_lost").
+recorded calltime (annotation "entry_lost"); where records were lost, the calls open
+across the gap end at its start and go on as new slices after it.
 """
 from __future__ import annotations
 
@@ -294,6 +295,8 @@ class _Writer:
         last_ts: dict[int, int] = {}
         for e in itertools.chain((first,), entries) if first is not None else ():
             if isinstance(e, LostEvents):
+                for c in feed(e):           # what was open there ends before the gap
+                    self.end(c)
                 had = lost_pending.get(e.cpu, 0)
                 lost_pending[e.cpu] = (LOST_EVENTS_UNKNOWN
                                        if LOST_EVENTS_UNKNOWN in (had, e.lost)

@@ -60,9 +60,43 @@ def entries_from_file(tf, cpu: int | None = None) -> Iterator[TraceEntry | LostE
         return n
 
     threads = tf.threads
-    for (c, ts, typ, flags, a, b, cc, d, payload) in tf.records(cpu):
+    if not tf.lost(cpu):
+        for (c, ts, typ, flags, a, b, cc, d, payload) in tf.records(cpu):
+            pid, comm = threads.get(c, (0, "<...>"))
+            yield decode(c, ts, typ, flags, a, b, cc, d, payload, name_of, comm, pid)
+        return
+    # Some chunks say records were dropped before them: a LostEvents marker goes
+    # before the first record of each such chunk (the kernel's "[LOST n EVENTS]").
+    cpus = [cpu] if cpu is not None else sorted(tf.cpus)
+    streams = [_with_losses(tf, c) for c in cpus]
+    # stable on equal times, lowest cpu first: as tf.records() merges
+    merged = streams[0] if len(streams) == 1 else heapq.merge(*streams, key=_first)
+    for _, item in merged:
+        if isinstance(item, LostEvents):
+            yield item
+            continue
+        c, ts, typ, flags, a, b, cc, d, payload = item
         pid, comm = threads.get(c, (0, "<...>"))
         yield decode(c, ts, typ, flags, a, b, cc, d, payload, name_of, comm, pid)
+
+
+def _first(item: tuple) -> int:
+    return item[0]
+
+
+def _with_losses(tf, cpu: int) -> Iterator[tuple[int, Any]]:
+    """(ts, record) of one buffer's records, and (ts of the next record, LostEvents)
+    where a chunk says records were dropped before it."""
+    records = tf.records(cpu)
+    pending = 0
+    for n, lost in tf.chunk_losses(cpu):
+        pending += lost
+        for _ in range(n):
+            r = next(records)
+            if pending:
+                yield r[1], LostEvents(cpu, pending)
+                pending = 0
+            yield r[1], r
 
 
 def entries_of_chunk(cpu: int, first_seq: int, chunk: bytes, payloads: dict,
