@@ -442,6 +442,31 @@ def test_lost_events_and_overwritten_entries_keep_the_tracks_well_formed(tmp_pat
                        and s.end <= p.end for p in d.slices)
 
 
+def test_a_trace_files_losses_reach_the_readers(tmp_path):
+    """A chunk that says records were dropped before it gives a LostEvents marker
+    just before its first entry (what the exporters, the call builder and the text
+    views read), once per gap, with the count the chunk gives."""
+    dat = record(tmp_path, LOOP_PROGRAM, "-p", "function_graph", "-F", "__main__.*")
+    damaged = tmp_path / "damaged.dat"
+    dropped, _ = _rewrite_with_losses(dat, damaged)
+    src = open_trace(damaged)
+    entries = list(src.entries())
+    markers = [(i, e) for i, e in enumerate(entries) if isinstance(e, LostEvents)]
+    assert sum(e.lost for _, e in markers) == dropped == src.lost()
+    assert len(markers) == 2
+    for i, m in markers:
+        nxt = next(e for e in entries[i + 1:] if not isinstance(e, LostEvents)
+                   and e.cpu == m.cpu)
+        before = [e for e in entries[:i] if not isinstance(e, LostEvents)
+                  and e.cpu == m.cpu]
+        recs = list(src.tf.records(m.cpu))
+        # the marker sits between the records either side of the gap
+        assert (nxt.ts, nxt.type) == (recs[len(before)][1], recs[len(before)][2])
+    assert [e for e in entries if not isinstance(e, LostEvents)] == \
+        [e for e in open_trace(damaged).entries() if not isinstance(e, LostEvents)]
+    assert sum(1 for e in entries if not isinstance(e, LostEvents)) == src.nr_records()
+
+
 def test_an_empty_trace_exports_a_valid_file(tmp_path):
     dat = record(tmp_path, "x = 1\n", "-p", "function_graph", "-F", "nomodule.*")
     assert open_trace(dat).nr_records() == 0
