@@ -654,3 +654,21 @@ def test_the_trace_processor_reads_the_same_slices(tmp_path):
                                   if e.type == TRACE_EVENT)
     finally:
         tp.close()
+
+
+def test_text_that_is_not_utf8_is_written_with_replacements(tmp_path):
+    """A repr or a marker decoded with surrogateescape (bytes that were not UTF-8)
+    is written with '?' for what protobuf strings cannot hold, not refused."""
+    from fntrace.output import perfetto as mod
+    from fntrace.output.entry import TraceEntry
+    entries = [TraceEntry(10, 0, "MainThread", 7, TRACE_GRAPH_ENT, "m.f", depth=0,
+                          args=[("b", "'x\udcff'")]),
+               TraceEntry(11, 0, "MainThread", 7, TRACE_PRINT, "", text="caf\udce9\n"),
+               TraceEntry(12, 0, "MainThread", 7, TRACE_GRAPH_RET, "m.f", depth=0,
+                          calltime=10, rettime=12, retval="'\udcff'", has_retval=True)]
+    path = tmp_path / "t.perfetto-trace"
+    with open(path, "wb") as f:
+        mod.PerfettoExporter().write(_Source("local", entries), f, {})
+    d = decode(path)
+    assert d.slices[0].args == {"args": {"b": "'x?'"}, "retval": "'?'"}
+    assert [i.name for i in d.instants] == ["caf?"]

@@ -83,6 +83,12 @@ STACK_NAME = "<stack trace>"
 MARKER_NAME = "trace_marker"
 
 
+def _utf8(s: str) -> str:
+    """``s`` as a protobuf string field takes it: a lone surrogate (a name or repr
+    decoded with surrogateescape) would be refused, so it becomes '?'."""
+    return s if s.isascii() else s.encode("utf-8", "replace").decode("utf-8")
+
+
 class _Writer:
     """One export: the builder of the current batch, the interning tables, the tracks."""
 
@@ -141,7 +147,7 @@ class _Writer:
         iid = self.event_names.get(name)
         if iid is None:
             iid = self.event_names[name] = len(self.event_names) + 1
-            p.interned_data.event_names.add(iid=iid, name=name)
+            p.interned_data.event_names.add(iid=iid, name=_utf8(name))
         return iid
 
     def ann_iid(self, p, name: str) -> int:
@@ -149,7 +155,7 @@ class _Writer:
         iid = self.ann_names.get(name)
         if iid is None:
             iid = self.ann_names[name] = len(self.ann_names) + 1
-            p.interned_data.debug_annotation_names.add(iid=iid, name=name)
+            p.interned_data.debug_annotation_names.add(iid=iid, name=_utf8(name))
         return iid
 
     def value_iid(self, p, value: str) -> int:
@@ -185,7 +191,7 @@ class _Writer:
                 d.name_iid = self.ann_iid(p, k)
                 self.set_value(p, d, v)
         else:
-            a.string_value = str(value)
+            a.string_value = _utf8(str(value))
 
     # -- tracks --------------------------------------------------------------------
 
@@ -213,8 +219,8 @@ class _Writer:
         proc.pid = src.pid
         argv = [str(a) for a in (src.header.get("argv") or [])]
         if argv:
-            proc.cmdline.extend(argv)
-            proc.process_name = os.path.basename(argv[0]) or argv[0]
+            proc.cmdline.extend(_utf8(a) for a in argv)
+            proc.process_name = _utf8(os.path.basename(argv[0]) or argv[0])
         for cpu in sorted(src.threads):
             tid, name = src.threads[cpu]
             self.track(tid, name)
@@ -231,7 +237,7 @@ class _Writer:
             th = td.thread
             th.pid = self.source.pid
             th.tid = tid
-            th.thread_name = name
+            th.thread_name = _utf8(name)
         return uuid
 
     # -- events --------------------------------------------------------------------
@@ -320,7 +326,7 @@ class _Writer:
                 # The text is the name: what the writer wants seen.  Not interned:
                 # markers are as many as the program writes.
                 p, te = self.event(self.INSTANT, e.ts, e.pid, e.comm)
-                te.name = e.text.rstrip("\n") or MARKER_NAME
+                te.name = _utf8(e.text.rstrip("\n")) or MARKER_NAME
                 if e.func:
                     self.annotate_interned(p, te, "writer", e.func)
             elif typ == TRACE_STACK:
