@@ -94,6 +94,7 @@ class Decoded:
     primary_clock: int | None = None
     default_clock: int | None = None
     names_in_file: dict = field(default_factory=dict)   # interned name -> times defined
+    absolute: int = 0                       # events timed on the trace's clock itself
 
 
 def _value(a, strings, ann):
@@ -119,12 +120,8 @@ def decode(path: Path) -> Decoded:
     cleared = False
     seen_timestamp = False
     events = []
+    incremental: dict[int, int] = {}        # clock id -> its last reading
     for i, p in enumerate(trace.packet):
-        if p.HasField("clock_snapshot"):
-            assert not seen_timestamp, "the clock snapshot must come before any timestamp"
-            d.primary_clock = p.clock_snapshot.primary_trace_clock
-            assert [c.clock_id for c in p.clock_snapshot.clocks] == [d.primary_clock]
-            continue
         seq = p.trusted_packet_sequence_id
         assert seq != 0
         if p.sequence_flags & CLEARED:
@@ -132,6 +129,22 @@ def decode(path: Path) -> Decoded:
             names.clear(), ann.clear(), strings.clear()
             if p.HasField("trace_packet_defaults"):
                 d.default_clock = p.trace_packet_defaults.timestamp_clock_id
+        if p.HasField("clock_snapshot"):
+            # the trace processor reads the sequence state, then the snapshot, and
+            # nothing else of this packet
+            assert not seen_timestamp, "the clock snapshot must come before any timestamp"
+            assert not p.HasField("track_descriptor") and not p.HasField("track_event")
+            snap = p.clock_snapshot
+            d.primary_clock = snap.primary_trace_clock
+            readings = {c.clock_id: c for c in snap.clocks}
+            assert readings[d.primary_clock].is_incremental is False
+            for c in snap.clocks:
+                if c.is_incremental:
+                    assert 64 <= c.clock_id < 128      # sequence-scoped clocks only
+                    assert c.timestamp == readings[d.primary_clock].timestamp
+                    incremental[c.clock_id] = c.timestamp
+                assert c.unit_multiplier_ns in (0, 1)
+            continue
         if p.HasField("interned_data"):
             assert cleared, "interned data before the incremental state was cleared"
             idata = p.interned_data
@@ -166,8 +179,14 @@ def decode(path: Path) -> Decoded:
                 assert p.sequence_flags & NEEDS, p
             name = names[te.name_iid] if te.name_iid else (te.name or None)
             args = {ann[a.name_iid]: _value(a, strings, ann) for a in te.debug_annotations}
-            events.append((p.timestamp, i, tracks[te.track_uuid].thread.tid, te.type,
-                           name, args))
+            clock = p.timestamp_clock_id or d.default_clock
+            if clock in incremental:
+                ts = incremental[clock] = incremental[clock] + p.timestamp
+            else:
+                assert clock in (None, d.primary_clock)
+                ts = p.timestamp
+                d.absolute += clock is not None
+            events.append((ts, i, tracks[te.track_uuid].thread.tid, te.type, name, args))
     # the trace processor's sorter: by timestamp, file order among equal ones
     events.sort(key=lambda e: (e[0], e[1]))
     stacks: dict[int, list[Slice]] = {}
@@ -272,9 +291,10 @@ def test_every_call_is_a_slice_on_its_thread_with_args_and_retval(tmp_path):
     assert {tid: t.thread_name for tid, t in d.threads.items()} == \
         {tid: name for tid, name in src.threads.values()}
     assert all(t.pid == src.pid for t in d.threads.values())
-    assert d.primary_clock == d.default_clock == pb.BUILTIN_CLOCK_MONOTONIC
+    assert d.primary_clock == pb.BUILTIN_CLOCK_MONOTONIC and d.default_clock == 64
 
     # every slice as recorded: name, thread, depth, begin and end times, args, retval
+    assert d.absolute == 0                  # every timestamp a delta from the one before
     assert by_time(d.slices) == by_time(recorded_slices(dat))
 
     # and the program's known shape
@@ -421,6 +441,8 @@ def test_lost_events_and_overwritten_entries_keep_the_tracks_well_formed(tmp_pat
             not s.args.get("unfinished")) for s in d.slices]
     assert sorted(got) == sorted(want)
     assert any(not w[4] for w in want) and any(not w[5] for w in want)
+    # the begins of calls whose entries were lost lie before the packets around them
+    assert d.absolute > 0
     # a call made from its return alone begins at the calltime the return recorded,
     # or, if that was before a gap on its thread, where the gap began: where the
     # calls open across it were ended
@@ -575,7 +597,7 @@ def test_clocks(tmp_path, clock, builtin, scale):
     with open(path, "wb") as f:
         assert mod.PerfettoExporter().write(_Source(clock, _graph(500)), f, {}) is None
     d = decode(path)
-    assert d.primary_clock == d.default_clock == getattr(pb, builtin)
+    assert d.primary_clock == getattr(pb, builtin) and d.default_clock == 64
     assert [(s.start, s.end) for s in d.slices] == [(500 * scale, 503 * scale)]
 
 

@@ -25,8 +25,11 @@ a function's name is written once, then referred to by number, as the Perfetto S
 does; so are annotation names and a function tracer hit's parent.
 
 Clocks: the timestamps are the trace's clock in ns.  A ClockSnapshot makes that clock
-the trace's own (primary_trace_clock) and the sequence's packet defaults name it, so
-nothing is converted: local, global, perf and mono are CLOCK_MONOTONIC, mono_raw is
+the trace's own (primary_trace_clock), so nothing is converted; it also declares a
+sequence-scoped incremental clock that reads the same, which the sequence's packet
+defaults name: a packet's timestamp is the delta from the packet before (a call's
+begin that lies before it, made from a return whose entry was lost, is written
+absolute, naming the trace's clock).  The trace's clock: local, global, perf and mono are CLOCK_MONOTONIC, mono_raw is
 CLOCK_MONOTONIC_RAW, boot is CLOCK_BOOTTIME.  uptime counts jiffies (10 ms) of the
 boot clock: they are scaled to ns on CLOCK_BOOTTIME.  counter is no clock at all
 (one count per event): its counts are written as nanoseconds of the trace's own time
@@ -52,7 +55,7 @@ from .entry import (
 )
 from .registry import Exporter, register_exporter
 
-__all__ = ["PerfettoExporter", "BATCH_PACKETS", "SEQUENCE_ID", "PROCESS_UUID",
+__all__ = ["PerfettoExporter", "BATCH_PACKETS", "SEQUENCE_ID", "INCREMENTAL_CLOCK", "PROCESS_UUID",
            "CLOCKS", "LOST_NAME", "STACK_NAME", "MARKER_NAME"]
 
 # Packets per serialized Trace message: large enough that the per-message cost is
@@ -61,6 +64,9 @@ BATCH_PACKETS = 4096
 # The one packet sequence of the file (any non-zero id; the interning tables are
 # scoped to it).
 SEQUENCE_ID = 1
+# A clock of the sequence (ids 64-127 are sequence-scoped) whose timestamps are deltas
+# from the sequence's last one: 1-3 bytes a packet instead of 7.
+INCREMENTAL_CLOCK = 64
 # Track uuids: the process, then its threads numbered from 2 as they are met (small
 # numbers: a track_uuid is in every event).
 PROCESS_UUID = 1
@@ -114,6 +120,8 @@ class _Writer:
         clock = CLOCKS.get(source.trace_clock, CLOCKS["local"])
         self.clock_id = getattr(pb.BuiltinClock, clock[0]) if clock else None
         self.scale = clock[1] if clock else 1
+        # the time of the last packet on INCREMENTAL_CLOCK (None: no such clock)
+        self.last_ts: int | None = None
 
     # -- packets -------------------------------------------------------------------
 
@@ -199,20 +207,22 @@ class _Writer:
         """The sequence's first packets: the clock, the defaults, the process and the
         threads the file lists."""
         pb, src = self.pb, self.source
-        if self.clock_id is not None:
-            # Before any timestamp: the trace's time is this clock's, and nothing
-            # needs converting (a snapshot of one clock relates it to no other).
-            # (on no sequence: it is about the machine's clocks, not this writer's)
-            p = self.builder.add_packet()
-            self.n += 1
-            snap = p.clock_snapshot
-            snap.primary_trace_clock = self.clock_id
-            snap.clocks.add(clock_id=self.clock_id, timestamp=self.ts(first_ts or 0))
         p = self.packet()
         p.first_packet_on_sequence = True
         p.sequence_flags = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
         if self.clock_id is not None:
-            p.trace_packet_defaults.timestamp_clock_id = self.clock_id
+            # Before any timestamp: the trace's time is this clock's (nothing is
+            # converted), and the sequence's timestamps are deltas on a clock of its
+            # own that reads the same (the Perfetto SDK's incremental timestamps).
+            t0 = self.ts(first_ts or 0)
+            p.trace_packet_defaults.timestamp_clock_id = INCREMENTAL_CLOCK
+            snap = p.clock_snapshot
+            snap.primary_trace_clock = self.clock_id
+            snap.clocks.add(clock_id=self.clock_id, timestamp=t0)
+            snap.clocks.add(clock_id=INCREMENTAL_CLOCK, timestamp=t0, is_incremental=True)
+            self.last_ts = t0
+        # (a packet with a clock snapshot carries nothing else the reader would read)
+        p = self.packet()
         td = p.track_descriptor
         td.uuid = PROCESS_UUID
         proc = td.process
@@ -245,7 +255,19 @@ class _Writer:
     def event(self, typ: int, ts: int, tid: int, comm: str):
         """A track event on a thread's track: (packet, track_event)."""
         uuid = self.track(tid, comm)
-        p = self.packet(timestamp=self.ts(ts), track_event={"type": typ, "track_uuid": uuid})
+        ts = self.ts(ts)
+        last = self.last_ts
+        if last is None:
+            # no clock: the trace's own time, absolute
+            p = self.packet(timestamp=ts, track_event={"type": typ, "track_uuid": uuid})
+        elif ts >= last:
+            p = self.packet(timestamp=ts - last, track_event={"type": typ, "track_uuid": uuid})
+            self.last_ts = ts
+        else:
+            # Earlier than the packet before (the begin of a call whose entry was
+            # lost): absolute, on the trace's clock; the deltas go on from ``last``.
+            p = self.packet(timestamp=ts, timestamp_clock_id=self.clock_id,
+                            track_event={"type": typ, "track_uuid": uuid})
         return p, p.track_event
 
     def begin(self, ts: int, tid: int, comm: str, func: str, args,
