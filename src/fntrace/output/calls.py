@@ -22,7 +22,12 @@ What a real trace does to that picture, and what is made of it:
   whatever is open above its depth;
 - entries whose return never comes (the trace ended, or a return was lost): open
   frames deeper than a return's depth are closed at that return's time, the rest at
-  the end of the stream (``finish``), marked ``complete=False``.
+  the end of the stream (``finish``), marked ``complete=False``;
+- records lost on a thread (a LostEvents marker): a return after the gap cannot be
+  told from the return of a different call of the same function, so what was open
+  there is closed at the thread's last time before the gap (``complete=False``), and
+  a call made from its return alone after it begins no earlier than that time: a
+  call open across the gap comes out in two pieces, and the pieces never overlap.
 
 Self time is the call's duration less its children's; a child's duration is taken
 as recorded, so rounding cannot make self time negative (it is clamped at 0).
@@ -91,13 +96,15 @@ class CallBuilder:
 
     ``feed(entry)`` returns the calls that entry ended (usually none or one);
     ``finish()`` closes what is still open.  Entries that are not graph entries or
-    returns are ignored (the caller handles them: events, markers, lost notices).
+    returns are ignored (the caller handles them: events, markers); a LostEvents
+    marker closes what is open on its thread slot (see above).
     ``last_ts[cpu]`` is the last time seen per thread slot.
     """
 
     def __init__(self) -> None:
         self._stacks: dict[int, list[_Frame]] = {}
         self._who: dict[int, tuple[int, str]] = {}
+        self._gap: dict[int, int] = {}          # cpu -> where its last loss began
         self.last_ts: dict[int, int] = {}
 
     def open_stack(self, cpu: int) -> tuple[str, ...]:
@@ -107,6 +114,13 @@ class CallBuilder:
 
     def feed(self, e: TraceEntry | LostEvents) -> list[Call]:
         if isinstance(e, LostEvents):
+            cpu = e.cpu
+            if cpu in self.last_ts:
+                ts = self.last_ts[cpu]
+                self._gap[cpu] = ts
+                st = self._stacks.get(cpu)
+                if st:
+                    return self._close_deeper(st, -1, ts, cpu)
             return []
         typ = e.type
         if typ != TRACE_GRAPH_ENT and typ != TRACE_GRAPH_RET:
@@ -135,6 +149,9 @@ class CallBuilder:
                      f.stack, f.args, e.retval, e.has_retval)
         else:
             # The entry is not in the trace: the call is made from its return.
+            gap = self._gap.get(cpu)
+            if gap is not None and start < gap:
+                start = gap
             parent = st[-1].stack if st else ()
             dur = e.ts - start
             c = Call(cpu, pid, comm, e.func, e.depth, start, e.ts, dur, parent + (e.func,),
@@ -171,7 +188,7 @@ def iter_calls(entries: Iterable[TraceEntry | LostEvents]) -> Iterator[Call]:
     b = CallBuilder()
     feed = b.feed
     for e in entries:
-        if isinstance(e, TraceEntry) and (e.type == TRACE_GRAPH_ENT or e.type == TRACE_GRAPH_RET):
+        if isinstance(e, LostEvents) or e.type == TRACE_GRAPH_ENT or e.type == TRACE_GRAPH_RET:
             for c in feed(e):
                 yield c
     yield from b.finish()

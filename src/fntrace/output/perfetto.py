@@ -1,0 +1,395 @@
+"""A trace as Perfetto's own format: ``fntrace export FILE --format perfetto``.
+
+The file is a stream of TracePackets (Perfetto's trace.proto), built with the
+``perfetto`` package's TraceProtoBuilder and protos and opened in ui.perfetto.dev
+(Open trace file) or by Perfetto's trace processor.  What goes in::
+
+    process track      ProcessDescriptor: pid, argv (cmdline), the program's name
+      thread tracks    ThreadDescriptor per thread: pid, tid = native id, thread name
+        slices         a call: TYPE_SLICE_BEGIN at its entry, TYPE_SLICE_END at its
+                       return; args (funcgraph-args) as the debug annotation "args"
+                       on the begin, the return value as "retval" on the end
+        instants       a function tracer hit (annotation "parent"), a dynamic or
+                       static event (its name; "fields"), a trace_marker write (its
+                       text; "writer" when a function wrote it), a stack trace
+                       ("stack", innermost first), lost events ("lost")
+
+A trace is written as it is read: the builder's packets are serialized every
+``BATCH_PACKETS`` and the builder started afresh.  A Perfetto trace is the repeated
+``packet`` field of a Trace message, so serialized Trace messages one after the other
+are one trace; memory holds one batch, the open calls of each thread, and the
+interning tables (one entry per distinct function and event name).
+
+Names are interned (TracePacket.interned_data, one sequence for the whole trace):
+a function's name is written once, then referred to by number, as the Perfetto SDK
+does; so are annotation names and a function tracer hit's parent.
+
+Clocks: the timestamps are the trace's clock in ns.  A ClockSnapshot makes that clock
+the trace's own (primary_trace_clock), so nothing is converted; it also declares a
+sequence-scoped incremental clock that reads the same, which the sequence's packet
+defaults name: a packet's timestamp is the delta from the packet before (a call's
+begin that lies before it, made from a return whose entry was lost, is written
+absolute, naming the trace's clock).  The trace's clock: local, global, perf and mono are CLOCK_MONOTONIC, mono_raw is
+CLOCK_MONOTONIC_RAW, boot is CLOCK_BOOTTIME.  uptime counts jiffies (10 ms) of the
+boot clock: they are scaled to ns on CLOCK_BOOTTIME.  counter is no clock at all
+(one count per event): its counts are written as nanoseconds of the trace's own time
+and the export says so.
+
+Calls come out of the entry stream with CallBuilder (output/calls.py), which keeps
+what a real trace does from breaking the nesting a thread track needs: a call whose
+return was not recorded ends where its thread's stack says it must (annotation
+"unfinished"), and one whose entry was not recorded (overwritten) begins at its
+recorded calltime (annotation "entry_lost"); where records were lost, the calls open
+across the gap end at its start and go on as new slices after it.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Mapping
+
+from .calls import Call, CallBuilder
+from .entry import (
+    LOST_EVENTS_UNKNOWN, TRACE_EVENT, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET,
+    TRACE_PRINT, TRACE_STACK, LostEvents,
+)
+from .registry import Exporter, register_exporter
+
+__all__ = ["PerfettoExporter", "BATCH_PACKETS", "SEQUENCE_ID", "INCREMENTAL_CLOCK", "PROCESS_UUID",
+           "CLOCKS", "LOST_NAME", "STACK_NAME", "MARKER_NAME"]
+
+# Packets per serialized Trace message: large enough that the per-message cost is
+# nothing, small enough that a batch is a few hundred KB.
+BATCH_PACKETS = 4096
+# The one packet sequence of the file (any non-zero id; the interning tables are
+# scoped to it).
+SEQUENCE_ID = 1
+# A clock of the sequence (ids 64-127 are sequence-scoped) whose timestamps are deltas
+# from the sequence's last one: 1-3 bytes a packet instead of 7.
+INCREMENTAL_CLOCK = 64
+# Track uuids: the process, then its threads numbered from 2 as they are met (small
+# numbers: a track_uuid is in every event).
+PROCESS_UUID = 1
+
+# trace_clock -> (perfetto BuiltinClock name, ns per unit); None: not a clock
+CLOCKS: Mapping[str, tuple[str, int] | None] = {
+    "local": ("BUILTIN_CLOCK_MONOTONIC", 1),
+    "global": ("BUILTIN_CLOCK_MONOTONIC", 1),
+    "perf": ("BUILTIN_CLOCK_MONOTONIC", 1),
+    "mono": ("BUILTIN_CLOCK_MONOTONIC", 1),
+    "mono_raw": ("BUILTIN_CLOCK_MONOTONIC_RAW", 1),
+    "boot": ("BUILTIN_CLOCK_BOOTTIME", 1),
+    "uptime": ("BUILTIN_CLOCK_BOOTTIME", 10_000_000),     # jiffies of USER_HZ = 100
+    "counter": None,
+}
+
+# Instant names of the entries that have no function name of their own.
+LOST_NAME = "lost events"
+STACK_NAME = "<stack trace>"
+MARKER_NAME = "trace_marker"
+
+
+def _utf8(s: str) -> str:
+    """``s`` as a protobuf string field takes it: a lone surrogate (a name or repr
+    decoded with surrogateescape) would be refused, so it becomes '?'."""
+    return s if s.isascii() else s.encode("utf-8", "replace").decode("utf-8")
+
+
+class _Writer:
+    """One export: the builder of the current batch, the interning tables, the tracks."""
+
+    def __init__(self, source, out, pb, builder_class) -> None:
+        self.source = source
+        self.out = out
+        self.pb = pb
+        self.builder_class = builder_class
+        self.builder = builder_class()
+        self.n = 0
+        te = pb.TrackEvent
+        self.BEGIN, self.END, self.INSTANT = (te.TYPE_SLICE_BEGIN, te.TYPE_SLICE_END,
+                                              te.TYPE_INSTANT)
+        self.NEEDS = pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
+        # interning: string -> iid, per InternedData table
+        self.event_names: dict[str, int] = {}
+        self.ann_names: dict[str, int] = {}
+        self.str_values: dict[str, int] = {}
+        # native thread id -> track uuid
+        self.tracks: dict[int, int] = {}
+        self.lost_total = 0
+        self.unknown_loss = False
+        clock = CLOCKS.get(source.trace_clock, CLOCKS["local"])
+        self.clock_id = getattr(pb.BuiltinClock, clock[0]) if clock else None
+        self.scale = clock[1] if clock else 1
+        # the time of the last packet on INCREMENTAL_CLOCK (None: no such clock)
+        self.last_ts: int | None = None
+
+    # -- packets -------------------------------------------------------------------
+
+    def packet(self, **fields):
+        """A new packet of the current batch (the batch written first if full), on
+        the sequence, with ``fields`` set (given at once: cheaper than one by one)."""
+        if self.n >= BATCH_PACKETS:
+            self.flush()
+        self.n += 1
+        return self.builder.trace.packet.add(trusted_packet_sequence_id=SEQUENCE_ID,
+                                             **fields)
+
+    def flush(self) -> None:
+        if self.n:
+            data = self.builder.serialize()
+            self.out.write(data)
+            self.builder = self.builder_class()
+            self.n = 0
+
+    def ts(self, t: int) -> int:
+        # uint64 on the wire: a calltime before the clock's zero (counter) is clamped
+        t *= self.scale
+        return t if t > 0 else 0
+
+    # -- interning -----------------------------------------------------------------
+
+    def name_iid(self, p, name: str) -> int:
+        """The iid of an event name, defined in ``p`` when new; ``p`` refers to the
+        sequence's interned data from now on."""
+        p.sequence_flags = self.NEEDS
+        iid = self.event_names.get(name)
+        if iid is None:
+            iid = self.event_names[name] = len(self.event_names) + 1
+            p.interned_data.event_names.add(iid=iid, name=_utf8(name))
+        return iid
+
+    def ann_iid(self, p, name: str) -> int:
+        p.sequence_flags = self.NEEDS
+        iid = self.ann_names.get(name)
+        if iid is None:
+            iid = self.ann_names[name] = len(self.ann_names) + 1
+            p.interned_data.debug_annotation_names.add(iid=iid, name=_utf8(name))
+        return iid
+
+    def value_iid(self, p, value: str) -> int:
+        p.sequence_flags = self.NEEDS
+        iid = self.str_values.get(value)
+        if iid is None:
+            iid = self.str_values[value] = len(self.str_values) + 1
+            p.interned_data.debug_annotation_string_values.add(
+                iid=iid, str=value.encode("utf-8", "surrogateescape"))
+        return iid
+
+    def annotate(self, p, te, name: str, value) -> None:
+        """A debug annotation: an int, a bool, a string, or (name, value) pairs (a
+        dictionary, as args are)."""
+        a = te.debug_annotations.add()
+        a.name_iid = self.ann_iid(p, name)
+        self.set_value(p, a, value)
+
+    def annotate_interned(self, p, te, name: str, value: str) -> None:
+        """A string annotation whose value repeats (a caller's name): interned."""
+        a = te.debug_annotations.add()
+        a.name_iid = self.ann_iid(p, name)
+        a.string_value_iid = self.value_iid(p, value)
+
+    def set_value(self, p, a, value) -> None:
+        if isinstance(value, bool):
+            a.bool_value = value
+        elif isinstance(value, int) and -(1 << 63) <= value < (1 << 63):
+            a.int_value = value
+        elif isinstance(value, list):
+            for k, v in value:
+                d = a.dict_entries.add()
+                d.name_iid = self.ann_iid(p, k)
+                self.set_value(p, d, v)
+        else:
+            a.string_value = _utf8(str(value))
+
+    # -- tracks --------------------------------------------------------------------
+
+    def start(self, first_ts: int | None) -> None:
+        """The sequence's first packets: the clock, the defaults, the process and the
+        threads the file lists."""
+        pb, src = self.pb, self.source
+        p = self.packet()
+        p.first_packet_on_sequence = True
+        p.sequence_flags = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+        if self.clock_id is not None:
+            # Before any timestamp: the trace's time is this clock's (nothing is
+            # converted), and the sequence's timestamps are deltas on a clock of its
+            # own that reads the same (the Perfetto SDK's incremental timestamps).
+            t0 = self.ts(first_ts or 0)
+            p.trace_packet_defaults.timestamp_clock_id = INCREMENTAL_CLOCK
+            snap = p.clock_snapshot
+            snap.primary_trace_clock = self.clock_id
+            snap.clocks.add(clock_id=self.clock_id, timestamp=t0)
+            snap.clocks.add(clock_id=INCREMENTAL_CLOCK, timestamp=t0, is_incremental=True)
+            self.last_ts = t0
+        # (a packet with a clock snapshot carries nothing else the reader would read)
+        p = self.packet()
+        td = p.track_descriptor
+        td.uuid = PROCESS_UUID
+        proc = td.process
+        proc.pid = src.pid
+        argv = [str(a) for a in (src.header.get("argv") or [])]
+        if argv:
+            proc.cmdline.extend(_utf8(a) for a in argv)
+            proc.process_name = _utf8(os.path.basename(argv[0]) or argv[0])
+        for cpu in sorted(src.threads):
+            tid, name = src.threads[cpu]
+            self.track(tid, name)
+
+    def track(self, tid: int, name: str) -> int:
+        """The uuid of a thread's track, its descriptor written when first met."""
+        uuid = self.tracks.get(tid)
+        if uuid is None:
+            uuid = self.tracks[tid] = len(self.tracks) + PROCESS_UUID + 1
+            p = self.packet()
+            td = p.track_descriptor
+            td.uuid = uuid
+            td.parent_uuid = PROCESS_UUID
+            th = td.thread
+            th.pid = self.source.pid
+            th.tid = tid
+            th.thread_name = _utf8(name)
+        return uuid
+
+    # -- events --------------------------------------------------------------------
+
+    def event(self, typ: int, ts: int, tid: int, comm: str):
+        """A track event on a thread's track: (packet, track_event)."""
+        uuid = self.track(tid, comm)
+        ts = self.ts(ts)
+        last = self.last_ts
+        if last is None:
+            # no clock: the trace's own time, absolute
+            p = self.packet(timestamp=ts, track_event={"type": typ, "track_uuid": uuid})
+        elif ts >= last:
+            p = self.packet(timestamp=ts - last, track_event={"type": typ, "track_uuid": uuid})
+            self.last_ts = ts
+        else:
+            # Earlier than the packet before (the begin of a call whose entry was
+            # lost): absolute, on the trace's clock; the deltas go on from ``last``.
+            p = self.packet(timestamp=ts, timestamp_clock_id=self.clock_id,
+                            track_event={"type": typ, "track_uuid": uuid})
+        return p, p.track_event
+
+    def begin(self, ts: int, tid: int, comm: str, func: str, args,
+              entry_lost: bool = False) -> None:
+        p, te = self.event(self.BEGIN, ts, tid, comm)
+        te.name_iid = self.name_iid(p, func)
+        if args:
+            self.annotate(p, te, "args", args)
+        if entry_lost:
+            self.annotate(p, te, "entry_lost", True)
+
+    def end(self, c: Call) -> None:
+        """A call's end (and its begin too when its entry was not in the trace)."""
+        if not c.entry_seen:
+            self.begin(c.start, c.pid, c.comm, c.func, c.args, entry_lost=True)
+        p, te = self.event(self.END, c.end, c.pid, c.comm)
+        if c.has_retval:
+            self.annotate(p, te, "retval", c.retval)
+        if not c.complete:
+            self.annotate(p, te, "unfinished", True)
+
+    def instant(self, ts: int, tid: int, comm: str, name: str):
+        p, te = self.event(self.INSTANT, ts, tid, comm)
+        te.name_iid = self.name_iid(p, name)
+        return p, te
+
+    def lost(self, lost: int, ts: int, tid: int, comm: str) -> None:
+        if lost == LOST_EVENTS_UNKNOWN:
+            self.unknown_loss = True
+        else:
+            self.lost_total += lost
+        p, te = self.instant(ts, tid, comm, LOST_NAME)
+        self.annotate(p, te, "lost", "unknown" if lost == LOST_EVENTS_UNKNOWN else lost)
+
+    # -- the stream ----------------------------------------------------------------
+
+    def run(self) -> dict | None:
+        entries = iter(self.source.entries())
+        first = next(entries, None)
+        first_ts = None if first is None or isinstance(first, LostEvents) else first.ts
+        self.start(first_ts)
+        calls = CallBuilder()
+        feed = calls.feed
+        # LostEvents come before the next entry of their thread slot: shown there
+        lost_pending: dict[int, int] = {}
+        tid_of_cpu = {cpu: t[0] for cpu, t in self.source.threads.items()}
+        last_ts: dict[int, int] = {}
+        for e in itertools.chain((first,), entries) if first is not None else ():
+            if isinstance(e, LostEvents):
+                for c in feed(e):           # what was open there ends before the gap
+                    self.end(c)
+                had = lost_pending.get(e.cpu, 0)
+                lost_pending[e.cpu] = (LOST_EVENTS_UNKNOWN
+                                       if LOST_EVENTS_UNKNOWN in (had, e.lost)
+                                       else had + e.lost)
+                continue
+            cpu = e.cpu
+            tid_of_cpu[cpu] = e.pid
+            last_ts[cpu] = e.ts
+            if lost_pending and cpu in lost_pending:
+                self.lost(lost_pending.pop(cpu), e.ts, e.pid, e.comm)
+            typ = e.type
+            if typ == TRACE_GRAPH_ENT or typ == TRACE_GRAPH_RET:
+                for c in feed(e):
+                    self.end(c)
+                if typ == TRACE_GRAPH_ENT:
+                    self.begin(e.ts, e.pid, e.comm, e.func, e.args)
+            elif typ == TRACE_FN:
+                p, te = self.instant(e.ts, e.pid, e.comm, e.func)
+                if e.parent:
+                    self.annotate_interned(p, te, "parent", e.parent)
+                if e.args:
+                    self.annotate(p, te, "args", e.args)
+            elif typ == TRACE_EVENT:
+                p, te = self.instant(e.ts, e.pid, e.comm, e.func)
+                self.annotate(p, te, "fields", e.text)
+            elif typ == TRACE_PRINT:
+                # The text is the name: what the writer wants seen.  Not interned:
+                # markers are as many as the program writes.
+                p, te = self.event(self.INSTANT, e.ts, e.pid, e.comm)
+                te.name = _utf8(e.text.rstrip("\n")) or MARKER_NAME
+                if e.func:
+                    self.annotate_interned(p, te, "writer", e.func)
+            elif typ == TRACE_STACK:
+                p, te = self.instant(e.ts, e.pid, e.comm, STACK_NAME)
+                self.annotate(p, te, "stack", e.text)
+        for c in calls.finish():
+            self.end(c)
+        for cpu, lost in sorted(lost_pending.items()):
+            tid = tid_of_cpu.get(cpu, 0)
+            comm = self.source.threads.get(cpu, (tid, "<...>"))[1]
+            self.lost(lost, last_ts.get(cpu, first_ts or 0), tid, comm)
+        self.flush()
+        notes = []
+        if self.lost_total or self.unknown_loss:
+            n = f"{self.lost_total}" + (" or more" if self.unknown_loss else "")
+            notes.append(f"{n} events were lost while recording: marked as "
+                         f"'{LOST_NAME}' instants on their threads")
+        if self.clock_id is None:
+            notes.append(f"trace_clock {self.source.trace_clock} counts events, not "
+                         "time: Perfetto shows each count as 1 ns")
+        return {"notes": notes} if notes else None
+
+
+class PerfettoExporter(Exporter):
+    name = "perfetto"
+    summary = "Perfetto trace (protobuf): open in ui.perfetto.dev"
+    binary = True
+    suffix = ".perfetto-trace"
+    extra = "perfetto"
+    requires = ("perfetto",)
+    options: Mapping[str, object] = {}
+
+    def write(self, source, out, options: Mapping[str, object]) -> dict | None:
+        from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+        from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+        return _Writer(source, out, pb, TraceProtoBuilder).run()
+
+
+register_exporter(PerfettoExporter())
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())
