@@ -14,11 +14,9 @@ the mount keeps open).
 """
 from __future__ import annotations
 
-import errno
 import os
 import select
 import shutil
-import sys
 
 from ..errors import FntraceError, UsageError
 

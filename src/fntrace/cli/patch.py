@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import sys
 from collections.abc import Callable
 
 from ..core.direct import register_ftrace_direct, unregister_ftrace_direct

@@ -48,7 +48,7 @@ from collections.abc import Mapping
 from .calls import Call, CallBuilder
 from .entry import (
     LOST_EVENTS_UNKNOWN, TRACE_EVENT, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET,
-    TRACE_PRINT, TRACE_STACK, LostEvents, TraceEntry,
+    TRACE_PRINT, TRACE_STACK, LostEvents,
 )
 from .registry import Exporter, register_exporter
 
