@@ -146,6 +146,10 @@ def test_index_holds_every_call_with_its_times(tmp_path, run_fntrace):
     for f, r in table.items():
         assert r.time == sum(c.duration for c in calls if c.func == f)
         assert r.self_ns == sum(c.self_ns for c in calls if c.func == f)
+    # the same numbers as `fntrace stat`'s table
+    from fntrace.output.stat import function_stats
+    stat = {s.func: (s.hit, s.time, s.self_ns) for s in function_stats(open_trace(path).entries())}
+    assert {f: (r.hit, r.time, r.self_ns) for f, r in table.items()} == stat
     side = next(cpu for cpu, t in ix.threads.items() if t.comm == "side")
     assert {r.func: r.hit for r in function_rows(ix, side)} == {
         "__main__.work": 1, "__main__.mid": 30, "__main__.leaf": 60, "__main__.boom": 30}
