@@ -12,13 +12,18 @@ not installed, is left out with a note.
 
     python benchmarks/views.py [--events 2000000] [--small 500000] [--python EXE]
 
-``fntrace tui`` is not measured here: its time to open a trace is measured with its
-own tests (a pilot, headless).
+``fntrace tui`` runs in a real terminal (a tmux session, 120x40, when tmux is there),
+as a person opens it: the time from the command's start to the first screen that shows
+the trace's first call, and to the screen that no longer says it is indexing; its RSS
+is not taken (tmux owns the process).
+
+    python benchmarks/views.py --only tui --only stat   # a subset of the views
 """
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -92,19 +97,63 @@ def record(python: str, env: dict, d: str, events: int, name: str) -> tuple[floa
     return wall, rss
 
 
-def measure(python: str, env: dict, d: str, trace: str, formats: list[str]
-            ) -> dict[str, tuple[float, int, int | None, str]]:
+def tui_open(python: str, env: dict, d: str, trace: str, timeout: float = 300.0
+             ) -> tuple[float | None, float | None, str]:
+    """(seconds to the first screen showing the first call, seconds to the screen that
+    is no longer indexing, note) of ``fntrace tui TRACE`` in a tmux terminal."""
+    if shutil.which("tmux") is None:
+        return None, None, "tmux is not installed"
+    sock = f"fntrace-views-{os.getpid()}"
+    envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()
+                    if k in ("PATH", "PYTHONPATH", "HOME", "FNTRACE_PROGRESS"))
+    cmd = (f"cd {shlex.quote(d)} && env {envs} TERM=xterm-256color "
+           f"{shlex.quote(python)} -m fntrace tui {shlex.quote(trace)}")
+    first = done = None
+    t0 = time.perf_counter()
+    subprocess.run(["tmux", "-L", sock, "new-session", "-d", "-s", "tui", "-x", "120", "-y",
+                    "40", cmd], check=True, timeout=30)
+    try:
+        while time.perf_counter() - t0 < timeout:
+            screen = subprocess.run(["tmux", "-L", sock, "capture-pane", "-p", "-t", "tui"],
+                                    capture_output=True, text=True, timeout=30).stdout
+            now = time.perf_counter() - t0
+            if first is None and "__main__.top" in screen:
+                first = now
+            if first is not None and "indexing" not in screen:
+                done = now
+                break
+            time.sleep(0.01)
+    finally:
+        subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True, timeout=30)
+    return first, done, "" if done is not None else f"not indexed after {timeout:.0f} s"
+
+
+def measure(python: str, env: dict, d: str, trace: str, formats: list[str],
+            only: list[str] | None = None) -> dict[str, tuple[float, int, int | None, str]]:
     """view -> (wall, RSS, output bytes or None, note)."""
     out: dict[str, tuple[float, int, int | None, str]] = {}
     fn = [python, "-m", "fntrace"]
-    status, wall, rss, err = run_measured([*fn, "report", trace], d, env)
-    out["report"] = (wall, rss, None, "" if status == 0 else err.strip()[-200:])
-    status, wall, rss, err = run_measured([*fn, "stat", trace], d, env)
-    if "not built yet" in err:
-        out["stat"] = (0.0, 0, None, "not built in this tree")
-    else:
+
+    def wanted(view: str) -> bool:
+        return not only or view in only
+
+    if wanted("tui"):
+        first, done, note = tui_open(python, env, d, trace)
+        if first is not None:
+            out["tui: first screen"] = (first, 0, None, note)
+        if done is not None:
+            out["tui: indexed"] = (done, 0, None, note)
+        if first is None:
+            out["tui: first screen"] = (0.0, 0, None, note or "no first screen")
+    if wanted("report"):
+        status, wall, rss, err = run_measured([*fn, "report", trace], d, env)
+        out["report"] = (wall, rss, None, "" if status == 0 else err.strip()[-200:])
+    if wanted("stat"):
+        status, wall, rss, err = run_measured([*fn, "stat", trace], d, env)
         out["stat"] = (wall, rss, None, "" if status == 0 else err.strip()[-200:])
     for fmt in formats:
+        if not wanted(fmt) and not wanted(f"export {fmt}"):
+            continue
         target = os.path.join(d, f"{trace}.{fmt}")
         status, wall, rss, err = run_measured(
             [*fn, "export", trace, "--format", fmt, "-o", target], d, env)
@@ -126,6 +175,9 @@ def main() -> int:
     ap.add_argument("--python", action="append", default=None,
                     help="interpreter to measure (repeatable; default: this one)")
     ap.add_argument("--keep", metavar="DIR", help="work in DIR and keep the traces")
+    ap.add_argument("--only", action="append", metavar="VIEW",
+                    help="measure only this view (repeatable): tui, report, stat, or an "
+                         "export format (chrome, folded, perfetto, trace-cmd)")
     args = ap.parse_args()
     import_fntrace()
     for python in args.python or [sys.executable]:
@@ -145,7 +197,7 @@ def main() -> int:
                 print(f"\n### {fmt_int(events)} events: record {rwall:.1f} s, "
                       f"{mb(rrss)} peak RSS; trace file {mb(size)} "
                       f"({size / events:.1f} B an event)\n")
-                res = measure(python, env, d, name, formats)
+                res = measure(python, env, d, name, formats, args.only)
                 results[events] = res
                 print("| view | wall | peak RSS | output | note |")
                 print("|---|---|---|---|---|")
