@@ -27,7 +27,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..tracefs.client import ClientPipe
 
-__all__ = ["EPILOG", "add_arguments", "run_ctl"]
+__all__ = ["EPILOG", "add_arguments", "parse_pid", "run_ctl"]
 
 EPILOG = """\
 examples:
@@ -53,7 +53,8 @@ def add_arguments(p) -> None:
     p.add_argument("--rmdir", metavar="instances/NAME", help="remove an instance")
 
 
-def _pid(text: str) -> int:
+def parse_pid(text: str) -> int:
+    """A process id given on the command line (``ctl``, ``mount``, ``attach``, ``detach``)."""
     try:
         pid = int(text)
     except ValueError:
@@ -104,7 +105,7 @@ def run_ctl(args, out=None, err=None) -> int:
         for pid, cmdline in list_endpoints():
             out.write(f"{pid:>7}  {cmdline}\n")
         return 0
-    pid = _pid(args.pid)
+    pid = parse_pid(args.pid)
     actions = [a for a in (args.file is not None, args.ls is not None, bool(args.mkdir),
                            bool(args.rmdir)) if a]
     if len(actions) != 1:

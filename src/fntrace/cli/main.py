@@ -241,13 +241,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _pid(text: str) -> int:
+    from .ctl import parse_pid
     try:
-        pid = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a process id: {text!r}") from None
-    if pid <= 0:
-        raise argparse.ArgumentTypeError(f"not a process id: {text!r}")
-    return pid
+        return parse_pid(text)
+    except UsageError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser | None:

@@ -19,6 +19,7 @@ import select
 import shutil
 
 from ..errors import FntraceError, UsageError
+from .ctl import parse_pid
 
 __all__ = ["EPILOG", "add_arguments", "parse_mount_options", "run_mount"]
 
@@ -103,16 +104,6 @@ def _load_fuse():
         # mfusepy found no libfuse
         raise FntraceError(INSTALL_LIBFUSE) from None
     return fuse
-
-
-def _pid(text: str) -> int:
-    try:
-        pid = int(text)
-    except ValueError:
-        raise UsageError(f"{text!r} is not a process id") from None
-    if pid <= 0:
-        raise UsageError(f"{text!r} is not a process id")
-    return pid
 
 
 def _check_dir(path: str) -> str:
@@ -203,7 +194,7 @@ def _background(pid: int, mountpoint: str, opts: dict) -> int:
 
 
 def run_mount(args) -> int:
-    pid = _pid(args.pid)
+    pid = parse_pid(args.pid)
     opts = parse_mount_options(args.options)
     mountpoint = _check_dir(args.dir)
     _load_fuse()                    # say what to install before anything else

@@ -162,15 +162,10 @@ _OPEN = {"[": "]", "(": ")", "{": "}"}
 _CLOSE = frozenset(_OPEN.values())
 
 
-def _value_end(text: str, start: int, next_name: str | None) -> int:
-    """Where the value starting at ``start`` ends: at the space before ``next_name=``
-    that is outside quotes and brackets (the end of the text for the last field).
-    A value cut short by the recorder (``'abc...``) leaves a quote open: then the
-    first `` next_name=`` after it is taken."""
+def _top_level_spaces(text: str, start: int) -> Iterator[int]:
+    """The offsets of the spaces from ``start`` on that are outside quotes and
+    brackets (a value's text is ``repr``'s: quotes with backslash escapes)."""
     n = len(text)
-    if next_name is None:
-        return n
-    sep = " " + next_name + "="
     i = start
     quote = ""
     depth = 0
@@ -188,9 +183,23 @@ def _value_end(text: str, start: int, next_name: str | None) -> int:
             depth += 1
         elif c in _CLOSE:
             depth = max(0, depth - 1)
-        elif c == " " and depth == 0 and text.startswith(sep, i):
-            return i
+        elif c == " " and depth == 0:
+            yield i
         i += 1
+
+
+def _value_end(text: str, start: int, next_name: str | None) -> int:
+    """Where the value starting at ``start`` ends: at the space before ``next_name=``
+    that is outside quotes and brackets (the end of the text for the last field).
+    A value cut short by the recorder (``'abc...``) leaves a quote open: then the
+    first `` next_name=`` after it is taken."""
+    n = len(text)
+    if next_name is None:
+        return n
+    sep = " " + next_name + "="
+    for i in _top_level_spaces(text, start):
+        if text.startswith(sep, i):
+            return i
     j = text.find(sep, start)
     return n if j < 0 else j
 
@@ -208,30 +217,12 @@ def _generic_fields(body: str) -> dict[str, str]:
             break
         name = body[i:eq]
         # the value runs to the next top-level " ident="
-        j = eq + 1
-        quote = ""
-        depth = 0
         end = n
-        while j < n:
-            c = body[j]
-            if quote:
-                if c == "\\":
-                    j += 2
-                    continue
-                if c == quote:
-                    quote = ""
-            elif c == "'" or c == '"':
-                quote = c
-            elif c in _OPEN:
-                depth += 1
-            elif c in _CLOSE:
-                depth = max(0, depth - 1)
-            elif c == " " and depth == 0:
-                k = body.find("=", j + 1)
-                if k > j + 1 and body[j + 1:k].isidentifier():
-                    end = j
-                    break
-            j += 1
+        for j in _top_level_spaces(body, eq + 1):
+            k = body.find("=", j + 1)
+            if k > j + 1 and body[j + 1:k].isidentifier():
+                end = j
+                break
         out[name] = body[eq + 1:end]
         i = end + 1
     return out
