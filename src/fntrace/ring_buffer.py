@@ -258,19 +258,27 @@ def _payload_missing(buf, seq: int) -> bool:
 
 
 def _take_payloads(buf, start: int, end: int) -> dict:
-    """Move the payloads of records start..end-1 out of the buffer."""
+    """Move the payloads of records start..end-1 out of the buffer; those of records
+    before ``start`` (overwritten: lost) go with them and are dropped."""
     held = buf.payloads
     if not held:
         return {}
-    if type(held) is dict and min(held) >= start and max(held) < end:
-        # Every payload held is this chunk's (the rule while a sink is attached): the
-        # dict itself goes, no entry is moved.
-        buf.payloads = {}
+    if type(held) is not dict:
+        pop = held.pop
+        return {k: pop(k) for k in range(start, end) if k in held}
+    # The dict is swapped out before it is looked at: a writer on another thread
+    # stores into whichever dict buf.payloads is when it writes (the native writer in
+    # one step, with its record), so a payload of a record after `end` stored while
+    # this runs is either in `held`, and put back, or in the new dict.  (Checking
+    # first and swapping after let such a payload leave with this chunk.)
+    buf.payloads = {}
+    if min(held) >= start and max(held) < end:
+        # every payload held is this chunk's (the rule while a sink is attached)
         return held
-    pop = held.pop
-    if len(held) < end - start:
-        return {k: pop(k) for k in [k for k in list(held) if start <= k < end]}
-    return {k: pop(k) for k in range(start, end) if k in held}
+    later = {k: v for k, v in held.items() if k >= end}
+    if later:
+        buf.payloads.update(later)
+    return {k: v for k, v in held.items() if start <= k < end}
 
 
 _native = _env.native()
