@@ -668,9 +668,17 @@ def speedscope_dom(speedscope_site, name: str, view: str, tmp_path) -> str:
              "--window-size=1400,4000", "--virtual-time-budget=20000", "--dump-dom", page],
             capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
         shutil.rmtree(profile, ignore_errors=True)
-        if "Symbol Name" in r.stdout:
+        # the table's header can be drawn before its rows: a page is loaded when both are
+        if "Symbol Name" in r.stdout and _has_rows(r.stdout):
             return r.stdout
     pytest.fail(f"speedscope showed no table for {name}: {r.stdout[-2000:]}{r.stderr[-2000:]}")
+
+
+def _has_rows(dom: str) -> bool:
+    try:
+        return bool(sandwich(dom))
+    except (AssertionError, ValueError):
+        return False
 
 
 def sandwich(dom: str) -> dict[str, tuple[str, str]]:
