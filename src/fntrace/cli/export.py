@@ -22,18 +22,20 @@ formats:
   chrome      Chrome trace JSON: chrome://tracing, Perfetto, speedscope
   folded      folded stacks (a;b;c N): flamegraph.pl, speedscope, inferno
   trace-cmd   trace.dat: trace-cmd report, KernelShark
+  parquet     Parquet, one row per call or event: fntrace sql, DuckDB, Spark, pandas
 
 examples:
   fntrace export run.dat --format perfetto -o run.perfetto-trace
   fntrace export run.dat --format folded --weight calls -o run.folded
-  fntrace export run.dat --format trace-cmd -o trace.dat && trace-cmd report trace.dat"""
+  fntrace export run.dat --format trace-cmd -o trace.dat && trace-cmd report trace.dat
+  fntrace export run.dat --format parquet -o run.parquet"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", nargs="?", default="fntrace.dat",
                    help="trace file (default: fntrace.dat)")
     p.add_argument("--format", "-f", required=True, metavar="FORMAT",
-                   help="perfetto, chrome, folded or trace-cmd")
+                   help="perfetto, chrome, folded, trace-cmd or parquet")
     p.add_argument("-o", "--output", default=None, metavar="OUT",
                    help="file to write (default: FILE with the format's suffix; - for "
                         "standard output)")

@@ -1,4 +1,4 @@
-"""The ``fntrace`` command: record, report, stat, export, tui, live, ls, ctl, mount,
+"""The ``fntrace`` command: record, report, stat, export, tui, sql, live, ls, ctl, mount,
 attach, detach (also ``python -m fntrace``).
 
 Every step raises UsageError (or another FntraceError) with a one-line message; only
@@ -6,7 +6,7 @@ Every step raises UsageError (or another FntraceError) with a one-line message; 
 
     0..255  the traced program's own status (record, live); or fntrace dies of the
             signal the program died of (SIGTERM, an uncaught KeyboardInterrupt ...)
-    1       report/stat/export/tui/ls/ctl/mount/attach/detach failed (a bad trace
+    1       report/stat/export/tui/sql/ls/ctl/mount/attach/detach failed (a bad trace
             file, a bad filter, a refused write, a process that cannot be attached)
     2       bad command line
 
@@ -201,7 +201,8 @@ def _parser() -> argparse.ArgumentParser:
 
     for name, help in (("stat", "the function profile table of a trace file"),
                        ("export", "write a trace file in another tool's format"),
-                       ("tui", "browse a trace file in the terminal")):
+                       ("tui", "browse a trace file in the terminal"),
+                       ("sql", "SQL over trace files (DuckDB)")):
         import importlib
         mod = importlib.import_module(f"{__package__}.{name}")
         _EPILOGS.setdefault(name, mod.EPILOG)
@@ -509,6 +510,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "tui":
             from .tui import run_tui
             return run_tui(args)
+        if args.command == "sql":
+            from .sql import run_sql
+            return run_sql(args)
         if args.command == "ls":
             return _ls(args)
         if args.command == "ctl":

@@ -298,6 +298,7 @@ EXPORT_MODULES: dict[str, str] = {
     "chrome": "fntrace.output.chrome_json",
     "folded": "fntrace.output.folded",
     "trace-cmd": "fntrace.output.trace_dat",
+    "parquet": "fntrace.output.parquet",
 }
 
 

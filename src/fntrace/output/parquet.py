@@ -1,0 +1,221 @@
+"""Parquet: ``fntrace export FILE --format parquet`` (pyarrow), the table ``fntrace sql``
+queries.
+
+One row per call or event, written in row groups of ``ROW_GROUP`` rows as the trace is
+read, so a trace larger than memory exports in the memory of one row group and the
+open stacks (output/calls.py).  The columns, in order:
+
+    kind      'call'    a function_graph call, whole (its return read, or closed where
+                        its thread's trace ends: complete false)
+              'hit'     a function tracer hit (no duration)
+              'event'   a dynamic event (fprobe, ...): function is the event's name,
+                        args its fields as printed
+              'marker'  a trace_marker write: args is its text
+              'stack'   a stack trace (stacktrace command/trigger): args is the frames,
+                        innermost first, newline-joined
+    pid       int64     the traced process's id
+    tid       int64     the thread's native id (TASK-PID's PID)
+    thread    string    the thread's name (TASK-PID's TASK)
+    cpu       int32     the thread slot (the CPU column)
+    ts        int64     ns on the trace's clock: a call's entry, an event's time
+    dur       int64     a call's duration, ns (null for the other kinds)
+    self_dur  int64     a call's duration less its callees', ns (null for the others)
+    depth     int32     a call's depth, 0 = outermost on its thread (null for others)
+    function  string    module.qualname (an event's name for 'event')
+    module    string    the module the function is in, from its file's name (null when
+                        the name and the file do not tell: a code object made by exec)
+    file      string    the function's source file, as recorded
+    line      int32     its first line
+    parent    string    the caller: the call above it on its thread's stack ('call'),
+                        the recorded caller ('hit'); null at the bottom
+    stack     string    'call': the names from the outermost call down to this one,
+                        joined by ';' (folded-stack form)
+    args      string    the arguments as the text report prints them (``a=1, b='x'``),
+                        null when not recorded; an event's fields; a marker's text
+    retval    string    the return value as the text report prints it; null when not
+                        recorded
+    complete  bool      'call': its return is in the trace; true for the other kinds
+
+The same files are read by DuckDB (``fntrace sql``), Spark, pandas and polars.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from .calls import Call, CallBuilder
+from .entry import (
+    TRACE_EVENT, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, TRACE_PRINT, TRACE_STACK,
+    LostEvents,
+)
+from .registry import Exporter, register_exporter
+
+__all__ = ["ParquetExporter", "COLUMNS", "ROW_GROUP", "module_of", "write_parquet"]
+
+ROW_GROUP = 65_536
+
+# name -> pyarrow type name (pa.<name>()), the table's schema in order
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("kind", "string"), ("pid", "int64"), ("tid", "int64"), ("thread", "string"),
+    ("cpu", "int32"), ("ts", "int64"), ("dur", "int64"), ("self_dur", "int64"),
+    ("depth", "int32"), ("function", "string"), ("module", "string"),
+    ("file", "string"), ("line", "int32"), ("parent", "string"), ("stack", "string"),
+    ("args", "string"), ("retval", "string"), ("complete", "bool_"),
+)
+
+
+def module_of(name: str, file: str) -> str | None:
+    """The module of ``module.qualname`` ``name`` defined in ``file``: the longest
+    dotted prefix of the name whose last part is the file's module name (``pkg`` for
+    ``pkg/__init__.py``).  ``__main__`` for the program's own functions."""
+    if name.startswith("__main__."):
+        return "__main__"
+    stem = os.path.splitext(os.path.basename(file))[0] if file else ""
+    if stem == "__init__":
+        stem = os.path.basename(os.path.dirname(file))
+    if not stem:
+        return None
+    parts = name.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        if parts[i - 1] == stem:
+            return ".".join(parts[:i])
+    return None
+
+
+def _args_text(args) -> str | None:
+    if args is None:
+        return None
+    return ", ".join(f"{k}={v}" for k, v in args)
+
+
+def _retval_text(has: bool, v: object) -> str | None:
+    return str(v) if has else None
+
+
+class _Columns:
+    """Rows gathered column by column, written a row group at a time."""
+
+    def __init__(self, writer, schema, pid: int, symbols_by_name: dict[str, tuple]) -> None:
+        self.writer = writer
+        self.schema = schema
+        self.pid = pid
+        self.where = symbols_by_name
+        self.cols: list[list] = [[] for _ in COLUMNS]
+        self.n = 0
+        self.rows = 0
+        self._modules: dict[str, str | None] = {}
+
+    def _place(self, func: str) -> tuple[str | None, str | None, int | None]:
+        w = self.where.get(func)
+        if w is None:
+            return None, None, None
+        file, line = w
+        mod = self._modules.get(func, 0)
+        if mod == 0:
+            mod = self._modules[func] = module_of(func, file)
+        return mod, file, line
+
+    def add(self, kind: str, tid: int, thread: str, cpu: int, ts: int, dur, self_dur,
+            depth, function: str, parent, stack, args, retval, complete: bool) -> None:
+        module, file, line = self._place(function) if kind in ("call", "hit") else \
+            (None, None, None)
+        row = (kind, self.pid, tid, thread, cpu, ts, dur, self_dur, depth, function,
+               module, file, line, parent, stack, args, retval, complete)
+        for col, v in zip(self.cols, row):
+            col.append(v)
+        self.n += 1
+        if self.n >= ROW_GROUP:
+            self.flush()
+
+    def call(self, c: Call) -> None:
+        self.add("call", c.pid, c.comm, c.cpu, c.start, c.end - c.start, c.self_ns,
+                 c.depth, c.func, c.stack[-2] if len(c.stack) > 1 else None,
+                 ";".join(c.stack), _args_text(c.args), _retval_text(c.has_retval, c.retval),
+                 c.complete)
+
+    def flush(self) -> None:
+        if not self.n:
+            return
+        import pyarrow as pa
+        arrays = [pa.array(col, type=field.type) for col, field in zip(self.cols, self.schema)]
+        self.writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
+        self.rows += self.n
+        self.cols = [[] for _ in COLUMNS]
+        self.n = 0
+
+
+def schema():
+    import pyarrow as pa
+    return pa.schema([(name, getattr(pa, typ)()) for name, typ in COLUMNS])
+
+
+def write_parquet(source, out) -> dict:
+    """Write ``source`` (a TraceSource) as Parquet to ``out`` (a path or a binary file);
+    returns {"rows": N, "lost": M, "incomplete": K}."""
+    import pyarrow.parquet as pq
+    sch = schema()
+    where = {}
+    for name, file, line in source.symbols.values():
+        where.setdefault(name, (file, line))
+    writer = pq.ParquetWriter(out, sch, compression="zstd")
+    cols = _Columns(writer, sch, int(source.pid or 0), where)
+    builder = CallBuilder()
+    lost = incomplete = 0
+    try:
+        for e in source.entries():
+            if isinstance(e, LostEvents):
+                lost += e.lost if e.lost > 0 else 0
+                builder.feed(e)
+                continue
+            typ = e.type
+            if typ == TRACE_GRAPH_ENT or typ == TRACE_GRAPH_RET:
+                for c in builder.feed(e):
+                    incomplete += not c.complete
+                    cols.call(c)
+            elif typ == TRACE_FN:
+                cols.add("hit", e.pid, e.comm, e.cpu, e.ts, None, None, None, e.func,
+                         e.parent or None, None, _args_text(e.args), None, True)
+            elif typ == TRACE_EVENT:
+                cols.add("event", e.pid, e.comm, e.cpu, e.ts, None, None, None, e.func,
+                         None, None, e.text, None, True)
+            elif typ == TRACE_PRINT:
+                cols.add("marker", e.pid, e.comm, e.cpu, e.ts, None, None, None,
+                         e.func or "print", None, None, e.text, None, True)
+            elif typ == TRACE_STACK:
+                cols.add("stack", e.pid, e.comm, e.cpu, e.ts, None, None, None,
+                         e.func or "stack", None, None, e.text, None, True)
+        for c in builder.finish():
+            incomplete += not c.complete
+            cols.call(c)
+        cols.flush()
+    finally:
+        writer.close()
+    return {"rows": cols.rows, "lost": lost, "incomplete": incomplete}
+
+
+class ParquetExporter(Exporter):
+    name = "parquet"
+    summary = "Parquet, one row per call or event: DuckDB (fntrace sql), Spark, pandas"
+    binary = True
+    suffix = ".parquet"
+    extra = "sql"
+    requires = ("pyarrow",)
+
+    def write(self, source, out, options: Mapping[str, object]) -> dict | None:
+        r = write_parquet(source, out)
+        notes = []
+        if r["lost"]:
+            notes.append(f"{r['lost']} record(s) were lost while recording: calls open "
+                         "across a loss are split (complete = false)")
+        elif r["incomplete"]:
+            notes.append(f"{r['incomplete']} call(s) had no return in the trace "
+                         "(complete = false)")
+        return {"notes": notes} if notes else None
+
+
+register_exporter(ParquetExporter())
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

@@ -1,0 +1,268 @@
+"""``fntrace export --format parquet`` and ``fntrace sql`` (output/parquet.py, cli/sql.py).
+
+The Parquet file is read back with pyarrow and with DuckDB (the tools that read it),
+and its rows are compared with the text report of the same trace: every call the
+report prints is one row, with the same function, thread, depth and duration.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections import Counter
+from decimal import Decimal
+
+import pytest
+
+pa = pytest.importorskip("pyarrow", reason="pyarrow (the sql extra) is not installed")
+pq = pytest.importorskip("pyarrow.parquet")
+duckdb = pytest.importorskip("duckdb", reason="duckdb (the sql extra) is not installed")
+
+from fntrace.output.parquet import COLUMNS, module_of  # noqa: E402
+
+PROG = """
+import json
+import threading
+
+def leaf(x):
+    return x * 2
+
+def mid(n):
+    s = 0
+    for i in range(n):
+        s += leaf(i)
+    return s
+
+def fails():
+    raise ValueError("no")
+
+def main():
+    for k in range(4):
+        mid(k + 1)
+    try:
+        fails()
+    except ValueError:
+        pass
+    json.dumps({"a": [1, 2]})
+    t = threading.Thread(target=mid, args=(3,), name="worker")
+    t.start()
+    t.join()
+
+main()
+"""
+
+# a graph line of `fntrace report`: " 0)   1.234 us   |    __main__.leaf();"
+GRAPH_LINE = re.compile(r"^\s*(\d+)\)\s+(?:[+!#*@$]\s*)?(?:([\d.]+) us\s+)?\|(\s*)([^\s(}]+)\(")
+GRAPH_CLOSE = re.compile(r"^\s*(\d+)\)\s+(?:[+!#*@$]\s*)?([\d.]+) us\s+\|\s*\}")
+
+
+@pytest.fixture
+def recorded(tmp_script, run_fntrace, tmp_path):
+    """The program recorded with function_graph -A -R (json's functions too)."""
+    prog = tmp_script(PROG)
+    r = run_fntrace("record", "-p", "function_graph", "-A", "-R", "-F", "__main__.*",
+                    "-F", "json.*", "-o", "t.dat", prog)
+    assert r.returncode == 0, r.stderr
+    return tmp_path / "t.dat"
+
+
+def export(run_fntrace, dat, out, *more):
+    r = run_fntrace("export", dat, "--format", "parquet", "-o", out, *more)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def report_calls(run_fntrace, dat) -> list[tuple[int, str, int, Decimal]]:
+    """(cpu, function, depth, duration in us) of every call the text report prints,
+    a leaf at its line, a call with children at its closing brace."""
+    r = run_fntrace("report", dat)
+    assert r.returncode == 0, r.stderr
+    out, open_ = [], {}
+    for line in r.stdout.splitlines():
+        m = GRAPH_LINE.match(line)
+        if m:
+            cpu, dur, indent, func = m.groups()
+            depth = (len(indent) - 2) // 2
+            if not line.endswith(") {"):            # a leaf: "f(args); /* ret=... */"
+                out.append((int(cpu), func, depth, Decimal(dur)))
+            else:
+                open_.setdefault(int(cpu), []).append((func, depth))
+            continue
+        m = GRAPH_CLOSE.match(line)
+        if m:
+            cpu = int(m.group(1))
+            func, depth = open_[cpu].pop()
+            out.append((cpu, func, depth, Decimal(m.group(2))))
+    assert out, r.stdout[:2000]
+    return out
+
+
+def test_every_call_of_the_report_is_one_row(recorded, run_fntrace, tmp_path):
+    export(run_fntrace, recorded, tmp_path / "t.parquet")
+    table = pq.read_table(tmp_path / "t.parquet")
+    assert table.schema.names == [name for name, _ in COLUMNS]
+    rows = table.to_pylist()
+    assert {r["kind"] for r in rows} == {"call"}
+    want = report_calls(run_fntrace, recorded)
+    got = [(r["cpu"], r["function"], r["depth"], r["dur"]) for r in rows]
+    assert len(got) == len(want)
+    assert Counter((c, f, d) for c, f, d, _ in got) == Counter((c, f, d) for c, f, d, _ in want)
+    # the report prints durations in us with 3 decimals: each of its calls has a row
+    # of that function, thread and depth with that duration at that precision
+    by_key: dict = {}
+    for c, f, d, ns in got:
+        by_key.setdefault((c, f, d), []).append(Decimal(ns) / 1000)
+    for c, f, d, us in want:
+        durations = by_key[(c, f, d)]
+        assert any(abs(x - us) <= Decimal("0.0005") for x in durations), (f, us, durations)
+
+
+def test_rows_nest_and_carry_what_was_recorded(recorded, run_fntrace, tmp_path):
+    export(run_fntrace, recorded, tmp_path / "t.parquet")
+    rows = pq.read_table(tmp_path / "t.parquet").to_pylist()
+    for r in rows:
+        stack = r["stack"].split(";")
+        assert stack[-1] == r["function"] and len(stack) - 1 == r["depth"]
+        assert r["parent"] == (stack[-2] if len(stack) > 1 else None)
+        assert 0 <= r["self_dur"] <= r["dur"]
+        assert r["complete"] is True
+        assert r["pid"] > 0 and r["tid"] > 0
+    # a parent's duration holds its children's
+    by_thread = {}
+    for r in rows:
+        by_thread.setdefault(r["tid"], []).append(r)
+    for calls in by_thread.values():
+        for r in calls:
+            kids = [k for k in calls if k["depth"] == r["depth"] + 1
+                    and r["ts"] <= k["ts"] and k["ts"] + k["dur"] <= r["ts"] + r["dur"]]
+            assert r["self_dur"] == r["dur"] - sum(k["dur"] for k in kids) or \
+                r["self_dur"] == 0
+    mids = [r for r in rows if r["function"] == "__main__.mid"]
+    assert sorted(r["args"] for r in mids) == ["n=1", "n=2", "n=3", "n=3", "n=4"]
+    assert {r["thread"] for r in mids} == {"MainThread", "worker"}
+    assert sorted(int(r["retval"]) for r in mids) == [0, 2, 6, 6, 12]
+    fails = [r for r in rows if r["function"] == "__main__.fails"]
+    assert len(fails) == 1 and fails[0]["retval"].startswith("raised ValueError")
+    leaf = next(r for r in rows if r["function"] == "__main__.leaf")
+    assert leaf["module"] == "__main__" and leaf["file"].endswith("prog.py") and \
+        leaf["line"] == 5
+    dumps = next(r for r in rows if r["function"] == "json.dumps")
+    assert dumps["module"] == "json" and dumps["file"].endswith("__init__.py")
+    enc = next(r for r in rows if r["function"].startswith("json.encoder.JSONEncoder."))
+    assert enc["module"] == "json.encoder" and enc["parent"].startswith("json.")
+
+
+def test_module_of():
+    assert module_of("json.encoder.JSONEncoder.encode", "/x/json/encoder.py") == "json.encoder"
+    assert module_of("json.dumps", "/x/json/__init__.py") == "json"
+    assert module_of("__main__.A.f", "prog.py") == "__main__"
+    assert module_of("a.b.b.c", "/x/a/b/b.py") == "a.b.b"
+    assert module_of("f", "<string>") is None
+    assert module_of("m.f", "") is None
+
+
+def test_function_tracer_hits_and_events(tmp_script, run_fntrace, tmp_path):
+    prog = tmp_script(PROG)
+    r = run_fntrace("record", "-p", "function", "-F", "__main__.*", "-e",
+                    "f __main__.leaf x", "-o", "f.dat", prog)
+    assert r.returncode == 0, r.stderr
+    export(run_fntrace, "f.dat", "f.parquet")
+    rows = pq.read_table(tmp_path / "f.parquet").to_pylist()
+    kinds = Counter(r["kind"] for r in rows)
+    # leaf runs 1+2+3+4 + 3 times: a hit and an fprobe event each
+    assert kinds["event"] == 13
+    hits = [r for r in rows if r["kind"] == "hit"]
+    assert Counter(r["function"] for r in hits)["__main__.leaf"] == 13
+    assert all(r["dur"] is None and r["depth"] is None for r in hits)
+    assert {r["parent"] for r in hits if r["function"] == "__main__.leaf"} == {"__main__.mid"}
+    ev = [r for r in rows if r["kind"] == "event"]
+    assert sorted({r["args"] for r in ev}) == [f"(__main__.leaf+0) x={i}" for i in range(4)]
+
+
+def test_sql_counts_equal_the_report(recorded, run_fntrace):
+    want = Counter(f for _, f, _, _ in report_calls(run_fntrace, recorded))
+    r = run_fntrace("sql", recorded, "SELECT function, count(*) AS n, sum(dur) AS total "
+                    "FROM calls GROUP BY function ORDER BY function", "--csv")
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert {row["function"]: int(row["n"]) for row in rows} == dict(want)
+    # the table form names the columns and the values
+    r = run_fntrace("sql", recorded, "SELECT count(*) AS n FROM calls WHERE "
+                    "function = '__main__.leaf'")
+    assert r.returncode == 0, r.stderr
+    assert " n " in r.stdout and f" {want['__main__.leaf']} " in r.stdout
+
+
+def test_sql_over_a_directory_and_a_parquet_file(recorded, run_fntrace, tmp_path, tmp_script):
+    d = tmp_path / "runs"
+    d.mkdir()
+    export(run_fntrace, recorded, d / "a.parquet")
+    prog = tmp_script(PROG)
+    r = run_fntrace("record", "-p", "function_graph", "-F", "__main__.*", "-o", d / "b.dat",
+                    prog)
+    assert r.returncode == 0, r.stderr
+    (d / "notes.txt").write_text("not a trace")
+    r = run_fntrace("sql", d, "SELECT count(*) AS n, count(DISTINCT pid) AS p FROM calls "
+                    "WHERE function = '__main__.mid'", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"n": 10, "p": 2}
+    r = run_fntrace("sql", d / "a.parquet", "SELECT count(*) AS n FROM events", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout) == {"n": 0}, r.stderr
+
+
+def test_duckdb_reads_the_export_directly(recorded, run_fntrace, tmp_path):
+    export(run_fntrace, recorded, tmp_path / "t.parquet")
+    con = duckdb.connect()
+    n, threads, deepest = con.execute(
+        f"SELECT count(*), count(DISTINCT thread), max(depth) FROM "
+        f"read_parquet('{tmp_path / 't.parquet'}')").fetchone()
+    assert n == len(pq.read_table(tmp_path / "t.parquet")) and threads == 2 and deepest >= 3
+
+
+def test_sql_bad_input(recorded, run_fntrace, tmp_path):
+    r = run_fntrace("sql", recorded, "SELEC 1")
+    assert r.returncode == 2 and r.stderr.startswith("fntrace: sql: Parser Error")
+    assert "^" in r.stderr and "Traceback" not in r.stderr
+    r = run_fntrace("sql", recorded, "SELECT nosuch FROM calls")
+    assert r.returncode == 2 and "nosuch" in r.stderr and "Traceback" not in r.stderr
+    r = run_fntrace("sql", tmp_path / "none.dat", "SELECT 1")
+    assert r.returncode == 2 and r.stderr == f"fntrace: {tmp_path / 'none.dat'}: no such file\n"
+    (tmp_path / "empty").mkdir()
+    r = run_fntrace("sql", tmp_path / "empty", "SELECT 1")
+    assert r.returncode == 1 and "no trace files" in r.stderr
+    (tmp_path / "bad.dat").write_bytes(b"not a trace file at all")
+    r = run_fntrace("sql", tmp_path / "bad.dat", "SELECT 1")
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    r = run_fntrace("sql", recorded, "SELECT 1", "--max-rows", "-2")
+    assert r.returncode == 2 and "--max-rows" in r.stderr
+
+
+def test_missing_extra_is_named(recorded, run_fntrace):
+    code = ("import sys; sys.modules['duckdb'] = None; sys.modules['pyarrow'] = None\n"
+            "from fntrace.cli.main import main\n"
+            f"sys.exit(main(['sql', {str(recorded)!r}, 'SELECT 1']))\n")
+    r = run_fntrace_code(code, recorded.parent)
+    assert r.returncode == 1 and "pip install 'fntrace[sql]'" in r.stderr, r.stderr
+    code = code.replace("'sql', ", "'export', ").replace(", 'SELECT 1'", ", '--format', "
+                                                          "'parquet', '-o', 'x.parquet'")
+    r = run_fntrace_code(code, recorded.parent)
+    assert r.returncode == 1 and "pip install 'fntrace[sql]'" in r.stderr, r.stderr
+    assert not (recorded.parent / "x.parquet").exists()
+
+
+def run_fntrace_code(code: str, cwd):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_a_big_export_is_written_in_row_groups(tmp_script, run_fntrace, tmp_path):
+    prog = tmp_script("def f(i):\n    return i\n\nfor i in range(150_000):\n    f(i)\n")
+    r = run_fntrace("record", "-p", "function_graph", "-b", "20000", "-F", "__main__.f",
+                    "-o", "big.dat", prog)
+    assert r.returncode == 0, r.stderr
+    export(run_fntrace, "big.dat", "big.parquet")
+    meta = pq.ParquetFile(tmp_path / "big.parquet").metadata
+    assert meta.num_rows == 150_000 and meta.num_row_groups == 3
