@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
 from collections import Counter
 from decimal import Decimal
 
@@ -19,43 +18,8 @@ pa = pytest.importorskip("pyarrow", reason="pyarrow (the sql extra) is not insta
 pq = pytest.importorskip("pyarrow.parquet")
 duckdb = pytest.importorskip("duckdb", reason="duckdb (the sql extra) is not installed")
 
+from calls_helpers import PROG, report_calls  # noqa: E402
 from fntrace.output.parquet import COLUMNS, module_of  # noqa: E402
-
-PROG = """
-import json
-import threading
-
-def leaf(x):
-    return x * 2
-
-def mid(n):
-    s = 0
-    for i in range(n):
-        s += leaf(i)
-    return s
-
-def fails():
-    raise ValueError("no")
-
-def main():
-    for k in range(4):
-        mid(k + 1)
-    try:
-        fails()
-    except ValueError:
-        pass
-    json.dumps({"a": [1, 2]})
-    t = threading.Thread(target=mid, args=(3,), name="worker")
-    t.start()
-    t.join()
-
-main()
-"""
-
-# a graph line of `fntrace report`: " 0)   1.234 us   |    __main__.leaf();"
-GRAPH_LINE = re.compile(r"^\s*(\d+)\)\s+(?:[+!#*@$]\s*)?(?:([\d.]+) us\s+)?\|(\s*)([^\s(}]+)\(")
-GRAPH_CLOSE = re.compile(r"^\s*(\d+)\)\s+(?:[+!#*@$]\s*)?([\d.]+) us\s+\|\s*\}")
-
 
 @pytest.fixture
 def recorded(tmp_script, run_fntrace, tmp_path):
@@ -71,31 +35,6 @@ def export(run_fntrace, dat, out, *more):
     r = run_fntrace("export", dat, "--format", "parquet", "-o", out, *more)
     assert r.returncode == 0, r.stderr
     return r
-
-
-def report_calls(run_fntrace, dat) -> list[tuple[int, str, int, Decimal]]:
-    """(cpu, function, depth, duration in us) of every call the text report prints,
-    a leaf at its line, a call with children at its closing brace."""
-    r = run_fntrace("report", dat)
-    assert r.returncode == 0, r.stderr
-    out, open_ = [], {}
-    for line in r.stdout.splitlines():
-        m = GRAPH_LINE.match(line)
-        if m:
-            cpu, dur, indent, func = m.groups()
-            depth = (len(indent) - 2) // 2
-            if not line.endswith(") {"):            # a leaf: "f(args); /* ret=... */"
-                out.append((int(cpu), func, depth, Decimal(dur)))
-            else:
-                open_.setdefault(int(cpu), []).append((func, depth))
-            continue
-        m = GRAPH_CLOSE.match(line)
-        if m:
-            cpu = int(m.group(1))
-            func, depth = open_[cpu].pop()
-            out.append((cpu, func, depth, Decimal(m.group(2))))
-    assert out, r.stdout[:2000]
-    return out
 
 
 def test_every_call_of_the_report_is_one_row(recorded, run_fntrace, tmp_path):

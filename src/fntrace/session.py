@@ -92,12 +92,14 @@ class TraceSession:
                           "graph_functions": _patterns(graph_function),
                           "graph_notrace": _patterns(graph_notrace)}
         self._start_wall = 0.0
+        self._start_mono = 0
 
     def start(self) -> "TraceSession":
         if self._stopped:
             # started again: a fresh tracer on a cleared buffer, as a tracer change does
             self.fs.write("current_tracer", "nop")
         self._start_wall = time.time()
+        self._start_mono = time.monotonic_ns()
         self.fs.write("current_tracer", self.tracer_name)
         self.active = True
         return self
@@ -126,6 +128,7 @@ class TraceSession:
             "graph_args": self.tr.graph_args,
             "graph_retval": self.tr.graph_retval,
             "start_wall": self._start_wall,
+            "start_mono": self._start_mono,
             **self._settings,
         }
         write_trace_file(self.tr, path, header)

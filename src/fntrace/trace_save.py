@@ -50,6 +50,7 @@ def _header(tr: TraceArray, extra: dict) -> dict:
         "events": [],
         "object_repr": False,
         "start_wall": time.time(),
+        "start_mono": time.monotonic_ns(),
     }
     header.update(extra)
     return header

@@ -23,25 +23,40 @@ formats:
   folded      folded stacks (a;b;c N): flamegraph.pl, speedscope, inferno
   trace-cmd   trace.dat: trace-cmd report, KernelShark
   parquet     Parquet, one row per call or event: fntrace sql, DuckDB, Spark, pandas
+  otlp        OpenTelemetry spans (OTLP/JSON lines): the Collector, Jaeger, Tempo
 
 examples:
   fntrace export run.dat --format perfetto -o run.perfetto-trace
   fntrace export run.dat --format folded --weight calls -o run.folded
   fntrace export run.dat --format trace-cmd -o trace.dat && trace-cmd report trace.dat
-  fntrace export run.dat --format parquet -o run.parquet"""
+  fntrace export run.dat --format parquet -o run.parquet
+  fntrace export run.dat --format otlp --min-duration 100 -o spans.json"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", nargs="?", default="fntrace.dat",
                    help="trace file (default: fntrace.dat)")
     p.add_argument("--format", "-f", required=True, metavar="FORMAT",
-                   help="perfetto, chrome, folded, trace-cmd or parquet")
+                   help="perfetto, chrome, folded, trace-cmd, parquet or otlp")
     p.add_argument("-o", "--output", default=None, metavar="OUT",
                    help="file to write (default: FILE with the format's suffix; - for "
                         "standard output)")
     p.add_argument("--weight", choices=("time", "calls"), default="time",
                    help="folded: weigh each stack by its self time in microseconds "
                         "(default) or by its number of calls")
+    p.add_argument("--min-duration", type=_usec, default=0.0, metavar="USEC",
+                   help="otlp: only calls of at least USEC microseconds")
+
+
+def _usec(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of microseconds") \
+            from None
+    if not v >= 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be 0 or more")
+    return v
 
 
 def _exporter(name: str):

@@ -502,6 +502,9 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
         "events": [e["event"] for e in opts.events],
         "object_repr": opts.object_repr,
         "start_wall": time.time(),
+        # CLOCK_MONOTONIC at that moment: maps the default trace clocks (local,
+        # global, mono, perf) to wall time (the OTLP export)
+        "start_mono": time.monotonic_ns(),
     }
     # Modules are looked up as the program will look them up: its sys.path[0] first.
     if sys.path:

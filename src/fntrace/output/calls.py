@@ -58,6 +58,10 @@ class Call:
     complete        False: no return was read (the duration runs to where the trace,
                     or the thread's open stack, ended)
     entry_seen      False: the entry was not in the trace (made from the return)
+    parent_key      (depth, start) of the call it was made in (the frame open under it
+                    on its thread when it ended), None at the bottom: with cpu it
+                    names the parent call, which ends after it (whose own key is
+                    (depth, start))
     """
     cpu: int
     pid: int
@@ -73,6 +77,7 @@ class Call:
     has_retval: bool = False
     complete: bool = True
     entry_seen: bool = True
+    parent_key: tuple[int, int] | None = None
 
     @property
     def duration(self) -> int:
@@ -146,7 +151,8 @@ class CallBuilder:
             start = f.start if f.start <= e.ts else start
             dur = e.ts - start
             c = Call(cpu, pid, comm, e.func, e.depth, start, e.ts, max(0, dur - f.children),
-                     f.stack, f.args, e.retval, e.has_retval)
+                     f.stack, f.args, e.retval, e.has_retval, True, True,
+                     (st[-1].depth, st[-1].start) if st else None)
         else:
             # The entry is not in the trace: the call is made from its return.
             gap = self._gap.get(cpu)
@@ -155,7 +161,8 @@ class CallBuilder:
             parent = st[-1].stack if st else ()
             dur = e.ts - start
             c = Call(cpu, pid, comm, e.func, e.depth, start, e.ts, dur, parent + (e.func,),
-                     None, e.retval, e.has_retval, True, False)
+                     None, e.retval, e.has_retval, True, False,
+                     (st[-1].depth, st[-1].start) if st else None)
         if st:
             st[-1].children += dur
         out.append(c)
@@ -169,7 +176,8 @@ class CallBuilder:
             f = st.pop()
             dur = max(0, ts - f.start)
             out.append(Call(cpu, pid, comm, f.func, f.depth, f.start, f.start + dur,
-                            max(0, dur - f.children), f.stack, f.args, None, False, False))
+                            max(0, dur - f.children), f.stack, f.args, None, False, False,
+                            True, (st[-1].depth, st[-1].start) if st else None))
             if st:
                 st[-1].children += dur
         return out

@@ -299,6 +299,7 @@ EXPORT_MODULES: dict[str, str] = {
     "folded": "fntrace.output.folded",
     "trace-cmd": "fntrace.output.trace_dat",
     "parquet": "fntrace.output.parquet",
+    "otlp": "fntrace.output.otlp",
 }
 
 

@@ -1,0 +1,221 @@
+"""OpenTelemetry: ``fntrace export FILE --format otlp [--min-duration USEC] -o spans.json``.
+
+One span per call of a function_graph trace, nested as the calls were, written as
+OTLP/JSON: JSON lines, each an ``ExportTraceServiceRequest`` of up to ``BATCH`` spans
+(the OpenTelemetry Collector's file exporter and its ``otlpjsonfile`` receiver read
+this form), built with the OpenTelemetry protos (``opentelemetry-proto``) and turned
+into JSON by protobuf's ``json_format`` with the OTLP/JSON rules: ids as hex strings,
+enums as integers, field names in lowerCamelCase::
+
+    {"resourceSpans": [{"resource": {"attributes": [service.name, process.pid, ...]},
+       "scopeSpans": [{"scope": {"name": "fntrace", "version": ...},
+         "spans": [{"traceId": "5b8e...", "spanId": "1f2a...", "parentSpanId": "...",
+                    "name": "shop.pricing.price_line", "kind": 1,
+                    "startTimeUnixNano": "...", "endTimeUnixNano": "...",
+                    "attributes": [code.function.name, thread.id, ...]}, ...]}]}]}
+
+- the recording is one trace (one ``traceId``, made from the process id and the
+  recording's start): its threads' outermost calls are its root spans;
+- a span's id is made from its thread, depth and start, so its children, which end
+  first, name it before it is written, and the same trace exports the same ids;
+- times are Unix epoch ns: the trace clock (CLOCK_MONOTONIC for local, global, mono
+  and perf) mapped through the recording's ``start_wall``/``start_mono`` pair; a trace
+  without them, or on another clock, is aligned by its first event (said in a note);
+- attributes: ``code.function.name``, ``code.file.path``, ``code.line.number``,
+  ``thread.id``, ``thread.name``, and ``fntrace.args`` / ``fntrace.retval`` when
+  recorded; a call an exception left has status ERROR with the exception's text;
+- ``--min-duration USEC`` keeps only calls that long or longer.  A parent lasts at
+  least as long as its children, so a kept span's parent is kept too.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping
+
+from .calls import Call, CallBuilder
+from .entry import TRACE_GRAPH_ENT, TRACE_GRAPH_RET, LostEvents
+from .registry import Exporter, register_exporter
+
+__all__ = ["OtlpExporter", "BATCH", "span_id", "trace_id"]
+
+BATCH = 5_000
+
+# trace clocks read from CLOCK_MONOTONIC (ring_buffer.TRACE_CLOCKS)
+_MONOTONIC_CLOCKS = ("local", "global", "mono", "perf")
+
+
+def _digest(n: int, *parts: object) -> bytes:
+    d = hashlib.blake2b(repr(parts).encode(), digest_size=n).digest()
+    return d if any(d) else b"\x01" + d[1:]         # an all-zero id is invalid
+
+
+def trace_id(pid: int, start: object) -> bytes:
+    return _digest(16, "trace", pid, start)
+
+
+def span_id(pid: int, cpu: int, depth: int, start: int) -> bytes:
+    return _digest(8, "span", pid, cpu, depth, start)
+
+
+def _status_error(retval: object) -> str | None:
+    if isinstance(retval, str) and retval.startswith("raised "):
+        return retval[len("raised "):]
+    return None
+
+
+class OtlpExporter(Exporter):
+    name = "otlp"
+    summary = "OpenTelemetry spans, OTLP/JSON lines: the Collector, Jaeger, Tempo"
+    binary = False
+    suffix = ".otlp.json"
+    extra = "otlp"
+    requires = ("opentelemetry.proto", "google.protobuf")
+    options = {"min_duration": 0.0}
+
+    def write(self, source, out, options: Mapping[str, object]) -> dict | None:
+        from google.protobuf import json_format
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+        from opentelemetry.proto.common.v1.common_pb2 import (
+            AnyValue, InstrumentationScope, KeyValue,
+        )
+        from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+        from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
+
+        __version__ = _version()
+
+        min_ns = int(float(options.get("min_duration") or 0) * 1000)
+        if min_ns < 0:
+            raise ValueError("min_duration must be 0 or more")
+        header = source.header or {}
+        pid = int(source.pid or 0)
+        notes: list[str] = []
+        if source.tracer != "function_graph":
+            notes.append(f"a {source.tracer} trace has no calls with durations: no spans "
+                         "(record with -p function_graph)")
+
+        def kv(key: str, value: object) -> KeyValue:
+            if isinstance(value, bool):
+                v = AnyValue(bool_value=value)
+            elif isinstance(value, int):
+                v = AnyValue(int_value=value)
+            else:
+                v = AnyValue(string_value=str(value))
+            return KeyValue(key=key, value=v)
+
+        argv = [str(a) for a in header.get("argv") or []]
+        service = os.path.basename(argv[0]) if argv else "python"
+        rattrs = [kv("service.name", service), kv("process.pid", pid),
+                  kv("process.runtime.name", "cpython"),
+                  kv("process.runtime.version", str(header.get("python", ""))),
+                  kv("telemetry.sdk.name", "fntrace"),
+                  kv("telemetry.sdk.version", __version__)]
+        if argv:
+            rattrs.append(kv("process.command_line", " ".join(argv)))
+        resource = Resource(attributes=rattrs)
+        scope = InstrumentationScope(name="fntrace", version=__version__)
+        tid = trace_id(pid, header.get("start_wall"))
+        where: dict[str, tuple[str, int]] = {}
+        for name, file, line in source.symbols.values():
+            where.setdefault(name, (file, line))
+
+        # trace clock ns -> Unix ns
+        offset: int | None = None
+        wall, mono = header.get("start_wall"), header.get("start_mono")
+        if wall is not None and mono is not None and source.trace_clock in _MONOTONIC_CLOCKS:
+            offset = int(float(wall) * 1e9) - int(mono)
+
+        spans: list = []
+        kept = 0
+
+        def flush() -> None:
+            nonlocal spans
+            if not spans:
+                return
+            req = ExportTraceServiceRequest(resource_spans=[ResourceSpans(
+                resource=resource, scope_spans=[ScopeSpans(scope=scope, spans=spans)])])
+            d = json_format.MessageToDict(req, use_integers_for_enums=True)
+            # OTLP/JSON: trace and span ids are hex, not protobuf JSON's base64
+            for rs in d.get("resourceSpans", ()):
+                for ss in rs.get("scopeSpans", ()):
+                    for sp in ss.get("spans", ()):
+                        for k in ("traceId", "spanId", "parentSpanId"):
+                            if k in sp:
+                                sp[k] = _b64_to_hex(sp[k])
+            import json
+            out.write(json.dumps(d, separators=(",", ":"), ensure_ascii=False) + "\n")
+            spans = []
+
+        def span(c: Call) -> None:
+            nonlocal offset, kept
+            if c.end - c.start < min_ns:
+                return
+            if offset is None:
+                offset = int(float(wall or 0) * 1e9) - c.start
+                notes.append("the trace does not say how its clock maps to wall time: "
+                             "its first call is placed at the recording's start")
+            attrs = [kv("code.function.name", c.func), kv("thread.id", c.pid),
+                     kv("thread.name", c.comm)]
+            w = where.get(c.func)
+            if w is not None:
+                attrs += [kv("code.file.path", w[0]), kv("code.line.number", int(w[1]))]
+            if c.args is not None:
+                attrs.append(kv("fntrace.args", ", ".join(f"{k}={v}" for k, v in c.args)))
+            if c.has_retval:
+                attrs.append(kv("fntrace.retval", str(c.retval)))
+            if not c.complete:
+                attrs.append(kv("fntrace.incomplete", True))
+            s = Span(trace_id=tid, span_id=span_id(pid, c.cpu, c.depth, c.start),
+                     name=c.func, kind=Span.SPAN_KIND_INTERNAL,
+                     start_time_unix_nano=c.start + offset,
+                     end_time_unix_nano=c.end + offset, attributes=attrs)
+            if c.parent_key is not None:
+                s.parent_span_id = span_id(pid, c.cpu, *c.parent_key)
+            err = _status_error(c.retval) if c.has_retval else None
+            if err is not None:
+                s.status.CopyFrom(Status(code=Status.STATUS_CODE_ERROR, message=err))
+            spans.append(s)
+            kept += 1
+            if len(spans) >= BATCH:
+                flush()
+
+        builder = CallBuilder()
+        total = 0
+        for e in source.entries():
+            if isinstance(e, LostEvents) or e.type == TRACE_GRAPH_ENT or \
+                    e.type == TRACE_GRAPH_RET:
+                for c in builder.feed(e):
+                    total += 1
+                    span(c)
+        for c in builder.finish():
+            total += 1
+            span(c)
+        flush()
+        if min_ns and total > kept:
+            notes.append(f"{total - kept} of {total} call(s) under "
+                         f"{min_ns / 1000:g} us left out (--min-duration)")
+        return {"notes": notes} if notes else None
+
+
+def _version() -> str:
+    # (not fntrace.__version__: importing the package would load the tracing machinery)
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("fntrace")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _b64_to_hex(s: str) -> str:
+    import base64
+    return base64.b64decode(s).hex()
+
+
+register_exporter(OtlpExporter())
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

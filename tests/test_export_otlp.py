@@ -1,0 +1,174 @@
+"""``fntrace export --format otlp``: OpenTelemetry spans as OTLP/JSON lines (output/otlp.py).
+
+Each line is parsed by the OpenTelemetry protos (``ExportTraceServiceRequest``, after the
+OTLP/JSON hex ids are turned back into protobuf JSON's base64, as a Collector's
+receiver does), and the spans are compared with the calls of the text report: the same
+calls, durations and nesting.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import re
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+pytest.importorskip("opentelemetry.proto", reason="opentelemetry-proto (the otlp extra) "
+                                                  "is not installed")
+from google.protobuf import json_format  # noqa: E402
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: E402
+    ExportTraceServiceRequest,
+)
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status  # noqa: E402
+
+from conftest import SUBPROCESS_TIMEOUT  # noqa: E402
+from calls_helpers import PROG, report_calls  # noqa: E402
+
+HEX = {"traceId": 32, "spanId": 16, "parentSpanId": 16}
+
+
+def parse(path) -> list[ExportTraceServiceRequest]:
+    reqs = []
+    for line in path.read_text().splitlines():
+        d = json.loads(line)
+        for rs in d["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for sp in ss["spans"]:
+                    for key, n in HEX.items():
+                        if key in sp:
+                            assert re.fullmatch(f"[0-9a-f]{{{n}}}", sp[key]), (key, sp[key])
+                            sp[key] = base64.b64encode(bytes.fromhex(sp[key])).decode()
+        reqs.append(json_format.ParseDict(d, ExportTraceServiceRequest()))
+    return reqs
+
+
+def spans_of(reqs) -> list[Span]:
+    return [s for r in reqs for rs in r.resource_spans for ss in rs.scope_spans for s in ss.spans]
+
+
+def attrs(s) -> dict:
+    out = {}
+    for kv in s.attributes:
+        v = kv.value
+        out[kv.key] = getattr(v, v.WhichOneof("value"))
+    return out
+
+
+@pytest.fixture
+def recorded(tmp_script, run_fntrace, tmp_path):
+    prog = tmp_script(PROG)
+    r = run_fntrace("record", "-p", "function_graph", "-A", "-R", "-F", "__main__.*",
+                    "-F", "json.*", "-o", "t.dat", prog)
+    assert r.returncode == 0, r.stderr
+    return tmp_path / "t.dat"
+
+
+def export(run_fntrace, dat, out, *more):
+    r = run_fntrace("export", dat, "--format", "otlp", "-o", out, *more)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def test_spans_are_the_reports_calls_nested(recorded, run_fntrace, tmp_path):
+    export(run_fntrace, recorded, tmp_path / "s.json")
+    reqs = parse(tmp_path / "s.json")
+    res = {kv.key: kv.value for kv in reqs[0].resource_spans[0].resource.attributes}
+    assert res["service.name"].string_value == "prog.py"
+    assert res["process.pid"].int_value > 0
+    spans = spans_of(reqs)
+    want = report_calls(run_fntrace, recorded)
+    assert Counter(s.name for s in spans) == Counter(f for _, f, _, _ in want)
+    assert len({s.trace_id for s in spans}) == 1
+    by_id = {s.span_id: s for s in spans}
+    assert len(by_id) == len(spans)                  # every span its own id
+    roots = [s for s in spans if not s.parent_span_id]
+    assert sorted(s.name for s in roots) == ["__main__.main", "__main__.mid"]
+    assert len({attrs(s)["thread.id"] for s in roots}) == 2
+    for s in spans:
+        assert s.kind == Span.SPAN_KIND_INTERNAL
+        assert s.start_time_unix_nano <= s.end_time_unix_nano
+        if s.parent_span_id:
+            p = by_id[s.parent_span_id]
+            assert p.start_time_unix_nano <= s.start_time_unix_nano
+            assert s.end_time_unix_nano <= p.end_time_unix_nano
+            assert attrs(p)["thread.id"] == attrs(s)["thread.id"]
+    leafs = [s for s in spans if s.name == "__main__.leaf"]
+    assert {by_id[s.parent_span_id].name for s in leafs} == {"__main__.mid"}
+    mids = [s for s in spans if s.name == "__main__.mid"]
+    assert sorted(attrs(s)["fntrace.args"] for s in mids) == ["n=1", "n=2", "n=3", "n=3", "n=4"]
+    a = attrs(leafs[0])
+    assert a["code.file.path"].endswith("prog.py") and a["code.line.number"] == 5
+    assert a["thread.name"] in ("MainThread", "worker")
+    # durations as the report prints them (us, 3 decimals)
+    durations = Counter((s.name, round((s.end_time_unix_nano - s.start_time_unix_nano) / 1000, 3))
+                        for s in spans)
+    for _, f, _, us in want:
+        assert any(name == f and abs(d - float(us)) <= 0.0011 for name, d in durations), (f, us)
+    # an exception leaving a call: status ERROR with its text
+    fails = next(s for s in spans if s.name == "__main__.fails")
+    assert fails.status.code == Status.STATUS_CODE_ERROR
+    assert fails.status.message == "ValueError('no')"
+    assert all(s.status.code == Status.STATUS_CODE_UNSET for s in spans if s is not fails
+               and "fntrace.retval" in attrs(s)
+               and not attrs(s)["fntrace.retval"].startswith("raised"))
+
+
+def test_times_are_wall_clock_of_the_recording(recorded, run_fntrace, tmp_path):
+    from fntrace.output.source import open_trace
+    export(run_fntrace, recorded, tmp_path / "s.json")
+    spans = spans_of(parse(tmp_path / "s.json"))
+    start_wall = open_trace(recorded).header["start_wall"]
+    first = min(s.start_time_unix_nano for s in spans) / 1e9
+    # the program's first call comes after the recording starts, within seconds
+    assert start_wall <= first < start_wall + 30, (start_wall, first)
+
+
+def test_the_same_trace_exports_the_same_spans(recorded, run_fntrace, tmp_path):
+    export(run_fntrace, recorded, tmp_path / "a.json")
+    export(run_fntrace, recorded, tmp_path / "b.json")
+    assert (tmp_path / "a.json").read_text() == (tmp_path / "b.json").read_text()
+
+
+def test_min_duration_keeps_slow_calls_and_their_parents(recorded, run_fntrace, tmp_path):
+    export(run_fntrace, recorded, tmp_path / "all.json")
+    spans = spans_of(parse(tmp_path / "all.json"))
+    durs = sorted(s.end_time_unix_nano - s.start_time_unix_nano for s in spans)
+    cut_us = durs[len(durs) // 2] / 1000
+    r = export(run_fntrace, recorded, tmp_path / "slow.json", "--min-duration", str(cut_us))
+    kept = spans_of(parse(tmp_path / "slow.json"))
+    assert 0 < len(kept) < len(spans)
+    assert all(s.end_time_unix_nano - s.start_time_unix_nano >= cut_us * 1000 for s in kept)
+    assert len(kept) == sum(d >= cut_us * 1000 for d in durs)
+    ids = {s.span_id for s in kept}
+    assert all(not s.parent_span_id or s.parent_span_id in ids for s in kept)
+    assert f"{len(spans) - len(kept)} of {len(spans)} call(s) under" in r.stderr
+
+
+def test_batches_of_spans_are_lines(tmp_script, run_fntrace, tmp_path):
+    prog = tmp_script("def f(i):\n    return i\n\nfor i in range(12_000):\n    f(i)\n")
+    r = run_fntrace("record", "-p", "function_graph", "-F", "__main__.f", "-o", "b.dat", prog)
+    assert r.returncode == 0, r.stderr
+    export(run_fntrace, "b.dat", "b.json")
+    reqs = parse(tmp_path / "b.json")
+    assert [len(spans_of([q])) for q in reqs] == [5000, 5000, 2000]
+
+
+def test_a_function_trace_has_no_spans(tmp_script, run_fntrace, tmp_path):
+    prog = tmp_script(PROG)
+    r = run_fntrace("record", "-p", "function", "-F", "__main__.*", "-o", "f.dat", prog)
+    assert r.returncode == 0, r.stderr
+    r = export(run_fntrace, "f.dat", "f.json")
+    assert "no spans" in r.stderr and (tmp_path / "f.json").read_text() == ""
+
+
+def test_missing_extra_is_named(recorded):
+    code = ("import sys; sys.modules['opentelemetry'] = None\n"
+            "from fntrace.cli.main import main\n"
+            f"sys.exit(main(['export', {str(recorded)!r}, '--format', 'otlp', '-o', 'x.json']))\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=recorded.parent, capture_output=True,
+                       text=True, timeout=SUBPROCESS_TIMEOUT)
+    assert r.returncode == 1 and "pip install 'fntrace[otlp]'" in r.stderr, r.stderr
+    assert not (recorded.parent / "x.json").exists()
