@@ -205,3 +205,51 @@ def test_a_big_export_is_written_in_row_groups(tmp_script, run_fntrace, tmp_path
     export(run_fntrace, "big.dat", "big.parquet")
     meta = pq.ParquetFile(tmp_path / "big.parquet").metadata
     assert meta.num_rows == 150_000 and meta.num_row_groups == 3
+
+
+SPARK = """
+import csv, sys
+from pyspark.sql import SparkSession
+spark = (SparkSession.builder.master("local[1]").appName("fntrace-test")
+         .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "1")
+         .config("spark.driver.bindAddress", "127.0.0.1")
+         .config("spark.driver.host", "127.0.0.1").getOrCreate())
+spark.sparkContext.setLogLevel("ERROR")
+spark.read.parquet(sys.argv[1]).createOrReplaceTempView("trace")
+spark.sql("CREATE OR REPLACE TEMP VIEW calls AS SELECT * FROM trace WHERE kind IN ('call', 'hit')")
+df = spark.sql(sys.argv[2])
+w = csv.writer(sys.stdout, lineterminator="\\n")
+w.writerow(df.columns)
+for row in df.collect():
+    w.writerow(["" if v is None else v for v in row])
+spark.stop()
+"""
+
+# the README's query, run on both engines
+AGREE = ("SELECT function, count(*) AS calls, sum(dur) AS total, max(depth) AS deepest, "
+         "count(DISTINCT thread) AS threads FROM calls GROUP BY function ORDER BY function")
+
+
+def test_duckdb_and_spark_agree(recorded, run_fntrace, tmp_path):
+    """The same query on the same Parquet file: fntrace sql (DuckDB) and Spark local."""
+    import shutil
+    import subprocess
+    import sys
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        pytest.skip("LOUD SKIP: pyspark is not installed here (the test extra installs it "
+                    "on Python 3.13 and later): DuckDB and Spark are not compared")
+    if shutil.which("java") is None:
+        pytest.skip("LOUD SKIP: no Java runtime (apt-get install default-jre-headless): "
+                    "Spark cannot start")
+    export(run_fntrace, recorded, tmp_path / "t.parquet")
+    duck = run_fntrace("sql", "t.parquet", AGREE, "--csv")
+    assert duck.returncode == 0, duck.stderr
+    spark = subprocess.run([sys.executable, "-c", SPARK, str(tmp_path / "t.parquet"), AGREE],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert spark.returncode == 0, spark.stderr[-3000:]
+    duck_rows = list(csv.reader(io.StringIO(duck.stdout)))
+    spark_rows = list(csv.reader(io.StringIO(spark.stdout)))
+    assert duck_rows[0] == spark_rows[0] == ["function", "calls", "total", "deepest", "threads"]
+    assert len(duck_rows) > 5 and duck_rows == spark_rows
