@@ -110,7 +110,9 @@ def test_spans_are_the_reports_calls_nested(recorded, run_fntrace, tmp_path):
     # an exception leaving a call: status ERROR with its text
     fails = next(s for s in spans if s.name == "__main__.fails")
     assert fails.status.code == Status.STATUS_CODE_ERROR
-    assert fails.status.message == "ValueError('no')"
+    # (3.11's setprofile hook sees that an exception left the call, not which one)
+    assert fails.status.message == ("ValueError('no')" if sys.version_info >= (3, 12)
+                                    else "")
     assert all(s.status.code == Status.STATUS_CODE_UNSET for s in spans if s is not fails
                and "fntrace.retval" in attrs(s)
                and not attrs(s)["fntrace.retval"].startswith("raised"))
