@@ -55,8 +55,27 @@ calls = int(sys.argv[1])
 print(top(max(1, (calls - 1) // 3)))
 """
 
+# fntrace sql's query (and Spark's, on the Parquet export): a profile by function
+GROUP_BY = ("SELECT function, count(*) AS calls, sum(dur) AS total, sum(self_dur) AS self "
+            "FROM calls GROUP BY function ORDER BY total DESC")
+
+SPARK = """
+import sys, time
+from pyspark.sql import SparkSession
+spark = (SparkSession.builder.master("local[*]").config("spark.ui.enabled", "false")
+         .config("spark.driver.bindAddress", "127.0.0.1")
+         .config("spark.driver.host", "127.0.0.1").getOrCreate())
+spark.sparkContext.setLogLevel("ERROR")
+spark.read.parquet(sys.argv[1]).createOrReplaceTempView("trace")
+spark.sql("CREATE TEMP VIEW calls AS SELECT * FROM trace WHERE kind IN ('call', 'hit')")
+t0 = time.perf_counter()
+rows = spark.sql(sys.argv[2]).collect()
+print(len(rows), f"{time.perf_counter() - t0:.2f}", file=sys.stderr)
+spark.stop()
+"""
+
 # The views whose memory must not grow with the trace (read once, streamed).
-STREAMED = ("report", "stat", "trace-cmd", "chrome", "folded")
+STREAMED = ("report", "stat", "trace-cmd", "chrome", "folded", "parquet", "otlp")
 
 
 def run_measured(cmd: list[str], cwd: str, env: dict, stdout=subprocess.DEVNULL
@@ -151,6 +170,24 @@ def measure(python: str, env: dict, d: str, trace: str, formats: list[str],
     if wanted("stat"):
         status, wall, rss, err = run_measured([*fn, "stat", trace], d, env)
         out["stat"] = (wall, rss, None, "" if status == 0 else err.strip()[-200:])
+    if wanted("sql"):
+        status, wall, rss, err = run_measured([*fn, "sql", trace, GROUP_BY, "--csv"], d, env)
+        out["sql (GROUP BY over the .dat)"] = (wall, rss, None,
+                                               "" if status == 0 else err.strip()[-200:])
+    if wanted("spark") or wanted("sql"):
+        pq = os.path.join(d, f"{trace}.sql.parquet")
+        status, _, _, err = run_measured([*fn, "export", trace, "--format", "parquet", "-o",
+                                          pq], d, env)
+        if status == 0 and wanted("sql"):
+            status, wall, rss, err = run_measured([*fn, "sql", pq, GROUP_BY, "--csv"], d, env)
+            out["sql (GROUP BY over the .parquet)"] = (wall, rss, None,
+                                                       "" if status == 0 else err.strip()[-200:])
+        if status == 0 and wanted("spark"):
+            status, wall, rss, err = run_measured([python, "-c", SPARK, pq, GROUP_BY], d, env)
+            out["Spark local (the same query)"] = (
+                wall, rss, None, "" if status == 0 else err.strip().splitlines()[-1][:200])
+        if os.path.exists(pq):
+            os.unlink(pq)
     for fmt in formats:
         if not wanted(fmt) and not wanted(f"export {fmt}"):
             continue
@@ -176,8 +213,9 @@ def main() -> int:
                     help="interpreter to measure (repeatable; default: this one)")
     ap.add_argument("--keep", metavar="DIR", help="work in DIR and keep the traces")
     ap.add_argument("--only", action="append", metavar="VIEW",
-                    help="measure only this view (repeatable): tui, report, stat, or an "
-                         "export format (chrome, folded, perfetto, trace-cmd)")
+                    help="measure only this view (repeatable): tui, report, stat, sql, "
+                         "spark, or an export format (chrome, folded, perfetto, trace-cmd, "
+                         "parquet, otlp)")
     args = ap.parse_args()
     import_fntrace()
     for python in args.python or [sys.executable]:
