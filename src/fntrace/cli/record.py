@@ -168,7 +168,15 @@ class _FileSink:
         self.flush_buffers = None
         self.pipe = None
         self._next_tick = 0
+        # The thread is waiting before the program runs: what it makes on its way in
+        # (its first frame, the poll it waits in) must not appear among the program's
+        # objects (gc.get_objects()) at some moment of the program's run.
+        self._poller = select.poll()
+        self._poller.register(self.rfd, select.POLLIN)
+        self._waiting = _thread.allocate_lock()
+        self._waiting.acquire()
         _thread.start_new_thread(self._run, ())
+        self._waiting.acquire(timeout=10)
 
     def mine(self) -> bool:
         return os.getpid() == self.pid
@@ -183,10 +191,13 @@ class _FileSink:
             task.own_threads.discard(threading.get_native_id())
 
     def _loop(self) -> None:
+        poll = self._poller.poll
+        self._waiting.release()
         while True:
             timeout = self._interval()
             try:
-                ready = select.select([self.rfd], [], [], timeout)[0]
+                # (poll, not select: it makes no object while it waits)
+                ready = poll(None if timeout is None else timeout * 1000)
             except InterruptedError:
                 continue
             except (OSError, ValueError):
