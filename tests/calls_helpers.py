@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
+import pytest
+
 PROG = """
 import json
 import threading
@@ -65,3 +67,20 @@ def report_calls(run_fntrace, dat) -> list[tuple[int, str, int, Decimal]]:
             out.append((cpu, func, depth, Decimal(m.group(2))))
     assert out, r.stdout[:2000]
     return out
+
+
+@pytest.fixture
+def recorded(tmp_script, run_fntrace, tmp_path):
+    """PROG recorded with function_graph -A -R (json's functions too): t.dat's path."""
+    prog = tmp_script(PROG)
+    r = run_fntrace("record", "-p", "function_graph", "-A", "-R", "-F", "__main__.*",
+                    "-F", "json.*", "-o", "t.dat", prog)
+    assert r.returncode == 0, r.stderr
+    return tmp_path / "t.dat"
+
+
+def export_as(fmt: str, run_fntrace, dat, out, *more):
+    """``fntrace export DAT --format FMT -o OUT``, which must succeed."""
+    r = run_fntrace("export", dat, "--format", fmt, "-o", out, *more)
+    assert r.returncode == 0, r.stderr
+    return r

@@ -25,7 +25,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status  # noqa: E402
 
 from conftest import SUBPROCESS_TIMEOUT  # noqa: E402
-from calls_helpers import PROG, report_calls  # noqa: E402
+from calls_helpers import PROG, export_as, recorded, report_calls  # noqa: E402,F401
 
 HEX = {"traceId": 32, "spanId": 16, "parentSpanId": 16}
 
@@ -57,19 +57,8 @@ def attrs(s) -> dict:
     return out
 
 
-@pytest.fixture
-def recorded(tmp_script, run_fntrace, tmp_path):
-    prog = tmp_script(PROG)
-    r = run_fntrace("record", "-p", "function_graph", "-A", "-R", "-F", "__main__.*",
-                    "-F", "json.*", "-o", "t.dat", prog)
-    assert r.returncode == 0, r.stderr
-    return tmp_path / "t.dat"
-
-
 def export(run_fntrace, dat, out, *more):
-    r = run_fntrace("export", dat, "--format", "otlp", "-o", out, *more)
-    assert r.returncode == 0, r.stderr
-    return r
+    return export_as("otlp", run_fntrace, dat, out, *more)
 
 
 def test_spans_are_the_reports_calls_nested(recorded, run_fntrace, tmp_path):

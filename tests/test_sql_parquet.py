@@ -18,23 +18,12 @@ pa = pytest.importorskip("pyarrow", reason="pyarrow (the sql extra) is not insta
 pq = pytest.importorskip("pyarrow.parquet")
 duckdb = pytest.importorskip("duckdb", reason="duckdb (the sql extra) is not installed")
 
-from calls_helpers import PROG, report_calls  # noqa: E402
+from calls_helpers import PROG, export_as, recorded, report_calls  # noqa: E402,F401
 from fntrace.output.parquet import COLUMNS, module_of  # noqa: E402
-
-@pytest.fixture
-def recorded(tmp_script, run_fntrace, tmp_path):
-    """The program recorded with function_graph -A -R (json's functions too)."""
-    prog = tmp_script(PROG)
-    r = run_fntrace("record", "-p", "function_graph", "-A", "-R", "-F", "__main__.*",
-                    "-F", "json.*", "-o", "t.dat", prog)
-    assert r.returncode == 0, r.stderr
-    return tmp_path / "t.dat"
 
 
 def export(run_fntrace, dat, out, *more):
-    r = run_fntrace("export", dat, "--format", "parquet", "-o", out, *more)
-    assert r.returncode == 0, r.stderr
-    return r
+    return export_as("parquet", run_fntrace, dat, out, *more)
 
 
 def test_every_call_of_the_report_is_one_row(recorded, run_fntrace, tmp_path):
