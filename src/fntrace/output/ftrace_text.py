@@ -23,7 +23,7 @@ from fntrace.output.entry import (
 __all__ = [
     "TASK_COMM_LEN", "print_event_info", "print_func_help_header",
     "print_func_help_header_irq", "print_trace_header", "trace_print_context",
-    "format_function_args", "format_function_entry", "format_print_entry",
+    "function_args_text", "format_function_args", "format_function_entry", "format_print_entry",
     "format_lost_events", "format_entry", "render_function_trace",
 ]
 
@@ -134,12 +134,17 @@ def trace_print_context(e: TraceEntry, *, irq_info: bool = False,
     return f"{_comm(e.comm):>16}-{e.pid:<7} [{e.cpu:03d}] {flags} {secs:5d}.{usec_rem:06d}: "
 
 
+def function_args_text(args: Iterable[tuple[str, str]]) -> str:
+    """The arguments as every view shows them: ``a=1, b='x'``."""
+    return ", ".join(f"{name}={value}" for name, value in args)
+
+
 def format_function_args(args: Iterable[tuple[str, str]]) -> str:
     """print_function_args(): ``(name=value, ...)``.
 
     (a=1, b='x')
     """
-    return "(" + ", ".join(f"{name}={value}" for name, value in args) + ")"
+    return "(" + function_args_text(args) + ")"
 
 
 def format_function_entry(e: TraceEntry, *, irq_info: bool = False,

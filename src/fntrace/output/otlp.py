@@ -36,6 +36,7 @@ from collections.abc import Mapping
 
 from .calls import Call, CallBuilder
 from .entry import TRACE_GRAPH_ENT, TRACE_GRAPH_RET, LostEvents
+from .ftrace_text import function_args_text
 from .registry import Exporter, register_exporter
 
 __all__ = ["OtlpExporter", "BATCH", "span_id", "trace_id"]
@@ -120,9 +121,7 @@ class OtlpExporter(Exporter):
         resource = Resource(attributes=rattrs)
         scope = InstrumentationScope(name="fntrace", version=__version__)
         tid = trace_id(pid, header.get("start_wall"))
-        where: dict[str, tuple[str, int]] = {}
-        for name, file, line in source.symbols.values():
-            where.setdefault(name, (file, line))
+        where = source.places()
 
         # trace clock ns -> Unix ns
         offset: int | None = None
@@ -165,7 +164,7 @@ class OtlpExporter(Exporter):
             if w is not None:
                 attrs += [kv("code.file.path", w[0]), kv("code.line.number", int(w[1]))]
             if c.args is not None:
-                attrs.append(kv("fntrace.args", ", ".join(f"{k}={v}" for k, v in c.args)))
+                attrs.append(kv("fntrace.args", function_args_text(c.args)))
             if c.has_retval:
                 attrs.append(kv("fntrace.retval", str(c.retval)))
             if not c.complete:

@@ -48,6 +48,7 @@ from .entry import (
     TRACE_EVENT, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, TRACE_PRINT, TRACE_STACK,
     LostEvents,
 )
+from .ftrace_text import function_args_text
 from .registry import Exporter, register_exporter
 
 __all__ = ["ParquetExporter", "COLUMNS", "ROW_GROUP", "module_of", "write_parquet"]
@@ -83,9 +84,7 @@ def module_of(name: str, file: str) -> str | None:
 
 
 def _args_text(args) -> str | None:
-    if args is None:
-        return None
-    return ", ".join(f"{k}={v}" for k, v in args)
+    return None if args is None else function_args_text(args)
 
 
 def _retval_text(has: bool, v: object) -> str | None:
@@ -154,11 +153,8 @@ def write_parquet(source, out) -> dict:
     returns {"rows": N, "lost": M, "incomplete": K}."""
     import pyarrow.parquet as pq
     sch = schema()
-    where = {}
-    for name, file, line in source.symbols.values():
-        where.setdefault(name, (file, line))
     writer = pq.ParquetWriter(out, sch, compression="zstd")
-    cols = _Columns(writer, sch, int(source.pid or 0), where)
+    cols = _Columns(writer, sch, int(source.pid or 0), source.places())
     builder = CallBuilder()
     lost = incomplete = 0
     try:

@@ -56,6 +56,14 @@ class TraceSource:
     def symbols(self) -> dict[int, tuple]:
         return self.tf.symbols
 
+    def places(self) -> dict[str, tuple[str, int]]:
+        """Function name -> (source file, first line), from the symbol table (the
+        first symbol of a name, when two share it)."""
+        out: dict[str, tuple[str, int]] = {}
+        for name, file, line in self.symbols.values():
+            out.setdefault(name, (file, line))
+        return out
+
     @property
     def trace_clock(self) -> str:
         return str((self.stats or {}).get("trace_clock", "local"))

@@ -27,6 +27,7 @@ from ..output.entry import (
     LOST_EVENTS_UNKNOWN, TRACE_EVENT, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, TRACE_PRINT,
     TRACE_STACK, LostEvents,
 )
+from ..output.ftrace_text import function_args_text
 from ..output.source import TraceSource
 
 __all__ = ["FunctionRow", "ThreadIndex", "TraceIndex", "function_rows", "format_ns",
@@ -236,7 +237,7 @@ class TraceIndex:
                             t.self_ns.append(0)
                             t.parent.append(st[-1] if st else -1)
                             t.subend.append(-1)
-                            t.args.append(text_id(_args_text(e.args)) if e.args is not None else -1)
+                            t.args.append(text_id(function_args_text(e.args)) if e.args is not None else -1)
                             t.ret.append(-1)
                             t.caller.append(-1)
                             t.flags.append(ENTRY_SEEN | OPEN)
@@ -252,7 +253,7 @@ class TraceIndex:
                         t.self_ns.append(0)
                         t.parent.append(-1)
                         t.subend.append(r + 1)
-                        t.args.append(text_id(_args_text(e.args)) if e.args is not None else -1)
+                        t.args.append(text_id(function_args_text(e.args)) if e.args is not None else -1)
                         t.ret.append(-1)
                         t.caller.append(name_id(e.parent) if e.parent else -1)
                         t.flags.append(ENTRY_SEEN)
@@ -313,10 +314,6 @@ class TraceIndex:
         if self.done:
             return 1.0
         return min(1.0, self.read / self.total) if self.total else 0.0
-
-
-def _args_text(args: list[tuple[str, str]]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in args)
 
 
 def _retval_text(v: object) -> str:
