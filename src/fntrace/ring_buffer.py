@@ -403,13 +403,18 @@ class RingBuffer(_Base):
             chunk = bytes(data[s * RECORD_SIZE:(s + n) * RECORD_SIZE])
         else:
             chunk = bytes(data[s * RECORD_SIZE:]) + bytes(data[:(s + n - nrec) * RECORD_SIZE])
+        # The payloads are taken before the copy is checked: an overwriting write
+        # between the two pops the payload of the record it overwrites, and such a
+        # record is then always among those the check cuts (its slot was refilled).
+        pay = _take_payloads(self, start, end)
         valid = self.seq - nrec
         if valid > start:
             cut = min(valid, end) - start
             chunk = chunk[cut * RECORD_SIZE:]
             lost += cut
             start += cut
-        pay = _take_payloads(self, start, end) if start < end else {}
+            if pay:
+                pay = {k: v for k, v in pay.items() if k >= start}
         self.read = end
         self.read_events += end - start
         return lost, start, chunk, pay
