@@ -495,11 +495,9 @@ class TraceFileWriter:
         crc = _crc32(head)
         for p in parts:
             crc = _crc32(p, crc)
-        self._write(head)
-        for p in parts:
-            if len(p):
-                self._write(p)
-        self._write(_CRC.pack(crc))
+        # one write a block: each write lets the GIL go, and a busy thread of the
+        # program may keep it a switch interval before the writer has it again
+        self._write(b"".join((head, *parts, _CRC.pack(crc))))
 
     def _flush_symbols(self) -> None:
         syms = self._pending_syms

@@ -44,6 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weight", choices=("time", "calls"), default="time",
                    help="folded: weigh each stack by its self time in microseconds "
                         "(default) or by its number of calls")
+    from .filters import add_pid_argument
+    add_pid_argument(p)
     p.add_argument("--min-duration", type=_usec, default=0.0, metavar="USEC",
                    help="otlp: only calls of at least USEC microseconds")
 
@@ -84,12 +86,13 @@ def _default_output(path: str, suffix: str) -> str:
 
 
 def run_export(args) -> int:
-    from ..output.source import open_trace
+    from ..output.source import TraceSource
     from .progress import track_source
     exp = _exporter(args.format)
     if not os.path.exists(args.file):
         raise FntraceError(f"{args.file}: no such file")
-    source = open_trace(args.file)
+    from .filters import open_traces_arg
+    source = TraceSource(open_traces_arg(args.file, args), args.file)
     options = {name: getattr(args, name, default) for name, default in exp.options.items()}
     out_path = args.output or _default_output(args.file, exp.suffix)
     tracked = track_source(source, "export", 1 if out_path == "-" else None)

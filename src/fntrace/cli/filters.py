@@ -12,7 +12,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..output.filters import TraceFilter
 
-__all__ = ["add_filter_arguments", "filter_from_args"]
+__all__ = ["add_filter_arguments", "add_pid_argument", "filter_from_args", "pids_from_args",
+           "open_traces_arg"]
 
 
 def add_filter_arguments(p: argparse.ArgumentParser, *, graph_display: bool = True,
@@ -27,6 +28,7 @@ def add_filter_arguments(p: argparse.ArgumentParser, *, graph_display: bool = Tr
     g.add_argument("-N", "--notrace", action="append", default=[], metavar="GLOB",
                    help="leave out functions matching GLOB; function_graph: the call and "
                         "everything under it (uftrace replay -N); wins over -F")
+    add_pid_argument(g)
     g.add_argument("--tid", action="append", default=[], metavar="TID",
                    help="only the thread with this native id (repeatable)")
     g.add_argument("--thread", action="append", default=[], metavar="NAME",
@@ -44,6 +46,28 @@ def add_filter_arguments(p: argparse.ArgumentParser, *, graph_display: bool = Tr
         g.add_argument("--thresh", default="0", metavar="USEC",
                        help=thresh_help or "function_graph: show only calls that took at "
                                           "least USEC microseconds")
+
+
+def add_pid_argument(p) -> None:
+    p.add_argument("--pid", action="append", default=[], metavar="PID",
+                   help="only process PID of a trace that followed several (repeatable)")
+
+
+def pids_from_args(args) -> frozenset[int]:
+    return _ints(getattr(args, "pid", None) or [], "--pid", "not a process id")
+
+
+def open_traces_arg(path: str, args, err=None):
+    """The trace at ``path`` with the processes it followed (trace_set.py), only
+    ``--pid``'s if given; a child's file that cannot be read is named on ``err`` and
+    left out."""
+    import sys
+    from ..trace_set import open_traces
+    tf = open_traces(path, pids_from_args(args))
+    err = err or sys.stderr
+    for line in getattr(tf, "bad", ()):
+        err.write(f"fntrace: {line}\n")
+    return tf
 
 
 def _ints(values: list[str], what: str, check) -> frozenset[int]:

@@ -19,7 +19,8 @@ Handlers go only where the disposition is SIG_DFL, and Python's table of handler
 not touched: ``signal.getsignal()`` still answers SIG_DFL, and a handler the program
 installs replaces fntrace's as it would replace the default.  A second delivery of the
 same signal kills at once.  A forked child inherits none of it (its signals do what
-they would; its ``os._exit`` is the real one).
+they would; its ``os._exit`` is the real one) unless it goes on recording a trace of its
+own (following processes: ``adopt``).
 
 The report goes to the standard output and error the program started with (file
 descriptors saved before it runs), whatever it did to ``sys.stdout``: json.tool closes
@@ -117,6 +118,18 @@ class Guard:
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=self._in_child)
 
+    def adopt(self, signal_fd: int) -> None:
+        """In a forked child that goes on recording (cli/follow.py): this process's
+        own end to guard, with its own writer (after ``_in_child`` gave the child the
+        real os._exit and signals back)."""
+        self.pid = os.getpid()
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self.how = None
+        self.signals = []
+        self._py_handlers = {}
+        self.install(signal_fd)
+
     def take_back_signals(self) -> None:
         """The program is over (its threads joined, its atexit functions run): its
         signal handlers must not run inside fntrace's write-out.  From now on a fatal
@@ -163,14 +176,17 @@ class Guard:
         self.finish(("signal", signum))
         self.die(signum)
 
-    def finish(self, how) -> bool:
-        """Run the finish callback once; True for the caller that ran it."""
+    def finish(self, how, wait: bool = True) -> bool:
+        """Run the finish callback once; True for the caller that ran it.  A later
+        caller waits for it to be done, unless ``wait`` is False (the trace writer's
+        thread, which the first caller may be waiting for)."""
         with self._lock:
             first = self.how is None
             if first:
                 self.how = how
         if not first:
-            self._done.wait()
+            if wait:
+                self._done.wait()
             return False
         try:
             self._finish(how)

@@ -35,6 +35,7 @@ from ..core.task import thread_info
 from ..output.pipe import PipeRenderer
 from ..output.registry import FunctionTextRenderer, name_of, nr_cpus_of, renderer_for
 from ..output.render import render_trace
+from ..trace_set import TraceSet, child_files
 from ..tracefile import TraceFile, TraceFileWriter
 from .report import loss_notes, report_text
 
@@ -62,8 +63,11 @@ class LivePrinter:
     on the sink's thread), ``tick`` each TICK, and ``report`` at the end (on the
     thread that finishes, after the program's own output is flushed)."""
 
-    def __init__(self, header: dict, tr, options: dict, out_fd: int) -> None:
+    def __init__(self, header: dict, tr, options: dict, out_fd: int,
+                 follow: str | None = None) -> None:
         self.header = header
+        # where the followed processes' files are (cli/follow.py): reported at the end
+        self.follow = follow
         self.tr = tr
         self.options = dict(options)
         # What was recorded is shown unless turned off (as report_text does).
@@ -165,6 +169,9 @@ class LivePrinter:
             w.close(stats)
             self.log = []
             tf = TraceFile.frombytes(buf.getvalue(), "<live>")
+            children = self._children()
+            if children:
+                tf = TraceSet([tf, *children])
             for line in report_text(tf, options=self.options):
                 out.write(line + "\n")
             out.flush()
@@ -185,6 +192,26 @@ class LivePrinter:
         trailer += notes[:-1] if notes else []
         if len(trailer) > 1:
             self._emit(trailer)
+        children = self._children()
+        if children:
+            # streamed: the first process's lines went out as they came; the others'
+            # follow, merged by time, as their own trace
+            self._emit(["#", f"# {len(children)} more processes:"])
+            self._emit(list(report_text(TraceSet(children), options=self.options)))
+
+    def _children(self) -> list:
+        """The followed processes' trace files of this run, as far as they got."""
+        if not self.follow:
+            return []
+        out = []
+        for p in child_files(self.follow):
+            try:
+                tf = TraceFile.open(p)
+            except Exception:
+                continue
+            if tf.header.get("run") == self.header.get("run"):
+                out.append(tf)
+        return out
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

@@ -107,6 +107,9 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
                    help="never trace functions matching GLOB (set_ftrace_notrace)")
     p.add_argument("-b", "--buffer-size-kb", default="1408", metavar="KB",
                    help="per-thread ring buffer size in KB (default: 1408)")
+    p.add_argument("--no-follow", dest="follow", action="store_false",
+                   help="trace this process only (by default the processes it starts are "
+                        "traced too: fork, multiprocessing, a Python subprocess)")
     p.add_argument("--tid", action="append", default=[], metavar="TID",
                    help="trace only the thread with this native id (set_ftrace_pid and "
                         "set_event_pid; repeatable)")
@@ -372,7 +375,8 @@ def _target(args):
     return prepare_target(name, None, None, rest)
 
 
-def _record(args, output: str, at_exit: bool, on_finished=None, make_writer=None):
+def _record(args, output: str, at_exit: bool, on_finished=None, make_writer=None,
+            follow: str | None = None):
     from .record import RecordOptions, record
     tracer = _choose_tracer(args)
     # The numbers go as typed: the control files they are written to check them
@@ -387,18 +391,17 @@ def _record(args, output: str, at_exit: bool, on_finished=None, make_writer=None
     opts.compress = getattr(args, "compress", False)
     opts.serve = getattr(args, "serve", False)
     target = _target(args)
+    if follow is None and output:
+        follow = output
     return record(target, opts, at_exit=at_exit, on_finished=on_finished,
-                  make_writer=make_writer)
+                  make_writer=make_writer, follow=follow if args.follow else None)
 
 
-def _report(path: str, ropts: dict, out, err) -> None:
-    from ..tracefile import TraceFile
+def _report(path: str, ropts: dict, out, err, args=None) -> None:
+    from .filters import open_traces_arg
     from .progress import track_tracefile
     from .report import report_text
-    try:
-        tf = TraceFile.open(path)
-    except OSError as e:            # a directory, a file it may not read
-        raise FntraceError(f"{path}: {e.strerror or e}") from None
+    tf = open_traces_arg(path, args, err)
     tracked = track_tracefile(tf, "report", out)
     for line in report_text(tracked, **ropts):
         out.write(line + "\n")
@@ -419,13 +422,19 @@ def _ls(args) -> int:
 def _live(args, at_exit: bool) -> int:
     """record with a printer in place of the trace file (cli/live.py): the trace
     streams while the program runs, and nothing is kept once printed."""
+    import shutil
+    import tempfile
     from .live import LivePrinter
     ropts = _report_opts(args)
     out_fd = os.dup(1) if _fd_ok(1) else os.open(os.devnull, os.O_WRONLY)
     printers: list = []
+    # the followed processes' traces, reported with the first one's at the end
+    scratch = tempfile.mkdtemp(prefix="fntrace-live-") if args.follow else None
+    follow = os.path.join(scratch, "live.dat") if scratch else None
+    first_pid = os.getpid()
 
     def make_writer(header, tr):
-        p = LivePrinter(header, tr, ropts.get("options") or {}, out_fd)
+        p = LivePrinter(header, tr, ropts.get("options") or {}, out_fd, follow)
         printers.append(p)
         return p
 
@@ -451,14 +460,18 @@ def _live(args, at_exit: bool) -> int:
                     s.close()
                 except BaseException:
                     pass
+            if scratch is not None:     # (os._exit does not come back to _live)
+                shutil.rmtree(scratch, ignore_errors=True)
 
     try:
-        outcome = _record(args, "", at_exit, on_finished, make_writer)
+        outcome = _record(args, "", at_exit, on_finished, make_writer, follow)
     finally:
         try:
             os.close(out_fd)
         except OSError:
             pass
+        if scratch is not None and os.getpid() == first_pid:
+            shutil.rmtree(scratch, ignore_errors=True)
     return outcome.status
 
 
@@ -497,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
             from .filters import filter_from_args
             ropts = _report_opts(args)
             ropts["flt"] = filter_from_args(args)
-            _report(args.file, ropts, sys.stdout, sys.stderr)
+            _report(args.file, ropts, sys.stdout, sys.stderr, args)
             return 0
         if args.command == "live":
             return _live(args, at_exit)

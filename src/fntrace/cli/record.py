@@ -36,6 +36,7 @@ from ..core.ops import backend as ops_backend
 from ..core.ops import ftrace_kill
 from ..core.records import record_table, scan_code_as
 from ..errors import FntraceError, UsageError
+from ..printk import pr_warn
 from ..record_format import RECORD_SIZE
 from ..ring_buffer import ChunkQueue
 from ..core.task import thread_info
@@ -48,7 +49,7 @@ from .guard import Guard
 from .target import (Outcome, Target, _native_launch, callback_credit, finish_program,
                      run_target)
 
-__all__ = ["RecordOptions", "record", "check_depth", "check_thresh",
+__all__ = ["RecordOptions", "Recording", "record", "check_depth", "check_thresh",
            "unmatched_patterns", "flush_all", "TICK"]
 
 # Bytes handed over and not written yet above which a traced thread waits for the
@@ -205,7 +206,7 @@ class _FileSink:
             data = b""
             if ready:
                 try:
-                    data = os.read(self.rfd, 256)
+                    data = os.read(self.rfd, 65536)     # all of it: a signal may be last
                 except InterruptedError:
                     continue
                 except OSError:
@@ -217,14 +218,16 @@ class _FileSink:
                 if b == _FINISH:
                     finish = True
                 elif 0 < b < 65 and self.on_signal is not None:
-                    self._drain()
+                    # tracing off first (on_signal), then everything is written: a
+                    # drain before would never end while the program fills the queue
+                    # as fast as it is written
                     self.on_signal(b)     # writes everything and ends the process
             if not finish and self._interval() is not None:
                 now = time.monotonic_ns()
                 if now >= self._next_tick:
                     self._tick(now)
                     continue
-            self._drain()
+            self._drain(bounded=not finish)
             if finish:
                 self._close()
                 return
@@ -244,7 +247,7 @@ class _FileSink:
         been read up to ``now``."""
         self._next_tick = now + int(TICK * 1e9)
         flushed = self.flush_buffers() if self.flush_buffers is not None else False
-        self._drain()
+        self._drain(bounded=True)
         tick = getattr(self.writer, "tick", None)
         if tick is not None and self.error is None:
             try:
@@ -252,9 +255,14 @@ class _FileSink:
             except BaseException as e:    # the printer's own failure: shown at the end
                 self.error = f"{type(e).__name__}: {e}"
 
-    def _drain(self) -> None:
+    def _drain(self, bounded: bool = False) -> None:
+        """Write the queued chunks; ``bounded``: only those queued now, so that the
+        loop gets back to its pipe (a fatal signal waits there) however fast the
+        program queues more."""
         q = self.queue
-        while True:
+        budget = len(q.items) if bounded else -1
+        while budget:
+            budget -= 1
             item = q.take()
             if item is None:
                 return
@@ -333,7 +341,14 @@ class _FileSink:
                 continue
 
     def finish_here(self, stats: dict) -> None:
-        """The same, on the writer thread itself (a fatal signal)."""
+        """The same, on the writer thread itself (a fatal signal).  The program's
+        threads still run: each write gives them the GIL, and a busy one keeps it a
+        switch interval (5 ms) before this thread gets it back — a shorter interval
+        for the few moments the process has left."""
+        try:
+            sys.setswitchinterval(1e-4)
+        except (ValueError, AttributeError):
+            pass
         self._stopped = True
         self._finish_stats = stats
         self._drain()
@@ -462,44 +477,14 @@ def unmatched_patterns(tr: TraceArray) -> list[str]:
     return out
 
 
-def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
-           on_finished=None, make_writer=None) -> Outcome:
-    """Run ``target`` traced; write ``opts.output``; return how the program ended.
-
-    ``at_exit``: the process ends after this (the command line), so tracing is stopped
-    with ftrace_kill() instead of unpatching every site one by one.
-    ``on_finished(guard, how)``: called once the file is complete, however the program
-    ended (``live`` prints its report there); ``how`` is ("end", Outcome),
-    ("exit", status) or ("signal", signum).
-    ``make_writer(header, tr)``: what the chunks go to instead of the trace file
-    ``opts.output`` (``live``'s printer: cli/live.py); it has TraceFileWriter's
-    methods.
-    """
-    # The instance and its control files first: every option is a write to one of
-    # them (tracefs/control.py), checked before anything is created or run.
-    tr = TraceArray()
-    fs = Tracefs(tr)
-    control.apply_writes(fs, _setting_writes(opts), cli=True)
-    control.apply_writes(fs, control.thread_writes(tids=opts.tids, threads=opts.threads),
-                         cli=True)
-    try:
-        fs.tracer_class(opts.tracer)
-    except FntraceError as e:
-        raise UsageError(f"-p: {e.msg}") from None
-    if opts.compress and not compress_available():
-        raise UsageError(COMPRESS_HINT)
-    f = None
-    if make_writer is None:
-        try:
-            f = open(opts.output, "wb", buffering=0)
-        except OSError as e:
-            raise UsageError(f"{opts.output}: {e.strerror}") from None
-    header = {
+def _header(opts: RecordOptions, tr: TraceArray, argv: list[str]) -> dict:
+    """The trace file's HEAD: the recording's settings and where its clock started."""
+    return {
         "tracer": opts.tracer,
         "python": sys.version.split()[0],
         "backend": _env.BACKEND,
         "pid": os.getpid(),
-        "argv": [target.argv0, *target.args],
+        "argv": argv,
         "clock": "mono",
         "buffer_size_kb": tr.buffer_size_kb,
         "filters": opts.filters,
@@ -517,62 +502,218 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
         # global, mono, perf) to wall time (the OTLP export)
         "start_mono": time.monotonic_ns(),
     }
-    # Modules are looked up as the program will look them up: its sys.path[0] first.
-    if sys.path:
-        sys.path[0] = target.path0
-    if make_writer is not None:
-        writer = make_writer(header, tr)
-    else:
-        try:
-            writer = TraceFileWriter(f, header, compress=opts.compress)
-        except OSError as e:
-            f.close()
-            raise UsageError(f"{opts.output}: {e.strerror}") from None
-    sink = _FileSink(writer, tr.buffer_size_kb)
-    tr.sink = sink.queue
-    sink.pipe = trace_pipe_of(tr)
-    sink.flush_buffers = lambda: flush_all(tr)
-    if hasattr(os, "register_at_fork"):
-        def in_child() -> None:
-            tr.tracing_on = False           # the trace is the parent's
-        os.register_at_fork(after_in_child=in_child)
-    # Until the target runs, "__main__" is fntrace's own launcher: never list it, and
-    # let ':mod:__main__' filters wait for the target's module.
-    main = sys.modules.get("__main__")
-    if main is not None:
-        record_table.scanned.add("__main__")
-        record_table.module_ids["__main__"] = id(main)
-    record_table.main_pending = True
-    from . import patch as _patch
-    requests = [_patch.parse_patch(p) for p in opts.patches]
-    state = {"stopped": False}
 
-    def stop_tracing() -> None:
-        # Off first, so nothing below is traced; then hand what is left to the file.
-        if state["stopped"]:
+
+class Recording:
+    """One recording, from its control files to the end of the process it runs in.
+
+    ``record()`` runs a target under it; a process the recording follows (cli/follow.py)
+    continues it: a forked child takes it over (``adopt_child``: fresh buffers, a file
+    and a writer thread of its own), a Python started by the program begins one in
+    place (``start_in_place``).
+
+    ``at_exit``: the process ends after this (the command line), so tracing is stopped
+    with ftrace_kill() instead of unpatching every site one by one.
+    ``on_finished(guard, how)``: called once the file is complete, however the program
+    ended (``live`` prints its report there), in the first process only; ``how`` is
+    ("end", Outcome), ("exit", status), ("signal", signum) or ("atexit", None).
+    ``make_writer(header, tr)``: what the chunks go to instead of the trace file
+    ``opts.output`` (``live``'s printer: cli/live.py); it has TraceFileWriter's
+    methods.  ``follow``: the processes it starts are traced too (cli/follow.py).
+    """
+
+    def __init__(self, opts: RecordOptions, argv: list[str], *, at_exit: bool = False,
+                 on_finished=None, make_writer=None, follow=None,
+                 header: dict | None = None) -> None:
+        # The instance and its control files first: every option is a write to one of
+        # them (tracefs/control.py), checked before anything is created or run.
+        tr = self.tr = TraceArray()
+        fs = self.fs = Tracefs(tr)
+        control.apply_writes(fs, _setting_writes(opts), cli=True)
+        control.apply_writes(fs, control.thread_writes(tids=opts.tids, threads=opts.threads),
+                             cli=True)
+        try:
+            fs.tracer_class(opts.tracer)
+        except FntraceError as e:
+            raise UsageError(f"-p: {e.msg}") from None
+        if opts.compress and not compress_available():
+            raise UsageError(COMPRESS_HINT)
+        self.opts = opts
+        self.at_exit = at_exit
+        self.on_finished = on_finished
+        self.make_writer = make_writer
+        self.follow = follow
+        self.first = True               # the process fntrace started (not a child)
+        self.started = False
+        self.stopped = False
+        self.taken = None
+        self.server = None
+        f = None
+        if make_writer is None:
+            f = _open_output(opts.output)
+        self.header = _header(opts, tr, argv)
+        self.header.update(header or {})
+        if follow is not None:
+            self.header.update(follow.header())
+        self.sink = self._make_sink(f)
+        from . import patch as _patch
+        self.requests = [_patch.parse_patch(p) for p in opts.patches]
+        self.guard = Guard(self._finish)
+
+    def _make_sink(self, f) -> _FileSink:
+        tr = self.tr
+        if self.make_writer is not None and self.first:
+            writer = self.make_writer(self.header, tr)
+        else:
+            try:
+                writer = TraceFileWriter(f, self.header, compress=self.opts.compress)
+            except OSError as e:
+                f.close()
+                raise UsageError(f"{f.name}: {e.strerror}") from None
+        sink = _FileSink(writer, tr.buffer_size_kb)
+        tr.sink = sink.queue
+        sink.pipe = trace_pipe_of(tr)
+        sink.flush_buffers = lambda: flush_all(tr)
+        sink.on_signal = self._on_signal
+        return sink
+
+    # -- before the program ---------------------------------------------------------
+    def prepare(self, mains: _MainSources | None) -> None:
+        """Patches, filters, events and the control endpoint; ``mains`` checks each
+        filter against the program's own module (None: a child, whose filters were
+        checked by the first process)."""
+        from . import patch as _patch
+        _patch.install(self.requests)
+        opts = self.opts
+        if mains is not None:
+            _apply_filters(self.fs, opts, mains, self.guard.notice)
+            if opts.events:
+                mains.get()
+        else:
+            writes = control.filter_writes(
+                filters=opts.filters, notrace=opts.notrace,
+                graph_functions=opts.graph_functions, graph_notrace=opts.graph_notrace,
+                labels=control.CLI_LABELS)
+            self.fs.keep_unmatched = True
+            try:
+                control.apply_writes(self.fs, writes, cli=True)
+            finally:
+                self.fs.keep_unmatched = False
+        _apply_events(self.fs, opts)
+        if opts.serve and self.first:
+            from ..tracefs.server import serve
+            self.server = serve(self.fs)
+
+    def start_tracing(self) -> None:
+        """The tracer on, the end guarded (the program's first line is next)."""
+        self.guard.install(self.sink.wfd)
+        if hasattr(os, "register_at_fork"):
+            # after the guard's own hook, which gives a child the real os._exit back
+            os.register_at_fork(after_in_child=self._in_child)
+        credit = callback_credit()
+        if credit and _native_launch is not None:
+            main_ident = threading.get_ident()
+
+            def credit_thread() -> None:
+                if threading.get_ident() != main_ident:    # the main one has it
+                    _native_launch.credit(credit)
+            task.new_thread_hooks.append(credit_thread)
+        self.started = True
+        # checked in __init__ (tracer_class): this write does not fail
+        self.fs.write("current_tracer", self.opts.tracer)
+
+    def start_in_place(self) -> None:
+        """A child that is a new Python (spawn, forkserver, a subprocess): traced from
+        its bootstrap on, finished at its exit (the last atexit function: the program's
+        own run before it), by os._exit or by a fatal signal as any recording."""
+        import atexit
+        # "__main__" is the interpreter's, still empty: ':mod:__main__' filters wait
+        # for the program's functions
+        record_table.main_pending = True
+        try:
+            self.prepare(None)
+        finally:
+            record_table.main_pending = False
+        self.start_tracing()
+        atexit.register(self._end_in_place)
+
+    def _end_in_place(self) -> None:
+        if self.sink.mine() and not self.stopped:
+            self.guard.finish(("atexit", None))
+
+    # -- a forked child -------------------------------------------------------------
+    def _in_child(self) -> None:
+        if not self.started or self.stopped or self.guard.how is not None:
             return
-        state["stopped"] = True
-        state["taken"] = ops_backend.profile_taken()
+        if self.follow is None:
+            self.tr.tracing_on = False          # the trace is the parent's
+            return
+        try:
+            self.adopt_child()
+        except BaseException as e:       # the child runs on, untraced, and says why
+            self.tr.tracing_on = False
+            self.stopped = True
+            pr_warn(f"process {os.getpid()} (forked): not traced: {e}")
+
+    def adopt_child(self) -> None:
+        """Right after fork, in the child: the recording goes on as this process's
+        own.  The buffers held the parent's records (the parent writes them) and the
+        other threads' (gone): the child starts with none, and each thread takes a new
+        one at its next event; a file of its own, written by a thread of its own."""
+        tr = self.tr
+        ppid = self.header.get("pid")
+        tr.lock = threading.Lock()      # a lock another thread held at fork stays held
+        tr.pid = os.getpid()
+        tr.buffers = {}
+        tr.retired = {}
+        tr.ends = threading.local()
+        tr.pids_changed()
+        dispatch.callback_errors[0] = 0
+        fetch.settings.repr_faults = 0
+        self.first = False
+        self.server = None
+        self.header = dict(self.header, pid=os.getpid(), ppid=ppid, follow="fork",
+                           start_wall=time.time(), start_mono=time.monotonic_ns())
+        path = self.follow.child_output()
+        self.sink = self._make_sink(_open_output(path))
+        self.guard.adopt(self.sink.wfd)
+
+    # -- the end --------------------------------------------------------------------
+    def stop_tracing(self) -> None:
+        # Off first, so nothing below is traced; then hand what is left to the file.
+        if self.stopped:
+            return
+        self.stopped = True
+        tr = self.tr
+        self.taken = ops_backend.profile_taken()
         tr.tracing_on = False
-        if at_exit and not requests and not opts.events:
+        if self.at_exit and not self.requests and not self.opts.events:
             ftrace_kill()
         elif tr.tracer is not None:
             tr.tracer.reset(tr)
             tr.tracer = None
         # No thread waits for the writer from here on: it may be the writer itself
         # finishing (a fatal signal), and it drains everything right after.
-        sink.queue.limit = 0
+        self.sink.queue.limit = 0
         tr.flush()
 
-    def finish(how) -> None:
+    def _on_signal(self, signum: int) -> None:
+        # On the writer thread: the program is still running on its own threads.  If
+        # another thread is already finishing (os._exit, whose exit a pool's
+        # terminate() races with SIGTERM), it waits for this thread: let it.
+        if self.guard.finish(("signal", signum), wait=False):
+            self.guard.die(signum)
+
+    def _finish(self, how) -> None:
         """The one end of a recording (guard.finish runs it once)."""
+        sink, guard, tr, opts = self.sink, self.guard, self.tr, self.opts
         if not sink.mine():
             return
-        if server is not None:
-            server.stop()       # no control write races the end
-        stop_tracing()
-        if state.get("taken") is not None:
-            if state["taken"] == "since removed":
+        if self.server is not None:
+            self.server.stop()       # no control write races the end
+        self.stop_tracing()
+        if self.taken is not None:
+            if self.taken == "since removed":
                 # No new function: the C API set none (a profiler's disable()), or
                 # CPython dropped a Python hook that raised (the pure hook at the
                 # recursion limit cannot even start).  Both are possible; say both.
@@ -582,7 +723,7 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
                              "limit): tracing stopped on that thread there")
             else:
                 guard.notice(f"the program installed its own profile function "
-                             f"({state['taken']}) through the C API: tracing stopped on "
+                             f"({self.taken}) through the C API: tracing stopped on "
                              "its thread there")
         status = how[1].status if how[0] == "end" else (how[1] if how[0] == "exit" else None)
         cpus = {str(c): {"written": w, "overrun": o, "dropped": d}
@@ -606,40 +747,76 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
         else:
             sink.finish(stats)
         record_table.main_pending = False
-        for msg in _patch.finish(requests):
+        from . import patch as _patch
+        for msg in _patch.finish(self.requests):
             guard.notice(msg)
         if sink.error is not None:
-            guard.notice(f"{opts.output}: writing the trace failed ({sink.error}); "
+            name = opts.output if self.first else f"process {os.getpid()}"
+            guard.notice(f"{name}: writing the trace failed ({sink.error}); "
                          f"{sink.lost} events lost")
+        if not self.first:
+            return              # the filters and events were the first process's to say
+        where = " in this process (the others' traces show theirs)" if (
+            self.follow is not None and self.follow.children()) else ""
         for pat in unmatched_patterns(tr):
-            guard.notice(f"filter {pat!r} matched no function")
+            guard.notice(f"filter {pat!r} matched no function{where}")
         if opts.events:
             from ..events.fprobe_event import unbound_events
             for ev in unbound_events():
                 guard.notice(f"event {ev}")
-        if on_finished is not None:
-            on_finished(guard, how)
+        if self.follow is not None:
+            self.follow.stop()
+            self.follow.finished(guard)
+        if self.on_finished is not None:
+            self.on_finished(guard, how)
 
-    guard = Guard(finish)
-    server = None
+    def abort(self) -> None:
+        """fntrace's own failure before the program ran (a bad option): no trace."""
+        if self.server is not None:
+            self.server.stop()
+        self.stop_tracing()
+        self.guard.uninstall()
+        if self.sink.mine() and self.guard.how is None:
+            self.sink.finish({"cpus": {}, "callback_errors": 0, "exit_status": None})
+        if self.follow is not None:
+            self.follow.stop()
 
-    def on_signal(signum: int) -> None:
-        # On the writer thread: the program is still running on its own threads.
-        guard.finish(("signal", signum))
-        guard.die(signum)
 
-    sink.on_signal = on_signal
+def _open_output(path: str):
+    try:
+        return open(path, "wb", buffering=0)
+    except OSError as e:
+        raise UsageError(f"{path}: {e.strerror}") from None
+
+
+def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
+           on_finished=None, make_writer=None, follow: str | None = None) -> Outcome:
+    """Run ``target`` traced; write ``opts.output``; return how the program ended.
+    ``follow``: the processes it starts are traced too, each into a file of its own
+    named after this path (``opts.output``; a scratch one for ``live``) and its pid
+    (cli/follow.py, trace_set.py).  The rest: Recording."""
+    fw = None
+    if follow:
+        from .follow import Follow
+        fw = Follow(opts, follow)
+    rec = Recording(opts, [target.argv0, *target.args], at_exit=at_exit,
+                    on_finished=on_finished, make_writer=make_writer, follow=fw)
+    # Modules are looked up as the program will look them up: its sys.path[0] first.
+    if sys.path:
+        sys.path[0] = target.path0
+    # Until the target runs, "__main__" is fntrace's own launcher: never list it, and
+    # let ':mod:__main__' filters wait for the target's module.
+    main = sys.modules.get("__main__")
+    if main is not None:
+        record_table.scanned.add("__main__")
+        record_table.module_ids["__main__"] = id(main)
+    record_table.main_pending = True
+    guard = rec.guard
     outcome = Outcome(1)
     try:
-        _patch.install(requests)
-        mains = _MainSources(target)
-        _apply_filters(fs, opts, mains, guard.notice)
-        if opts.events:
-            mains.get()
-        _apply_events(fs, opts)
-        if opts.serve:
-            from ..tracefs.server import serve
-            server = serve(fs)
+        rec.prepare(_MainSources(target))
+        if fw is not None:
+            fw.start()
 
         def start(mod, code) -> None:
             record_table.main_alias = target.module if target.module != "__main__" else None
@@ -648,37 +825,23 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
             record_table.module_ids["__main__"] = id(mod)
             scan_code_as(code, "__main__")
             code = record_table.rewrite("__main__", mod.__dict__, code)
-            guard.install(sink.wfd)
-            credit = callback_credit()
-            if credit and _native_launch is not None:
-                main_ident = threading.get_ident()
-
-                def credit_thread() -> None:
-                    if threading.get_ident() != main_ident:    # the main one has it
-                        _native_launch.credit(credit)
-                task.new_thread_hooks.append(credit_thread)
-            # checked above (tracer_class): this write does not fail
-            fs.write("current_tracer", opts.tracer)
+            rec.start_tracing()
             return code
 
         outcome = run_target(target, start)
-        if sink.mine():
+        if rec.sink.mine():
             finish_program()
-            stop_tracing()
+            rec.stop_tracing()
+            guard = rec.guard
             guard.take_back_signals()
     except BaseException:
-        # fntrace's own failure before the program ran (a bad option): no trace
-        if server is not None:
-            server.stop()
-        stop_tracing()
-        guard.uninstall()
-        if sink.mine() and guard.how is None:
-            sink.finish({"cpus": {}, "callback_errors": 0, "exit_status": None})
+        rec.abort()
         raise
-    if not sink.mine():
+    if not rec.sink.mine():
         # a forked child on its way out: the file and the reports are the parent's
-        stop_tracing()
+        rec.stop_tracing()
         return outcome
+    guard = rec.guard
     guard.finish(("end", outcome))
     if guard.how[0] != "end":
         # A fatal signal or os._exit got there first: the process ends there.
@@ -687,7 +850,7 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
         guard.die(signal.SIGINT)        # python's exit_sigint(): the shell sees ^C
     guard.uninstall()
     if opts.events:
-        for ef in list(tr.event_files.values()):
+        for ef in list(rec.tr.event_files.values()):
             ef.set_enabled(False)
             ef.triggers.clear()
             ef._sync()

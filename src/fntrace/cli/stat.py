@@ -113,11 +113,12 @@ def stat_lines(source, args) -> Iterator[str]:
 
 
 def run_stat(args) -> int:
-    from ..output.source import open_trace
+    from ..output.source import TraceSource
     from .progress import track_source
     if not os.path.exists(args.file):
         raise UsageError(f"{args.file}: no such file")
-    source = track_source(open_trace(args.file), "stat")
+    from .filters import open_traces_arg
+    source = track_source(TraceSource(open_traces_arg(args.file, args), args.file), "stat")
     out = sys.stdout
     for line in stat_lines(source, args):
         out.write(line + "\n")

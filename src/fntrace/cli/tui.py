@@ -25,19 +25,22 @@ The trace opens at once and is indexed in the background (the bar at the top).
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", nargs="?", default="fntrace.dat",
                    help="trace file (default: fntrace.dat)")
+    from .filters import add_pid_argument
+    add_pid_argument(p)
     p.add_argument("--fold-depth", type=int, default=2, metavar="N",
                    help="calls at depth N or deeper start folded (default: 2)")
 
 
 def run_tui(args) -> int:
-    from ..output.source import open_trace
+    from ..output.source import TraceSource
     if args.fold_depth < 0:
         raise FntraceError(f"tui: --fold-depth must be 0 or more, not {args.fold_depth}")
     try:
         import textual  # noqa: F401
     except ImportError:
         raise FntraceError("tui: needs the textual package: pip install 'fntrace[tui]'") from None
-    source = open_trace(args.file)
+    from .filters import open_traces_arg
+    source = TraceSource(open_traces_arg(args.file, args), args.file)
     from ..tui import TraceBrowser
     TraceBrowser(source, fold_depth=args.fold_depth).run()
     return 0

@@ -204,6 +204,10 @@ class RecordTable:
         """(the name records of ``module`` get, their alias)."""
         if module == "__main__" and self.main_alias:
             return self.main_alias, "__main__"
+        if module == "__mp_main__":
+            # multiprocessing's name for the parent's main module in a spawned child:
+            # its functions are the program's __main__ functions, named as there
+            return "__main__", "__mp_main__"
         return module, ""
 
     # -- symbols -----------------------------------------------------------------
@@ -410,9 +414,11 @@ class RecordTable:
         hit = self._scope_cache.get(name)
         if hit is None:
             hit = False
+            # asked by the name the module's records get (__mp_main__: __main__)
+            named = self._module_name(name)[0]
             for pred in list(self.scopes.values()):
                 try:
-                    if pred is None or pred(name):
+                    if pred is None or pred(named) or pred(name):
                         hit = True
                         break
                 except Exception:

@@ -95,15 +95,17 @@ def _process_name(header: Mapping[str, object], pid: int) -> str:
 class _Writer:
     """Writes events one by one between the fixed opening and closing of the file."""
 
-    __slots__ = ("out", "first", "names", "pid")
+    __slots__ = ("out", "first", "names", "pid", "pids")
 
-    def __init__(self, out, pid: int) -> None:
+    def __init__(self, out, pid: int, pids: dict[int, int] | None = None) -> None:
         self.out = out
         self.first = True
         # function name -> its JSON string: one per function (not for markers' texts,
         # which are as many as the markers)
         self.names: dict[str, str] = {}
         self.pid = pid
+        # thread id -> its process, where a trace followed several processes
+        self.pids = pids or {}
 
     def raw(self, text: str) -> None:
         self.out.write(text if self.first else ",\n" + text)
@@ -116,7 +118,7 @@ class _Writer:
         return j
 
     def metadata(self, what: str, tid: int, args: Mapping[str, object]) -> None:
-        self.raw(f'{{"ph":"M","name":"{what}","pid":{self.pid},"tid":{tid},'
+        self.raw(f'{{"ph":"M","name":"{what}","pid":{self.pids.get(tid, self.pid)},"tid":{tid},'
                  f'"args":{_dumps(args)}}}')
 
     def instant(self, name: str, cat: str, ts: int, tid: int,
@@ -124,7 +126,7 @@ class _Writer:
         tail = f',"args":{_dumps(args)}}}' if args else "}"
         jname = self.name(name) if cat == "function" or cat == "event" else _dumps(name)
         self.raw(f'{{"ph":"i","s":"t","name":{jname},"cat":"{cat}",'
-                 f'"ts":{format_us(ts)},"pid":{self.pid},"tid":{tid}{tail}')
+                 f'"ts":{format_us(ts)},"pid":{self.pids.get(tid, self.pid)},"tid":{tid}{tail}')
 
     def call(self, c: Call) -> None:
         if c.args or c.has_retval or not c.complete or not c.entry_seen:
@@ -148,7 +150,8 @@ class _Writer:
         else:
             times = f'"ts":{format_us(ts)},"dur":{format_us(dur)}'
         text = (f'{{"ph":"X","name":{self.name(c.func)},"cat":"function",{times},'
-                f'"pid":{self.pid},"tid":{c.pid}{tail}')
+                f'"pid":{self.pids.get(c.pid, self.pid) if self.pids else self.pid},'
+                f'"tid":{c.pid}{tail}')
         if self.first:
             self.first = False
             self.out.write(text)
@@ -165,10 +168,17 @@ class ChromeJsonExporter(Exporter):
     def write(self, source, out, options: Mapping[str, object]) -> dict | None:
         header = source.header or {}
         pid = int(source.pid or 0)
-        w = _Writer(out, pid)
+        procs = getattr(source, "processes", None) or [{"pid": pid,
+                                                        "argv": header.get("argv")}]
+        pids = ({tid: source.process_of(slot) for slot, (tid, _) in source.threads.items()}
+                if len(procs) > 1 else None)
+        w = _Writer(out, pid, pids)
         out.write('{"displayTimeUnit":"ns","traceEvents":[\n')
 
-        w.metadata("process_name", pid, {"name": _process_name(header, pid)})
+        for pr in procs:
+            ppid = int(pr.get("pid") or 0)
+            w.metadata("process_name", ppid,
+                       {"name": _process_name({"argv": pr.get("argv")}, ppid)})
         named: set[int] = set()
 
         def name_thread(tid: int, tname: str, slot: int) -> None:

@@ -13,7 +13,7 @@ open stacks (output/calls.py).  The columns, in order:
               'marker'  a trace_marker write: args is its text
               'stack'   a stack trace (stacktrace command/trigger): args is the frames,
                         innermost first, newline-joined
-    pid       int64     the traced process's id
+    pid       int64     the traced process's id (each process's, of a trace of several)
     tid       int64     the thread's native id (TASK-PID's PID)
     thread    string    the thread's name (TASK-PID's TASK)
     cpu       int32     the thread slot (the CPU column)
@@ -94,10 +94,10 @@ def _retval_text(has: bool, v: object) -> str | None:
 class _Columns:
     """Rows gathered column by column, written a row group at a time."""
 
-    def __init__(self, writer, schema, pid: int, symbols_by_name: dict[str, tuple]) -> None:
+    def __init__(self, writer, schema, pid_of, symbols_by_name: dict[str, tuple]) -> None:
         self.writer = writer
         self.schema = schema
-        self.pid = pid
+        self.pid_of = pid_of            # thread slot -> its process (several followed)
         self.where = symbols_by_name
         self.cols: list[list] = [[] for _ in COLUMNS]
         self.n = 0
@@ -118,7 +118,7 @@ class _Columns:
             depth, function: str, parent, stack, args, retval, complete: bool) -> None:
         module, file, line = self._place(function) if kind in ("call", "hit") else \
             (None, None, None)
-        row = (kind, self.pid, tid, thread, cpu, ts, dur, self_dur, depth, function,
+        row = (kind, self.pid_of(cpu), tid, thread, cpu, ts, dur, self_dur, depth, function,
                module, file, line, parent, stack, args, retval, complete)
         for col, v in zip(self.cols, row):
             col.append(v)
@@ -154,7 +154,8 @@ def write_parquet(source, out) -> dict:
     import pyarrow.parquet as pq
     sch = schema()
     writer = pq.ParquetWriter(out, sch, compression="zstd")
-    cols = _Columns(writer, sch, int(source.pid or 0), source.places())
+    cols = _Columns(writer, sch, getattr(source, "process_of", lambda cpu: source.pid),
+                    source.places())
     builder = CallBuilder()
     lost = incomplete = 0
     try:

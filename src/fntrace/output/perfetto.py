@@ -223,14 +223,28 @@ class _Writer:
             self.last_ts = t0
         # (a packet with a clock snapshot carries nothing else the reader would read)
         p = self.packet()
-        td = p.track_descriptor
-        td.uuid = PROCESS_UUID
-        proc = td.process
-        proc.pid = src.pid
-        argv = [str(a) for a in (src.header.get("argv") or [])]
-        if argv:
-            proc.cmdline.extend(_utf8(a) for a in argv)
-            proc.process_name = _utf8(os.path.basename(argv[0]) or argv[0])
+        # a process track per process (a trace that followed several), its threads
+        # under it
+        self.proc_uuid: dict[int, int] = {}
+        procs = getattr(src, "processes", None) or [{"pid": src.pid,
+                                                     "argv": src.header.get("argv")}]
+        for i, pr in enumerate(procs):
+            pid = int(pr.get("pid") or 0)
+            if pid in self.proc_uuid:
+                continue
+            if i:
+                p = self.packet()
+            uuid = self.proc_uuid[pid] = PROCESS_UUID + (i << 24)
+            td = p.track_descriptor
+            td.uuid = uuid
+            proc = td.process
+            proc.pid = pid
+            argv = [str(a) for a in (pr.get("argv") or [])]
+            if argv:
+                proc.cmdline.extend(_utf8(a) for a in argv)
+                proc.process_name = _utf8(os.path.basename(argv[0]) or argv[0])
+        of = getattr(src, "process_of", lambda cpu: src.pid)
+        self.pid_of_tid = {tid: of(cpu) for cpu, (tid, _) in src.threads.items()}
         for cpu in sorted(src.threads):
             tid, name = src.threads[cpu]
             self.track(tid, name)
@@ -243,9 +257,10 @@ class _Writer:
             p = self.packet()
             td = p.track_descriptor
             td.uuid = uuid
-            td.parent_uuid = PROCESS_UUID
+            pid = self.pid_of_tid.get(tid, self.source.pid)
+            td.parent_uuid = self.proc_uuid.get(pid, PROCESS_UUID)
             th = td.thread
-            th.pid = self.source.pid
+            th.pid = pid
             th.tid = tid
             th.thread_name = _utf8(name)
         return uuid

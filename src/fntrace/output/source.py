@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import TraceFileError
+from ..trace_set import TraceSet, open_traces
 from ..tracefile import TraceFile
 from .calls import Call, iter_calls
 from .entry import LostEvents, TraceEntry
@@ -35,7 +35,8 @@ class TraceSource:
     threads    thread slot (the CPU column) -> (native thread id, thread name)
     stats      what the recorder counted (written/overrun/dropped per slot, callback
                errors, exit status, trace_clock); None if the file was cut short
-    pid        the traced process's id
+    pid        the traced process's id (the first one, of a trace that followed several)
+    processes  each process of the trace (process_of: a thread slot's)
     truncated  the file was cut short: what is whole is read, the rest is not
     tf         the underlying TraceFile (records, symbols)
 
@@ -51,6 +52,23 @@ class TraceSource:
         self.stats: dict[str, Any] | None = tf.stats
         self.pid: int = int(tf.header.get("pid") or 0)
         self.truncated: bool = bool(tf.truncated)
+        # a child's file left out of a trace of several processes, one line each
+        self.bad: list[str] = list(getattr(tf, "bad", ()))
+
+    def process_of(self, cpu: int) -> int:
+        """The process a thread slot belongs to (the one process of a plain file)."""
+        if isinstance(self.tf, TraceSet):
+            return self.tf.pid_of_cpu.get(cpu, self.pid)
+        return self.pid
+
+    @property
+    def processes(self) -> list[dict]:
+        """Each process of the trace: pid, ppid, argv, file (the first one first)."""
+        procs = self.header.get("processes")
+        if procs:
+            return list(procs)
+        return [{"pid": self.pid, "ppid": None, "argv": self.header.get("argv"),
+                 "file": self.name}]
 
     @property
     def symbols(self) -> dict[int, tuple]:
@@ -112,15 +130,12 @@ class TraceSource:
                 f"records={self.nr_records()} threads={len(self.threads)}>")
 
 
-def open_trace(path: str | os.PathLike[str]) -> TraceSource:
-    """Open a trace file written by ``fntrace record`` (or ``output=``).  Raises
-    TraceFileError (a FntraceError) with a one-line reason for a file that is not one;
-    a file cut short opens with ``truncated`` set."""
-    try:
-        tf = TraceFile.open(path)
-    except OSError as e:
-        raise TraceFileError(f"{os.fsdecode(path)}: {e.strerror or e}") from None
-    return TraceSource(tf, os.fsdecode(path))
+def open_trace(path: str | os.PathLike[str], pids=None) -> TraceSource:
+    """Open a trace file written by ``fntrace record`` (or ``output=``), with the files
+    of the processes it followed (trace_set.py; ``pids``: only those processes).
+    Raises TraceFileError (a FntraceError) with a one-line reason for a file that is
+    not one; a file cut short opens with ``truncated`` set."""
+    return TraceSource(open_traces(path, pids), os.fsdecode(path))
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

@@ -1,0 +1,148 @@
+"""Following the processes of a traced program (``record``/``live``; ``--no-follow``).
+
+ftrace sees every process; a Python program is often several (a multiprocessing pool,
+a ProcessPoolExecutor, a Python subprocess).  Each process the program starts is
+traced with the same settings into a trace file of its own, beside the first and named
+after its pid (trace_set.py reads them as one trace):
+
+    os.fork(), multiprocessing "fork",    the child takes the recording over right
+    ProcessPoolExecutor on fork            after fork (Recording.adopt_child): fresh
+                                           buffers, its own file and writer thread
+    a new interpreter: multiprocessing     FNTRACE_FOLLOW in the environment and this
+    "spawn" and "forkserver" (and the      package's follow_site/ first on PYTHONPATH:
+    forkserver's forks), subprocess or     its sitecustomize (chained to the one it
+    os.exec* of python                     hides) starts a recording in place
+                                           (start_child) before the program's first
+                                           line; a program that is not Python, or a
+                                           Python without this fntrace, is left alone
+
+Both variables are what the program sees of it (as coverage's COVERAGE_PROCESS_START);
+the bootstrap takes its directory off the child's ``sys.path``.  A child that cannot
+trace (its file cannot be made) says so on its standard error and runs on untraced: the
+parent and its other children are not touched.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sys
+
+from ..printk import pr_warn
+from ..trace_set import child_files, child_path
+from ..tracefile import MAGIC
+
+__all__ = ["ENV", "SITE_DIR", "Follow", "start_child"]
+
+ENV = "FNTRACE_FOLLOW"
+#: The directory whose sitecustomize.py starts a child's recording.
+SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "follow_site")
+
+# RecordOptions fields a child takes (its output is its own; the endpoint is the first
+# process's)
+_KEEP = ("tracer", "filters", "notrace", "buffer_kb", "graph_functions", "graph_notrace",
+         "max_depth", "thresh_us", "args", "retval", "events", "patches", "object_repr",
+         "tids", "threads")
+
+
+class Follow:
+    """The run's id and where its processes' files go: ``base`` (the first process's
+    file) and ``base.PID`` beside it."""
+
+    def __init__(self, opts, base: str, run: str | None = None) -> None:
+        self.opts = opts
+        self.base = os.path.abspath(base)
+        self.run = run or secrets.token_hex(8)
+
+    def header(self) -> dict:
+        return {"run": self.run}
+
+    def start(self) -> None:
+        """Before the program's first line: a child file left by an earlier recording
+        to the same name goes (a reader would not mix them: the run ids differ), and
+        new interpreters learn what to do."""
+        for p in child_files(self.base):
+            try:
+                with open(p, "rb") as f:
+                    if f.read(len(MAGIC)) != MAGIC:
+                        continue
+                os.unlink(p)
+            except OSError:
+                pass
+        spec = {"run": self.run, "base": self.base,
+                "opts": {k: getattr(self.opts, k) for k in _KEEP},
+                "compress": bool(getattr(self.opts, "compress", False))}
+        self._saved = {k: os.environ.get(k) for k in (ENV, "PYTHONPATH")}
+        os.environ[ENV] = json.dumps(spec)
+        path = os.environ.get("PYTHONPATH")
+        if not path or path.split(os.pathsep)[0] != SITE_DIR:
+            os.environ["PYTHONPATH"] = SITE_DIR + (os.pathsep + path if path else "")
+
+    def child_output(self) -> str:
+        """This process's file: base.PID, or base.PID.N for a later image of the
+        same pid (os.exec* of python)."""
+        pid = os.getpid()
+        n = 0
+        while os.path.exists(child_path(self.base, pid, n)):
+            n += 1
+        return child_path(self.base, pid, n)
+
+    def children(self) -> list[str]:
+        """The files of this run's other processes written so far."""
+        from ..tracefile import TraceFile
+        out = []
+        for p in child_files(self.base):
+            try:
+                if TraceFile.open(p).header.get("run") == self.run:
+                    out.append(p)
+            except Exception:
+                out.append(p)
+        return out
+
+    def finished(self, guard) -> None:
+        """The first process's end: where the other processes' traces are."""
+        if not self.opts.output:
+            return                  # live: its report shows them
+        found = self.children()
+        if found:
+            guard.notice(f"{len(found)} more processes traced, each in a file beside "
+                         f"{self.opts.output} ({os.path.basename(found[0])}, ...): "
+                         "report, stat and export read them with it")
+
+    def stop(self) -> None:
+        """The recording is over: the environment as it was (fntrace used as a
+        library records again in the same process)."""
+        for k, v in getattr(self, "_saved", {}).items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        self._saved = {}
+
+
+def start_child(text: str) -> None:
+    """A new interpreter's bootstrap (follow_site/sitecustomize.py): record this
+    process as the first process asked.  Never raises: a child that cannot be traced
+    says why and runs on."""
+    try:
+        spec = json.loads(text)
+        from .record import RecordOptions, Recording
+        kw = {k: v for k, v in spec["opts"].items() if k in _KEEP}
+        opts = RecordOptions(**kw)
+        opts.compress = bool(spec.get("compress"))
+        fw = Follow(opts, spec["base"], spec["run"])
+        if not os.path.isdir(os.path.dirname(fw.base)):
+            return          # the run is over (live's scratch directory is gone)
+        opts.output = fw.child_output()
+        argv = list(getattr(sys, "orig_argv", None) or getattr(sys, "argv", []))
+        rec = Recording(opts, argv, at_exit=True, follow=fw,
+                        header={"ppid": os.getppid(), "follow": "exec"})
+        rec.first = False
+        rec.start_in_place()
+    except BaseException as e:
+        pr_warn(f"process {os.getpid()}: not traced: {type(e).__name__}: {e}")
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())

@@ -1,0 +1,33 @@
+"""fntrace's bootstrap in a Python process a traced program started (fntrace/cli/follow.py).
+
+This directory is first on PYTHONPATH while fntrace follows a program's processes.  It
+takes itself off ``sys.path``, runs the sitecustomize it hides (if there is one), then
+starts this process's recording; an interpreter without this fntrace is left alone.
+"""
+
+
+def _fntrace_follow() -> None:
+    import os
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    mine = sys.modules.pop("sitecustomize", None)
+    try:
+        import sitecustomize  # noqa: F401  (the program's own, found further on)
+    except ImportError as e:
+        if e.name != "sitecustomize":
+            raise
+        if mine is not None:
+            sys.modules["sitecustomize"] = mine
+    spec = os.environ.get("FNTRACE_FOLLOW")
+    if not spec:
+        return
+    try:
+        from fntrace.cli.follow import start_child
+    except ImportError:
+        return
+    start_child(spec)
+
+
+_fntrace_follow()
+del _fntrace_follow
