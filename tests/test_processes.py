@@ -396,4 +396,5 @@ def test_perfetto_has_a_process_track_per_process(tmp_path, run_fntrace):
     assert len(procs) == 3 and _parent(r.stdout) in procs.values()
     for td in threads:
         assert procs[td.parent_uuid] == td.thread.pid
-    assert {td.thread.pid for td in threads} == set(procs.values())
+    # (a worker the pool gave nothing to traced no thread)
+    assert _parent(r.stdout) in {td.thread.pid for td in threads} <= set(procs.values())

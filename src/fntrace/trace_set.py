@@ -19,7 +19,8 @@ previous process's so that nothing collides:
 
     process      slots      symbol ids          in the merged trace
     first        0..2       1..310              0..2, 1..310 (unchanged)
-    child 4711   0..1       1..295              3..4, 311..605
+    child 4711   3..4       1..295              3..4, 311..605
+    child 4712   0          1..280              5, 606..885
 
 A file of another run (its id differs) is never read with this one; a child's file
 that cannot be read is left out and named (``bad``), the others are read.
@@ -83,17 +84,21 @@ class TraceSet:
         self.pid_of_cpu: dict[int, int] = {}
         # (TraceFile, slot base, symbol base) of each process
         self._parts: list[tuple[TraceFile, int, int]] = []
-        cbase = ibase = 0
+        nxt = ibase = 0
         for tf in files:
+            cpus = tf.cpus
+            # a forked child's slots start after its parent's (it inherits their
+            # numbering): its first slot goes to the next free one
+            cbase = nxt - min(cpus, default=0)
             self._parts.append((tf, cbase, ibase))
             for ip, sym in tf.symbols.items():
                 self.symbols[ip + ibase] = sym
             pid = int(tf.header.get("pid") or 0)
             for c, t in tf.threads.items():
                 self.threads[c + cbase] = t
-            for c in tf.cpus:
+            for c in cpus:
                 self.pid_of_cpu[c + cbase] = pid
-            cbase += max(tf.cpus, default=-1) + 1
+            nxt = max(cpus, default=-1) + cbase + 1 if cpus else nxt
             ibase += max(tf.symbols, default=0) + 1
         self.truncated = any(tf.truncated for tf in files)
         self.complete = all(tf.complete for tf in files)
@@ -135,8 +140,9 @@ class TraceSet:
         return [int(tf.header.get("pid") or 0) for tf in self.files]
 
     def _where(self, cpu: int) -> tuple[TraceFile, int, int] | None:
-        for tf, cb, ib in reversed(self._parts):
-            if cpu >= cb:
+        pid = self.pid_of_cpu.get(cpu)
+        for tf, cb, ib in self._parts:
+            if cpu - cb in tf.cpus and int(tf.header.get("pid") or 0) == pid:
                 return tf, cb, ib
         return None
 

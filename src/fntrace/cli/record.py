@@ -676,6 +676,9 @@ class Recording:
                            start_wall=time.time(), start_mono=time.monotonic_ns())
         path = self.follow.child_output()
         self.sink = self._make_sink(_open_output(path))
+        # the parent's threads keep their slots (thread_info) but are not this
+        # process's: only the slots taken from now on go in its file
+        self.sink.threads_written.update(thread_info)
         self.guard.adopt(self.sink.wfd)
 
     # -- the end --------------------------------------------------------------------

@@ -117,8 +117,11 @@ class _Writer:
             j = self.names[s] = _dumps(s)
         return j
 
-    def metadata(self, what: str, tid: int, args: Mapping[str, object]) -> None:
-        self.raw(f'{{"ph":"M","name":"{what}","pid":{self.pids.get(tid, self.pid)},"tid":{tid},'
+    def metadata(self, what: str, tid: int, args: Mapping[str, object],
+                 pid: int | None = None) -> None:
+        if pid is None:
+            pid = self.pids.get(tid, self.pid)
+        self.raw(f'{{"ph":"M","name":"{what}","pid":{pid},"tid":{tid},'
                  f'"args":{_dumps(args)}}}')
 
     def instant(self, name: str, cat: str, ts: int, tid: int,
@@ -178,7 +181,7 @@ class ChromeJsonExporter(Exporter):
         for pr in procs:
             ppid = int(pr.get("pid") or 0)
             w.metadata("process_name", ppid,
-                       {"name": _process_name({"argv": pr.get("argv")}, ppid)})
+                       {"name": _process_name({"argv": pr.get("argv")}, ppid)}, ppid)
         named: set[int] = set()
 
         def name_thread(tid: int, tname: str, slot: int) -> None:
