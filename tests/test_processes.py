@@ -223,6 +223,8 @@ KILLED = textwrap.dedent("""\
                 i += 1
                 if i == 20000:
                     os.write(w, b"x")
+                if i > 20000:
+                    time.sleep(0.001)   # running on, not filling the disk
         os.close(w)
         os.read(r, 1)
         time.sleep(0.5)

@@ -156,8 +156,10 @@ FORKING = textwrap.dedent("""\
 def test_a_forked_child_leaves_the_parents_trace_file_whole(tmp_path, pure):
     (tmp_path / "prog.py").write_text(FORKING)
     out = str(tmp_path / "t.dat")
-    p = _fntrace(["record", "-p", "function_graph", "-F", "*:mod:__main__", "-o", out,
-                  "prog.py"], tmp_path, _env(pure))
+    # (--no-follow: the child is not traced; followed, it writes a file of its own,
+    # test_processes.py)
+    p = _fntrace(["record", "--no-follow", "-p", "function_graph", "-F", "*:mod:__main__",
+                  "-o", out, "prog.py"], tmp_path, _env(pure))
     assert sorted(p.stdout.split()) == ["child", "parent"]
     rep = _fntrace(["report", out], tmp_path, _env(pure))
     assert "cut short" not in rep.stderr

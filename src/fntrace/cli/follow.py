@@ -49,10 +49,15 @@ class Follow:
     """The run's id and where its processes' files go: ``base`` (the first process's
     file) and ``base.PID`` beside it."""
 
-    def __init__(self, opts, base: str, run: str | None = None) -> None:
+    def __init__(self, opts, base: str, run: str | None = None, scratch: bool = False,
+                 first_pid: int | None = None) -> None:
         self.opts = opts
         self.base = os.path.abspath(base)
         self.run = run or secrets.token_hex(8)
+        # live's: base is in a directory of its own, made by the first child that
+        # needs it and removed by the first process at its end
+        self.scratch = scratch
+        self.first_pid = first_pid or os.getpid()
 
     def header(self) -> dict:
         return {"run": self.run}
@@ -69,7 +74,8 @@ class Follow:
                 os.unlink(p)
             except OSError:
                 pass
-        spec = {"run": self.run, "base": self.base,
+        spec = {"run": self.run, "base": self.base, "scratch": self.scratch,
+                "first": self.first_pid,
                 "opts": {k: getattr(self.opts, k) for k in _KEEP},
                 "compress": bool(getattr(self.opts, "compress", False))}
         self._saved = {k: os.environ.get(k) for k in (ENV, "PYTHONPATH")}
@@ -81,6 +87,8 @@ class Follow:
     def child_output(self) -> str:
         """This process's file: base.PID, or base.PID.N for a later image of the
         same pid (os.exec* of python)."""
+        if self.scratch:
+            os.makedirs(os.path.dirname(self.base), mode=0o700, exist_ok=True)
         pid = os.getpid()
         n = 0
         while os.path.exists(child_path(self.base, pid, n)):
@@ -130,9 +138,10 @@ def start_child(text: str) -> None:
         kw = {k: v for k, v in spec["opts"].items() if k in _KEEP}
         opts = RecordOptions(**kw)
         opts.compress = bool(spec.get("compress"))
-        fw = Follow(opts, spec["base"], spec["run"])
-        if not os.path.isdir(os.path.dirname(fw.base)):
-            return          # the run is over (live's scratch directory is gone)
+        fw = Follow(opts, spec["base"], spec["run"], bool(spec.get("scratch")),
+                    spec.get("first"))
+        if fw.scratch and not _alive(fw.first_pid):
+            return          # live is over: nobody would report this process
         opts.output = fw.child_output()
         argv = list(getattr(sys, "orig_argv", None) or getattr(sys, "argv", []))
         rec = Recording(opts, argv, at_exit=True, follow=fw,
@@ -141,6 +150,16 @@ def start_child(text: str) -> None:
         rec.start_in_place()
     except BaseException as e:
         pr_warn(f"process {os.getpid()}: not traced: {type(e).__name__}: {e}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        pass
+    return True
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

@@ -394,7 +394,8 @@ def _record(args, output: str, at_exit: bool, on_finished=None, make_writer=None
     if follow is None and output:
         follow = output
     return record(target, opts, at_exit=at_exit, on_finished=on_finished,
-                  make_writer=make_writer, follow=follow if args.follow else None)
+                  make_writer=make_writer, follow=follow if args.follow else None,
+                  scratch=make_writer is not None)
 
 
 def _report(path: str, ropts: dict, out, err, args=None) -> None:
@@ -422,6 +423,7 @@ def _ls(args) -> int:
 def _live(args, at_exit: bool) -> int:
     """record with a printer in place of the trace file (cli/live.py): the trace
     streams while the program runs, and nothing is kept once printed."""
+    import secrets
     import shutil
     import tempfile
     from .live import LivePrinter
@@ -429,7 +431,11 @@ def _live(args, at_exit: bool) -> int:
     out_fd = os.dup(1) if _fd_ok(1) else os.open(os.devnull, os.O_WRONLY)
     printers: list = []
     # the followed processes' traces, reported with the first one's at the end
-    scratch = tempfile.mkdtemp(prefix="fntrace-live-") if args.follow else None
+    # (made by the first child that needs it: a program that starts none leaves
+    # nothing behind, not even for a moment)
+    scratch = (os.path.join(tempfile.gettempdir(),
+                            f"fntrace-live-{os.getpid()}-{secrets.token_hex(4)}")
+               if args.follow else None)
     follow = os.path.join(scratch, "live.dat") if scratch else None
     first_pid = os.getpid()
 

@@ -793,15 +793,17 @@ def _open_output(path: str):
 
 
 def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
-           on_finished=None, make_writer=None, follow: str | None = None) -> Outcome:
+           on_finished=None, make_writer=None, follow: str | None = None,
+           scratch: bool = False) -> Outcome:
     """Run ``target`` traced; write ``opts.output``; return how the program ended.
     ``follow``: the processes it starts are traced too, each into a file of its own
-    named after this path (``opts.output``; a scratch one for ``live``) and its pid
-    (cli/follow.py, trace_set.py).  The rest: Recording."""
+    named after this path (``opts.output``; for ``live`` one in a ``scratch``
+    directory, made when a child needs it) and its pid (cli/follow.py, trace_set.py).
+    The rest: Recording."""
     fw = None
     if follow:
         from .follow import Follow
-        fw = Follow(opts, follow)
+        fw = Follow(opts, follow, scratch=scratch)
     rec = Recording(opts, [target.argv0, *target.args], at_exit=at_exit,
                     on_finished=on_finished, make_writer=make_writer, follow=fw)
     # Modules are looked up as the program will look them up: its sys.path[0] first.
