@@ -400,3 +400,53 @@ def test_perfetto_has_a_process_track_per_process(tmp_path, run_fntrace):
         assert procs[td.parent_uuid] == td.thread.pid
     # (a worker the pool gave nothing to traced no thread)
     assert _parent(r.stdout) in {td.thread.pid for td in threads} <= set(procs.values())
+
+
+EXECS = textwrap.dedent("""\
+    import os, sys
+
+    def before(x):
+        return x
+
+    before(1)
+    print("parent", os.getpid(), flush=True)
+    os.execv(sys.executable, [sys.executable, "child.py", "again"])
+    """)
+
+
+def test_exec_of_python_writes_the_trace_first_and_follows_the_new_image(tmp_path,
+                                                                        run_fntrace):
+    (tmp_path / "execs.py").write_text(EXECS)
+    (tmp_path / "child.py").write_text(CHILD)
+    r = run_fntrace("record", "-o", "t.dat", "-F", "*:mod:__main__", "execs.py")
+    assert r.returncode == 0, r.stderr
+    pid = _parent(r.stdout)
+    assert f"hello again from {pid} True" in r.stdout
+    rep = run_fntrace("report", "t.dat")
+    assert rep.returncode == 0, rep.stderr
+    assert "cut short" not in rep.stderr
+    lines = fn_lines(rep.stdout)
+    # the same pid, two images: what the first recorded before exec, then the second's
+    assert [(f.func, f.pid) for f in lines] == [("__main__.before", pid),
+                                                ("__main__.hello", pid)]
+
+
+def test_the_programs_own_sitecustomize_still_runs(tmp_path, run_fntrace):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import builtins\nbuiltins.SITE_RAN = True\n")
+    (tmp_path / "prog.py").write_text(textwrap.dedent(f"""\
+        import os, subprocess, sys
+        env = dict(os.environ)
+        env["PYTHONPATH"] = env.get("PYTHONPATH", "") + os.pathsep + {str(site)!r}
+        code = "import builtins, sys; print(getattr(builtins, 'SITE_RAN', False), " \\
+               "any('follow_site' in p for p in sys.path))"
+        print(subprocess.run([sys.executable, "-c", code], env=env,
+                             capture_output=True, text=True).stdout.strip())
+        """))
+    plain = run_python("prog.py", cwd=tmp_path)
+    assert plain.stdout.strip() == "True False"
+    r = run_fntrace("record", "-o", "t.dat", "prog.py")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "True False"
+    assert len([p for p in tmp_path.iterdir() if p.name.startswith("t.dat.")]) == 1

@@ -9,6 +9,7 @@ have: the same status, or death by the same signal.
 
     normal end, sys.exit, exception   record.py finishes after the program's own end
     os._exit(n)                        os._exit is wrapped: finish, then the real _exit
+    os.exec*(...)                      os.execv/execve are wrapped the same way
     SIGTERM SIGHUP SIGINT* SIGALRM ... a C handler (cli/_launch.c) tells the trace
     SIGUSR1 SIGUSR2                    writer's thread, which finishes and re-raises the
                                        signal with its default action
@@ -106,6 +107,15 @@ class Guard:
         _exit.__doc__ = real.__doc__
         _exit.__module__ = real.__module__
         os._exit = _exit
+        # os.exec*: the process becomes another program; what it recorded is written
+        # first (a Python it becomes is followed with a file of its own: cli/follow.py).
+        # os.execl/execlp/execvp/... all end in execv or execve.
+        self._real_exec = {}
+        for name in ("execv", "execve"):
+            real_exec = getattr(os, name, None)
+            if real_exec is not None:
+                self._real_exec[name] = real_exec
+                setattr(os, name, self._exec_wrapper(real_exec))
         wanted = [s for s in FATAL_SIGNALS
                   if s != signal.SIGINT or signal.getsignal(signal.SIGINT) == signal.SIG_DFL]
         if _native_launch is not None:
@@ -129,6 +139,17 @@ class Guard:
         self.signals = []
         self._py_handlers = {}
         self.install(signal_fd)
+
+    def _exec_wrapper(self, real):
+        guard = self
+
+        def wrapper(*args, **kwargs):
+            if guard.mine():
+                guard.finish(("exec", None))
+            return real(*args, **kwargs)
+        for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
+            setattr(wrapper, attr, getattr(real, attr))
+        return wrapper
 
     def take_back_signals(self) -> None:
         """The program is over (its threads joined, its atexit functions run): its
@@ -155,6 +176,8 @@ class Guard:
     def uninstall(self) -> None:
         if self._real_exit is not None and os._exit is not self._real_exit:
             os._exit = self._real_exit
+        for name, real in getattr(self, "_real_exec", {}).items():
+            setattr(os, name, real)
         if _native_launch is not None:
             _native_launch.fatal_signals_restore()
         else:
@@ -167,6 +190,8 @@ class Guard:
         # The trace is the parent's: the child's signals and os._exit are its own.
         if self._real_exit is not None:
             os._exit = self._real_exit
+        for name, real in getattr(self, "_real_exec", {}).items():
+            setattr(os, name, real)
         if _native_launch is not None:
             _native_launch.fatal_signals_restore()
 

@@ -516,7 +516,8 @@ class Recording:
     with ftrace_kill() instead of unpatching every site one by one.
     ``on_finished(guard, how)``: called once the file is complete, however the program
     ended (``live`` prints its report there), in the first process only; ``how`` is
-    ("end", Outcome), ("exit", status), ("signal", signum) or ("atexit", None).
+    ("end", Outcome), ("exit", status), ("signal", signum), ("exec", None) or
+    ("atexit", None).
     ``make_writer(header, tr)``: what the chunks go to instead of the trace file
     ``opts.output`` (``live``'s printer: cli/live.py); it has TraceFileWriter's
     methods.  ``follow``: the processes it starts are traced too (cli/follow.py).
@@ -768,7 +769,8 @@ class Recording:
             for ev in unbound_events():
                 guard.notice(f"event {ev}")
         if self.follow is not None:
-            self.follow.stop()
+            if how[0] != "exec":        # (the Python it becomes is followed too)
+                self.follow.stop()
             self.follow.finished(guard)
         if self.on_finished is not None:
             self.on_finished(guard, how)
