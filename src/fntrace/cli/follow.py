@@ -140,7 +140,8 @@ def start_child(text: str) -> None:
         opts.compress = bool(spec.get("compress"))
         fw = Follow(opts, spec["base"], spec["run"], bool(spec.get("scratch")),
                     spec.get("first"))
-        if fw.scratch and not _alive(fw.first_pid):
+        from ..tracefs.endpoint import pid_alive
+        if fw.scratch and not pid_alive(fw.first_pid):
             return          # live is over: nobody would report this process
         opts.output = fw.child_output()
         argv = list(getattr(sys, "orig_argv", None) or getattr(sys, "argv", []))
@@ -150,16 +151,6 @@ def start_child(text: str) -> None:
         rec.start_in_place()
     except BaseException as e:
         pr_warn(f"process {os.getpid()}: not traced: {type(e).__name__}: {e}")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        pass
-    return True
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

@@ -818,7 +818,6 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
         record_table.scanned.add("__main__")
         record_table.module_ids["__main__"] = id(main)
     record_table.main_pending = True
-    guard = rec.guard
     outcome = Outcome(1)
     try:
         rec.prepare(_MainSources(target))
@@ -839,8 +838,7 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
         if rec.sink.mine():
             finish_program()
             rec.stop_tracing()
-            guard = rec.guard
-            guard.take_back_signals()
+            rec.guard.take_back_signals()
     except BaseException:
         rec.abort()
         raise
@@ -848,7 +846,7 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
         # a forked child on its way out: the file and the reports are the parent's
         rec.stop_tracing()
         return outcome
-    guard = rec.guard
+    guard = rec.guard               # (a forked child's own, since it took over)
     guard.finish(("end", outcome))
     if guard.how[0] != "end":
         # A fatal signal or os._exit got there first: the process ends there.
