@@ -29,6 +29,9 @@ def add_filter_arguments(p: argparse.ArgumentParser, *, graph_display: bool = Tr
                    help="leave out functions matching GLOB; function_graph: the call and "
                         "everything under it (uftrace replay -N); wins over -F")
     add_pid_argument(g)
+    g.add_argument("--task", action="append", default=[], metavar="NAME",
+                   help="only what ran in the asyncio Tasks whose name matches the glob "
+                        "NAME (repeatable): one Task's steps, each resume under it")
     g.add_argument("--tid", action="append", default=[], metavar="TID",
                    help="only the thread with this native id (repeatable)")
     g.add_argument("--thread", action="append", default=[], metavar="NAME",
@@ -99,7 +102,7 @@ def filter_from_args(args, *, graph_display: bool = True) -> "TraceFilter":
         cpus=_ints(args.cpu, "--cpu", "not a thread slot (0, 1, ...)"),
         time_from=parse_time(args.time_from, "--from") if args.time_from is not None else None,
         time_to=parse_time(args.time_to, "--to") if args.time_to is not None else None,
-        max_depth=max_depth, thresh_ns=thresh_ns)
+        max_depth=max_depth, thresh_ns=thresh_ns, tasks=tuple(getattr(args, "task", ())))
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

@@ -29,7 +29,7 @@ __all__ = ["main", "split_target", "REPORT_OPTIONS"]
 REPORT_OPTIONS = ("print-parent", "irq-info", "funcgraph-cpu", "funcgraph-overhead",
                   "funcgraph-proc", "funcgraph-duration", "funcgraph-abstime",
                   "funcgraph-tail", "funcgraph-retval", "funcgraph-retval-hex",
-                  "funcgraph-overrun", "funcgraph-args")
+                  "funcgraph-overrun", "funcgraph-args", "funcgraph-task")
 
 _EPILOGS = {
     "record": """\
@@ -317,6 +317,17 @@ def _report_opts(args) -> dict:
     out: dict = {}
     known = ", ".join(REPORT_OPTIONS)
     for o in args.option:
+        # funcgraph-task: the asyncio task switches (output/task_view.py), a view of
+        # the trace file's, not a tracefs option
+        rest = []
+        for w in o.split():
+            if w in ("funcgraph-task", "nofuncgraph-task"):
+                out["funcgraph-task"] = w == "funcgraph-task"
+            else:
+                rest.append(w)
+        if not rest:
+            continue
+        o = " ".join(rest)
         try:
             words = parse_trace_options(o)
         except FntraceError as e:

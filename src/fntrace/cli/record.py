@@ -549,6 +549,7 @@ class Recording:
         self.stopped = False
         self.taken = None
         self.server = None
+        self.tasks = None               # the asyncio task-switch probe, once tracing
         f = None
         if make_writer is None:
             f = _open_output(opts.output)
@@ -622,6 +623,11 @@ class Recording:
         self.started = True
         # checked in __init__ (tracer_class): this write does not fail
         self.fs.write("current_tracer", self.opts.tracer)
+        if self.opts.tracer in ("function", "function_graph") and self.tasks is None:
+            # which asyncio Task each call ran in (events/task_switch.py)
+            from ..events.task_switch import TaskTracker
+            self.tasks = TaskTracker(self.tr)
+            self.tasks.start()
 
     def start_in_place(self) -> None:
         """A child that is a new Python (spawn, forkserver, a subprocess): traced from
@@ -671,6 +677,8 @@ class Recording:
         tr.pids_changed()
         dispatch.callback_errors[0] = 0
         fetch.settings.repr_faults = 0
+        if self.tasks is not None:
+            self.tasks.switches = 0
         self.first = False
         self.server = None
         self.header = dict(self.header, pid=os.getpid(), ppid=ppid, follow="fork",
@@ -691,6 +699,8 @@ class Recording:
         tr = self.tr
         self.taken = ops_backend.profile_taken()
         tr.tracing_on = False
+        if self.tasks is not None:
+            self.tasks.stop()
         if self.at_exit and not self.requests and not self.opts.events:
             ftrace_kill()
         elif tr.tracer is not None:
@@ -744,6 +754,8 @@ class Recording:
             # each event's fields, final only now (a probe on a module imported late
             # learns its parameters when it binds): readers split event text with them
             "event_formats": tr.event_formats(),
+            # asyncio:task_switch events written: readers place calls under tasks
+            "task_switches": self.tasks.switches if self.tasks is not None else 0,
         }
         if how[0] == "signal":
             stats["signal"] = how[1]

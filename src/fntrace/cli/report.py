@@ -4,12 +4,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..output.filters import TraceFilter, filter_entries
+from ..output.task_view import task_entries
 from ..output.reader import entries_from_file
 from ..output.registry import nr_cpus_of
 from ..output.render import render_trace
 from ..ring_buffer import CLOCK_IN_NS, TRACE_CLOCKS
 
-__all__ = ["report_text", "loss_notes", "trace_loss_notes", "graph_display_filter",
+__all__ = ["report_text", "task_stream", "loss_notes", "trace_loss_notes", "graph_display_filter",
            "time_in_ns_of"]
 
 
@@ -82,6 +83,16 @@ def trace_loss_notes(tf) -> list[str]:
     return loss_notes(stats, entries, written + int(stats.get("lost_in_writer") or 0))
 
 
+def task_stream(entries, stats: dict | None, options: dict, flt: TraceFilter | None):
+    """The entries with the asyncio task view applied (output/task_view.py) when the
+    trace has task switches or ``--task`` asks for it; else as they are."""
+    tasks = flt.tasks if flt is not None else ()
+    show = bool(options.get("funcgraph-task", True))
+    if not tasks and (show or not int((stats or {}).get("task_switches") or 0)):
+        return entries
+    return task_entries(entries, show=show, tasks=tasks)
+
+
 def report_text(tf, *, max_depth: int = 0, thresh_ns: int = 0,
                 options: dict | None = None, flt: TraceFilter | None = None) -> Iterator[str]:
     """A trace file's text, as the kernel prints ``trace`` (output/render.py), with the
@@ -103,7 +114,8 @@ def report_text(tf, *, max_depth: int = 0, thresh_ns: int = 0,
     notes = loss_notes(stats, entries, written)
     if flt is None:
         flt = TraceFilter(max_depth=max_depth, thresh_ns=thresh_ns)
-    stream = filter_entries(entries_from_file(tf), flt, graph=tracer == "function_graph",
+    stream = task_stream(entries_from_file(tf), stats, opts, flt)
+    stream = filter_entries(stream, flt, graph=tracer == "function_graph",
                             time_in_ns=in_ns, threads=tf.threads)
     lines = render_trace(stream, tracer=tracer, options=opts, nr_entries=entries,
                          written=written, nr_cpus=nr_cpus, time_in_ns=in_ns)

@@ -27,7 +27,7 @@ EPILOG = """\
 views:
   trace    every row (kind: call, hit, event, marker, stack)
   calls    one row per function call: function, module, ts, dur, self_dur, depth,
-           parent, stack, args, retval, pid, tid, thread, ...
+           parent, stack, args, retval, pid, tid, thread, task, ...
   events   dynamic events, markers and stack traces
 
 examples:

@@ -76,7 +76,9 @@ def stat_lines(source, args) -> Iterator[str]:
                          "(record with -p function_graph for times)")
     col = StatCollector(graph, per_thread=args.per_thread)
     feed = col.feed
-    for e in filter_entries(source.entries(), flt, graph=graph,
+    from .report import task_stream
+    entries = task_stream(source.entries(), source.stats, {"funcgraph-task": False}, flt)
+    for e in filter_entries(entries, flt, graph=graph,
                             time_in_ns=time_in_ns_of(source), threads=source.threads):
         feed(e)
     rows = col.finish()

@@ -132,6 +132,7 @@ class TraceFilter:
     time_from / time_to   the time window
     max_depth             function_graph levels shown (0: all)
     thresh_ns             function_graph: only returns of calls this long or longer
+    tasks                 asyncio Task name globs (--task; applied by task_view.py)
     """
     functions: tuple[str, ...] = ()
     notrace: tuple[str, ...] = ()
@@ -142,6 +143,7 @@ class TraceFilter:
     time_to: TimeBound | None = None
     max_depth: int = 0
     thresh_ns: int = 0
+    tasks: tuple[str, ...] = ()          # asyncio Task name globs (--task: task_view.py)
 
     def __post_init__(self) -> None:
         f, t = self.time_from, self.time_to

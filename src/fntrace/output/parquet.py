@@ -35,12 +35,15 @@ open stacks (output/calls.py).  The columns, in order:
     retval    string    the return value as the text report prints it; null when not
                         recorded
     complete  bool      'call': its return is in the trace; true for the other kinds
+    task      string    the asyncio Task the row ran in (a call: the one its entry ran
+                        in), by name; null outside any Task or without asyncio
 
 The same files are read by DuckDB (``fntrace sql``), Spark, pandas and polars.
 """
 from __future__ import annotations
 
 import os
+from bisect import bisect_right
 from collections.abc import Mapping
 
 from .calls import Call, CallBuilder
@@ -50,6 +53,7 @@ from .entry import (
 )
 from .ftrace_text import function_args_text
 from .registry import Exporter, register_exporter
+from .task_view import EVENT as TASK_EVENT, task_of_text
 
 __all__ = ["ParquetExporter", "COLUMNS", "ROW_GROUP", "module_of", "write_parquet"]
 
@@ -61,7 +65,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("cpu", "int32"), ("ts", "int64"), ("dur", "int64"), ("self_dur", "int64"),
     ("depth", "int32"), ("function", "string"), ("module", "string"),
     ("file", "string"), ("line", "int32"), ("parent", "string"), ("stack", "string"),
-    ("args", "string"), ("retval", "string"), ("complete", "bool_"),
+    ("args", "string"), ("retval", "string"), ("complete", "bool_"), ("task", "string"),
 )
 
 
@@ -103,6 +107,21 @@ class _Columns:
         self.n = 0
         self.rows = 0
         self._modules: dict[str, str | None] = {}
+        # per thread slot: the times of its asyncio task switches and the Task after
+        # each (output/task_view.py), to name the Task a row ran in
+        self.switch_ts: dict[int, list[int]] = {}
+        self.switch_task: dict[int, list[str | None]] = {}
+
+    def task_switch(self, cpu: int, ts: int, task: str | None) -> None:
+        self.switch_ts.setdefault(cpu, []).append(ts)
+        self.switch_task.setdefault(cpu, []).append(task)
+
+    def task_at(self, cpu: int, ts: int) -> str | None:
+        times = self.switch_ts.get(cpu)
+        if not times:
+            return None
+        i = bisect_right(times, ts) - 1
+        return self.switch_task[cpu][i] if i >= 0 else None
 
     def _place(self, func: str) -> tuple[str | None, str | None, int | None]:
         w = self.where.get(func)
@@ -119,7 +138,8 @@ class _Columns:
         module, file, line = self._place(function) if kind in ("call", "hit") else \
             (None, None, None)
         row = (kind, self.pid_of(cpu), tid, thread, cpu, ts, dur, self_dur, depth, function,
-               module, file, line, parent, stack, args, retval, complete)
+               module, file, line, parent, stack, args, retval, complete,
+               self.task_at(cpu, ts) if self.switch_ts else None)
         for col, v in zip(self.cols, row):
             col.append(v)
         self.n += 1
@@ -173,6 +193,8 @@ def write_parquet(source, out) -> dict:
                 cols.add("hit", e.pid, e.comm, e.cpu, e.ts, None, None, None, e.func,
                          e.parent or None, None, _args_text(e.args), None, True)
             elif typ == TRACE_EVENT:
+                if e.func == TASK_EVENT:
+                    cols.task_switch(e.cpu, e.ts, task_of_text(e.text or ""))
                 cols.add("event", e.pid, e.comm, e.cpu, e.ts, None, None, None, e.func,
                          None, None, e.text, None, True)
             elif typ == TRACE_PRINT:

@@ -1,0 +1,57 @@
+"""Calls under the asyncio Task they ran in (events/task_switch.py writes the switches).
+
+A thread running an event loop interleaves its Tasks' steps; each step starts with an
+``asyncio:task_switch: next=NAME id=N`` event.  Reading a trace, the current Task of
+each thread slot is the last switch read on it, so
+
+    --task NAME          keeps the entries of the Tasks whose name matches the glob
+                         NAME (repeatable): one Task's steps, one after another, its
+                         coroutines' resumes under it instead of between the others'
+    -O nofuncgraph-task  leaves the switch events out of the text (shown by default:
+                         they say which Task the calls below them belong to)
+"""
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Iterator
+
+from ..ring_buffer import TRACE_EVENT
+from .entry import LostEvents, TraceEntry
+
+__all__ = ["EVENT", "task_entries", "task_of_text"]
+
+EVENT = "asyncio:task_switch"
+
+
+def task_of_text(text: str) -> str | None:
+    """The Task name of a switch event's text (None: outside any Task)."""
+    for word in text.split():
+        if word.startswith("next="):
+            name = word[5:]
+            return None if name == "-" else name
+    return None
+
+
+def task_entries(entries: Iterable[TraceEntry | LostEvents], *, show: bool = True,
+                 tasks: tuple[str, ...] = ()) -> Iterator[TraceEntry | LostEvents]:
+    """The entries, the switch events shown or not, only the ``tasks`` globs' Tasks'
+    entries when given (LostEvents markers are always kept)."""
+    current: dict[int, str | None] = {}
+    keep: dict[int, bool] = {}
+    for e in entries:
+        if type(e) is not LostEvents and e.type == TRACE_EVENT and e.func == EVENT:
+            name = task_of_text(e.text or "")
+            current[e.cpu] = name
+            ok = keep[e.cpu] = (not tasks or (name is not None and any(
+                fnmatch.fnmatchcase(name, g) for g in tasks)))
+            if show and ok:
+                yield e
+            continue
+        if tasks and type(e) is not LostEvents and not keep.get(e.cpu, False):
+            continue
+        yield e
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())
