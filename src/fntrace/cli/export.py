@@ -46,6 +46,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default) or by its number of calls")
     from .filters import add_pid_argument
     add_pid_argument(p)
+    p.add_argument("--task-tracks", action="store_true",
+                   help="perfetto: each asyncio Task's calls on a track of its own, under "
+                        "its thread's")
     p.add_argument("--min-duration", type=_usec, default=0.0, metavar="USEC",
                    help="otlp: only calls of at least USEC microseconds")
 

@@ -53,6 +53,7 @@ from .entry import (
     LOST_EVENTS_UNKNOWN, TRACE_EVENT, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET,
     TRACE_PRINT, TRACE_STACK, LostEvents,
 )
+from .task_view import EVENT as TASK_EVENT, task_of_text
 from .registry import Exporter, register_exporter
 
 __all__ = ["PerfettoExporter", "BATCH_PACKETS", "SEQUENCE_ID", "INCREMENTAL_CLOCK", "PROCESS_UUID",
@@ -70,6 +71,8 @@ INCREMENTAL_CLOCK = 64
 # Track uuids: the process, then its threads numbered from 2 as they are met (small
 # numbers: a track_uuid is in every event).
 PROCESS_UUID = 1
+# asyncio Task tracks (--task-tracks): above the threads' and processes' uuids
+TASK_UUID = 1 << 40
 
 # trace_clock -> (perfetto BuiltinClock name, ns per unit); None: not a clock
 CLOCKS: Mapping[str, tuple[str, int] | None] = {
@@ -98,8 +101,13 @@ def _utf8(s: str) -> str:
 class _Writer:
     """One export: the builder of the current batch, the interning tables, the tracks."""
 
-    def __init__(self, source, out, pb, builder_class) -> None:
+    def __init__(self, source, out, pb, builder_class, task_tracks: bool = False) -> None:
         self.source = source
+        # --task-tracks: a call's slice goes on a track of its asyncio Task (under its
+        # thread's), so a Task's steps line up and the others' do not interleave
+        self.task_tracks = task_tracks
+        self.task_of_cpu: dict[int, str | None] = {}
+        self.task_uuids: dict[tuple[int, str], int] = {}
         self.out = out
         self.pb = pb
         self.builder_class = builder_class
@@ -267,9 +275,25 @@ class _Writer:
 
     # -- events --------------------------------------------------------------------
 
-    def event(self, typ: int, ts: int, tid: int, comm: str):
-        """A track event on a thread's track: (packet, track_event)."""
-        uuid = self.track(tid, comm)
+    def task_track(self, tid: int, comm: str, task: str) -> int:
+        """The uuid of a Task's track under its thread's, its descriptor written when
+        first met."""
+        key = (tid, task)
+        uuid = self.task_uuids.get(key)
+        if uuid is None:
+            parent = self.track(tid, comm)
+            uuid = self.task_uuids[key] = TASK_UUID + len(self.task_uuids)
+            p = self.packet()
+            td = p.track_descriptor
+            td.uuid = uuid
+            td.parent_uuid = parent
+            td.name = _utf8(f"task {task}")
+        return uuid
+
+    def event(self, typ: int, ts: int, tid: int, comm: str, task: str | None = None):
+        """A track event on a thread's track (its Task's, given one): (packet,
+        track_event)."""
+        uuid = self.track(tid, comm) if task is None else self.task_track(tid, comm, task)
         ts = self.ts(ts)
         last = self.last_ts
         if last is None:
@@ -286,8 +310,8 @@ class _Writer:
         return p, p.track_event
 
     def begin(self, ts: int, tid: int, comm: str, func: str, args,
-              entry_lost: bool = False) -> None:
-        p, te = self.event(self.BEGIN, ts, tid, comm)
+              entry_lost: bool = False, cpu: int | None = None) -> None:
+        p, te = self.event(self.BEGIN, ts, tid, comm, self.task_of_cpu.get(cpu))
         te.name_iid = self.name_iid(p, func)
         if args:
             self.annotate(p, te, "args", args)
@@ -297,8 +321,8 @@ class _Writer:
     def end(self, c: Call) -> None:
         """A call's end (and its begin too when its entry was not in the trace)."""
         if not c.entry_seen:
-            self.begin(c.start, c.pid, c.comm, c.func, c.args, entry_lost=True)
-        p, te = self.event(self.END, c.end, c.pid, c.comm)
+            self.begin(c.start, c.pid, c.comm, c.func, c.args, entry_lost=True, cpu=c.cpu)
+        p, te = self.event(self.END, c.end, c.pid, c.comm, self.task_of_cpu.get(c.cpu))
         if c.has_retval:
             self.annotate(p, te, "retval", c.retval)
         if not c.complete:
@@ -349,7 +373,7 @@ class _Writer:
                 for c in feed(e):
                     self.end(c)
                 if typ == TRACE_GRAPH_ENT:
-                    self.begin(e.ts, e.pid, e.comm, e.func, e.args)
+                    self.begin(e.ts, e.pid, e.comm, e.func, e.args, cpu=cpu)
             elif typ == TRACE_FN:
                 p, te = self.instant(e.ts, e.pid, e.comm, e.func)
                 if e.parent:
@@ -357,6 +381,8 @@ class _Writer:
                 if e.args:
                     self.annotate(p, te, "args", e.args)
             elif typ == TRACE_EVENT:
+                if self.task_tracks and e.func == TASK_EVENT:
+                    self.task_of_cpu[cpu] = task_of_text(e.text or "")
                 p, te = self.instant(e.ts, e.pid, e.comm, e.func)
                 self.annotate(p, te, "fields", e.text)
             elif typ == TRACE_PRINT:
@@ -394,12 +420,13 @@ class PerfettoExporter(Exporter):
     suffix = ".perfetto-trace"
     extra = "perfetto"
     requires = ("perfetto",)
-    options: Mapping[str, object] = {}
+    options: Mapping[str, object] = {"task_tracks": False}
 
     def write(self, source, out, options: Mapping[str, object]) -> dict | None:
         from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
         from perfetto.trace_builder.proto_builder import TraceProtoBuilder
-        return _Writer(source, out, pb, TraceProtoBuilder).run()
+        return _Writer(source, out, pb, TraceProtoBuilder,
+                       bool(options.get("task_tracks"))).run()
 
 
 register_exporter(PerfettoExporter())
