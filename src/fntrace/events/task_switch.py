@@ -20,6 +20,7 @@ import sys
 import threading
 from time import monotonic_ns
 
+from ..core.fetch import frame_var
 from ..core.ops import sync_discovery
 from ..core.records import record_table
 from ..fprobe import Fprobe, register_fprobe_ips, unregister_fprobe
@@ -99,7 +100,7 @@ class TaskTracker:
         tr = self.tr
         if not tr.tracing_on:
             return
-        cb = getattr(fregs.get_argument(0), "_callback", None)
+        cb = getattr(frame_var(fregs.frame, "self"), "_callback", None)
         task = getattr(cb, "__self__", None)
         if task is not None and not isinstance(task, self._task_types or self._types()):
             task = None
