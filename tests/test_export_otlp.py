@@ -12,6 +12,7 @@ import json
 import re
 import subprocess
 import sys
+import textwrap
 from collections import Counter
 
 import pytest
@@ -163,3 +164,77 @@ def test_missing_extra_is_named(recorded):
                        text=True, timeout=SUBPROCESS_TIMEOUT)
     assert r.returncode == 1 and "pip install 'fntrace[otlp]'" in r.stderr, r.stderr
     assert not (recorded.parent / "x.json").exists()
+
+
+OTEL_PROG = textwrap.dedent("""\
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+
+    trace.set_tracer_provider(TracerProvider())
+    tracer = trace.get_tracer("shop")
+
+    def price(n):
+        return helper(n) * 2
+
+    def helper(n):
+        return n + 1
+
+    def handle(n):
+        with tracer.start_as_current_span("request") as span:
+            ctx = span.get_span_context()
+            print(f"span {ctx.trace_id:032x} {ctx.span_id:016x}")
+            return price(n)
+
+    def main():
+        handle(1)
+        handle(2)
+        price(3)            # outside any span
+
+    main()
+    """)
+
+
+def _spans_of(path) -> list[dict]:
+    out = []
+    for line in path.read_text().splitlines():
+        for rs in json.loads(line)["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                out.extend(ss["spans"])
+    return out
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_otel_context_joins_the_programs_trace(tmp_path, run_fntrace, flag):
+    pytest.importorskip("opentelemetry.sdk.trace")
+    (tmp_path / "ot.py").write_text(OTEL_PROG)
+    r = run_fntrace("record", "-o", "t.dat", "-p", "function_graph",
+                    *(["--otel-context"] if flag else []), "-F", "*:mod:__main__", "ot.py")
+    assert r.returncode == 0, r.stderr
+    theirs = [tuple(line.split()[1:]) for line in r.stdout.splitlines()
+              if line.startswith("span ")]
+    assert len(theirs) == 2
+    rep = run_fntrace("report", "t.dat")
+    assert ("otel:context: trace_id=" in rep.stdout) == flag
+    ex = run_fntrace("export", "t.dat", "--format", "otlp", "-o", "t.json")
+    assert ex.returncode == 0, ex.stderr
+    spans = _spans_of(tmp_path / "t.json")
+    by_id = {s["spanId"]: s for s in spans}
+    prices = [s for s in spans if s["name"] == "__main__.price"]
+    assert len(prices) == 3
+    main = next(s for s in spans if s["name"] == "__main__.main")
+    for s in spans:
+        if s["name"] == "__main__.helper":      # always under its price()
+            assert by_id[s["parentSpanId"]]["name"] == "__main__.price"
+            assert by_id[s["parentSpanId"]]["traceId"] == s["traceId"]
+    if flag:
+        # the two calls made in the program's spans are those spans' children, in
+        # their traces; the third is in fntrace's own trace, under main()
+        joined = {(s["traceId"], s["parentSpanId"]) for s in prices}
+        assert set(theirs) <= joined
+        outside = [s for s in prices if (s["traceId"], s["parentSpanId"]) not in theirs]
+        assert len(outside) == 1 and outside[0]["traceId"] == main["traceId"]
+        assert by_id[outside[0]["parentSpanId"]]["name"] == "__main__.main"
+    else:
+        assert all(s["traceId"] == main["traceId"] for s in spans)
+        assert all(by_id[s["parentSpanId"]]["name"] in ("__main__.handle", "__main__.main")
+                   for s in prices)

@@ -77,7 +77,8 @@ class Follow:
         spec = {"run": self.run, "base": self.base, "scratch": self.scratch,
                 "first": self.first_pid,
                 "opts": {k: getattr(self.opts, k) for k in _KEEP},
-                "compress": bool(getattr(self.opts, "compress", False))}
+                "compress": bool(getattr(self.opts, "compress", False)),
+                "otel_context": bool(getattr(self.opts, "otel_context", False))}
         self._saved = {k: os.environ.get(k) for k in (ENV, "PYTHONPATH")}
         os.environ[ENV] = json.dumps(spec)
         path = os.environ.get("PYTHONPATH")
@@ -138,6 +139,7 @@ def start_child(text: str) -> None:
         kw = {k: v for k, v in spec["opts"].items() if k in _KEEP}
         opts = RecordOptions(**kw)
         opts.compress = bool(spec.get("compress"))
+        opts.otel_context = bool(spec.get("otel_context"))
         fw = Follow(opts, spec["base"], spec["run"], bool(spec.get("scratch")),
                     spec.get("first"))
         from ..tracefs.endpoint import pid_alive

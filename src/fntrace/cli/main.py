@@ -107,6 +107,9 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
                    help="never trace functions matching GLOB (set_ftrace_notrace)")
     p.add_argument("-b", "--buffer-size-kb", default="1408", metavar="KB",
                    help="per-thread ring buffer size in KB (default: 1408)")
+    p.add_argument("--otel-context", action="store_true",
+                   help="note the OpenTelemetry span the program is in (opentelemetry "
+                        "API): the OTLP export makes its calls that span's children")
     p.add_argument("--no-follow", dest="follow", action="store_false",
                    help="trace this process only (by default the processes it starts are "
                         "traced too: fork, multiprocessing, a Python subprocess)")
@@ -401,6 +404,7 @@ def _record(args, output: str, at_exit: bool, on_finished=None, make_writer=None
                          tids=args.tid, threads=args.thread)
     opts.compress = getattr(args, "compress", False)
     opts.serve = getattr(args, "serve", False)
+    opts.otel_context = getattr(args, "otel_context", False)
     target = _target(args)
     if follow is None and output:
         follow = output

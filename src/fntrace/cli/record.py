@@ -66,6 +66,7 @@ class RecordOptions:
 
     compress = False            # --compress: zstd per block (tracefile.py)
     serve = False               # --serve: the recording's tracefs on a control socket
+    otel_context = False        # --otel-context: events/otel_context.py
 
     def __init__(self, tracer: str = "function", filters: list[str] | None = None,
                  notrace: list[str] | None = None, buffer_kb: int | str | None = 1408,
@@ -550,6 +551,7 @@ class Recording:
         self.taken = None
         self.server = None
         self.tasks = None               # the asyncio task-switch probe, once tracing
+        self.otel = None                # --otel-context's probe
         f = None
         if make_writer is None:
             f = _open_output(opts.output)
@@ -628,6 +630,11 @@ class Recording:
             from ..events.task_switch import TaskTracker
             self.tasks = TaskTracker(self.tr)
             self.tasks.start()
+        if self.opts.otel_context and self.otel is None:
+            # the OpenTelemetry span each call ran in (events/otel_context.py)
+            from ..events.otel_context import OtelTracker
+            self.otel = OtelTracker(self.tr)
+            self.otel.start()
 
     def start_in_place(self) -> None:
         """A child that is a new Python (spawn, forkserver, a subprocess): traced from
@@ -699,8 +706,9 @@ class Recording:
         tr = self.tr
         self.taken = ops_backend.profile_taken()
         tr.tracing_on = False
-        if self.tasks is not None:
-            self.tasks.stop()
+        for probe in (self.tasks, self.otel):
+            if probe is not None:
+                probe.stop()
         if self.at_exit and not self.requests and not self.opts.events:
             ftrace_kill()
         elif tr.tracer is not None:

@@ -21,9 +21,8 @@ import threading
 from time import monotonic_ns
 
 from ..core.fetch import frame_var
-from ..core.ops import sync_discovery
-from ..core.records import record_table
-from ..fprobe import Fprobe, register_fprobe_ips, unregister_fprobe
+from ..fprobe import Fprobe
+from .late_probe import LateProbe
 from ..ring_buffer import PAYLOAD_SEP, TRACE_EVENT
 
 __all__ = ["EVENT", "TaskTracker"]
@@ -37,54 +36,18 @@ class TaskTracker:
 
     def __init__(self, tr) -> None:
         self.tr = tr
-        self.fp = Fprobe(entry_handler=self._entry)
+        self.probe = LateProbe(Fprobe(entry_handler=self._entry), "asyncio.events",
+                               ("Handle._run",))
         self.local = threading.local()
-        self.bound = False
         self.switches = 0
         self._task_types: tuple = ()
         self._get_name = None
 
     def start(self) -> None:
-        events = sys.modules.get("asyncio.events")
-        handle = getattr(events, "Handle", None)
-        if handle is not None and record_table.lookup(handle._run) is not None:
-            self._bind(handle._run)
-            return
-        # asyncio not imported yet: its records are made when its body starts (the
-        # discovery trap, on for this module's name), and Handle._run probed then
-        record_table.listeners.append(self._on_load)
-        record_table.set_scope(self, lambda name: name == "asyncio.events")
-        sync_discovery()
+        self.probe.start()
 
     def stop(self) -> None:
-        self._unwatch()
-        if self.bound:
-            self.bound = False
-            try:
-                unregister_fprobe(self.fp)
-            except Exception:
-                pass
-
-    def _unwatch(self) -> None:
-        try:
-            record_table.listeners.remove(self._on_load)
-        except ValueError:
-            return
-        record_table.set_scope(self, False)
-        sync_discovery()
-
-    def _on_load(self, name: str, new) -> None:
-        if self.bound or name != "asyncio.events":
-            return
-        for rec in new:
-            if rec.name == "asyncio.events.Handle._run":
-                self._bind(rec)
-                self._unwatch()
-                return
-
-    def _bind(self, what) -> None:
-        register_fprobe_ips(self.fp, [what])
-        self.bound = True
+        self.probe.stop()
 
     def _types(self) -> tuple:
         tasks = sys.modules.get("asyncio.tasks")

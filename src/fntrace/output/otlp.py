@@ -35,9 +35,10 @@ import os
 from collections.abc import Mapping
 
 from .calls import Call, CallBuilder
-from .entry import TRACE_GRAPH_ENT, TRACE_GRAPH_RET, LostEvents
+from .entry import TRACE_EVENT, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, LostEvents
 from .ftrace_text import function_args_text
 from .registry import Exporter, register_exporter
+from .task_view import SwitchPoints
 
 __all__ = ["OtlpExporter", "BATCH", "span_id", "trace_id"]
 
@@ -169,12 +170,19 @@ class OtlpExporter(Exporter):
                 attrs.append(kv("fntrace.retval", str(c.retval)))
             if not c.complete:
                 attrs.append(kv("fntrace.incomplete", True))
-            s = Span(trace_id=tid, span_id=span_id(pid, c.cpu, c.depth, c.start),
+            # --otel-context: in a span of the program's own, the call is in its trace,
+            # and the outermost call made in it is that span's child
+            ctx = otel.at(c.cpu, c.start) if otel.points else None
+            s = Span(trace_id=ctx[0].to_bytes(16, "big") if ctx else tid,
+                     span_id=span_id(pid, c.cpu, c.depth, c.start),
                      name=c.func, kind=Span.SPAN_KIND_INTERNAL,
                      start_time_unix_nano=c.start + offset,
                      end_time_unix_nano=c.end + offset, attributes=attrs)
-            if c.parent_key is not None:
+            if c.parent_key is not None and (
+                    ctx is None or otel.at(c.cpu, c.parent_key[1]) == ctx):
                 s.parent_span_id = span_id(pid, c.cpu, *c.parent_key)
+            elif ctx is not None:
+                s.parent_span_id = ctx[1].to_bytes(8, "big")
             err = _status_error(c.retval) if c.has_retval else None
             if err is not None:
                 s.status.CopyFrom(Status(code=Status.STATUS_CODE_ERROR, message=err))
@@ -184,6 +192,7 @@ class OtlpExporter(Exporter):
                 flush()
 
         builder = CallBuilder()
+        otel = SwitchPoints()
         total = 0
         for e in source.entries():
             if isinstance(e, LostEvents) or e.type == TRACE_GRAPH_ENT or \
@@ -191,6 +200,8 @@ class OtlpExporter(Exporter):
                 for c in builder.feed(e):
                     total += 1
                     span(c)
+            elif e.type == TRACE_EVENT and e.func == OTEL_EVENT:
+                otel.add(e.cpu, e.ts, otel_context_of(e.text or ""))
         for c in builder.finish():
             total += 1
             span(c)
@@ -216,6 +227,18 @@ def _b64_to_hex(s: str) -> str:
 
 
 register_exporter(OtlpExporter())
+
+
+OTEL_EVENT = "otel:context"
+
+
+def otel_context_of(text: str) -> tuple[int, int] | None:
+    """(trace id, span id) of an otel:context event's text; None outside any span."""
+    f = dict(w.split("=", 1) for w in text.split() if "=" in w)
+    try:
+        return int(f["trace_id"], 16), int(f["span_id"], 16)
+    except (KeyError, ValueError):
+        return None
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

@@ -43,7 +43,6 @@ The same files are read by DuckDB (``fntrace sql``), Spark, pandas and polars.
 from __future__ import annotations
 
 import os
-from bisect import bisect_right
 from collections.abc import Mapping
 
 from .calls import Call, CallBuilder
@@ -53,7 +52,7 @@ from .entry import (
 )
 from .ftrace_text import function_args_text
 from .registry import Exporter, register_exporter
-from .task_view import EVENT as TASK_EVENT, task_of_text
+from .task_view import EVENT as TASK_EVENT, SwitchPoints, task_of_text
 
 __all__ = ["ParquetExporter", "COLUMNS", "ROW_GROUP", "module_of", "write_parquet"]
 
@@ -107,21 +106,8 @@ class _Columns:
         self.n = 0
         self.rows = 0
         self._modules: dict[str, str | None] = {}
-        # per thread slot: the times of its asyncio task switches and the Task after
-        # each (output/task_view.py), to name the Task a row ran in
-        self.switch_ts: dict[int, list[int]] = {}
-        self.switch_task: dict[int, list[str | None]] = {}
-
-    def task_switch(self, cpu: int, ts: int, task: str | None) -> None:
-        self.switch_ts.setdefault(cpu, []).append(ts)
-        self.switch_task.setdefault(cpu, []).append(task)
-
-    def task_at(self, cpu: int, ts: int) -> str | None:
-        times = self.switch_ts.get(cpu)
-        if not times:
-            return None
-        i = bisect_right(times, ts) - 1
-        return self.switch_task[cpu][i] if i >= 0 else None
+        # the asyncio Task of each thread slot over time (output/task_view.py)
+        self.tasks = SwitchPoints()
 
     def _place(self, func: str) -> tuple[str | None, str | None, int | None]:
         w = self.where.get(func)
@@ -139,7 +125,7 @@ class _Columns:
             (None, None, None)
         row = (kind, self.pid_of(cpu), tid, thread, cpu, ts, dur, self_dur, depth, function,
                module, file, line, parent, stack, args, retval, complete,
-               self.task_at(cpu, ts) if self.switch_ts else None)
+               self.tasks.at(cpu, ts) if self.tasks.points else None)
         for col, v in zip(self.cols, row):
             col.append(v)
         self.n += 1
@@ -194,7 +180,7 @@ def write_parquet(source, out) -> dict:
                          e.parent or None, None, _args_text(e.args), None, True)
             elif typ == TRACE_EVENT:
                 if e.func == TASK_EVENT:
-                    cols.task_switch(e.cpu, e.ts, task_of_text(e.text or ""))
+                    cols.tasks.add(e.cpu, e.ts, task_of_text(e.text or ""))
                 cols.add("event", e.pid, e.comm, e.cpu, e.ts, None, None, None, e.func,
                          None, None, e.text, None, True)
             elif typ == TRACE_PRINT:

@@ -13,12 +13,13 @@ each thread slot is the last switch read on it, so
 from __future__ import annotations
 
 import fnmatch
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 
 from ..ring_buffer import TRACE_EVENT
 from .entry import LostEvents, TraceEntry
 
-__all__ = ["EVENT", "task_entries", "task_of_text"]
+__all__ = ["EVENT", "task_entries", "task_of_text", "SwitchPoints"]
 
 EVENT = "asyncio:task_switch"
 
@@ -50,6 +51,26 @@ def task_entries(entries: Iterable[TraceEntry | LostEvents], *, show: bool = Tru
         if tasks and type(e) is not LostEvents and not keep.get(e.cpu, False):
             continue
         yield e
+
+
+class SwitchPoints:
+    """Per thread slot, what a switch event says from its time on (the OpenTelemetry
+    span, the asyncio Task): ``add`` in time order, ``at(cpu, ts)`` the value then."""
+
+    def __init__(self) -> None:
+        self.points: dict[int, tuple[list[int], list]] = {}
+
+    def add(self, cpu: int, ts: int, value) -> None:
+        times, values = self.points.setdefault(cpu, ([], []))
+        times.append(ts)
+        values.append(value)
+
+    def at(self, cpu: int, ts: int):
+        p = self.points.get(cpu)
+        if p is None:
+            return None
+        i = bisect_right(p[0], ts) - 1
+        return p[1][i] if i >= 0 else None
 
 
 from .._env import public_dir as _public_dir  # noqa: E402
