@@ -187,3 +187,21 @@ def test_the_program_sees_the_same_stack_and_no_get_name_runs(tmp_path, run_fntr
     assert "get_name ran" not in r.stdout
     rep = run_fntrace("report", "t.dat")
     assert "next=mine" in rep.stdout
+
+
+def test_tui_shows_each_task_as_a_thread(recorded):
+    pytest.importorskip("textual")
+    from fntrace.output.source import open_trace
+    from fntrace.output.task_view import tasks_as_threads
+    from fntrace.tui.index import TraceIndex
+    ix = TraceIndex(tasks_as_threads(open_trace(recorded / "t.dat")))
+    ix.build()
+    by_name = {t.comm: t for t in ix.threads.values()}
+    assert {"alpha", "beta"} <= set(by_name)
+
+    def count(t, name: str) -> int:
+        return sum(1 for f in t.func[:t.n] if ix.names[f] == name)
+    assert count(by_name["alpha"], "__main__.parse") == 2
+    assert count(by_name["beta"], "__main__.parse") == 3
+    # each Task's steps are its own rows: none of the other's calls among them
+    assert all(ix.names[f] != "__main__.main" for f in by_name["alpha"].func[:by_name["alpha"].n])

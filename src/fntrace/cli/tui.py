@@ -27,6 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="trace file (default: fntrace.dat)")
     from .filters import add_pid_argument
     add_pid_argument(p)
+    p.add_argument("--tasks", action="store_true",
+                   help="each asyncio Task as a thread of its own (its steps together)")
     p.add_argument("--fold-depth", type=int, default=2, metavar="N",
                    help="calls at depth N or deeper start folded (default: 2)")
 
@@ -41,6 +43,9 @@ def run_tui(args) -> int:
         raise FntraceError("tui: needs the textual package: pip install 'fntrace[tui]'") from None
     from .filters import open_traces_arg
     source = TraceSource(open_traces_arg(args.file, args), args.file)
+    if args.tasks:
+        from ..output.task_view import tasks_as_threads
+        source = tasks_as_threads(source)
     from ..tui import TraceBrowser
     TraceBrowser(source, fold_depth=args.fold_depth).run()
     return 0

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from ..ring_buffer import TRACE_EVENT
 from .entry import LostEvents, TraceEntry
 
-__all__ = ["EVENT", "task_entries", "task_of_text", "SwitchPoints"]
+__all__ = ["EVENT", "task_entries", "task_of_text", "tasks_as_threads", "SwitchPoints"]
 
 EVENT = "asyncio:task_switch"
 
@@ -71,6 +71,44 @@ class SwitchPoints:
             return None
         i = bisect_right(p[0], ts) - 1
         return p[1][i] if i >= 0 else None
+
+
+def tasks_as_threads(source):
+    """``source`` (a TraceSource) with each (thread, asyncio Task) as a thread of its
+    own: a slot per pair, named after the Task (``fntrace tui --tasks``); what ran
+    outside any Task keeps its thread's name.  The switch events themselves are left
+    out (each slot is one Task)."""
+    from .source import TraceSource
+
+    class _TasksAsThreads(TraceSource):
+        def __init__(self) -> None:
+            super().__init__(source.tf, source.name)
+            self.threads = {}           # made as the Tasks are met
+
+        def entries(self, cpu: int | None = None):
+            slots: dict[tuple[int, str | None], int] = {}
+            current: dict[int, str | None] = {}
+
+            def slot(c: int) -> int:
+                key = (c, current.get(c))
+                n = slots.get(key)
+                if n is None:
+                    n = slots[key] = len(slots)
+                return n
+            for e in super().entries(cpu):
+                if type(e) is LostEvents:
+                    yield LostEvents(slot(e.cpu), e.lost)
+                    continue
+                if e.type == TRACE_EVENT and e.func == EVENT:
+                    current[e.cpu] = task_of_text(e.text or "")
+                    continue
+                task = current.get(e.cpu)
+                e.cpu = slot(e.cpu)
+                if task is not None:
+                    e.comm = task
+                yield e
+
+    return _TasksAsThreads()
 
 
 from .._env import public_dir as _public_dir  # noqa: E402
