@@ -205,3 +205,18 @@ def test_tui_shows_each_task_as_a_thread(recorded):
     assert count(by_name["beta"], "__main__.parse") == 3
     # each Task's steps are its own rows: none of the other's calls among them
     assert all(ix.names[f] != "__main__.main" for f in by_name["alpha"].func[:by_name["alpha"].n])
+
+
+def test_task_comm_names_the_task_in_the_task_column(tmp_path, run_fntrace):
+    (tmp_path / "aio.py").write_text(AIO)
+    r = run_fntrace("record", "-o", "f.dat", "-F", "*:mod:__main__", "aio.py")
+    assert r.returncode == 0, r.stderr
+    rep = run_fntrace("report", "f.dat", "-O", "task-comm", "-O", "nofuncgraph-task")
+    assert rep.returncode == 0, rep.stderr
+    lines = fn_lines(rep.stdout)
+    assert {f.comm for f in lines if f.func == "__main__.parse"} == {"alpha", "beta"}
+    assert sum(f.comm == "beta" for f in lines if f.func == "__main__.parse") == 3
+    assert not any("task_switch" in f.func for f in lines)
+    plain = run_fntrace("report", "f.dat")
+    assert {f.comm for f in fn_lines(plain.stdout) if f.func == "__main__.parse"} == \
+        {"MainThread"}

@@ -29,7 +29,7 @@ __all__ = ["main", "split_target", "REPORT_OPTIONS"]
 REPORT_OPTIONS = ("print-parent", "irq-info", "funcgraph-cpu", "funcgraph-overhead",
                   "funcgraph-proc", "funcgraph-duration", "funcgraph-abstime",
                   "funcgraph-tail", "funcgraph-retval", "funcgraph-retval-hex",
-                  "funcgraph-overrun", "funcgraph-args", "funcgraph-task")
+                  "funcgraph-overrun", "funcgraph-args", "funcgraph-task", "task-comm")
 
 _EPILOGS = {
     "record": """\
@@ -324,8 +324,8 @@ def _report_opts(args) -> dict:
         # the trace file's, not a tracefs option
         rest = []
         for w in o.split():
-            if w in ("funcgraph-task", "nofuncgraph-task"):
-                out["funcgraph-task"] = w == "funcgraph-task"
+            if w in ("funcgraph-task", "nofuncgraph-task", "task-comm", "notask-comm"):
+                out[w.removeprefix("no")] = not w.startswith("no")
             else:
                 rest.append(w)
         if not rest:

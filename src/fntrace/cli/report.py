@@ -88,9 +88,11 @@ def task_stream(entries, stats: dict | None, options: dict, flt: TraceFilter | N
     trace has task switches or ``--task`` asks for it; else as they are."""
     tasks = flt.tasks if flt is not None else ()
     show = bool(options.get("funcgraph-task", True))
-    if not tasks and (show or not int((stats or {}).get("task_switches") or 0)):
+    comm = bool(options.get("task-comm", False))
+    if not tasks and not comm and (
+            show or not int((stats or {}).get("task_switches") or 0)):
         return entries
-    return task_entries(entries, show=show, tasks=tasks)
+    return task_entries(entries, show=show, tasks=tasks, comm=comm)
 
 
 def report_text(tf, *, max_depth: int = 0, thresh_ns: int = 0,

@@ -9,6 +9,8 @@ each thread slot is the last switch read on it, so
                          coroutines' resumes under it instead of between the others'
     -O nofuncgraph-task  leaves the switch events out of the text (shown by default:
                          they say which Task the calls below them belong to)
+    -O task-comm         the TASK of TASK-PID (function tracer) and of funcgraph-proc
+                         is the asyncio Task's name instead of the thread's
 """
 from __future__ import annotations
 
@@ -34,9 +36,12 @@ def task_of_text(text: str) -> str | None:
 
 
 def task_entries(entries: Iterable[TraceEntry | LostEvents], *, show: bool = True,
-                 tasks: tuple[str, ...] = ()) -> Iterator[TraceEntry | LostEvents]:
+                 tasks: tuple[str, ...] = (), comm: bool = False
+                 ) -> Iterator[TraceEntry | LostEvents]:
     """The entries, the switch events shown or not, only the ``tasks`` globs' Tasks'
-    entries when given (LostEvents markers are always kept)."""
+    entries when given (LostEvents markers are always kept); ``comm``: an entry's
+    TASK (the function tracer's TASK-PID, function_graph's funcgraph-proc) is the
+    asyncio Task it ran in, where it ran in one."""
     current: dict[int, str | None] = {}
     keep: dict[int, bool] = {}
     for e in entries:
@@ -48,8 +53,13 @@ def task_entries(entries: Iterable[TraceEntry | LostEvents], *, show: bool = Tru
             if show and ok:
                 yield e
             continue
-        if tasks and type(e) is not LostEvents and not keep.get(e.cpu, False):
-            continue
+        if type(e) is not LostEvents:
+            if tasks and not keep.get(e.cpu, False):
+                continue
+            if comm:
+                name = current.get(e.cpu)
+                if name is not None:
+                    e.comm = name
         yield e
 
 
