@@ -1,4 +1,5 @@
-"""An fprobe on functions of a module the program may not have imported yet.
+"""An fprobe on functions of a module the program may not have imported yet, and the
+events its handlers write (``note``).
 
 fntrace's own trackers (events/task_switch.py, events/otel_context.py) probe library
 functions — asyncio's ``Handle._run``, OpenTelemetry's ``attach``/``detach`` — from
@@ -10,12 +11,27 @@ and the probe is registered on them then; the watch ends there.
 from __future__ import annotations
 
 import sys
+from time import monotonic_ns
 
 from ..core.ops import sync_discovery
 from ..core.records import record_table
 from ..fprobe import Fprobe, register_fprobe_ips, unregister_fprobe
+from ..ring_buffer import PAYLOAD_SEP, TRACE_EVENT
 
-__all__ = ["LateProbe"]
+__all__ = ["LateProbe", "note"]
+
+
+def note(tr, name: str, text: str) -> bool:
+    """Write event ``name: text`` into the calling thread's buffer of instance ``tr``
+    (False: a thread the instance's event filters leave out)."""
+    try:
+        buf = tr.local.ebuf
+    except AttributeError:
+        buf = tr.event_buffer()
+    if buf is None:
+        return False
+    buf.write_payload(monotonic_ns(), TRACE_EVENT, 0, 0, 0, 0, name + PAYLOAD_SEP + text)
+    return True
 
 
 class LateProbe:

@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import sys
 import threading
-from time import monotonic_ns
 
 from ..fprobe import Fprobe
-from ..ring_buffer import PAYLOAD_SEP, TRACE_EVENT
-from .late_probe import LateProbe
+from .late_probe import LateProbe, note
 
 __all__ = ["EVENT", "OtelTracker"]
 
@@ -57,17 +55,11 @@ class OtelTracker:
         loc = self.local
         if getattr(loc, "key", 0) == key:
             return
-        try:
-            buf = tr.local.ebuf
-        except AttributeError:
-            buf = tr.event_buffer()
-        if buf is None:
-            return
-        loc.key = key
         text = ("none" if key is None
                 else f"trace_id={key[0]:032x} span_id={key[1]:016x}")
-        buf.write_payload(monotonic_ns(), TRACE_EVENT, 0, 0, 0, 0, EVENT + PAYLOAD_SEP + text)
-        self.changes += 1
+        if note(tr, EVENT, text):
+            loc.key = key
+            self.changes += 1
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

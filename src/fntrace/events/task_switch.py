@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import sys
 import threading
-from time import monotonic_ns
 
 from ..core.fetch import frame_var
 from ..fprobe import Fprobe
-from .late_probe import LateProbe
-from ..ring_buffer import PAYLOAD_SEP, TRACE_EVENT
+from .late_probe import LateProbe, note
 
 __all__ = ["EVENT", "TaskTracker"]
 
@@ -71,16 +69,10 @@ class TaskTracker:
         loc = self.local
         if getattr(loc, "key", None) == key:
             return
-        try:
-            buf = tr.local.ebuf
-        except AttributeError:
-            buf = tr.event_buffer()
-        if buf is None:
-            return
-        loc.key = key
         text = "next=-" if task is None else f"next={self._get_name(task)} id={key:x}"
-        buf.write_payload(monotonic_ns(), TRACE_EVENT, 0, 0, 0, 0, EVENT + PAYLOAD_SEP + text)
-        self.switches += 1
+        if note(tr, EVENT, text):
+            loc.key = key
+            self.switches += 1
 
 
 from .._env import public_dir as _public_dir  # noqa: E402
