@@ -450,3 +450,15 @@ def test_the_programs_own_sitecustomize_still_runs(tmp_path, run_fntrace):
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "True False"
     assert len([p for p in tmp_path.iterdir() if p.name.startswith("t.dat.")]) == 1
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_module_run_with_dash_m_keeps_its_name_in_new_interpreters(tmp_path, run_fntrace,
+                                                                    method):
+    (tmp_path / "mpmod.py").write_text(MP)
+    r = run_fntrace("record", "-o", "t.dat", "-F", "mpmod.*", "-m", "mpmod", method)
+    assert r.returncode == 0, r.stderr
+    rep = run_fntrace("report", "t.dat")
+    squares = [f for f in fn_lines(rep.stdout) if f.func == "mpmod.square"]
+    assert len(squares) == 8 and {f.pid for f in squares} <= set(_pids(r.stdout, "workers"))
+    assert all(f.parent == "mpmod.job" for f in squares)

@@ -58,6 +58,7 @@ class Follow:
         # needs it and removed by the first process at its end
         self.scratch = scratch
         self.first_pid = first_pid or os.getpid()
+        self.main_alias: str | None = None
 
     def header(self) -> dict:
         return {"run": self.run}
@@ -78,7 +79,9 @@ class Follow:
                 "first": self.first_pid,
                 "opts": {k: getattr(self.opts, k) for k in _KEEP},
                 "compress": bool(getattr(self.opts, "compress", False)),
-                "otel_context": bool(getattr(self.opts, "otel_context", False))}
+                "otel_context": bool(getattr(self.opts, "otel_context", False)),
+                # the module ``-m`` runs: what the parent's main module is named
+                "main_alias": self.main_alias}
         self._saved = {k: os.environ.get(k) for k in (ENV, "PYTHONPATH")}
         os.environ[ENV] = json.dumps(spec)
         path = os.environ.get("PYTHONPATH")
@@ -147,6 +150,9 @@ def start_child(text: str) -> None:
             return          # live is over: nobody would report this process
         opts.output = fw.child_output()
         argv = list(getattr(sys, "orig_argv", None) or getattr(sys, "argv", []))
+        if spec.get("main_alias"):
+            from ..core.records import record_table
+            record_table.main_alias = str(spec["main_alias"])
         rec = Recording(opts, argv, at_exit=True, follow=fw,
                         header={"ppid": os.getppid(), "follow": "exec"})
         rec.first = False

@@ -842,6 +842,7 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
     try:
         rec.prepare(_MainSources(target))
         if fw is not None:
+            fw.main_alias = target.module if target.module != "__main__" else None
             fw.start()
 
         def start(mod, code) -> None:

@@ -206,7 +206,10 @@ class RecordTable:
             return self.main_alias, "__main__"
         if module == "__mp_main__":
             # multiprocessing's name for the parent's main module in a spawned child:
-            # its functions are the program's __main__ functions, named as there
+            # its functions are the program's __main__ functions, named as there (after
+            # the module ``-m`` ran, which answers to __main__ too)
+            if self.main_alias:
+                return self.main_alias, "__main__"
             return "__main__", "__mp_main__"
         return module, ""
 
