@@ -278,7 +278,8 @@ ASYNC = """
 
 
 def test_async_functions(tmp_path):
-    out = live(tmp_path, ASYNC, "-R")
+    # (the asyncio Task switches are test_asyncio_tasks.py's: left out here)
+    out = live(tmp_path, ASYNC, "-R", "-O", "nofuncgraph-task")
     # Every resume of a coroutine is a call of its own; a suspension returns what it
     # yields (None from asyncio.sleep(0)).
     assert_lines(body(out), expected("""

@@ -622,9 +622,7 @@ class Recording:
                 if threading.get_ident() != main_ident:    # the main one has it
                     _native_launch.credit(credit)
             task.new_thread_hooks.append(credit_thread)
-        self.started = True
-        # checked in __init__ (tracer_class): this write does not fail
-        self.fs.write("current_tracer", self.opts.tracer)
+        # The trackers before the tracer: importing them must not be traced.
         if self.opts.tracer in ("function", "function_graph") and self.tasks is None:
             # which asyncio Task each call ran in (events/task_switch.py)
             from ..events.task_switch import TaskTracker
@@ -635,6 +633,9 @@ class Recording:
             from ..events.otel_context import OtelTracker
             self.otel = OtelTracker(self.tr)
             self.otel.start()
+        self.started = True
+        # checked in __init__ (tracer_class): this write does not fail
+        self.fs.write("current_tracer", self.opts.tracer)
 
     def start_in_place(self) -> None:
         """A child that is a new Python (spawn, forkserver, a subprocess): traced from
