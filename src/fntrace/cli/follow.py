@@ -105,17 +105,20 @@ class Follow:
         out = []
         for p in child_files(self.base):
             try:
-                if TraceFile.open(p).header.get("run") == self.run:
+                # the HEAD block is at the start: a prefix reads as a file cut short
+                with open(p, "rb") as f:
+                    head = TraceFile.frombytes(f.read(1 << 16), p).header
+                if head.get("run") == self.run:
                     out.append(p)
             except Exception:
                 out.append(p)
         return out
 
-    def finished(self, guard) -> None:
-        """The first process's end: where the other processes' traces are."""
+    def finished(self, guard, found: list[str]) -> None:
+        """The first process's end: where the other processes' traces (``found``,
+        from ``children()``) are."""
         if not self.opts.output:
             return                  # live: its report shows them
-        found = self.children()
         if found:
             guard.notice(f"{len(found)} more processes traced, each in a file beside "
                          f"{self.opts.output} ({os.path.basename(found[0])}, ...): "

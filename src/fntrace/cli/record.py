@@ -781,8 +781,8 @@ class Recording:
                          f"{sink.lost} events lost")
         if not self.first:
             return              # the filters and events were the first process's to say
-        where = " in this process (the others' traces show theirs)" if (
-            self.follow is not None and self.follow.children()) else ""
+        children = self.follow.children() if self.follow is not None else []
+        where = " in this process (the others' traces show theirs)" if children else ""
         for pat in unmatched_patterns(tr):
             guard.notice(f"filter {pat!r} matched no function{where}")
         if opts.events:
@@ -792,7 +792,7 @@ class Recording:
         if self.follow is not None:
             if how[0] != "exec":        # (the Python it becomes is followed too)
                 self.follow.stop()
-            self.follow.finished(guard)
+            self.follow.finished(guard, children)
         if self.on_finished is not None:
             self.on_finished(guard, how)
 
