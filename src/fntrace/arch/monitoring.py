@@ -34,6 +34,33 @@ _RET = int(FTRACE_FL.RET)
 _DIRECT_EN = int(FTRACE_FL.DIRECT_EN)
 
 
+# Global events other parts of fntrace set on the same tool id, whether or not the back
+# end runs (events/exception_events.py: RAISE, EXCEPTION_HANDLED, PY_UNWIND while its
+# events are enabled): event bit -> callback.  The back end's global events are always
+# OR-ed with them, and PY_UNWIND calls both users' callbacks when both want it.
+extra_callbacks: dict[int, object] = {}
+
+
+def extra_mask() -> int:
+    m = 0
+    for ev in extra_callbacks:
+        m |= ev
+    return m
+
+
+def both_callbacks(first, second):
+    """One callback calling ``first`` then ``second`` (either may be None); ``first``'s
+    result is returned."""
+    if first is None or second is None:
+        return first if second is None else second
+
+    def both(*args):
+        r = first(*args)
+        second(*args)
+        return r
+    return both
+
+
 class MonitoringBackend:
     name = "monitoring"
 
@@ -84,7 +111,9 @@ class MonitoringBackend:
             return
         mon = sys.monitoring
         E = mon.events
-        mon.register_callback(TOOL_ID, E.PY_UNWIND, dispatch.on_py_unwind if on else None)
+        mon.register_callback(TOOL_ID, E.PY_UNWIND,
+                              both_callbacks(dispatch.on_py_unwind if on else None,
+                                             extra_callbacks.get(E.PY_UNWIND)))
         mon.register_callback(TOOL_ID, E.PY_THROW, dispatch.on_py_throw if on else None)
         self._unwind = on
         self._set_global()
@@ -94,7 +123,7 @@ class MonitoringBackend:
         ev = (E.PY_UNWIND | E.PY_THROW) if self._unwind else 0
         if self._trap_on:
             ev |= E.PY_START
-        sys.monitoring.set_events(TOOL_ID, ev)
+        sys.monitoring.set_events(TOOL_ID, ev | extra_mask())
 
     # -- the discovery trap ---------------------------------------------------------
     def set_trap(self, on: bool) -> None:
@@ -131,10 +160,10 @@ class MonitoringBackend:
         self._patched.clear()
         self._trap_on = False
         dispatch.G.trap = None
-        mon.set_events(TOOL_ID, 0)
+        mon.set_events(TOOL_ID, extra_mask())
         E = mon.events
         for ev in (E.PY_START, E.PY_RETURN, E.PY_YIELD, E.PY_RESUME, E.PY_UNWIND, E.PY_THROW):
-            mon.register_callback(TOOL_ID, ev, None)
+            mon.register_callback(TOOL_ID, ev, extra_callbacks.get(ev))
         mon.free_tool_id(TOOL_ID)
         self._unwind = False
         self.active = False
@@ -147,10 +176,10 @@ class MonitoringBackend:
         mon = sys.monitoring
         E = mon.events
         for ev in (E.PY_START, E.PY_RETURN, E.PY_YIELD, E.PY_RESUME, E.PY_UNWIND, E.PY_THROW):
-            mon.register_callback(TOOL_ID, ev, None)
+            mon.register_callback(TOOL_ID, ev, extra_callbacks.get(ev))
         self._trap_on = False
         dispatch.G.trap = None
-        mon.set_events(TOOL_ID, 0)
+        mon.set_events(TOOL_ID, extra_mask())
         dispatch.forget(dispatch.sites)
         self._unwind = self._want_unwind = False
 

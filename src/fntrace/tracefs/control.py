@@ -184,9 +184,24 @@ def event_writes(fs, spec: Mapping, *, main_sources=None) -> None:
         call = calls[-1]
     else:
         sysname, _, name = text.rpartition(":")
+        if any(c in text for c in "*?["):
+            # a glob (-e 'audit:*'), as set_event takes: each event it matches
+            from ..core.hash import glob_match
+            from ..events.core import event_calls
+            calls = [c for (sy, ev), c in list(event_calls.items())
+                     if glob_match(sysname or "*", sy) and glob_match(name or "*", ev)]
+            if not calls:
+                raise UsageError(f"-e {text!r}: no event matches")
+            for call in calls:
+                _event_file_writes(fs, call, spec)
+            return
         call = find_event_call(sysname or None, name)
         if call is None:
             raise UsageError(f"-e {text!r}: no such event")
+    _event_file_writes(fs, call, spec)
+
+
+def _event_file_writes(fs, call, spec: Mapping) -> None:
     d = f"events/{call.system}/{call.name}"
     writes = []
     if spec.get("filter"):

@@ -270,6 +270,9 @@ class Tracefs:
                      "funcgraph-retval-hex": False, "funcgraph-args": False}
 
     def __init__(self, tr: TraceArray | None = None, *, top: bool = True):
+        # the interpreter's own tracepoints: events/<system>/<event>/ from the start
+        from ..events.static_events import register_static_events
+        register_static_events()
         self.tr = tr if tr is not None else TraceArray()
         self.top = top
         self.error_log = ErrorLog()
@@ -653,8 +656,11 @@ class Tracefs:
             return
         # not filtered by thread: a marker is the writer's own (trace_marker has no
         # pid filter in the kernel either)
-        buf = self.tr.thread_buffer()
         text = data if data.endswith("\n") else data + "\n"
+        from ..events.static_events import marker_passes
+        if not marker_passes(self.tr, text):
+            return              # events/ftrace/print/filter
+        buf = self.tr.thread_buffer()
         buf.write_payload(time.monotonic_ns(), TRACE_PRINT, 0, 0, 0, 0, PAYLOAD_SEP + text)
 
     @staticmethod

@@ -1,0 +1,274 @@
+"""Static events: the interpreter's own tracepoints (the kernel's TRACE_EVENTs).
+
+Registered once, when tracefs is first used, like the kernel's built-in events; all off
+by default; each under ``events/<system>/<event>/`` with enable, filter, trigger, format
+and id, listed in ``available_events``, enabled with ``-e SYSTEM:EVENT`` or set_event
+(globs too: ``-e 'audit:*'``).  One mechanism per module:
+
+    audit:<name>        sys.addaudithook (events/audit_events.py)
+    exceptions:raise, exceptions:handled, exceptions:unwind
+                        sys.monitoring RAISE / EXCEPTION_HANDLED / PY_UNWIND on 3.12+,
+                        sys.settrace on 3.11 (events/exception_events.py)
+    gc:gc_start         generation                   gc.callbacks (here)
+    gc:gc_end           generation collected uncollectable
+    threads:thread_start, threads:thread_exit        name, tid (here)
+    ftrace:print        ip, buf: trace_marker writes (here)
+
+A disabled event costs nothing: no hook, callback or monitoring event is installed
+until one of its events is enabled, and each is removed again when the last is
+disabled — except the audit hook, which cannot be removed and then costs one dict test.
+
+Each event writes a line as the kernel's do, ``name: field=value ...``:
+
+    gc_start: generation=2
+    gc_end: generation=2 collected=13 uncollectable=0
+    raise: function=app.load type=ValueError message="bad header"
+    thread_start: name=worker-1 tid=4711
+    open: path='/etc/hosts' mode='r' flags=524288
+
+int fields in decimal, str fields as they are, other values as core/fetch.py's
+value_repr shows them (no program code runs).
+"""
+from __future__ import annotations
+
+import gc
+import sys
+import threading
+
+from ..core.fetch import static_getattr, value_repr
+from .core import EventCall, _fntrace_code, event_calls, register_event_call
+
+__all__ = ["emit", "register_static_events", "marker_passes", "static_calls", "SYSTEMS"]
+
+SYSTEMS = ("audit", "exceptions", "gc", "threads", "ftrace")
+
+
+def _field_text(v, kind: str) -> str:
+    t = type(v)
+    if kind == "str" and t is str:
+        if v and not any(c.isspace() or c in "\"'=" for c in v):
+            return v
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    if t is int or t is bool:
+        return str(int(v))
+    return value_repr(v)
+
+
+def _filter_value(v):
+    """What a filter compares: built-in ints and strs as they are, other values by
+    their text."""
+    t = type(v)
+    if t is int or t is str or t is bool or t is float or v is None:
+        return v
+    return value_repr(v)
+
+
+def emit(call: EventCall, values: dict, frame=None) -> None:
+    """Write ``call``'s event: triggers, filter and record as for any event.  Never
+    raises."""
+    try:
+        kinds = call.fields
+        fvals = {k: _filter_value(v) for k, v in values.items()}
+        call.fire(0, fvals,
+                  lambda: " ".join(f"{k}={_field_text(values.get(k), kind)}"
+                                   for k, kind in kinds.items()),
+                  frame)
+    except Exception:
+        pass
+
+
+def _print_fmt(fields: dict) -> str:
+    fmt = " ".join(f"{k}=%d" if kind == "int" else f"{k}=%s" for k, kind in fields.items())
+    return f'"{fmt}"' + "".join(f", REC->{k}" for k in fields)
+
+
+def _call(system: str, name: str, fields: dict, hook=None, definition: str = "") -> EventCall:
+    return EventCall(system, name, fields, print_fmt=_print_fmt(fields), hook=hook,
+                     definition=definition)
+
+
+# -- gc:gc_start, gc:gc_end -------------------------------------------------------------
+
+class _GcEvents:
+    """One gc.callbacks entry while either gc event is enabled."""
+
+    def __init__(self) -> None:
+        self.start = _call("gc", "gc_start", {"generation": "int"}, hook=self._hook)
+        self.end = _call("gc", "gc_end", {"generation": "int", "collected": "int",
+                                          "uncollectable": "int"}, hook=self._hook)
+        self.on = False
+
+    def _hook(self, on: bool) -> None:
+        if on == self.on or (not on and (self.start.files or self.end.files)):
+            return
+        if on:
+            gc.callbacks.append(self._callback)
+        else:
+            try:
+                gc.callbacks.remove(self._callback)
+            except ValueError:
+                pass
+        self.on = on
+
+    def _callback(self, phase: str, info: dict) -> None:
+        try:
+            if phase == "start":
+                if self.start.files:
+                    emit(self.start, {"generation": info.get("generation")}, sys._getframe(1))
+            elif self.end.files:
+                emit(self.end, {"generation": info.get("generation"),
+                                "collected": info.get("collected"),
+                                "uncollectable": info.get("uncollectable")}, sys._getframe(1))
+        except BaseException:
+            pass
+
+
+# -- threads:thread_start, threads:thread_exit -------------------------------------------
+#
+# threading starts every Thread through one module-level name, _start_new_thread (3.11,
+# 3.12) or _start_joinable_thread (3.13+), with the Thread's bound _bootstrap.  While
+# either event is enabled that name is wrapped: the new thread runs a wrapper that writes
+# thread_start, runs the bootstrap and writes thread_exit when it returns.  (So a thread
+# started then has one more frame at its bottom, fntrace's; none while disabled.)
+# Threads started with _thread.start_new_thread directly are not seen.
+
+_START_NAMES = ("_start_joinable_thread", "_start_new_thread")
+
+
+class _ThreadEvents:
+    def __init__(self) -> None:
+        fields = {"name": "str", "tid": "int"}
+        self.start = _call("threads", "thread_start", fields, hook=self._hook)
+        self.exit = _call("threads", "thread_exit", fields, hook=self._hook)
+        self.on = False
+        self.name = None
+        self.orig = None
+        self.wrapper = None
+
+    def _hook(self, on: bool) -> None:
+        if not on and (self.start.files or self.exit.files):
+            return
+        if on == self.on:
+            return
+        if on:
+            for name in _START_NAMES:
+                orig = getattr(threading, name, None)
+                if orig is not None:
+                    self.name, self.orig = name, orig
+                    self.wrapper = self._wrap(orig)
+                    setattr(threading, name, self.wrapper)
+                    break
+        elif self.name is not None:
+            if getattr(threading, self.name, None) is self.wrapper:
+                setattr(threading, self.name, self.orig)
+            # else wrapped again by someone since: ours stays, passing through
+        self.on = on
+
+    def _wrap(self, orig):
+        events = self
+
+        def start(function, *args, **kwargs):
+            if events.on and (events.start.files or events.exit.files):
+                function = events._run(function)
+            return orig(function, *args, **kwargs)
+        start.__wrapped__ = orig
+        return start
+
+    def _run(self, function):
+        events = self
+
+        # Named _bootstrap with the Thread as ``self``: core/task.py finds a starting
+        # thread's name (its comm) on a _bootstrap frame before threading lists it.
+        def _bootstrap(*args, **kwargs):
+            self = getattr(function, "__self__", None)  # noqa: F841 (read by core/task.py)
+            events._note(events.start, function)
+            try:
+                return function(*args, **kwargs)
+            finally:
+                events._note(events.exit, function)
+        return _bootstrap
+
+    def _note(self, call: EventCall, function) -> None:
+        try:
+            if not call.files:
+                return
+            t = getattr(function, "__self__", None)
+            name = static_getattr(t, "_name") if isinstance(t, threading.Thread) else None
+            if type(name) is not str:
+                name = "<...>"
+            emit(call, {"name": name, "tid": threading.get_native_id()}, None)
+        except BaseException:
+            pass
+
+
+# -- ftrace:print --------------------------------------------------------------------------
+
+def _print_call() -> EventCall:
+    # the kernel's ftrace/print format: "%ps: %s", REC->ip, REC->buf
+    return EventCall("ftrace", "print", {"ip": "int", "buf": "str"},
+                     print_fmt='"%ps: %s", (void *)REC->ip, REC->buf')
+
+
+def marker_passes(tr, text: str, frame=None) -> bool:
+    """A trace_marker write of ``text`` in instance ``tr``: run the ftrace:print
+    event's triggers, then its filter (False: the filter drops the marker).  The
+    marker is written whether the event is enabled or not, as the kernel's is."""
+    ef = tr.event_files.get(("ftrace", "print"))
+    if ef is None or (not ef.triggers and ef.filter is None):
+        return True
+    values = {"ip": 0, "buf": text.rstrip("\n")}
+    try:
+        from ..core.task import thread_cpu, thread_info
+        cpu = thread_cpu()
+        pid, comm = thread_info.get(cpu, (0, ""))
+        values.update(common_pid=pid, common_cpu=cpu, comm=comm)
+        if ef.triggers:
+            ef.run_triggers(values, frame)
+        if ef.filter is not None:
+            return bool(ef.filter(values))
+    except Exception:
+        return False
+    return True
+
+
+# -- registration ----------------------------------------------------------------------------
+
+_registered: list[EventCall] = []
+_lock = threading.Lock()
+
+
+def static_calls() -> list[EventCall]:
+    """Every static event, registered on first use."""
+    register_static_events()
+    return list(_registered)
+
+
+def register_static_events() -> None:
+    """Register the static events (idempotent)."""
+    if _registered:
+        return
+    with _lock:
+        if _registered:
+            return
+        from .audit_events import audit_calls
+        from .exception_events import exception_calls
+        g = _GcEvents()
+        t = _ThreadEvents()
+        calls = (audit_calls() + exception_calls() + [g.start, g.end, t.start, t.exit]
+                 + [_print_call()])
+        for c in calls:
+            if not c.print_fmt:
+                c.print_fmt = _print_fmt(c.fields)
+            if (c.system, c.name) not in event_calls:
+                register_event_call(c)
+            _registered.append(c)
+
+
+def own_code(filename: str) -> bool:
+    """fntrace's own code (its events are not the program's)."""
+    return _fntrace_code(filename)
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())
