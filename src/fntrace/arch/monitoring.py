@@ -21,7 +21,7 @@ import weakref
 
 from ..core import dispatch
 from ..core.records import FTRACE_FL, DynFtrace, record_table
-from ..errors import BusyError
+from ..errors import BusyError  # noqa: F401  (raised by lines.hold_tool now)
 
 __all__ = ["MonitoringBackend", "TOOL_ID"]
 
@@ -88,10 +88,7 @@ class MonitoringBackend:
         if self.active:
             return
         mon = sys.monitoring
-        holder = mon.get_tool(TOOL_ID)
-        if holder is not None:
-            raise BusyError(f"sys.monitoring tool id {TOOL_ID} is already used by {holder!r}")
-        mon.use_tool_id(TOOL_ID, TOOL_NAME)
+        _lines.hold_tool("backend")      # shared with line probes (arch/lines.py)
         E = mon.events
         self.call_ops = call_ops
         mon.register_callback(TOOL_ID, E.PY_START,
@@ -164,7 +161,7 @@ class MonitoringBackend:
         E = mon.events
         for ev in (E.PY_START, E.PY_RETURN, E.PY_YIELD, E.PY_RESUME, E.PY_UNWIND, E.PY_THROW):
             mon.register_callback(TOOL_ID, ev, extra_callbacks.get(ev))
-        mon.free_tool_id(TOOL_ID)
+        _lines.release_tool("backend")
         self._unwind = False
         self.active = False
 
@@ -193,7 +190,7 @@ class MonitoringBackend:
         code = rec.site_code
         dispatch.sites[id(code)] = rec
         self._patched[rec.ip] = (rec, code)
-        sys.monitoring.set_local_events(TOOL_ID, code, self._events(rec))
+        sys.monitoring.set_local_events(TOOL_ID, code, self._events(rec) | _lines.line_events(code))
         if self._trapped:
             ref = self._trapped.get(id(code))
             if ref is not None and ref() is code:
@@ -210,11 +207,12 @@ class MonitoringBackend:
             self._unpatch(old[1])
             self.make_call(rec)
             return
-        sys.monitoring.set_local_events(TOOL_ID, rec.site_code, self._events(rec))
+        sys.monitoring.set_local_events(TOOL_ID, rec.site_code,
+                                        self._events(rec) | _lines.line_events(rec.site_code))
 
     def _unpatch(self, code) -> None:
         try:
-            sys.monitoring.set_local_events(TOOL_ID, code, 0)
+            sys.monitoring.set_local_events(TOOL_ID, code, _lines.line_events(code))
         except ValueError:
             pass
         dispatch.forget(dispatch.sites, id(code))
@@ -227,6 +225,7 @@ class MonitoringBackend:
             self._unpatch(rec.site_code)
 
 
+from . import lines as _lines  # noqa: E402  (it imports TOOL_ID from here)
 from .._env import public_dir as _public_dir  # noqa: E402
 
 __dir__ = _public_dir(globals())

@@ -237,6 +237,11 @@ class ErrorLog:
             self.entries.clear()
 
 
+def _line_probe():
+    from ..events import line_probe
+    return line_probe
+
+
 def _bool(data: str, name: str) -> bool:
     s = data.strip()
     if s in ("0", "1"):
@@ -371,6 +376,10 @@ class Tracefs:
         # and ``self.teardown_hooks.append(fn)`` for state to drop at rmdir.
         if top:     # function_profile_enabled, trace_stat/, options/graph-time, sleep-time
             register_function_profiler(self)
+        if top:     # kprobe_events: p:/r: probes (events/line_probe.py, imported on use)
+            self._files["kprobe_events"] = (
+                lambda: _line_probe().kprobe_events_read(),
+                lambda d, a: _line_probe().kprobe_events_write(self, d, a))
 
     # -- instances (trace.c instance_mkdir / instance_rmdir) --------------------------
     def mkdir(self, path: str) -> "Tracefs":
@@ -1125,7 +1134,8 @@ class Tracefs:
         return "".join(l + "\n" for l in dynamic_events_lines())
 
     def _w_dynamic_events(self, data: str, append: bool) -> None:
-        from ..events.fprobe_event import dynevent_clear, dynevent_create
+        from ..events.fprobe_event import dynevent_clear
+        from ..events.line_probe import dynevent_create     # p:/r: there, the rest to f:
         from ..events.probe_parse import ProbeError
         self.last_created_events = []
         if not append:
@@ -1137,7 +1147,8 @@ class Tracefs:
             try:
                 ev = dynevent_create(cmd)
             except ProbeError as e:
-                self.error_log.add("trace_fprobe", e.msg, cmd, e.pos or 0)
+                self.error_log.add("trace_kprobe" if cmd[:1] in "pr" else "trace_fprobe",
+                                   e.msg, cmd, e.pos or 0)
                 raise
             if ev is not None:
                 self.last_created_events.append(ev.call)
