@@ -243,18 +243,22 @@ def reset_tracefs_instance(t: Tracefs) -> None:
     disabled and unfiltered, tracer nop, tracing on."""
     from fntrace.events.core import event_calls
     names = list(event_calls)
-    for sysname, name in names:
-        base = f"events/{sysname}/{name}"
-        try:
-            lines = t.read(base + "/trigger").splitlines()
-        except Exception:
-            continue
-        for line in lines:
-            if line and not line.startswith("#"):
-                try:
-                    t.write(base + "/trigger", "!" + line.split(" if ", 1)[0])
-                except Exception:
-                    pass
+    # A hist trigger whose variables another one reads goes after it: a few passes.
+    for _ in range(3):
+        for sysname, name in names:
+            base = f"events/{sysname}/{name}"
+            try:
+                lines = t.read(base + "/trigger").splitlines()
+            except Exception:
+                continue
+            for line in lines:
+                if line and not line.startswith("#"):
+                    # a hist trigger is removed by its whole text, filter included
+                    cmd = line if line.startswith("hist") else line.split(" if ", 1)[0]
+                    try:
+                        t.write(base + "/trigger", "!" + cmd)
+                    except Exception:
+                        pass
     for sysname, name in names:
         for leaf, value in (("enable", "0"), ("filter", "0")):
             try:

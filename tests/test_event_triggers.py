@@ -55,7 +55,8 @@ MOD = """
 """
 
 AVAILABLE = ("# Available triggers:\n"
-             "# traceon traceoff snapshot stacktrace enable_event disable_event\n")
+             "# traceon traceoff snapshot stacktrace enable_event disable_event enable_hist "
+             "disable_hist hist\n")
 
 
 # ---------------------------------------------------------------------------------

@@ -126,14 +126,17 @@ class EventCall:
         return "\n".join(lines) + "\n"
 
     def fire(self, func_ip: int, values: Mapping[str, Any], text_fn: Callable[[], str],
-             frame=None) -> None:
+             frame=None, tr=None) -> None:
         """The event happened: run every file's triggers, then record where enabled.
-        ``text_fn`` builds the line's text once, only if something records it."""
+        ``text_fn`` builds the line's text once, only if something records it; ``tr``
+        keeps it to one instance (a synthetic event made by that instance's trigger)."""
         if _own_threads and get_native_id() in _own_threads:
             return              # fntrace's own threads are never traced
         text = None
         common = False
         for ef in self.files:
+            if tr is not None and ef.tr is not tr:
+                continue
             if not common and (ef.triggers or ef.filter is not None):
                 # the common fields every event has (common_pid, common_cpu, comm)
                 from ..core.task import thread_cpu, thread_info

@@ -33,7 +33,8 @@ from .filter import PAGE_SIZE
 __all__ = ["Trigger", "parse_trigger", "apply_trigger_command", "TriggerError",
            "TriggerExistsError", "TRIGGER_TYPES"]
 
-TRIGGERS = ("traceon", "traceoff", "stacktrace", "snapshot", "enable_event", "disable_event")
+TRIGGERS = ("traceon", "traceoff", "stacktrace", "snapshot", "enable_event", "disable_event",
+            "enable_hist", "disable_hist")
 
 # trace_events_trigger.c: each event_command's .trigger_type.
 TRIGGER_TYPES: dict[str, str] = {
@@ -43,6 +44,8 @@ TRIGGER_TYPES: dict[str, str] = {
     "stacktrace": "ETT_STACKTRACE",
     "enable_event": "ETT_EVENT_ENABLE",
     "disable_event": "ETT_EVENT_ENABLE",
+    "enable_hist": "ETT_HIST_ENABLE",
+    "disable_hist": "ETT_HIST_ENABLE",
 }
 
 
@@ -126,6 +129,9 @@ class Trigger:
             return False
         # event_enable_trigger: skip if the event is already in the wanted state (a
         # counted trigger only counts when it switched something)
+        if c in ("enable_hist", "disable_hist"):
+            from .hist import set_hist_paused
+            return set_hist_paused(tf, c == "disable_hist")
         if c == "enable_event":
             if not tf.soft_disabled:
                 return False
@@ -170,7 +176,7 @@ def parse_trigger(text: str, fields: Mapping[str, str]) -> tuple[bool, Trigger]:
                            pos=base, command=text)
     target = None
     rest = parts[1:]
-    if cmd in ("enable_event", "disable_event"):
+    if cmd in ("enable_event", "disable_event", "enable_hist", "disable_hist"):
         if len(rest) < 2 or not rest[0][0] or not rest[1][0]:
             raise TriggerError(f"{cmd} needs <system>:<event>",
                                pos=rest[0][1] if rest else end, command=text)
@@ -216,6 +222,11 @@ def apply_trigger_command(ef: EventFile, text: str, files_of_tr) -> None:
         # event_trigger_regex_write: -EINVAL before anything is parsed, no error_log entry
         raise FntraceError(f"trigger too long: a write is less than a page ({PAGE_SIZE} bytes)",
                            pos=0, command=text)
+    word = text.strip().lstrip("!")
+    if word == "hist" or word.startswith(("hist:", "hist ")):
+        from .hist import apply_hist_command
+        apply_hist_command(ef, text)
+        return
     remove, t = parse_trigger(text, ef.call.fields)
     existing = [x for x in ef.triggers if x.key() == t.key()]
     if remove:
@@ -223,7 +234,7 @@ def apply_trigger_command(ef: EventFile, text: str, files_of_tr) -> None:
             raise TriggerError(f"no {t.cmd} trigger to remove", pos=0, command=text)
         for x in existing:
             ef.triggers.remove(x)
-            if x.target_file is not None:
+            if x.target_file is not None and x.cmd in ("enable_event", "disable_event"):
                 x.target_file.soft_release()
         ef._sync()
         return
@@ -236,7 +247,8 @@ def apply_trigger_command(ef: EventFile, text: str, files_of_tr) -> None:
         if tf is None:
             raise TriggerError(f"no such event {t.target[0]}:{t.target[1]}", pos=0, command=text)
         t.target_file = tf
-        tf.soft_enable(t.cmd == "enable_event")
+        if t.cmd in ("enable_event", "disable_event"):
+            tf.soft_enable(t.cmd == "enable_event")
     ef.triggers.append(t)
     ef._sync()
 
