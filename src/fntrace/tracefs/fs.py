@@ -365,6 +365,7 @@ class Tracefs:
         if top:
             self._files["README"] = (lambda: README, None)
             self._files["dynamic_events"] = (self._r_dynamic_events, self._w_dynamic_events)
+            self._files["synthetic_events"] = (self._r_synthetic_events, self._w_synthetic_events)
         self._add_thread_filter_files()
         for name in self.OPTIONS + tuple(self.GRAPH_OPTIONS):
             self._files[f"options/{name}"] = (
@@ -536,7 +537,8 @@ class Tracefs:
         for (sysname, ev) in list(event_calls):
             names += [f"events/{sysname}/enable", f"events/{sysname}/{ev}/enable",
                       f"events/{sysname}/{ev}/filter", f"events/{sysname}/{ev}/trigger",
-                      f"events/{sysname}/{ev}/format", f"events/{sysname}/{ev}/id"]
+                      f"events/{sysname}/{ev}/format", f"events/{sysname}/{ev}/id",
+                      f"events/{sysname}/{ev}/hist"]
         if not p:
             out.add("per_thread")        # there before any thread has written
         for tid in self._thread_buffers():
@@ -1056,6 +1058,9 @@ class Tracefs:
                     lambda d, a: self._w_event_filter(ef, d))
         if leaf == "trigger":
             return (lambda: self._r_trigger(ef), lambda d, a: self._w_trigger(ef, d))
+        if leaf == "hist":
+            from ..events.hist import hist_text
+            return (lambda: hist_text(ef), None)
         if leaf == "format":
             return (call.format_text, None)
         if leaf == "id":
@@ -1084,11 +1089,13 @@ class Tracefs:
 
     def _r_trigger(self, ef) -> str:
         if not ef.triggers:
-            return "# Available triggers:\n# traceon traceoff snapshot stacktrace enable_event disable_event\n"
+            return ("# Available triggers:\n# traceon traceoff snapshot stacktrace enable_event "
+                    "disable_event enable_hist disable_hist hist\n")
         return "".join(f"{t}\n" for t in ef.triggers)
 
     def _w_trigger(self, ef, data: str) -> None:
         from ..events.core import find_event_call
+        from ..events.hist import HistError
         from ..events.trigger import TriggerError, apply_trigger_command
 
         def files_of_tr(system, event):
@@ -1099,6 +1106,10 @@ class Tracefs:
             apply_trigger_command(ef, text, files_of_tr)
         except TriggerError as e:
             self.error_log.add("event trigger", e.msg, text, e.pos or 0)
+            raise
+        except HistError as e:
+            # hist_err(): logged as hist:SYSTEM:EVENT with the command and its caret
+            self.error_log.add(f"hist:{ef.call.system}:{ef.call.name}", e.msg, text, e.pos or 0)
             raise
 
     def _r_set_event(self) -> str:
@@ -1131,19 +1142,50 @@ class Tracefs:
 
     def _r_dynamic_events(self) -> str:
         from ..events.fprobe_event import dynamic_events_lines
-        return "".join(l + "\n" for l in dynamic_events_lines())
+        from ..events.synth import synth_lines
+        return "".join(l + "\n" for l in dynamic_events_lines()) + "".join(
+            f"s:synthetic/{l}\n" for l in synth_lines())
+
+    def _r_synthetic_events(self) -> str:
+        from ..events.synth import synth_lines
+        return "".join(l + "\n" for l in synth_lines())
+
+    def _w_synthetic_events(self, data: str, append: bool) -> None:
+        """Definitions, one per line (``;`` between fields), ``!NAME`` to remove; a
+        write without append removes every definition first, as O_TRUNC does."""
+        from ..events.synth import SynthError, synth_clear, synth_command
+        if not append:
+            synth_clear()
+        for line in data.splitlines():
+            cmd = line.rstrip()
+            if not cmd.strip():
+                continue
+            try:
+                synth_command(cmd)
+            except SynthError as e:
+                self.error_log.add("synthetic_events", e.msg, cmd, e.pos or 0)
+                raise
 
     def _w_dynamic_events(self, data: str, append: bool) -> None:
         from ..events.fprobe_event import dynevent_clear
         from ..events.line_probe import dynevent_create     # p:/r: there, the rest to f:
         from ..events.probe_parse import ProbeError
+        from ..events.synth import synth_clear
         self.last_created_events = []
         if not append:
             dynevent_clear()
+            synth_clear()
         for line in data.splitlines():
             cmd = line.strip()
             if not cmd or cmd.startswith("#"):
                 continue
+            from ..events.synth import SynthError, synth_dyn_command
+            try:
+                if synth_dyn_command(cmd):
+                    continue
+            except SynthError as e:
+                self.error_log.add("synthetic_events", e.msg, cmd, e.pos or 0)
+                raise
             try:
                 ev = dynevent_create(cmd)
             except ProbeError as e:
