@@ -174,6 +174,7 @@ class LivePrinter:
                 tf = TraceSet([tf, *children])
             for line in report_text(tf, options=self.options):
                 out.write(line + "\n")
+            self._hists(out, children)
             out.flush()
             return
         out.flush()
@@ -198,6 +199,17 @@ class LivePrinter:
             # follow, merged by time, as their own trace
             self._emit(["#", f"# {len(children)} more processes:"])
             self._emit(list(report_text(TraceSet(children), options=self.options)))
+        self._hists(out, children)
+
+    def _hists(self, out, children) -> None:
+        """The hist triggers' tables (cli/hist.py), after the trace."""
+        from .hist import hist_sections
+        traces = [(self.header.get("pid"), self.stats)]
+        traces += [(int(c.header.get("pid") or 0), c.stats) for c in children]
+        sections = hist_sections(traces)
+        if sections:
+            out.write("\n" + "\n".join(sections))
+            out.flush()
 
     def _children(self) -> list:
         """The followed processes' trace files of this run, as far as they got."""

@@ -128,7 +128,8 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
                    help="filter for the preceding -e (e.g. 'n > 3 && name ~ \"a*\"')")
     e.add_argument("-T", "--trigger", action=_EventAction, dest="trigger", metavar="TRIGGER",
                    help="trigger for the preceding -e: traceon, traceoff, stacktrace, "
-                        "snapshot, enable_event:G:E, disable_event:G:E [:N] [if FILTER] "
+                        "snapshot, enable_event:G:E, disable_event:G:E [:N] [if FILTER], "
+                        "or hist:keys=...[:vals=...][:sort=...] (fntrace hist shows it) "
                         "(a trigger runs on every hit, whatever -f says, unless it has "
                         "its own 'if')")
     p.add_argument("--repr", action="store_true", dest="object_repr",
@@ -208,7 +209,8 @@ def _parser() -> argparse.ArgumentParser:
     for name, help in (("stat", "the function profile table of a trace file"),
                        ("export", "write a trace file in another tool's format"),
                        ("tui", "browse a trace file in the terminal"),
-                       ("sql", "SQL over trace files (DuckDB)")):
+                       ("sql", "SQL over trace files (DuckDB)"),
+                       ("hist", "the hist trigger tables of a recording")):
         import importlib
         mod = importlib.import_module(f"{__package__}.{name}")
         _EPILOGS.setdefault(name, mod.EPILOG)
@@ -547,6 +549,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "sql":
             from .sql import run_sql
             return run_sql(args)
+        if args.command == "hist":
+            from .hist import run_hist
+            return run_hist(args)
         if args.command == "ls":
             return _ls(args)
         if args.command == "ctl":

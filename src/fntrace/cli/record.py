@@ -466,6 +466,13 @@ def _apply_events(fs: Tracefs, opts: RecordOptions) -> None:
         control.event_writes(fs, spec, main_sources=kallsyms.main_sources)
 
 
+def _hist_texts(tr: TraceArray) -> dict[str, str]:
+    """Each event's ``hist`` file as it reads now (events/hist.py), for the stats."""
+    from ..events.hist import hist_text, hist_triggers_of
+    return {f"{ef.call.system}:{ef.call.name}": hist_text(ef)
+            for ef in list(tr.event_files.values()) if hist_triggers_of(ef)}
+
+
 def unmatched_patterns(tr: TraceArray) -> list[str]:
     """Filters that never selected a function during the run (reported on stderr)."""
     out = []
@@ -766,6 +773,9 @@ class Recording:
             # asyncio:task_switch events written: readers place calls under tasks
             "task_switches": self.tasks.switches if self.tasks is not None else 0,
         }
+        hists = _hist_texts(tr)
+        if hists:
+            stats["hists"] = hists
         if how[0] == "signal":
             stats["signal"] = how[1]
             sink.finish_here(stats)

@@ -42,9 +42,11 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from time import monotonic_ns
+from types import CodeType, FunctionType, MethodType
 from typing import Any
 
 from ..core import fetch
+from ..core.records import record_table
 from ..errors import FntraceError
 from .core import EventFile, find_event_call, stack_text
 
@@ -577,14 +579,27 @@ class _Skip(Exception):
 
 
 def _sym(v: Any) -> str:
+    """.sym: the function at "address" ``v`` (a record's ip), as %ps prints it."""
     if v.__class__ is str:
         return v
-    from ..core.kallsyms import lookup_symbol
-    try:
-        s = lookup_symbol(v)
-    except Exception:
-        s = None
-    return s or f"{v:#x}"
+    rec = record_table.by_ip.get(v)
+    return rec.name if rec is not None and rec.index else f"0x{v & U64:x}"
+
+
+def _sym_ip(v: Any) -> Any:
+    """A function, method or code object as its record's ip (the kernel keys an
+    address); anything else as it is.  Only the exact types: no __getattr__ runs."""
+    t = type(v)
+    if t is FunctionType:
+        code = v.__code__
+    elif t is MethodType and type(v.__func__) is FunctionType:
+        code = v.__func__.__code__
+    elif t is CodeType:
+        code = v
+    else:
+        return v
+    rec = record_table.by_code.get(id(code))
+    return rec.ip if rec is not None else v
 
 
 def _val_text(name: str, mods: list[str], v: int, total: int, mx: int) -> str:
@@ -635,6 +650,8 @@ def _eval(f: Field, values: Mapping[str, Any], ts: int, env: dict, entry: Entry 
     v = values.get(n, _NONE)
     if v is _NONE:
         return None
+    if f.mods and "sym" in f.mods:
+        v = _sym_ip(v)
     k = safe_key(v)
     if k.__class__ is int and "usecs" in f.mods:
         k //= 1000

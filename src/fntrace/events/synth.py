@@ -215,9 +215,10 @@ def synth_remove(name: str, command: str = "") -> None:
         del _synths[name]
 
 
-def synth_dyn_command(command: str) -> bool:
-    """``s:[synthetic/]NAME fields`` and ``-:[synthetic/]NAME`` in dynamic_events; False
-    if the command is not a synthetic event's."""
+def synth_dyn_command(command: str) -> "EventCall | bool":
+    """``s:[synthetic/]NAME fields`` and ``-:[synthetic/]NAME`` in dynamic_events: the
+    event made, or True for a removal; False if the command is not a synthetic
+    event's."""
     s = command.strip()
     off = len(command) - len(command.lstrip())
     if s.startswith("s:") or s.startswith("s "):
@@ -228,8 +229,7 @@ def synth_dyn_command(command: str) -> bool:
         elif "/" in body.split()[0] if body.split() else False:
             raise SynthError("INVALID_DYN_CMD", off, command)
         name, fields = _parse(command, body, boff)
-        synth_create(name, fields, command)
-        return True
+        return synth_create(name, fields, command).call
     if s.startswith("-:"):
         name = s[2:].split()[0] if s[2:].split() else ""
         if name.startswith("synthetic/"):

@@ -1181,7 +1181,10 @@ class Tracefs:
                 continue
             from ..events.synth import SynthError, synth_dyn_command
             try:
-                if synth_dyn_command(cmd):
+                made = synth_dyn_command(cmd)
+                if made:
+                    if made is not True:
+                        self.last_created_events.append(made)
                     continue
             except SynthError as e:
                 self.error_log.add("synthetic_events", e.msg, cmd, e.pos or 0)
