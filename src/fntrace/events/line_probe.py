@@ -608,6 +608,8 @@ def dynevent_create(cmd: str):
         register_event_call(ev.call)
         _fe.dyn_events[key] = ev
         if not _records(spec.symbol):
+            record_table.refresh()
+        if not _records(spec.symbol):
             record_table.set_scope("fprobe_events", _fe._unbound_scope)
             from ..core.ops import sync_discovery
             sync_discovery()
