@@ -652,10 +652,7 @@ def _eval(f: Field, values: Mapping[str, Any], ts: int, env: dict, entry: Entry 
         return None
     if f.mods and "sym" in f.mods:
         v = _sym_ip(v)
-    k = safe_key(v)
-    if k.__class__ is int and "usecs" in f.mods:
-        k //= 1000
-    return k
+    return safe_key(v)
 
 
 _NONE = object()
@@ -712,10 +709,9 @@ class _Parser:
                 if not arg.isdigit() or int(arg) == 0:
                     raise self.err("BAD_FIELD_MODIFIER", at)
                 f.buckets = int(arg)
-            if mname == "execname" and name != "common_pid":
-                raise self.err("BAD_FIELD_MODIFIER", at)
-            if mname == "usecs" and name != "common_timestamp":
-                raise self.err("BAD_FIELD_MODIFIER", at)
+            # .execname and .usecs are taken on any field, as parse_field() takes
+            # them: .execname shows the thread's name at the hit, .usecs changes
+            # only common_timestamp
             f.mods.append(mname)
             at += len(m) + 1
         if kind == "stack" and where != "key":
@@ -864,8 +860,11 @@ class _Parser:
         pending_vals: list[tuple[str, int]] = []
         pending_sort: tuple[str, int] | None = None
         pending_actions: list[tuple[str, int]] = []
-        for p, ppos in parts[1:]:
+        for j, (p, ppos) in enumerate(parts[1:]):
             if not p:
+                continue
+            if j == 0 and _IDENT.fullmatch(p) and p not in _WORDS:
+                t.name = p              # "hist:NAME:keys=..." as the trigger file lists it
                 continue
             if p in ("pause", "cont", "continue", "clear"):
                 t.pause_cmd = "cont" if p == "continue" else p
@@ -951,7 +950,7 @@ class _Parser:
             raise self.err("TOO_MANY_PARAMS", pending_actions[-1][1])
         for a, apos in pending_actions:
             t.actions.append(self.action(t, a, apos))
-        if ftext.strip() and not remove:
+        if ftext.strip():
             from .filter import FilterParseError, parse_filter
             flt_fields = dict(self.fields)
             flt_fields.update({"common_pid": "int", "common_cpu": "int", "comm": "str"})
@@ -1064,6 +1063,7 @@ class _Parser:
 
 
 _EXPR_CHARS = re.compile(r"[+\-*/]")
+_WORDS = ("pause", "cont", "continue", "clear", "nohitcount", "NOHC")
 
 
 def _split_commas(val: str, pos: int) -> list[tuple[str, int]]:
