@@ -123,7 +123,9 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
     p.set_defaults(events=None)
     e.add_argument("-e", "--event", action=_EventAction, dest="event", metavar="EVENT",
                    help="enable EVENT ('grp:event'), or define and enable a dynamic event: "
-                        "'f[:[GRP/]EVENT] SYM[%%return] [FETCHARGS]'")
+                        "'f[:[GRP/]EVENT] SYM[%%return] [FETCHARGS]', a line probe "
+                        "'p[:[GRP/]EVENT] SYM[+LINES]|FILE:LINE [FETCHARGS]' (locals by "
+                        "name) or a return probe 'r[:[GRP/]EVENT] SYM [FETCHARGS]'")
     e.add_argument("-f", "--event-filter", action=_EventAction, dest="event_filter", metavar="FILTER",
                    help="filter for the preceding -e (e.g. 'n > 3 && name ~ \"a*\"')")
     e.add_argument("-T", "--trigger", action=_EventAction, dest="trigger", metavar="TRIGGER",
