@@ -126,23 +126,24 @@ class EventCall:
         return "\n".join(lines) + "\n"
 
     def fire(self, func_ip: int, values: Mapping[str, Any], text_fn: Callable[[], str],
-             frame=None, tr=None) -> None:
+             frame=None, only_tr=None) -> None:
         """The event happened: run every file's triggers, then record where enabled.
-        ``text_fn`` builds the line's text once, only if something records it; ``tr``
-        keeps it to one instance (a synthetic event made by that instance's trigger)."""
+        ``text_fn`` builds the line's text once, only if something records it;
+        ``only_tr`` keeps it to one instance (a synthetic event made by that instance's trigger)."""
         if _own_threads and get_native_id() in _own_threads:
             return              # fntrace's own threads are never traced
         text = None
         common = False
         for ef in self.files:
-            if tr is not None and ef.tr is not tr:
+            if only_tr is not None and ef.tr is not only_tr:
                 continue
             if not common and (ef.triggers or ef.filter is not None):
                 # the common fields every event has (common_pid, common_cpu, comm)
                 from ..core.task import thread_cpu, thread_info
                 cpu = thread_cpu()
                 pid, comm = thread_info.get(cpu, (0, ""))
-                values = dict(values, common_pid=pid, common_cpu=cpu, comm=comm)
+                # an event's own field of the same name (sched_waking's comm) wins
+                values = {"common_pid": pid, "common_cpu": cpu, "comm": comm, **values}
                 common = True
             if ef.triggers:
                 ef.run_triggers(values, frame)

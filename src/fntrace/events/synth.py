@@ -269,7 +269,7 @@ def synth_fire(call: EventCall, args: list, tr) -> None:
     ev: SynthEvent = call.synth
     values = {f.name: v for f, v in zip(ev.fields, args)}
     call.fire(0, values, lambda: " ".join(f"{f.name}={f.value_text(v)}"
-                                         for f, v in zip(ev.fields, args)), tr=tr)
+                                         for f, v in zip(ev.fields, args)), only_tr=tr)
 
 
 from .._env import public_dir as _public_dir  # noqa: E402
