@@ -358,3 +358,49 @@ def test_cli_refuses_a_blank_line(run_fntrace, tmp_script):
     i = next(k for k, l in enumerate(lines) if l.strip() == bad)
     col = lines[i].index(bad)
     assert lines[i + 1].rstrip() == " " * (col + bad.index("+")) + "^"
+
+
+# ---------------------------------------------------------------------------------
+# Event probes (e:) on an existing event
+# ---------------------------------------------------------------------------------
+
+def test_event_probe_on_a_line_probe_and_an_fprobe(fs, m):
+    n = m.__name__
+    fs.write("dynamic_events", f"f:fent {n}.other x\np:loop {n}.work+6 i total\n", append=True)
+    fs.write("dynamic_events", "e:my/ev fprobes.fent xv=$x pid=$common_pid:u32\n"
+                               "e kprobes.loop $i t=$total:s64\n", append=True)
+    assert listing(fs)[2:] == ["e:my/ev fprobes.fent xv=$x pid=$common_pid:u32",
+                               "e:eprobes/loop kprobes.loop i=$i t=$total:s64"]
+    assert listing(fs, "kprobe_events") == [f"p:kprobes/loop {n}.work+6 i=i total=total"]
+    fs.write("events/my/ev/enable", "1")
+    fs.write("events/eprobes/loop/enable", "1")
+    m.other(5)
+    m.work(2)
+    texts = trace_texts(fs)
+    head, _, pid = texts[0].partition(" pid=")
+    assert head == "ev: (fprobes.fent) xv=0x5" and pid.isdigit()
+    assert texts[1:] == ["loop: (kprobes.loop) i=0x0 t=0", "loop: (kprobes.loop) i=0x1 t=0"]
+    # the attached events were not enabled: only the event probes' lines
+    with pytest.raises(FntraceError) as ei:
+        fs.write("dynamic_events", "-:fent", append=True)
+    assert ei.value.errno == errno.EBUSY
+    fs.write("events/my/ev/enable", "0")
+    fs.write("events/eprobes/loop/enable", "0")
+    fs.write("dynamic_events", "-:my/ev", append=True)
+    fs.write("dynamic_events", "-:eprobes/loop", append=True)
+    m.work(2)
+    assert len(trace_texts(fs)) == 3
+    fs.write("dynamic_events", "-:fent", append=True)
+
+
+@pytest.mark.parametrize("cmd,kind", [
+    ("e:x ^fprobes.nope", "Attached event does not exist"),
+    ("e:x fprobes.fent ^$nofield", "Attached event does not have this field"),
+    ("e:x ^fent", "This requires both group and event name to attach"),
+    ("e:x fprobes.fent a=$x:^hoge", "Unknown type is specified"),
+])
+def test_event_probe_errors(fs, m, cmd, kind):
+    fs.write("dynamic_events", f"f:fent {m.__name__}.other x", append=True)
+    log = errlog_check(fs, "trace_eprobe", cmd, "dynamic_events", append=True)
+    assert kind in log
+    assert len(listing(fs)) == 1

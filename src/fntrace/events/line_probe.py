@@ -593,17 +593,27 @@ class _Tracer311:
 # Commands
 
 def dynevent_create(cmd: str):
-    """One dynamic_events command: ``p``/``r`` here, anything else to fprobe_event.py."""
+    """One dynamic_events command: ``p``/``r`` here, ``e`` in eprobe.py, anything else
+    to fprobe_event.py."""
     toks = _tokens(cmd)
-    if not toks or toks[0][0][0] not in "pr":
+    if not toks or toks[0][0][0] not in "pre":
         return _fe.dynevent_create(cmd)
     with _fe._lock:
-        kind, spec = parse_kprobe_command(cmd)
+        if toks[0][0][0] == "e":
+            from .eprobe import EprobeEvent, parse_eprobe_command
+            kind, spec = "eprobe", parse_eprobe_command(cmd)
+        else:
+            kind, spec = parse_kprobe_command(cmd)
         if kind == "fprobe":
             spec, listed = spec
         key = (spec.group, spec.event)
         if key in _fe.dyn_events or key in event_calls:
             raise ProbeError(ERRORS["EVENT_EXIST"], pos=0, command=cmd, kind="EVENT_EXIST")
+        if kind == "eprobe":
+            ev = EprobeEvent(spec)
+            register_event_call(ev.call)
+            _fe.dyn_events[key] = ev
+            return ev
         ev = KprobeFprobeEvent(spec, listed) if kind == "fprobe" else LineProbeEvent(spec)
         register_event_call(ev.call)
         _fe.dyn_events[key] = ev

@@ -1192,7 +1192,8 @@ class Tracefs:
             try:
                 ev = dynevent_create(cmd)
             except ProbeError as e:
-                self.error_log.add("trace_kprobe" if cmd[:1] in "pr" else "trace_fprobe",
+                self.error_log.add({"p": "trace_kprobe", "r": "trace_kprobe",
+                                    "e": "trace_eprobe"}.get(cmd[:1], "trace_fprobe"),
                                    e.msg, cmd, e.pos or 0)
                 raise
             if ev is not None:

@@ -1,0 +1,208 @@
+"""Event probes (kernel/trace/trace_eprobe.c): a new event made from the fields of an
+existing one each time it fires.
+
+    e[:[EGRP/][EEVENT]] GRP.EVENT [FETCHARGS]     (GRP/EVENT also accepted)
+    -:[EGRP/]EEVENT
+
+EGRP defaults to ``eprobes``, EEVENT to the attached event's name.  FETCHARGS, each
+``[NAME=]FETCHARG[:TYPE]``: ``$FIELD`` (a field of the attached event, or a common
+field: ``common_pid``, ``common_cpu``, ``comm``), ``$comm``, ``\\IMM``.  An unnamed
+argument is named after its field when that is a C identifier (``$prev`` -> ``prev``),
+else ``argN``.  Without a type an int is shown in hex (``nr=0x101``), anything else
+as the fprobe fetchargs show it.
+
+Line text (print_eprobe_event): ``EEVENT: (GRP.EVENT) NAME=VALUE ...``.
+
+Mechanism: while the event probe is enabled somewhere, a tap sits among the attached
+event's files (like the kernel's eprobe trigger, which keeps the attached event in soft
+mode): the attached event is hooked, its filter and enable state are its own, and
+each time it fires the tap makes the probe's event from its values.  The attached
+event cannot be removed meanwhile (EBUSY).
+"""
+from __future__ import annotations
+
+from . import fprobe_event as _fe
+from .core import EventCall, _lock as _core_lock, find_event_call
+from .probe_parse import (ERRORS, MAX_TRACE_ARGS, FetchArg, ProbeError, _Fail, _good_name,
+                          _known_type, _parse_event_name, _parse_imm, _tokens, _type_colon)
+
+__all__ = ["EPROBE_EVENT_SYSTEM", "EprobeSpec", "EprobeEvent", "parse_eprobe_command"]
+
+EPROBE_EVENT_SYSTEM = "eprobes"
+COMMON_FIELDS = ("common_pid", "common_cpu", "comm")
+
+
+class EprobeSpec:
+    def __init__(self, group: str, event: str, base: tuple[str, str], args: list[FetchArg],
+                 command: str) -> None:
+        self.group, self.event, self.base, self.args, self.command = group, event, base, args, command
+        self.is_return = False
+
+    @property
+    def symbol(self) -> str:
+        return f"{self.base[0]}.{self.base[1]}"
+
+    def normalized(self) -> str:
+        head = f"e:{self.group}/{self.event} {self.symbol}"
+        return " ".join([head] + [a.definition() for a in self.args])
+
+
+def parse_eprobe_command(cmd: str) -> EprobeSpec:
+    try:
+        return _parse(cmd)
+    except _Fail as f:
+        raise ProbeError(ERRORS[f.kind], pos=f.pos, command=cmd, kind=f.kind) from None
+
+
+def _parse(cmd: str) -> EprobeSpec:
+    toks = _tokens(cmd)
+    head, hpos = toks[0]
+    group = event = None
+    if head[1:2] == ":":
+        group, event = _parse_event_name(head[2:], hpos + 2)
+    elif len(head) > 1:
+        raise _Fail("BAD_EVENT_NAME", hpos + 1)
+    if len(toks) < 2:
+        raise _Fail("NO_EVENT_INFO", len(cmd.rstrip()))
+    btok, bpos = toks[1]
+    sep = btok.find(".")
+    if sep < 0:
+        sep = btok.find("/")
+    if sep <= 0 or sep == len(btok) - 1:
+        raise _Fail("NO_EVENT_INFO", bpos)
+    bsys, bname = btok[:sep], btok[sep + 1:]
+    base = find_event_call(bsys, bname)
+    if base is None:
+        raise _Fail("BAD_ATTACH_EVENT", bpos)
+    group = group or EPROBE_EVENT_SYSTEM
+    event = event or bname
+    argtoks = toks[2:]
+    if len(argtoks) > MAX_TRACE_ARGS:
+        raise _Fail("TOO_MANY_ARGS", argtoks[MAX_TRACE_ARGS][1])
+    fields = set(base.fields) | set(COMMON_FIELDS)
+    args: list[FetchArg] = []
+    used: set[str] = set()
+    for k, (raw, p) in enumerate(argtoks):
+        eq = raw.find("=")
+        if eq == 0:
+            raise _Fail("NO_ARG_NAME", p)
+        name, body, boff = (raw[:eq], raw[eq + 1:], eq + 1) if eq > 0 else (None, raw, 0)
+        bp = p + boff
+        colon = _type_colon(body)
+        typ = None
+        if colon >= 0:
+            typ, body = body[colon + 1:], body[:colon]
+            if not _known_type(typ):
+                raise _Fail("BAD_TYPE", bp + colon + 1)
+        if not body:
+            raise _Fail("NO_ARG_BODY", bp)
+        if body in ("$comm", "$COMM"):
+            expr: tuple = ("field", "comm")
+        elif body[:1] == "$":
+            f = body[1:]
+            if f not in fields:
+                raise _Fail("BAD_ATTACH_ARG", bp)
+            expr = ("field", f)
+        elif body[:1] == "\\":
+            expr = _parse_imm(body, bp)
+        else:
+            raise _Fail("BAD_FETCH_ARG", bp)
+        if name is None:
+            cand = body[1:] if body[:1] == "$" else body
+            name = cand if _good_name(cand) else f"arg{k + 1}"
+        elif not _good_name(name):
+            raise _Fail("BAD_ARG_NAME", p)
+        if name in used:
+            raise _Fail("USED_ARG_NAME", p)
+        used.add(name)
+        args.append(FetchArg(name, expr, typ, body))
+    return EprobeSpec(group, event, (bsys, bname), args, cmd)
+
+
+class _Tap:
+    """Stands among the attached event's files; runs the probe when it fires."""
+
+    enabled = False
+    soft_disabled = True
+    filter = None
+    tr = None
+
+    def __init__(self, ev: "EprobeEvent") -> None:
+        self.ev = ev
+        self.triggers = (self,)
+
+    def run_triggers(self, values, frame) -> None:
+        try:
+            self.ev._fire(values, frame)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException:
+            pass
+
+
+def _text(value, typ):
+    if typ is None and type(value) is int:
+        return value, f"0x{value & ((1 << 64) - 1):x}"
+    return _fe.render(value, typ)
+
+
+class EprobeEvent:
+    def __init__(self, spec: EprobeSpec) -> None:
+        self.spec = spec
+        self.specs = [spec]
+        self.call = EventCall(spec.group, spec.event,
+                              {a.name: _fe._field_kind(a.type) for a in spec.args},
+                              print_fmt=self._print_fmt(), hook=self._hook,
+                              definition=spec.normalized())
+        self.fp = True          # always bound: the attached event exists
+        self.error = None
+        self.want = False
+        self._tap: _Tap | None = None
+        self._base: EventCall | None = None
+
+    def _print_fmt(self) -> str:
+        fmt = " ".join(["(%s)"] + [f"{a.name}=%s" for a in self.spec.args])
+        return f'"{fmt}", ' + ", ".join(["REC->__probe_ip"] + [f"REC->{a.name}" for a in self.spec.args])
+
+    @property
+    def symbols(self) -> list[str]:
+        return []
+
+    def on_module_load(self, new) -> None:
+        pass
+
+    def _hook(self, on: bool) -> None:
+        self.want = on
+        with _core_lock:
+            if on and self._tap is None:
+                base = find_event_call(*self.spec.base)
+                if base is None:
+                    return
+                self._tap, self._base = _Tap(self), base
+                base.files.append(self._tap)
+                base._update_hook()
+            elif not on and self._tap is not None:
+                base, tap = self._base, self._tap
+                self._tap = self._base = None
+                if tap in base.files:
+                    base.files.remove(tap)
+                base._update_hook()
+
+    def _fire(self, values, frame) -> None:
+        rendered, vals = [], {}
+        for a in self.spec.args:
+            k = a.expr[0]
+            try:
+                v = values[a.expr[1]] if k == "field" else a.expr[1]
+                v, t = _text(v, a.type)
+            except BaseException:
+                v, t = None, _fe.FAULT
+            vals[a.name] = v
+            rendered.append(f"{a.name}={t}")
+        head = f"({self.spec.symbol})"
+        self.call.fire(0, vals, lambda: " ".join([head] + rendered), frame)
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())
