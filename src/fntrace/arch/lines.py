@@ -27,7 +27,7 @@ from ..errors import BusyError
 from .monitoring import TOOL_ID, TOOL_NAME
 
 __all__ = ["hold_tool", "release_tool", "line_events", "add_line_hook", "remove_line_hook",
-           "hooked_lines"]
+           "hooked_lines", "kill"]
 
 _lock = threading.RLock()
 _holders: set[str] = set()
@@ -93,6 +93,16 @@ def _on_line(code, line):
 
 
 _DISABLE = getattr(getattr(sys, "monitoring", None), "DISABLE", None)
+
+
+def kill() -> None:
+    """ftrace_kill: no line handler runs from now on (the LINE callback goes; the local
+    events stay on the code objects and find no callback)."""
+    with _lock:
+        if _by_code:
+            sys.monitoring.register_callback(TOOL_ID, sys.monitoring.events.LINE, None)
+            _by_code.clear()
+            _codes.clear()
 
 
 def add_line_hook(code, line: int, handler) -> None:

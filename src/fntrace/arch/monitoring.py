@@ -179,6 +179,7 @@ class MonitoringBackend:
         mon.set_events(TOOL_ID, extra_mask())
         dispatch.forget(dispatch.sites)
         self._unwind = self._want_unwind = False
+        _lines.kill()
 
     def profile_taken(self) -> str | None:
         """sys.setprofile is the program's own on this back end (a tool id of its own
