@@ -126,6 +126,7 @@ class _Tap:
     soft_disabled = True
     filter = None
     tr = None
+    needs_common = True         # $common_pid, $comm may be asked for
 
     def __init__(self, ev: "EprobeEvent") -> None:
         self.ev = ev
