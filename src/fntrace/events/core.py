@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from time import monotonic_ns
 from typing import Any
 
-from ..core.task import own_threads as _own_threads
+from ..core.task import own_threads as _own_threads, thread_cpu, thread_info
 from ..errors import FntraceError
 from ..ring_buffer import PAYLOAD_SEP, TRACE_EVENT, TRACE_STACK
 
@@ -137,9 +137,8 @@ class EventCall:
         for ef in self.files:
             if only_tr is not None and ef.tr is not only_tr:
                 continue
-            if not common and (ef.triggers or ef.filter is not None):
+            if not common and (ef.needs_common or ef.filter is not None):
                 # the common fields every event has (common_pid, common_cpu, comm)
-                from ..core.task import thread_cpu, thread_info
                 cpu = thread_cpu()
                 pid, comm = thread_info.get(cpu, (0, ""))
                 # an event's own field of the same name (sched_waking's comm) wins
@@ -187,6 +186,7 @@ class EventFile:
         self.filter = None
         self.filter_text = ""
         self.triggers: list = []
+        self.needs_common = False
 
     @property
     def soft_mode(self) -> int:
@@ -198,6 +198,9 @@ class EventFile:
         return ("1" if on else "0") + ("*" if self.soft_disabled or self.sm_ref else "")
 
     def _sync(self) -> None:
+        # a trigger that reads no common field (a plain hist trigger) spares the hit
+        # their lookup
+        self.needs_common = any(getattr(t, "needs_common", True) for t in self.triggers)
         need = self.enabled or bool(self.triggers)
         with _lock:
             if need and self not in self.call.files:

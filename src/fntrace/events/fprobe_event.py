@@ -302,7 +302,14 @@ class FprobeEvent:
                 v, t = entry_data[self.entry_args.index(i)]
             else:
                 try:
-                    v, t = render(_fetch(a.expr, frame, retval), a.type)
+                    x = _fetch(a.expr, frame, retval)
+                    if a.type is None:
+                        # its text only if a line is written (a hist trigger
+                        # alone needs none)
+                        vals[a.name] = x
+                        rendered.append((a.name, x))
+                        continue
+                    v, t = render(x, a.type)
                 except BaseException:
                     v, t = None, FAULT
             vals[a.name] = v
@@ -314,7 +321,7 @@ class FprobeEvent:
         rendered: list[str] = []
         vals = self._values(frame, None, None, rendered)
         head = f"({ip.name}+0)"
-        self.call.fire(ip.ip, vals, lambda: " ".join([head] + rendered), frame)
+        self.call.fire(ip.ip, vals, lambda: _line(head, rendered), frame)
 
     def _entry_capture(self, fp, ip, ret_ip, fregs, data) -> None:
         frame = fregs.frame
@@ -333,7 +340,16 @@ class FprobeEvent:
         back = caller_frame(frame)
         where = _frame_pos(back) if back is not None else "0"
         head = f"({where} <- {ip.name})"
-        self.call.fire(ip.ip, vals, lambda: " ".join([head] + rendered), frame)
+        self.call.fire(ip.ip, vals, lambda: _line(head, rendered), frame)
+
+
+def _line(head: str, rendered: list) -> str:
+    """The event's text: ``head`` and each fetcharg's NAME=TEXT (a (name, value) pair
+    is rendered here, only when the line is written)."""
+    out = [head]
+    for r in rendered:
+        out.append(r if r.__class__ is str else f"{r[0]}={render(r[1], None)[1]}")
+    return " ".join(out)
 
 
 def _on_module_load(module: str, new: list[DynFtrace]) -> None:
