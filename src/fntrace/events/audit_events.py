@@ -259,9 +259,15 @@ def _fire(event: str, args: tuple) -> None:
     frame = program_frame(sys._getframe(2))
     if frame is None:
         return
-    from .static_events import emit
     n = len(args) if type(args) is tuple else 0
     values = {name: (args[i] if i < n else None) for i, name in enumerate(names)}
+    _emit(call, values, frame)
+
+
+def _emit(call, values, frame) -> None:
+    global _emit
+    from .static_events import emit
+    _emit = emit
     emit(call, values, frame)
 
 

@@ -113,17 +113,14 @@ class _ExceptionEvents:
     def _emit(self, call: EventCall, frame, code, exc) -> None:
         if _fntrace_code(code.co_filename):
             return
-        if frame is not None:
-            from .audit_events import program_frame
-            if program_frame(frame) is None:
-                return          # stdlib code fntrace called
+        if frame is not None and _program_frame(frame) is None:
+            return              # stdlib code fntrace called
         me = threading.get_ident()
         if me in self.busy:
             return
         self.busy.add(me)
         try:
-            from .static_events import emit
-            emit(call, {"function": _function_name(frame, code),
+            _static_emit(call, {"function": _function_name(frame, code),
                         "type": exception_type_name(type(exc)),
                         "message": exception_message(exc)}, frame)
         except BaseException:
@@ -259,6 +256,24 @@ class _ExceptionEvents:
         return self._local
 
 
+def _program_frame(frame):
+    from .audit_events import program_frame
+    return program_frame(frame)
+
+
+def _static_emit(call, values, frame) -> None:
+    from .static_events import emit
+    emit(call, values, frame)
+
+
+def _bind_late() -> None:
+    """The two helpers above, bound once both modules exist (they import each other)."""
+    global _program_frame, _static_emit
+    from .audit_events import program_frame
+    from .static_events import emit
+    _program_frame, _static_emit = program_frame, emit
+
+
 def _hold_tool() -> None:
     try:
         from ..arch.lines import hold_tool
@@ -279,6 +294,7 @@ def _release_tool() -> None:
 
 
 def exception_calls() -> list[EventCall]:
+    _bind_late()
     return list(_ExceptionEvents().calls.values())
 
 
