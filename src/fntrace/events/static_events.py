@@ -112,15 +112,25 @@ class _GcEvents:
 
     def _callback(self, phase: str, info: dict) -> None:
         try:
+            call = self.start if phase == "start" else self.end
+            if not call.files:
+                return
+            frame = sys._getframe(1)
+            if frame is not None and _program_frame(frame) is None:
+                return          # a collection fntrace's own code set off
             if phase == "start":
-                if self.start.files:
-                    emit(self.start, {"generation": info.get("generation")}, sys._getframe(1))
-            elif self.end.files:
-                emit(self.end, {"generation": info.get("generation"),
-                                "collected": info.get("collected"),
-                                "uncollectable": info.get("uncollectable")}, sys._getframe(1))
+                emit(call, {"generation": info.get("generation")}, frame)
+            else:
+                emit(call, {"generation": info.get("generation"),
+                            "collected": info.get("collected"),
+                            "uncollectable": info.get("uncollectable")}, frame)
         except BaseException:
             pass
+
+
+def _program_frame(frame):
+    from .audit_events import program_frame
+    return program_frame(frame)
 
 
 # -- threads:thread_start, threads:thread_exit -------------------------------------------
