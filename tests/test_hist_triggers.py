@@ -299,12 +299,12 @@ def test_a_program_object_as_a_key_runs_none_of_its_code(fs, m, capsys):
     ("hist:keys=n.^bogus", "Invalid field modifier"),
     ("hist:keys=n:vals=n.^log2", "Invalid field modifier"),
     ("hist:keys=n:sort=^nope", "Sort field must be a key or a val"),
-    ("hist:keys=n:sort=n,hitcount,^n", "Too many sort fields (Max = 2)"),
+    ("hist:keys=n:^sort=n,hitcount,n", "Too many sort fields (Max = 2)"),
     ("hist:keys=n:sort=n.^bogus", "Invalid sort modifier"),
     ("hist:keys=n:size=^5", "size must be a number from 128 to 131072"),
     ("hist:keys=n:x=n/^0", "Division by zero"),
     ("hist:keys=n:x=^n+n+n+n+n", "Too many subexpressions (3 max)"),
-    ("hist:keys=n:x=^", "Empty assignment"),
+    ("hist:keys=n:^x=", "Empty assignment"),
     ("hist:keys=n:x=^$nosuch", "Couldn't find variable"),
     ("hist:keys=n:vals=^comm", "Couldn't create histogram for field"),
     ("hist:keys=n:x=n,^x=n", "Variable already defined"),
@@ -478,3 +478,52 @@ def test_bad_hist_on_the_command_line_is_a_usage_error(tmp_path, run_fntrace):
     assert "Couldn't find field" in r.stderr and "^" in r.stderr
     assert "Traceback" not in r.stderr
     assert "done" not in r.stdout              # refused before the program ran
+
+
+# -- on every kind of event ----------------------------------------------------------------
+
+def test_hist_on_a_static_event(fs, tmp_path):
+    trig_path = "events/audit/open/trigger"
+    fs.write(trig_path, "hist:keys=mode:sort=mode")
+    for i in range(3):
+        (tmp_path / f"f{i}").write_text("x")
+        with open(tmp_path / f"f{i}") as fh:
+            fh.read()
+    with open(tmp_path / "f0", "rb") as fh:
+        fh.read()
+    r = rows(fs.read("events/audit/open/hist"))
+    counts = {line.split("mode: ")[1].split()[0]: int(line.rsplit(":", 1)[1]) for line in r}
+    # (the audit event names FileIO's mode: "rb" opens as "r")
+    assert counts.get("r", 0) >= 4 and counts.get("w", 0) >= 3, r
+
+
+def test_hist_on_a_line_probe(fs, m):
+    # work's body is its line +1: "return n"
+    fs.write("dynamic_events", f"p:kprobes/wl {m.__name__}.work+1 n", append=True)
+    fs.write("events/kprobes/wl/trigger", "hist:keys=n.buckets=10")
+    for i in range(25):
+        m.work(i)
+    assert sorted(rows(fs.read("events/kprobes/wl/hist"))) == sorted([
+            "{ n: ~ 20-29 } hitcount:          5",
+            "{ n: ~ 0-9 } hitcount:         10",
+            "{ n: ~ 10-19 } hitcount:         10"])
+    fs.write("events/kprobes/wl/trigger", "!hist:keys=n.buckets=10")
+    fs.write("dynamic_events", "-:kprobes/wl", append=True)
+
+
+def test_trace_marker_latency_the_kernels_example(fs):
+    """histogram.rst section 3: a latency between two trace_marker writes."""
+    fs.write("synthetic_events", "latency u64 lat")
+    fs.write("events/ftrace/print/trigger",
+             'hist:keys=common_pid:ts0=common_timestamp.usecs if buf == "start"')
+    fs.write("events/ftrace/print/trigger",
+             'hist:keys=common_pid:lat=common_timestamp.usecs-$ts0:'
+             'onmatch(ftrace.print).latency($lat) if buf == "end"', append=True)
+    fs.write("events/synthetic/latency/trigger", "hist:keys=lat,common_pid:sort=lat")
+    for _ in range(3):
+        fs.write("trace_marker", "start")
+        fs.write("trace_marker", "end")
+    text = fs.read("events/synthetic/latency/hist")
+    assert totals(text)[0] == 3
+    assert all(re.fullmatch(r"\{ lat: +\d+, common_pid: +\d+ \} hitcount: +\d+", r)
+               for r in rows(text)), text
