@@ -680,6 +680,59 @@ _NONE = object()
 _NOENV: dict = {}
 
 
+def _root_operator(s: str) -> tuple[str, int]:
+    """contains_operator(): the root operator of s and its offset: the rightmost + or -
+    (a - at the start is unary), else the rightmost * or /; ("", -1) for none."""
+    m = s.rfind("-")
+    if m == 0:
+        return "neg", 0
+    p = s.rfind("+")
+    if p >= 0 or m >= 0:
+        return ("+", p) if p > m else ("-", m)
+    d, x = s.rfind("/"), s.rfind("*")
+    if d >= 0 or x >= 0:
+        return ("*", x) if x > d else ("/", d)
+    return "", -1
+
+
+def _subexpr_check(text: str, pos: int) -> tuple[str, int] | None:
+    """parse_expr()'s recursion over text (at pos in the command), for its errors'
+    carets: each binary operator counts a sub-expression, left operand first, and the
+    parse_expr() entered after the 3rd reports TOO_MANY_SUBEXPR at its own operand;
+    -(...) followed by more is UNARY_MINUS_SUBEXPR inside the parenthesis."""
+    n = [0]
+
+    def walk(s: str, off: int) -> tuple[str, int] | None:
+        if n[0] > 3:
+            return ("TOO_MANY_SUBEXPR", off)
+        op, sep = _root_operator(s)
+        if not op:
+            return None
+        if op == "neg":
+            if s[1:2] != "(":
+                return None
+            inner = s[2:]
+            r = inner.rfind(")")
+            if r >= 0 and r + 1 != len(inner):
+                return ("UNARY_MINUS_SUBEXPR", off + 2)
+            return walk(inner[:r] if r >= 0 else inner, off + 2)
+        n[0] += 1
+        return walk(s[:sep], off) or walk(s[sep + 1:], off + sep + 1)
+
+    return walk(text, pos)
+
+
+def _binop(op: str, a: Field, b: Field) -> Field:
+    """An expression of two operands; of two constants, the constant it makes (parse_expr
+    folds them: the trigger info prints x=16-8-4-2 as x=2)."""
+    if a.const is None or b.const is None:
+        return Field("", op=op, args=[a, b])
+    x, y = a.const, b.const
+    v = (x + y if op == "+" else x - y if op == "-" else x * y if op == "*"
+         else x // y) & U64
+    return Field(str(v), const=v)
+
+
 # -- parsing -----------------------------------------------------------------------------
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -761,6 +814,9 @@ class _Parser:
                 j += 1
             toks.append(("x", text[i:j], pos + i))
             i = j
+        chk = _subexpr_check(text, pos)
+        if chk is not None:
+            raise self.err(*chk)
         n_ops = sum(1 for t in toks if t[0] == "op")
         if n_ops > 3:
             raise self.err("TOO_MANY_SUBEXPR", pos)
@@ -788,7 +844,7 @@ class _Parser:
                 b = operand()
                 if op == "/" and b.const == 0:
                     raise self.err("DIVISION_BY_ZERO", p + 1)
-                a = Field("", op=op, args=[a, b])
+                a = _binop(op, a, b)
             return a
 
         a = term()
@@ -796,7 +852,7 @@ class _Parser:
             op, p = toks[k[0]][1], toks[k[0]][2]
             k[0] += 1
             b = term()
-            a = Field("", op=op, args=[a, b])
+            a = _binop(op, a, b)
         if a.op in ("+", "-", "*", "/"):
             ua, ub = a.args[0].units(), a.args[1].units()
             if ua and ub and ua != ub:
@@ -898,6 +954,9 @@ class _Parser:
                 continue
             attr, eq, val = p.partition("=")
             vpos = ppos + len(attr) + 1
+            if eq and not val:
+                # parse_hist_trigger_attrs(): "NAME=" with nothing after the first '='
+                raise self.err("EMPTY_ASSIGNMENT", ppos)
             if attr in ("keys", "key"):
                 items = _split_commas(val, vpos)
                 if len(items) > 3:
@@ -986,14 +1045,15 @@ class _Parser:
 
     def parse_sort(self, t: HistTrigger, val: str, vpos: int) -> None:
         items = _split_commas(val, vpos)
-        if len(items) > 2:
-            raise self.err("TOO_MANY_SORT_FIELDS", items[2][1])
         sort = []
         names = {"hitcount"} | {f.name for f in t.keys} | {f.text(False) for f in t.keys} \
             | {f.var or f.name for f in t.vals} | {f.text(False) for f in t.vals}
-        for it, ip in items:
-            if not it:
-                raise self.err("EMPTY_SORT_FIELD", ip)
+        for i, (it, ip) in enumerate(items):
+            # create_sort_keys(): these two errors point at "sort=", field by field
+            if not it or it.startswith("."):
+                raise self.err("EMPTY_SORT_FIELD", vpos - len("sort="))
+            if i == 1 and len(items) > 2:
+                raise self.err("TOO_MANY_SORT_FIELDS", vpos - len("sort="))
             base, dot, mod = it.rpartition(".")
             desc = False
             if dot and mod in _SORT_MODS:

@@ -136,43 +136,59 @@ def _parse(command: str, body: str, off: int) -> tuple[str, list[SynthField]]:
     rpos = off + m.end()
     fields: list[SynthField] = []
     at = rpos
+    version = 1
     for part in rest.split(";"):
         words = part.split()
         ppos = at + len(part) - len(part.lstrip())
+        wpos, j = [], 0
+        for w in words:
+            j = part.index(w, j)
+            wpos.append(at + j)
+            j += len(w)
         at += len(part) + 1
-        if not words:
-            continue
-        if len(fields) >= SYNTH_FIELDS_MAX:
-            raise SynthError("TOO_MANY_FIELDS", ppos, command)
-        if words[0] == "unsigned" and len(words) >= 2:
-            words = ["unsigned " + words[1]] + words[2:]
-        if len(words) < 2:
-            raise SynthError("INCOMPLETE_TYPE", ppos, command)
-        if len(words) > 2:
-            raise SynthError("INVALID_FIELD", ppos + part.strip().find(words[2]), command)
-        typ, fname = words
-        arr = ""
-        if "[" in fname:
-            fname, _, arr = fname.partition("[")
-            arr = "[" + arr
-        if "[" in typ:
-            typ, _, a2 = typ.partition("[")
-            arr = "[" + a2
-        if arr:
-            if not re.fullmatch(r"\[\d{0,3}\]", arr):
-                raise SynthError("INVALID_ARRAY_SPEC", ppos, command)
-            if arr != "[]" and int(arr[1:-1]) > STR_VAR_LEN_MAX:
-                raise SynthError("INVALID_ARRAY_SPEC", ppos, command)
-            if typ not in ("char", "long", "unsigned long"):
-                raise SynthError("INVALID_TYPE", ppos, command)
-            typ = typ + arr
-        elif typ not in _TYPES:
-            raise SynthError("INVALID_TYPE", ppos, command)
-        if not _IDENT.fullmatch(fname):
-            raise SynthError("INVALID_FIELD", ppos + part.strip().find(fname), command)
-        if any(f.name == fname for f in fields):
-            raise SynthError("INVALID_FIELD", ppos + part.strip().find(fname), command)
-        fields.append(SynthField(typ, fname))
+        # __create_synth_event(): a part may hold several fields, as long as none of
+        # the command's fields so far is a version 2 one (a dynamic array: char[])
+        i = n_here = 0
+        while i < len(words):
+            if len(fields) >= SYNTH_FIELDS_MAX:
+                raise SynthError("TOO_MANY_FIELDS", wpos[i], command)
+            fpos = wpos[i]
+            if words[i] == "unsigned" and i + 1 < len(words):
+                typ, k = "unsigned " + words[i + 1], i + 2
+            else:
+                typ, k = words[i], i + 1
+            if k >= len(words):
+                raise SynthError("INCOMPLETE_TYPE" if words[i] == "unsigned" else
+                                 "INVALID_FIELD", fpos, command)
+            fname, npos = words[k], wpos[k]
+            i = k + 1
+            arr, apos = "", npos          # parse_synth_field: errpos(field_name)
+            if "[" in fname:
+                fname, _, arr = fname.partition("[")
+                arr = "[" + arr
+            if "[" in typ:
+                typ, _, a2 = typ.partition("[")
+                arr, apos = "[" + a2, fpos
+            if arr:
+                if not re.fullmatch(r"\[\d{0,3}\]", arr):
+                    raise SynthError("INVALID_ARRAY_SPEC", apos, command)
+                if arr != "[]" and int(arr[1:-1]) > STR_VAR_LEN_MAX:
+                    raise SynthError("INVALID_ARRAY_SPEC", apos, command)
+                if typ not in ("char", "long", "unsigned long"):
+                    raise SynthError("INVALID_TYPE", fpos, command)
+                typ = typ + arr
+            elif typ not in _TYPES:
+                raise SynthError("INVALID_TYPE", fpos, command)
+            if not _IDENT.fullmatch(fname):
+                raise SynthError("BAD_NAME", npos, command)
+            if any(f.name == fname for f in fields):
+                raise SynthError("INVALID_FIELD", npos, command)
+            if arr == "[]":
+                version = 2
+            if version > 1 and n_here >= 1:
+                raise SynthError("INVALID_CMD", ppos, command)
+            fields.append(SynthField(typ, fname))
+            n_here += 1
     return name, fields
 
 
@@ -186,6 +202,9 @@ def synth_command(command: str) -> None:
         name = s[1:].split()[0] if s[1:].split() else ""
         synth_remove(name, command)
         return
+    # check_command(): before the first ';' there must be a name, a type and a field
+    if len(s.split(";", 1)[0].split()) < 3:
+        raise SynthError("INVALID_CMD", 0, command)
     name, fields = _parse(command, s, off)
     synth_create(name, fields, command)
 

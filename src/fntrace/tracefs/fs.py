@@ -165,6 +165,11 @@ tracing mini-HOWTO (fntrace: ftrace for Python programs):
 \t\t\t  (<argname> a parameter by name: the signature is the BTF)
 \t\t    type: s8/16/32/64, u8/16/32/64, x8/16/32/64, char, string, symbol,
 \t\t\t  bool, repr, len, b<bit-width>@<bit-offset>/<container-size>
+\t\t  s:[synthetic/]<event> <field>[;field] (a synthetic event)
+  synthetic_events\t- Create/append/remove/show synthetic events
+\t\t\t  Write into this file to define/undefine new synthetic events.
+\t\t\t  example: echo 'myevent u64 lat; char name[]' >> synthetic_events
+\t\t\t  (a field may also be long[], a stack trace)
   available_events\t- list of the events that can be enabled
   set_event\t\t- enables events by name written into it
 \t\t\t  Format: [<system>:]<event> ('!' in front disables it)
@@ -183,13 +188,35 @@ tracing mini-HOWTO (fntrace: ftrace for Python programs):
 \t   trigger: traceon, traceoff
 \t            enable_event:<system>:<event>
 \t            disable_event:<system>:<event>
+\t            enable_hist:<system>:<event>
+\t            disable_hist:<system>:<event>
 \t\t    stacktrace
 \t\t    snapshot
+\t\t    hist (see below)
 \t   To remove a trigger without a count:
 \t     echo '!<trigger> > <system>/<event>/trigger
 \t   To remove a trigger with a count:
 \t     echo '!<trigger>:0 > <system>/<event>/trigger
 \t   Filters can be ignored when removing a trigger.
+      hist trigger\t- If set, event hits are aggregated into a hash table
+\t    Format: hist:keys=<field1[,field2,...]>
+\t            [:<var1>=<field|var_ref|numeric_literal>[,<var2>=...]]
+\t            [:values=<field1[,field2,...]>]
+\t            [:sort=<field1[,field2,...]>]
+\t            [:size=#entries]
+\t            [:pause][:continue][:clear]
+\t            [:name=histname1]
+\t            [:nohitcount]
+\t            [:<handler>.<action>]
+\t            [if <filter>]
+\t    The available handlers are:
+\t        onmatch(matching.event)  - invoke on addition or update
+\t        onmax(var)               - invoke if var exceeds current max
+\t        onchange(var)            - invoke action if var changes
+\t    The available actions are:
+\t        trace(<synthetic_event>,param list)  - generate synthetic event
+\t        save(field,...)                      - save current event fields
+\t        snapshot()                           - snapshot the trace buffer
   stack_tracer_enabled\t- 1 to measure stacks (sizes in bytes of the Python
 \t\t\t  frames on the thread's data stack), 0 to stop
 """
