@@ -165,11 +165,17 @@ tracing mini-HOWTO (fntrace: ftrace for Python programs):
 \t\t\t  (<argname> a parameter by name: the signature is the BTF)
 \t\t    type: s8/16/32/64, u8/16/32/64, x8/16/32/64, char, string, symbol,
 \t\t\t  bool, repr, len, b<bit-width>@<bit-offset>/<container-size>
+\t\t  p[:[<group>/][<event>]] <func-name>[+<lines>]|<file>:<line> [<args>]
+\t\t\t  (a line probe; <args> may name local variables)
+\t\t  r[:[<group>/][<event>]] <func-name> [<args>] (a return probe)
+\t\t  e[:[<egroup>/][<eevent>]] <system>.<event> [<args>] (an event probe;
+\t\t\t  args: $<field>, $comm, \\imm-value)
 \t\t  s:[synthetic/]<event> <field>[;field] (a synthetic event)
   synthetic_events\t- Create/append/remove/show synthetic events
 \t\t\t  Write into this file to define/undefine new synthetic events.
 \t\t\t  example: echo 'myevent u64 lat; char name[]' >> synthetic_events
 \t\t\t  (a field may also be long[], a stack trace)
+  kprobe_events\t\t- Create/append/remove/show the p: and r: probes
   available_events\t- list of the events that can be enabled
   set_event\t\t- enables events by name written into it
 \t\t\t  Format: [<system>:]<event> ('!' in front disables it)
