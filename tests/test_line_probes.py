@@ -404,3 +404,41 @@ def test_event_probe_errors(fs, m, cmd, kind):
     log = errlog_check(fs, "trace_eprobe", cmd, "dynamic_events", append=True)
     assert kind in log
     assert len(listing(fs)) == 1
+
+
+# ---------------------------------------------------------------------------------
+# Tracepoint probes (t:) on static events
+# ---------------------------------------------------------------------------------
+
+def test_tracepoint_probe_on_a_static_event(fs):
+    import gc
+    fs.write("dynamic_events", "t gc_start $arg1\n"
+                               "t:mygc/end gc:gc_end gen=generation collected:x32\n", append=True)
+    assert listing(fs) == ["t:tracepoints/gc_start__tp gc_start generation=generation",
+                           "t:mygc/end gc_end gen=generation collected=collected:x32"]
+    assert listing(fs, "kprobe_events") == []
+    fs.write("events/tracepoints/gc_start__tp/enable", "1")
+    fs.write("events/mygc/end/enable", "1")
+    gc.collect()
+    fs.write("events/tracepoints/gc_start__tp/enable", "0")
+    fs.write("events/mygc/end/enable", "0")
+    texts = trace_texts(fs)
+    assert "gc_start__tp: (gc_start) generation=2" in texts
+    assert any(t.startswith("end: (gc_end) gen=2 collected=0x") for t in texts), texts
+    # gc:gc_start itself was not enabled: only the probes' lines
+    assert all(t.startswith(("gc_start__tp:", "end:")) for t in texts)
+    fs.write("dynamic_events", "-:tracepoints/gc_start__tp", append=True)
+    fs.write("dynamic_events", "-:mygc/end", append=True)
+    assert listing(fs) == []
+
+
+@pytest.mark.parametrize("cmd,kind", [
+    ("t ^nope_tp", "Tracepoint is not found"),
+    ("t gc_start ^$arg5", "This variable is not found at this probe point"),
+    ("t gc_start ^bogus", "This variable is not found at this probe point"),
+    ("t gc_start ^$xyz", "Invalid $-valiable specified"),
+])
+def test_tracepoint_probe_errors(fs, cmd, kind):
+    log = errlog_check(fs, "trace_fprobe", cmd, "dynamic_events", append=True)
+    assert kind in log
+    assert listing(fs) == []

@@ -26,7 +26,8 @@ from .core import EventCall, _lock as _core_lock, find_event_call
 from .probe_parse import (ERRORS, MAX_TRACE_ARGS, FetchArg, ProbeError, _Fail, _good_name,
                           _known_type, _parse_event_name, _parse_imm, _tokens, _type_colon)
 
-__all__ = ["EPROBE_EVENT_SYSTEM", "EprobeSpec", "EprobeEvent", "parse_eprobe_command"]
+__all__ = ["EPROBE_EVENT_SYSTEM", "TPROBE_EVENT_SYSTEM", "EprobeSpec", "EprobeEvent",
+           "parse_eprobe_command", "parse_tprobe_command"]
 
 EPROBE_EVENT_SYSTEM = "eprobes"
 COMMON_FIELDS = ("common_pid", "common_cpu", "comm")
@@ -37,13 +38,16 @@ class EprobeSpec:
                  command: str) -> None:
         self.group, self.event, self.base, self.args, self.command = group, event, base, args, command
         self.is_return = False
+        self.kind = "e"
 
     @property
     def symbol(self) -> str:
+        if self.kind == "t":
+            return self.base[1]
         return f"{self.base[0]}.{self.base[1]}"
 
     def normalized(self) -> str:
-        head = f"e:{self.group}/{self.event} {self.symbol}"
+        head = f"{self.kind}:{self.group}/{self.event} {self.symbol}"
         return " ".join([head] + [a.definition() for a in self.args])
 
 
@@ -117,6 +121,102 @@ def _parse(cmd: str) -> EprobeSpec:
         used.add(name)
         args.append(FetchArg(name, expr, typ, body))
     return EprobeSpec(group, event, (bsys, bname), args, cmd)
+
+
+# -- t: probes on static events -----------------------------------------------------------
+
+TPROBE_EVENT_SYSTEM = "tracepoints"
+
+
+def _static_call(name: str):
+    """A static event by its bare name (unique among the static events), or
+    SYSTEM:EVENT; None if there is none."""
+    from .static_events import SYSTEMS, static_calls
+    calls = static_calls()
+    sysname, sep, ev = name.partition(":")
+    if sep:
+        return next((c for c in calls if c.system == sysname and c.name == ev), None)
+    found = [c for c in calls if c.name == name and c.system in SYSTEMS]
+    return found[0] if len(found) == 1 else None
+
+
+def parse_tprobe_command(cmd: str) -> EprobeSpec:
+    try:
+        return _parse_t(cmd)
+    except _Fail as f:
+        raise ProbeError(ERRORS[f.kind], pos=f.pos, command=cmd, kind=f.kind) from None
+
+
+def _parse_t(cmd: str) -> EprobeSpec:
+    """t[:[GRP/][EVENT]] TRACEPOINT [FETCHARGS]: FETCHARGS name the static event's
+    fields (``generation``), ``$argN`` (its Nth field), ``$comm`` or ``\\IMM``."""
+    toks = _tokens(cmd)
+    head, hpos = toks[0]
+    group = event = None
+    if head[1:2] == ":":
+        group, event = _parse_event_name(head[2:], hpos + 2)
+    elif len(head) > 1:
+        raise _Fail("BAD_EVENT_NAME", hpos + 1)
+    if len(toks) < 2:
+        raise _Fail("NO_TRACEPOINT", len(cmd.rstrip()))
+    tp, tpos = toks[1]
+    base = _static_call(tp)
+    if base is None:
+        raise _Fail("NO_TRACEPOINT", tpos)
+    group = group or TPROBE_EVENT_SYSTEM
+    event = event or "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_"
+                             for c in f"{base.name}__tp")[:63]
+    fields = list(base.fields)
+    args: list[FetchArg] = []
+    used: set[str] = set()
+    argtoks = toks[2:]
+    if len(argtoks) > MAX_TRACE_ARGS:
+        raise _Fail("TOO_MANY_ARGS", argtoks[MAX_TRACE_ARGS][1])
+    for k, (raw, p) in enumerate(argtoks):
+        eq = raw.find("=")
+        if eq == 0:
+            raise _Fail("NO_ARG_NAME", p)
+        name, body, boff = (raw[:eq], raw[eq + 1:], eq + 1) if eq > 0 else (None, raw, 0)
+        bp = p + boff
+        colon = _type_colon(body)
+        typ = None
+        if colon >= 0:
+            typ, body = body[colon + 1:], body[:colon]
+            if not _known_type(typ):
+                raise _Fail("BAD_TYPE", bp + colon + 1)
+        if not body:
+            raise _Fail("NO_ARG_BODY", bp)
+        text = body
+        if body in ("$comm", "$COMM"):
+            expr: tuple = ("field", "comm")
+            cand = "comm"
+        elif body.startswith("$arg"):
+            tail = body[4:]
+            if not tail.isdigit() or int(tail) == 0:
+                raise _Fail("BAD_ARG_NUM" if tail.isdigit() else "BAD_VAR", bp)
+            if int(tail) > len(fields):
+                raise _Fail("NO_BTFARG", bp)
+            cand = fields[int(tail) - 1]
+            expr, text = ("field", cand), cand
+        elif body[:1] == "\\":
+            expr, cand = _parse_imm(body, bp), ""
+        elif body[:1] == "$":
+            raise _Fail("BAD_VAR", bp)
+        else:
+            if body not in fields:
+                raise _Fail("NO_BTFARG", bp)
+            expr, cand = ("field", body), body
+        if name is None:
+            name = cand if _good_name(cand) else f"arg{k + 1}"
+        elif not _good_name(name):
+            raise _Fail("BAD_ARG_NAME", p)
+        if name in used:
+            raise _Fail("USED_ARG_NAME", p)
+        used.add(name)
+        args.append(FetchArg(name, expr, typ, text))
+    spec = EprobeSpec(group, event, (base.system, base.name), args, cmd)
+    spec.kind = "t"
+    return spec
 
 
 class _Tap:
@@ -195,7 +295,7 @@ class EprobeEvent:
             k = a.expr[0]
             try:
                 v = values[a.expr[1]] if k == "field" else a.expr[1]
-                v, t = _text(v, a.type)
+                v, t = _text(v, a.type) if self.spec.kind == "e" else _fe.render(v, a.type)
             except BaseException:
                 v, t = None, _fe.FAULT
             vals[a.name] = v

@@ -596,12 +596,13 @@ def dynevent_create(cmd: str):
     """One dynamic_events command: ``p``/``r`` here, ``e`` in eprobe.py, anything else
     to fprobe_event.py."""
     toks = _tokens(cmd)
-    if not toks or toks[0][0][0] not in "pre":
+    if not toks or toks[0][0][0] not in "pret":
         return _fe.dynevent_create(cmd)
     with _fe._lock:
-        if toks[0][0][0] == "e":
-            from .eprobe import EprobeEvent, parse_eprobe_command
-            kind, spec = "eprobe", parse_eprobe_command(cmd)
+        if toks[0][0][0] in "et":
+            from .eprobe import EprobeEvent, parse_eprobe_command, parse_tprobe_command
+            kind = "eprobe"
+            spec = (parse_eprobe_command if toks[0][0][0] == "e" else parse_tprobe_command)(cmd)
         else:
             kind, spec = parse_kprobe_command(cmd)
         if kind == "fprobe":

@@ -169,7 +169,7 @@ def event_writes(fs, spec: Mapping, *, main_sources=None) -> None:
     ``enable``.  Errors are UsageErrors, the way the command line shows them."""
     from ..events.core import find_event_call
     text = spec["event"]
-    if text[:1] in ("f", "p", "r", "s", "e") and (len(text) == 1 or text[1] in " :0123456789"):
+    if text[:1] in ("f", "p", "r", "s", "e", "t") and (len(text) == 1 or text[1] in " :0123456789"):
         w = ControlWrite("dynamic_events", text, append=True, label="-e", caret=True)
         try:
             fs.write(w.path, w.data, append=True)
