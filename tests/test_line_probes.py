@@ -414,20 +414,20 @@ def test_tracepoint_probe_on_a_static_event(fs):
     import gc
     fs.write("dynamic_events", "t gc_start $arg1\n"
                                "t:mygc/end gc:gc_end gen=generation collected:x32\n", append=True)
-    assert listing(fs) == ["t:tracepoints/gc_start__tp gc_start generation=generation",
+    assert listing(fs) == ["t:tracepoints/gc_start gc_start generation=generation",
                            "t:mygc/end gc_end gen=generation collected=collected:x32"]
     assert listing(fs, "kprobe_events") == []
-    fs.write("events/tracepoints/gc_start__tp/enable", "1")
+    fs.write("events/tracepoints/gc_start/enable", "1")
     fs.write("events/mygc/end/enable", "1")
     gc.collect()
-    fs.write("events/tracepoints/gc_start__tp/enable", "0")
+    fs.write("events/tracepoints/gc_start/enable", "0")
     fs.write("events/mygc/end/enable", "0")
     texts = trace_texts(fs)
-    assert "gc_start__tp: (gc_start) generation=2" in texts
+    assert "gc_start: (gc_start) generation=2" in texts
     assert any(t.startswith("end: (gc_end) gen=2 collected=0x") for t in texts), texts
     # gc:gc_start itself was not enabled: only the probes' lines
-    assert all(t.startswith(("gc_start__tp:", "end:")) for t in texts)
-    fs.write("dynamic_events", "-:tracepoints/gc_start__tp", append=True)
+    assert all(t.startswith(("gc_start: (gc_start)", "end:")) for t in texts)
+    fs.write("dynamic_events", "-:tracepoints/gc_start", append=True)
     fs.write("dynamic_events", "-:mygc/end", append=True)
     assert listing(fs) == []
 

@@ -13,6 +13,14 @@ as the fprobe fetchargs show it.
 
 Line text (print_eprobe_event): ``EEVENT: (GRP.EVENT) NAME=VALUE ...``.
 
+Tracepoint probes (fprobetrace.rst) are the same on a static event (static_events.py):
+
+    t[:[GRP/][EVENT]] TRACEPOINT [FETCHARGS]      TRACEPOINT: gc_start, or gc:gc_start
+
+GRP defaults to ``tracepoints``, EVENT to TRACEPOINT; FETCHARGS name the static
+event's fields (its BTF), ``$argN`` its Nth field, ``$comm``, ``\\IMM``; values shown
+as the fprobe fetchargs show them.  Line text ``EVENT: (TRACEPOINT) NAME=VALUE ...``.
+
 Mechanism: while the event probe is enabled somewhere, a tap sits among the attached
 event's files (like the kernel's eprobe trigger, which keeps the attached event in soft
 mode): the attached event is hooked, its filter and enable state are its own, and
@@ -164,8 +172,11 @@ def _parse_t(cmd: str) -> EprobeSpec:
     if base is None:
         raise _Fail("NO_TRACEPOINT", tpos)
     group = group or TPROBE_EVENT_SYSTEM
-    event = event or "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_"
-                             for c in f"{base.name}__tp")[:63]
+    if event is None:       # fprobetrace.rst: TRACEPOINT, "_TRACEPOINT" if it starts with a digit
+        event = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_"
+                        for c in base.name)[:63]
+        if event[:1].isdigit():
+            event = "_" + event[:62]
     fields = list(base.fields)
     args: list[FetchArg] = []
     used: set[str] = set()
