@@ -216,11 +216,12 @@ class ClientPipe:
         return self._sock.fileno()
 
     def read(self, timeout: float | None = None) -> str:
+        """Ask for the next text and wait for the answer: the server reads (consumes)
+        only for a read waited on, so what this pipe took it also shows."""
         if self.closed:
             return ""
-        if len(self._frames.buf) < 4 and not endpoint.readable(self._sock, timeout):
-            return ""
         try:
+            send_frame(self._sock, {"op": "read", "timeout": timeout})
             reply = self._frames.read()
         except OSError:
             reply = None

@@ -24,6 +24,7 @@ import os
 import socket
 import sys
 import threading
+import time
 
 from ..core import ops as core_ops
 from ..core import task
@@ -195,7 +196,7 @@ class Server:
                 if req is None:
                     return
                 if isinstance(req, dict) and req.get("op") == "pipe":
-                    self._pipe(conn, req)
+                    self._pipe(conn, req, frames)
                     return
                 reply = self.handle(req)
                 send_frame(conn, reply)
@@ -271,10 +272,12 @@ class Server:
         except Exception:
             return None
 
-    def _pipe(self, conn: socket.socket, req: dict) -> None:
-        """Stream trace_pipe: each chunk of text a reply frame, until the client closes.
-        The client's going away is noticed before reading (consuming) more, so a
-        client that leaves takes nothing another reader would have had."""
+    def _pipe(self, conn: socket.socket, req: dict, frames: FrameReader) -> None:
+        """A trace_pipe of the client's: each ``{"op": "read", "timeout": T}`` it sends
+        is answered by one frame, the text read (consumed) then, or "" after T seconds
+        (T None: when there is some).  Nothing is read but for a request the client
+        waits on, so a client that closes leaves nothing read and unshown: the next
+        reader gets it."""
         path = req.get("path") or "trace_pipe"
         try:
             if not isinstance(path, str):
@@ -283,33 +286,54 @@ class Server:
         except FntraceError as e:
             send_frame(conn, {"ok": False, "errno": int(e.errno), "msg": e.msg, "error_log": ""})
             return
-        send_frame(conn, {"ok": True, "data": ""})      # open: the stream follows
+        send_frame(conn, {"ok": True, "data": ""})      # open: the reads follow
         # The top level's buffers say whether there is something to read without
-        # consuming it: wait on them, and consume only with the client known to be
-        # there (any other path: a blocking read, checked between reads).
+        # consuming it: wait on them (any other path: a blocking read in slices).
         tr = getattr(self.fs, "tr", None) if path.strip("/") == "trace_pipe" else None
         try:
             while self.running:
-                if endpoint.readable(conn, 0):
-                    # EOF, or anything a client sends on a pipe: the stream ends
-                    return
                 try:
-                    if tr is not None:
-                        if not tr.entries()[0]:
-                            if endpoint.readable(conn, PIPE_WAIT):
-                                return
-                            continue
-                        text = reader.read(0)
-                    else:
-                        text = reader.read(PIPE_POLL)
+                    ask = frames.read(MAX_REQUEST)
+                except (OSError, FntraceError):
+                    return
+                if not isinstance(ask, dict) or ask.get("op") != "read":
+                    return              # EOF, or anything else: the stream ends
+                timeout = ask.get("timeout")
+                try:
+                    text = self._pipe_read(conn, reader, tr, timeout)
                 except FntraceError as e:
                     send_frame(conn, {"ok": False, "errno": int(e.errno), "msg": e.msg,
                                       "error_log": ""})
                     return
-                if text:
-                    send_frame(conn, {"ok": True, "data": text})
+                if text is None:
+                    return              # the client went away meanwhile
+                send_frame(conn, {"ok": True, "data": text})
         finally:
             reader.close()
+
+    def _pipe_read(self, conn, reader, tr, timeout) -> str | None:
+        """One read for the client: text, "" at the timeout, None if the client left."""
+        end = None if not isinstance(timeout, (int, float)) else time.monotonic() + max(0, timeout)
+        while self.running:
+            left = None if end is None else end - time.monotonic()
+            if tr is not None:
+                if tr.entries()[0]:
+                    text = reader.read(0)
+                    if text:
+                        return text
+                step = PIPE_WAIT if left is None else max(0.0, min(PIPE_WAIT, left))
+            else:
+                step = PIPE_POLL if left is None else max(0.0, min(PIPE_POLL, left))
+                text = reader.read(step)
+                if text:
+                    return text
+                step = 0
+            # the client only closes while it waits: its socket readable is its end
+            if endpoint.readable(conn, step):
+                return None
+            if left is not None and left <= 0:
+                return ""
+        return None
 
     def _detach(self) -> str:
         """Everything of fntrace off: tracers nop, events off, dynamic events gone,
