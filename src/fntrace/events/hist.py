@@ -389,7 +389,11 @@ class HistTrigger:
             for r in refs:
                 owner = r.owner
                 od = owner.data if owner is not None else None
-                e = od.entries.get(key) if od is not None else None
+                # tracing_map_lookup() compares the owner's key size: a compound key
+                # (pid,lat) finds the entry of a trigger keyed on pid alone
+                n = len(owner.keys) if owner is not None else 0
+                e = od.entries.get(key if n >= len(key) else key[:n]) \
+                    if od is not None else None
                 if e is None or r.name not in e.vars:
                     return
                 ents.append(e)
@@ -438,6 +442,9 @@ class HistTrigger:
         return tuple(out)
 
     def _run_actions(self, ef, key, e, values, ts, env) -> None:
+        # each action compares with the value before this hit (the kernel keeps one
+        # per action): onchange($v).save(...):onchange($v).snapshot() runs both
+        old = e.max
         for a in self.actions:
             try:
                 if a.handler == "onmatch":
@@ -448,10 +455,10 @@ class HistTrigger:
                 if tv is None or tv.__class__ is not int:
                     continue
                 if a.handler == "onmax":
-                    if e.max is not None and tv <= e.max:
+                    if old is not None and tv <= old:
                         continue
                 else:           # onchange
-                    if e.max is not None and tv == e.max:
+                    if old is not None and tv == old:
                         continue
                 e.max = tv
                 self._action_do(a, ef, key, e, values, ts, env)
