@@ -15,9 +15,30 @@ _lock = threading.Lock()
 counter = [0]
 
 
+_prio = {}        # native thread id -> its prio (120 + nice), for the sched events
+
+
 def schedule():
+    """The calling thread is switched (back) in: prev and next are both itself."""
+    t = threading.current_thread()
+    tid = threading.get_native_id()
+    p = _prio.get(tid, 120)
+    return __schedule(t.name[:15], tid, p, t.name[:15], tid, p)
+
+
+def __schedule(prev_comm, prev_pid, prev_prio, next_comm, next_pid, next_prio):
+    """sched_switch's fields are its arguments."""
     counter[0] += 1
     return _raw_spin_lock() + _raw_spin_unlock()
+
+
+def try_to_wake_up(comm, pid, prio):
+    """Wakes the thread pid: sched_waking here, sched_wakeup in ttwu_do_wakeup."""
+    return ttwu_do_wakeup(comm, pid, prio)
+
+
+def ttwu_do_wakeup(comm, pid, prio):
+    return 1
 
 
 def preempt_schedule():
@@ -154,7 +175,18 @@ def _do_fork(fn):
 
 
 def do_execve(filename):
+    exec_binprm(filename, threading.get_native_id(), threading.get_native_id())
     return do_sys_open(filename, 0, 0)
+
+
+def exec_binprm(filename, pid, old_pid):
+    """sched_process_exec's fields are its arguments."""
+    return 0
+
+
+def do_exit(comm, pid, prio):
+    """The calling thread ends: sched_process_exit's fields are its arguments."""
+    return 0
 
 
 def do_execveat_common(filename):

@@ -8,7 +8,8 @@ native id of its main thread, then runs until killed.  The main thread calls the
 scheduler, locks and file functions about every millisecond; every 50 ms it "forks"
 (ksym._do_fork: a short-lived thread); a second long-lived thread ("kworker") does
 softirqs.  Each forked thread appends its native id to STATE_DIR/children.  Writing a module name to STATE_DIR/modprobe makes it import that module
-(the tests' modprobe).
+(the tests' modprobe); writing "COUNT NICE" to STATE_DIR/ping runs ping() (the tests' ping),
+and the file is gone when it is done.
 """
 import os
 import sys
@@ -29,6 +30,37 @@ def child():
         f.write(f"{threading.get_native_id()}\n")
     ksym.do_execve("/bin/true")
     ksym.schedule()
+    ksym.do_exit(threading.current_thread().name[:15], threading.get_native_id(), 120)
+
+
+def ping(count, nice):
+    """The tests' ``ping -c COUNT`` (at ``nice -n NICE``): a thread named "ping" that the
+    main thread wakes COUNT times (sched_waking, sched_wakeup) and that is then switched
+    in (sched_switch with next_comm "ping"); it execs first and exits last."""
+    go, done = threading.Event(), threading.Event()
+    prio = 120 + nice
+
+    def body():
+        tid = threading.get_native_id()
+        ksym._prio[tid] = prio
+        ksym.do_execve("/usr/bin/ping")
+        for _ in range(count):
+            go.wait()
+            go.clear()
+            ksym.schedule()
+            done.set()
+        ksym.do_exit("ping", tid, prio)
+        del ksym._prio[tid]
+
+    t = threading.Thread(target=body, name="ping")
+    t.start()
+    for _ in range(count):
+        time.sleep(0.01)
+        ksym.try_to_wake_up("ping", t.native_id, prio)
+        go.set()
+        done.wait()
+        done.clear()
+    t.join()
 
 
 def kworker():
@@ -48,6 +80,7 @@ def main() -> None:
         f.write(f"{os.getpid()} {threading.get_native_id()}\n")
     os.rename(os.path.join(state, "ready.tmp"), os.path.join(state, "ready"))
     modprobe = os.path.join(state, "modprobe")
+    ping_req = os.path.join(state, "ping")
     last_fork = 0.0
     while True:
         ksym.schedule()
@@ -69,6 +102,11 @@ def main() -> None:
                     name = f.read().strip()
                 os.unlink(modprobe)
                 __import__(name)
+            if os.path.exists(ping_req):
+                with open(ping_req) as f:
+                    count, nice = map(int, f.read().split())
+                ping(count, nice)
+                os.unlink(ping_req)
         time.sleep(0.001)
 
 
