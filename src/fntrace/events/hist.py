@@ -139,7 +139,7 @@ def safe_key(v: Any) -> int | str:
     if t is float:
         return int(v) if v == v and v not in (float("inf"), float("-inf")) else 0
     if v is None:
-        return 0
+        return "(null)"                 # as the kernel prints a NULL string
     if issubclass(t, int):
         return int.__int__(v)
     if issubclass(t, str):
