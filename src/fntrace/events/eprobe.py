@@ -59,6 +59,25 @@ class EprobeSpec:
         return " ".join([head] + [a.definition() for a in self.args])
 
 
+
+def _arg_parts(raw: str, p: int) -> tuple[str | None, str, str | None, int]:
+    """One fetcharg token ``[NAME=]BODY[:TYPE]`` at offset p: (name, body, type, the
+    body's offset), or the kernel's error at its caret."""
+    eq = raw.find("=")
+    if eq == 0:
+        raise _Fail("NO_ARG_NAME", p)
+    name, body, boff = (raw[:eq], raw[eq + 1:], eq + 1) if eq > 0 else (None, raw, 0)
+    bp = p + boff
+    colon = _type_colon(body)
+    typ = None
+    if colon >= 0:
+        typ, body = body[colon + 1:], body[:colon]
+        if not _known_type(typ):
+            raise _Fail("BAD_TYPE", bp + colon + 1)
+    if not body:
+        raise _Fail("NO_ARG_BODY", bp)
+    return name, body, typ, bp
+
 def parse_eprobe_command(cmd: str) -> EprobeSpec:
     try:
         return _parse(cmd)
@@ -95,19 +114,7 @@ def _parse(cmd: str) -> EprobeSpec:
     args: list[FetchArg] = []
     used: set[str] = set()
     for k, (raw, p) in enumerate(argtoks):
-        eq = raw.find("=")
-        if eq == 0:
-            raise _Fail("NO_ARG_NAME", p)
-        name, body, boff = (raw[:eq], raw[eq + 1:], eq + 1) if eq > 0 else (None, raw, 0)
-        bp = p + boff
-        colon = _type_colon(body)
-        typ = None
-        if colon >= 0:
-            typ, body = body[colon + 1:], body[:colon]
-            if not _known_type(typ):
-                raise _Fail("BAD_TYPE", bp + colon + 1)
-        if not body:
-            raise _Fail("NO_ARG_BODY", bp)
+        name, body, typ, bp = _arg_parts(raw, p)
         if body in ("$comm", "$COMM"):
             expr: tuple = ("field", "comm")
         elif body[:1] == "$":
@@ -184,19 +191,7 @@ def _parse_t(cmd: str) -> EprobeSpec:
     if len(argtoks) > MAX_TRACE_ARGS:
         raise _Fail("TOO_MANY_ARGS", argtoks[MAX_TRACE_ARGS][1])
     for k, (raw, p) in enumerate(argtoks):
-        eq = raw.find("=")
-        if eq == 0:
-            raise _Fail("NO_ARG_NAME", p)
-        name, body, boff = (raw[:eq], raw[eq + 1:], eq + 1) if eq > 0 else (None, raw, 0)
-        bp = p + boff
-        colon = _type_colon(body)
-        typ = None
-        if colon >= 0:
-            typ, body = body[colon + 1:], body[:colon]
-            if not _known_type(typ):
-                raise _Fail("BAD_TYPE", bp + colon + 1)
-        if not body:
-            raise _Fail("NO_ARG_BODY", bp)
+        name, body, typ, bp = _arg_parts(raw, p)
         text = body
         if body in ("$comm", "$COMM"):
             expr: tuple = ("field", "comm")
