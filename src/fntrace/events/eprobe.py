@@ -59,7 +59,6 @@ class EprobeSpec:
         return " ".join([head] + [a.definition() for a in self.args])
 
 
-
 def _arg_parts(raw: str, p: int) -> tuple[str | None, str, str | None, int]:
     """One fetcharg token ``[NAME=]BODY[:TYPE]`` at offset p: (name, body, type, the
     body's offset), or the kernel's error at its caret."""
