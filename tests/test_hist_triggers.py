@@ -530,3 +530,30 @@ def test_trace_marker_latency_the_kernels_example(fs):
     assert totals(text)[0] == 3
     assert all(re.fullmatch(r"\{ lat: +\d+, common_pid: +\d+ \} hitcount: +\d+", r)
                for r in rows(text)), text
+
+
+def test_a_field_of_the_matching_event_is_a_field_variable(fs, m):
+    """onmatch(...).trace(..., SYS.EVENT.FIELD): a trigger on that event keeps the field
+    (synthetic_FIELD), listed there, gone with the trigger that made it."""
+    fs.write("synthetic_events", "lat u64 d; int started_with", append=True)
+    trig(fs, "st", "hist:keys=rid:v0=v")
+    cmd = "hist:keys=rid:d=v-$v0:onmatch(fprobes.st).trace(lat,$d,fprobes.st.v)"
+    trig(fs, "en", cmd)
+    fs.write("events/synthetic/lat/enable", "1")
+    assert "hist:keys=rid:vals=hitcount:synthetic_v=v:" in fs.read("events/fprobes/st/trigger")
+    m.start(1, 100)
+    m.end(1, 130)
+    assert "lat: d=30 started_with=100" in trace_texts(fs)
+    assert "synthetic_v=v" in hist(fs, "st")
+    trig(fs, "en", "!" + cmd)
+    assert "synthetic_v" not in fs.read("events/fprobes/st/trigger")
+    assert "synthetic_v" not in hist(fs, "st")
+
+
+def test_a_field_variable_needs_a_hist_trigger_on_its_event(fs, m):
+    fs.write("synthetic_events", "lat u64 d", append=True)
+    log = errlog_check(fs, "hist:fprobes:en",
+                       "hist:keys=rid:onmatch(fprobes.o).trace(lat,^fprobes.o.n)",
+                       "events/fprobes/en/trigger", append=True)
+    assert "error: Couldn't create field variable\n" in log
+    assert hist(fs, "en") == "" and hist(fs, "o") == ""

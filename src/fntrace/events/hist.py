@@ -72,6 +72,7 @@ HIST_ERRORS: dict[str, str] = {
     "EVENT_FILE_NOT_FOUND": "Event file not found",
     "HIST_NOT_FOUND": "Matching event histogram not found",
     "HIST_CREATE_FAIL": "Couldn't create histogram for field",
+    "FIELD_VAR_CREATE_FAIL": "Couldn't create field variable",
     "SYNTH_EVENT_NOT_FOUND": "Couldn't find synthetic event",
     "SYNTH_COUNT_MISMATCH": "Param count doesn't match synthetic event field count",
     "ONX_NOT_VAR": "For onmax(x) or onchange(x), x must be a variable",
@@ -220,6 +221,8 @@ class VarRef:
         self.system = system
         self.event = event
         self.name = name
+        self.field = ""                         # a field variable's event field
+        self.pos = 0
         self.owner: HistTrigger | None = None   # the trigger that sets it
         self.target: Field | None = None
 
@@ -307,6 +310,8 @@ class HistTrigger:
         self.errors = 0
         self.want_comm = False
         self.fast: Callable[[Mapping[str, Any]], None] | None = None
+        self.field_vars: list[VarRef] = []     # SYS.EVENT.FIELD params, made at apply
+        self.hidden: list[HistTrigger] = []     # the triggers made for them
 
     # -- identity -----------------------------------------------------------------------
     def key(self) -> tuple:
@@ -1144,6 +1149,22 @@ class _Parser:
             return self.operand(p, pos)
         if p[:1].isdigit():
             return self.operand(p, pos)
+        if p.count(".") == 2:
+            # SYS.EVENT.FIELD: a field of another event, kept for this one in a
+            # variable of a trigger fntrace adds there (a "field variable")
+            sysname, ev, fld = p.split(".")
+            other = find_event_call(sysname, ev)
+            if other is None:
+                raise self.err("INVALID_SUBSYS_EVENT", pos)
+            if fld not in other.fields and _COMMON.get(fld) not in ("int", "str"):
+                raise self.err("PARAM_NOT_FOUND", pos, detail=p)
+            if (sysname, ev) == (self.system, self.event):
+                return Field(fld)
+            ref = VarRef(sysname, ev, "synthetic_" + fld)
+            ref.field = fld
+            ref.pos = pos
+            self.trig.field_vars.append(ref)
+            return Field(p, ref=ref)
         kind = self.kind_of(p)
         if kind is None:
             raise self.err("PARAM_NOT_FOUND", pos, detail=p)
@@ -1185,6 +1206,7 @@ def apply_hist_command(ef: EventFile, text: str) -> None:
             _in_use_check(x, ef, text)
             ef.triggers.remove(x)
             _release(x)
+            _drop_hidden(x)
         ef._sync()
         return
     if t.pause_cmd:
@@ -1202,12 +1224,14 @@ def apply_hist_command(ef: EventFile, text: str) -> None:
         t.paused = True
     elif same:
         raise HistError("TRIGGER_EEXIST", 0, text, _errno.EEXIST)
+    _make_hidden(t, ef, text)
     with _named_lock:
         if t.name:
             have = _named.get(t.name)
             if have is not None:
                 data, first = have
                 if not _compatible(first, t):
+                    _drop_hidden(t)
                     raise HistError("NAMED_MISMATCH", 0, text)
                 t.data = data
             else:
@@ -1227,6 +1251,39 @@ def apply_hist_command(ef: EventFile, text: str) -> None:
             r.owner.__dict__.setdefault("_readers", []).append(t)
     ef.triggers.append(t)
     ef._sync()
+
+
+def _make_hidden(t: HistTrigger, ef: EventFile, text: str) -> None:
+    """Field variables (create_field_var_hist): for each SYS.EVENT.FIELD param, a
+    trigger on that event keyed as its first hist trigger, under the same filter, that
+    keeps FIELD in ``synthetic_FIELD`` (listed in its trigger and hist files, as the
+    kernel lists it); it goes when ``t`` goes."""
+    for ref in t.field_vars:
+        tef = ef.tr.event_file(find_event_call(ref.system, ref.event))
+        base = next((x for x in hist_triggers_of(tef) if not x.__dict__.get("hidden_for")),
+                    None)
+        if base is None:
+            _drop_hidden(t)
+            raise HistError("FIELD_VAR_CREATE_FAIL", ref.pos, text)
+        cmd = (f"hist:keys={','.join(f.text() for f in base.keys)}:{ref.name}={ref.field}"
+               + (f" if {base.filter_text}" if base.filter_text else ""))
+        h = next((x for x in hist_triggers_of(tef) if x.source == cmd), None)
+        if h is None:
+            apply_hist_command(tef, cmd)
+            h = hist_triggers_of(tef)[-1]
+            h.hidden_for = t
+            t.hidden.append(h)
+        ref.owner, ref.target = h, h.vars[0]
+
+
+def _drop_hidden(t: HistTrigger) -> None:
+    for h in t.hidden:
+        hef = h.ef
+        if hef is not None and h in hef.triggers:
+            hef.triggers.remove(h)
+            _release(h)
+            hef._sync()
+    t.hidden = []
 
 
 def _compatible(a: HistTrigger, b: HistTrigger) -> bool:
