@@ -235,6 +235,8 @@ SAVED_CMDLINES_DEFAULT = 128
 PID_MAX_DEFAULT = 0x8000
 # per_thread/<tid>/: the kernel's per_cpu/cpuN/ files that apply to a thread's buffer
 PER_THREAD_FILES = ("buffer_size_kb", "stats", "trace", "trace_pipe")
+# the files of each events/<system>/<event>/ directory
+EVENT_LEAVES = ("enable", "filter", "trigger", "format", "id", "hist")
 
 
 def _err(code: int, msg: str, command: str = "") -> FntraceError:
@@ -561,17 +563,18 @@ class Tracefs:
             if p.startswith("instances/"):
                 fs, rest = self._route(p)
                 return fs.ls(rest)
+        from ..events.core import event_calls
+        parts = p.split("/")
+        if parts[0] == "events" and len(parts) == 3:
+            return sorted(EVENT_LEAVES) if (parts[1], parts[2]) in event_calls else []
         prefix = p + "/" if p else ""
         out = set()
         if self.top and not p:
             out.add("instances")
-        from ..events.core import event_calls
         names = list(self._files) + ["events/enable"]
         for (sysname, ev) in list(event_calls):
-            names += [f"events/{sysname}/enable", f"events/{sysname}/{ev}/enable",
-                      f"events/{sysname}/{ev}/filter", f"events/{sysname}/{ev}/trigger",
-                      f"events/{sysname}/{ev}/format", f"events/{sysname}/{ev}/id",
-                      f"events/{sysname}/{ev}/hist"]
+            names.append(f"events/{sysname}/enable")
+            names += [f"events/{sysname}/{ev}/{leaf}" for leaf in EVENT_LEAVES]
         if not p:
             out.add("per_thread")        # there before any thread has written
         for tid in self._thread_buffers():
@@ -595,6 +598,16 @@ class Tracefs:
             return "dir"
         if self._lookup(path) is not None:
             return "file"
+        parts = path.split("/")
+        if parts[0] == "events" and len(parts) <= 3:
+            # an event's or a system's directory, without listing every event (a
+            # glob such as events/*/*/trigger asks this of each directory)
+            from ..events.core import event_calls
+            if len(parts) == 1:
+                return "dir"
+            if len(parts) == 3:
+                return "dir" if (parts[1], parts[2]) in event_calls else None
+            return "dir" if any(sy == parts[1] for sy, _ in list(event_calls)) else None
         return "dir" if self.ls(path) else None
 
     def mode(self, path: str) -> int:
