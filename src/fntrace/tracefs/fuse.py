@@ -35,6 +35,7 @@ How the kernel's tracefs semantics map onto FUSE:
 """
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import stat
@@ -134,6 +135,7 @@ class TracefsOperations(mfusepy.Operations):
         self.stopping = threading.Event()
         self.time_ns = time.time_ns()
         self._handles: dict[int, _Handle] = {}
+        self._event_dirs: set[str] = set()      # event directories looked up (cached)
         self._next_fh = 1
         self._handles_lock = threading.Lock()
         # The file API of an in-process Tracefs (and a client's one connection) is
@@ -179,6 +181,9 @@ class TracefsOperations(mfusepy.Operations):
         if kind is None:
             raise mfusepy.FuseOSError(errno.ENOENT)
         if kind == "dir":
+            if rel.startswith(("events/", "instances/")):
+                with self._handles_lock:
+                    self._event_dirs.add(rel)
             mode = self.root_mode if not rel else self._call(self.fs.mode, rel)
             st_mode, nlink = stat.S_IFDIR | mode, 2
         else:
@@ -304,9 +309,25 @@ class TracefsOperations(mfusepy.Operations):
 
     def _apply(self, h: _Handle, text: bytes) -> None:
         append = h.wrote or bool(h.flags & os.O_APPEND)
-        self._call(self.fs.write, h.path, text.decode("utf-8", "surrogateescape"),
-                   append=append)
+        try:
+            self._call(self.fs.write, h.path, text.decode("utf-8", "surrogateescape"),
+                       append=append)
+        finally:
+            if h.path.rsplit("/", 1)[-1] in EVENT_DEFINING:
+                self._forget_events()
         h.wrote = True
+
+    def _forget_events(self) -> None:
+        """A write that can remove events: the kernel forgets the event directories it
+        has looked up (fuse_invalidate_path), so a removed one is gone at once."""
+        with self._handles_lock:
+            seen, self._event_dirs = self._event_dirs, set()
+        try:
+            fuse = ctypes.c_void_p(mfusepy._libfuse.fuse_get_context().contents.fuse)
+            for p in seen:
+                mfusepy._libfuse.fuse_invalidate_path(fuse, ("/" + p).encode())
+        except Exception:
+            pass        # the name then goes when its second is up
 
     def flush(self, path: str, fh: int) -> int:
         h = self._handles.get(fh)
@@ -350,8 +371,13 @@ def _mount_options(uid: int | None, gid: int | None, allow_other: bool) -> dict[
         "fsname": "fntrace", "subtype": "fntrace",
         "direct_io": True,              # size 0 files: ask for every read
         "default_permissions": True,    # the kernel checks uid/gid/mode
-        # Instances come and go through other doors too: look names up afresh.
-        "entry_timeout": 0, "attr_timeout": 0, "negative_timeout": 0,
+        # A name and its attributes are kept for a second: a glob over every event
+        # (events/*/*/trigger, 160 events and more) looked each path up afresh on
+        # every pass, a request to the program each.  A name new through another door
+        # (an instance, a probe) shows at once (no negative caching); an event removed
+        # through this mount is forgotten at once (_forget_events); one removed
+        # through another door may show for up to that second, and then reads as gone.
+        "entry_timeout": 1.0, "attr_timeout": 1.0, "negative_timeout": 0,
         # Blocked trace_pipe readers each hold a worker thread; a bound keeps a
         # runaway number of readers from exhausting the process.  (Left unset,
         # libfuse 3.14 also complains of mfusepy's idle-thread default.)
@@ -360,6 +386,10 @@ def _mount_options(uid: int | None, gid: int | None, allow_other: bool) -> dict[
     if allow_other:
         opts["allow_other"] = True
     return opts
+
+
+# the files whose writes define and remove events
+EVENT_DEFINING = ("dynamic_events", "kprobe_events", "synthetic_events", "uprobe_events")
 
 
 # fuse_main_real()'s return codes (libfuse3 helper.c)
