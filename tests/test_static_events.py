@@ -283,8 +283,13 @@ def test_thread_events(fs):
     assert texts[0].startswith("thread_start: name=worker-7 tid=")
     assert texts[1].startswith("thread_exit: name=worker-7 tid=")
     assert texts[0].split("tid=")[1] == texts[1].split("tid=")[1]
-    assert threading._start_new_thread.__name__ != "start" if hasattr(
-        threading, "_start_new_thread") else True
+    # disabled: a thread started now writes nothing (whether the wrapper is still in
+    # place depends on who wrapped threading's start function since: core/task.py
+    # may have, in a suite)
+    t = threading.Thread(target=lambda: None, name="worker-8")
+    t.start()
+    t.join()
+    assert not [x for x in trace_texts(fs) if "worker-8" in x]
 
 
 def test_trace_marker_is_ftrace_print_with_filter_and_trigger(fs):

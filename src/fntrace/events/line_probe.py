@@ -151,7 +151,7 @@ def _resolve_file_line(path: str, line: int) -> tuple[str, int] | None:
     best = None
     for r in record_table.records:
         c = r.code
-        if c is None or not _file_matches(path, c.co_filename):
+        if c is None or c.co_name.startswith("<") or not _file_matches(path, c.co_filename):
             continue
         if line == c.co_firstlineno or line in code_lines(c):
             if best is None or c.co_firstlineno > best.code.co_firstlineno:
@@ -200,7 +200,10 @@ def _from_source(modname: str, path: str, line: int) -> tuple[str, int] | None:
         return None
     best = None
     for c in codes:
-        if c.co_name == "<module>":
+        if c.co_name.startswith("<"):
+            # the module body, and what is not a function one can name: a 3.11
+            # comprehension (its own code object before PEP 709 inlined it), a lambda,
+            # a generator expression; the line is then its enclosing function's
             continue
         if line == c.co_firstlineno or line in code_lines(c):
             if best is None or c.co_firstlineno > best.co_firstlineno:
