@@ -357,3 +357,22 @@ def test_cli_audit_glob(run_fntrace, tmp_script, tmp_path):
     assert any(t.startswith("open: ") for t in texts)
     p = run_fntrace("record", "-o", "t.dat", "-e", "nosuch:*", script)
     assert p.returncode != 0 and "no event matches" in p.stderr
+
+
+def test_audit_hook_quiet_at_interpreter_exit(tmp_path):
+    """An audit hook cannot be removed, and finalization sets module globals to None
+    while audit events still fire: an event left enabled must not print "Exception
+    ignored in audit hook" into the program's stderr at exit."""
+    prog = tmp_path / "late.py"
+    prog.write_text(
+        "from fntrace.tracefs import Tracefs\n"
+        "import fntrace.events.audit_events as ae\n"
+        "Tracefs().write('events/audit/open/enable', '1')\n"
+        "import sys\n"
+        "class Late:\n"
+        "    def __del__(self, audit=sys.audit):\n"
+        "        audit('open', '/dev/null', 'r', 0)\n"
+        "ae.late = Late()      # torn down with the module's globals\n")
+    r = run_python(prog, cwd=tmp_path)
+    assert r.returncode == 0
+    assert "audit hook" not in r.stderr, r.stderr

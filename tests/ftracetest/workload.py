@@ -105,7 +105,12 @@ def main() -> None:
             if os.path.exists(ping_req):
                 with open(ping_req) as f:
                     count, nice = map(int, f.read().split())
-                ping(count, nice)
+                # woken from a new thread, as any task may wake another: its events
+                # are traced even where a thread running before tracing began is
+                # not (the pure 3.11 hook)
+                waker = threading.Thread(target=ping, args=(count, nice), name="waker")
+                waker.start()
+                waker.join()
                 os.unlink(ping_req)
         time.sleep(0.001)
 

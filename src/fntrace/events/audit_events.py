@@ -219,7 +219,10 @@ _STDLIB = os.path.dirname(os.__file__) + os.sep
 _get_ident = threading.get_ident
 
 
-def _hook(event: str, args: tuple) -> None:
+def _hook(event: str, args: tuple, _on=_on, _busy=_busy, _get_ident=_get_ident) -> None:
+    # The hook outlives this module: an audit hook cannot be removed, and the
+    # interpreter's finalization sets module globals to None while audit events still
+    # fire. So everything it touches before the try is bound here, not looked up.
     if event not in _on:
         return                  # the cost when nothing (or another event) is enabled
     me = _get_ident()

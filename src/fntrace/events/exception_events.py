@@ -227,9 +227,12 @@ class _ExceptionEvents:
             except Exception:
                 pass
             return None
-        if _fntrace_code(frame.f_code.co_filename):
+        try:                    # (module globals are None late in finalization)
+            if _fntrace_code(frame.f_code.co_filename):
+                return None
+            frame.f_trace_lines = False
+        except BaseException:
             return None
-        frame.f_trace_lines = False
         return self._local
 
     def _local(self, frame, event, arg):
