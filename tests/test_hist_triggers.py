@@ -105,6 +105,12 @@ def test_hist_file_reads_as_the_kernel_prints_it(fs, m):
         "hist:keys=name:vals=hitcount,n:sort=hitcount:size=2048 [active]\n"
 
 
+def test_a_string_key_with_a_newline_stays_on_its_line(fs, m):
+    trig(fs, "w", "hist:keys=name")
+    m.work(1, "two\nlines\tand\x01")
+    assert rows(hist(fs)) == ["{ name: " + "two\\nlines\\tand\\x01".ljust(50)
+                              + " } hitcount:          1"]
+
 def test_an_event_without_a_hist_trigger_has_an_empty_hist_file(fs, m):
     assert hist(fs) == ""
     assert "hist" in fs.ls("events/fprobes/w")

@@ -505,7 +505,7 @@ class HistTrigger:
                 multiline = True
                 continue
             if v.__class__ is str and not f.mods:
-                parts.append(f"{name}: {v:<50}")
+                parts.append(f"{name}: {_one_line(v):<50}")
                 continue
             u = v & U64 if v.__class__ is int else 0
             if "hex" in f.mods:
@@ -520,7 +520,7 @@ class HistTrigger:
             elif f.buckets:
                 parts.append(f"{name}: ~ {u}-{u + f.buckets - 1}")
             elif v.__class__ is str:
-                parts.append(f"{name}: {v:<50}")
+                parts.append(f"{name}: {_one_line(v):<50}")
             else:
                 parts.append(f"{name}: {u:10d}")
         return "{ " + ", ".join(parts) + ("" if multiline else " ") + "}"
@@ -609,6 +609,17 @@ class HistTrigger:
 
 class _Skip(Exception):
     pass
+
+
+
+# A kernel string key is a C string printed with %-50s; a Python one may hold a newline,
+# which would split the entry across lines that readers of the table take one a line.
+_CONTROL = {i: f"\\x{i:02x}" for i in (*range(32), 127)}
+_CONTROL.update({10: "\\n", 9: "\\t", 13: "\\r"})
+
+
+def _one_line(v: str) -> str:
+    return v if v.isprintable() else v.translate(_CONTROL)
 
 
 def _sym(v: Any) -> str:
