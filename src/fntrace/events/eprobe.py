@@ -77,6 +77,40 @@ def _arg_parts(raw: str, p: int) -> tuple[str | None, str, str | None, int]:
         raise _Fail("NO_ARG_BODY", bp)
     return name, body, typ, bp
 
+
+def _head(cmd: str, toks: list, missing: str) -> tuple[str | None, str | None, str, int]:
+    """``X[:[GRP/][EVENT]] TARGET``: (group, event, TARGET, its offset); the kernel's
+    ``missing`` error when there is no TARGET."""
+    head, hpos = toks[0]
+    group = event = None
+    if head[1:2] == ":":
+        group, event = _parse_event_name(head[2:], hpos + 2)
+    elif len(head) > 1:
+        raise _Fail("BAD_EVENT_NAME", hpos + 1)
+    if len(toks) < 2:
+        raise _Fail(missing, len(cmd.rstrip()))
+    return group, event, toks[1][0], toks[1][1]
+
+
+def _args_of(toks: list) -> list:
+    """The fetcharg tokens (the kernel counts them once the target is found)."""
+    if len(toks) - 2 > MAX_TRACE_ARGS:
+        raise _Fail("TOO_MANY_ARGS", toks[2 + MAX_TRACE_ARGS][1])
+    return toks[2:]
+
+
+def _arg_name(name: str | None, cand: str, k: int, p: int, used: set[str]) -> str:
+    """The fetcharg's name: given, else its field's, else argN; unique in the probe."""
+    if name is None:
+        name = cand if _good_name(cand) else f"arg{k + 1}"
+    elif not _good_name(name):
+        raise _Fail("BAD_ARG_NAME", p)
+    if name in used:
+        raise _Fail("USED_ARG_NAME", p)
+    used.add(name)
+    return name
+
+
 def parse_eprobe_command(cmd: str) -> EprobeSpec:
     try:
         return _parse(cmd)
@@ -86,15 +120,7 @@ def parse_eprobe_command(cmd: str) -> EprobeSpec:
 
 def _parse(cmd: str) -> EprobeSpec:
     toks = _tokens(cmd)
-    head, hpos = toks[0]
-    group = event = None
-    if head[1:2] == ":":
-        group, event = _parse_event_name(head[2:], hpos + 2)
-    elif len(head) > 1:
-        raise _Fail("BAD_EVENT_NAME", hpos + 1)
-    if len(toks) < 2:
-        raise _Fail("NO_EVENT_INFO", len(cmd.rstrip()))
-    btok, bpos = toks[1]
+    group, event, btok, bpos = _head(cmd, toks, "NO_EVENT_INFO")
     sep = btok.find(".")
     if sep < 0:
         sep = btok.find("/")
@@ -106,9 +132,7 @@ def _parse(cmd: str) -> EprobeSpec:
         raise _Fail("BAD_ATTACH_EVENT", bpos)
     group = group or EPROBE_EVENT_SYSTEM
     event = event or bname
-    argtoks = toks[2:]
-    if len(argtoks) > MAX_TRACE_ARGS:
-        raise _Fail("TOO_MANY_ARGS", argtoks[MAX_TRACE_ARGS][1])
+    argtoks = _args_of(toks)
     fields = set(base.fields) | set(COMMON_FIELDS)
     args: list[FetchArg] = []
     used: set[str] = set()
@@ -125,14 +149,7 @@ def _parse(cmd: str) -> EprobeSpec:
             expr = _parse_imm(body, bp)
         else:
             raise _Fail("BAD_FETCH_ARG", bp)
-        if name is None:
-            cand = body[1:] if body[:1] == "$" else body
-            name = cand if _good_name(cand) else f"arg{k + 1}"
-        elif not _good_name(name):
-            raise _Fail("BAD_ARG_NAME", p)
-        if name in used:
-            raise _Fail("USED_ARG_NAME", p)
-        used.add(name)
+        name = _arg_name(name, body[1:] if body[:1] == "$" else body, k, p, used)
         args.append(FetchArg(name, expr, typ, body))
     return EprobeSpec(group, event, (bsys, bname), args, cmd)
 
@@ -165,15 +182,7 @@ def _parse_t(cmd: str) -> EprobeSpec:
     """t[:[GRP/][EVENT]] TRACEPOINT [FETCHARGS]: FETCHARGS name the static event's
     fields (``generation``), ``$argN`` (its Nth field), ``$comm`` or ``\\IMM``."""
     toks = _tokens(cmd)
-    head, hpos = toks[0]
-    group = event = None
-    if head[1:2] == ":":
-        group, event = _parse_event_name(head[2:], hpos + 2)
-    elif len(head) > 1:
-        raise _Fail("BAD_EVENT_NAME", hpos + 1)
-    if len(toks) < 2:
-        raise _Fail("NO_TRACEPOINT", len(cmd.rstrip()))
-    tp, tpos = toks[1]
+    group, event, tp, tpos = _head(cmd, toks, "NO_TRACEPOINT")
     base = _static_call(tp)
     if base is None:
         raise _Fail("NO_TRACEPOINT", tpos)
@@ -186,10 +195,7 @@ def _parse_t(cmd: str) -> EprobeSpec:
     fields = list(base.fields)
     args: list[FetchArg] = []
     used: set[str] = set()
-    argtoks = toks[2:]
-    if len(argtoks) > MAX_TRACE_ARGS:
-        raise _Fail("TOO_MANY_ARGS", argtoks[MAX_TRACE_ARGS][1])
-    for k, (raw, p) in enumerate(argtoks):
+    for k, (raw, p) in enumerate(_args_of(toks)):
         name, body, typ, bp = _arg_parts(raw, p)
         text = body
         if body in ("$comm", "$COMM"):
@@ -211,13 +217,7 @@ def _parse_t(cmd: str) -> EprobeSpec:
             if body not in fields:
                 raise _Fail("NO_BTFARG", bp)
             expr, cand = ("field", body), body
-        if name is None:
-            name = cand if _good_name(cand) else f"arg{k + 1}"
-        elif not _good_name(name):
-            raise _Fail("BAD_ARG_NAME", p)
-        if name in used:
-            raise _Fail("USED_ARG_NAME", p)
-        used.add(name)
+        name = _arg_name(name, cand, k, p, used)
         args.append(FetchArg(name, expr, typ, text))
     spec = EprobeSpec(group, event, (base.system, base.name), args, cmd)
     spec.kind = "t"
@@ -256,19 +256,12 @@ class EprobeEvent:
     def __init__(self, spec: EprobeSpec) -> None:
         self.spec = spec
         self.specs = [spec]
-        self.call = EventCall(spec.group, spec.event,
-                              {a.name: _fe._field_kind(a.type) for a in spec.args},
-                              print_fmt=self._print_fmt(), hook=self._hook,
-                              definition=spec.normalized())
+        self.call = _fe.probe_call(spec, self._hook, "(%s)")
         self.fp = True          # always bound: the attached event exists
         self.error = None
         self.want = False
         self._tap: _Tap | None = None
         self._base: EventCall | None = None
-
-    def _print_fmt(self) -> str:
-        fmt = " ".join(["(%s)"] + [f"{a.name}=%s" for a in self.spec.args])
-        return f'"{fmt}", ' + ", ".join(["REC->__probe_ip"] + [f"REC->{a.name}" for a in self.spec.args])
 
     @property
     def symbols(self) -> list[str]:

@@ -205,15 +205,25 @@ def _uses_entry(expr: tuple) -> bool:
     return False
 
 
+def probe_call(spec, hook, head: str = "(%lx)", refs: tuple = ("REC->__probe_ip",)) -> EventCall:
+    """The EventCall of a probe event (f, p, r, e, t): one field per fetcharg, the
+    kernel's print fmt (the probe's address(es), then NAME=%s per fetcharg)."""
+    fmt = " ".join([head] + [f"{a.name}=%s" for a in spec.args])
+    print_fmt = f'"{fmt}", ' + ", ".join([*refs] + [f"REC->{a.name}" for a in spec.args])
+    return EventCall(spec.group, spec.event, {a.name: _field_kind(a.type) for a in spec.args},
+                     print_fmt=print_fmt, hook=hook, definition=spec.normalized())
+
+
 class FprobeEvent:
     """One ``f`` dynamic event: its spec, its EventCall and (while hooked) its Fprobe."""
 
     def __init__(self, spec) -> None:
         self.spec = spec
-        self.call = EventCall(spec.group, spec.event,
-                              {a.name: _field_kind(a.type) for a in spec.args},
-                              print_fmt=self._print_fmt(), hook=self._hook,
-                              definition=spec.normalized())
+        if spec.is_return:
+            self.call = probe_call(spec, self._hook, "(%lx <- %lx)",
+                                   ("REC->__probe_func", "REC->__probe_ret_ip"))
+        else:
+            self.call = probe_call(spec, self._hook)
         self.fp: Fprobe | None = None
         self.error: str | None = None
         self.specs = [spec]            # one per probe point (same event, same args)
@@ -222,13 +232,6 @@ class FprobeEvent:
         # fetchargs taken at entry on a %return probe
         self.entry_args = [i for i, a in enumerate(spec.args)
                            if spec.is_return and _uses_entry(a.expr)]
-
-    def _print_fmt(self) -> str:
-        head = "(%lx <- %lx)" if self.spec.is_return else "(%lx)"
-        fmt = " ".join([head] + [f"{a.name}=%s" for a in self.spec.args])
-        refs = ["REC->__probe_func", "REC->__probe_ret_ip"] if self.spec.is_return else ["REC->__probe_ip"]
-        refs += [f"REC->{a.name}" for a in self.spec.args]
-        return f'"{fmt}", ' + ", ".join(refs)
 
     @property
     def symbols(self) -> list[str]:

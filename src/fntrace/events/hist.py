@@ -872,7 +872,7 @@ class _Parser:
 
         a = term()
         while k[0] < len(toks):
-            op, p = toks[k[0]][1], toks[k[0]][2]
+            op = toks[k[0]][1]
             k[0] += 1
             b = term()
             a = _binop(op, a, b)

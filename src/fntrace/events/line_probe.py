@@ -53,7 +53,7 @@ from ..core.regs import _param_names
 from ..errors import FntraceError
 from ..fprobe import Fprobe, register_fprobe_ips, unregister_fprobe
 from . import fprobe_event as _fe
-from .core import EventCall, event_calls, register_event_call
+from .core import event_calls, register_event_call
 from .probe_parse import (ERRORS, MAX_TRACE_ARGS, ProbeError, RemoveSpec, _expand_meta_args,
                           _Fail, _kstrtoull, _parse_arg, _parse_event_name, _tokens,
                           _valid_symbol, parse_probe_command)
@@ -389,18 +389,11 @@ class LineProbeEvent:
     def __init__(self, spec: LineSpec) -> None:
         self.spec = spec
         self.specs = [spec]
-        self.call = EventCall(spec.group, spec.event,
-                              {a.name: _fe._field_kind(a.type) for a in spec.args},
-                              print_fmt=self._print_fmt(), hook=self._hook,
-                              definition=spec.normalized())
+        self.call = _fe.probe_call(spec, self._hook)
         self.fp = None          # not None while bound (what fprobe_event.py looks at)
         self.error: str | None = None
         self.want = False
         self._hooks: list[tuple] = []       # (record, line)
-
-    def _print_fmt(self) -> str:
-        fmt = " ".join(["(%lx)"] + [f"{a.name}=%s" for a in self.spec.args])
-        return f'"{fmt}", ' + ", ".join(["REC->__probe_ip"] + [f"REC->{a.name}" for a in self.spec.args])
 
     @property
     def symbols(self) -> list[str]:
