@@ -6,11 +6,14 @@ runs with PYTHONHASHSEED=0 so that two runs of the same command count the same.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -126,3 +129,27 @@ def variants(python: str, spec: str) -> list[tuple[str, dict, str]]:
 
 def fmt_int(n: float) -> str:
     return f"{n:,.0f}"
+
+
+def callgrind_parser(doc: str, n: int) -> argparse.ArgumentParser:
+    """The options of a callgrind benchmark: --python (repeatable), --n, --variants."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--python", action="append", default=[])
+    ap.add_argument("--n", type=int, default=n)
+    ap.add_argument("--variants", default="native")
+    return ap
+
+
+def each_run(a: argparse.Namespace, prog_text: str, name: str
+             ) -> Iterator[tuple[str, dict, str, str, str]]:
+    """(python, env, label, directory, program) for each interpreter and hot path
+    asked for, the program written as ``name`` into a fresh directory."""
+    if not have_valgrind():
+        raise SystemExit("needs valgrind (callgrind)")
+    for python in a.python or [sys.executable]:
+        for _, env, label in variants(python, a.variants):
+            with tempfile.TemporaryDirectory() as d:
+                prog = os.path.join(d, name)
+                with open(prog, "w") as f:
+                    f.write(prog_text)
+                yield python, env, label, d, prog

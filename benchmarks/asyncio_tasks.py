@@ -13,10 +13,8 @@ instructions (callgrind).  Per step = (count(N) - count(0)) / N.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -37,28 +35,16 @@ asyncio.run(main(int(sys.argv[1])))
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--python", action="append", default=[])
-    ap.add_argument("--n", type=int, default=20_000)
-    ap.add_argument("--variants", default="native")
-    a = ap.parse_args()
-    if not _common.have_valgrind():
-        raise SystemExit("needs valgrind (callgrind)")
-    for python in a.python or [sys.executable]:
-        for _, env, label in _common.variants(python, a.variants):
-            with tempfile.TemporaryDirectory() as d:
-                prog = os.path.join(d, "aio.py")
-                with open(prog, "w") as f:
-                    f.write(PROG)
-                rec = [python, "-m", "fntrace.cli.main", "record", "-o",
-                       os.path.join(d, "t.dat"), "-p", "function_graph", "-F",
-                       "*:mod:__main__", prog]
-                u = [_common.callgrind_ir([python, prog, str(n)], env) for n in (0, a.n)]
-                t = [_common.callgrind_ir(rec + [str(n)], env) for n in (0, a.n)]
-                base = (u[1] - u[0]) / a.n
-                traced = (t[1] - t[0]) / a.n
-                print(f"{label}: N = {a.n:,} loop steps; per step: untraced {base:,.0f}, "
-                      f"recorded {traced:,.0f} (added {traced - base:,.0f})", flush=True)
+    a = _common.callgrind_parser(__doc__, 20_000).parse_args()
+    for python, env, label, d, prog in _common.each_run(a, PROG, "aio.py"):
+        rec = [python, "-m", "fntrace.cli.main", "record", "-o", os.path.join(d, "t.dat"),
+               "-p", "function_graph", "-F", "*:mod:__main__", prog]
+        u = [_common.callgrind_ir([python, prog, str(n)], env) for n in (0, a.n)]
+        t = [_common.callgrind_ir(rec + [str(n)], env) for n in (0, a.n)]
+        base = (u[1] - u[0]) / a.n
+        traced = (t[1] - t[0]) / a.n
+        print(f"{label}: N = {a.n:,} loop steps; per step: untraced {base:,.0f}, "
+              f"recorded {traced:,.0f} (added {traced - base:,.0f})", flush=True)
 
 
 if __name__ == "__main__":

@@ -17,10 +17,8 @@ Per hit = (count(N) - count(0)) / N, minus the untraced call's.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -54,33 +52,20 @@ MODES = ("probe", "event", "hist", "hist2")
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--python", action="append", default=[])
-    ap.add_argument("--n", type=int, default=20_000)
-    ap.add_argument("--variants", default="native")
-    a = ap.parse_args()
-    if not _common.have_valgrind():
-        raise SystemExit("needs valgrind (callgrind)")
-    for python in a.python or [sys.executable]:
-        for _, env, label in _common.variants(python, a.variants):
-            with tempfile.TemporaryDirectory() as d:
-                prog = os.path.join(d, "h.py")
-                with open(prog, "w") as f:
-                    f.write(PROG)
-
-                def per_hit(mode: str) -> float:
-                    c = [_common.callgrind_ir([python, prog, mode, str(n)], env)
-                         for n in (0, a.n)]
-                    return (c[1] - c[0]) / a.n
-                base = per_hit("plain")
-                cost = {m: per_hit(m) - base for m in MODES}
-                probe = cost["probe"]
-                parts = ", ".join(f"{m} {cost[m]:,.0f}" for m in MODES)
-                ratio = (cost["hist"] - probe) / (cost["event"] - probe)
-                ratio2 = (cost["hist2"] - probe) / (cost["event"] - probe)
-                print(f"{label}: N = {a.n:,}; instructions added per hit: {parts}; "
-                      f"beyond the probe, hist/event = {ratio:.2f}, hist2/event = "
-                      f"{ratio2:.2f}", flush=True)
+    a = _common.callgrind_parser(__doc__, 20_000).parse_args()
+    for python, env, label, _, prog in _common.each_run(a, PROG, "h.py"):
+        def per_hit(mode: str) -> float:
+            c = [_common.callgrind_ir([python, prog, mode, str(n)], env) for n in (0, a.n)]
+            return (c[1] - c[0]) / a.n
+        base = per_hit("plain")
+        cost = {m: per_hit(m) - base for m in MODES}
+        probe = cost["probe"]
+        parts = ", ".join(f"{m} {cost[m]:,.0f}" for m in MODES)
+        ratio = (cost["hist"] - probe) / (cost["event"] - probe)
+        ratio2 = (cost["hist2"] - probe) / (cost["event"] - probe)
+        print(f"{label}: N = {a.n:,}; instructions added per hit: {parts}; "
+              f"beyond the probe, hist/event = {ratio:.2f}, hist2/event = "
+              f"{ratio2:.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -15,12 +15,10 @@ worker's bootstrap and its file cost is in the N = 0 runs and cancels out.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -64,34 +62,24 @@ def count(python: str, args: list[str], env: dict, cwd: str) -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--python", action="append", default=[])
-    ap.add_argument("--n", type=int, default=200_000)
+    ap = _common.callgrind_parser(__doc__, 200_000)
     ap.add_argument("--methods", default="single,fork,spawn")
-    ap.add_argument("--variants", default="native")
     a = ap.parse_args()
-    if not _common.have_valgrind():
-        raise SystemExit("needs valgrind (callgrind)")
-    for python in a.python or [sys.executable]:
-        for _, env, label in _common.variants(python, a.variants):
-            with tempfile.TemporaryDirectory() as d:
-                with open(os.path.join(d, "prog.py"), "w") as f:
-                    f.write(PROG)
-                rec = ["-m", "fntrace.cli.main", "record", "-o", "t.dat", "-p",
-                       "function_graph", "-F", "*:mod:__main__", "prog.py"]
-                print(f"{label}: N = {a.n:,} calls of leaf, function_graph")
-                print(f"  {'':8} {'untraced/call':>14} {'added/call':>11}  vs single")
-                single = None
-                for how in a.methods.split(","):
-                    u = [count(python, ["prog.py", how, str(n)], env, d) for n in (0, a.n)]
-                    t = [count(python, rec[:-1] + ["prog.py", how, str(n)], env, d)
-                         for n in (0, a.n)]
-                    base = (u[1] - u[0]) / a.n
-                    added = ((t[1] - t[0]) - (u[1] - u[0])) / a.n
-                    if how == "single":
-                        single = added
-                    ratio = f"{added / single:.3f}" if single else "-"
-                    print(f"  {how:8} {base:>14,.0f} {added:>11,.0f}  {ratio}", flush=True)
+    for python, env, label, d, _ in _common.each_run(a, PROG, "prog.py"):
+        rec = ["-m", "fntrace.cli.main", "record", "-o", "t.dat", "-p",
+               "function_graph", "-F", "*:mod:__main__"]
+        print(f"{label}: N = {a.n:,} calls of leaf, function_graph")
+        print(f"  {'':8} {'untraced/call':>14} {'added/call':>11}  vs single")
+        single = None
+        for how in a.methods.split(","):
+            u = [count(python, ["prog.py", how, str(n)], env, d) for n in (0, a.n)]
+            t = [count(python, rec + ["prog.py", how, str(n)], env, d) for n in (0, a.n)]
+            base = (u[1] - u[0]) / a.n
+            added = ((t[1] - t[0]) - (u[1] - u[0])) / a.n
+            if how == "single":
+                single = added
+            ratio = f"{added / single:.3f}" if single else "-"
+            print(f"  {how:8} {base:>14,.0f} {added:>11,.0f}  {ratio}", flush=True)
 
 
 if __name__ == "__main__":
