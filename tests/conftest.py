@@ -240,7 +240,7 @@ def compare_gold(path: Path, lines: list[str]) -> None:
 
 def reset_tracefs_instance(t: Tracefs) -> None:
     """Through the files: every trigger removed (which ends soft mode), every event
-    disabled and unfiltered, tracer nop, tracing on."""
+    disabled and unfiltered, tracer nop, tracing on, the local clock."""
     from fntrace.events.core import event_calls
     names = list(event_calls)
     # A hist trigger whose variables another one reads goes after it: a few passes.
@@ -265,7 +265,7 @@ def reset_tracefs_instance(t: Tracefs) -> None:
                 t.write(f"events/{sysname}/{name}/{leaf}", value)
             except Exception:
                 pass
-    for path, value in (("current_tracer", "nop"), ("tracing_on", "1")):
+    for path, value in (("current_tracer", "nop"), ("tracing_on", "1"), ("trace_clock", "local")):
         try:
             t.write(path, value)
         except Exception:

@@ -563,3 +563,36 @@ def test_a_field_variable_needs_a_hist_trigger_on_its_event(fs, m):
                        "events/fprobes/en/trigger", append=True)
     assert "error: Couldn't create field variable\n" in log
     assert hist(fs, "en") == "" and hist(fs, "o") == ""
+
+
+# -- clock= --------------------------------------------------------------------------------
+
+def test_a_timestamp_trigger_runs_its_instance_on_its_clock(fs, m):
+    """hist_register_trigger(): reading common_timestamp switches the instance to the
+    trigger's clock (global when clock= is not given), the trigger info names it, and
+    common_timestamp is read from that clock."""
+    assert "[local]" in fs.read("trace_clock")
+    trig(fs, "w", "hist:keys=name:vals=n")             # no timestamp: nothing changes
+    assert "[local]" in fs.read("trace_clock")
+    assert ":clock=" not in fs.read("events/fprobes/w/trigger")
+    trig(fs, "st", "hist:keys=rid:t0=common_timestamp.usecs")
+    assert "[global]" in fs.read("trace_clock")
+    assert ":size=2048:clock=global [active]" in fs.read("events/fprobes/st/trigger")
+    # the counter clock counts events: a timestamp key made from it is a small count,
+    # where a nanosecond clock's would be a large number
+    trig(fs, "o", "hist:keys=common_timestamp:clock=counter")
+    assert "[counter]" in fs.read("trace_clock")
+    assert ":clock=counter [active]" in fs.read("events/fprobes/o/trigger")
+    for i in range(3):
+        m.other(i)
+    stamps = [int(r.split(":")[1].split("}")[0]) for r in rows(hist(fs, "o"))]
+    assert len(stamps) == 3 and all(s < 10_000_000 for s in stamps), stamps
+
+
+def test_a_clock_there_is_none_of_fails_and_changes_nothing(fs, m):
+    fs.write("trace", "")
+    log = errlog_check(fs, "hist:fprobes:w", "hist:keys=n:clock=^x86-tsc",
+                       "events/fprobes/w/trigger", append=True)
+    assert "error: Couldn't set trace_clock\n" in log
+    assert "[local]" in fs.read("trace_clock")
+    assert hist(fs) == ""

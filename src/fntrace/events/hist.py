@@ -48,6 +48,7 @@ from typing import Any
 from ..core import fetch
 from ..core.records import record_table
 from ..errors import FntraceError
+from ..ring_buffer import TRACE_CLOCKS
 from .core import EventFile, find_event_call, stack_text
 
 __all__ = ["HistTrigger", "HistError", "parse_hist", "apply_hist_command", "hist_text",
@@ -289,6 +290,7 @@ class HistTrigger:
     target = None
     target_file = None
     count = -1
+    now: Callable[[], int] = staticmethod(monotonic_ns)   # the instance's trace clock
 
     def __init__(self, text: str) -> None:
         self.source = text
@@ -320,6 +322,11 @@ class HistTrigger:
                 tuple(f.text() for f in self.vals), tuple(f.text() for f in self.vars),
                 tuple(self.sort), self.filter_text, tuple(a.text for a in self.actions))
 
+    def uses_timestamps(self) -> bool:
+        """hist_data->enable_timestamps: common_timestamp is read, so the instance runs
+        on this trigger's clock (clock=, global when not given)."""
+        return "common_timestamp" in self.field_names()
+
     def field_names(self) -> set[str]:
         """Every field name the trigger reads (keys, values, variables, params)."""
         out: set[str] = set()
@@ -346,8 +353,8 @@ class HistTrigger:
             s += ":" + ",".join(f.text() for f in self.vars)
         s += ":sort=" + ",".join(n + (".descending" if d else "") for n, d in self.sort)
         s += f":size={self.size}"
-        if self.clock:
-            s += f":clock={self.clock}"
+        if self.uses_timestamps():
+            s += f":clock={self.clock or 'global'}"
         if self.nohitcount:
             s += ":nohitcount"
         for a in self.actions:
@@ -379,7 +386,7 @@ class HistTrigger:
         if fast is not None:
             fast(values)
             return
-        ts = monotonic_ns()
+        ts = self.now()
         data = self.data
         try:
             key = self._key_tuple(values, frame, ts)
@@ -1012,8 +1019,7 @@ class _Parser:
                     raise self.err("MALFORMED_ASSIGNMENT", vpos)
                 t.name = val
             elif attr == "clock":
-                if val not in ("global", "local", "mono", "mono_raw", "boot", "counter",
-                               "uptime", "perf", "x86-tsc"):
+                if val not in TRACE_CLOCKS:     # (x86-tsc: there is no TSC clock here)
                     raise self.err("SET_CLOCK_FAIL", vpos)
                 t.clock = val
             elif eq:
@@ -1235,6 +1241,8 @@ def apply_hist_command(ef: EventFile, text: str) -> None:
         t.paused = True
     elif same:
         raise HistError("TRIGGER_EEXIST", 0, text, _errno.EEXIST)
+    if t.uses_timestamps():
+        _set_clock(t, ef, text)
     _make_hidden(t, ef, text)
     with _named_lock:
         if t.name:
@@ -1262,6 +1270,23 @@ def apply_hist_command(ef: EventFile, text: str) -> None:
             r.owner.__dict__.setdefault("_readers", []).append(t)
     ef.triggers.append(t)
     ef._sync()
+
+
+def _set_clock(t: HistTrigger, ef: EventFile, text: str) -> None:
+    """hist_register_trigger(): a trigger reading common_timestamp switches its
+    instance to its clock (tracing_set_clock, which clears the buffers: so only when
+    the clock changes), and reads common_timestamp from the instance's clock, as the
+    kernel reads it from the ring buffer event."""
+    tr = ef.tr
+    want = t.clock or "global"
+    if tr is None or not hasattr(tr, "set_clock"):
+        return
+    if tr.clock != want:
+        try:
+            tr.set_clock(want)
+        except ValueError:
+            raise HistError("SET_CLOCK_FAIL", 0, text) from None
+    t.now = tr.clock_now
 
 
 def _make_hidden(t: HistTrigger, ef: EventFile, text: str) -> None:
@@ -1392,7 +1417,7 @@ def _compile_hit(t: HistTrigger) -> Callable[[Mapping[str, Any]], None] | None:
     for i, f in enumerate(t.vars):
         lines += [f"        if x{i} is not None:",
                   f"            e.vars[{f.var!r}] = x{i}"]
-    env = {"_M": _NONE, "_sk": safe_key, "_sym_ip": _sym_ip, "_U64": U64, "_now": monotonic_ns,
+    env = {"_M": _NONE, "_sk": safe_key, "_sym_ip": _sym_ip, "_U64": U64, "_now": t.now,
            "_lock": t.data.lock, "_data": t.data, "_size": t.data.size, "_Entry": Entry,
            "_nvals": len(t.vals)}
     exec(compile("\n".join(lines) + "\n", f"<hist {t.info()}>", "exec"), env)
