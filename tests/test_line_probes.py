@@ -122,6 +122,30 @@ def test_return_probe_with_retval(fs, m):
     assert texts[1].endswith(f" <- {n}.other) arg1=2")
 
 
+def test_kprobe_profile_counts_hits_and_misses(fs, m, monkeypatch):
+    """probes_profile_seq_show: "  %-44s %15lu %15lu" per p:/r: event (name, hits,
+    misses); f: events are not kprobes.  A handler that fails is a miss, not the
+    program's exception."""
+    n = m.__name__
+    fs.write("kprobe_events", f"p:loop {n}.work+6 i\nr:ret {n}.other $retval", append=True)
+    fs.write("dynamic_events", f"f:fent {n}.other", append=True)
+    assert fs.read("kprobe_profile") == (f"  {'loop':<44} {0:15d} {0:15d}\n"
+                                         f"  {'ret':<44} {0:15d} {0:15d}\n")
+    fs.write("events/kprobes/enable", "1")
+    m.work(3)
+    m.other(1)
+    from fntrace.events import fprobe_event
+    loop = next(ev for ev in fprobe_event.dyn_events.values() if ev.call.name == "loop")
+
+    def broken(*a, **k):
+        raise RuntimeError("a failing handler")
+    monkeypatch.setattr(loop.call, "fire", broken)
+    assert m.work(2) == 1                    # the program runs on
+    fs.write("events/kprobes/enable", "0")
+    assert fs.read("kprobe_profile").splitlines() == [
+        f"  {'loop':<44} {5:15d} {2:15d}", f"  {'ret':<44} {1:15d} {0:15d}"]
+
+
 def test_entry_probe_plus_zero(fs, m):
     n = m.__name__
     fs.write("dynamic_events", f"p {n}.other+0 x", append=True)

@@ -226,6 +226,7 @@ class FprobeEvent:
             self.call = probe_call(spec, self._hook)
         self.fp: Fprobe | None = None
         self.error: str | None = None
+        self.nhit = 0                  # kprobe_profile's hits
         self.specs = [spec]            # one per probe point (same event, same args)
         self.want = False
         self.bound: list[DynFtrace] = []
@@ -319,7 +320,15 @@ class FprobeEvent:
             rendered.append(f"{a.name}={t}")
         return vals
 
+    @property
+    def nmissed(self) -> int:
+        """kprobe_profile's misses: calls the probe could not serve (recursion, no
+        shadow-stack room) and handlers that failed."""
+        fp = self.fp
+        return fp.nmissed + fp.nerrors if fp is not None else 0
+
     def _entry(self, fp, ip, ret_ip, fregs, data) -> None:
+        self.nhit += 1
         frame = fregs.frame
         rendered: list[str] = []
         vals = self._values(frame, None, None, rendered)
@@ -336,6 +345,7 @@ class FprobeEvent:
                 data[j] = (None, FAULT)
 
     def _exit(self, fp, ip, ret_ip, fregs, data) -> None:
+        self.nhit += 1
         frame = fregs.frame
         rendered: list[str] = []
         vals = self._values(frame, fregs.retval, data, rendered)

@@ -392,6 +392,7 @@ class LineProbeEvent:
         self.call = _fe.probe_call(spec, self._hook)
         self.fp = None          # not None while bound (what fprobe_event.py looks at)
         self.error: str | None = None
+        self.nhit = self.nmissed = 0        # kprobe_profile
         self.want = False
         self._hooks: list[tuple] = []       # (record, line)
 
@@ -447,6 +448,7 @@ class LineProbeEvent:
             self._bind()
 
     def _fire(self, frame, line: int) -> None:
+        self.nhit += 1
         rendered: list[str] = []
         vals = {}
         for a in self.spec.args:
@@ -467,13 +469,15 @@ class LineProbeEvent:
 # Hooking a line: sys.monitoring (3.12+) or a local trace function (3.11)
 
 def _safe(handler):
+    ev = handler.__self__
+
     def run(frame, line):
         try:
             handler(frame, line)
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException:
-            pass
+            ev.nmissed += 1         # contained, and shown in kprobe_profile
     return run
 
 
@@ -632,6 +636,14 @@ def kprobe_events_lines() -> list[str]:
     with _fe._lock:
         return [sp.normalized() for ev in _fe.dyn_events.values() if _is_kprobe(ev)
                 for sp in ev.specs]
+
+
+def kprobe_profile_read() -> str:
+    """``cat kprobe_profile`` (probes_profile_seq_show): each p:/r: event's name,
+    hits and misses."""
+    with _fe._lock:
+        evs = [ev for ev in _fe.dyn_events.values() if _is_kprobe(ev)]
+    return "".join(f"  {ev.call.name:<44} {ev.nhit:15d} {ev.nmissed:15d}\n" for ev in evs)
 
 
 def kprobe_events_create(cmd: str):

@@ -176,6 +176,7 @@ tracing mini-HOWTO (fntrace: ftrace for Python programs):
 \t\t\t  example: echo 'myevent u64 lat; char name[]' >> synthetic_events
 \t\t\t  (a field may also be long[], a stack trace)
   kprobe_events\t\t- Create/append/remove/show the p: and r: probes
+  kprobe_profile\t- each p:/r: probe's hits and misses
   available_events\t- list of the events that can be enabled
   set_event\t\t- enables events by name written into it
 \t\t\t  Format: [<system>:]<event> ('!' in front disables it)
@@ -416,6 +417,7 @@ class Tracefs:
             self._files["kprobe_events"] = (
                 lambda: _line_probe().kprobe_events_read(),
                 lambda d, a: _line_probe().kprobe_events_write(self, d, a))
+            self._files["kprobe_profile"] = (lambda: _line_probe().kprobe_profile_read(), None)
 
     # -- instances (trace.c instance_mkdir / instance_rmdir) --------------------------
     def mkdir(self, path: str) -> "Tracefs":
