@@ -417,11 +417,29 @@ def test_event_probe_on_a_line_probe_and_an_fprobe(fs, m):
     fs.write("dynamic_events", "-:fent", append=True)
 
 
+def test_event_probe_filter_on_the_attached_events_fields(fs, m):
+    """e: ... if FILTER (trace_eprobe_parse_filter): only the attached event's hits that
+    pass; the listing ends with the filter."""
+    n = m.__name__
+    fs.write("dynamic_events", f"f:fent {n}.other x", append=True)
+    fs.write("dynamic_events", "e:big fprobes.fent v=$x:s32 if x >  2 && x != 5",
+             append=True)
+    assert listing(fs)[1] == "e:eprobes/big fprobes.fent v=$x:s32 if x > 2 && x != 5"
+    fs.write("events/eprobes/big/enable", "1")
+    for i in range(7):
+        m.other(i)
+    fs.write("events/eprobes/big/enable", "0")
+    assert trace_texts(fs) == [f"big: (fprobes.fent) v={i}" for i in (3, 4, 6)]
+    fs.write("dynamic_events", "-:big", append=True)
+
+
 @pytest.mark.parametrize("cmd,kind", [
     ("e:x ^fprobes.nope", "Attached event does not exist"),
     ("e:x fprobes.fent ^$nofield", "Attached event does not have this field"),
     ("e:x ^fent", "This requires both group and event name to attach"),
     ("e:x fprobes.fent a=$x:^hoge", "Unknown type is specified"),
+    ("e:x fprobes.fent $x ^if", "No filter rule after 'if'"),
+    ("e:x fprobes.fent $x if x > 1 && nofield ^== 2", "event filter parse error"),
 ])
 def test_event_probe_errors(fs, m, cmd, kind):
     fs.write("dynamic_events", f"f:fent {m.__name__}.other x", append=True)

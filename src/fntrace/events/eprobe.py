@@ -1,8 +1,11 @@
 """Event probes (kernel/trace/trace_eprobe.c): a new event made from the fields of an
 existing one each time it fires.
 
-    e[:[EGRP/][EEVENT]] GRP.EVENT [FETCHARGS]     (GRP/EVENT also accepted)
+    e[:[EGRP/][EEVENT]] GRP.EVENT [FETCHARGS] [if FILTER]   (GRP/EVENT also accepted)
     -:[EGRP/]EEVENT
+
+``if FILTER`` (trace_eprobe_parse_filter) is a filter on the attached event's fields:
+the probe fires only for the hits that pass it; listings end with it.
 
 EGRP defaults to ``eprobes``, EEVENT to the attached event's name.  FETCHARGS, each
 ``[NAME=]FETCHARG[:TYPE]``: ``$FIELD`` (a field of the attached event, or a common
@@ -29,8 +32,11 @@ event cannot be removed meanwhile (EBUSY).
 """
 from __future__ import annotations
 
+from typing import Any
+
 from . import fprobe_event as _fe
 from .core import EventCall, _lock as _core_lock, find_event_call
+from .filter import FilterParseError, parse_filter
 from .probe_parse import (ERRORS, MAX_TRACE_ARGS, FetchArg, ProbeError, _Fail, _good_name,
                           _known_type, _parse_event_name, _parse_imm, _tokens, _type_colon)
 
@@ -47,6 +53,8 @@ class EprobeSpec:
         self.group, self.event, self.base, self.args, self.command = group, event, base, args, command
         self.is_return = False
         self.kind = "e"
+        self.filter = None          # e: ... if FILTER: on the attached event's fields
+        self.filter_text = ""
 
     @property
     def symbol(self) -> str:
@@ -56,7 +64,8 @@ class EprobeSpec:
 
     def normalized(self) -> str:
         head = f"{self.kind}:{self.group}/{self.event} {self.symbol}"
-        return " ".join([head] + [a.definition() for a in self.args])
+        tail = [f"if {self.filter_text}"] if self.filter_text else []
+        return " ".join([head] + [a.definition() for a in self.args] + tail)
 
 
 def _arg_parts(raw: str, p: int) -> tuple[str | None, str, str | None, int]:
@@ -118,8 +127,38 @@ def parse_eprobe_command(cmd: str) -> EprobeSpec:
         raise ProbeError(ERRORS[f.kind], pos=f.pos, command=cmd, kind=f.kind) from None
 
 
+def _split_filter(toks: list) -> tuple[list, list]:
+    """__trace_eprobe_create(): the words before a word ``if``, and from it on."""
+    for i in range(2, len(toks)):
+        if toks[i][0] == "if":
+            return toks[:i], toks[i:]
+    return toks, []
+
+
+def _parse_filter(cmd: str, ftoks: list, base) -> tuple[Any, str]:
+    """trace_eprobe_parse_filter(): the words after ``if``, joined by one space, are a
+    filter on the attached event (its fields and the common ones)."""
+    words = ftoks[1:]
+    if not words:
+        raise _Fail("NO_EP_FILTER", ftoks[0][1])
+    text = " ".join(w for w, _ in words)
+    try:
+        flt = parse_filter(text, base.fields)
+    except FilterParseError as e:
+        # the caret at the word the filter's error is in, at the same place in it
+        at, off = words[0][1], 0
+        for w, p in words:
+            if off > (e.pos or 0):
+                break
+            at = p + (e.pos or 0) - off
+            off += len(w) + 1
+        raise ProbeError(f"event filter parse error: {e.msg}", pos=at, command=cmd,
+                         kind="BAD_FILTER") from None
+    return flt, text
+
+
 def _parse(cmd: str) -> EprobeSpec:
-    toks = _tokens(cmd)
+    toks, ftoks = _split_filter(_tokens(cmd))
     group, event, btok, bpos = _head(cmd, toks, "NO_EVENT_INFO")
     sep = btok.find(".")
     if sep < 0:
@@ -151,7 +190,10 @@ def _parse(cmd: str) -> EprobeSpec:
             raise _Fail("BAD_FETCH_ARG", bp)
         name = _arg_name(name, body[1:] if body[:1] == "$" else body, k, p, used)
         args.append(FetchArg(name, expr, typ, body))
-    return EprobeSpec(group, event, (bsys, bname), args, cmd)
+    spec = EprobeSpec(group, event, (bsys, bname), args, cmd)
+    if ftoks:
+        spec.filter, spec.filter_text = _parse_filter(cmd, ftoks, base)
+    return spec
 
 
 # -- t: probes on static events -----------------------------------------------------------
@@ -288,6 +330,9 @@ class EprobeEvent:
                 base._update_hook()
 
     def _fire(self, values, frame) -> None:
+        flt = self.spec.filter
+        if flt is not None and not flt(values):
+            return
         rendered, vals = [], {}
         for a in self.spec.args:
             k = a.expr[0]

@@ -168,7 +168,7 @@ tracing mini-HOWTO (fntrace: ftrace for Python programs):
 \t\t  p[:[<group>/][<event>]] <func-name>[+<lines>]|<file>:<line> [<args>]
 \t\t\t  (a line probe; <args> may name local variables)
 \t\t  r[:[<group>/][<event>]] <func-name> [<args>] (a return probe)
-\t\t  e[:[<egroup>/][<eevent>]] <system>.<event> [<args>] (an event probe;
+\t\t  e[:[<egroup>/][<eevent>]] <system>.<event> [<args>] [if <filter>] (an event probe;
 \t\t\t  args: $<field>, $comm, \\imm-value)
 \t\t  s:[synthetic/]<event> <field>[;field] (a synthetic event)
   synthetic_events\t- Create/append/remove/show synthetic events
