@@ -406,6 +406,24 @@ def test_cli_mount_served_program(served, tmp_path):
 
 
 @needs_fuse
+def test_a_write_that_looks_for_modules_does_not_wait_for_itself(served, tmp_path):
+    """The mount is in the program's script directory (sys.path[0]).  A probe on a
+    module that cannot be found makes the program list the module names on sys.path;
+    entering each subdirectory, as pkgutil does, would enter this very mount, whose
+    request waits for the write being served: the write never ended."""
+    d = str(tmp_path / "t")
+    os.mkdir(d)
+    assert _fntrace("mount", str(served.pid), d).returncode == 0
+    try:
+        # (accepted: the program may import such a module later)
+        r = sh(f"echo 'p:x nosuchmodule.func+1' >> {d}/kprobe_events && "
+               f"cat {d}/kprobe_events", timeout=30)
+        assert r.stdout == "p:kprobes/x nosuchmodule.func+1\n", r.stderr
+    finally:
+        _unmount(d)
+
+
+@needs_fuse
 def test_cli_mount_program_killed(served, tmp_path):
     # SIGKILL: no endpoint left to say goodbye; a cat waiting in trace_pipe ends (EOF)
     # and the mount goes (the program's pidfd)

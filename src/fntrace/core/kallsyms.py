@@ -360,19 +360,61 @@ def _parse(name: str, path: str) -> ModuleSource | _Unreadable:
     return mod
 
 
+_SUFFIXES = sorted(importlib.machinery.all_suffixes(), key=len, reverse=True)
+
+
+def _module_names(paths: list) -> set[str]:
+    """The module and package names in the directories ``paths``, from their listings
+    alone.  pkgutil.iter_modules lists every subdirectory to find its ``__init__``;
+    here a subdirectory is a package by its name (a namespace package needs nothing
+    more), so none is entered: one may be a mount point, even this program's own
+    tracefs, whose requests this process serves (a listing from inside a tracefs
+    write would wait for itself)."""
+    out: set[str] = set()
+    for d in paths:
+        if not isinstance(d, str):
+            continue
+        try:
+            it = os.scandir(d or ".")
+        except NotADirectoryError:
+            out.update(m.name for m in pkgutil.iter_modules([d]))     # a zip file
+            continue
+        except OSError:
+            continue
+        with it:
+            for e in it:
+                name = e.name
+                try:
+                    is_dir = e.is_dir()     # the listing's d_type: no stat
+                except OSError:
+                    continue
+                if is_dir:
+                    if name.isidentifier():
+                        out.add(name)
+                    continue
+                for suffix in _SUFFIXES:
+                    if name.endswith(suffix):
+                        mod = name[:-len(suffix)]
+                        if mod.isidentifier():
+                            out.add(mod)
+                        break
+    out.difference_update(("__init__", "__pycache__"))
+    return out
+
+
 def submodules(name: str) -> list[str]:
     """The direct submodules of package ``name`` (its search locations listed, nothing
     imported); top-level modules for ``""``."""
     if not name:
         out = set(sys.builtin_module_names)
-        out.update(m.name for m in pkgutil.iter_modules())
+        out.update(_module_names(sys.path))
         out.update(n for n in sys.modules if "." not in n)
         return sorted(out)
     spec = find_spec(name)
     locs = getattr(spec, "submodule_search_locations", None) if spec is not None else None
     if not locs:
         return []
-    out = {f"{name}.{m.name}" for m in pkgutil.iter_modules(list(locs))}
+    out = {f"{name}.{m}" for m in _module_names(list(locs))}
     out.update(n for n in sys.modules if n.startswith(name + ".") and "." not in n[len(name) + 1:])
     return sorted(out)
 

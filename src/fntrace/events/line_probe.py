@@ -133,7 +133,13 @@ def _source_code(symbol: str):
 
 
 def _records(symbol: str) -> list[DynFtrace]:
-    return [r for r in record_table.records if r.name == symbol and r.code is not None]
+    """SYM's records; the table is brought up to date first when it has none (a
+    module imported since: in a served program, its own ``__main__``)."""
+    recs = [r for r in record_table.records if r.name == symbol and r.code is not None]
+    if not recs:
+        record_table.refresh()
+        recs = [r for r in record_table.records if r.name == symbol and r.code is not None]
+    return recs
 
 
 def _file_matches(want: str, filename: str) -> bool:
