@@ -45,23 +45,28 @@ def mounted(tmp_path_factory):
     state, mnt = base / "state", base / "tracing"
     state.mkdir()
     mnt.mkdir()
+    # stderr to a file: a pipe nobody reads while the cases run could fill and stop it
+    err = open(base / "workload.err", "w+")
     prog = subprocess.Popen([sys.executable, str(HERE / "workload.py"), str(state)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=err, text=True)
+    prog.err_path = base / "workload.err"
     try:
         for _ in range(200):
             if (state / "ready").exists() or prog.poll() is not None:
                 break
             time.sleep(0.05)
-        assert (state / "ready").exists(), f"the workload did not start: {prog.stderr.read()}"
+        assert (state / "ready").exists(), \
+            f"the workload did not start: {prog.err_path.read_text()}"
         pid, main_tid = (state / "ready").read_text().split()
         r = subprocess.run([sys.executable, "-m", "fntrace.cli.main", "mount", pid, str(mnt)],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
-        yield mnt, {"KST_MAIN_TID": main_tid, "KST_STATE": str(state)}
+        yield mnt, {"KST_MAIN_TID": main_tid, "KST_STATE": str(state)}, prog
     finally:
         subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
         prog.send_signal(signal.SIGKILL)
         prog.wait()
+        err.close()
 
 
 @pytest.mark.parametrize("case", CASES, ids=[str(c.relative_to(HERE / "test.d")) for c in CASES])
@@ -71,9 +76,13 @@ def test_selftest(mounted, case):
         pytest.skip("LOUD SKIP: this case needs events of threads running before tracing "
                     "was switched on; the pure 3.11 hook (sys.setprofile, a Python "
                     "function) cannot be set on them from fntrace's thread")
-    mnt, env = mounted
+    mnt, env, prog = mounted
     r = subprocess.run(["bash", str(HERE / "ftracetest"), str(mnt), str(case)],
                        capture_output=True, text=True, timeout=180,
                        env={**os.environ, **env})
+    if prog.poll() is not None:         # the served workload ended: say how
+        pytest.fail(f"the workload ended (exit status {prog.returncode}) during or before "
+                    f"this case; its stderr:\n{prog.err_path.read_text()}\n"
+                    + r.stdout + r.stderr)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "[PASS]" in r.stdout, r.stdout

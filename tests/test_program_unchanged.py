@@ -619,6 +619,54 @@ def test_threads_that_fork_or_end_do_not_hang_or_crash(tmp_path, run_fntrace, fo
     assert rep.stdout.count("__main__.work(n=") == 160 * 50
 
 
+FORK_WHILE_HELD = """\
+import os, sys, threading
+import fntrace.core.task as task
+
+def work(n):
+    return n + 1
+
+held, done = threading.Event(), threading.Event()
+
+def holder():
+    # another thread holds fntrace's lock of CPU indexes at the moment of the fork, as
+    # a thread taking its first buffer may at any time (the main thread has its index)
+    with task._cpu_lock:
+        held.set()
+        done.wait()
+
+t = threading.Thread(target=holder)
+t.start()
+held.wait()
+pid = os.fork()
+if pid == 0:
+    work(1)               # traced: the child's thread takes a CPU index, a buffer
+    os._exit(7)
+done.set()
+t.join()
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork")
+def test_a_child_forked_while_another_thread_holds_fntraces_locks(tmp_path, run_fntrace):
+    # The holder thread does not exist in the child: a lock it held stayed held there,
+    # and the child's first traced call waited for it for ever.
+    (tmp_path / "held.py").write_text(FORK_WHILE_HELD)
+    p = subprocess.Popen([*FNTRACE, "record", "-p", "function_graph", "-o", "t.dat", "held.py"],
+                         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        pytest.fail("the forked child hung on a lock held at fork")
+    assert p.returncode == 0, err
+    assert out == "7\n"
+
+
 SIGNAL_AT_RESUME = """\
 import _testcapi
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import sys
+import weakref
 
-__all__ = ["PYVERSION", "PYBEHAVIOR", "BACKEND", "DEBUG", "PURE", "native", "native_module", "public_dir"]
+__all__ = ["PYVERSION", "PYBEHAVIOR", "BACKEND", "DEBUG", "PURE", "native", "native_module", "public_dir",
+           "fork_safe", "fork_safe_attr"]
 
 PYVERSION = sys.version_info
 
@@ -75,3 +77,39 @@ def native():
     except ImportError:
         return None
     return _native
+
+
+# -- locks across fork ------------------------------------------------------------------
+# A lock another thread held when a thread forked stays held in the child, where that
+# thread does not exist: the child's first traced call that needs it waits for ever
+# (a thread's CPU index, a miss in the record table, a hist hit).  As CPython does for
+# its own (threading, logging), the child gets each lock back new.  A lock with a
+# long-lived owner is registered once; a short-lived owner's by a weak reference.
+
+def fork_safe(lock):
+    """``lock``, made new in a forked child (a module's lock)."""
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=lock._at_fork_reinit)
+    return lock
+
+
+_owners: list = []      # (weak reference to the owner, attribute of its lock)
+
+
+def fork_safe_attr(owner, attr: str = "lock") -> None:
+    """``owner.attr`` (a lock) made new in a forked child, for as long as ``owner``
+    lives."""
+    _owners[:] = [(r, a) for r, a in _owners if r() is not None]
+    _owners.append((weakref.ref(owner), attr))
+
+
+def _reinit_owners() -> None:
+    for r, attr in _owners:
+        o = r()
+        lock = getattr(o, attr, None) if o is not None else None
+        if lock is not None:
+            lock._at_fork_reinit()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_owners)

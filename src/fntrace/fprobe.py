@@ -23,6 +23,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+from ._env import fork_safe
 from .core.dispatch import caller_frame, contain
 from .core.hash import FtraceHash, ftrace_match, filter_parse_regex, glob_match
 from .core.ops import (FTRACE_OPS_FL, OFL, Ops, _move_hash, ftrace_lock, register_ftrace_function,
@@ -87,7 +88,7 @@ class _Tables:
 
 
 _T = _Tables()
-_lock = threading.RLock()
+_lock = fork_safe(threading.RLock())
 
 
 def _ret_ip(fregs) -> DynFtrace | None:

@@ -27,6 +27,7 @@ import struct
 import time
 from collections import deque
 from collections.abc import Iterator
+from os import getpid as _getpid
 from os import write as _os_write
 from time import sleep as _sleep
 from _thread import RLock as _RLock
@@ -121,7 +122,7 @@ class ChunkQueue:
                slow disk slows the program instead of losing records (0: no limit)
     closed     the reader has gone: writers stop waiting for it
     """
-    __slots__ = ("items", "notify_fd", "pending", "limit", "closed", "lock")
+    __slots__ = ("items", "notify_fd", "pending", "limit", "closed", "lock", "pid")
 
     def __init__(self, notify_fd: int = -1, limit: int = 0) -> None:
         self.items: deque = deque()
@@ -134,6 +135,10 @@ class ChunkQueue:
         # pending above the limit for ever: the writer would wait for ever).  The
         # native hand-over runs no bytecode and needs no lock.
         self.lock = _allocate_lock()
+        # A forked child hands nothing over to its parent's queue: the locks another
+        # thread held at fork stay held, and nobody reads it (the child takes a sink
+        # of its own when it is followed).
+        self.pid = _getpid()
 
     def take(self) -> tuple | None:
         """The oldest chunk, or None (reader side)."""
@@ -220,7 +225,7 @@ class _PyRingBufferBase:
         take the buffer's lock (the native twin needs none: it runs no bytecode).  A
         write does not take it: it only ever fills a slot already handed over."""
         q = self.sink
-        if q is None:
+        if q is None or q.pid != _getpid():
             return
         with self.lock:
             start, end = max(self.read, self.seq - self.nrec), self.seq

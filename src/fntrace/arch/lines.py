@@ -22,6 +22,7 @@ from __future__ import annotations
 import sys
 import threading
 
+from .._env import fork_safe
 from ..core.fetch import caller_frame as _getframe
 from ..errors import BusyError
 from .monitoring import TOOL_ID, TOOL_NAME
@@ -29,7 +30,7 @@ from .monitoring import TOOL_ID, TOOL_NAME
 __all__ = ["hold_tool", "release_tool", "line_events", "add_line_hook", "remove_line_hook",
            "hooked_lines", "kill"]
 
-_lock = threading.RLock()
+_lock = fork_safe(threading.RLock())
 _holders: set[str] = set()
 _taken_here = False     # hold_tool took the id from CPython (else another part of fntrace did)
 # id(code) -> {line: (handler, ...)}; replaced, never mutated in place (the callback

@@ -25,6 +25,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+from .._env import fork_safe
 from ..arch import Backend, make_backend
 from ..errors import BusyError, FilterError, FntraceError, NotFoundError, UsageError
 from . import dispatch
@@ -176,7 +177,7 @@ class _Config:
 
 
 ftrace_config = _Config()
-ftrace_lock = threading.RLock()
+ftrace_lock = fork_safe(threading.RLock())
 ftrace_ops_list: list[Ops] = []           # most recently registered first
 # Ops with cached (:mod: or pending) patterns.  id -> weakref, not a WeakSet: iterating
 # a WeakSet runs library code the tracer would trace.

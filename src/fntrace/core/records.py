@@ -20,6 +20,8 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from types import BuiltinFunctionType, CodeType, FunctionType, ModuleType
 
+from .._env import fork_safe
+
 __all__ = [
     "FTRACE_FL", "FTRACE_REF_MAX", "DynFtrace", "RecordTable", "record_table", "ROOT",
 ]
@@ -184,7 +186,7 @@ class RecordTable:
         self.module_ids: dict[str, int] = {}         # id() of the module object scanned
         self.listeners: list[Callable[[str, list[DynFtrace]], None]] = []
         self._next_ip = 1
-        self.lock = threading.RLock()
+        self.lock = fork_safe(threading.RLock())
         self._hook_installed = False
         # True while the CLI's target has not started: "__main__" is then fntrace's
         # launcher, not the program, and counts as not loaded for ':mod:' filters.

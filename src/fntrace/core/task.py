@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import threading
 
+from .._env import fork_safe
 from .fetch import caller_frame
 
 __all__ = ["TASK_COMM_LEN", "thread_cpu", "thread_info", "forget_threads", "new_thread_hooks",
@@ -17,7 +18,7 @@ __all__ = ["TASK_COMM_LEN", "thread_cpu", "thread_info", "forget_threads", "new_
 
 TASK_COMM_LEN = 16
 
-_cpu_lock = threading.Lock()
+_cpu_lock = fork_safe(threading.Lock())
 _cpu_of: dict[tuple[int, int], int] = {}   # (get_ident(), get_native_id()) -> cpu
 thread_info: dict[int, tuple[int, str]] = {}   # cpu -> (native id, comm)
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from time import monotonic_ns
 from typing import Any
 
+from .._env import fork_safe
 from ..core.task import own_threads as _own_threads, thread_cpu, thread_info
 from ..errors import FntraceError
 from ..ring_buffer import PAYLOAD_SEP, TRACE_EVENT, TRACE_STACK
@@ -30,7 +31,7 @@ get_native_id = threading.get_native_id
 __all__ = ["EventCall", "EventFile", "event_file", "event_calls", "register_event_call",
            "unregister_event_call", "find_event_call", "stack_text"]
 
-_lock = threading.RLock()
+_lock = fork_safe(threading.RLock())
 _ids = __import__("itertools").count(1)      # event ids are never reused
 # (system, name) -> EventCall, in creation order.
 event_calls: dict[tuple[str, str], "EventCall"] = {}

@@ -20,6 +20,7 @@ import threading
 from types import FunctionType
 from typing import Any
 
+from .._env import fork_safe
 from ..core import fetch, kallsyms
 from ..core.ops import sync_discovery
 from ..core.records import DynFtrace, record_table
@@ -32,7 +33,7 @@ from .core import EventCall, event_calls, register_event_call, unregister_event_
 __all__ = ["FprobeEvent", "dynevent_create", "dynevent_remove", "dynevent_clear",
            "dynamic_events_lines", "dyn_events", "unbound_events"]
 
-_lock = threading.RLock()
+_lock = fork_safe(threading.RLock())
 dyn_events: dict[tuple[str, str], "FprobeEvent"] = {}
 
 MAX_TEXT = 128

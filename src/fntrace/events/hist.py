@@ -45,6 +45,7 @@ from time import monotonic_ns
 from types import CodeType, FunctionType, MethodType
 from typing import Any
 
+from .._env import fork_safe, fork_safe_attr
 from ..core import fetch
 from ..core.records import record_table
 from ..errors import FntraceError
@@ -271,6 +272,7 @@ class HistData:
         self.hits = 0
         self.drops = 0
         self.lock = threading.Lock()
+        fork_safe_attr(self)            # taken on every hit
         self.users = 0
         self.snapshot_note: str = ""
 
@@ -282,7 +284,7 @@ class HistData:
 
 
 _named: dict[str, tuple[HistData, "HistTrigger"]] = {}
-_named_lock = threading.Lock()
+_named_lock = fork_safe(threading.Lock())
 
 
 class HistTrigger:

@@ -35,6 +35,7 @@ import gc
 import sys
 import threading
 
+from .._env import fork_safe
 from ..core.fetch import static_getattr, value_repr
 from .core import EventCall, _fntrace_code, event_calls, register_event_call
 
@@ -244,7 +245,7 @@ def marker_passes(tr, text: str, frame=None) -> bool:
 # -- registration ----------------------------------------------------------------------------
 
 _registered: list[EventCall] = []
-_lock = threading.Lock()
+_lock = fork_safe(threading.Lock())
 
 
 def static_calls() -> list[EventCall]:

@@ -17,6 +17,7 @@ import re
 import threading
 from typing import Any
 
+from .._env import fork_safe
 from ..errors import FntraceError
 from .core import (EventCall, event_calls, find_event_call, register_event_call,
                    unregister_event_call)
@@ -46,7 +47,7 @@ _TYPES = {"s64": "%lld", "u64": "%llu", "s32": "%d", "u32": "%u", "s16": "%d", "
           "unsigned int": "%u", "long": "%ld", "unsigned long": "%lu", "bool": "%d",
           "pid_t": "%d", "gfp_t": "%x"}
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_lock = threading.RLock()
+_lock = fork_safe(threading.RLock())
 
 
 class SynthError(FntraceError):

@@ -24,6 +24,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable
 
+from .._env import fork_safe
 from ..core import task
 from ..errors import FntraceError
 from ..output.function_stat import function_stat_headers, function_stat_key, function_stat_show
@@ -79,7 +80,7 @@ def _option(data: str, name: str) -> bool:
 # thread given an index from now on (task.new_thread_hooks, on that thread).
 # id -> weakref: iterating a WeakSet would run library code inside a traced call.
 _registered: dict[int, "weakref.ref"] = {}
-_hook_lock = threading.Lock()
+_hook_lock = fork_safe(threading.Lock())
 
 
 def _add_stat_files(fs) -> None:

@@ -153,6 +153,7 @@ class FunctionProfiler:
         self.stats: dict[int, ProfileStat] = {}
         self._local = threading.local()
         self._stats_lock = threading.Lock()     # taken inside callbacks: nothing else
+        _env.fork_safe_attr(self, "_stats_lock")
         self.lock = threading.Lock()            # function_profile_enabled writes
         # The profiler's own ops, following the top level's filter; PID: it honours
         # set_ftrace_pid as the tracers do.

@@ -25,6 +25,7 @@ from __future__ import annotations
 import sys
 import threading
 
+from .._env import fork_safe
 from ..core.ops import (Ops, ftrace_set_filter, register_ftrace_function,
                         unregister_ftrace_function)
 from ..core.records import record_table
@@ -186,7 +187,7 @@ class StackTracer:
 
 
 _tracer: StackTracer | None = None
-_tracer_lock = threading.Lock()
+_tracer_lock = fork_safe(threading.Lock())
 
 
 def stack_tracer() -> StackTracer:
