@@ -18,6 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+from ._env import fork_safe_attr
 from .core.ops import FTRACE_OPS_FL, Ops
 from .core import task
 from .core.pid_list import ThreadFilter
@@ -120,6 +121,7 @@ class TraceArray:
         self.ends = threading.local()
         self.filter = ThreadFilter()
         self.lock = threading.Lock()
+        fork_safe_attr(self)    # new in a forked child: another thread may hold it
         self.pid = os.getpid()
         self.options: dict[str, bool] = {"print-parent": True, "irq-info": False}
         # The ops whose hashes set_ftrace_filter / set_ftrace_notrace edit; tracers

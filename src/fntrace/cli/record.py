@@ -684,7 +684,6 @@ class Recording:
         one at its next event; a file of its own, written by a thread of its own."""
         tr = self.tr
         ppid = self.header.get("pid")
-        tr.lock = threading.Lock()      # a lock another thread held at fork stays held
         tr.pid = os.getpid()
         tr.buffers = {}
         tr.retired = {}

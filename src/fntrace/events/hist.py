@@ -620,7 +620,6 @@ class _Skip(Exception):
     pass
 
 
-
 # A kernel string key is a C string printed with %-50s; a Python one may hold a newline,
 # which would split the entry across lines that readers of the table take one a line.
 _CONTROL = {i: f"\\x{i:02x}" for i in (*range(32), 127)}
