@@ -41,6 +41,38 @@ os.environ.setdefault("FNTRACE_LIVE_HOLD", "600")
 
 
 # ---------------------------------------------------------------------------------
+# Tests marked `once`
+# ---------------------------------------------------------------------------------
+# scripts/test-all runs the suite on every interpreter, native and pure.  A test whose
+# subject is an outside program reading an export (a browser, KernelShark, Spark) or a
+# fresh install of fntrace checks nothing that depends on the interpreter, and costs
+# seconds: test-all runs those in one run and sets FNTRACE_TEST_ONCE to that run's name
+# in the others, which deselect them (never skip: nothing is left unchecked).  Unset
+# (pytest run by hand) or "here", they run.
+
+def _once_elsewhere() -> str | None:
+    where = os.environ.get("FNTRACE_TEST_ONCE")
+    return where if where and where != "here" else None
+
+
+def pytest_collection_modifyitems(config, items):
+    where = _once_elsewhere()
+    if where is None:
+        return
+    gone = [item for item in items if item.get_closest_marker("once")]
+    if gone:
+        config.hook.pytest_deselected(items=gone)
+        items[:] = [item for item in items if not item.get_closest_marker("once")]
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    where = _once_elsewhere()
+    if where is not None:
+        terminalreporter.write_line(f"tests marked `once` are deselected here: they run in "
+                                    f"the {where} run of scripts/test-all")
+
+
+# ---------------------------------------------------------------------------------
 # initialize_ftrace / reset after each test
 # ---------------------------------------------------------------------------------
 

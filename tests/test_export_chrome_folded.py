@@ -711,6 +711,7 @@ def _time_ns(cell: str) -> tuple[float, float]:
     return float(digits) * unit, 0.5 * 10 ** -decimals * unit
 
 
+@pytest.mark.once
 @pytest.mark.parametrize("weight", ["time", "calls"])
 def test_speedscope_draws_the_folded_stacks(recorded, speedscope_site, weight, tmp_path):
     _, site, _ = speedscope_site
@@ -733,6 +734,7 @@ def test_speedscope_draws_the_folded_stacks(recorded, speedscope_site, weight, t
         assert {f: _count(s) for f, (_, s) in table.items()} == Counter(c.func for c in calls)
 
 
+@pytest.mark.once
 def test_speedscope_draws_the_chrome_json(recorded, speedscope_site, tmp_path):
     # Recorded without arguments: speedscope names a frame by its name and args.
     _, site, _ = speedscope_site

@@ -417,6 +417,7 @@ def test_memory_does_not_grow_with_the_trace(tmp_path):
     assert peaks[1] - peaks[0] < 4096, peaks         # KB
 
 
+@pytest.mark.once
 @pytest.mark.skipif(not all(shutil.which(t) for t in ("kernelshark", "Xvfb", "import")),
                     reason="LOUD SKIP: kernelshark, Xvfb or ImageMagick's import is not "
                            "installed: KernelShark is not started on an exported trace")

@@ -69,6 +69,15 @@ def mounted(tmp_path_factory):
         err.close()
 
 
+def _default_signals() -> None:
+    """The cases stop their background loops with `kill -1` (instance.tc,
+    instance-event.tc): a suite started under nohup, or in the background of a shell
+    without job control, would hand the case SIGHUP (or SIGINT, SIGQUIT) ignored, which
+    a shell cannot undo, and the loops would never end."""
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("case", CASES, ids=[str(c.relative_to(HERE / "test.d")) for c in CASES])
 def test_selftest(mounted, case):
     if ("# fntrace-needs: running-threads" in case.read_text()
@@ -79,7 +88,7 @@ def test_selftest(mounted, case):
     mnt, env, prog = mounted
     r = subprocess.run(["bash", str(HERE / "ftracetest"), str(mnt), str(case)],
                        capture_output=True, text=True, timeout=180,
-                       env={**os.environ, **env})
+                       env={**os.environ, **env}, preexec_fn=_default_signals)
     if prog.poll() is not None:         # the served workload ended: say how
         pytest.fail(f"the workload ended (exit status {prog.returncode}) during or before "
                     f"this case; its stderr:\n{prog.err_path.read_text()}\n"

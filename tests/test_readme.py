@@ -14,7 +14,6 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -86,15 +85,11 @@ def test_shell_example(tmp_path, command):
     assert "Traceback" not in r.stderr, r.stderr
 
 
+@pytest.mark.once
 def test_quick_start(tmp_path):
     # Installs fntrace from this checkout into a new environment, as a user would; the
-    # package index must be reachable for the build requirements.  Once per test run:
-    # on the newest interpreter, with the native hot path.
-    newest = max(Path(REPO_ROOT / ".venvs").glob("py3.*"), default=None,
-                 key=lambda p: tuple(int(x) for x in re.findall(r"\d+", p.name)))
-    here = Path(sys.executable).parent.parent
-    if os.environ.get("FNTRACE_PURE") or (newest is not None and newest.resolve() != here.resolve()):
-        pytest.skip("the quick start is run once per test run (newest Python, native)")
+    # package index must be reachable for the build requirements.  scripts/test-all runs
+    # it once, on the newest interpreter, with the native hot path (`once`).
     command = next(c for c in COMMANDS if c.startswith(QUICK_START))
     repo = tmp_path / "repo"
     files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],

@@ -223,6 +223,7 @@ AGREE = ("SELECT function, count(*) AS calls, sum(dur) AS total, max(depth) AS d
          "count(DISTINCT thread) AS threads FROM calls GROUP BY function ORDER BY function")
 
 
+@pytest.mark.once
 def test_duckdb_and_spark_agree(recorded, run_fntrace, tmp_path):
     """The same query on the same Parquet file: fntrace sql (DuckDB) and Spark local."""
     import shutil
