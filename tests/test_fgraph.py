@@ -1248,3 +1248,37 @@ def test_manager_counts_return_after_off_and_on(make_module):
     with registered(b.gops, a.gops):
         assert enabled_in(m) == first
     assert enabled_in(m) == set()
+
+
+def test_return_and_yield_offsets_are_dis_s():
+    """The 3.11 back end finds where a frame stops (returns, yields, the RESUME after a
+    yield) by reading co_code directly; dis.get_instructions is the reference, over
+    every function of a few large stdlib modules (EXTENDED_ARG, generators, coroutines)."""
+    import dis
+    import importlib.util
+    import types
+    from fntrace.core import dispatch
+
+    codes = {}
+
+    def walk(code):
+        codes[id(code)] = code
+        for c in code.co_consts:
+            if isinstance(c, types.CodeType):
+                walk(c)
+
+    for name in ("asyncio.tasks", "asyncio.base_events", "email.message", "argparse",
+                 "contextlib", "inspect", "typing", "pydoc"):
+        walk(importlib.util.find_spec(name).loader.get_code(name))
+    big = compile("def f(x):\n" + "".join(f"    y{i} = x + {i}\n" for i in range(300))
+                  + "    return y0\n", "<big>", "exec").co_consts[0]
+    codes[id(big)] = big                # more than 256 names: EXTENDED_ARG before a store
+    assert len(codes) > 1000
+    for code in codes.values():
+        ins = list(dis.get_instructions(code))
+        want_ret = {i.offset for i in ins if i.opname in ("RETURN_VALUE", "RETURN_CONST",
+                                                          "YIELD_VALUE")
+                    or (i.opname == "RESUME" and i.arg)}
+        want_yield = {i.offset for i in ins if i.opname == "YIELD_VALUE"}
+        assert dispatch._return_offsets(code) == want_ret, code
+        assert dispatch._yield_offsets(code) == want_yield, code

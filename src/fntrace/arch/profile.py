@@ -83,6 +83,9 @@ class _PyShim:
 
 class ProfileBackend:
     name = "profile"
+    # make_call only fills the table the hook reads: the hook can come last
+    # (core/ops.ftrace_replace_code)
+    start_after_patching = True
 
     def __init__(self) -> None:
         self.active = False

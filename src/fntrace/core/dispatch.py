@@ -300,17 +300,40 @@ def on_py_unwind(code, offset, exc):
 _ret_offs: dict = {}
 
 
+def _scan(code, ops: frozenset, resume_after_yield: bool) -> frozenset:
+    """The offsets of the instructions in ``ops`` (and, if asked, of every RESUME with an
+    argument) in ``code``'s bytecode.  co_code is the unspecialised bytecode, 2-byte code
+    units whose inline caches are CACHE (opcode 0) units: read directly, not through
+    dis.get_instructions, which builds an Instruction with names and positions for each
+    one (enabling function_graph over 14,000 functions on 3.11 spent 2.7 s there)."""
+    raw = code.co_code
+    found = []
+    arg = 0
+    for i in range(0, len(raw), 2):
+        op = raw[i]
+        if op == _EXTENDED_ARG:
+            arg = (arg | raw[i + 1]) << 8
+            continue
+        if op in ops or (resume_after_yield and op == _RESUME and (arg | raw[i + 1])):
+            found.append(i)
+        arg = 0
+    return frozenset(found)
+
+
+_EXTENDED_ARG = dis.opmap["EXTENDED_ARG"]
+_RESUME = dis.opmap["RESUME"]
+_RETURN_OPS = frozenset(dis.opmap[n] for n in ("RETURN_VALUE", "RETURN_CONST", "YIELD_VALUE")
+                        if n in dis.opmap)
+_YIELD_OPS = frozenset((dis.opmap["YIELD_VALUE"],))
+
+
 def _return_offsets(code) -> frozenset:
     """Offsets where a frame stops normally: returns, yields, and (3.13) the RESUME after
     a yield, where f_lasti points once the frame is suspended (coverage.py's
     lasti_is_yield quirk, python/cpython#113728)."""
     ent = _ret_offs.get(id(code))
     if ent is None or ent[0] is not code:
-        offs = frozenset(
-            i.offset for i in dis.get_instructions(code)
-            if i.opname in ("RETURN_VALUE", "RETURN_CONST", "YIELD_VALUE")
-            or (i.opname == "RESUME" and i.arg))
-        ent = _ret_offs[id(code)] = (code, offs)
+        ent = _ret_offs[id(code)] = (code, _scan(code, _RETURN_OPS, True))
     return ent[1]
 
 
@@ -320,8 +343,7 @@ _throw_at: dict = {}     # id(frame) -> f_lasti of a generator resumed by throw(
 def _yield_offsets(code) -> frozenset:
     ent = _yield_offs.get(id(code))
     if ent is None or ent[0] is not code:
-        ent = _yield_offs[id(code)] = (code, frozenset(
-            i.offset for i in dis.get_instructions(code) if i.opname == "YIELD_VALUE"))
+        ent = _yield_offs[id(code)] = (code, _scan(code, _YIELD_OPS, False))
     return ent[1]
 
 

@@ -363,6 +363,12 @@ def ftrace_replace_code(recs: Iterable[DynFtrace]) -> None:
     """Apply the records' state to their sites, through the back end."""
     enable = _state["enabled"]
     seen: set[int] = set()
+    # A back end whose hook sees every call (sys.setprofile) is installed after the
+    # loop: installed at the first site, it would run the rest of this loop through the
+    # hook and its discovery trap, call by call (3.11: 14 s native, 51 s pure to enable
+    # the function profiler over 14,000 functions; 0.3 s so).
+    late = getattr(backend, "start_after_patching", False)
+    start = False
     for rec in recs:
         if rec.ip in seen:
             continue
@@ -377,7 +383,10 @@ def ftrace_replace_code(recs: Iterable[DynFtrace]) -> None:
             action = FTRACE_UPDATE_MODIFY_CALL
         if action == FTRACE_UPDATE_MAKE_CALL:
             _site_target(rec, others)
-            _backend_start()
+            if late:
+                start = True
+            else:
+                _backend_start()
             backend.make_call(rec)
         elif action == FTRACE_UPDATE_MODIFY_CALL:
             # Rewrite the slot even when the call itself is unchanged: with CALL_OPS the
@@ -388,6 +397,8 @@ def ftrace_replace_code(recs: Iterable[DynFtrace]) -> None:
             rec.ops, rec.func = nop_ops, dispatch.ftrace_stub
             backend.make_nop(rec)
             rec.ops = rec.func = None
+    if start:
+        _backend_start()
 
 
 def _backend_start() -> None:
