@@ -698,7 +698,16 @@ class Recording:
         self.header = dict(self.header, pid=os.getpid(), ppid=ppid, follow="fork",
                            start_wall=time.time(), start_mono=time.monotonic_ns())
         path = self.follow.child_output()
-        self.sink = self._make_sink(_open_output(path))
+        # A signal that ends the process between creating the file and writing its
+        # HEAD block (a pool's terminate() right after the fork) would leave a file no
+        # reader can open, and the whole process would be left out of the trace: the
+        # signals that end a process by default wait until the head is written, then
+        # act as they would have.
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _FATAL_SIGNALS)
+        try:
+            self.sink = self._make_sink(_open_output(path))
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         # the parent's threads keep their slots (thread_info) but are not this
         # process's: only the slots taken from now on go in its file
         self.sink.threads_written.update(thread_info)
@@ -815,6 +824,13 @@ class Recording:
             self.sink.finish({"cpus": {}, "callback_errors": 0, "exit_status": None})
         if self.follow is not None:
             self.follow.stop()
+
+
+# Asynchronous signals whose default action ends the process (not SIGKILL, which cannot
+# wait, nor the synchronous faults).
+_FATAL_SIGNALS = frozenset(getattr(signal, n) for n in (
+    "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGPIPE",
+    "SIGVTALRM", "SIGPROF", "SIGXCPU", "SIGXFSZ") if hasattr(signal, n))
 
 
 def _open_output(path: str):
