@@ -78,6 +78,10 @@ def _default_signals() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
+# One workload runs every case, in the order of the files, on one pytest-xdist worker
+# (scripts/test-all runs with --dist loadgroup): the cases were written for one kernel
+# taking them in turn, and two workloads at once would each take a CPU for the whole run.
+@pytest.mark.xdist_group("ftracetest")
 @pytest.mark.parametrize("case", CASES, ids=[str(c.relative_to(HERE / "test.d")) for c in CASES])
 def test_selftest(mounted, case):
     if ("# fntrace-needs: running-threads" in case.read_text()
