@@ -107,3 +107,22 @@ def test_quick_start(tmp_path):
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
     assert "# tracer: function" in r.stdout
     assert "shop.catalog.load_catalog <-__main__.main" in r.stdout
+    # A regular install, as users have it (not the test environment's editable one):
+    # pytest asks to rewrite the asserts of every package that brings a pytest plugin,
+    # and fntrace is imported before pytest under `fntrace record -m pytest`.  With
+    # -W error (a project's `filterwarnings = error`) the traced suite must pass as the
+    # untraced one does, with the same warnings (none).
+    venv_py = repo / ".venv" / "bin" / "python"
+    pip = subprocess.run([str(venv_py), "-m", "pip", "install", "-q", "pytest"],
+                         capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    assert pip.returncode == 0, pip.stderr[-2000:]
+    (repo / "suite").mkdir()
+    (repo / "suite" / "test_it.py").write_text("def add(a, b):\n    return a + b\n\n"
+                                               "def test_add():\n    assert add(1, 2) == 3\n")
+    runs = [subprocess.run([str(venv_py), *pre, "-m", "pytest", "-W", "error", "-q", "-p",
+                            "no:cacheprovider"], cwd=repo / "suite", capture_output=True,
+                           text=True, timeout=SUBPROCESS_TIMEOUT)
+            for pre in ([], ["-m", "fntrace", "record", "-o", "t.dat"])]
+    for run in runs:
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+        assert "1 passed" in run.stdout and "warning" not in run.stdout, run.stdout[-3000:]

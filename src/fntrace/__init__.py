@@ -20,6 +20,11 @@ A trace file read back, typed (output/trace_events.py):
     for ev in fntrace.open_trace("fntrace.dat"):
         if isinstance(ev, fntrace.GraphReturn) and ev.duration > 1_000_000:
             print(ev.func, ev.duration)
+
+PYTEST_DONT_REWRITE: fntrace's pytest plugin comes with this package, so pytest asks to
+rewrite the asserts of the whole package; under ``fntrace record -m pytest`` the
+package is imported before pytest starts, and pytest would warn that it cannot (an
+error under ``-W error``, where the untraced suite passes).  These words tell it not to.
 """
 from __future__ import annotations
 
