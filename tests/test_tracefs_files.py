@@ -380,3 +380,33 @@ def test_report_prints_a_trace_files_times_in_its_clock(clock, raw):
     else:
         assert [NS_LINE.match(l).group(1, 2) for l in lines] == [
             ("0", "000000"), ("0", "000000"), ("1", "500000")]
+
+
+# ---------------------------------------------------------------------------------
+# Numbers too long for int(), names no file system has: EINVAL, never a traceback
+# ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", ["set_event_pid", "set_ftrace_pid", "tracing_thresh",
+                                  "max_graph_depth", "saved_cmdlines_size"])
+def test_a_number_of_thousands_of_digits_is_einval_and_changes_nothing(fs, path):
+    # int() refuses strings of more than 4300 digits with ValueError: that was raised
+    # through the write (over the control socket: errno 5, "internal error")
+    before = fs.read(path)
+    for huge in ("9" * 9600, "1" + "0" * 20):          # past 4300 digits; past 2**64
+        with pytest.raises(FntraceError) as e:
+            fs.write(path, huge + "\n")
+        assert e.value.errno == errno.EINVAL and len(str(e.value)) < 200
+        assert fs.read(path) == before
+    fs.write(path, "00000000000000000000000000000007")  # leading zeros are still 7
+    assert fs.read(path).split() == ["7"]
+    if path in ("tracing_thresh", "max_graph_depth", "set_event_pid", "set_ftrace_pid"):
+        entry = fs.read("error_log").splitlines()
+        assert entry[-1].strip() == "^" and "Command: 1000" in entry[-2]
+
+
+def test_an_instance_name_with_a_lone_surrogate_is_einval(fs):
+    with pytest.raises(FntraceError) as e:
+        fs.mkdir("instances/a\ud800b")
+    assert e.value.errno == errno.EINVAL and "lone surrogate" in str(e.value)
+    assert "a\ud800b" not in fs.instances
+    str(e.value).encode("utf-8")          # the message itself can be printed

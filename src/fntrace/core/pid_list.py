@@ -42,11 +42,12 @@ def parse_pids(data: str) -> list[int]:
         pos = data.find(word, pos)
         if not word.isdigit() or not word.isascii():
             raise FntraceError(f"{word!r} is not a thread id", command=data, pos=pos)
-        n = int(word)
-        # pid_max is 4194304 at most (PID_MAX_LIMIT); native ids stay below it
-        if n >= 1 << 22:
-            raise FntraceError(f"{word}: thread id out of range", command=data, pos=pos)
-        out.append(n)
+        # pid_max is 4194304 at most (PID_MAX_LIMIT); native ids stay below it.  A long
+        # word is out of range before int() is asked (it refuses more than 4300 digits).
+        if len(word.lstrip("0")) > 7 or int(word) >= 1 << 22:
+            raise FntraceError(f"{word[:20]}{'...' if len(word) > 20 else ''}: thread id out "
+                               "of range", command=data, pos=pos)
+        out.append(int(word))
         pos += len(word)
     return out
 

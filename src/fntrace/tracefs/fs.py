@@ -240,6 +240,21 @@ PER_THREAD_FILES = ("buffer_size_kb", "stats", "trace", "trace_pipe")
 EVENT_LEAVES = ("enable", "filter", "trigger", "format", "id", "hist")
 
 
+def _ulong(s: str) -> int | None:
+    """kstrtoul: an unsigned long in decimal, or None (EINVAL; the kernel's ERANGE for
+    one past 2**64 - 1 is EINVAL here, as the write's other failures).  The length is
+    looked at before int(), which refuses strings of more than 4300 digits."""
+    if not s.isdigit() or not s.isascii() or len(s.lstrip("0")) > 20:
+        return None
+    n = int(s)
+    return n if n < 1 << 64 else None
+
+
+def _short(s: str) -> str:
+    """A value for a message: a 9,600-digit write is not quoted whole."""
+    return s if len(s) <= 40 else s[:40] + "..."
+
+
 def _err(code: int, msg: str, command: str = "") -> FntraceError:
     e = FntraceError(msg, command=command)
     e.errno = code
@@ -439,7 +454,15 @@ class Tracefs:
                 raise _err(errno.ENOENT, f"{path}: no such file or directory", path)
             raise _err(errno.EPERM, f"{path}: directories are made only in instances/", path)
         name = parts[1]
-        if len(name.encode("utf-8", "surrogateescape")) > NAME_MAX:
+        try:
+            # (a byte that is not UTF-8 comes through a mount as a surrogate escape; a
+            # lone surrogate of any other kind is not a name any file system can hold)
+            raw = name.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError as e:
+            raise _err(errno.EINVAL, f"{path!a}: not a name an instance can have "
+                       f"(a lone surrogate at {e.start})", path.encode(
+                           "utf-8", "backslashreplace").decode()) from None
+        if len(raw) > NAME_MAX:
             raise _err(errno.ENAMETOOLONG, f"{path}: file name too long", path)
         if not name or name in (".", "..") or any(ord(ch) < 0x20 or ch == "\x7f" for ch in name):
             raise _err(errno.EINVAL, f"{path}: not a name an instance can have", path)
@@ -787,8 +810,8 @@ class Tracefs:
 
     def _w_saved_cmdlines_size(self, data: str, append: bool) -> None:
         s = data.strip()
-        if not s.isdigit() or not 1 <= int(s) <= PID_MAX_DEFAULT:
-            raise _err(errno.EINVAL, f"saved_cmdlines_size: {s!r} is not a size "
+        if _ulong(s) is None or not 1 <= int(s) <= PID_MAX_DEFAULT:
+            raise _err(errno.EINVAL, f"saved_cmdlines_size: {_short(s)!r} is not a size "
                        f"(1 to {PID_MAX_DEFAULT})", data)
         self.saved_cmdlines_size = int(s)
 
@@ -950,17 +973,21 @@ class Tracefs:
 
     def _w_max_graph_depth(self, data: str, append: bool) -> None:
         s = data.strip()
-        if not s.isdigit():
+        depth = _ulong(s)
+        if depth is None:
             self.error_log.add("max_graph_depth", "Invalid depth", s, 0)
-            raise FntraceError(f"max_graph_depth: {s!r} is not a depth (0 = unlimited)")
-        self.tr.max_graph_depth = int(s)
+            raise FntraceError(f"max_graph_depth: {_short(s)!r} is not a depth (0 = "
+                               "unlimited)", command=s, pos=0)
+        self.tr.max_graph_depth = depth
 
     def _w_tracing_thresh(self, data: str, append: bool) -> None:
         s = data.strip()
-        if not s.isdigit():
+        us = _ulong(s)
+        if us is None:
             self.error_log.add("tracing_thresh", "Invalid threshold", s, 0)
-            raise FntraceError(f"tracing_thresh: {s!r} is not a number of microseconds")
-        self.tr.tracing_thresh = int(s) * 1000
+            raise FntraceError(f"tracing_thresh: {_short(s)!r} is not a number of "
+                               "microseconds", command=s, pos=0)
+        self.tr.tracing_thresh = us * 1000
 
     def _r_hash(self, enable: bool) -> str:
         ops = self.tr.ops
