@@ -22,6 +22,7 @@ from . import _env
 from .core import dispatch
 from .core.records import record_table
 from .core.task import thread_info
+from .outfile import TRACE_MODE
 from .record_format import TRACE_FN
 from .ring_buffer import RECORD
 from .trace import TraceArray
@@ -105,8 +106,8 @@ def write_trace_file(tr: TraceArray, path: str | os.PathLike[str], header: dict)
     path = os.fspath(path)
     head, tail = os.path.split(path)
     tmp = os.path.join(head, f".{tail}.{os.getpid()}.{threading.get_ident()}.tmp")
-    # the mode a plain open() gives (0666 less the umask), unlike mkstemp's 0600
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_EXCL, 0o666)
+    # 0600: a trace holds the program's values (outfile.py); O_EXCL, a name of our own
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_EXCL, TRACE_MODE)
     try:
         with os.fdopen(fd, "wb") as f:
             w = TraceFileWriter(f, _header(tr, header))

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 from . import _env
 from .errors import TraceFileError
+from .outfile import create as create_output
 from .record_codec import CodecError, decode as _decode, encode as _encode, get_uvarint, put_uvarint
 from .record_format import FORMAT, HAS_PAYLOAD, OFFSETS, RECORD_SIZE
 
@@ -333,7 +334,7 @@ class TraceFileWriter:
             self._zc = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
         self._lock = threading.Lock()
         if isinstance(file, (str, bytes, os.PathLike)):
-            self._file: BinaryIO = open(file, "wb")
+            self._file: BinaryIO = create_output(os.fspath(file))   # 0600 (outfile.py)
             self._owns_file = True
         else:
             self._file = file

@@ -13,6 +13,8 @@ import os
 import sys
 
 from ..errors import FntraceError, UsageError
+from ..outfile import TRACE_MODE, shared_sticky_dir
+from ..outfile import create as create_output
 
 __all__ = ["EPILOG", "add_arguments", "run_export"]
 
@@ -46,6 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default) or by its number of calls")
     from .filters import add_pid_argument
     add_pid_argument(p)
+    from .main import add_mode_argument
+    add_mode_argument(p)
     p.add_argument("--task-tracks", action="store_true",
                    help="perfetto: each asyncio Task's calls on a track of its own, under "
                         "its thread's")
@@ -104,7 +108,8 @@ def run_export(args) -> int:
         result = exp.write(tracked, stream, options)
         stream.flush()
     else:
-        result = _write_whole(exp, tracked, out_path, options)
+        result = _write_whole(exp, tracked, out_path, options,
+                              args.mode if args.mode is not None else TRACE_MODE)
     for note in (result or {}).get("notes", ()):
         sys.stderr.write(f"fntrace: {note}\n")
     if source.truncated:
@@ -113,14 +118,19 @@ def run_export(args) -> int:
     return 0
 
 
-def _write_whole(exp, source, out_path: str, options) -> dict | None:
+def _write_whole(exp, source, out_path: str, options, mode: int = TRACE_MODE) -> dict | None:
     directory = os.path.dirname(os.path.abspath(out_path))
     if os.path.isdir(out_path):
         raise FntraceError(f"-o {out_path}: is a directory")
     tmp = os.path.join(directory, f".{os.path.basename(out_path)}.{os.getpid()}.tmp")
+    if shared_sticky_dir(out_path) and os.path.lexists(out_path):
+        # os.replace would put a file of ours where another user's name was; refuse
+        # theirs, and a symlink, as the record path does (outfile.py)
+        st = os.lstat(out_path)
+        if os.path.islink(out_path) or st.st_uid != os.geteuid():
+            create_output(out_path, mode).close()       # raises the refusal
     try:
-        f = open(tmp, "wb" if exp.binary else "w", **({} if exp.binary else
-                                                        {"encoding": "utf-8", "newline": "\n"}))
+        f = create_output(tmp, mode, binary=exp.binary, exclusive=True)
     except OSError as e:
         raise FntraceError(f"-o {out_path}: cannot write: {e.strerror or e}") from None
     ok = False

@@ -79,6 +79,7 @@ class Follow:
                 "first": self.first_pid,
                 "opts": {k: getattr(self.opts, k) for k in _KEEP},
                 "compress": bool(getattr(self.opts, "compress", False)),
+                "mode": int(getattr(self.opts, "mode", 0o600)),
                 "otel_context": bool(getattr(self.opts, "otel_context", False)),
                 # the module ``-m`` runs: what the parent's main module is named
                 "main_alias": self.main_alias}
@@ -145,6 +146,7 @@ def start_child(text: str) -> None:
         kw = {k: v for k, v in spec["opts"].items() if k in _KEEP}
         opts = RecordOptions(**kw)
         opts.compress = bool(spec.get("compress"))
+        opts.mode = int(spec.get("mode", opts.mode))
         opts.otel_context = bool(spec.get("otel_context"))
         fw = Follow(opts, spec["base"], spec["run"], bool(spec.get("scratch")),
                     spec.get("first"))

@@ -96,6 +96,20 @@ def _add_target(p: argparse.ArgumentParser) -> None:
                    help="the program to trace; the arguments after it are its own")
 
 
+def _mode(text: str) -> int:
+    from ..outfile import parse_mode
+    try:
+        return parse_mode(text)
+    except FntraceError as e:
+        raise argparse.ArgumentTypeError(e.msg) from None
+
+
+def add_mode_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--mode", type=_mode, default=None, metavar="OCTAL",
+                   help="permissions of the files written (default 0600: a trace holds "
+                        "the program's values; 0644 lets other users read them)")
+
+
 def _add_record_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-p", "--tracer", default=None, metavar="TRACER",
                    help="tracer to use: function, function_graph, nop (default: function; "
@@ -200,6 +214,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="trace file to write (default: fntrace.dat)")
     r.add_argument("--compress", action="store_true",
                    help="zstd-compress the trace file's blocks (pip install fntrace[compress])")
+    add_mode_argument(r)
     _add_target(r)
 
     rep = add("report", "print a trace file in ftrace text format")
@@ -407,6 +422,7 @@ def _record(args, output: str, at_exit: bool, on_finished=None, make_writer=None
                          patches=args.patch, object_repr=args.object_repr,
                          tids=args.tid, threads=args.thread)
     opts.compress = getattr(args, "compress", False)
+    opts.mode = getattr(args, "mode", None) or opts.mode
     opts.serve = getattr(args, "serve", False)
     opts.otel_context = getattr(args, "otel_context", False)
     target = _target(args)

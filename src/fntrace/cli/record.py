@@ -36,6 +36,8 @@ from ..core.ops import backend as ops_backend
 from ..core.ops import ftrace_kill
 from ..core.records import record_table, scan_code_as
 from ..errors import FntraceError, UsageError
+from ..outfile import TRACE_MODE
+from ..outfile import create as create_output
 from ..printk import pr_warn
 from ..record_format import RECORD_SIZE
 from ..ring_buffer import ChunkQueue
@@ -65,6 +67,7 @@ class RecordOptions:
     default."""
 
     compress = False            # --compress: zstd per block (tracefile.py)
+    mode = TRACE_MODE           # --mode: the trace files' permissions (outfile.py)
     serve = False               # --serve: the recording's tracefs on a control socket
     otel_context = False        # --otel-context: events/otel_context.py
 
@@ -561,7 +564,7 @@ class Recording:
         self.otel = None                # --otel-context's probe
         f = None
         if make_writer is None:
-            f = _open_output(opts.output)
+            f = _open_output(opts.output, opts.mode)
         self.header = _header(opts, tr, argv)
         self.header.update(header or {})
         if follow is not None:
@@ -705,7 +708,7 @@ class Recording:
         # act as they would have.
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, _FATAL_SIGNALS)
         try:
-            self.sink = self._make_sink(_open_output(path))
+            self.sink = self._make_sink(_open_output(path, self.opts.mode))
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         # the parent's threads keep their slots (thread_info) but are not this
@@ -833,9 +836,9 @@ _FATAL_SIGNALS = frozenset(getattr(signal, n) for n in (
     "SIGVTALRM", "SIGPROF", "SIGXCPU", "SIGXFSZ") if hasattr(signal, n))
 
 
-def _open_output(path: str):
+def _open_output(path: str, mode: int = TRACE_MODE):
     try:
-        return open(path, "wb", buffering=0)
+        return create_output(path, mode, buffering=0)
     except OSError as e:
         raise UsageError(f"{path}: {e.strerror}") from None
 
