@@ -623,3 +623,22 @@ def test_a_pipe_reader_that_leaves_takes_nothing_from_the_next(served):
     mb = re.findall(r"mark(\d+)\n", got_b)
     assert ma and not set(ma) & set(mb)
     assert sorted(map(int, ma + mb)) == list(range(120))
+
+
+def test_record_serve_runs_the_program_when_control_cannot_be_had(tmp_path, run_fntrace):
+    # Another user (or a mistake) made the runtime directory first, writable by others:
+    # the endpoint is refused, and the program runs all the same, told why.
+    d = tmp_path / "xdg"
+    d.mkdir(mode=0o700)
+    (d / "fntrace").mkdir()
+    os.chmod(d / "fntrace", 0o777)
+    (tmp_path / "p.py").write_text("def f():\n    return 1\nf()\nprint('ran')\n")
+    r = subprocess.run([sys.executable, "-m", "fntrace.cli.main", "record", "--serve",
+                        "-o", "t.dat", "-F", "*:mod:__main__", "p.py"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT,
+                       env={**os.environ, "XDG_RUNTIME_DIR": str(d)})
+    assert r.returncode == 0 and r.stdout == "ran\n", r.stderr
+    assert "--serve: control is off for this run:" in r.stderr
+    assert "writable by others" in r.stderr and "Traceback" not in r.stderr
+    rep = run_fntrace("report", "t.dat")
+    assert "__main__.f <-" in rep.stdout

@@ -616,7 +616,14 @@ class Recording:
         _apply_events(self.fs, opts)
         if opts.serve and self.first:
             from ..tracefs.server import serve
-            self.server = serve(self.fs)
+            try:
+                self.server = serve(self.fs)
+            except (FntraceError, OSError) as e:
+                # The control endpoint is a convenience: a runtime directory another
+                # user made first (or any other reason it cannot be had) turns control
+                # off, not the program.
+                why = e.msg if isinstance(e, FntraceError) else (e.strerror or str(e))
+                pr_warn(f"--serve: control is off for this run: {why}")
 
     def start_tracing(self) -> None:
         """The tracer on, the end guarded (the program's first line is next)."""
