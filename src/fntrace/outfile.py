@@ -14,6 +14,7 @@ file is looked at before it is truncated, so a refused file is left as it was.
 from __future__ import annotations
 
 import errno
+import io
 import os
 import stat
 from typing import IO
@@ -58,6 +59,7 @@ def create(path: str, mode: int = TRACE_MODE, *, binary: bool = True, buffering:
             raise _refused(path, "it is another user's symbolic link, in a directory "
                                  "every user can write to", errno.ELOOP) from None
         raise
+    raw = None
     try:
         st = os.fstat(fd)
         if stat.S_ISREG(st.st_mode):
@@ -68,12 +70,20 @@ def create(path: str, mode: int = TRACE_MODE, *, binary: bool = True, buffering:
             os.ftruncate(fd, 0)
             if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) != mode:
                 os.fchmod(fd, mode)             # an older file keeps no wider mode
-        return os.fdopen(fd, "wb" if binary else "w", buffering=buffering,
-                         **({} if binary else {"encoding": encoding or "utf-8",
-                                               "newline": "\n"}))
+        raw = io.FileIO(fd, "w", closefd=True)
+        raw.name = path                 # (messages name the file, not its descriptor)
     except BaseException:
-        os.close(fd)
+        if raw is not None:
+            raw.close()
+        else:
+            os.close(fd)
         raise
+    if binary and buffering == 0:
+        return raw
+    buf = io.BufferedWriter(raw) if buffering in (-1, 1) else io.BufferedWriter(raw, buffering)
+    if binary:
+        return buf
+    return io.TextIOWrapper(buf, encoding=encoding or "utf-8", newline="\n")
 
 
 def _own_link(path: str) -> bool:
