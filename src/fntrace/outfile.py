@@ -21,7 +21,7 @@ from typing import IO
 
 from .errors import FntraceError
 
-__all__ = ["TRACE_MODE", "create", "parse_mode", "shared_sticky_dir"]
+__all__ = ["TRACE_MODE", "check_name", "create", "parse_mode", "shared_sticky_dir"]
 
 TRACE_MODE = 0o600
 
@@ -44,10 +44,7 @@ def create(path: str, mode: int = TRACE_MODE, *, binary: bool = True, buffering:
     if exclusive:
         flags |= os.O_EXCL
     shared = shared_sticky_dir(path)
-    if shared and os.path.islink(path) and not _own_link(path):
-        raise _refused(path, "it is another user's symbolic link, in a directory every "
-                             "user can write to", errno.ELOOP)
-    if shared and not _own_link(path):
+    if shared and not check_name(path):
         # (a link of our own, or of the directory's owner, is followed, as the kernel
         # does; no one else can replace it there.  Any other name is opened without
         # following: a link made between this look and the open is refused too.)
@@ -86,16 +83,27 @@ def create(path: str, mode: int = TRACE_MODE, *, binary: bool = True, buffering:
     return io.TextIOWrapper(buf, encoding=encoding or "utf-8", newline="\n")
 
 
-def _own_link(path: str) -> bool:
-    """True if ``path`` is a symlink that fs.protected_symlinks lets us follow in a
-    sticky directory: ours, or its directory owner's."""
+def check_name(path: str) -> bool:
+    """For a name in a shared sticky directory: raise FntraceError if another user's
+    symlink or file is there (what fs.protected_symlinks and fs.protected_regular
+    refuse); True if it is a symlink we may follow (ours, or the directory owner's)."""
     try:
         st = os.lstat(path)
-        if not stat.S_ISLNK(st.st_mode):
-            return False
-        return st.st_uid in (os.geteuid(), os.stat(os.path.dirname(os.path.abspath(path))).st_uid)
     except OSError:
         return False
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            owner = os.stat(os.path.dirname(os.path.abspath(path))).st_uid
+        except OSError:
+            owner = None
+        if st.st_uid in (os.geteuid(), owner):
+            return True
+        raise _refused(path, "it is another user's symbolic link, in a directory every "
+                             "user can write to", errno.ELOOP)
+    if stat.S_ISREG(st.st_mode) and st.st_uid != os.geteuid():
+        raise _refused(path, f"it belongs to user {st.st_uid}, in a directory every user "
+                             "can write to: the trace would be theirs", errno.EACCES)
+    return False
 
 
 def _refused(path: str, why: str, code: int) -> FntraceError:

@@ -13,7 +13,7 @@ import os
 import sys
 
 from ..errors import FntraceError, UsageError
-from ..outfile import TRACE_MODE, shared_sticky_dir
+from ..outfile import TRACE_MODE, check_name, shared_sticky_dir
 from ..outfile import create as create_output
 
 __all__ = ["EPILOG", "add_arguments", "run_export"]
@@ -123,12 +123,10 @@ def _write_whole(exp, source, out_path: str, options, mode: int = TRACE_MODE) ->
     if os.path.isdir(out_path):
         raise FntraceError(f"-o {out_path}: is a directory")
     tmp = os.path.join(directory, f".{os.path.basename(out_path)}.{os.getpid()}.tmp")
-    if shared_sticky_dir(out_path) and os.path.lexists(out_path):
-        # os.replace would put a file of ours where another user's name was; refuse
-        # theirs, and a symlink, as the record path does (outfile.py)
-        st = os.lstat(out_path)
-        if os.path.islink(out_path) or st.st_uid != os.geteuid():
-            create_output(out_path, mode).close()       # raises the refusal
+    if shared_sticky_dir(out_path):
+        # os.replace would put a file of ours where another user's name was: refused,
+        # as the record path refuses it (outfile.py)
+        check_name(out_path)
     try:
         f = create_output(tmp, mode, binary=exp.binary, exclusive=True)
     except OSError as e:
