@@ -26,6 +26,20 @@
  *                              this one, as it would replace the default.  Python
  *                              fallback: signal.signal() (visible to getsignal()).
  *   fatal_signals_restore()    SIG_DFL again wherever this handler still is.
+ *   call_in_main(func)         func() on the main thread at its next bytecode (a pending
+ *                              call, as CPython runs its signal handlers): the writer
+ *                              thread stops the program there when a fatal signal
+ *                              came, as the signal's default action would have.
+ *   wrap_fork(real, before, after)
+ *                              os.fork (or os.forkpty) that calls before() first and,
+ *                              in the parent, after() once real() has returned: the
+ *                              trace writer's thread is not there while CPython counts
+ *                              the process's threads for its "multi-threaded fork()"
+ *                              warning, which 3.13 does after the at-fork hooks.  A C
+ *                              function, so the warning (stacklevel 1) still names the
+ *                              program's line, and the same type, name and signature
+ *                              as the real one.  No Python fallback: without it the
+ *                              writer comes back in the at-fork hook.
  *
  * CPython quirk: run_clean reaches into PyThreadState's public-but-unstable fields —
  * the frame the next frame links to (cframe->current_frame on 3.11 and 3.12,
@@ -262,6 +276,170 @@ fatal_signals_restore(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* -- call_in_main ------------------------------------------------------------------ */
+
+static int
+pending_call(void *arg)
+{
+    PyObject *func = (PyObject *)arg;
+    PyObject *r = PyObject_CallNoArgs(func);
+    if (r == NULL)
+        PyErr_WriteUnraisable(func);
+    Py_XDECREF(r);
+    Py_DECREF(func);
+    return 0;
+}
+
+static PyObject *
+call_in_main(PyObject *self, PyObject *func)
+{
+    Py_INCREF(func);
+    if (Py_AddPendingCall(pending_call, func) < 0) {
+        Py_DECREF(func);
+        Py_RETURN_FALSE;
+    }
+    Py_RETURN_TRUE;
+}
+
+/* -- wrap_fork --------------------------------------------------------------------- */
+
+/* One method definition per wrapped name (fork, forkpty), made once: a builtin
+ * function keeps a pointer to it for as long as it lives. */
+static PyMethodDef g_fork_defs[2];
+
+static PyObject *
+forked_call(PyObject *self, PyObject *unused)
+{
+    /* self: a module object named like the real one's, holding the three callables */
+    PyObject *d = PyModule_GetDict(self);
+    PyObject *real = d ? PyDict_GetItemString(d, "real") : NULL;
+    PyObject *before = d ? PyDict_GetItemString(d, "before") : NULL;
+    PyObject *after = d ? PyDict_GetItemString(d, "after") : NULL;
+    if (real == NULL || before == NULL || after == NULL) {
+        PyErr_SetString(PyExc_SystemError, "fork wrapper is not set up");
+        return NULL;
+    }
+    Py_INCREF(real);
+    Py_INCREF(after);
+    /* fntrace's own steps never raise into the program */
+    PyObject *r = PyObject_CallNoArgs(before);
+    if (r == NULL)
+        PyErr_WriteUnraisable(before);
+    Py_XDECREF(r);
+    PyObject *result = PyObject_CallNoArgs(real);
+    Py_DECREF(real);
+    int child = 0;
+    if (result != NULL) {
+        /* fork() -> pid; forkpty() -> (pid, fd) */
+        PyObject *pid = PyTuple_Check(result) && PyTuple_GET_SIZE(result) > 0
+            ? PyTuple_GET_ITEM(result, 0) : result;
+        child = PyLong_Check(pid) && PyLong_AsLong(pid) == 0;
+        if (PyErr_Occurred())
+            PyErr_Clear();
+    }
+    if (!child) {
+#if PY_VERSION_HEX >= 0x030C0000
+        PyObject *exc = PyErr_GetRaisedException();
+#else
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+#endif
+        r = PyObject_CallNoArgs(after);
+        if (r == NULL)
+            PyErr_WriteUnraisable(after);
+        Py_XDECREF(r);
+#if PY_VERSION_HEX >= 0x030C0000
+        PyErr_SetRaisedException(exc);
+#else
+        PyErr_Restore(et, ev, tb);
+#endif
+    }
+    Py_DECREF(after);
+    return result;
+}
+
+static PyObject *
+wrap_fork(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "wrap_fork(real, before, after)");
+        return NULL;
+    }
+    PyObject *real = args[0];
+    PyObject *name = PyObject_GetAttrString(real, "__name__");
+    if (name == NULL)
+        return NULL;
+    const char *cname = PyUnicode_AsUTF8(name);
+    if (cname == NULL) {
+        Py_DECREF(name);
+        return NULL;
+    }
+    int slot = strcmp(cname, "fork") == 0 ? 0 : strcmp(cname, "forkpty") == 0 ? 1 : -1;
+    if (slot < 0) {
+        Py_DECREF(name);
+        PyErr_SetString(PyExc_ValueError, "wrap_fork: only fork and forkpty");
+        return NULL;
+    }
+    PyMethodDef *def = &g_fork_defs[slot];
+    if (def->ml_name == NULL) {
+        /* the real one's doc, signature line included (inspect.signature, help()) */
+        PyObject *doc = PyObject_GetAttrString(real, "__doc__");
+        PyObject *sig = PyObject_GetAttrString(real, "__text_signature__");
+        PyErr_Clear();
+        PyObject *full;
+        if (sig != NULL && PyUnicode_Check(sig) && doc != NULL && PyUnicode_Check(doc))
+            full = PyUnicode_FromFormat("%U%U\n--\n\n%U", name, sig, doc);
+        else if (doc != NULL && PyUnicode_Check(doc))
+            full = Py_NewRef(doc);
+        else
+            full = PyUnicode_FromString("");
+        Py_XDECREF(doc);
+        Py_XDECREF(sig);
+        if (full == NULL) {
+            Py_DECREF(name);
+            return NULL;
+        }
+        const char *text = PyUnicode_AsUTF8(full);
+        char *kept = text ? strdup(text) : NULL;
+        Py_DECREF(full);
+        if (kept == NULL) {
+            Py_DECREF(name);
+            return PyErr_NoMemory();
+        }
+        def->ml_doc = kept;
+        def->ml_flags = METH_NOARGS;
+        def->ml_meth = (PyCFunction)forked_call;
+        def->ml_name = slot == 0 ? "fork" : "forkpty";
+    }
+    Py_DECREF(name);
+    PyObject *modname = PyObject_GetAttrString(real, "__module__");
+    if (modname == NULL)
+        return NULL;
+    if (!PyUnicode_Check(modname)) {
+        Py_DECREF(modname);
+        modname = PyUnicode_FromString("posix");
+        if (modname == NULL)
+            return NULL;
+    }
+    PyObject *holder = PyModule_NewObject(modname);
+    if (holder == NULL) {
+        Py_DECREF(modname);
+        return NULL;
+    }
+    PyObject *d = PyModule_GetDict(holder);
+    if (PyDict_SetItemString(d, "real", real) < 0
+            || PyDict_SetItemString(d, "before", args[1]) < 0
+            || PyDict_SetItemString(d, "after", args[2]) < 0) {
+        Py_DECREF(holder);
+        Py_DECREF(modname);
+        return NULL;
+    }
+    PyObject *f = PyCFunction_NewEx(def, holder, modname);
+    Py_DECREF(holder);
+    Py_DECREF(modname);
+    return f;
+}
+
 static PyMethodDef launch_methods[] = {
     {"run_clean", (PyCFunction)(void (*)(void))run_clean, METH_FASTCALL,
      "run_clean(code, globals): exec code on a fresh stack (see the module doc)"},
@@ -274,6 +452,11 @@ static PyMethodDef launch_methods[] = {
      METH_FASTCALL, "fatal_signals_install(fd, signals) -> the signals now handled"},
     {"fatal_signals_restore", fatal_signals_restore, METH_NOARGS,
      "SIG_DFL again wherever fatal_signals_install's handler still is"},
+    {"call_in_main", call_in_main, METH_O,
+     "call_in_main(func) -> bool: func() on the main thread at its next bytecode"},
+    {"wrap_fork", (PyCFunction)(void (*)(void))wrap_fork, METH_FASTCALL,
+     "wrap_fork(real, before, after) -> os.fork (or forkpty) with before()/after() "
+     "around it (after: in the parent only)"},
     {NULL}
 };
 

@@ -29,6 +29,7 @@ it, pytest replaces it.
 """
 from __future__ import annotations
 
+import _thread
 import os
 import signal
 import sys
@@ -46,6 +47,11 @@ FATAL_SIGNALS = tuple(getattr(signal, n) for n in
                       if hasattr(signal, n))
 
 
+# How long the program's main thread stays stopped while the trace is written after a
+# fatal signal: the writer ends the process well before (then the program goes on).
+_STOP_WAIT = 600
+
+
 class Guard:
     """Saved standard streams, the fatal-signal handlers and the os._exit wrapper of one
     recording.  ``finish(how)`` is called at most once for the whole process, from
@@ -55,8 +61,11 @@ class Guard:
           normal end calls ``finish`` with ("end", outcome) from record.py.
     """
 
-    def __init__(self, finish) -> None:
+    def __init__(self, finish, fork_hooks=None) -> None:
         self.pid = os.getpid()
+        # (before, after) around the program's os.fork()/forkpty() (wrap_fork)
+        self.fork_hooks = fork_hooks
+        self._real_fork: dict = {}
         self._finish = finish
         self._lock = threading.Lock()
         self._done = threading.Event()
@@ -69,6 +78,7 @@ class Guard:
         self._py_handlers: dict[int, object] = {}
         self._real_exit = None
         self._signal_fd = -1
+        self._die_with: int | None = None
 
     # -- where reports go ---------------------------------------------------------------
     def mine(self) -> bool:
@@ -116,6 +126,16 @@ class Guard:
             if real_exec is not None:
                 self._real_exec[name] = real_exec
                 setattr(os, name, self._exec_wrapper(real_exec))
+        # os.fork/forkpty: the trace writer steps aside while the process forks (see
+        # cli/record.py); a C wrapper, so that nothing else the program sees changes.
+        wrap = getattr(_native_launch, "wrap_fork", None)
+        self._real_fork = {}
+        if self.fork_hooks is not None and wrap is not None:
+            for name in ("fork", "forkpty"):
+                real_fork = getattr(os, name, None)
+                if real_fork is not None:
+                    self._real_fork[name] = real_fork
+                    setattr(os, name, wrap(real_fork, *self.fork_hooks))
         wanted = [s for s in FATAL_SIGNALS
                   if s != signal.SIGINT or signal.getsignal(signal.SIGINT) == signal.SIG_DFL]
         if _native_launch is not None:
@@ -136,6 +156,7 @@ class Guard:
         self._lock = threading.Lock()
         self._done = threading.Event()
         self.how = None
+        self._die_with = None
         self.signals = []
         self._py_handlers = {}
         self.install(signal_fd)
@@ -178,6 +199,8 @@ class Guard:
             os._exit = self._real_exit
         for name, real in getattr(self, "_real_exec", {}).items():
             setattr(os, name, real)
+        for name, real in self._real_fork.items():
+            setattr(os, name, real)
         if _native_launch is not None:
             _native_launch.fatal_signals_restore()
         else:
@@ -191,6 +214,8 @@ class Guard:
         if self._real_exit is not None:
             os._exit = self._real_exit
         for name, real in getattr(self, "_real_exec", {}).items():
+            setattr(os, name, real)
+        for name, real in self._real_fork.items():
             setattr(os, name, real)
         if _native_launch is not None:
             _native_launch.fatal_signals_restore()
@@ -217,7 +242,46 @@ class Guard:
             self._finish(how)
         finally:
             self._done.set()
+        signum = self._die_with
+        if signum is not None and how[0] != "signal":
+            # a fatal signal came while this thread was finishing: the process dies of
+            # it, as it would have without fntrace
+            self.die(signum)
         return True
+
+    def die_after_finish(self, signum: int) -> None:
+        """A fatal signal came while another thread is finishing (the program's normal
+        end, os._exit): once the trace is written, the process dies of it."""
+        self._die_with = signum
+
+    def stop_program(self) -> None:
+        """A fatal signal came (on the writer thread, which writes the trace out now):
+        the program's main thread stops at its next bytecode, as it would have died
+        there, instead of running on while the trace is written."""
+        call = getattr(_native_launch, "call_in_main", None)
+        if call is not None and threading.current_thread() is not threading.main_thread():
+            call(self._stop_here)
+
+    def _stop_here(self) -> None:
+        # On the main thread, between two of the program's bytecodes.  Only while the
+        # signal's end is the one under way (not the program's own end, which this
+        # thread is running), and not inside fntrace's own code (a pure callback
+        # holding a lock the writer needs): later.
+        how = self.how
+        if not self.mine() or (how is not None and how[0] != "signal"):
+            return
+        f = sys._getframe(1)
+        while f is not None:
+            if f.f_globals.get("__name__", "").startswith("fntrace."):
+                _native_launch.call_in_main(self._stop_here)
+                return
+            f = f.f_back
+        if how is None:         # the writer has not taken the end yet: in a moment
+            _native_launch.call_in_main(self._stop_here)
+            return
+        lock = _thread.allocate_lock()
+        lock.acquire()
+        lock.acquire(timeout=_STOP_WAIT)     # the writer ends the process meanwhile
 
     def die(self, signum: int) -> None:
         """End the process the way the signal's default action would."""

@@ -29,6 +29,8 @@ import signal
 import sys
 import threading
 import time
+from collections import deque
+from itertools import takewhile
 
 from .. import _env
 from ..core import dispatch, fetch, task
@@ -141,7 +143,65 @@ def flush_all(tr: TraceArray) -> bool:
 
 
 # Bytes on the writer's pipe besides signal numbers (1..64).
-_CHUNK, _FINISH = ord("c"), ord("f")
+_CHUNK, _FINISH, _PAUSE = ord("c"), ord("f"), ord("p")
+# How long a fork waits for the writer thread to step aside (it is between two writes
+# within microseconds unless a write blocks: a full pipe to a slow reader).
+_PAUSE_WAIT = 2.0
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """One byte to the writer's non-blocking pipe, waiting while it is full."""
+    deadline = time.monotonic() + _PAUSE_WAIT
+    while True:
+        try:
+            os.write(fd, data)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.001)
+
+
+# Every writer of this process, until it closes: none runs while the process forks
+# (_FileSink.pause).  (A dict, not a WeakSet: the fork hooks run on the program's
+# thread, and a WeakSet's iteration is Python code that would be traced there.)
+_live_sinks: dict[int, "_FileSink"] = {}
+
+
+def _pause_writers() -> None:
+    for sink in list(_live_sinks.values()):
+        sink.pause()
+
+
+def _resume_writers() -> None:
+    for sink in list(_live_sinks.values()):
+        sink.resume()
+
+
+# Threads inside os.fork() wrapped by the guard (cli/guard.py, wrap_fork): there the
+# writers come back once fork() has returned, after CPython's count of threads for its
+# "multi-threaded fork()" warning, which 3.13 makes after the at-fork hooks.  A fork
+# that does not go through the wrapper (a C extension's) has them back in the hook.
+_wrapped_forks: set[int] = set()
+
+
+def fork_before() -> None:
+    _wrapped_forks.add(_thread.get_ident())
+
+
+def fork_after() -> None:
+    _wrapped_forks.discard(_thread.get_ident())
+    _resume_writers()
+
+
+def _after_fork_in_parent() -> None:
+    if _thread.get_ident() not in _wrapped_forks:
+        _resume_writers()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_pause_writers, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_wrapped_forks.clear)
 
 
 class _FileSink:
@@ -173,68 +233,133 @@ class _FileSink:
         self.flush_buffers = None
         self.pipe = None
         self._next_tick = 0
-        # The thread is waiting before the program runs: what it makes on its way in
-        # (its first frame, the poll it waits in) must not appear among the program's
-        # objects (gc.get_objects()) at some moment of the program's run.
         self._poller = select.poll()
         self._poller.register(self.rfd, select.POLLIN)
-        self._waiting = _thread.allocate_lock()
-        self._waiting.acquire()
-        _thread.start_new_thread(self._run, ())
-        self._waiting.acquire(timeout=10)
+        self._timeouts: deque = deque()
+        self._running = False
+        self._native_id = self._last_native = 0
+        self._exited = _thread.allocate_lock()
+        # The thread's first round is done before the program runs: what it makes on
+        # its way in must not appear among the program's objects (gc.get_objects()).
+        self._first = _thread.allocate_lock()
+        self._first.acquire()
+        _live_sinks[id(self)] = self
+        self._start()
+        self._first.acquire(timeout=10)
 
     def mine(self) -> bool:
         return os.getpid() == self.pid
 
     # -- the writer thread ----------------------------------------------------------
-    def _run(self) -> None:
-        task.fntrace_thread()
-        try:
-            self._loop()
-        finally:
-            # a native id is reused by later threads, which are the program's
-            task.own_threads.discard(threading.get_native_id())
+    #
+    # The program must not see this thread: not in threading.enumerate() (it is a
+    # _thread thread), not in sys._current_frames() (CPython's test_threading counts
+    # them in a forked child), not in fork()'s "process is multi-threaded" warning.
+    # Its loop is a pipeline of C iterators, so while it waits it has no Python frame:
+    #
+    #     deque(takewhile(bool, map(_step, map(poll, iter(timeouts.popleft, None)))), 0)
+    #           stops when _step    one round   waits here,     _step appends the next
+    #           returns False       of the loop  no frame held   wait (ms; -1: for ever)
+    #
+    # and around every os.fork() it is not there at all (pause/resume: the fork hooks
+    # below): the parent's warning counts the process's threads, and a child must not
+    # inherit a writer stopped halfway through a write with its locks held.
+    def _start(self) -> None:
+        self._running = True
+        self._exited.acquire(blocking=False)
+        self._timeouts.append(0)          # the first round: set up, then wait
+        rounds = takewhile(bool, map(self._step, map(self._poller.poll,
+                                                     iter(self._timeouts.popleft, None))))
+        _thread.start_new_thread(deque, (rounds, 0))
 
-    def _loop(self) -> None:
-        poll = self._poller.poll
-        self._waiting.release()
-        while True:
+    def _step(self, ready: list) -> bool:
+        """One round of the loop: what the pipe said, done; False ends the thread."""
+        if not self._native_id:
+            task.fntrace_thread()
+            self._native_id = threading.get_native_id()
+            if self._first.locked():
+                self._first.release()
+        try:
+            go = self._round(ready)
+        except BaseException as e:      # fntrace's own failure: shown at the end
+            if self.error is None:
+                self.error = f"{type(e).__name__}: {e}"
+            self.queue.closed = True   # nobody waits for a writer that has gone
+            go = False
+        if go:
             timeout = self._interval()
+            self._timeouts.append(-1 if timeout is None else timeout * 1000)
+            return True
+        # a native id is reused by later threads, which are the program's
+        task.own_threads.discard(self._native_id)
+        self._last_native, self._native_id = self._native_id, 0
+        self._running = False
+        self._exited.release()
+        return False
+
+    def _round(self, ready: list) -> bool:
+        data = b""
+        if ready:
             try:
-                # (poll, not select: it makes no object while it waits)
-                ready = poll(None if timeout is None else timeout * 1000)
+                data = os.read(self.rfd, 65536)     # all of it: a signal may be last
             except InterruptedError:
-                continue
-            except (OSError, ValueError):
+                return True
+            except OSError:
+                data = b""
+            if not data:
+                return False
+        finish = pause = False
+        for b in data:
+            if b == _FINISH:
+                finish = True
+            elif b == _PAUSE:
+                pause = True
+            elif 0 < b < 65 and self.on_signal is not None:
+                # tracing off first (on_signal), then everything is written: a
+                # drain before would never end while the program fills the queue
+                # as fast as it is written
+                self.on_signal(b)     # writes everything and ends the process
+        if not finish and self._interval() is not None:
+            now = time.monotonic_ns()
+            if now >= self._next_tick:
+                self._tick(now)
+                return not pause
+        self._drain(bounded=not finish)
+        if finish:
+            self._close()
+            return False
+        return not pause
+
+    def pause(self) -> None:
+        """Before a fork: the writer thread ends (what is queued stays queued) and is
+        gone from the process before this returns."""
+        if not self._running or not self.mine() or self._stopped:
+            return
+        try:
+            _write_all(self.wfd, bytes((_PAUSE,)))
+        except OSError:
+            return
+        if not self._exited.acquire(timeout=_PAUSE_WAIT):
+            return          # stuck in a write (a full pipe to a reader): let it be
+        self._exited.release()
+        native = self._last_native
+        # The thread has left its last round; the OS thread ends a moment later (its
+        # state is cleared first): fork() counts it until then.
+        # (os.stat: only C runs here, on the program's thread)
+        task_dir = f"/proc/self/task/{native}"
+        deadline = time.monotonic() + _PAUSE_WAIT
+        while native and time.monotonic() < deadline:
+            try:
+                os.stat(task_dir)
+            except OSError:
                 break
-            data = b""
-            if ready:
-                try:
-                    data = os.read(self.rfd, 65536)     # all of it: a signal may be last
-                except InterruptedError:
-                    continue
-                except OSError:
-                    data = b""
-                if not data:
-                    break
-            finish = False
-            for b in data:
-                if b == _FINISH:
-                    finish = True
-                elif 0 < b < 65 and self.on_signal is not None:
-                    # tracing off first (on_signal), then everything is written: a
-                    # drain before would never end while the program fills the queue
-                    # as fast as it is written
-                    self.on_signal(b)     # writes everything and ends the process
-            if not finish and self._interval() is not None:
-                now = time.monotonic_ns()
-                if now >= self._next_tick:
-                    self._tick(now)
-                    continue
-            self._drain(bounded=not finish)
-            if finish:
-                self._close()
-                return
+            time.sleep(0.0002)
+
+    def resume(self) -> None:
+        """After a fork, in the parent: the writer goes on."""
+        if self._running or not self.mine() or self._stopped or self.queue.closed:
+            return
+        self._start()
 
     def _interval(self) -> float | None:
         """How long the loop may sleep: for ever unless something reads as it goes
@@ -319,6 +444,7 @@ class _FileSink:
                 self.error = f"{type(e).__name__}: {e}"
         finally:
             self.queue.closed = True
+            _live_sinks.pop(id(self), None)
             for fd in (self.rfd, self.wfd):
                 try:
                     os.close(fd)
@@ -572,7 +698,7 @@ class Recording:
         self.sink = self._make_sink(f)
         from . import patch as _patch
         self.requests = [_patch.parse_patch(p) for p in opts.patches]
-        self.guard = Guard(self._finish)
+        self.guard = Guard(self._finish, fork_hooks=(fork_before, fork_after))
 
     def _make_sink(self, f) -> _FileSink:
         tr = self.tr
@@ -693,12 +819,13 @@ class Recording:
         other threads' (gone): the child starts with none, and each thread takes a new
         one at its next event; a file of its own, written by a thread of its own."""
         tr = self.tr
+        # Off while the child's own sink is made: a call traced in between (the
+        # program's functions its own at-fork hooks call, or the stdlib this code
+        # calls) would take a buffer that hands over to the parent's queue, which no
+        # thread of this process drains.
+        was_on, tr.tracing_on = tr.tracing_on, False
         ppid = self.header.get("pid")
         tr.pid = os.getpid()
-        tr.buffers = {}
-        tr.retired = {}
-        tr.ends = threading.local()
-        tr.pids_changed()
         dispatch.callback_errors[0] = 0
         fetch.settings.repr_faults = 0
         if self.tasks is not None:
@@ -718,10 +845,18 @@ class Recording:
             self.sink = self._make_sink(_open_output(path, self.opts.mode))
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        # The buffers held the parent's records (the parent writes them) and the other
+        # threads' (gone): every thread takes a new one, handing over to this sink, at
+        # its next event (a new serial: the native per-thread caches are stale too).
+        tr.buffers = {}
+        tr.retired = {}
+        tr.ends = threading.local()
+        tr.pids_changed()
         # the parent's threads keep their slots (thread_info) but are not this
         # process's: only the slots taken from now on go in its file
         self.sink.threads_written.update(thread_info)
         self.guard.adopt(self.sink.wfd)
+        tr.tracing_on = was_on
 
     # -- the end --------------------------------------------------------------------
     def stop_tracing(self) -> None:
@@ -749,8 +884,13 @@ class Recording:
         # On the writer thread: the program is still running on its own threads.  If
         # another thread is already finishing (os._exit, whose exit a pool's
         # terminate() races with SIGTERM), it waits for this thread: let it.
-        if self.guard.finish(("signal", signum), wait=False):
-            self.guard.die(signum)
+        guard = self.guard
+        if guard.how is None:
+            guard.stop_program()
+        if guard.finish(("signal", signum), wait=False):
+            guard.die(signum)
+        else:
+            guard.die_after_finish(signum)
 
     def _finish(self, how) -> None:
         """The one end of a recording (guard.finish runs it once)."""

@@ -22,6 +22,7 @@ typedef struct {
 /* ring_buffer.PAYLOAD_COST: what a payload counts in ChunkQueue.pending */
 #define PAYLOAD_COST 128
 static PyObject *str_items, *str_append, *str_notify_fd, *str_pending, *str_limit, *str_closed;
+static PyObject *str_pid;
 
 static long long
 attr_ll(PyObject *o, PyObject *name)
@@ -99,6 +100,13 @@ rb_handoff(RingBufferObject *rb, int wait)
     if (q == NULL || q == Py_None)
         return 0;
     if (rb->seq <= rb->read)
+        return 0;
+    /* A forked child hands nothing over to its parent's queue: no thread of the child
+     * drains it (a child that goes on recording has a queue of its own) */
+    long long qpid = attr_ll(q, str_pid);
+    if (qpid == -1 && PyErr_Occurred())
+        return -1;
+    if (qpid != (long long)getpid())
         return 0;
     if (rb->data == NULL || !PyByteArray_Check(rb->data)
             || PyByteArray_GET_SIZE(rb->data) < rb->nrec * FNT_RECORD_SIZE) {
