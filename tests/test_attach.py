@@ -813,3 +813,25 @@ def test_attached_module_program_is_filtered_by_its_module_name(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_an_attached_program_killed_by_sigterm_leaves_no_socket_behind_a_listing(program):
+    """Issue 25 item 14: the socket file of an attached program that SIGTERM ended (no
+    atexit runs) stayed; the next `fntrace ctl` listing removes it."""
+    from fntrace.tracefs import endpoint
+    prog = program()
+    r = fntrace("attach", prog.pid)
+    assert r.returncode == 0 and "attached" in r.stdout, r.stderr
+    path = _wait_for(lambda: [p for p in (os.path.join(d, f"{prog.pid}.sock")
+                                          for d in endpoint.runtime_dirs_of(os.getuid(),
+                                                  os.environ.get("XDG_RUNTIME_DIR")))
+                              if os.path.exists(p)])
+    assert path, "the attached program serves no socket"
+    prog.proc.send_signal(signal.SIGTERM)
+    prog.proc.communicate(timeout=60)
+    assert prog.proc.returncode == -signal.SIGTERM
+    assert os.path.exists(path[0])          # nobody could remove it
+    r = fntrace("ctl")
+    assert r.returncode == 0, r.stderr
+    assert str(prog.pid) not in r.stdout
+    assert not os.path.exists(path[0])

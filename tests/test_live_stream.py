@@ -18,6 +18,8 @@ import textwrap
 import threading
 import time
 
+import pytest
+
 
 from conftest import SUBPROCESS_TIMEOUT, fn_lines, header_counts
 
@@ -204,3 +206,70 @@ def test_no_temporary_trace_file(tmp_path):
     rc, out, err = live.finish()
     assert rc == 0, err
     assert list(tmp.iterdir()) == []
+
+
+BUSY_FOREVER = """
+    import sys, time
+
+    def g(i):
+        return i * 2
+
+    def f(i):
+        return g(i) + 1
+
+    n = 0
+    with open(sys.argv[1], "w") as out:
+        while True:
+            for i in range(1000):
+                f(i)
+            out.write(f"{time.monotonic()}\\n")
+            out.flush()
+"""
+
+
+@pytest.mark.parametrize("cmd", [("live", "-p", "function_graph"), ("live", "-p", "function"),
+                                 ("record", "-o", "t.dat")])
+def test_sigterm_stops_the_program_where_it_is(tmp_path, cmd):
+    """Issue 25 item 6: ``live -p function_graph`` ran the program on for seconds after
+    SIGTERM (it went on writing its file) while the backlog printed, and the output
+    ended mid-call with nothing after it.  The program stops at once, as untraced; the
+    trace up to there is written, with its counts and what ended it."""
+    prog = tmp_path / "prog.py"
+    prog.write_text(textwrap.dedent(BUSY_FOREVER))
+    progress = tmp_path / "progress.txt"
+    p = subprocess.Popen([sys.executable, "-m", "fntrace.cli.main", *cmd, "prog.py",
+                          str(progress)], cwd=str(tmp_path),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out = []
+    threading.Thread(target=lambda: out.append(p.stdout.read()), daemon=True).start()
+    end = time.monotonic() + WAIT
+    while time.monotonic() < end and (not progress.exists()
+                                      or len(progress.read_text().split()) < 20):
+        time.sleep(0.05)
+    killed = time.monotonic()
+    p.send_signal(15)
+    rc = p.wait(SUBPROCESS_TIMEOUT)
+    err = p.stderr.read().decode()
+    assert rc == -15, err
+    # Untraced, the signal ends the program where it is.  Traced, the writer thread
+    # reads the signal number once it has the GIL (a switch interval, 5 ms) and stops
+    # the main thread at its next bytecode; it ran on for seconds before.
+    last = float(progress.read_text().split()[-1])
+    assert last - killed < 0.5, last - killed
+    if cmd[0] == "live":
+        deadline = time.monotonic() + WAIT
+        while not out and time.monotonic() < deadline:
+            time.sleep(0.05)
+        text = out[0].decode()
+        tail = text.splitlines()[-3:]
+        assert tail[-1] == ("# the program was ended by SIGTERM: calls still open then "
+                            "have no end"), tail
+        # streamed, the counts come last; held (a slow printer), in trace's header
+        counts = re.findall(r"^# entries-in-buffer/entries-written: (\d+)/(\d+) ", text,
+                            re.M)
+        assert counts and all(a == b for a, b in counts), counts
+    else:
+        rep = subprocess.run([sys.executable, "-m", "fntrace.cli.main", "stat", "t.dat"],
+                             cwd=str(tmp_path), capture_output=True, text=True,
+                             timeout=SUBPROCESS_TIMEOUT)
+        assert rep.returncode == 0 and "__main__.f" in rep.stdout, rep.stderr

@@ -12,7 +12,9 @@ import textwrap
 
 import pytest
 
-from conftest import SUBPROCESS_TIMEOUT
+from fntrace import _env as fntrace_env
+
+from conftest import SUBPROCESS_TIMEOUT, run_python
 
 EXOTIC = textwrap.dedent("""\
     import threading
@@ -227,3 +229,86 @@ def test_live_reports_once_when_the_program_forks(tmp_path):
     assert lines.count("child") == 1 and lines.count("parent") == 1
     assert p.stdout.count("# tracer: function_graph") == 1
     assert p.stdout.count("__main__.main()") == 1
+
+
+# -- At the recursion limit (issue 25 items 8 and 10) --------------------------------
+
+NEAR_THE_LIMIT = """
+import sys
+
+def leaf(i):
+    return i
+
+def loop():
+    t = 0
+    for i in range(100000):
+        t += leaf(i)
+    return t
+
+def deep(n):
+    return loop() if n == 0 else deep(n - 1)
+
+def depth():
+    f, d = sys._getframe(), 0
+    while f:
+        d, f = d + 1, f.f_back
+    return d
+
+# loop()'s calls of leaf() run 2 frames below the limit: leaf is seen there first
+print(deep(sys.getrecursionlimit() - depth() - 2))
+"""
+
+ENDLESS = """
+import sys
+
+calls = 0
+
+def down(n):
+    global calls
+    calls += 1
+    return down(n + 1)
+
+sys.setrecursionlimit(200)
+for _ in range(50):
+    try:
+        down(0)
+    except RecursionError:
+        pass
+print("calls", calls)
+"""
+
+
+def _hits(run_fntrace, name: str) -> int:
+    st = run_fntrace("stat", "t.dat")
+    assert st.returncode == 0, st.stderr
+    m = re.search(rf"^\s+{re.escape(name)}\s+(\d+)", st.stdout, re.M)
+    return int(m.group(1)) if m else 0
+
+
+@pytest.mark.parametrize("tracer", ["function", "function_graph"])
+@pytest.mark.parametrize("prog,name", [(NEAR_THE_LIMIT, "__main__.leaf"),
+                                       (ENDLESS, "__main__.down")],
+                         ids=["near-the-limit", "endless"])
+def test_calls_at_the_recursion_limit_are_traced_or_said(tmp_path, run_fntrace, tracer,
+                                                         prog, name):
+    """A function first seen within a few frames of the limit lost all its calls on
+    3.11 (the native callback's call into Python failed there, and so did the error's
+    counting and its notice); an endless recursion the program catches lost the notice
+    of the errors it counted.  The native callbacks borrow frames for their own Python
+    calls: every call is traced, and the program still meets its limit where it would.
+    The pure hook runs on the program's stack: what it cannot trace there is counted in
+    the header and said on stderr."""
+    (tmp_path / "p.py").write_text(prog)
+    want = run_python("p.py", cwd=tmp_path)
+    r = run_fntrace("record", "-p", tracer, "-o", "t.dat", "p.py")
+    assert r.returncode == want.returncode == 0, r.stderr
+    expected = (100000 if prog is NEAR_THE_LIMIT
+                else int(want.stdout.split()[-1]))
+    hits = _hits(run_fntrace, name)
+    rep = run_fntrace("report", "t.dat")
+    errors = re.search(r"# callback errors: (\d+)", rep.stdout)
+    if fntrace_env.native() is not None:
+        assert r.stdout == want.stdout          # the same depth reached
+        assert hits == expected and errors is None, (hits, r.stderr)
+    else:
+        assert hits == expected or (errors and "fntrace:" in r.stderr), (hits, r.stderr)

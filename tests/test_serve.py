@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -588,7 +589,7 @@ def test_root_controls_another_users_program():
     try:
         with os.fdopen(rfd) as f:
             path = f.readline().strip()
-        assert path == f"/tmp/fntrace-{nobody.pw_uid}/{child}.sock"
+        assert re.fullmatch(rf"/tmp/fntrace-{nobody.pw_uid}-\w+/{child}\.sock", path), path
         assert ok(ctl(child, "current_tracer")) == "nop\n"
     finally:
         os.kill(child, signal.SIGKILL)
@@ -642,3 +643,39 @@ def test_record_serve_runs_the_program_when_control_cannot_be_had(tmp_path, run_
     assert "writable by others" in r.stderr and "Traceback" not in r.stderr
     rep = run_fntrace("report", "t.dat")
     assert "__main__.f <-" in rep.stdout
+
+
+def test_another_user_cannot_squat_the_runtime_directory(served, monkeypatch):
+    """Issue 25 item 13: another user who made /tmp/fntrace-UID first made `record
+    --serve` exit without running the program, and attach refuse.  Without
+    XDG_RUNTIME_DIR the directory has a random name, found again by owner: what another
+    user makes under any such name is passed over."""
+    if os.getuid() != 0:
+        pytest.skip("LOUD SKIP: needs root to make files as another user (nobody)")
+    import pwd
+    nobody = pwd.getpwnam("nobody")
+    uid = os.getuid()
+    squats = [f"/tmp/fntrace-{uid}", f"/tmp/fntrace-{uid}-000000squat"]
+    made = []
+    try:
+        for d in squats:
+            if not os.path.lexists(d):
+                os.mkdir(d)
+                made.append(d)
+                os.chmod(d, 0o777)
+                os.chown(d, nobody.pw_uid, nobody.pw_gid)
+        monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+        env = {**os.environ, "XDG_RUNTIME_DIR": ""}
+        p = served(record=["-F", "*:mod:__main__"], env=env)
+        r = subprocess.run([sys.executable, "-m", "fntrace", "ctl", str(p.pid),
+                            "current_tracer"], capture_output=True, text=True,
+                           timeout=SUBPROCESS_TIMEOUT, env=env)
+        assert ok(r) == "function\n"
+        path = endpoint.socket_path(p.pid)
+        assert re.fullmatch(rf"/tmp/fntrace-{uid}-\w+/{p.pid}\.sock", path), path
+        assert not path.startswith(tuple(d + "/" for d in squats))
+        st = os.stat(os.path.dirname(path))
+        assert st.st_uid == uid and stat.S_IMODE(st.st_mode) == 0o700
+    finally:
+        for d in made:
+            os.rmdir(d)

@@ -37,6 +37,7 @@ native_init(PyObject *self, PyObject *ns)
     GET("ROOT", g_root);
     GET("G", g_G);
     GET("contain", g_contain);
+    GET("callback_errors", g_callback_errors);
     GET("parent_slow", g_parent_slow);
     GET("return_offsets", g_return_offsets);
     GET("NO_RETVAL", g_no_retval);

@@ -11,10 +11,16 @@ have: the same status, or death by the same signal.
     os._exit(n)                        os._exit is wrapped: finish, then the real _exit
     os.exec*(...)                      os.execv/execve are wrapped the same way
     SIGTERM SIGHUP SIGINT* SIGALRM ... a C handler (cli/_launch.c) tells the trace
-    SIGUSR1 SIGUSR2                    writer's thread, which finishes and re-raises the
-                                       signal with its default action
+    SIGUSR1 SIGUSR2                    writer's thread, which stops the main thread at
+                                       its next bytecode (as the signal would have),
+                                       finishes and re-raises the signal with its
+                                       default action; a signal that comes while
+                                       another thread is finishing ends the process
+                                       once that is done
     (* SIGINT only when its disposition is SIG_DFL; Python's own KeyboardInterrupt
        handler is left alone and the uncaught KeyboardInterrupt ends in SIGINT.)
+    os.fork(), os.forkpty()            wrapped in C: the writer thread steps aside
+                                       while the process forks (cli/record.py)
 
 Handlers go only where the disposition is SIG_DFL, and Python's table of handlers is
 not touched: ``signal.getsignal()`` still answers SIG_DFL, and a handler the program

@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import io
 import os
+import signal
 import time
 
 from ..core.task import thread_info
 from ..output.pipe import PipeRenderer
-from ..output.registry import FunctionTextRenderer, name_of, nr_cpus_of, renderer_for
+from ..output.registry import name_of, nr_cpus_of
 from ..output.render import render_trace
 from ..trace_set import TraceSet, child_files
 from ..tracefile import TraceFile, TraceFileWriter
@@ -46,6 +47,14 @@ __all__ = ["LivePrinter", "HOLD", "GRACE"]
 HOLD = 0.1
 # How long a function_graph entry waits for its return before it prints open.
 GRACE = 0.05
+
+
+def _ended_by(signum) -> str:
+    try:
+        name = signal.Signals(int(signum)).name
+    except (ValueError, TypeError):
+        name = f"signal {signum}"
+    return f"# the program was ended by {name}: calls still open then have no end"
 
 
 def _hold() -> float:
@@ -172,27 +181,38 @@ class LivePrinter:
             children = self._children()
             if children:
                 tf = TraceSet([tf, *children])
+            counted = False
             for line in report_text(tf, options=self.options):
+                counted = counted or line.startswith("# entries-in-buffer/")
                 out.write(line + "\n")
+            if stats.get("signal"):
+                # cut short: what trace's header says for a function trace, for any
+                trailer = ["#"]
+                if not counted:
+                    n = self.nr_entries
+                    trailer.append(f"# entries-in-buffer/entries-written: {n}/"
+                                   f"{self._written(stats, n)}   "
+                                   f"#P:{nr_cpus_of(list(thread_info))}")
+                trailer.append(_ended_by(stats["signal"]))
+                out.write("".join(t + "\n" for t in trailer))
             self._hists(out, children)
             out.flush()
             return
         out.flush()
         self._emit(self.pr.lines(final=True))
-        cpus = stats.get("cpus") if isinstance(stats.get("cpus"), dict) else {}
-        w = sum(int(c.get("written", 0)) for c in cpus.values() if isinstance(c, dict))
         entries = self.nr_entries
-        not_written = int(stats.get("lost_in_writer") or 0)
-        written = max(entries, w) + not_written
-        trailer = ["#"]
-        if isinstance(renderer_for(self.tracer, self.options), FunctionTextRenderer):
-            nr = nr_cpus_of(list(thread_info))
-            trailer.append(f"# entries-in-buffer/entries-written: {entries}/{written}"
-                           f"   #P:{nr}")
+        written = self._written(stats, entries)
+        # What trace's header would have said, after a "#" line: the entries counts
+        # (function_graph's header has none; a stream that ended mid-call is worth
+        # them), what was lost, and a signal that ended the program.
+        nr = nr_cpus_of(list(thread_info))
+        trailer = ["#", f"# entries-in-buffer/entries-written: {entries}/{written}"
+                        f"   #P:{nr}"]
         notes = loss_notes(stats, entries, written)
         trailer += notes[:-1] if notes else []
-        if len(trailer) > 1:
-            self._emit(trailer)
+        if stats.get("signal"):
+            trailer.append(_ended_by(stats["signal"]))
+        self._emit(trailer)
         children = self._children()
         if children:
             # streamed: the first process's lines went out as they came; the others'
@@ -200,6 +220,13 @@ class LivePrinter:
             self._emit(["#", f"# {len(children)} more processes:"])
             self._emit(list(report_text(TraceSet(children), options=self.options)))
         self._hists(out, children)
+
+    @staticmethod
+    def _written(stats: dict, entries: int) -> int:
+        """entries-written: what the buffers took, and what the writer could not write."""
+        cpus = stats.get("cpus") if isinstance(stats.get("cpus"), dict) else {}
+        w = sum(int(c.get("written", 0)) for c in cpus.values() if isinstance(c, dict))
+        return max(entries, w) + int(stats.get("lost_in_writer") or 0)
 
     def _hists(self, out, children) -> None:
         """The hist triggers' tables (cli/hist.py), after the trace."""

@@ -208,9 +208,10 @@ class _FileSink:
     """The trace file's writer thread and the queue the ring buffers hand chunks to.
 
     Runs only fntrace's own code and C functions, so nothing it does is ever traced.
-    The file belongs to the process that opened it: a child made by fork() has no
-    writer thread and writes nothing (the file is unbuffered: nothing of it is left in
-    memory for the child to flush either).
+    The file belongs to the process that opened it: a child made by fork() inherits no
+    writer thread (none runs while the process forks) and writes nothing to it (the
+    file is unbuffered: nothing of it is left in memory for the child to flush either);
+    a followed child makes a sink of its own (Recording.adopt_child).
     """
 
     def __init__(self, writer: TraceFileWriter, buffer_kb: int) -> None:
@@ -236,6 +237,7 @@ class _FileSink:
         self._poller = select.poll()
         self._poller.register(self.rfd, select.POLLIN)
         self._timeouts: deque = deque()
+        self._stash = b""           # pipe bytes read during a drain, for the next round
         self._running = False
         self._native_id = self._last_native = 0
         self._exited = _thread.allocate_lock()
@@ -287,7 +289,8 @@ class _FileSink:
             self.queue.closed = True   # nobody waits for a writer that has gone
             go = False
         if go:
-            timeout = self._interval()
+            # (bytes a drain read off the pipe are the next round's: no waiting then)
+            timeout = 0 if self._stash else self._interval()
             self._timeouts.append(-1 if timeout is None else timeout * 1000)
             return True
         # a native id is reused by later threads, which are the program's
@@ -298,16 +301,18 @@ class _FileSink:
         return False
 
     def _round(self, ready: list) -> bool:
-        data = b""
+        data, self._stash = self._stash, b""
         if ready:
             try:
-                data = os.read(self.rfd, 65536)     # all of it: a signal may be last
+                more = os.read(self.rfd, 65536)     # all of it: a signal may be last
             except InterruptedError:
-                return True
+                more = None
             except OSError:
-                data = b""
-            if not data:
-                return False
+                more = b""
+            if more is not None:
+                if not more:
+                    return False
+                data += more
         finish = pause = False
         for b in data:
             if b == _FINISH:
@@ -329,6 +334,21 @@ class _FileSink:
             self._close()
             return False
         return not pause
+
+    def _signalled(self) -> bool:
+        """Has a fatal signal's number come down the pipe?  (Read now, between two
+        chunks of a long drain, kept for the round: a backlog that takes seconds to
+        print must not let the program run on for those seconds.)"""
+        if not self._poller.poll(0):
+            return False
+        try:
+            more = os.read(self.rfd, 65536)
+        except OSError:
+            return False
+        if not more:
+            return False
+        self._stash += more
+        return any(0 < b < 65 for b in more)
 
     def pause(self) -> None:
         """Before a fork: the writer thread ends (what is queued stays queued) and is
@@ -392,6 +412,8 @@ class _FileSink:
         budget = len(q.items) if bounded else -1
         while budget:
             budget -= 1
+            if bounded and self._signalled():
+                return          # the round ends: the signal is seen now, not after
             item = q.take()
             if item is None:
                 return
@@ -900,6 +922,8 @@ class Recording:
         if self.server is not None:
             self.server.stop()       # no control write races the end
         self.stop_tracing()
+        for msg in dispatch.unsaid_notices():
+            guard.notice(msg)
         if self.taken is not None:
             if self.taken == "since removed":
                 # No new function: the C API set none (a profiler's disable()), or

@@ -134,13 +134,29 @@ def contain(who, exc: BaseException) -> bool:
             text = str(exc)
         except Exception:
             text = "?"
+        what = getattr(type(who), "error_label", "callback of")
+        msg = (f"{what} {name} raised {type(exc).__name__}: {text}"
+               " (contained; further errors are only counted)")
+        # Kept until said: at the thread's recursion limit pr_warn itself may not run,
+        # and the end of the recording says it then (unsaid_notices).
+        unsaid.append(msg)
         try:
-            what = getattr(type(who), "error_label", "callback of")
-            pr_warn(f"{what} {name} raised {type(exc).__name__}: {text}"
-                    " (contained; further errors are only counted)")
+            pr_warn(msg)
+            unsaid.remove(msg)
         except RecursionError:
             pass
     return False
+
+
+# Notices of contained errors that could not be printed when they happened.
+unsaid: list[str] = []
+
+
+def unsaid_notices() -> list[str]:
+    """The notices contain() could not print (taken: each is said once)."""
+    out = list(unsaid)
+    del unsaid[:len(out)]
+    return out
 
 
 def caller_frame(frame):
@@ -515,6 +531,7 @@ def attach_native(ops_type: type) -> None:
         "NO_RETVAL": _NO_RETVAL, "FtraceRegs": FtraceRegs, "DynFtrace": DynFtrace,
         "Global": _Global, "Ops": ops_type,
         "REGS_EN": _REGS_EN, "RET_EN": _RET_EN, "DISABLE": _DISABLE,
+        "callback_errors": callback_errors,
     })
     g = globals()
     for name in ("on_py_start", "on_py_start_global", "on_py_return", "on_py_unwind",

@@ -152,17 +152,35 @@ py_start(PyObject *const *args, Py_ssize_t nargs, int global)
 }
 
 /* PY_START on a patched site, CALL_OPS dispatch (dispatch.on_py_start). */
-static PyObject *
-on_py_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static inline __attribute__((always_inline)) PyObject *
+on_py_start_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     return py_start(args, nargs, 0);
 }
 
+static PyObject *
+on_py_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyThreadState *credit = cb_credit_take();
+    PyObject *r = on_py_start_body(self, args, nargs);
+    cb_credit_give_back(credit);
+    return r;
+}
+
 /* PY_START without CALL_OPS: the one global target (dispatch.on_py_start_global). */
+static inline __attribute__((always_inline)) PyObject *
+on_py_start_global_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return py_start(args, nargs, 1);
+}
+
 static PyObject *
 on_py_start_global(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    return py_start(args, nargs, 1);
+    PyThreadState *credit = cb_credit_take();
+    PyObject *r = on_py_start_global_body(self, args, nargs);
+    cb_credit_give_back(credit);
+    return r;
 }
 
 /* -- The return path (fgraph) ------------------------------------------------------ */
@@ -251,8 +269,8 @@ site_resume(PyObject *rec, PyFrameObject *frame)
     return rc;
 }
 
-static PyObject *
-on_py_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static inline __attribute__((always_inline)) PyObject *
+on_py_return_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     /* PY_RETURN / PY_YIELD (dispatch.on_py_return). */
     if (nargs < 3)
@@ -279,7 +297,16 @@ on_py_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 static PyObject *
-on_py_unwind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+on_py_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyThreadState *credit = cb_credit_take();
+    PyObject *r = on_py_return_body(self, args, nargs);
+    cb_credit_give_back(credit);
+    return r;
+}
+
+static inline __attribute__((always_inline)) PyObject *
+on_py_unwind_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     /* PY_UNWIND, global only (dispatch.on_py_unwind). */
     if (nargs < 3)
@@ -307,7 +334,16 @@ on_py_unwind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 static PyObject *
-on_py_resume(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+on_py_unwind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyThreadState *credit = cb_credit_take();
+    PyObject *r = on_py_unwind_body(self, args, nargs);
+    cb_credit_give_back(credit);
+    return r;
+}
+
+static inline __attribute__((always_inline)) PyObject *
+on_py_resume_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     /* PY_RESUME (dispatch.on_py_resume). */
     if (nargs < 1)
@@ -337,7 +373,16 @@ on_py_resume(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 static PyObject *
-on_py_throw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+on_py_resume(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyThreadState *credit = cb_credit_take();
+    PyObject *r = on_py_resume_body(self, args, nargs);
+    cb_credit_give_back(credit);
+    return r;
+}
+
+static inline __attribute__((always_inline)) PyObject *
+on_py_throw_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     /* PY_THROW, global only (dispatch.on_py_throw). */
     if (nargs < 1)
@@ -366,5 +411,14 @@ on_py_throw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (rc < 0)
         return NULL;
     Py_RETURN_NONE;
+}
+
+static PyObject *
+on_py_throw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyThreadState *credit = cb_credit_take();
+    PyObject *r = on_py_throw_body(self, args, nargs);
+    cb_credit_give_back(credit);
+    return r;
 }
 

@@ -75,6 +75,45 @@ FETCH_EXC(void)
 }
 #endif
 
+/* Stack credit for the callbacks.  A callback runs on the program's stack, and where it
+ * calls into Python (a code object seen for the first time, a thread's first buffer,
+ * contain() and its notice) it needs frames the program may not have left: at the
+ * recursion limit that call would fail and the event be lost — even its counting and
+ * its notice.  So an entry point that finds fewer than CB_CREDIT frames left grants
+ * that many more for its own duration and takes them back on the way out (the
+ * program's frames are all below it: it sees its own limit).  Python 3.12+ counts
+ * Python frames and C calls apart; 3.14 measures the C stack instead of counting. */
+#define CB_CREDIT 100
+#if PY_VERSION_HEX >= 0x030E0000
+#define CB_LOW(ts) ((ts)->py_recursion_remaining < CB_CREDIT)
+#define CB_ADD(ts, n) ((ts)->py_recursion_remaining += (n))
+#elif PY_VERSION_HEX >= 0x030C0000
+#define CB_LOW(ts) ((ts)->py_recursion_remaining < CB_CREDIT \
+                    || (ts)->c_recursion_remaining < CB_CREDIT)
+#define CB_ADD(ts, n) ((ts)->py_recursion_remaining += (n), (ts)->c_recursion_remaining += (n))
+#else
+#define CB_LOW(ts) ((ts)->recursion_remaining < CB_CREDIT)
+#define CB_ADD(ts, n) ((ts)->recursion_remaining += (n))
+#endif
+
+static inline PyThreadState *
+cb_credit_take(void)
+{
+    PyThreadState *ts = PyThreadState_GET();
+    if (__builtin_expect(CB_LOW(ts), 0)) {
+        CB_ADD(ts, CB_CREDIT);
+        return ts;
+    }
+    return NULL;
+}
+
+static inline void
+cb_credit_give_back(PyThreadState *ts)
+{
+    if (__builtin_expect(ts != NULL, 0))
+        CB_ADD(ts, -CB_CREDIT);
+}
+
 static inline long long
 now_ns(void)
 {
@@ -240,12 +279,32 @@ rec_flags(PyObject *rec)
 /* What dispatch.contain answered (r, a new reference or NULL) about exc (stolen): 0
  * contained; -1 with exc raised again when a signal handler of the program raised it.
  * contain() failing itself (at the recursion limit, say) counts as contained. */
+static PyObject *g_callback_errors; /* dispatch.callback_errors: [count] */
+
+/* contain() could not run (no stack left even with the credit, memory): the error is
+ * counted where contain() would have, with no Python frame. */
+static void
+count_uncontained(void)
+{
+    if (g_callback_errors == NULL || !PyList_Check(g_callback_errors)
+            || PyList_GET_SIZE(g_callback_errors) < 1)
+        return;
+    long long n = PyLong_AsLongLong(PyList_GET_ITEM(g_callback_errors, 0));
+    PyObject *v = n < 0 ? NULL : PyLong_FromLongLong(n + 1);
+    if (v == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    PyList_SetItem(g_callback_errors, 0, v);     /* steals v */
+}
+
 static int
 contained(PyObject *r, PyObject *exc)
 {
     if (r == NULL) {
         PyErr_Clear();
         Py_XDECREF(exc);
+        count_uncontained();
         return 0;
     }
     int back = PyObject_IsTrue(r);

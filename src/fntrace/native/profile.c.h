@@ -78,7 +78,10 @@ static int c_profile_fntrace(PyObject *obj, PyFrameObject *frame, int what, PyOb
 static int
 c_profile(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 {
+    PyThreadState *credit = cb_credit_take();
     int rc = c_profile_fntrace(obj, frame, what, arg);
+    cb_credit_give_back(credit);
+    /* (the program's own profile function runs on the program's stack as it is) */
     if (rc == 0 && g_chain != NULL && PyDict_GET_SIZE(g_chain))
         rc = chain_call(frame, what, arg);
     return rc;

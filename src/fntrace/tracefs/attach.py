@@ -388,7 +388,8 @@ def _alive(pid: int) -> bool:
 
 
 def _runtime_dir_for(xdg: str | None) -> str:
-    # endpoint.runtime_dir()'s choice for a process whose XDG_RUNTIME_DIR is ``xdg``.
+    # endpoint.runtime_dir()'s choice for a process whose XDG_RUNTIME_DIR is ``xdg``
+    # (without one, whichever of the user's /tmp ones: the same for both)
     uid = os.getuid()
     if xdg and os.path.isabs(xdg):
         try:
@@ -397,7 +398,7 @@ def _runtime_dir_for(xdg: str | None) -> str:
                 return os.path.join(xdg, "fntrace")
         except OSError:
             pass
-    return f"/tmp/fntrace-{uid}"
+    return os.path.join(endpoint.TMP, f"fntrace-{uid}-*")
 
 
 def check_runtime_dir(pid: int) -> None:

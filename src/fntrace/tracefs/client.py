@@ -69,7 +69,7 @@ def connect(pid: int) -> socket.socket:
     if owner is not None and owner != me and not os.path.lexists(path):
         # root controlling another user's program: its socket is in that user's
         # directory (the program's XDG_RUNTIME_DIR is not known here: the usual one)
-        for d in (f"/run/user/{owner}/fntrace", f"/tmp/fntrace-{owner}"):
+        for d in endpoint.runtime_dirs_of(owner):
             cand = os.path.join(d, f"{pid}.sock")
             if os.path.lexists(cand):
                 path = cand

@@ -3,9 +3,13 @@ who may use it, and how requests and replies travel.
 
 One Unix stream socket per served process, ``PID.sock`` in a per-user runtime
 directory: ``$XDG_RUNTIME_DIR/fntrace`` when that variable names a directory of ours,
-else ``/tmp/fntrace-UID``.  The directory is 0700 and the socket 0600; a directory
-owned by someone else, or that others may write to, is refused (someone could put a
-socket of theirs there).  The server also checks the peer's uid (SO_PEERCRED).
+else ``/tmp/fntrace-UID-XXXXXXXX``, made with a random name (mkdtemp) and found again by
+listing /tmp for the ones the user owns: a fixed name could be made first by another
+user, who would then decide whether our program can be controlled.  The directory is
+0700 and the socket 0600; an XDG directory owned by someone else, or that others may
+write to, is refused (someone could put a socket of theirs there), and /tmp ones that
+are not ours and closed are not looked at.  The server also checks the peer's uid
+(SO_PEERCRED).
 
 A frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON.
 
@@ -31,7 +35,7 @@ import struct
 
 from ..errors import FntraceError
 
-__all__ = ["runtime_dir", "socket_path", "send_frame", "recv_frame", "FrameReader", "readable", "peer_cred",
+__all__ = ["runtime_dir", "runtime_dirs_of", "tmp_dirs", "TMP", "socket_path", "send_frame", "recv_frame", "FrameReader", "readable", "peer_cred",
            "list_endpoints", "process_cmdline", "pid_alive", "is_stale", "remove_stale",
            "EndpointError", "MAX_FRAME", "OPS"]
 
@@ -66,20 +70,59 @@ def _check_dir(path: str, uid: int) -> None:
         raise e
 
 
-def runtime_dir(create: bool = True) -> str:
-    """The per-user directory of control sockets, made 0700 if missing (``create``)."""
-    uid = os.getuid()
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    base = None
+# Where the per-user directories go without XDG_RUNTIME_DIR.  Always /tmp, not
+# $TMPDIR: a program and the ``fntrace`` command looking for it may have different ones.
+TMP = "/tmp"
+
+
+def _xdg_dir(uid: int, xdg: str | None) -> str | None:
     if xdg and os.path.isabs(xdg):
         try:
             st = os.stat(xdg)
             if stat.S_ISDIR(st.st_mode) and st.st_uid == uid:
-                base = os.path.join(xdg, "fntrace")
+                return os.path.join(xdg, "fntrace")
         except OSError:
             pass
+    return None
+
+
+def tmp_dirs(uid: int) -> list[str]:
+    """The user's own ``/tmp/fntrace-UID-XXXXXXXX`` directories, by name: only those that
+    are directories (not links) owned by ``uid`` and closed to others.  Their names are
+    random, so nobody can make one first and squat it; one another user made with such
+    a name is not theirs to offer, and is passed over."""
+    prefix = f"fntrace-{uid}-"
+    try:
+        names = sorted(n for n in os.listdir(TMP) if n.startswith(prefix))
+    except OSError:
+        return []
+    out = []
+    for n in names:
+        path = os.path.join(TMP, n)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == uid and not st.st_mode & 0o077:
+            out.append(path)
+    return out
+
+
+def runtime_dir(create: bool = True) -> str:
+    """The per-user directory of control sockets: ``$XDG_RUNTIME_DIR/fntrace`` when that
+    variable names a directory of ours (made 0700 if missing: ``create``), else the
+    first of the user's ``/tmp/fntrace-UID-*`` directories (one made with a random name
+    if there is none and ``create``; without one, a name nobody has, for messages)."""
+    uid = os.getuid()
+    base = _xdg_dir(uid, os.environ.get("XDG_RUNTIME_DIR"))
     if base is None:
-        base = f"/tmp/fntrace-{uid}"
+        mine = tmp_dirs(uid)
+        if mine:
+            return mine[0]
+        if not create:
+            return os.path.join(TMP, f"fntrace-{uid}-*")
+        import tempfile
+        return tempfile.mkdtemp(prefix=f"fntrace-{uid}-", dir=TMP)    # 0700
     if create:
         try:
             os.mkdir(base, 0o700)
@@ -90,8 +133,24 @@ def runtime_dir(create: bool = True) -> str:
     return base
 
 
+def runtime_dirs_of(uid: int, xdg: str | None = None) -> list[str]:
+    """Every directory where a process of ``uid`` may have put its control socket (the
+    XDG one named, or the usual /run/user/UID, then the /tmp ones)."""
+    first = _xdg_dir(uid, xdg or f"/run/user/{uid}")
+    return ([first] if first else []) + tmp_dirs(uid)
+
+
 def socket_path(pid: int, create: bool = False) -> str:
-    return os.path.join(runtime_dir(create), f"{pid}.sock")
+    """Where process ``pid`` of this user serves (``create``: where this process is to
+    serve).  Without XDG_RUNTIME_DIR, any of the user's /tmp directories may hold it."""
+    base = runtime_dir(create)
+    path = os.path.join(base, f"{pid}.sock")
+    if not create and not os.path.lexists(path):
+        for d in tmp_dirs(os.getuid()):
+            cand = os.path.join(d, f"{pid}.sock")
+            if os.path.lexists(cand):
+                return cand
+    return path
 
 
 def send_frame(sock: socket.socket, obj) -> None:
@@ -236,22 +295,27 @@ def list_endpoints() -> list[tuple[int, str]]:
     """[(pid, command line)] of this user's served programs; stale sockets found on
     the way are removed."""
     try:
-        d = runtime_dir(create=False)
-        names = os.listdir(d)
-    except (OSError, EndpointError):
-        return []
-    out = []
-    for name in names:
-        stem, dot, ext = name.partition(".")
-        if ext != "sock" or not stem.isdigit():
+        dirs = [runtime_dir(create=False)]
+    except EndpointError:
+        dirs = []
+    dirs += [d for d in tmp_dirs(os.getuid()) if d not in dirs]
+    out = {}
+    for d in dirs:
+        try:
+            names = os.listdir(d)
+        except OSError:
             continue
-        pid = int(stem)
-        path = os.path.join(d, name)
-        if is_stale(path, pid):
-            remove_stale(path)
-            continue
-        out.append((pid, process_cmdline(pid)))
-    return sorted(out)
+        for name in names:
+            stem, dot, ext = name.partition(".")
+            if ext != "sock" or not stem.isdigit():
+                continue
+            pid = int(stem)
+            path = os.path.join(d, name)
+            if is_stale(path, pid):
+                remove_stale(path)
+                continue
+            out[pid] = process_cmdline(pid)
+    return sorted(out.items())
 
 
 from .._env import public_dir as _public_dir  # noqa: E402
