@@ -158,10 +158,20 @@ def start_child(text: str) -> None:
         if spec.get("main_alias"):
             from ..core.records import record_table
             record_table.main_alias = str(spec["main_alias"])
-        rec = Recording(opts, argv, at_exit=True, follow=fw,
-                        header={"ppid": os.getppid(), "follow": "exec"})
-        rec.first = False
-        rec.start_in_place()
+        # A signal that ends the process between making the file and guarding its end
+        # (a pool's terminate() while its workers start) would leave a file with no
+        # end, which readers report as cut short: the signals that end a process by
+        # default wait until the guard is in place, then act through it.
+        import signal
+        from .record import FATAL_SIGNALS
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, FATAL_SIGNALS)
+        try:
+            rec = Recording(opts, argv, at_exit=True, follow=fw,
+                            header={"ppid": os.getppid(), "follow": "exec"})
+            rec.first = False
+            rec.start_in_place()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     except BaseException as e:
         pr_warn(f"process {os.getpid()}: not traced: {type(e).__name__}: {e}")
 

@@ -54,8 +54,12 @@ FATAL_SIGNALS = tuple(getattr(signal, n) for n in
 
 
 # How long the program's main thread stays stopped while the trace is written after a
-# fatal signal: the writer ends the process well before (then the program goes on).
-_STOP_WAIT = 600
+# fatal signal.  The writer ends the process well before; should it wait for something
+# the stopped thread holds (a lock of the program's that fntrace's write-out takes: its
+# sys.stdout's, say), the program goes on after this, as it did before it was stopped.
+_STOP_WAIT = 10
+# Code the main thread is not stopped in: fntrace's own, and the import system's.
+_NOT_HERE = ("fntrace.", "importlib._bootstrap", "_frozen_importlib")
 
 
 class Guard:
@@ -85,6 +89,7 @@ class Guard:
         self._real_exit = None
         self._signal_fd = -1
         self._die_with: int | None = None
+        self._stop_queued = False
 
     # -- where reports go ---------------------------------------------------------------
     def mine(self) -> bool:
@@ -232,7 +237,7 @@ class Guard:
         self.finish(("signal", signum))
         self.die(signum)
 
-    def finish(self, how, wait: bool = True) -> bool:
+    def finish(self, how, wait: bool = True, on_claim=None) -> bool:
         """Run the finish callback once; True for the caller that ran it.  A later
         caller waits for it to be done, unless ``wait`` is False (the trace writer's
         thread, which the first caller may be waiting for)."""
@@ -245,6 +250,8 @@ class Guard:
                 self._done.wait()
             return False
         try:
+            if on_claim is not None:
+                on_claim()
             self._finish(how)
         finally:
             self._done.set()
@@ -265,26 +272,31 @@ class Guard:
         the program's main thread stops at its next bytecode, as it would have died
         there, instead of running on while the trace is written."""
         call = getattr(_native_launch, "call_in_main", None)
-        if call is not None and threading.current_thread() is not threading.main_thread():
-            call(self._stop_here)
+        if call is None or self._stop_queued \
+                or threading.current_thread() is threading.main_thread():
+            return
+        self._stop_queued = True
+        call(self._stop_here)
 
     def _stop_here(self) -> None:
         # On the main thread, between two of the program's bytecodes.  Only while the
         # signal's end is the one under way (not the program's own end, which this
         # thread is running), and not inside fntrace's own code (a pure callback
         # holding a lock the writer needs): later.
+        # (Not stopped now: the writer asks again between two chunks it writes.  Asking
+        # again from here would run this before the thread's every next bytecode, and
+        # it would never get out of the code it cannot be stopped in.)
+        self._stop_queued = False
         how = self.how
-        if not self.mine() or (how is not None and how[0] != "signal"):
+        if not self.mine() or how is None or how[0] != "signal":
             return
+        # Nor inside an import: the thread holds the module's import lock, which the
+        # writer may need (a module fntrace imports on its way out).
         f = sys._getframe(1)
         while f is not None:
-            if f.f_globals.get("__name__", "").startswith("fntrace."):
-                _native_launch.call_in_main(self._stop_here)
+            if f.f_globals.get("__name__", "").startswith(_NOT_HERE):
                 return
             f = f.f_back
-        if how is None:         # the writer has not taken the end yet: in a moment
-            _native_launch.call_in_main(self._stop_here)
-            return
         lock = _thread.allocate_lock()
         lock.acquire()
         lock.acquire(timeout=_STOP_WAIT)     # the writer ends the process meanwhile

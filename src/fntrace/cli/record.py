@@ -54,7 +54,7 @@ from .target import (Outcome, Target, _native_launch, callback_credit, finish_pr
                      run_target)
 
 __all__ = ["RecordOptions", "Recording", "record", "check_depth", "check_thresh",
-           "unmatched_patterns", "flush_all", "TICK"]
+           "unmatched_patterns", "flush_all", "TICK", "FATAL_SIGNALS"]
 
 # Bytes handed over and not written yet above which a traced thread waits for the
 # writer: two full buffers, so memory stays flat however fast the program writes.
@@ -225,6 +225,7 @@ class _FileSink:
         self.lost = 0                     # records in chunks that could not be written
         self.error: str | None = None     # the first write error
         self.on_signal = None             # on_signal(signum): set by record()
+        self.on_progress = None           # called between two chunks written
         self._finish_stats: dict | None = None
         self._done = _thread.allocate_lock()
         self._done.acquire()
@@ -414,6 +415,8 @@ class _FileSink:
             budget -= 1
             if bounded and self._signalled():
                 return          # the round ends: the signal is seen now, not after
+            if self.on_progress is not None:
+                self.on_progress()
             item = q.take()
             if item is None:
                 return
@@ -907,9 +910,13 @@ class Recording:
         # another thread is already finishing (os._exit, whose exit a pool's
         # terminate() races with SIGTERM), it waits for this thread: let it.
         guard = self.guard
-        if guard.how is None:
+
+        def stop_program() -> None:
+            # the program stops at its next bytecode where it can (asked again between
+            # the chunks written on the way out)
+            self.sink.on_progress = guard.stop_program
             guard.stop_program()
-        if guard.finish(("signal", signum), wait=False):
+        if guard.finish(("signal", signum), wait=False, on_claim=stop_program):
             guard.die(signum)
         else:
             guard.die_after_finish(signum)
@@ -1002,7 +1009,7 @@ class Recording:
 
 # Asynchronous signals whose default action ends the process (not SIGKILL, which cannot
 # wait, nor the synchronous faults).
-_FATAL_SIGNALS = frozenset(getattr(signal, n) for n in (
+FATAL_SIGNALS = _FATAL_SIGNALS = frozenset(getattr(signal, n) for n in (
     "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGPIPE",
     "SIGVTALRM", "SIGPROF", "SIGXCPU", "SIGXFSZ") if hasattr(signal, n))
 
