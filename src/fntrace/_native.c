@@ -207,6 +207,7 @@ PyInit__native(void)
     str_limit = PyUnicode_InternFromString("limit");
     str_closed = PyUnicode_InternFromString("closed");
     str_pid = PyUnicode_InternFromString("pid");
+    str_hold = PyUnicode_InternFromString("hold");
     str_st = PyUnicode_InternFromString("st");
     str_entryfunc = PyUnicode_InternFromString("entryfunc");
     str_retfunc = PyUnicode_InternFromString("retfunc");
@@ -218,7 +219,7 @@ PyInit__native(void)
         return NULL;
     if (str_buf == NULL || str_cpu_buffer == NULL || str_items == NULL || str_append == NULL
             || str_notify_fd == NULL || str_pending == NULL || str_limit == NULL
-            || str_closed == NULL || str_pid == NULL)
+            || str_closed == NULL || str_pid == NULL || str_hold == NULL)
         return NULL;
     g_function_trace_call = PyObject_GetAttrString(m, "function_trace_call");
     if (g_function_trace_call == NULL)

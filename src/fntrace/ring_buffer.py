@@ -27,6 +27,7 @@ import struct
 import time
 from collections import deque
 from collections.abc import Iterator
+from _thread import get_ident as _get_ident
 from os import getpid as _getpid
 from os import write as _os_write
 from time import sleep as _sleep
@@ -121,8 +122,11 @@ class ChunkQueue:
     limit      a writer waits (the GIL released) while pending is above this, so a
                slow disk slows the program instead of losing records (0: no limit)
     closed     the reader has gone: writers stop waiting for it
+    hold       0, or the ident of the thread that ends the recording after a fatal
+               signal: any other thread that hands over waits until the reader has
+               gone (the program stops where it is meanwhile)
     """
-    __slots__ = ("items", "notify_fd", "pending", "limit", "closed", "lock", "pid")
+    __slots__ = ("items", "notify_fd", "pending", "limit", "closed", "hold", "lock", "pid")
 
     def __init__(self, notify_fd: int = -1, limit: int = 0) -> None:
         self.items: deque = deque()
@@ -130,6 +134,7 @@ class ChunkQueue:
         self.pending = 0
         self.limit = limit
         self.closed = False
+        self.hold = 0
         # ``pending`` is changed by the writers and the reader: a ``+=`` and a ``-=`` of
         # two threads must not lose one another (a pure writer's add lost would leave
         # pending above the limit for ever: the writer would wait for ever).  The
@@ -152,6 +157,9 @@ class ChunkQueue:
 
 
 CHUNK_NOTIFY = b"c"
+# How long (ms) a thread is held after a fatal signal (ChunkQueue.hold): the process ends
+# well before; should it not, the thread goes on.
+HOLD_MS = 10_000
 # What a payload object is counted as in ChunkQueue.pending (a short list or string).
 PAYLOAD_COST = 128
 
@@ -250,9 +258,14 @@ class _PyRingBufferBase:
                 _os_write(q.notify_fd, CHUNK_NOTIFY)
             except OSError:         # the pipe is full: the reader is awake anyway
                 pass
-        if wait and q.limit and q.pending > q.limit:
-            while q.pending > q.limit and not q.closed:
+        held = q.hold and q.hold != _get_ident()
+        if wait and (q.limit and q.pending > q.limit or held):
+            limit = q.limit
+            n = 0
+            while held and n < HOLD_MS or q.pending > limit and not q.closed:
                 _sleep(0.001)
+                n += 1
+                held = q.hold and q.hold != _get_ident()
 
 
 def _payload_missing(buf, seq: int) -> bool:

@@ -40,6 +40,7 @@ import os
 import signal
 import sys
 import threading
+import time
 
 from ..printk import pr_warn, set_console
 from .target import _native_launch
@@ -90,6 +91,7 @@ class Guard:
         self._signal_fd = -1
         self._die_with: int | None = None
         self._stop_queued = False
+        self._main_stopped = False
 
     # -- where reports go ---------------------------------------------------------------
     def mine(self) -> bool:
@@ -267,16 +269,23 @@ class Guard:
         end, os._exit): once the trace is written, the process dies of it."""
         self._die_with = signum
 
-    def stop_program(self) -> None:
+    def stop_program(self, settle: float = 0.0) -> None:
         """A fatal signal came (on the writer thread, which writes the trace out now):
         the program's main thread stops at its next bytecode, as it would have died
         there, instead of running on while the trace is written."""
         call = getattr(_native_launch, "call_in_main", None)
-        if call is None or self._stop_queued \
-                or threading.current_thread() is threading.main_thread():
+        if call is None or threading.current_thread() is threading.main_thread():
             return
-        self._stop_queued = True
-        call(self._stop_here)
+        deadline = time.monotonic() + settle
+        while not self._main_stopped:
+            if not self._stop_queued:
+                self._stop_queued = True
+                call(self._stop_here)
+            if time.monotonic() >= deadline:
+                return
+            # the main thread is in fntrace's code (a pure callback waiting for room
+            # that the write-out is making): it leaves it in a moment
+            time.sleep(0.001)
 
     def _stop_here(self) -> None:
         # On the main thread, between two of the program's bytecodes.  Only while the
@@ -299,7 +308,9 @@ class Guard:
             f = f.f_back
         lock = _thread.allocate_lock()
         lock.acquire()
+        self._main_stopped = True
         lock.acquire(timeout=_STOP_WAIT)     # the writer ends the process meanwhile
+        self._main_stopped = False
 
     def die(self, signum: int) -> None:
         """End the process the way the signal's default action would."""

@@ -456,6 +456,10 @@ class _FileSink:
                 self.threads_written.add(cpu)
 
     def _close(self) -> None:
+        if self.on_progress is not None:
+            # the queue is empty: a program thread that waited for room in it is back
+            # in the program's code, where it can be stopped
+            self.on_progress(settle=0.05)
         try:
             stats = self._finish_stats or {}
             stats["lost_in_writer"] = self.lost
@@ -913,7 +917,9 @@ class Recording:
 
         def stop_program() -> None:
             # the program stops at its next bytecode where it can (asked again between
-            # the chunks written on the way out)
+            # the chunks written on the way out); a thread that hands a chunk over
+            # stays there
+            self.sink.queue.hold = threading.get_ident()
             self.sink.on_progress = guard.stop_program
             guard.stop_program()
         if guard.finish(("signal", signum), wait=False, on_claim=stop_program):

@@ -22,7 +22,9 @@ typedef struct {
 /* ring_buffer.PAYLOAD_COST: what a payload counts in ChunkQueue.pending */
 #define PAYLOAD_COST 128
 static PyObject *str_items, *str_append, *str_notify_fd, *str_pending, *str_limit, *str_closed;
-static PyObject *str_pid;
+static PyObject *str_pid, *str_hold;
+/* ring_buffer.HOLD_MS: how long a thread is held after a fatal signal */
+#define FNT_HOLD_MS 10000
 
 static long long
 attr_ll(PyObject *o, PyObject *name)
@@ -239,14 +241,25 @@ rb_handoff(RingBufferObject *rb, int wait)
         return -1;
     /* A slow disk slows the program rather than losing records: wait, without the
      * GIL, for the reader to take chunks off (unless it has gone). */
-    while (limit > 0 && pend > limit) {
-        PyObject *closed = PyObject_GetAttr(q, str_closed);
-        if (closed == NULL)
+    for (long held_ms = 0;; ) {
+        /* hold: a fatal signal ends the recording; the thread stays here (stopped
+         * where it is) until the reader has gone */
+        long long hold = attr_ll(q, str_hold);
+        if (hold == -1 && PyErr_Occurred())
             return -1;
-        int c = PyObject_IsTrue(closed);
-        Py_DECREF(closed);
-        if (c)
+        int h = hold != 0 && (unsigned long)hold != PyThread_get_thread_ident()
+            && held_ms++ < FNT_HOLD_MS;
+        if (!h && !(limit > 0 && pend > limit))
             break;
+        if (!h) {
+            PyObject *closed = PyObject_GetAttr(q, str_closed);
+            if (closed == NULL)
+                return -1;
+            int c = PyObject_IsTrue(closed);
+            Py_DECREF(closed);
+            if (c)
+                break;
+        }
         Py_BEGIN_ALLOW_THREADS
         usleep(1000);
         Py_END_ALLOW_THREADS
