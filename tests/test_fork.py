@@ -91,8 +91,8 @@ def _check_children(out: str, hits: dict[int, int], plan: list[str]) -> None:
 
 
 @pytest.mark.parametrize("tracer,forks,big", [
-    ("function", 200, [200_000, 1_000_000]),
-    ("function_graph", 40, [200_000]),
+    ("function", 120, [200_000, 1_000_000]),
+    ("function_graph", 30, [200_000]),
 ])
 def test_hundreds_of_forked_children_each_with_every_call(tmp_path, run_fntrace, tracer,
                                                           forks, big):

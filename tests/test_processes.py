@@ -501,5 +501,5 @@ def test_spawn_pools_again_and_again(tmp_path, run_fntrace):
         return None
 
     with concurrent.futures.ThreadPoolExecutor(2) as ex:
-        bad = [b for b in ex.map(one, range(8)) if b]
+        bad = [b for b in ex.map(one, range(6)) if b]
     assert not bad, "\n".join(bad)
