@@ -157,15 +157,7 @@ on_py_start_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     return py_start(args, nargs, 0);
 }
-
-static PyObject *
-on_py_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    PyThreadState *credit = cb_credit_take();
-    PyObject *r = on_py_start_body(self, args, nargs);
-    cb_credit_give_back(credit);
-    return r;
-}
+CREDITED(on_py_start)
 
 /* PY_START without CALL_OPS: the one global target (dispatch.on_py_start_global). */
 static inline __attribute__((always_inline)) PyObject *
@@ -173,15 +165,7 @@ on_py_start_global_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     return py_start(args, nargs, 1);
 }
-
-static PyObject *
-on_py_start_global(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    PyThreadState *credit = cb_credit_take();
-    PyObject *r = on_py_start_global_body(self, args, nargs);
-    cb_credit_give_back(credit);
-    return r;
-}
+CREDITED(on_py_start_global)
 
 /* -- The return path (fgraph) ------------------------------------------------------ */
 
@@ -295,15 +279,7 @@ on_py_return_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     Py_RETURN_NONE;
 }
-
-static PyObject *
-on_py_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    PyThreadState *credit = cb_credit_take();
-    PyObject *r = on_py_return_body(self, args, nargs);
-    cb_credit_give_back(credit);
-    return r;
-}
+CREDITED(on_py_return)
 
 static inline __attribute__((always_inline)) PyObject *
 on_py_unwind_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -332,15 +308,7 @@ on_py_unwind_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     Py_RETURN_NONE;
 }
-
-static PyObject *
-on_py_unwind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    PyThreadState *credit = cb_credit_take();
-    PyObject *r = on_py_unwind_body(self, args, nargs);
-    cb_credit_give_back(credit);
-    return r;
-}
+CREDITED(on_py_unwind)
 
 static inline __attribute__((always_inline)) PyObject *
 on_py_resume_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -371,15 +339,7 @@ on_py_resume_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     Py_RETURN_NONE;
 }
-
-static PyObject *
-on_py_resume(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    PyThreadState *credit = cb_credit_take();
-    PyObject *r = on_py_resume_body(self, args, nargs);
-    cb_credit_give_back(credit);
-    return r;
-}
+CREDITED(on_py_resume)
 
 static inline __attribute__((always_inline)) PyObject *
 on_py_throw_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -412,13 +372,5 @@ on_py_throw_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     Py_RETURN_NONE;
 }
-
-static PyObject *
-on_py_throw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    PyThreadState *credit = cb_credit_take();
-    PyObject *r = on_py_throw_body(self, args, nargs);
-    cb_credit_give_back(credit);
-    return r;
-}
+CREDITED(on_py_throw)
 

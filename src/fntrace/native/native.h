@@ -114,6 +114,17 @@ cb_credit_give_back(PyThreadState *ts)
         CB_ADD(ts, -CB_CREDIT);
 }
 
+/* A sys.monitoring entry point NAME: NAME_body with the credit around it. */
+#define CREDITED(name) \
+    static PyObject * \
+    name(PyObject *self, PyObject *const *args, Py_ssize_t nargs) \
+    { \
+        PyThreadState *credit = cb_credit_take(); \
+        PyObject *r = name##_body(self, args, nargs); \
+        cb_credit_give_back(credit); \
+        return r; \
+    }
+
 static inline long long
 now_ns(void)
 {
