@@ -31,7 +31,8 @@ site_entry(PyObject *rec, PyFrameObject *frame, PyObject *func, PyObject *op)
     }
     PyObject *args[4] = {rec, parent, op ? op : Py_None, fregs};
     ENTER();
-    PyObject *r = func ? PyObject_Vectorcall(func, args, 4, NULL) : NULL;
+    PyObject *r;
+    CREDITED_CALL(r, func ? PyObject_Vectorcall(func, args, 4, NULL) : NULL);
     LEAVE();
     Py_DECREF(parent);
     Py_DECREF(fregs);
@@ -53,7 +54,8 @@ site_trap(PyObject *code)
     PyObject *glb = PyEval_GetGlobals();         /* borrowed; no frame object made */
     Py_INCREF(trap);
     PyObject *args[2] = {code, glb ? glb : Py_None};
-    PyObject *r = PyObject_Vectorcall(trap, args, 2, NULL);
+    PyObject *r;
+    CREDITED_CALL(r, PyObject_Vectorcall(trap, args, 2, NULL));
     int t;
     if (r == NULL)
         t = contain(trap) < 0 ? -1 : 0;
@@ -152,20 +154,18 @@ py_start(PyObject *const *args, Py_ssize_t nargs, int global)
 }
 
 /* PY_START on a patched site, CALL_OPS dispatch (dispatch.on_py_start). */
-static inline __attribute__((always_inline)) PyObject *
-on_py_start_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *
+on_py_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     return py_start(args, nargs, 0);
 }
-CREDITED(on_py_start)
 
 /* PY_START without CALL_OPS: the one global target (dispatch.on_py_start_global). */
-static inline __attribute__((always_inline)) PyObject *
-on_py_start_global_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *
+on_py_start_global(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     return py_start(args, nargs, 1);
 }
-CREDITED(on_py_start_global)
 
 /* -- The return path (fgraph) ------------------------------------------------------ */
 
@@ -191,7 +191,8 @@ site_return(PyObject *rec, PyFrameObject *frame, PyObject *retval, int unwind)
     PyObject *args[4] = {rec, (PyObject *)frame, retval ? retval : Py_None,
                          unwind ? Py_True : Py_False};
     ENTER();
-    PyObject *r = PyObject_Vectorcall(h, args, 4, NULL);
+    PyObject *r;
+    CREDITED_CALL(r, PyObject_Vectorcall(h, args, 4, NULL));
     LEAVE();
     if (r == NULL)
         rc = contain(h);
@@ -226,7 +227,8 @@ fgraph_resume_c(PyObject *rec, PyFrameObject *frame)
         return NULL;
     }
     PyObject *args[4] = {rec, parent, g_graph_ops, fregs};
-    PyObject *r = PyObject_Vectorcall(g_fgraph_enter_fn, args, 4, NULL);
+    PyObject *r;
+    CREDITED_CALL(r, PyObject_Vectorcall(g_fgraph_enter_fn, args, 4, NULL));
     Py_DECREF(parent);
     Py_DECREF(fregs);
     return r;
@@ -242,8 +244,9 @@ site_resume(PyObject *rec, PyFrameObject *frame)
     PyObject *args[3] = {rec, (PyObject *)frame,
                          (rec_flags(rec) & g_REGS_EN) ? Py_True : Py_False};
     ENTER();
-    PyObject *r = (h == g_py_fgraph_resume && g_graph_ops != NULL && g_fgraph_enter_fn != NULL)
-        ? fgraph_resume_c(rec, frame) : PyObject_Vectorcall(h, args, 3, NULL);
+    PyObject *r;
+    CREDITED_CALL(r, (h == g_py_fgraph_resume && g_graph_ops != NULL && g_fgraph_enter_fn != NULL)
+        ? fgraph_resume_c(rec, frame) : PyObject_Vectorcall(h, args, 3, NULL));
     LEAVE();
     int rc = 0;
     if (r == NULL)
@@ -253,8 +256,8 @@ site_resume(PyObject *rec, PyFrameObject *frame)
     return rc;
 }
 
-static inline __attribute__((always_inline)) PyObject *
-on_py_return_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *
+on_py_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     /* PY_RETURN / PY_YIELD (dispatch.on_py_return). */
     if (nargs < 3)
@@ -279,10 +282,9 @@ on_py_return_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     Py_RETURN_NONE;
 }
-CREDITED(on_py_return)
 
-static inline __attribute__((always_inline)) PyObject *
-on_py_unwind_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *
+on_py_unwind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     /* PY_UNWIND, global only (dispatch.on_py_unwind). */
     if (nargs < 3)
@@ -308,10 +310,9 @@ on_py_unwind_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     Py_RETURN_NONE;
 }
-CREDITED(on_py_unwind)
 
-static inline __attribute__((always_inline)) PyObject *
-on_py_resume_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *
+on_py_resume(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     /* PY_RESUME (dispatch.on_py_resume). */
     if (nargs < 1)
@@ -339,10 +340,9 @@ on_py_resume_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     Py_RETURN_NONE;
 }
-CREDITED(on_py_resume)
 
-static inline __attribute__((always_inline)) PyObject *
-on_py_throw_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *
+on_py_throw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     /* PY_THROW, global only (dispatch.on_py_throw). */
     if (nargs < 1)
@@ -372,5 +372,4 @@ on_py_throw_body(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     Py_RETURN_NONE;
 }
-CREDITED(on_py_throw)
 

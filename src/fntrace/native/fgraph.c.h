@@ -44,14 +44,22 @@ get_stack(int create)
         PyErr_Clear();
         if (!create)
             return NULL;
-        return PyObject_CallNoArgs(g_shadow_stack);
+        {
+            PyObject *st;
+            CREDITED_CALL(st, PyObject_CallNoArgs(g_shadow_stack));
+            return st;
+        }
     }
     PyObject *e1 = SLOT(st, off_st_epoch), *e2 = SLOT(g_S, off_S_epoch);
     if (e1 != e2 && (e1 == NULL || e2 == NULL || PyObject_RichCompareBool(e1, e2, Py_NE) == 1)) {
         Py_DECREF(st);
         if (!create)
             return NULL;
-        return PyObject_CallNoArgs(g_shadow_stack);
+        {
+            PyObject *st;
+            CREDITED_CALL(st, PyObject_CallNoArgs(g_shadow_stack));
+            return st;
+        }
     }
     return st;
 }
@@ -93,7 +101,8 @@ fg_contain(PyObject *gops)
     if (!PyErr_ExceptionMatches(PyExc_Exception) && !PyErr_ExceptionMatches(PyExc_SystemExit))
         return -1;
     PyObject *exc = FETCH_EXC();
-    PyObject *r = PyObject_CallFunctionObjArgs(g_fg_contain, gops, exc ? exc : Py_None, NULL);
+    PyObject *r;
+    CREDITED_CALL(r, PyObject_CallFunctionObjArgs(g_fg_contain, gops, exc ? exc : Py_None, NULL));
     return contained(r, exc);
 }
 
@@ -106,7 +115,8 @@ call_user(PyObject *gops, PyObject *name, PyObject *trace, PyObject *fregs, int 
         return fg_contain(gops);
     PyObject *args[3] = {trace, gops, fregs};
     ENTER();
-    PyObject *r = PyObject_Vectorcall(fn, args, 3, NULL);
+    PyObject *r;
+    CREDITED_CALL(r, PyObject_Vectorcall(fn, args, 3, NULL));
     LEAVE();
     Py_DECREF(fn);
     if (r == NULL) {

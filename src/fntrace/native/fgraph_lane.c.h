@@ -330,7 +330,8 @@ function_graph_enter(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (t != NULL)
             t->overrun = nov;
         Py_DECREF(st);
-        PyObject *r = PyObject_CallFunctionObjArgs(g_fg_missed, ip, fregs, NULL);
+        PyObject *r;
+        CREDITED_CALL(r, PyObject_CallFunctionObjArgs(g_fg_missed, ip, fregs, NULL));
         if (r == NULL)
             return NULL;
         Py_DECREF(r);

@@ -31,7 +31,7 @@ cpu_buffer(PyObject *tr)
         return (RingBufferObject *)Py_NewRef(tl_buf);
     PyObject *buf = NULL;
     if (local != NULL) {
-        buf = PyObject_GetAttr(local, str_buf);
+        CREDITED_CALL(buf, PyObject_GetAttr(local, str_buf));
         if (buf == NULL) {
             if (!PyErr_ExceptionMatches(PyExc_AttributeError))
                 return NULL;
@@ -39,7 +39,7 @@ cpu_buffer(PyObject *tr)
         }
     }
     if (buf == NULL)
-        buf = PyObject_CallMethodNoArgs(tr, str_cpu_buffer);
+        CREDITED_CALL(buf, PyObject_CallMethodNoArgs(tr, str_cpu_buffer));
     if (buf != NULL && buf != Py_None && !PyObject_TypeCheck(buf, RingBuffer_Type)) {
         Py_DECREF(buf);
         PyErr_SetString(PyExc_TypeError, "cpu buffer is not a native ring buffer");

@@ -79,9 +79,10 @@ FETCH_EXC(void)
  * calls into Python (a code object seen for the first time, a thread's first buffer,
  * contain() and its notice) it needs frames the program may not have left: at the
  * recursion limit that call would fail and the event be lost — even its counting and
- * its notice.  So an entry point that finds fewer than CB_CREDIT frames left grants
- * that many more for its own duration and takes them back on the way out (the
- * program's frames are all below it: it sees its own limit).  Python 3.12+ counts
+ * its notice.  So each such call (CREDITED_CALL; the fast paths call nothing and pay
+ * nothing) that finds fewer than CB_CREDIT frames left is granted that many more for
+ * its own duration, taken back on the way out (the program's frames are all below it:
+ * it sees its own limit).  Python 3.12+ counts
  * Python frames and C calls apart; 3.14 measures the C stack instead of counting. */
 #define CB_CREDIT 100
 #if PY_VERSION_HEX >= 0x030E0000
@@ -114,16 +115,12 @@ cb_credit_give_back(PyThreadState *ts)
         CB_ADD(ts, -CB_CREDIT);
 }
 
-/* A sys.monitoring entry point NAME: NAME_body with the credit around it. */
-#define CREDITED(name) \
-    static PyObject * \
-    name(PyObject *self, PyObject *const *args, Py_ssize_t nargs) \
-    { \
-        PyThreadState *credit = cb_credit_take(); \
-        PyObject *r = name##_body(self, args, nargs); \
-        cb_credit_give_back(credit); \
-        return r; \
-    }
+/* result = expr, a call into Python from a callback, with the credit around it. */
+#define CREDITED_CALL(result, expr) do { \
+        PyThreadState *credit_ = cb_credit_take(); \
+        result = (expr); \
+        cb_credit_give_back(credit_); \
+    } while (0)
 
 static inline long long
 now_ns(void)
@@ -341,8 +338,9 @@ contain(PyObject *who)
     if (!PyErr_ExceptionMatches(PyExc_Exception) && !PyErr_ExceptionMatches(PyExc_SystemExit))
         return -1;
     PyObject *exc = FETCH_EXC();
-    PyObject *r = PyObject_CallFunctionObjArgs(g_contain, who ? who : Py_None,
-                                               exc ? exc : Py_None, NULL);
+    PyObject *r;
+    CREDITED_CALL(r, PyObject_CallFunctionObjArgs(g_contain, who ? who : Py_None,
+                                               exc ? exc : Py_None, NULL));
     return contained(r, exc);
 }
 
@@ -364,7 +362,7 @@ parent_of(PyFrameObject *frame)
         Py_DECREF(back);
         return NULL;
     }
-    p = PyObject_CallOneArg(g_parent_slow, (PyObject *)back);
+    CREDITED_CALL(p, PyObject_CallOneArg(g_parent_slow, (PyObject *)back));
     Py_DECREF(back);
     return p;
 }
