@@ -168,14 +168,35 @@ def _write_all(fd: int, data: bytes) -> None:
 _live_sinks: dict[int, "_FileSink"] = {}
 
 
+# Threads may fork at the same time (CPython's test_reinit_tls_after_fork): the writers
+# stay away until the last of them has forked.  The lock is held only while the writers
+# are being stopped or started, never across a fork (a child gets a new one).
+_pause_lock = _thread.allocate_lock()
+_paused = [0]
+
+
 def _pause_writers() -> None:
-    for sink in list(_live_sinks.values()):
-        sink.pause()
+    with _pause_lock:
+        _paused[0] += 1
+        if _paused[0] == 1:
+            for sink in list(_live_sinks.values()):
+                sink.pause()
 
 
 def _resume_writers() -> None:
-    for sink in list(_live_sinks.values()):
-        sink.resume()
+    with _pause_lock:
+        if _paused[0] > 0:
+            _paused[0] -= 1
+        if _paused[0] == 0:
+            for sink in list(_live_sinks.values()):
+                sink.resume()
+
+
+def _after_fork_in_child() -> None:
+    global _pause_lock
+    _pause_lock = _thread.allocate_lock()
+    _paused[0] = 0
+    _wrapped_forks.clear()
 
 
 # Threads inside os.fork() wrapped by the guard (cli/guard.py, wrap_fork): there the
@@ -201,7 +222,7 @@ def _after_fork_in_parent() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=_pause_writers, after_in_parent=_after_fork_in_parent,
-                        after_in_child=_wrapped_forks.clear)
+                        after_in_child=_after_fork_in_child)
 
 
 class _FileSink:
@@ -319,7 +340,9 @@ class _FileSink:
             if b == _FINISH:
                 finish = True
             elif b == _PAUSE:
-                pause = True
+                # (a pause that timed out leaves its byte behind: only a pause still
+                # wanted ends the thread)
+                pause = _paused[0] > 0
             elif 0 < b < 65 and self.on_signal is not None:
                 # tracing off first (on_signal), then everything is written: a
                 # drain before would never end while the program fills the queue
