@@ -163,8 +163,8 @@ def start_child(text: str) -> None:
         # end, which readers report as cut short: the signals that end a process by
         # default wait until the guard is in place, then act through it.
         import signal
-        from .record import FATAL_SIGNALS
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, FATAL_SIGNALS)
+        from .record import ENDING_SIGNALS
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, ENDING_SIGNALS)
         try:
             rec = Recording(opts, argv, at_exit=True, follow=fw,
                             header={"ppid": os.getppid(), "follow": "exec"})

@@ -54,7 +54,7 @@ from .target import (Outcome, Target, _native_launch, callback_credit, finish_pr
                      run_target)
 
 __all__ = ["RecordOptions", "Recording", "record", "check_depth", "check_thresh",
-           "unmatched_patterns", "flush_all", "TICK", "FATAL_SIGNALS"]
+           "unmatched_patterns", "flush_all", "TICK", "ENDING_SIGNALS"]
 
 # Bytes handed over and not written yet above which a traced thread waits for the
 # writer: two full buffers, so memory stays flat however fast the program writes.
@@ -892,7 +892,7 @@ class Recording:
         # reader can open, and the whole process would be left out of the trace: the
         # signals that end a process by default wait until the head is written, then
         # act as they would have.
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _FATAL_SIGNALS)
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, ENDING_SIGNALS)
         try:
             self.sink = self._make_sink(_open_output(path, self.opts.mode))
         finally:
@@ -1038,7 +1038,7 @@ class Recording:
 
 # Asynchronous signals whose default action ends the process (not SIGKILL, which cannot
 # wait, nor the synchronous faults).
-FATAL_SIGNALS = _FATAL_SIGNALS = frozenset(getattr(signal, n) for n in (
+ENDING_SIGNALS = frozenset(getattr(signal, n) for n in (
     "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGPIPE",
     "SIGVTALRM", "SIGPROF", "SIGXCPU", "SIGXFSZ") if hasattr(signal, n))
 

@@ -36,7 +36,6 @@ import errno as _errno
 import os
 import re
 import socket
-import stat
 import sys
 import sysconfig
 import time
@@ -391,14 +390,7 @@ def _runtime_dir_for(xdg: str | None) -> str:
     # endpoint.runtime_dir()'s choice for a process whose XDG_RUNTIME_DIR is ``xdg``
     # (without one, whichever of the user's /tmp ones: the same for both)
     uid = os.getuid()
-    if xdg and os.path.isabs(xdg):
-        try:
-            st = os.stat(xdg)
-            if stat.S_ISDIR(st.st_mode) and st.st_uid == uid:
-                return os.path.join(xdg, "fntrace")
-        except OSError:
-            pass
-    return os.path.join(endpoint.TMP, f"fntrace-{uid}-*")
+    return endpoint.xdg_dir(uid, xdg) or os.path.join(endpoint.TMP, f"fntrace-{uid}-*")
 
 
 def check_runtime_dir(pid: int) -> None:

@@ -35,7 +35,7 @@ import struct
 
 from ..errors import FntraceError
 
-__all__ = ["runtime_dir", "runtime_dirs_of", "tmp_dirs", "TMP", "socket_path", "send_frame", "recv_frame", "FrameReader", "readable", "peer_cred",
+__all__ = ["runtime_dir", "runtime_dirs_of", "xdg_dir", "tmp_dirs", "TMP", "socket_path", "send_frame", "recv_frame", "FrameReader", "readable", "peer_cred",
            "list_endpoints", "process_cmdline", "pid_alive", "is_stale", "remove_stale",
            "EndpointError", "MAX_FRAME", "OPS"]
 
@@ -75,7 +75,8 @@ def _check_dir(path: str, uid: int) -> None:
 TMP = "/tmp"
 
 
-def _xdg_dir(uid: int, xdg: str | None) -> str | None:
+def xdg_dir(uid: int, xdg: str | None) -> str | None:
+    """``XDG/fntrace`` if ``xdg`` names a directory of ``uid``'s, else None."""
     if xdg and os.path.isabs(xdg):
         try:
             st = os.stat(xdg)
@@ -114,7 +115,7 @@ def runtime_dir(create: bool = True) -> str:
     first of the user's ``/tmp/fntrace-UID-*`` directories (one made with a random name
     if there is none and ``create``; without one, a name nobody has, for messages)."""
     uid = os.getuid()
-    base = _xdg_dir(uid, os.environ.get("XDG_RUNTIME_DIR"))
+    base = xdg_dir(uid, os.environ.get("XDG_RUNTIME_DIR"))
     if base is None:
         mine = tmp_dirs(uid)
         if mine:
@@ -136,7 +137,7 @@ def runtime_dir(create: bool = True) -> str:
 def runtime_dirs_of(uid: int, xdg: str | None = None) -> list[str]:
     """Every directory where a process of ``uid`` may have put its control socket (the
     XDG one named, or the usual /run/user/UID, then the /tmp ones)."""
-    first = _xdg_dir(uid, xdg or f"/run/user/{uid}")
+    first = xdg_dir(uid, xdg or f"/run/user/{uid}")
     return ([first] if first else []) + tmp_dirs(uid)
 
 
