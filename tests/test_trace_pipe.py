@@ -145,9 +145,13 @@ def test_two_readers_get_disjoint_events_whose_union_is_everything(fs, make_modu
     threads = [threading.Thread(target=drain, args=(i,)) for i in range(2)]
     for t in threads:
         t.start()
-    total = 20000
-    for k in range(10):
-        m.burst(total // 10)
+    # Bursts until both readers have had some (at least ten): on a loaded machine one
+    # reader thread can win every wake-up of a short run.
+    total = 0
+    deadline = time.monotonic() + 20
+    while total < 20000 or (not all(texts) and time.monotonic() < deadline):
+        m.burst(2000)
+        total += 2000
         time.sleep(0.01)
     time.sleep(0.3)
     stop.set()
