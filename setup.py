@@ -30,7 +30,8 @@ _PARTS = sorted(glob.glob("src/fntrace/native/*.h"))
 
 setup(ext_modules=[
     Extension("fntrace._native", ["src/fntrace/_native.c", "src/fntrace/_native_frame.c",
-                                  "src/fntrace/_native_encode.c", "src/fntrace/_native_value.c"],
+                                  "src/fntrace/_native_encode.c", "src/fntrace/_native_value.c",
+                                  "src/fntrace/_native_read.c"],
               include_dirs=[_GEN],
               depends=[_hdr, *_PARTS],
               optional=True,

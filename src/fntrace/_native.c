@@ -18,6 +18,9 @@
 #include "native/profile_shim.c.h"
 #include "native/stack.c.h"
 
+/* the reading path's types (_native_read.c) */
+int fntrace_add_read_types(PyObject *m);
+
 /* -- init ---------------------------------------------------------------------------- */
 
 static PyObject *
@@ -195,6 +198,8 @@ PyInit__native(void)
         return NULL;
     str_thread_stat = PyUnicode_InternFromString("thread_stat");
     if (str_thread_stat == NULL)
+        return NULL;
+    if (fntrace_add_read_types(m) < 0)
         return NULL;
     if (PyModule_AddStringConstant(m, "RECORD_FORMAT_ID", FNT_FORMAT_ID) < 0)
         return NULL;

@@ -681,6 +681,26 @@ class TraceFile:
             del records, inner
             self._release(ch.start, ch.end)
 
+    def record_blocks(self) -> Iterator[tuple[int, int, bytes, int]]:
+        """Every chunk's records, decoded, one thread slot after another (not merged
+        by time): ``(cpu, lost, records, 0)``, ``lost`` being the records the buffer
+        dropped before these and ``records`` the 32-byte records (RECORD) without
+        their payloads.  The native walks read this (TraceSet's last field is its
+        symbol id base)."""
+        mv = memoryview(self._data)
+        for cpu in sorted(self._chunks):
+            for ch in self._chunks[cpu]:
+                inner = self._inner(mv, ch)
+                blen, p = get_uvarint(inner, 0)
+                try:
+                    records = _decode(inner[p:p + blen], ch.nrecords)
+                except CodecError as e:
+                    what = "CHKZ" if ch.raw_size else "CHNK"
+                    raise self._error(ch.start, f"{what} block: bad records ({e})") from None
+                del inner
+                yield cpu, ch.lost, records, 0
+                self._release(ch.start, ch.end)
+
     def _inner(self, mv: memoryview, ch: _Chunk) -> memoryview:
         """A chunk's varint body length, encoded records and payloads."""
         if not ch.raw_size:

@@ -195,6 +195,18 @@ class _TrackedSource:
         return _tracked(self._source.entries(cpu), self._label(cpu), total, ProgressBar)
 
 
+    def record_blocks(self) -> Iterator[Any]:
+        """The native walks' blocks (TraceSource.record_blocks), advancing the bar by
+        each block's records."""
+        bar = ProgressBar(self._label(None), self._source.nr_records())
+        try:
+            for block in self._source.record_blocks():
+                yield block
+                bar.advance(len(block[2]) // 32)
+        finally:
+            bar.close()
+
+
 class _TrackedTraceFile(_TrackedSource):
     """A TraceFile whose ``records()`` draw a bar."""
 

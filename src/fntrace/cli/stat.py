@@ -60,7 +60,7 @@ def stat_lines(source, args) -> Iterator[str]:
     from dataclasses import replace
 
     from ..output.filters import filter_entries
-    from ..output.stat import StatCollector, stat_table
+    from ..output.stat import StatCollector, stat_table, walked_stats
     from .filters import filter_from_args
     from .report import time_in_ns_of, trace_loss_notes
 
@@ -74,24 +74,37 @@ def stat_lines(source, args) -> Iterator[str]:
     if not graph and args.sort not in (None, "hit"):
         raise UsageError(f"--sort {args.sort}: a {source.tracer} trace has hits only "
                          "(record with -p function_graph for times)")
-    col = StatCollector(graph, per_thread=args.per_thread)
-    feed = col.feed
     from .report import task_stream
-    entries = task_stream(source.entries(), source.stats, {"funcgraph-task": False}, flt)
-    for e in filter_entries(entries, flt, graph=graph,
-                            time_in_ns=time_in_ns_of(source), threads=source.threads):
-        feed(e)
-    rows = col.finish()
+    stream = source.entries()
+    entries = task_stream(stream, source.stats, {"funcgraph-task": False}, flt)
+    walked = None
+    if flt.empty and entries is stream:
+        # the whole trace as recorded: the native walk, when there is one
+        blocks = source.record_blocks()
+        try:
+            walked = walked_stats(source.tf, per_thread=args.per_thread, blocks=blocks)
+        finally:
+            blocks.close()          # a walk that declined half way: its bar goes
+    if walked is not None:
+        rows, no_return, no_entry = walked
+    else:
+        col = StatCollector(graph, per_thread=args.per_thread)
+        feed = col.feed
+        for e in filter_entries(entries, flt, graph=graph,
+                                time_in_ns=time_in_ns_of(source), threads=source.threads):
+            feed(e)
+        rows = col.finish()
+        no_return, no_entry = col.no_return, col.no_entry
 
     # What the table cannot show whole, above it (as report's header says it).
     notes = trace_loss_notes(source)
     if notes and notes[-1] == "#":
         notes.pop()
-    if col.no_return:
-        notes.append(f"# {col.no_return} calls have no return in the trace: counted in Hit, "
+    if no_return:
+        notes.append(f"# {no_return} calls have no return in the trace: counted in Hit, "
                      "not in Time")
-    if col.no_entry:
-        notes.append(f"# {col.no_entry} calls have no entry in the trace: counted from "
+    if no_entry:
+        notes.append(f"# {no_entry} calls have no entry in the trace: counted from "
                      "their return")
     if notes:
         yield from notes

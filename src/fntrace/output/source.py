@@ -98,6 +98,12 @@ class TraceSource:
         """Every entry in time order (one thread slot's with ``cpu``)."""
         return entries_from_file(self.tf, cpu)
 
+    def record_blocks(self) -> Iterator[tuple[int, int, bytes, int]]:
+        """The decoded records block by block, one thread slot after another, for the
+        native walks: ``(cpu, lost before, 32-byte records, symbol id base)``
+        (TraceFile.record_blocks)."""
+        return self.tf.record_blocks()
+
     def events(self, cpu: int | None = None) -> Iterator[TraceEvent]:
         """The trace as typed events, in time order (one thread slot's with ``cpu``):
         FunctionHit, GraphEntry, GraphReturn, DynamicEvent, Marker, StackTrace, Lost

@@ -30,13 +30,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from .. import _env
 from .calls import Call, CallBuilder
 from .entry import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, LostEvents, TraceEntry
 from .function_graph import trace_print_graph_duration
 from .function_stat import function_stat_variance
-from .registry import RenderContext, Renderer, register_renderer
+from .registry import RenderContext, Renderer, name_of, register_renderer
 
-__all__ = ["FunctionStat", "StatCollector", "function_stats", "sort_stats", "SORT_KEYS",
+__all__ = ["FunctionStat", "StatCollector", "function_stats", "walked_stats", "sort_stats", "SORT_KEYS",
            "stat_headers", "stat_row", "stat_table", "StatRenderer"]
 
 # --sort words; "time" is function_stat_cmp's key with fgraph, "hit" without.
@@ -111,6 +112,10 @@ class StatCollector:
                 self.lost = -1
             elif self.lost >= 0:
                 self.lost += e.lost
+            # what was open on the thread is closed where its records stop (calls.py):
+            # a return after the gap is not paired with an entry from before it
+            for c in self._calls.feed(e):
+                self._add(c)
             return
         typ = e.type
         if typ == TRACE_FN:
@@ -160,6 +165,40 @@ def function_stats(entries: Iterable[TraceEntry | LostEvents], *, graph: bool | 
     for e in entries:
         feed(e)
     return col.finish()
+
+
+def walked_stats(tf, *, per_thread: bool = False, blocks: Iterable | None = None
+                 ) -> tuple[list[FunctionStat], int, int] | None:
+    """``function_stats`` of a whole trace file (a TraceFile or TraceSet, no filter, no
+    task view) by the native walk (_native_read.c's StatWalk): the same rows in the
+    same order, with StatCollector's ``no_return`` and ``no_entry``, without an entry
+    or a call object per record (``blocks``: ``tf.record_blocks()`` as the caller reads
+    them, a progress bar's).  None when the native twin is not there
+    (FNTRACE_PURE=1) or says its walk of this trace would not be exact (records out
+    of time order, values out of its range): the caller walks the entries instead."""
+    native = _env.native()
+    if native is None:
+        return None
+    syms = tf.symbols
+    # The walk keys by symbol id, the rows are by name: ids that share a name (a
+    # function defined again, several processes) are walked as one.
+    first: dict[str, int] = {}
+    canon = {}
+    for ip, sym in syms.items():
+        ip0 = first.setdefault(sym[0], ip)
+        if ip0 != ip:
+            canon[ip] = ip0
+    walk = native.StatWalk(per_thread, canon or None)
+    feed = walk.feed
+    for cpu, lost, records, ibase in (tf.record_blocks() if blocks is None else blocks):
+        if not feed(cpu, records, lost, ibase):
+            return None
+    out = walk.finish()
+    if out is None:
+        return None
+    rows, no_return, no_entry = out
+    return ([FunctionStat(name_of(ip, syms), cpu, hit, time, sq, self_ns, timed)
+             for ip, cpu, hit, time, sq, self_ns, timed in rows], no_return, no_entry)
 
 
 _SORT = {

@@ -1,0 +1,233 @@
+"""The native reading walks against their Python twins (issue: read as fast as we write).
+
+``fntrace stat`` of a whole trace is walked natively (_native_read.c's StatWalk) when the
+native twin is built; the Python walk (output/calls.py's CallBuilder feeding
+output/stat.py's StatCollector, over decoded TraceEntry objects) is the reference.  Two
+ways of checking they agree:
+
+- record streams made at random -- calls with and without their returns, returns
+  without their entries, depths that jump, function hits, markers, buffers that lost
+  records, names shared by several ids, ids with no symbol -- written as trace files,
+  walked both ways: the same rows, in the same order, and the same counts;
+- real programs recorded by the CLI (threads, recursion, exceptions, a forked child,
+  a buffer that overwrote), ``fntrace stat`` run natively and with FNTRACE_PURE=1:
+  the same bytes.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fntrace import _env
+from fntrace.output.entry import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, TRACE_PRINT
+from fntrace.output.reader import entries_from_file
+from fntrace.output.stat import function_stats, walked_stats
+from fntrace.trace_set import open_traces
+from fntrace.tracefile import RECORD, TF_HAS_PAYLOAD, TraceFile, TraceFileWriter
+
+NATIVE = _env.native_module()
+needs_native = pytest.mark.skipif(
+    NATIVE is None or not hasattr(NATIVE, "StatWalk"),
+    reason="LOUD SKIP: the native module is not built: its walk cannot be compared")
+
+# ids 1..6; 5 and 6 share names with 1 and 2 (a function defined again); 9 has no symbol
+SYMBOLS = [(1, "m.a", "m.py", 1), (2, "m.b", "m.py", 5), (3, "m.c", "m.py", 9),
+           (4, "m.d", "m.py", 13), (5, "m.a", "m.py", 20), (6, "m.b", "m.py", 24)]
+IDS = [1, 2, 3, 4, 5, 6, 9]
+
+
+@st.composite
+def slot_stream(draw):
+    """One thread slot's records, in time order, cut into chunks with losses."""
+    n = draw(st.integers(0, 60))
+    ts = draw(st.integers(1, 1000))
+    depth = 0
+    open_: list[tuple[int, int, int]] = []        # (id, depth, calltime)
+    recs = []
+    for _ in range(n):
+        ts += draw(st.integers(0, 50))               # ties included
+        kind = draw(st.sampled_from("EEERRRRJFPX"))
+        ip = draw(st.sampled_from(IDS))
+        if kind == "E":
+            recs.append((ts, TRACE_GRAPH_ENT, 0, ip, depth, 0, 0))
+            open_.append((ip, depth, ts))
+            depth += 1
+        elif kind == "R" and open_:
+            ip, d, t0 = open_.pop()
+            depth = d
+            recs.append((ts, TRACE_GRAPH_RET, 0, ip, d, 0, t0))
+        elif kind == "R":
+            # a return whose entry is not in the trace (calltime before the trace)
+            d = draw(st.integers(0, 3))
+            recs.append((ts, TRACE_GRAPH_RET, 0, ip, d, 0, max(0, ts - draw(st.integers(0, 500)))))
+        elif kind == "J":
+            # a return at another depth or of another function (its entry was lost)
+            d = draw(st.integers(0, 4))
+            recs.append((ts, TRACE_GRAPH_RET, 0, ip, d, 0, max(0, ts - draw(st.integers(0, 90)))))
+            depth = d
+            while open_ and open_[-1][1] >= d:
+                open_.pop()
+        elif kind == "F":
+            recs.append((ts, TRACE_FN, 0, ip, draw(st.sampled_from([0, 1, 2])), 0, 0))
+        elif kind == "P":
+            recs.append((ts, TRACE_PRINT, TF_HAS_PAYLOAD, 0, 0, 0, 0))
+        else:
+            recs.append((ts, TRACE_GRAPH_ENT, 0, ip, draw(st.integers(0, 5)), 0, 0))
+    cuts = sorted(set(draw(st.lists(st.integers(0, n), max_size=3))))
+    chunks, last = [], 0
+    for c in cuts + [n]:
+        chunks.append((draw(st.sampled_from([0, 0, 3])), recs[last:c]))
+        last = c
+    return chunks
+
+
+def write(path, slots: dict[int, list]) -> None:
+    w = TraceFileWriter(str(path), {"tracer": "function_graph", "pid": 1})
+    w.add_symbols(SYMBOLS)
+    for cpu in slots:
+        w.add_thread(cpu, 100 + cpu, f"t{cpu}")
+    for cpu, chunks in slots.items():
+        seq = 0
+        for lost, recs in chunks:
+            payloads = {seq + i: "text" for i, r in enumerate(recs) if r[2] & TF_HAS_PAYLOAD}
+            w.write_chunk(cpu, b"".join(RECORD.pack(*r) for r in recs), seq, lost=lost,
+                          payloads=payloads or None)
+            seq += len(recs)
+    w.close({})
+
+
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "300")), deadline=None)
+@given(slots=st.dictionaries(st.integers(0, 3), slot_stream(), min_size=1, max_size=3),
+       per_thread=st.booleans())
+def test_native_walk_is_the_python_walk(tmp_path_factory, slots, per_thread):
+    path = tmp_path_factory.mktemp("walk") / "t.dat"
+    write(path, slots)
+    tf = TraceFile.open(path)
+    from fntrace.output.stat import StatCollector
+    col = StatCollector(True, per_thread)
+    for e in entries_from_file(tf):
+        col.feed(e)
+    want = col.finish()
+    got = walked_stats(tf, per_thread=per_thread)
+    if got is None:
+        # the walk may decline, never differ; these streams are in time order with
+        # calltimes before their returns, so it has no reason to
+        pytest.fail("the native walk declined a trace it can walk")
+    rows, no_return, no_entry = got
+    assert rows == want
+    assert (no_return, no_entry) == (col.no_return, col.no_entry)
+
+
+@needs_native
+def test_the_walk_declines_what_it_cannot_do_exactly(tmp_path):
+    # records of one slot out of time order: the merge's order is not (time, slot,
+    # index) then, and the walk says so instead of guessing
+    path = tmp_path / "t.dat"
+    write(path, {0: [(0, [(50, TRACE_GRAPH_ENT, 0, 1, 0, 0, 0),
+                          (40, TRACE_GRAPH_RET, 0, 1, 0, 0, 30)])]})
+    assert walked_stats(TraceFile.open(path)) is None
+    # a calltime after its return (a wrapped counter clock)
+    write(path, {0: [(0, [(50, TRACE_GRAPH_RET, 0, 1, 0, 0, 90)])]})
+    assert walked_stats(TraceFile.open(path)) is None
+    # the Python walk still reads both (the CLI falls back to it)
+    assert function_stats(entries_from_file(TraceFile.open(path)), graph=True)
+
+
+PROG = """
+import os, sys, threading
+
+def leaf(x):
+    return x + 1
+
+def boom(n):
+    if n % 7 == 0:
+        raise ValueError(n)
+    return leaf(n)
+
+def rec(n):
+    return 0 if n == 0 else 1 + rec(n - 1)
+
+def work(k):
+    s = 0
+    for i in range(k):
+        try:
+            s += boom(i)
+        except ValueError:
+            s -= 1
+        s += rec(i % 9)
+    return s
+
+ts = [threading.Thread(target=work, args=(300,)) for _ in range(3)]
+for t in ts:
+    t.start()
+work(500)
+for t in ts:
+    t.join()
+if hasattr(os, "fork"):
+    pid = os.fork()
+    if pid == 0:
+        work(200)
+        os._exit(0)
+    os.waitpid(pid, 0)
+print("done")
+"""
+
+
+def stat_both(dat, *args) -> tuple[str, str]:
+    out = []
+    for pure in ("", "1"):
+        env = dict(os.environ)
+        env.pop("FNTRACE_PURE", None)
+        if pure:
+            env["FNTRACE_PURE"] = pure
+        r = subprocess.run([sys.executable, "-m", "fntrace.cli.main", "stat", str(dat), *args],
+                           capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 0, r.stderr
+        out.append(r.stdout)
+    return out[0], out[1]
+
+
+def with_loss(src, dst, drop: int) -> None:
+    """``src`` as if thread slot 0's buffer had overwritten its first ``drop`` records."""
+    tf = TraceFile.open(src)
+    w = TraceFileWriter(str(dst), tf.header)
+    w.add_symbols((ip, name, f, line) for ip, (name, f, line) in tf.symbols.items())
+    for cpu, (native_id, name) in tf.threads.items():
+        w.add_thread(cpu, native_id, name)
+    for cpu in tf.cpus:
+        recs = list(tf.records(cpu))
+        lost = drop if cpu == 0 else 0
+        recs = recs[lost:]
+        payloads = {lost + i: r[8] for i, r in enumerate(recs) if r[8] is not None}
+        w.write_chunk(cpu, b"".join(RECORD.pack(*r[1:8]) for r in recs), lost, lost=lost,
+                      payloads=payloads or None)
+    w.close(tf.stats)
+
+
+@needs_native
+@pytest.mark.parametrize("tracer", ["function_graph", "function", "lossy"])
+def test_stat_native_and_pure_give_the_same_bytes(tmp_script, run_fntrace, tmp_path, tracer):
+    prog = tmp_script(PROG)
+    dat = tmp_path / "t.dat"
+    r = run_fntrace("record", "-p", "function" if tracer == "function" else "function_graph",
+                    "-o", dat, prog)
+    assert r.returncode == 0, r.stderr
+    # the forked child's file is read with the parent's (a TraceSet)
+    assert len(open_traces(dat).files) == 2
+    if tracer == "lossy":
+        with_loss(dat, tmp_path / "lossy.dat", 25)
+        dat = tmp_path / "lossy.dat"
+    for args in ([], ["--per-thread"], ["--sort", "hit"], ["--wide"]):
+        if tracer == "function" and args == ["--sort", "hit"]:
+            continue
+        native, pure = stat_both(dat, *args)
+        assert native == pure, args
+        assert "__main__.leaf" in native
+        if tracer == "lossy" and not args:
+            assert "calls have no entry in the trace" in native
