@@ -536,6 +536,668 @@ static PyType_Spec walk_spec = {
     "fntrace._native.StatWalk", sizeof(StatWalk), 0, Py_TPFLAGS_DEFAULT, walk_slots,
 };
 
+/* -- GraphText: function_graph's text ------------------------------------------------
+ *
+ * The native twin of output/function_graph.py's GraphPrinter over a trace file's
+ * records merged by time (output/reader.py's entries_from_file), for what a trace of
+ * calls holds: graph entries and returns, and the buffers' losses.  The caller checks
+ * first (``text_ok``) that every block is of that kind and the options are ones this
+ * printer has (cpu, overhead, proc, duration, abstime, tail); anything else is printed
+ * by the Python printer.
+ *
+ * The merge is heapq.merge's: the least (time, slot) of the slots' next records, a
+ * slot's records in their order; a loss note goes out just before the first record
+ * read after it, or after everything when nothing was read after it.  The leaf test
+ * (get_return_for_leaf) peeks at the slot's next item, which the slot's blocks hold:
+ * where the Python printer holds an entry back until its slot's next item arrives,
+ * this one reads that item from the slot itself, and the lines come out in the same
+ * order.  When a slot's next item is in a block not fed yet, ``step`` asks for it.
+ */
+
+typedef struct {
+    PyObject *data;         /* bytes of records */
+    const record_t *rec;
+    Py_ssize_t n, pos;
+    long long lost;
+    uint32_t ibase;
+} gblock_t;
+
+typedef struct {
+    gblock_t *q;            /* fed, not yet read */
+    Py_ssize_t head, n, cap;
+    int eof;
+    long long *marks;       /* loss notes waiting for the slot's next record */
+    Py_ssize_t nmarks, capmarks;
+    const char *comm;       /* the proc column's text */
+    Py_ssize_t comm_len;
+    long long pid;
+    uint64_t *enter;        /* depth -> 1 + the (canonical) id opened there, 0: none */
+    Py_ssize_t nenter;
+} gslot_t;
+
+typedef struct {
+    uint32_t id;
+    const char *s;
+    Py_ssize_t len;
+} gname_t;
+
+typedef struct {
+    PyObject_HEAD
+    int o_cpu, o_overhead, o_proc, o_duration, o_abstime, o_tail;
+    int cpu_width;
+    gslot_t *slots;
+    Py_ssize_t nslots;
+    gname_t *names;         /* open addressing by id */
+    Py_ssize_t ncap;
+    PyObject *keep;         /* the names' bytes objects */
+    PyObject *canon;
+    char *buf;              /* the text made by this step */
+    Py_ssize_t blen, bcap;
+    int done;
+} GraphText;
+
+static int
+tb_reserve(GraphText *g, Py_ssize_t more)
+{
+    if (g->blen + more <= g->bcap)
+        return 0;
+    Py_ssize_t cap = g->bcap ? g->bcap : 1 << 16;
+    while (cap < g->blen + more)
+        cap *= 2;
+    char *b = PyMem_Realloc(g->buf, (size_t)cap);
+    if (b == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    g->buf = b;
+    g->bcap = cap;
+    return 0;
+}
+
+/* the caller reserved room */
+static inline void
+tb_put(GraphText *g, const char *s, Py_ssize_t n)
+{
+    memcpy(g->buf + g->blen, s, (size_t)n);
+    g->blen += n;
+}
+
+static inline void
+tb_spaces(GraphText *g, Py_ssize_t n)
+{
+    memset(g->buf + g->blen, ' ', (size_t)n);
+    g->blen += n;
+}
+
+static inline Py_ssize_t
+u64_text(char *p, uint64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (int i = 0; i < n; i++)
+        p[i] = tmp[n - 1 - i];
+    return n;
+}
+
+/* trace_find_mark, then trace_print_graph_duration and the bar: "+ 61.770 us   |  " */
+static void
+put_duration(GraphText *g, int64_t dur)
+{
+    char *p = g->buf + g->blen;
+    char mark = ' ';
+    if (g->o_overhead) {
+        if (dur > 1000000000LL) mark = '$';
+        else if (dur > 100000000LL) mark = '@';
+        else if (dur > 10000000LL) mark = '*';
+        else if (dur > 1000000LL) mark = '#';
+        else if (dur > 100000LL) mark = '!';
+        else if (dur > 10000LL) mark = '+';
+    }
+    *p++ = mark;
+    *p++ = ' ';
+    uint64_t usecs = (uint64_t)dur / 1000, rem = (uint64_t)dur % 1000;
+    Py_ssize_t length = u64_text(p, usecs);
+    p += length;
+    if (length < 7) {
+        Py_ssize_t slen = 8 - length < 5 ? 8 - length : 5;
+        char ns[3] = {(char)('0' + rem / 100), (char)('0' + rem / 10 % 10), (char)('0' + rem % 10)};
+        /* snprintf(.., min(5, 8 - len), "%03lu"): at most the three digits there are */
+        Py_ssize_t k = slen - 1 < 3 ? slen - 1 : 3;
+        *p++ = '.';
+        memcpy(p, ns, (size_t)k);
+        p += k;
+        length += k + 1;
+    }
+    memcpy(p, " us ", 4);
+    p += 4;
+    for (Py_ssize_t i = length; i < 8; i++)
+        *p++ = ' ';
+    memcpy(p, "|  ", 3);
+    p += 3;
+    g->blen = p - g->buf;
+}
+
+static const char DURATION_FILL[] = "              |  ";
+
+/* print_graph_prologue: [abstime][cpu][proc] */
+static void
+put_prologue(GraphText *g, Py_ssize_t cpu, uint64_t ts)
+{
+    char *p = g->buf + g->blen;
+    if (g->o_abstime) {
+        uint64_t secs = ts / 1000000000ULL, us = ts % 1000000000ULL / 1000;
+        char num[24];
+        Py_ssize_t n = u64_text(num, secs);
+        for (Py_ssize_t i = n; i < 5; i++)
+            *p++ = ' ';
+        memcpy(p, num, (size_t)n);
+        p += n;
+        *p++ = '.';
+        for (int i = 5; i >= 0; i--) {
+            p[i] = (char)('0' + us % 10);
+            us /= 10;
+        }
+        p += 6;
+        memcpy(p, " |  ", 4);
+        p += 4;
+    }
+    if (g->o_cpu) {
+        char num[24];
+        Py_ssize_t n = u64_text(num, (uint64_t)cpu);
+        *p++ = ' ';
+        for (Py_ssize_t i = n; i < g->cpu_width; i++)
+            *p++ = ' ';
+        memcpy(p, num, (size_t)n);
+        p += n;
+        *p++ = ')';
+        *p++ = ' ';
+    }
+    if (g->o_proc) {
+        gslot_t *s = &g->slots[cpu];
+        memcpy(p, s->comm, (size_t)s->comm_len);
+        p += s->comm_len;
+        memcpy(p, " | ", 3);
+        p += 3;
+    }
+    g->blen = p - g->buf;
+}
+
+static const char *
+name_of_id(GraphText *g, uint32_t id, Py_ssize_t *len, char *tmp)
+{
+    if (g->ncap) {
+        Py_ssize_t h = (Py_ssize_t)(mix(id) & (uint64_t)(g->ncap - 1));
+        while (g->names[h].s) {
+            if (g->names[h].id == id) {
+                *len = g->names[h].len;
+                return g->names[h].s;
+            }
+            h = (h + 1) & (g->ncap - 1);
+        }
+    }
+    *len = PyOS_snprintf(tmp, 24, "0x%x", id);
+    return tmp;
+}
+
+static int
+canon_id(GraphText *g, uint32_t *id)
+{
+    if (g->canon == NULL)
+        return 0;
+    PyObject *k = PyLong_FromUnsignedLong(*id);
+    if (k == NULL)
+        return -1;
+    PyObject *v = PyDict_GetItemWithError(g->canon, k);
+    Py_DECREF(k);
+    if (v == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    *id = (uint32_t)PyLong_AsUnsignedLong(v);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+static inline uint32_t
+rec_id(const gblock_t *b, const record_t *r)
+{
+    return r->a ? r->a + b->ibase : 0;
+}
+
+/* The slot's next record, its block made current (loss notes of blocks passed on the
+ * way queued); 0: there is none now, -1 the slot needs a block fed, 1 found */
+static int
+slot_next(gslot_t *s, gblock_t **blk)
+{
+    while (s->n) {
+        gblock_t *b = &s->q[s->head];
+        if (b->pos == 0 && b->lost) {
+            if (s->nmarks == s->capmarks) {
+                Py_ssize_t cap = s->capmarks ? s->capmarks * 2 : 4;
+                long long *m = PyMem_Realloc(s->marks, (size_t)cap * sizeof(long long));
+                if (m == NULL) {
+                    PyErr_NoMemory();
+                    return -2;
+                }
+                s->marks = m;
+                s->capmarks = cap;
+            }
+            s->marks[s->nmarks++] = b->lost;
+            b->lost = 0;
+        }
+        if (b->pos < b->n) {
+            *blk = b;
+            return 1;
+        }
+        Py_CLEAR(b->data);
+        s->head = (s->head + 1) % s->cap;
+        s->n--;
+    }
+    return s->eof ? 0 : -1;
+}
+
+static int
+put_marks(GraphText *g, Py_ssize_t cpu)
+{
+    gslot_t *s = &g->slots[cpu];
+    for (Py_ssize_t i = 0; i < s->nmarks; i++) {
+        if (tb_reserve(g, 64) < 0)
+            return -1;
+        g->blen += PyOS_snprintf(g->buf + g->blen, 64, "CPU:%zd [LOST %lld EVENTS]\n",
+                                 cpu, s->marks[i]);
+    }
+    s->nmarks = 0;
+    return 0;
+}
+
+
+static int
+set_enter(gslot_t *s, int64_t depth, uint64_t v)
+{
+    if (depth >= s->nenter) {
+        if (v == 0)
+            return 0;
+        Py_ssize_t n = depth + 16;
+        uint64_t *e = PyMem_Realloc(s->enter, (size_t)n * sizeof(uint64_t));
+        if (e == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t i = s->nenter; i < n; i++)
+            e[i] = 0;
+        s->enter = e;
+        s->nenter = n;
+    }
+    s->enter[depth] = v;
+    return 0;
+}
+
+/* The slot's item after its current record: 1 and the record (and its block) when it
+ * is a record, 0 when it is a loss note or there is none, -1 when a block must be fed
+ * to know */
+static int
+slot_peek(gslot_t *s, const record_t **nxt, gblock_t **nb)
+{
+    gblock_t *b = &s->q[s->head];
+    if (b->pos + 1 < b->n) {
+        *nxt = &b->rec[b->pos + 1];
+        *nb = b;
+        return 1;
+    }
+    for (Py_ssize_t i = 1; i < s->n; i++) {
+        gblock_t *b2 = &s->q[(s->head + i) % s->cap];
+        if (b2->lost)
+            return 0;
+        if (b2->n) {
+            *nxt = b2->rec;
+            *nb = b2;
+            return 1;
+        }
+    }
+    return s->eof ? 0 : -1;
+}
+
+/* step() -> (text, need): the lines that could be made (each ending in a newline),
+ * and the slot whose next block must be fed before more can be made (-1: none; the
+ * text is the last when it is empty and need is -1) */
+static PyObject *
+gt_step(GraphText *g, PyObject *unused)
+{
+    g->blen = 0;
+    Py_ssize_t need = -1;
+    char tmp[24];
+    while (!g->done && g->blen < (1 << 16)) {
+        /* the merge: the least (time, slot) among the slots' next records */
+        Py_ssize_t best = -1;
+        uint64_t best_ts = 0;
+        for (Py_ssize_t c = 0; c < g->nslots; c++) {
+            gblock_t *b;
+            int r = slot_next(&g->slots[c], &b);
+            if (r == -2)
+                return NULL;
+            if (r < 0) {
+                need = c;
+                break;
+            }
+            if (r == 0)
+                continue;
+            uint64_t ts = b->rec[b->pos].ts;
+            if (best < 0 || ts < best_ts) {
+                best = c;
+                best_ts = ts;
+            }
+        }
+        if (need >= 0)
+            break;
+        if (best < 0) {
+            /* every slot read: the losses nothing was read after, slot by slot */
+            for (Py_ssize_t c = 0; c < g->nslots; c++)
+                if (put_marks(g, c) < 0)
+                    return NULL;
+            g->done = 1;
+            break;
+        }
+        gslot_t *s = &g->slots[best];
+        gblock_t *b = &s->q[s->head];
+        record_t r;
+        memcpy(&r, &b->rec[b->pos], sizeof(r));
+        uint32_t id = rec_id(b, &r), cid = id;
+        if (canon_id(g, &cid) < 0)
+            return NULL;
+        int64_t depth = (int64_t)r.b;
+        Py_ssize_t nlen;
+        const char *name = name_of_id(g, id, &nlen, tmp);
+        if (r.type == FNT_TRACE_GRAPH_ENT) {
+            /* get_return_for_leaf: the slot's next item, if it is this call's return */
+            const record_t *nxt = NULL;
+            gblock_t *nb = NULL;
+            int pk = slot_peek(s, &nxt, &nb);
+            if (pk < 0) {
+                need = best;
+                break;
+            }
+            int leaf = 0;
+            if (pk == 1 && nxt->type == FNT_TRACE_GRAPH_RET) {
+                uint32_t a = rec_id(nb, nxt);
+                if (canon_id(g, &a) < 0)
+                    return NULL;
+                leaf = a == cid;
+            }
+            if (put_marks(g, best) < 0)
+                return NULL;
+            if (tb_reserve(g, 128 + nlen + depth * 2 + s->comm_len) < 0)
+                return NULL;
+            put_prologue(g, best, r.ts);
+            b->pos++;
+            if (leaf) {
+                int64_t dur = (int64_t)nxt->ts - (int64_t)nxt->d;
+                if (g->o_duration)
+                    put_duration(g, dur < 0 ? 0 : dur);
+                if (set_enter(s, depth, 0) < 0)
+                    return NULL;
+                nb->pos++;              /* the return is this line's */
+            } else {
+                if (g->o_duration)
+                    tb_put(g, DURATION_FILL, sizeof(DURATION_FILL) - 1);
+                if (set_enter(s, depth, (uint64_t)cid + 1) < 0)
+                    return NULL;
+            }
+            tb_spaces(g, depth * 2);
+            tb_put(g, name, nlen);
+            if (leaf)
+                tb_put(g, "();\n", 4);
+            else
+                tb_put(g, "() {\n", 5);
+            continue;
+        }
+        /* a return: "}" when it closes the block opened at its depth by the same
+         * function, else it names its function */
+        if (put_marks(g, best) < 0)
+            return NULL;
+        b->pos++;
+        int match = depth < s->nenter && s->enter[depth] == (uint64_t)cid + 1;
+        if (set_enter(s, depth, 0) < 0)
+            return NULL;
+        if (tb_reserve(g, 128 + nlen + depth * 2 + s->comm_len) < 0)
+            return NULL;
+        put_prologue(g, best, r.ts);
+        int64_t dur = (int64_t)r.ts - (int64_t)r.d;
+        if (g->o_duration)
+            put_duration(g, dur < 0 ? 0 : dur);
+        tb_spaces(g, depth * 2);
+        if (match && !g->o_tail) {
+            tb_put(g, "}\n", 2);
+        } else {
+            tb_put(g, "} /* ", 5);
+            tb_put(g, name, nlen);
+            tb_put(g, " */\n", 4);
+        }
+    }
+    PyObject *text = PyUnicode_DecodeUTF8(g->buf, g->blen, "surrogateescape");
+    if (text == NULL)
+        return NULL;
+    return Py_BuildValue("(Nn)", text, need);
+}
+
+/* feed(cpu, lost, records, ibase): slot ``cpu``'s next block; feed(cpu) alone: the slot
+ * has no more */
+static PyObject *
+gt_feed(GraphText *g, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 1 && nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "feed(cpu[, lost, records, ibase])");
+        return NULL;
+    }
+    Py_ssize_t cpu = PyLong_AsSsize_t(args[0]);
+    if (cpu == -1 && PyErr_Occurred())
+        return NULL;
+    if (cpu < 0 || cpu >= g->nslots) {
+        PyErr_SetString(PyExc_ValueError, "feed: not a slot of this trace");
+        return NULL;
+    }
+    gslot_t *s = &g->slots[cpu];
+    if (nargs == 1) {
+        s->eof = 1;
+        Py_RETURN_NONE;
+    }
+    long long lost = PyLong_AsLongLong(args[1]);
+    unsigned long ibase = PyLong_AsUnsignedLong(args[3]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (!PyBytes_Check(args[2]) || PyBytes_GET_SIZE(args[2]) % FNT_RECORD_SIZE) {
+        PyErr_SetString(PyExc_TypeError, "feed: records are bytes of 32-byte records");
+        return NULL;
+    }
+    if (s->n == s->cap) {
+        Py_ssize_t cap = s->cap ? s->cap * 2 : 4;
+        gblock_t *q = PyMem_Malloc((size_t)cap * sizeof(gblock_t));
+        if (q == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        for (Py_ssize_t i = 0; i < s->n; i++)
+            q[i] = s->q[(s->head + i) % s->cap];
+        PyMem_Free(s->q);
+        s->q = q;
+        s->cap = cap;
+        s->head = 0;
+    }
+    gblock_t *b = &s->q[(s->head + s->n) % s->cap];
+    b->data = Py_NewRef(args[2]);
+    b->rec = (const record_t *)PyBytes_AS_STRING(args[2]);
+    b->n = PyBytes_GET_SIZE(args[2]) / FNT_RECORD_SIZE;
+    b->pos = 0;
+    b->lost = lost;
+    b->ibase = (uint32_t)ibase;
+    s->n++;
+    Py_RETURN_NONE;
+}
+
+/* GraphText(slots, names, canon, options, cpu_width): slots is the number of thread
+ * slots, names a dict id -> name, canon as StatWalk's, options the tuple (cpu,
+ * overhead, proc, duration, abstime, tail), procs a dict slot -> the proc column's
+ * text */
+static int
+gt_init(GraphText *g, PyObject *args, PyObject *kw)
+{
+    Py_ssize_t nslots, width;
+    PyObject *names, *canon, *procs;
+    int o[6];
+    if (!PyArg_ParseTuple(args, "nO!O(pppppp)nO!:GraphText", &nslots, &PyDict_Type, &names,
+                          &canon, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &width,
+                          &PyDict_Type, &procs))
+        return -1;
+    if (g->slots != NULL || nslots < 0 || nslots > SLOT_LIMIT) {
+        PyErr_SetString(PyExc_ValueError, "GraphText: bad slot count (or made twice)");
+        return -1;
+    }
+    g->o_cpu = o[0], g->o_overhead = o[1], g->o_proc = o[2], g->o_duration = o[3];
+    g->o_abstime = o[4], g->o_tail = o[5];
+    g->cpu_width = (int)width;
+    if (canon != Py_None) {
+        if (!PyDict_Check(canon)) {
+            PyErr_SetString(PyExc_TypeError, "GraphText: canon is a dict or None");
+            return -1;
+        }
+        if (PyDict_GET_SIZE(canon))
+            g->canon = Py_NewRef(canon);
+    }
+    g->keep = PyList_New(0);
+    if (g->keep == NULL)
+        return -1;
+    g->slots = PyMem_Calloc((size_t)(nslots ? nslots : 1), sizeof(gslot_t));
+    if (g->slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    g->nslots = nslots;
+    Py_ssize_t cap = 16;
+    while (cap < PyDict_GET_SIZE(names) * 2)
+        cap *= 2;
+    g->names = PyMem_Calloc((size_t)cap, sizeof(gname_t));
+    if (g->names == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    g->ncap = cap;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(names, &pos, &k, &v)) {
+        unsigned long id = PyLong_AsUnsignedLong(k);
+        if (id == (unsigned long)-1 && PyErr_Occurred())
+            return -1;
+        PyObject *b = PyUnicode_AsEncodedString(v, "utf-8", "surrogateescape");
+        if (b == NULL || PyList_Append(g->keep, b) < 0) {
+            Py_XDECREF(b);
+            return -1;
+        }
+        Py_DECREF(b);
+        Py_ssize_t h = (Py_ssize_t)(mix(id) & (uint64_t)(cap - 1));
+        while (g->names[h].s)
+            h = (h + 1) & (cap - 1);
+        g->names[h].id = (uint32_t)id;
+        g->names[h].s = PyBytes_AS_STRING(b);
+        g->names[h].len = PyBytes_GET_SIZE(b);
+    }
+    pos = 0;
+    while (PyDict_Next(procs, &pos, &k, &v)) {
+        Py_ssize_t c = PyLong_AsSsize_t(k);
+        if (c == -1 && PyErr_Occurred())
+            return -1;
+        if (c < 0 || c >= nslots)
+            continue;
+        PyObject *b = PyUnicode_AsEncodedString(v, "utf-8", "surrogateescape");
+        if (b == NULL || PyList_Append(g->keep, b) < 0) {
+            Py_XDECREF(b);
+            return -1;
+        }
+        Py_DECREF(b);
+        g->slots[c].comm = PyBytes_AS_STRING(b);
+        g->slots[c].comm_len = PyBytes_GET_SIZE(b);
+    }
+    for (Py_ssize_t c = 0; c < nslots; c++)
+        if (g->slots[c].comm == NULL) {
+            g->slots[c].comm = "";
+            g->slots[c].comm_len = 0;
+        }
+    return 0;
+}
+
+static void
+gt_dealloc(GraphText *g)
+{
+    PyTypeObject *tp = Py_TYPE(g);
+    for (Py_ssize_t c = 0; c < g->nslots; c++) {
+        gslot_t *s = &g->slots[c];
+        for (Py_ssize_t i = 0; i < s->n; i++)
+            Py_XDECREF(s->q[(s->head + i) % s->cap].data);
+        PyMem_Free(s->q);
+        PyMem_Free(s->marks);
+        PyMem_Free(s->enter);
+    }
+    PyMem_Free(g->slots);
+    PyMem_Free(g->names);
+    PyMem_Free(g->buf);
+    Py_XDECREF(g->keep);
+    Py_XDECREF(g->canon);
+    tp->tp_free((PyObject *)g);
+    Py_DECREF(tp);
+}
+
+/* text_ok(records) -> bool: a block GraphText prints as the Python printer does:
+ * graph entries and returns only, no payloads (arguments, return values), calltimes
+ * not after their returns, depths and times in range */
+static PyObject *
+text_ok(PyObject *self, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const record_t *rec = view.buf;
+    Py_ssize_t n = view.len / FNT_RECORD_SIZE;
+    int ok = view.len % FNT_RECORD_SIZE == 0;
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        record_t r;
+        memcpy(&r, &rec[i], sizeof(r));
+        if (r.flags & FNT_HAS_PAYLOAD || r.b > (1u << 16) || r.ts >= ((uint64_t)1 << 62))
+            ok = 0;
+        else if (r.type == FNT_TRACE_GRAPH_RET)
+            ok = r.d <= r.ts;
+        else
+            ok = r.type == FNT_TRACE_GRAPH_ENT;
+    }
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(ok);
+}
+
+static PyMethodDef gt_methods[] = {
+    {"feed", (PyCFunction)(void (*)(void))gt_feed, METH_FASTCALL,
+     "feed(cpu[, lost, records, ibase]): a slot's next block, or that it has no more"},
+    {"step", (PyCFunction)gt_step, METH_NOARGS,
+     "step() -> (text, need): lines, and the slot to feed before more (-1: none)"},
+    {NULL}
+};
+
+static PyType_Slot gt_slots[] = {
+    {Py_tp_doc, "GraphText(slots, names, canon, options, cpu_width, procs): function_graph's "
+                "text of a trace file (output/function_graph.py's twin)"},
+    {Py_tp_init, gt_init},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_dealloc, gt_dealloc},
+    {Py_tp_methods, gt_methods},
+    {0, NULL},
+};
+
+static PyType_Spec gt_spec = {
+    "fntrace._native.GraphText", sizeof(GraphText), 0, Py_TPFLAGS_DEFAULT, gt_slots,
+};
+
+static PyMethodDef read_functions[] = {
+    {"text_ok", text_ok, METH_O,
+     "text_ok(records) -> bool: GraphText prints this block as the Python printer does"},
+    {NULL}
+};
 /* called by the module's init */
 int
 fntrace_add_read_types(PyObject *m)
@@ -547,5 +1209,12 @@ fntrace_add_read_types(PyObject *m)
         Py_DECREF(t);
         return -1;
     }
-    return 0;
+    t = PyType_FromSpec(&gt_spec);
+    if (t == NULL)
+        return -1;
+    if (PyModule_AddObject(m, "GraphText", t) < 0) {
+        Py_DECREF(t);
+        return -1;
+    }
+    return PyModule_AddFunctions(m, read_functions);
 }

@@ -157,12 +157,18 @@ class TraceSet:
             return streams[0]
         return heapq.merge(*streams, key=itemgetter(1))
 
-    def record_blocks(self) -> Iterator[tuple[int, int, bytes, int]]:
-        """TraceFile.record_blocks() of every process, under the merged slot numbers,
-        with the process's symbol id base (what ``records`` adds to its ids)."""
-        for tf, cb, ib in self._parts:
-            for cpu, lost, records, _ in tf.record_blocks():
-                yield cpu + cb, lost, records, ib
+    def record_blocks(self, cpu: int | None = None) -> Iterator[tuple[int, int, bytes, int]]:
+        """TraceFile.record_blocks() of every process (``cpu``: of that merged slot),
+        under the merged slot numbers, with the process's symbol id base (what
+        ``records`` adds to its ids)."""
+        if cpu is not None:
+            w = self._where(cpu)
+            parts = [] if w is None else [w]
+        else:
+            parts = self._parts
+        for tf, cb, ib in parts:
+            for c, lost, records, _ in tf.record_blocks(None if cpu is None else cpu - cb):
+                yield c + cb, lost, records, ib
 
     def lost(self, cpu: int | None = None) -> int:
         if cpu is not None:

@@ -681,14 +681,16 @@ class TraceFile:
             del records, inner
             self._release(ch.start, ch.end)
 
-    def record_blocks(self) -> Iterator[tuple[int, int, bytes, int]]:
+    def record_blocks(self, cpu: int | None = None) -> Iterator[tuple[int, int, bytes, int]]:
         """Every chunk's records, decoded, one thread slot after another (not merged
-        by time): ``(cpu, lost, records, 0)``, ``lost`` being the records the buffer
-        dropped before these and ``records`` the 32-byte records (RECORD) without
-        their payloads.  The native walks read this (TraceSet's last field is its
-        symbol id base)."""
+        by time; ``cpu``: that slot's only): ``(cpu, lost, records, 0)``, ``lost``
+        being the records the buffer dropped before these and ``records`` the 32-byte
+        records (RECORD) without their payloads.  The native walks read this
+        (TraceSet's last field is its symbol id base)."""
         mv = memoryview(self._data)
-        for cpu in sorted(self._chunks):
+        for cpu in (sorted(self._chunks) if cpu is None else [cpu]):
+            if cpu not in self._chunks:
+                continue
             for ch in self._chunks[cpu]:
                 inner = self._inner(mv, ch)
                 blen, p = get_uvarint(inner, 0)

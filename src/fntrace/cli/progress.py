@@ -195,9 +195,13 @@ class _TrackedSource:
         return _tracked(self._source.entries(cpu), self._label(cpu), total, ProgressBar)
 
 
-    def record_blocks(self) -> Iterator[Any]:
+    def record_blocks(self, cpu: int | None = None) -> Iterator[Any]:
         """The native walks' blocks (TraceSource.record_blocks), advancing the bar by
-        each block's records."""
+        each block's records; one slot's (``cpu``) without a bar (its reader has the
+        whole trace's)."""
+        if cpu is not None:
+            yield from self._source.record_blocks(cpu)
+            return
         bar = ProgressBar(self._label(None), self._source.nr_records())
         try:
             for block in self._source.record_blocks():

@@ -1,16 +1,17 @@
 """``fntrace report``: a trace file printed as the kernel prints ``trace``."""
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ..output.filters import TraceFilter, filter_entries
+from ..output.function_graph import native_graph_text
 from ..output.task_view import task_entries
 from ..output.reader import entries_from_file
 from ..output.registry import nr_cpus_of
 from ..output.render import render_trace
 from ..ring_buffer import CLOCK_IN_NS, TRACE_CLOCKS
 
-__all__ = ["report_text", "task_stream", "loss_notes", "trace_loss_notes", "graph_display_filter",
+__all__ = ["report_text", "report_pieces", "task_stream", "loss_notes", "trace_loss_notes", "graph_display_filter",
            "time_in_ns_of"]
 
 
@@ -100,6 +101,21 @@ def report_text(tf, *, max_depth: int = 0, thresh_ns: int = 0,
     """A trace file's text, as the kernel prints ``trace`` (output/render.py), with the
     report-time filters (``flt``; or only the depth and threshold), and what was lost
     in the header."""
+    return _report(tf, max_depth, thresh_ns, options, flt, None)
+
+
+def report_pieces(tf, *, max_depth: int = 0, thresh_ns: int = 0,
+                  options: dict | None = None, flt: TraceFilter | None = None,
+                  on_block: Callable[[int], None] | None = None) -> Iterator[str]:
+    """report_text's text in pieces, each one or more lines ending in a newline: the
+    body of a function_graph trace printed whole, with no filter, by the native
+    printer (output/function_graph.py's native_graph_text; ``on_block`` is told of
+    the records it reads), else report_text's lines."""
+    return _report(tf, max_depth, thresh_ns, options, flt, on_block or (lambda n: None))
+
+
+def _report(tf, max_depth: int, thresh_ns: int, options: dict | None,
+            flt: TraceFilter | None, on_block) -> Iterator[str]:
     tracer = tf.header.get("tracer", "function")
     nr_cpus = nr_cpus_of(tf.threads)
     opts = dict(options or {})
@@ -116,16 +132,30 @@ def report_text(tf, *, max_depth: int = 0, thresh_ns: int = 0,
     notes = loss_notes(stats, entries, written)
     if flt is None:
         flt = TraceFilter(max_depth=max_depth, thresh_ns=thresh_ns)
-    stream = task_stream(entries_from_file(tf), stats, opts, flt)
+    raw = entries_from_file(tf)
+    stream = task_stream(raw, stats, opts, flt)
+    body = None
+    if on_block is not None and tracer == "function_graph" and flt.empty and stream is raw:
+        body = native_graph_text(tf, opts, nr_cpus, on_block)
+    if body is not None:
+        lines = render_trace((), tracer=tracer, options=opts, nr_cpus=nr_cpus,
+                             time_in_ns=in_ns)
+        for i, line in enumerate(lines):
+            yield line + "\n"
+            if i == 1:
+                yield from (n + "\n" for n in notes)
+        yield from body
+        return
     stream = filter_entries(stream, flt, graph=tracer == "function_graph",
                             time_in_ns=in_ns, threads=tf.threads)
     lines = render_trace(stream, tracer=tracer, options=opts, nr_entries=entries,
                          written=written, nr_cpus=nr_cpus, time_in_ns=in_ns)
     # the notes go after "# tracer: NAME" and its "#"
+    nl = "" if on_block is None else "\n"
     for i, line in enumerate(lines):
-        yield line
+        yield line + nl
         if i == 1:
-            yield from notes
+            yield from (n + nl for n in notes)
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

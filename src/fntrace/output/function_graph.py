@@ -21,7 +21,7 @@ has ended, and keeps everything after it waiting too so the order is unchanged.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fntrace.output.entry import (
@@ -35,7 +35,7 @@ from fntrace.output.ftrace_text import (
 __all__ = [
     "TRACE_GRAPH_INDENT", "TRACE_GRAPH_PROCINFO_LENGTH", "GraphPrinter",
     "trace_find_mark", "trace_print_graph_duration", "print_graph_abs_time",
-    "print_graph_proc", "print_graph_headers_flags", "format_retval",
+    "print_graph_proc", "print_graph_headers_flags", "format_retval", "native_graph_text",
 ]
 
 TRACE_GRAPH_INDENT = 2
@@ -481,6 +481,73 @@ class GraphPrinter:
         if msg.endswith("\n"):
             msg = msg[:-1]
         return banner + (line + "/* " + msg + " */").split("\n")
+
+
+def native_graph_text(tf, options: Mapping[str, bool], nr_cpus: int,
+                      on_block: Callable[[int], None] | None = None) -> Iterator[str] | None:
+    """The body of a function_graph trace file's text (the lines ``GraphPrinter.render``
+    makes of ``entries_from_file(tf)``, after the headers) made by the native twin
+    (_native_read.c's GraphText), in pieces that end in a newline; ``on_block(n)`` is
+    told of each block of n records it reads.  None when there is no native twin
+    (FNTRACE_PURE=1) or the trace holds what it does not print (arguments, return
+    values, markers, events, function hits; options overrun, args, retval), or two
+    threads share an id under different names: GraphPrinter prints those.  The trace
+    is read once to check that, then again as it prints."""
+    from .. import _env
+    from .registry import TRACE_OPTIONS
+    native = _env.native()
+    if native is None:
+        return None
+    opts = {**TRACE_OPTIONS, **options}
+    if opts["funcgraph-args"] or opts["funcgraph-retval"] or opts["funcgraph-overrun"]:
+        return None
+    cpus = tf.cpus
+    nslots = max(cpus) + 1 if cpus else 0
+    threads = tf.threads
+    procs: dict[int, str] = {}
+    comm_of_pid: dict[int, str] = {}
+    for c in range(nslots):
+        pid, comm = threads.get(c, (0, "<...>"))
+        if comm_of_pid.setdefault(pid, comm) != comm:
+            return None             # the proc column would change name half way
+        procs[c] = print_graph_proc(comm, pid)
+    text_ok = native.text_ok
+    for _, _, records, _ in tf.record_blocks():
+        if not text_ok(records):
+            return None
+    syms = tf.symbols
+    names = {ip: sym[0] for ip, sym in syms.items()}
+    first: dict[str, int] = {}
+    canon = {}
+    for ip, name in names.items():
+        ip0 = first.setdefault(name, ip)
+        if ip0 != ip:
+            canon[ip] = ip0
+    flags = tuple(bool(opts[k]) for k in ("funcgraph-cpu", "funcgraph-overhead",
+                                            "funcgraph-proc", "funcgraph-duration",
+                                            "funcgraph-abstime", "funcgraph-tail"))
+    printer = native.GraphText(nslots, names, canon or None, flags,
+                               len(str(max(nr_cpus - 1, 0))), procs)
+
+    def pieces() -> Iterator[str]:
+        blocks = {c: tf.record_blocks(c) for c in range(nslots)}
+        step, feed = printer.step, printer.feed
+        while True:
+            text, need = step()
+            if text:
+                yield text
+            if need < 0:
+                if not text:
+                    return
+                continue
+            block = next(blocks[need], None)
+            if block is None:
+                feed(need)
+            else:
+                feed(need, block[1], block[2], block[3])
+                if on_block is not None:
+                    on_block(len(block[2]) // 32)
+    return pieces()
 
 
 from .._env import public_dir as _public_dir  # noqa: E402
