@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from fntrace import _env
 from fntrace.output.entry import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, TRACE_PRINT
 from fntrace.output.reader import entries_from_file
+from fntrace.cli.report import report_pieces, report_text
 from fntrace.output.stat import function_stats, walked_stats
 from fntrace.trace_set import open_traces
 from fntrace.tracefile import RECORD, TF_HAS_PAYLOAD, TraceFile, TraceFileWriter
@@ -42,7 +43,7 @@ IDS = [1, 2, 3, 4, 5, 6, 9]
 
 
 @st.composite
-def slot_stream(draw):
+def slot_stream(draw, kinds="EEERRRRJFPX"):
     """One thread slot's records, in time order, cut into chunks with losses."""
     n = draw(st.integers(0, 60))
     ts = draw(st.integers(1, 1000))
@@ -51,7 +52,7 @@ def slot_stream(draw):
     recs = []
     for _ in range(n):
         ts += draw(st.integers(0, 50))               # ties included
-        kind = draw(st.sampled_from("EEERRRRJFPX"))
+        kind = draw(st.sampled_from(kinds))
         ip = draw(st.sampled_from(IDS))
         if kind == "E":
             recs.append((ts, TRACE_GRAPH_ENT, 0, ip, depth, 0, 0))
@@ -139,6 +140,42 @@ def test_the_walk_declines_what_it_cannot_do_exactly(tmp_path):
     assert function_stats(entries_from_file(TraceFile.open(path)), graph=True)
 
 
+GRAPH_OPTIONS = ("funcgraph-cpu", "funcgraph-overhead", "funcgraph-proc",
+                 "funcgraph-duration", "funcgraph-abstime", "funcgraph-tail")
+
+
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "300")), deadline=None)
+@given(slots=st.dictionaries(st.integers(0, 11), slot_stream("EEERRRRJX"), min_size=1,
+                             max_size=3),
+       flags=st.tuples(*[st.booleans()] * len(GRAPH_OPTIONS)))
+def test_native_graph_text_is_the_python_printers(tmp_path_factory, slots, flags):
+    path = tmp_path_factory.mktemp("text") / "t.dat"
+    write(path, slots)
+    tf = TraceFile.open(path)
+    options = dict(zip(GRAPH_OPTIONS, flags))
+    read = []
+    got = "".join(report_pieces(tf, options=options, on_block=read.append))
+    want = "".join(line + "\n" for line in report_text(tf, options=options))
+    assert got == want
+    # the native printer printed it: it read every record
+    assert sum(read) == tf.nr_records()
+
+
+@needs_native
+def test_native_graph_text_leaves_what_it_does_not_print(tmp_path):
+    path = tmp_path / "t.dat"
+    # a marker (a payload) among the calls: the Python printer prints it all
+    write(path, {0: [(0, [(10, TRACE_GRAPH_ENT, 0, 1, 0, 0, 0),
+                          (11, TRACE_PRINT, TF_HAS_PAYLOAD, 0, 0, 0, 0),
+                          (12, TRACE_GRAPH_RET, 0, 1, 0, 0, 10)])]})
+    tf = TraceFile.open(path)
+    read = []
+    got = "".join(report_pieces(tf, on_block=read.append))
+    assert got == "".join(line + "\n" for line in report_text(tf))
+    assert "/* text */" in got and read == []
+
+
 PROG = """
 import os, sys, threading
 
@@ -179,14 +216,14 @@ print("done")
 """
 
 
-def stat_both(dat, *args) -> tuple[str, str]:
+def stat_both(dat, *args, command: str = "stat") -> tuple[str, str]:
     out = []
     for pure in ("", "1"):
         env = dict(os.environ)
         env.pop("FNTRACE_PURE", None)
         if pure:
             env["FNTRACE_PURE"] = pure
-        r = subprocess.run([sys.executable, "-m", "fntrace.cli.main", "stat", str(dat), *args],
+        r = subprocess.run([sys.executable, "-m", "fntrace.cli.main", command, str(dat), *args],
                            capture_output=True, text=True, env=env, timeout=120)
         assert r.returncode == 0, r.stderr
         out.append(r.stdout)
@@ -231,3 +268,8 @@ def test_stat_native_and_pure_give_the_same_bytes(tmp_script, run_fntrace, tmp_p
         assert "__main__.leaf" in native
         if tracer == "lossy" and not args:
             assert "calls have no entry in the trace" in native
+    for args in ([], ["-O", "funcgraph-proc", "-O", "funcgraph-abstime"],
+                 ["-O", "nofuncgraph-cpu", "-O", "funcgraph-tail"]):
+        native, pure = stat_both(dat, *args, command="report")
+        assert native == pure, args
+        assert "__main__.leaf" in native
