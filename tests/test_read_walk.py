@@ -140,6 +140,30 @@ def test_the_walk_declines_what_it_cannot_do_exactly(tmp_path):
     assert function_stats(entries_from_file(TraceFile.open(path)), graph=True)
 
 
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "300")), deadline=None)
+@given(slots=st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJPX"), min_size=1,
+                             max_size=3),
+       weight=st.sampled_from(["time", "calls"]))
+def test_native_folded_is_the_python_walk(tmp_path_factory, slots, weight):
+    import io
+
+    from fntrace.output.registry import get_exporter
+    from fntrace.output.source import TraceSource
+    path = tmp_path_factory.mktemp("folded") / "t.dat"
+    write(path, slots)
+    exp = get_exporter("folded")
+    outs = []
+    for native in (True, False):
+        out = io.StringIO()
+        with pytest.MonkeyPatch.context() as mp:
+            if not native:
+                mp.setattr(_env, "native", lambda: None)
+            result = exp.write(TraceSource(TraceFile.open(path)), out, {"weight": weight})
+        outs.append((out.getvalue(), result))
+    assert outs[0] == outs[1]
+
+
 GRAPH_OPTIONS = ("funcgraph-cpu", "funcgraph-overhead", "funcgraph-proc",
                  "funcgraph-duration", "funcgraph-abstime", "funcgraph-tail")
 
@@ -268,6 +292,11 @@ def test_stat_native_and_pure_give_the_same_bytes(tmp_script, run_fntrace, tmp_p
         assert "__main__.leaf" in native
         if tracer == "lossy" and not args:
             assert "calls have no entry in the trace" in native
+    for weight in ("time", "calls"):
+        native, pure = stat_both(dat, "--format", "folded", "--weight", weight, "-o", "-",
+                                 command="export")
+        assert native == pure, weight
+        assert "__main__.leaf" in native
     for args in ([], ["-O", "funcgraph-proc", "-O", "funcgraph-abstime"],
                  ["-O", "nofuncgraph-cpu", "-O", "funcgraph-tail"]):
         native, pure = stat_both(dat, *args, command="report")

@@ -39,6 +39,7 @@
 
 typedef struct {
     uint32_t func;
+    uint32_t node;          /* stacks: the call path down to this frame */
     int64_t depth;
     int64_t start;
     int64_t children;
@@ -80,6 +81,16 @@ typedef struct {
     uint64_t no_return, no_entry;
     int unsure;             /* the walk cannot be exact: the caller reads the Python way */
     const char *why;
+    /* stacks: a counter per call path (folded stacks) instead of a row per function;
+     * path 0 is the empty one, path k (k >= 1) is path parent[k] then func[k] */
+    int stacks;
+    uint32_t *n_parent, *n_func;
+    __int128 *n_self;
+    uint64_t *n_calls;
+    Py_ssize_t nnodes, capnodes;
+    Py_ssize_t *ntable;
+    Py_ssize_t ntcap;
+    uint64_t incomplete;
 } StatWalk;
 
 static void
@@ -166,8 +177,75 @@ row_of(StatWalk *w, uint32_t func, int64_t cpu, uint64_t ts, uint64_t seq)
     return r;
 }
 
+/* the path ``parent`` then ``func``, made when first seen; 0 and an exception when
+ * memory runs out */
+static uint32_t
+node_of(StatWalk *w, uint32_t parent, uint32_t func)
+{
+    uint64_t key = ((uint64_t)parent << 32) | func;
+    if ((w->nnodes + 1) * 2 >= w->ntcap) {
+        Py_ssize_t cap = w->ntcap ? w->ntcap * 2 : 1024;
+        Py_ssize_t *t = PyMem_Calloc((size_t)cap, sizeof(Py_ssize_t));
+        if (t == NULL) {
+            PyErr_NoMemory();
+            return 0;
+        }
+        for (Py_ssize_t i = 1; i <= w->nnodes; i++) {
+            uint64_t k = ((uint64_t)w->n_parent[i] << 32) | w->n_func[i];
+            Py_ssize_t h = (Py_ssize_t)(mix(k) & (uint64_t)(cap - 1));
+            while (t[h])
+                h = (h + 1) & (cap - 1);
+            t[h] = i;
+        }
+        PyMem_Free(w->ntable);
+        w->ntable = t;
+        w->ntcap = cap;
+    }
+    Py_ssize_t h = (Py_ssize_t)(mix(key) & (uint64_t)(w->ntcap - 1));
+    while (w->ntable[h]) {
+        Py_ssize_t i = w->ntable[h];
+        if (w->n_parent[i] == parent && w->n_func[i] == func)
+            return (uint32_t)i;
+        h = (h + 1) & (w->ntcap - 1);
+    }
+    if (w->nnodes + 1 >= w->capnodes) {
+        Py_ssize_t cap = w->capnodes ? w->capnodes * 2 : 256;
+        if (cap > 0x7fffffff) {
+            PyErr_NoMemory();
+            return 0;
+        }
+        uint32_t *p = PyMem_Realloc(w->n_parent, (size_t)cap * sizeof(uint32_t));
+        if (p == NULL)
+            goto nomem;
+        w->n_parent = p;
+        uint32_t *f = PyMem_Realloc(w->n_func, (size_t)cap * sizeof(uint32_t));
+        if (f == NULL)
+            goto nomem;
+        w->n_func = f;
+        __int128 *se = PyMem_Realloc(w->n_self, (size_t)cap * sizeof(__int128));
+        if (se == NULL)
+            goto nomem;
+        w->n_self = se;
+        uint64_t *c = PyMem_Realloc(w->n_calls, (size_t)cap * sizeof(uint64_t));
+        if (c == NULL)
+            goto nomem;
+        w->n_calls = c;
+        w->capnodes = cap;
+    }
+    Py_ssize_t i = ++w->nnodes;
+    w->n_parent[i] = parent;
+    w->n_func[i] = func;
+    w->n_self[i] = 0;
+    w->n_calls[i] = 0;
+    w->ntable[h] = i;
+    return (uint32_t)i;
+nomem:
+    PyErr_NoMemory();
+    return 0;
+}
+
 static int
-push(slot_t *s, uint32_t func, int64_t depth, int64_t start)
+push(slot_t *s, uint32_t func, int64_t depth, int64_t start, uint32_t node)
 {
     if (s->n == s->cap) {
         Py_ssize_t cap = s->cap ? s->cap * 2 : 64;
@@ -181,6 +259,7 @@ push(slot_t *s, uint32_t func, int64_t depth, int64_t start)
     }
     frame_t *f = &s->st[s->n++];
     f->func = func;
+    f->node = node;
     f->depth = depth;
     f->start = start;
     f->children = 0;
@@ -201,6 +280,12 @@ close_deeper(StatWalk *w, slot_t *s, int64_t depth, int64_t ts)
         if (dur >= DUR_LIMIT)
             walk_fail(w, "a duration out of range");
         w->no_return++;
+        if (w->stacks) {
+            int64_t self = dur - f->children;
+            w->n_self[f->node] += self < 0 ? 0 : self;
+            w->n_calls[f->node]++;
+            w->incomplete++;
+        }
         if (s->n)
             s->st[s->n - 1].children += dur;
     }
@@ -300,6 +385,10 @@ walk_feed(StatWalk *w, PyObject *const *args, Py_ssize_t nargs)
         if (dups && canon_of(w, &func) < 0)
             goto error;
         int64_t ts = (int64_t)r.ts;
+        if (type == FNT_TRACE_FN && w->stacks) {
+            walk_fail(w, "function hits");      /* folded's hit stacks: Python's */
+            break;
+        }
         if (type == FNT_TRACE_FN) {
             row_t *row = row_of(w, func, cpu, r.ts, seq);
             if (row == NULL)
@@ -311,13 +400,21 @@ walk_feed(StatWalk *w, PyObject *const *args, Py_ssize_t nargs)
         s->last_ts = ts;
         s->has_last = 1;
         if (type == FNT_TRACE_GRAPH_ENT) {
-            row_t *row = row_of(w, func, cpu, r.ts, seq);
-            if (row == NULL)
-                goto error;
-            row->hit++;
+            if (!w->stacks) {
+                row_t *row = row_of(w, func, cpu, r.ts, seq);
+                if (row == NULL)
+                    goto error;
+                row->hit++;
+            }
             if (s->n && s->st[s->n - 1].depth >= depth)
                 close_deeper(w, s, depth, ts);
-            if (push(s, func, depth, ts) < 0)
+            uint32_t node = 0;
+            if (w->stacks) {
+                node = node_of(w, s->n ? s->st[s->n - 1].node : 0, func);
+                if (node == 0)
+                    goto error;
+            }
+            if (push(s, func, depth, ts, node) < 0)
                 goto error;
             continue;
         }
@@ -333,8 +430,10 @@ walk_feed(StatWalk *w, PyObject *const *args, Py_ssize_t nargs)
         }
         int64_t start = (int64_t)r.d, dur, self;
         int entry_seen;
+        uint32_t node = 0;
         if (s->n && s->st[s->n - 1].depth == depth && s->st[s->n - 1].func == func) {
             frame_t *f = &s->st[--s->n];
+            node = f->node;
             if (f->start <= ts)
                 start = f->start;
             dur = ts - start;
@@ -349,6 +448,11 @@ walk_feed(StatWalk *w, PyObject *const *args, Py_ssize_t nargs)
             dur = ts - start;
             self = dur;
             entry_seen = 0;
+            if (w->stacks) {
+                node = node_of(w, s->n ? s->st[s->n - 1].node : 0, func);
+                if (node == 0)
+                    goto error;
+            }
         }
         if (dur >= DUR_LIMIT || dur <= -DUR_LIMIT) {
             walk_fail(w, "a duration out of range");
@@ -356,6 +460,11 @@ walk_feed(StatWalk *w, PyObject *const *args, Py_ssize_t nargs)
         }
         if (s->n)
             s->st[s->n - 1].children += dur;
+        if (w->stacks) {
+            w->n_self[node] += self;
+            w->n_calls[node]++;
+            continue;
+        }
         row_t *row = row_of(w, func, cpu, r.ts, seq);
         if (row == NULL)
             goto error;
@@ -439,6 +548,24 @@ walk_finish(StatWalk *w, PyObject *unused)
         slot_t *s = &w->slots[c];
         close_deeper(w, s, -1, s->has_last ? s->last_ts : 0);
     }
+    if (w->unsure)
+        Py_RETURN_NONE;
+    if (w->stacks) {
+        PyObject *nodes = PyList_New(w->nnodes);
+        if (nodes == NULL)
+            return NULL;
+        for (Py_ssize_t i = 1; i <= w->nnodes; i++) {
+            PyObject *t = Py_BuildValue("(kkNK)", (unsigned long)w->n_parent[i],
+                                        (unsigned long)w->n_func[i], int128_long(w->n_self[i]),
+                                        (unsigned long long)w->n_calls[i]);
+            if (t == NULL) {
+                Py_DECREF(nodes);
+                return NULL;
+            }
+            PyList_SET_ITEM(nodes, i - 1, t);
+        }
+        return Py_BuildValue("(NK)", nodes, (unsigned long long)w->incomplete);
+    }
     qsort(w->rows, (size_t)w->nrows, sizeof(row_t), first_order);
     PyObject *rows = PyList_New(w->nrows);
     if (rows == NULL)
@@ -480,11 +607,17 @@ walk_why(StatWalk *w, void *closure)
 static int
 walk_init(StatWalk *w, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"per_thread", "canon", NULL};
-    int per_thread = 0;
+    static char *names[] = {"per_thread", "canon", "stacks", NULL};
+    int per_thread = 0, stacks = 0;
     PyObject *canon = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|pO:StatWalk", names, &per_thread, &canon))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|pOp:StatWalk", names, &per_thread, &canon,
+                                     &stacks))
         return -1;
+    if (w->nnodes || w->nrows) {
+        PyErr_SetString(PyExc_ValueError, "StatWalk: made twice");
+        return -1;
+    }
+    w->stacks = stacks;
     if (canon != Py_None && !PyDict_Check(canon)) {
         PyErr_SetString(PyExc_TypeError, "StatWalk: canon is a dict or None");
         return -1;
@@ -503,6 +636,11 @@ walk_dealloc(StatWalk *w)
     PyMem_Free(w->slots);
     PyMem_Free(w->rows);
     PyMem_Free(w->table);
+    PyMem_Free(w->n_parent);
+    PyMem_Free(w->n_func);
+    PyMem_Free(w->n_self);
+    PyMem_Free(w->n_calls);
+    PyMem_Free(w->ntable);
     Py_XDECREF(w->canon);
     tp->tp_free((PyObject *)w);
     Py_DECREF(tp);
@@ -522,8 +660,10 @@ static PyGetSetDef walk_getset[] = {
 };
 
 static PyType_Slot walk_slots[] = {
-    {Py_tp_doc, "StatWalk(per_thread=False, canon=None): fntrace stat's walk over "
-                "decoded records (output/stat.py's twin)"},
+    {Py_tp_doc, "StatWalk(per_thread=False, canon=None, stacks=False): fntrace stat's walk "
+                "over decoded records (output/stat.py's twin); with stacks, folded's "
+                "(output/folded.py's): finish() -> ([(parent, id, self_ns, calls)], "
+                "incomplete), path k being list item k - 1"},
     {Py_tp_init, walk_init},
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_dealloc, walk_dealloc},

@@ -38,7 +38,7 @@ from collections.abc import Mapping
 
 from .calls import CallBuilder
 from .entry import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, LostEvents
-from .registry import Exporter, register_exporter
+from .registry import Exporter, name_of, register_exporter
 
 __all__ = ["FoldedExporter", "WEIGHTS", "frame_name"]
 
@@ -74,8 +74,16 @@ class FoldedExporter(Exporter):
         by_time = weight == "time"
         hits = 0
         incomplete = 0
-        for e in source.entries():
+        walked = _walked_stacks(source)
+        if walked is not None:
+            totals = walked[0] if by_time else walked[2]
+            incomplete = walked[1]
+        for e in (() if walked is not None else source.entries()):
             if isinstance(e, LostEvents):
+                # what was open on the thread ends where its records stop (calls.py)
+                for c in feed(e):
+                    incomplete += not c.complete
+                    totals[c.stack] = get(c.stack, 0) + (c.self_ns if by_time else 1)
                 continue
             typ = e.type
             if typ == TRACE_GRAPH_ENT or typ == TRACE_GRAPH_RET:
@@ -120,6 +128,45 @@ class FoldedExporter(Exporter):
             notes.append(f"{incomplete} call(s) had no return in the trace: counted up "
                          "to where their thread's trace ends")
         return {"notes": notes} if notes else None
+
+
+def _walked_stacks(source) -> tuple[dict, int, dict] | None:
+    """The walk above made natively (_native_read.c's StatWalk with stacks): (stack ->
+    summed self ns, incomplete calls, stack -> calls), or None when the native twin
+    is not there or declines the trace (function hits, records out of time order)."""
+    from .. import _env
+    native = _env.native()
+    if native is None:
+        return None
+    syms = source.symbols
+    first: dict[str, int] = {}
+    canon = {}
+    for ip, sym in syms.items():
+        ip0 = first.setdefault(sym[0], ip)
+        if ip0 != ip:
+            canon[ip] = ip0
+    walk = native.StatWalk(False, canon or None, True)
+    blocks = source.record_blocks()
+    try:
+        for cpu, lost, records, ibase in blocks:
+            if not walk.feed(cpu, records, lost, ibase):
+                return None
+    finally:
+        blocks.close()
+    out = walk.finish()
+    if out is None:
+        return None
+    nodes, incomplete = out
+    stacks: list[tuple[str, ...]] = [()]
+    by_time: dict[tuple[str, ...], int] = {}
+    by_calls: dict[tuple[str, ...], int] = {}
+    for parent, ip, self_ns, calls in nodes:
+        stack = stacks[parent] + (name_of(ip, syms),)
+        stacks.append(stack)            # a path's parent is always made before it
+        if calls:
+            by_time[stack] = self_ns
+            by_calls[stack] = calls
+    return by_time, incomplete, by_calls
 
 
 register_exporter(FoldedExporter())

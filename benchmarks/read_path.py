@@ -1,0 +1,130 @@
+"""Reading against writing: the CPU seconds of each view of one function_graph trace,
+beside what ``fntrace record`` took to write it and what ``trace-cmd report`` takes on
+the trace-cmd export of the same trace.
+
+A trace of CALLS calls (2 x CALLS events, three small functions, nothing lost) is
+recorded once; then each command runs in its own process, as a user types it, and its
+CPU time (user + system, ``os.wait4``) and peak RSS are taken.  Each view runs with the
+native twin and with FNTRACE_PURE=1 (the pure reading path), so the table shows both
+and what the native reading path buys.  A view whose exporter or library is missing is
+left out with a note; trace-cmd's row needs the ``trace-cmd`` program.
+
+    python benchmarks/read_path.py [--calls 1000000] [--python EXE] [--only report ...]
+
+The ratios are what count on a shared machine: every row of one run shares its load.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _common import child_env, fmt_int, python_label  # noqa: E402
+from views import GROUP_BY, PROG, formats_here  # noqa: E402
+
+EXPORTS = ("perfetto", "chrome", "folded", "trace-cmd", "parquet")
+
+
+def run_cpu(cmd: list[str], cwd: str, env: dict) -> tuple[int, float, int, str]:
+    """(exit status, CPU seconds, peak RSS bytes, stderr's end) of one child."""
+    err_path = os.path.join(cwd, ".stderr")
+    with open(err_path, "wb") as err:
+        p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=err,
+                             stdin=subprocess.DEVNULL)
+        _, status, ru = os.wait4(p.pid, 0)
+    with open(err_path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    return (os.waitstatus_to_exitcode(status), ru.ru_utime + ru.ru_stime,
+            ru.ru_maxrss * 1024, text.strip()[-300:])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--calls", type=int, default=1_000_000)
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--only", action="append", metavar="VIEW",
+                    help="report, stat, sql, trace-cmd-report, or an export format")
+    ap.add_argument("--no-pure", action="store_true", help="leave out the pure column")
+    opts = ap.parse_args(argv)
+    env = child_env()
+    env["FNTRACE_PROGRESS"] = "0"
+    pure_env = dict(env, FNTRACE_PURE="1")
+    events = 2 * opts.calls
+
+    def wanted(view: str) -> bool:
+        return not opts.only or view in opts.only
+
+    rows: list[tuple[str, float | None, float | None, int, str]] = []
+    with tempfile.TemporaryDirectory(prefix="fntrace-read-") as d:
+        with open(os.path.join(d, "prog.py"), "w") as f:
+            f.write(PROG)
+        buffer_kb = max(4096, events * 48 // 1024)
+        fn = [opts.python, "-m", "fntrace"]
+        status, rec_cpu, rss, err = run_cpu(
+            [*fn, "record", "-p", "function_graph", "-b", str(buffer_kb), "-F", "__main__.*",
+             "-o", "t.dat", "prog.py", str(opts.calls)], d, env)
+        if status != 0:
+            raise SystemExit(f"record failed: {err}")
+        rows.append(("record (writing the trace)", rec_cpu, None, rss, ""))
+        views: list[tuple[str, list[str]]] = []
+        if wanted("report"):
+            views.append(("report", [*fn, "report", "t.dat"]))
+        if wanted("stat"):
+            views.append(("stat", [*fn, "stat", "t.dat"]))
+        if wanted("sql"):
+            views.append(("sql (GROUP BY over the .dat)", [*fn, "sql", "t.dat", GROUP_BY, "--csv"]))
+        here = formats_here(opts.python, env)
+        for fmt in EXPORTS:
+            if not wanted(fmt):
+                continue
+            if fmt not in here:
+                rows.append((f"export {fmt}", None, None, 0, "exporter or library missing"))
+                continue
+            views.append((f"export {fmt}", [*fn, "export", "t.dat", "--format", fmt, "-o",
+                                            f"out.{fmt}"]))
+        for name, cmd in views:
+            status, cpu, rss, err = run_cpu(cmd, d, env)
+            pcpu = None
+            if not opts.no_pure:
+                pstatus, pcpu, _, perr = run_cpu(cmd, d, pure_env)
+                if pstatus != 0:
+                    pcpu, err = None, err or perr
+            rows.append((name, cpu if status == 0 else None, pcpu, rss,
+                         "" if status == 0 else err))
+        if wanted("trace-cmd-report"):
+            if shutil.which("trace-cmd") is None:
+                rows.append(("trace-cmd report (on the trace-cmd export)", None, None, 0,
+                             "trace-cmd is not installed"))
+            else:
+                status, _, _, err = run_cpu([*fn, "export", "t.dat", "--format", "trace-cmd",
+                                             "-o", "tc.dat"], d, env)
+                if status == 0:
+                    status, cpu, rss, err = run_cpu(["trace-cmd", "report", "-i", "tc.dat"],
+                                                    d, env)
+                rows.append(("trace-cmd report (on the trace-cmd export)",
+                             cpu if status == 0 else None, None, rss,
+                             "" if status == 0 else err))
+
+    print(f"# {python_label(opts.python)}: a function_graph trace of {fmt_int(opts.calls)} "
+          f"calls ({fmt_int(events)} events); CPU seconds (user + system)")
+    print()
+    print("| view | CPU s | events per CPU s | ÷ record's CPU | pure CPU s | native speed-up "
+          "| peak RSS MB | note |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    for name, cpu, pcpu, rss, note in rows:
+        c = f"{cpu:.2f}" if cpu is not None else "—"
+        rate = fmt_int(int(events / cpu)) if cpu else "—"
+        ratio = f"{cpu / rec_cpu:.2f}" if cpu is not None and rec_cpu else "—"
+        p = f"{pcpu:.2f}" if pcpu is not None else "—"
+        up = f"{pcpu / cpu:.0f}×" if pcpu and cpu else "—"
+        print(f"| {name} | {c} | {rate} | {ratio} | {p} | {up} | {rss / 2**20:.0f} | {note} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
