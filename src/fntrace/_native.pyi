@@ -79,6 +79,26 @@ def pack_payloads(records: bytes | bytearray | memoryview, first_seq: int,
                   payloads: Mapping[int, Any], step: int, dumps: Callable[[Any], bytes],
                   /) -> list[bytes] | None: ...
 
+# -- the reading path (_native_read.c): output/stat.py, folded.py, function_graph.py --
+class StatWalk:
+    why: str | None
+    def __init__(self, per_thread: bool = False, canon: Mapping[int, int] | None = None,
+                 stacks: bool = False) -> None: ...
+    def feed(self, cpu: int, records: bytes | bytearray | memoryview, lost: int,
+             ibase: int, /) -> bool: ...
+    def finish(self) -> tuple[list[tuple[Any, ...]], int, int] | tuple[
+        list[tuple[int, int, int, int]], int] | None: ...
+
+class GraphText:
+    def __init__(self, slots: int, names: Mapping[int, str], canon: Mapping[int, int] | None,
+                 options: tuple[bool, bool, bool, bool, bool, bool], cpu_width: int,
+                 procs: Mapping[int, str], /) -> None: ...
+    def feed(self, cpu: int, lost: int = ..., records: bytes = ..., ibase: int = ...,
+             /) -> None: ...
+    def step(self) -> tuple[str, int]: ...
+
+def text_ok(records: bytes | bytearray | memoryview, /) -> bool: ...
+
 # -- ring_buffer.py: _PyRingBufferBase's twin ------------------------------------------
 class RingBufferBase:
     cpu: int
