@@ -262,6 +262,11 @@ def test_another_module_by_glob(run_fntrace, tmp_path):
     (["--cpu", "-1"], "not a thread slot"),
     (["-D", "x"], "bad max depth"),
     (["--thresh", "-3"], "bad threshold"),
+    # a glob that matches no function of the trace: refused as record refuses it,
+    # with the closest names of the trace's own symbol table
+    (["-F", "__main__.lef"], "f.dat matches (closest: '__main__.leaf'"),
+    (["-F", "emial.*"], "-F 'emial.*': no function in "),
+    (["-F", "__main__.leaf", "-N", "*.nosuch"], "-N '*.nosuch': no function in "),
 ])
 def test_bad_filters_are_one_line_exit_2(rec, run_fntrace, args, words):
     f = rec("f.dat", "-p", "function", "-F", "__main__.leaf")

@@ -12,7 +12,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..output.filters import TraceFilter
 
-__all__ = ["add_filter_arguments", "add_pid_argument", "filter_from_args", "pids_from_args",
+__all__ = ["add_filter_arguments", "add_pid_argument", "filter_from_args", "check_matches",
+           "pids_from_args",
            "open_traces_arg"]
 
 
@@ -103,6 +104,25 @@ def filter_from_args(args, *, graph_display: bool = True) -> "TraceFilter":
         time_from=parse_time(args.time_from, "--from") if args.time_from is not None else None,
         time_to=parse_time(args.time_to, "--to") if args.time_to is not None else None,
         max_depth=max_depth, thresh_ns=thresh_ns, tasks=tuple(getattr(args, "task", ())))
+
+
+def check_matches(flt: "TraceFilter", symbols, path: str) -> None:
+    """Refuse, as ``record`` refuses them, -F and -N globs that match no function of
+    the trace: a UsageError (exit status 2) naming the closest names of its symbol
+    table, before anything is printed."""
+    if not flt.functions and not flt.notrace:
+        return
+    from ..core.kallsyms import close_names
+    from ..output.filters import function_matcher
+    names = sorted({sym[0] for sym in symbols.values()})
+    for label, globs in (("-F", flt.functions), ("-N", flt.notrace)):
+        for g in globs:
+            match = function_matcher([g])
+            if any(match(n) for n in names):
+                continue
+            close = close_names(g, names)
+            hint = (" (closest: " + ", ".join(repr(c) for c in close) + ")") if close else ""
+            raise UsageError(f"{label} {g!r}: no function in {path} matches{hint}")
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

@@ -438,6 +438,9 @@ def _report(path: str, ropts: dict, out, err, args=None) -> None:
     from .progress import ProgressBar, progress_wanted, track_tracefile
     from .report import report_pieces
     tf = open_traces_arg(path, args, err)
+    if ropts.get("flt") is not None:
+        from .filters import check_matches
+        check_matches(ropts["flt"], tf.symbols, path)
     tracked = track_tracefile(tf, "report", out)
     bar: list = []
 

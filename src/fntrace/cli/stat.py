@@ -65,6 +65,8 @@ def stat_lines(source, args) -> Iterator[str]:
     from .report import time_in_ns_of, trace_loss_notes
 
     flt = filter_from_args(args)
+    from .filters import check_matches
+    check_matches(flt, source.symbols, source.name)
     # --thresh is the profiler's: rows whose average is below it are hidden
     # (function_stat_show), not calls.
     thresh_ns = flt.thresh_ns
