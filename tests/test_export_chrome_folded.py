@@ -366,6 +366,11 @@ class FakeSource:
     def entries(self, cpu=None):
         return iter(self._entries() if callable(self._entries) else self._entries)
 
+    symbols: dict = {}
+
+    def record_blocks(self):
+        return None             # entries made here, not read from records
+
 
 def ent(ts, func, depth, cpu=0, args=None):
     return TraceEntry(ts, cpu, "T%d" % cpu, 100 + cpu, TRACE_GRAPH_ENT, func, depth=depth,

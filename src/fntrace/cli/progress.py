@@ -194,17 +194,19 @@ class _TrackedSource:
         total = self._source.nr_records() if cpu is None else self._source.tf.nr_records(cpu)
         return _tracked(self._source.entries(cpu), self._label(cpu), total, ProgressBar)
 
-
-    def record_blocks(self, cpu: int | None = None) -> Iterator[Any]:
+    def record_blocks(self, cpu: int | None = None) -> Iterator[Any] | None:
         """The native walks' blocks (TraceSource.record_blocks), advancing the bar by
         each block's records; one slot's (``cpu``) without a bar (its reader has the
         whole trace's)."""
         if cpu is not None:
-            yield from self._source.record_blocks(cpu)
-            return
+            return self._source.record_blocks(cpu)
+        blocks = self._source.record_blocks()
+        return None if blocks is None else self._tracked_blocks(blocks)
+
+    def _tracked_blocks(self, blocks: Iterator[Any]) -> Iterator[Any]:
         bar = ProgressBar(self._label(None), self._source.nr_records())
         try:
-            for block in self._source.record_blocks():
+            for block in blocks:
                 yield block
                 bar.advance(len(block[2]) // 32)
         finally:

@@ -83,10 +83,11 @@ def stat_lines(source, args) -> Iterator[str]:
     if flt.empty and entries is stream:
         # the whole trace as recorded: the native walk, when there is one
         blocks = source.record_blocks()
-        try:
-            walked = walked_stats(source.tf, per_thread=args.per_thread, blocks=blocks)
-        finally:
-            blocks.close()          # a walk that declined half way: its bar goes
+        if blocks is not None:
+            try:
+                walked = walked_stats(source.tf, per_thread=args.per_thread, blocks=blocks)
+            finally:
+                blocks.close()      # a walk that declined half way: its bar goes
     if walked is not None:
         rows, no_return, no_entry = walked
     else:

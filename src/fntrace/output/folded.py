@@ -145,8 +145,10 @@ def _walked_stacks(source) -> tuple[dict, int, dict] | None:
         ip0 = first.setdefault(sym[0], ip)
         if ip0 != ip:
             canon[ip] = ip0
-    walk = native.StatWalk(False, canon or None, True)
     blocks = source.record_blocks()
+    if blocks is None:
+        return None
+    walk = native.StatWalk(False, canon or None, True)
     try:
         for cpu, lost, records, ibase in blocks:
             if not walk.feed(cpu, records, lost, ibase):
