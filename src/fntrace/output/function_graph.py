@@ -494,6 +494,7 @@ def native_graph_text(tf, options: Mapping[str, bool], nr_cpus: int,
     threads share an id under different names: GraphPrinter prints those.  The trace
     is read once to check that, then again as it prints."""
     from .. import _env
+    from ..errors import TraceFileError
     from .registry import TRACE_OPTIONS
     native = _env.native()
     if native is None:
@@ -512,9 +513,12 @@ def native_graph_text(tf, options: Mapping[str, bool], nr_cpus: int,
             return None             # the proc column would change name half way
         procs[c] = print_graph_proc(comm, pid)
     text_ok = native.text_ok
-    for _, _, records, _ in tf.record_blocks():
-        if not text_ok(records):
-            return None
+    try:
+        for _, _, records, _ in tf.record_blocks():
+            if not text_ok(records):
+                return None
+    except TraceFileError:
+        return None     # damaged: GraphPrinter prints what comes before, then says so
     syms = tf.symbols
     names = {ip: sym[0] for ip, sym in syms.items()}
     first: dict[str, int] = {}
