@@ -368,7 +368,7 @@ class FakeSource:
 
     symbols: dict = {}
 
-    def record_blocks(self):
+    def record_blocks(self, cpu=None):
         return None             # entries made here, not read from records
 
 

@@ -15,6 +15,7 @@ ways of checking they agree:
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -145,28 +146,46 @@ def test_the_walk_declines_what_it_cannot_do_exactly(tmp_path):
     assert function_stats(entries_from_file(TraceFile.open(path)), graph=True)
 
 
-@needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
-@given(slots=st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJPX"), min_size=1,
-                             max_size=3),
-       weight=st.sampled_from(["time", "calls"]))
-def test_native_folded_is_the_python_walk(tmp_path_factory, slots, weight):
+def export_both(path, fmt: str, options: dict) -> list:
+    """``fmt``'s export of the trace at ``path``, natively and the Python way."""
     import io
 
     from fntrace.output.registry import get_exporter
     from fntrace.output.source import TraceSource
-    path = tmp_path_factory.mktemp("folded") / "t.dat"
-    write(path, slots)
-    exp = get_exporter("folded")
+    exp = get_exporter(fmt)
     outs = []
     for native in (True, False):
         out = io.StringIO()
         with pytest.MonkeyPatch.context() as mp:
             if not native:
                 mp.setattr(_env, "native", lambda: None)
-            result = exp.write(TraceSource(TraceFile.open(path)), out, {"weight": weight})
+            result = exp.write(TraceSource(TraceFile.open(path)), out, options)
         outs.append((out.getvalue(), result))
-    assert outs[0] == outs[1]
+    return outs
+
+
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(slots=st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJPX"), min_size=1,
+                             max_size=3),
+       weight=st.sampled_from(["time", "calls"]))
+def test_native_folded_is_the_python_walk(tmp_path_factory, slots, weight):
+    path = tmp_path_factory.mktemp("folded") / "t.dat"
+    write(path, slots)
+    native, python = export_both(path, "folded", {"weight": weight})
+    assert native == python
+
+
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(slots=st.dictionaries(st.integers(0, 5), slot_stream("EEEERRRRJX"), min_size=1,
+                             max_size=3))
+def test_native_chrome_is_the_python_loop(tmp_path_factory, slots):
+    path = tmp_path_factory.mktemp("chrome") / "t.dat"
+    write(path, slots)
+    native, python = export_both(path, "chrome", {})
+    assert native == python
+    json.loads(native[0])
 
 
 GRAPH_OPTIONS = ("funcgraph-cpu", "funcgraph-overhead", "funcgraph-proc",
@@ -296,6 +315,9 @@ def test_stat_native_and_pure_give_the_same_bytes(tmp_script, run_fntrace, tmp_p
         assert "__main__.leaf" in native
         if tracer == "lossy" and not args:
             assert "calls have no entry in the trace" in native
+    native, pure = stat_both(dat, "--format", "chrome", "-o", "-", command="export")
+    assert native == pure
+    assert "__main__.leaf" in native and len(json.loads(native)["traceEvents"]) > 100
     for weight in ("time", "calls") if tracer != "function" else ("calls",):
         native, pure = stat_both(dat, "--format", "folded", "--weight", weight, "-o", "-",
                                  command="export")

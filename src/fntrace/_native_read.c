@@ -695,6 +695,11 @@ static PyType_Spec walk_spec = {
  */
 
 typedef struct {
+    char *buf;
+    Py_ssize_t blen, bcap;
+} tbuf_t;
+
+typedef struct {
     PyObject *data;         /* bytes of records */
     const record_t *rec;
     Py_ssize_t n, pos;
@@ -731,13 +736,12 @@ typedef struct {
     Py_ssize_t ncap;
     PyObject *keep;         /* the names' bytes objects */
     PyObject *canon;
-    char *buf;              /* the text made by this step */
-    Py_ssize_t blen, bcap;
+    tbuf_t t;               /* the text made by this step */
     int done;
 } GraphText;
 
 static int
-tb_reserve(GraphText *g, Py_ssize_t more)
+tb_reserve(tbuf_t *g, Py_ssize_t more)
 {
     if (g->blen + more <= g->bcap)
         return 0;
@@ -756,14 +760,14 @@ tb_reserve(GraphText *g, Py_ssize_t more)
 
 /* the caller reserved room */
 static inline void
-tb_put(GraphText *g, const char *s, Py_ssize_t n)
+tb_put(tbuf_t *g, const char *s, Py_ssize_t n)
 {
     memcpy(g->buf + g->blen, s, (size_t)n);
     g->blen += n;
 }
 
 static inline void
-tb_spaces(GraphText *g, Py_ssize_t n)
+tb_spaces(tbuf_t *g, Py_ssize_t n)
 {
     memset(g->buf + g->blen, ' ', (size_t)n);
     g->blen += n;
@@ -787,7 +791,7 @@ u64_text(char *p, uint64_t v)
 static void
 put_duration(GraphText *g, int64_t dur)
 {
-    char *p = g->buf + g->blen;
+    char *p = g->t.buf + g->t.blen;
     char mark = ' ';
     if (g->o_overhead) {
         if (dur > 1000000000LL) mark = '$';
@@ -818,16 +822,19 @@ put_duration(GraphText *g, int64_t dur)
         *p++ = ' ';
     memcpy(p, "|  ", 3);
     p += 3;
-    g->blen = p - g->buf;
+    g->t.blen = p - g->t.buf;
 }
 
 static const char DURATION_FILL[] = "              |  ";
+
+/* a string literal put whole (the caller reserved room) */
+#define TB_LIT(t, lit) tb_put((t), (lit), (Py_ssize_t)sizeof(lit) - 1)
 
 /* print_graph_prologue: [abstime][cpu][proc] */
 static void
 put_prologue(GraphText *g, Py_ssize_t cpu, uint64_t ts)
 {
-    char *p = g->buf + g->blen;
+    char *p = g->t.buf + g->t.blen;
     if (g->o_abstime) {
         uint64_t secs = ts / 1000000000ULL, us = ts % 1000000000ULL / 1000;
         char num[24];
@@ -863,7 +870,7 @@ put_prologue(GraphText *g, Py_ssize_t cpu, uint64_t ts)
         memcpy(p, " | ", 3);
         p += 3;
     }
-    g->blen = p - g->buf;
+    g->t.blen = p - g->t.buf;
 }
 
 static const char *
@@ -942,9 +949,9 @@ put_marks(GraphText *g, Py_ssize_t cpu)
 {
     gslot_t *s = &g->slots[cpu];
     for (Py_ssize_t i = 0; i < s->nmarks; i++) {
-        if (tb_reserve(g, 64) < 0)
+        if (tb_reserve(&g->t, 64) < 0)
             return -1;
-        g->blen += PyOS_snprintf(g->buf + g->blen, 64, "CPU:%zd [LOST %lld EVENTS]\n",
+        g->t.blen += PyOS_snprintf(g->t.buf + g->t.blen, 64, "CPU:%zd [LOST %lld EVENTS]\n",
                                  cpu, s->marks[i]);
     }
     s->nmarks = 0;
@@ -1004,10 +1011,10 @@ slot_peek(gslot_t *s, const record_t **nxt, gblock_t **nb)
 static PyObject *
 gt_step(GraphText *g, PyObject *unused)
 {
-    g->blen = 0;
+    g->t.blen = 0;
     Py_ssize_t need = -1;
     char tmp[24];
-    while (!g->done && g->blen < (1 << 16)) {
+    while (!g->done && g->t.blen < (1 << 16)) {
         /* the merge: the least (time, slot) among the slots' next records */
         Py_ssize_t best = -1;
         uint64_t best_ts = 0;
@@ -1066,7 +1073,7 @@ gt_step(GraphText *g, PyObject *unused)
             }
             if (put_marks(g, best) < 0)
                 return NULL;
-            if (tb_reserve(g, 128 + nlen + depth * 2 + s->comm_len) < 0)
+            if (tb_reserve(&g->t, 128 + nlen + depth * 2 + s->comm_len) < 0)
                 return NULL;
             put_prologue(g, best, r.ts);
             b->pos++;
@@ -1079,16 +1086,16 @@ gt_step(GraphText *g, PyObject *unused)
                 nb->pos++;              /* the return is this line's */
             } else {
                 if (g->o_duration)
-                    tb_put(g, DURATION_FILL, sizeof(DURATION_FILL) - 1);
+                    tb_put(&g->t, DURATION_FILL, sizeof(DURATION_FILL) - 1);
                 if (set_enter(s, depth, (uint64_t)cid + 1) < 0)
                     return NULL;
             }
-            tb_spaces(g, depth * 2);
-            tb_put(g, name, nlen);
+            tb_spaces(&g->t, depth * 2);
+            tb_put(&g->t, name, nlen);
             if (leaf)
-                tb_put(g, "();\n", 4);
+                TB_LIT(&g->t, "();\n");
             else
-                tb_put(g, "() {\n", 5);
+                TB_LIT(&g->t, "() {\n");
             continue;
         }
         /* a return: "}" when it closes the block opened at its depth by the same
@@ -1099,22 +1106,22 @@ gt_step(GraphText *g, PyObject *unused)
         int match = depth < s->nenter && s->enter[depth] == (uint64_t)cid + 1;
         if (set_enter(s, depth, 0) < 0)
             return NULL;
-        if (tb_reserve(g, 128 + nlen + depth * 2 + s->comm_len) < 0)
+        if (tb_reserve(&g->t, 128 + nlen + depth * 2 + s->comm_len) < 0)
             return NULL;
         put_prologue(g, best, r.ts);
         int64_t dur = (int64_t)r.ts - (int64_t)r.d;
         if (g->o_duration)
             put_duration(g, dur < 0 ? 0 : dur);
-        tb_spaces(g, depth * 2);
+        tb_spaces(&g->t, depth * 2);
         if (match && !g->o_tail) {
-            tb_put(g, "}\n", 2);
+            TB_LIT(&g->t, "}\n");
         } else {
-            tb_put(g, "} /* ", 5);
-            tb_put(g, name, nlen);
-            tb_put(g, " */\n", 4);
+            TB_LIT(&g->t, "} /* ");
+            tb_put(&g->t, name, nlen);
+            TB_LIT(&g->t, " */\n");
         }
     }
-    PyObject *text = PyUnicode_DecodeUTF8(g->buf, g->blen, "surrogateescape");
+    PyObject *text = PyUnicode_DecodeUTF8(g->t.buf, g->t.blen, "surrogateescape");
     if (text == NULL)
         return NULL;
     return Py_BuildValue("(Nn)", text, need);
@@ -1278,7 +1285,7 @@ gt_dealloc(GraphText *g)
     }
     PyMem_Free(g->slots);
     PyMem_Free(g->names);
-    PyMem_Free(g->buf);
+    PyMem_Free(g->t.buf);
     Py_XDECREF(g->keep);
     Py_XDECREF(g->canon);
     tp->tp_free((PyObject *)g);
@@ -1333,6 +1340,473 @@ static PyType_Spec gt_spec = {
     "fntrace._native.GraphText", sizeof(GraphText), 0, Py_TPFLAGS_DEFAULT, gt_slots,
 };
 
+/* -- ChromeCalls: the Chrome trace JSON's calls --------------------------------------
+ *
+ * The native twin of output/chrome_json.py's loop for a trace of calls (the blocks
+ * text_ok accepts): the records merged by time as GraphText merges them, each slot's
+ * calls paired as CallBuilder pairs them (without losses: the Chrome export shows a
+ * loss as an instant and pairs across it), each call written as its complete event
+ * when it ends, a loss as a "lost events" instant at the slot's next record, then the
+ * calls left open (slots in the order their first record was read, innermost first)
+ * and the losses nothing was read after.
+ */
+
+typedef struct {
+    uint32_t id;            /* the record's id (its name) */
+    uint32_t cid;           /* canonical: what pairs */
+    int64_t depth, start, children;
+} cframe_t;
+
+typedef struct {
+    cframe_t *st;
+    Py_ssize_t n, cap;
+    int64_t last_ts;        /* CallBuilder.last_ts */
+    int seen;               /* read a graph record (CallBuilder._stacks has it) */
+    uint64_t last_any;      /* the exporter's last[slot]: the last record's time */
+    const char *tail;       /* "pid":P,"tid":T */
+    Py_ssize_t tail_len;
+} cslot_t;
+
+typedef struct {
+    PyObject_HEAD
+    gslot_t *slots;         /* the blocks, as GraphText's */
+    cslot_t *cs;
+    Py_ssize_t nslots;
+    Py_ssize_t *order;      /* slots in the order of their first graph record */
+    Py_ssize_t norder;
+    gname_t *names;         /* id -> its name as a JSON string */
+    Py_ssize_t ncap;
+    PyObject *keep;
+    PyObject *canon;
+    tbuf_t t;
+    int done;
+    uint64_t n_calls, n_incomplete, n_instants;
+    long long lost_total;
+} ChromeCalls;
+
+static const char *
+json_name(ChromeCalls *c, uint32_t id, Py_ssize_t *len, char *tmp)
+{
+    Py_ssize_t h = (Py_ssize_t)(mix(id) & (uint64_t)(c->ncap - 1));
+    while (c->names[h].s) {
+        if (c->names[h].id == id) {
+            *len = c->names[h].len;
+            return c->names[h].s;
+        }
+        h = (h + 1) & (c->ncap - 1);
+    }
+    *len = PyOS_snprintf(tmp, 24, "\"0x%x\"", id);
+    return tmp;
+}
+
+static inline void
+put_us(tbuf_t *t, uint64_t ns, int always_decimals)
+{
+    char *p = t->buf + t->blen;
+    p += u64_text(p, ns / 1000);
+    unsigned rest = (unsigned)(ns % 1000);
+    if (rest || always_decimals) {
+        *p++ = '.';
+        *p++ = (char)('0' + rest / 100);
+        *p++ = (char)('0' + rest / 10 % 10);
+        *p++ = (char)('0' + rest % 10);
+    }
+    t->blen = p - t->buf;
+}
+
+/* _Writer.call: ",\n" then the complete event */
+static int
+put_call(ChromeCalls *c, Py_ssize_t slot, uint32_t id, int64_t start, int64_t end,
+         int incomplete, int entry_lost)
+{
+    char tmp[24];
+    Py_ssize_t nlen;
+    const char *name = json_name(c, id, &nlen, tmp);
+    cslot_t *s = &c->cs[slot];
+    if (tb_reserve(&c->t, 160 + nlen + s->tail_len) < 0)
+        return -1;
+    tbuf_t *t = &c->t;
+    TB_LIT(t, ",\n{\"ph\":\"X\",\"name\":");
+    tb_put(t, name, nlen);
+    TB_LIT(t, ",\"cat\":\"function\",\"ts\":");
+    put_us(t, (uint64_t)start, 1);
+    TB_LIT(t, ",\"dur\":");
+    put_us(t, (uint64_t)(end - start), 1);
+    TB_LIT(t, ",");
+    tb_put(t, s->tail, s->tail_len);
+    if (incomplete)
+        TB_LIT(t, ",\"args\":{\"incomplete\":true}}");
+    else if (entry_lost)
+        TB_LIT(t, ",\"args\":{\"entry_lost\":true}}");
+    else
+        TB_LIT(t, "}");
+    c->n_calls++;
+    c->n_incomplete += incomplete;
+    return 0;
+}
+
+/* the lost events instant of a slot, at ``ts`` */
+static int
+put_lost(ChromeCalls *c, Py_ssize_t slot, uint64_t ts, long long lost)
+{
+    cslot_t *s = &c->cs[slot];
+    if (tb_reserve(&c->t, 160 + s->tail_len) < 0)
+        return -1;
+    tbuf_t *t = &c->t;
+    TB_LIT(t, ",\n{\"ph\":\"i\",\"s\":\"t\",\"name\":\"lost events\",\"cat\":\"lost\",\"ts\":");
+    put_us(t, ts, 0);
+    TB_LIT(t, ",");
+    tb_put(t, s->tail, s->tail_len);
+    t->blen += PyOS_snprintf(t->buf + t->blen, 40, ",\"args\":{\"lost\":%lld}}", lost);
+    c->n_instants++;
+    return 0;
+}
+
+static int
+cc_close_deeper(ChromeCalls *c, Py_ssize_t slot, int64_t depth, int64_t ts)
+{
+    cslot_t *s = &c->cs[slot];
+    while (s->n && s->st[s->n - 1].depth >= depth) {
+        cframe_t f = s->st[--s->n];
+        int64_t dur = ts - f.start;
+        if (dur < 0)
+            dur = 0;
+        if (put_call(c, slot, f.id, f.start, f.start + dur, 1, 0) < 0)
+            return -1;
+        if (s->n)
+            s->st[s->n - 1].children += dur;
+    }
+    return 0;
+}
+
+static int
+cc_canon(ChromeCalls *c, uint32_t *id)
+{
+    if (c->canon == NULL)
+        return 0;
+    PyObject *k = PyLong_FromUnsignedLong(*id);
+    if (k == NULL)
+        return -1;
+    PyObject *v = PyDict_GetItemWithError(c->canon, k);
+    Py_DECREF(k);
+    if (v == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    *id = (uint32_t)PyLong_AsUnsignedLong(v);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+static PyObject *
+cc_step(ChromeCalls *c, PyObject *unused)
+{
+    c->t.blen = 0;
+    Py_ssize_t need = -1;
+    while (!c->done && c->t.blen < (1 << 16)) {
+        Py_ssize_t best = -1;
+        uint64_t best_ts = 0;
+        for (Py_ssize_t k = 0; k < c->nslots; k++) {
+            gblock_t *b;
+            int r = slot_next(&c->slots[k], &b);
+            if (r == -2)
+                return NULL;
+            if (r < 0) {
+                need = k;
+                break;
+            }
+            if (r == 0)
+                continue;
+            uint64_t ts = b->rec[b->pos].ts;
+            if (best < 0 || ts < best_ts) {
+                best = k;
+                best_ts = ts;
+            }
+        }
+        if (need >= 0)
+            break;
+        if (best < 0) {
+            /* builder.finish(), then the losses nothing was read after */
+            for (Py_ssize_t i = 0; i < c->norder; i++) {
+                Py_ssize_t k = c->order[i];
+                if (cc_close_deeper(c, k, -1, c->cs[k].last_ts) < 0)
+                    return NULL;
+            }
+            for (Py_ssize_t k = 0; k < c->nslots; k++) {
+                gslot_t *g = &c->slots[k];
+                if (g->nmarks) {
+                    long long sum = 0;
+                    for (Py_ssize_t i = 0; i < g->nmarks; i++)
+                        sum += g->marks[i];
+                    g->nmarks = 0;
+                    if (put_lost(c, k, c->cs[k].last_any, sum) < 0)
+                        return NULL;
+                }
+            }
+            c->done = 1;
+            break;
+        }
+        gslot_t *g = &c->slots[best];
+        cslot_t *s = &c->cs[best];
+        gblock_t *b = &g->q[g->head];
+        record_t r;
+        memcpy(&r, &b->rec[b->pos], sizeof(r));
+        b->pos++;
+        s->last_any = r.ts;
+        if (g->nmarks) {
+            long long sum = 0;
+            for (Py_ssize_t i = 0; i < g->nmarks; i++)
+                sum += g->marks[i];
+            g->nmarks = 0;
+            if (put_lost(c, best, r.ts, sum) < 0)
+                return NULL;
+        }
+        uint32_t id = rec_id(b, &r), cid = id;
+        if (cc_canon(c, &cid) < 0)
+            return NULL;
+        int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;
+        if (!s->seen) {
+            s->seen = 1;
+            c->order[c->norder++] = best;
+        }
+        s->last_ts = ts;
+        if (r.type == FNT_TRACE_GRAPH_ENT) {
+            if (s->n && s->st[s->n - 1].depth >= depth && cc_close_deeper(c, best, depth, ts) < 0)
+                return NULL;
+            if (s->n == s->cap) {
+                Py_ssize_t cap = s->cap ? s->cap * 2 : 64;
+                cframe_t *st = PyMem_Realloc(s->st, (size_t)cap * sizeof(cframe_t));
+                if (st == NULL)
+                    return PyErr_NoMemory();
+                s->st = st;
+                s->cap = cap;
+            }
+            cframe_t *f = &s->st[s->n++];
+            f->id = id;
+            f->cid = cid;
+            f->depth = depth;
+            f->start = ts;
+            f->children = 0;
+            continue;
+        }
+        if (s->n && s->st[s->n - 1].depth > depth && cc_close_deeper(c, best, depth + 1, ts) < 0)
+            return NULL;
+        if (s->n && s->st[s->n - 1].depth == depth && s->st[s->n - 1].cid != cid
+                && cc_close_deeper(c, best, depth, ts) < 0)
+            return NULL;
+        int64_t start = (int64_t)r.d, dur;
+        if (s->n && s->st[s->n - 1].depth == depth && s->st[s->n - 1].cid == cid) {
+            cframe_t f = s->st[--s->n];
+            if (f.start <= ts)
+                start = f.start;
+            dur = ts - start;
+            if (put_call(c, best, id, start, ts, 0, 0) < 0)
+                return NULL;
+        } else {
+            dur = ts - start;
+            if (put_call(c, best, id, start, ts, 0, 1) < 0)
+                return NULL;
+        }
+        if (s->n)
+            s->st[s->n - 1].children += dur;
+    }
+    PyObject *text = PyUnicode_DecodeUTF8(c->t.buf, c->t.blen, "strict");
+    if (text == NULL)
+        return NULL;
+    return Py_BuildValue("(Nn)", text, need);
+}
+
+static PyObject *
+cc_feed(ChromeCalls *c, PyObject *const *args, Py_ssize_t nargs)
+{
+    /* GraphText's feed, on this object's slots */
+    if (nargs != 1 && nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "feed(cpu[, lost, records, ibase])");
+        return NULL;
+    }
+    Py_ssize_t cpu = PyLong_AsSsize_t(args[0]);
+    if (cpu == -1 && PyErr_Occurred())
+        return NULL;
+    if (cpu < 0 || cpu >= c->nslots) {
+        PyErr_SetString(PyExc_ValueError, "feed: not a slot of this trace");
+        return NULL;
+    }
+    gslot_t *s = &c->slots[cpu];
+    if (nargs == 1) {
+        s->eof = 1;
+        Py_RETURN_NONE;
+    }
+    long long lost = PyLong_AsLongLong(args[1]);
+    unsigned long ibase = PyLong_AsUnsignedLong(args[3]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (!PyBytes_Check(args[2]) || PyBytes_GET_SIZE(args[2]) % FNT_RECORD_SIZE) {
+        PyErr_SetString(PyExc_TypeError, "feed: records are bytes of 32-byte records");
+        return NULL;
+    }
+    if (lost > 0)
+        c->lost_total += lost;
+    if (s->n == s->cap) {
+        Py_ssize_t cap = s->cap ? s->cap * 2 : 4;
+        gblock_t *q = PyMem_Malloc((size_t)cap * sizeof(gblock_t));
+        if (q == NULL)
+            return PyErr_NoMemory();
+        for (Py_ssize_t i = 0; i < s->n; i++)
+            q[i] = s->q[(s->head + i) % s->cap];
+        PyMem_Free(s->q);
+        s->q = q;
+        s->cap = cap;
+        s->head = 0;
+    }
+    gblock_t *b = &s->q[(s->head + s->n) % s->cap];
+    b->data = Py_NewRef(args[2]);
+    b->rec = (const record_t *)PyBytes_AS_STRING(args[2]);
+    b->n = PyBytes_GET_SIZE(args[2]) / FNT_RECORD_SIZE;
+    b->pos = 0;
+    b->lost = lost;
+    b->ibase = (uint32_t)ibase;
+    s->n++;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+cc_counts(ChromeCalls *c, PyObject *unused)
+{
+    return Py_BuildValue("(KKKL)", (unsigned long long)c->n_calls,
+                         (unsigned long long)c->n_incomplete,
+                         (unsigned long long)c->n_instants, c->lost_total);
+}
+
+/* ChromeCalls(slots, names, canon, tails, last): names id -> the name as a JSON string,
+ * canon as StatWalk's, tails slot -> '"pid":P,"tid":T', last slot -> the time the
+ * exporter's last[slot] starts at */
+static int
+cc_init(ChromeCalls *c, PyObject *args, PyObject *kw)
+{
+    Py_ssize_t nslots;
+    PyObject *names, *canon, *tails;
+    if (!PyArg_ParseTuple(args, "nO!OO!:ChromeCalls", &nslots, &PyDict_Type, &names, &canon,
+                          &PyDict_Type, &tails))
+        return -1;
+    if (c->slots != NULL || nslots < 0 || nslots > SLOT_LIMIT) {
+        PyErr_SetString(PyExc_ValueError, "ChromeCalls: bad slot count (or made twice)");
+        return -1;
+    }
+    if (canon != Py_None) {
+        if (!PyDict_Check(canon)) {
+            PyErr_SetString(PyExc_TypeError, "ChromeCalls: canon is a dict or None");
+            return -1;
+        }
+        if (PyDict_GET_SIZE(canon))
+            c->canon = Py_NewRef(canon);
+    }
+    c->keep = PyList_New(0);
+    Py_ssize_t n1 = nslots ? nslots : 1;
+    c->slots = PyMem_Calloc((size_t)n1, sizeof(gslot_t));
+    c->cs = PyMem_Calloc((size_t)n1, sizeof(cslot_t));
+    c->order = PyMem_Calloc((size_t)n1, sizeof(Py_ssize_t));
+    if (c->keep == NULL || c->slots == NULL || c->cs == NULL || c->order == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    c->nslots = nslots;
+    Py_ssize_t cap = 16;
+    while (cap < PyDict_GET_SIZE(names) * 2)
+        cap *= 2;
+    c->names = PyMem_Calloc((size_t)cap, sizeof(gname_t));
+    if (c->names == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    c->ncap = cap;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(names, &pos, &k, &v)) {
+        unsigned long id = PyLong_AsUnsignedLong(k);
+        if (id == (unsigned long)-1 && PyErr_Occurred())
+            return -1;
+        PyObject *b = PyUnicode_AsUTF8String(v);
+        if (b == NULL || PyList_Append(c->keep, b) < 0) {
+            Py_XDECREF(b);
+            return -1;
+        }
+        Py_DECREF(b);
+        Py_ssize_t h = (Py_ssize_t)(mix(id) & (uint64_t)(cap - 1));
+        while (c->names[h].s)
+            h = (h + 1) & (cap - 1);
+        c->names[h].id = (uint32_t)id;
+        c->names[h].s = PyBytes_AS_STRING(b);
+        c->names[h].len = PyBytes_GET_SIZE(b);
+    }
+    pos = 0;
+    while (PyDict_Next(tails, &pos, &k, &v)) {
+        Py_ssize_t slot = PyLong_AsSsize_t(k);
+        if (slot == -1 && PyErr_Occurred())
+            return -1;
+        if (slot < 0 || slot >= nslots)
+            continue;
+        PyObject *b = PyUnicode_AsUTF8String(v);
+        if (b == NULL || PyList_Append(c->keep, b) < 0) {
+            Py_XDECREF(b);
+            return -1;
+        }
+        Py_DECREF(b);
+        c->cs[slot].tail = PyBytes_AS_STRING(b);
+        c->cs[slot].tail_len = PyBytes_GET_SIZE(b);
+    }
+    for (Py_ssize_t i = 0; i < nslots; i++)
+        if (c->cs[i].tail == NULL) {
+            PyErr_SetString(PyExc_ValueError, "ChromeCalls: a slot without its pid and tid");
+            return -1;
+        }
+    return 0;
+}
+
+static void
+cc_dealloc(ChromeCalls *c)
+{
+    PyTypeObject *tp = Py_TYPE(c);
+    for (Py_ssize_t k = 0; k < c->nslots; k++) {
+        gslot_t *s = &c->slots[k];
+        for (Py_ssize_t i = 0; i < s->n; i++)
+            Py_XDECREF(s->q[(s->head + i) % s->cap].data);
+        PyMem_Free(s->q);
+        PyMem_Free(s->marks);
+        PyMem_Free(s->enter);
+        PyMem_Free(c->cs[k].st);
+    }
+    PyMem_Free(c->slots);
+    PyMem_Free(c->cs);
+    PyMem_Free(c->order);
+    PyMem_Free(c->names);
+    PyMem_Free(c->t.buf);
+    Py_XDECREF(c->keep);
+    Py_XDECREF(c->canon);
+    tp->tp_free((PyObject *)c);
+    Py_DECREF(tp);
+}
+
+static PyMethodDef cc_methods[] = {
+    {"feed", (PyCFunction)(void (*)(void))cc_feed, METH_FASTCALL,
+     "feed(cpu[, lost, records, ibase]): a slot's next block, or that it has no more"},
+    {"step", (PyCFunction)cc_step, METH_NOARGS,
+     "step() -> (text, need): events, and the slot to feed before more (-1: none)"},
+    {"counts", (PyCFunction)cc_counts, METH_NOARGS,
+     "counts() -> (calls, incomplete calls, instants, lost events)"},
+    {NULL}
+};
+
+static PyType_Slot cc_slots[] = {
+    {Py_tp_doc, "ChromeCalls(slots, names, canon, tails): the Chrome trace JSON's calls of a "
+                "trace file (output/chrome_json.py's twin)"},
+    {Py_tp_init, cc_init},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_dealloc, cc_dealloc},
+    {Py_tp_methods, cc_methods},
+    {0, NULL},
+};
+
+static PyType_Spec cc_spec = {
+    "fntrace._native.ChromeCalls", sizeof(ChromeCalls), 0, Py_TPFLAGS_DEFAULT, cc_slots,
+};
+
 static PyMethodDef read_functions[] = {
     {"text_ok", text_ok, METH_O,
      "text_ok(records) -> bool: GraphText prints this block as the Python printer does"},
@@ -1353,6 +1827,13 @@ fntrace_add_read_types(PyObject *m)
     if (t == NULL)
         return -1;
     if (PyModule_AddObject(m, "GraphText", t) < 0) {
+        Py_DECREF(t);
+        return -1;
+    }
+    t = PyType_FromSpec(&cc_spec);
+    if (t == NULL)
+        return -1;
+    if (PyModule_AddObject(m, "ChromeCalls", t) < 0) {
         Py_DECREF(t);
         return -1;
     }

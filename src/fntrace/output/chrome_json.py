@@ -208,7 +208,8 @@ class ChromeJsonExporter(Exporter):
                 args["at_least"] = True     # the buffer only knew that it dropped some
             w.instant("lost events", "lost", ts, tid, args)
 
-        for e in source.entries():
+        walked = _native_calls(source, out, pid, pids)
+        for e in (source.entries() if walked is None else ()):
             if isinstance(e, LostEvents):
                 # Shown at the next entry of that thread: the kernel reports a CPU's
                 # lost events with the next event read from it.
@@ -261,6 +262,9 @@ class ChromeJsonExporter(Exporter):
             lost_instant(slot, ts, tid)
             n_instants += 1
 
+        if walked is not None:
+            n_calls, n_incomplete, n_instants, lost_total = walked
+
         other = {
             "source": "fntrace",
             "trace_file": os.path.basename(str(source.name or "")),
@@ -287,6 +291,68 @@ class ChromeJsonExporter(Exporter):
             notes.append(f"{how} event(s) were lost while recording: see the "
                          "'lost events' instants")
         return {"notes": notes} if notes else None
+
+
+def _native_calls(source, out, pid: int, pids: dict[int, int] | None
+                  ) -> tuple[int, int, int, int] | None:
+    """The loop above for a trace of calls (graph entries and returns, no arguments or
+    return values), made natively (_native_read.c's ChromeCalls) and written to
+    ``out``: (calls, incomplete calls, instants, lost events).  None, with nothing
+    written, when there is no native twin or the trace holds more than that (markers,
+    events, function hits, payloads, a thread the header does not name): the loop
+    above writes it."""
+    from .. import _env
+    from ..errors import TraceFileError
+    native = _env.native()
+    if native is None:
+        return None
+    blocks = source.record_blocks()
+    if blocks is None:
+        return None
+    text_ok = native.text_ok
+    slots: set[int] = set()
+    try:
+        for cpu, _, records, _ in blocks:
+            if not text_ok(records):
+                return None
+            slots.add(cpu)
+    except TraceFileError:
+        return None         # the loop above reads up to the damage, then says so
+    finally:
+        blocks.close()
+    threads = source.threads
+    if not slots.issubset(threads):
+        return None         # a thread named at its first entry: the loop above does it
+    nslots = max(slots | set(threads), default=-1) + 1
+    tails = {}
+    for slot in range(nslots):
+        tid = threads.get(slot, (0, ""))[0]
+        tails[slot] = f'"pid":{(pids or {}).get(tid, pid)},"tid":{tid}'
+    syms = source.symbols
+    names = {ip: _dumps(sym[0]) for ip, sym in syms.items()}
+    first: dict[str, int] = {}
+    canon = {}
+    for ip, sym in syms.items():
+        ip0 = first.setdefault(sym[0], ip)
+        if ip0 != ip:
+            canon[ip] = ip0
+    calls = native.ChromeCalls(nslots, names, canon or None, tails)
+    feeds = {slot: source.record_blocks(slot) for slot in range(nslots)}
+    step, feed, write = calls.step, calls.feed, out.write
+    while True:
+        text, need = step()
+        if text:
+            write(text)
+        if need < 0:
+            if not text:
+                break
+            continue
+        block = next(feeds[need], None)
+        if block is None:
+            feed(need)
+        else:
+            feed(need, block[1], block[2], block[3])
+    return calls.counts()
 
 
 register_exporter(ChromeJsonExporter())

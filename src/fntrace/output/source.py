@@ -98,12 +98,14 @@ class TraceSource:
         """Every entry in time order (one thread slot's with ``cpu``)."""
         return entries_from_file(self.tf, cpu)
 
-    def record_blocks(self) -> Iterator[tuple[int, int, bytes, int]] | None:
-        """The decoded records block by block, one thread slot after another, for the
-        native walks: ``(cpu, lost before, 32-byte records, symbol id base)``
-        (TraceFile.record_blocks).  A source whose entries are not read from records
-        (made in memory) returns None: its views walk ``entries()``."""
-        return self.tf.record_blocks()
+    def record_blocks(self, cpu: int | None = None
+                      ) -> Iterator[tuple[int, int, bytes, int]] | None:
+        """The decoded records block by block, one thread slot after another (``cpu``:
+        that slot's), for the native walks: ``(cpu, lost before, 32-byte records,
+        symbol id base)`` (TraceFile.record_blocks).  A source whose entries are not
+        read from records (made in memory) returns None: its views walk
+        ``entries()``."""
+        return self.tf.record_blocks(cpu)
 
     def events(self, cpu: int | None = None) -> Iterator[TraceEvent]:
         """The trace as typed events, in time order (one thread slot's with ``cpu``):
