@@ -68,6 +68,14 @@ typedef struct {
     int64_t first_cpu;
 } row_t;
 
+/* Call paths: path 0 is the empty one, path k (k >= 1) is path parent[k] then func[k] */
+typedef struct {
+    uint32_t *parent, *func;
+    Py_ssize_t n, cap;          /* paths 1..n */
+    Py_ssize_t *table;          /* open addressing by (parent, func): path, 0 empty */
+    Py_ssize_t tcap;
+} trie_t;
+
 typedef struct {
     PyObject_HEAD
     int per_thread;
@@ -84,12 +92,10 @@ typedef struct {
     /* stacks: a counter per call path (folded stacks) instead of a row per function;
      * path 0 is the empty one, path k (k >= 1) is path parent[k] then func[k] */
     int stacks;
-    uint32_t *n_parent, *n_func;
-    __int128 *n_self;
+    trie_t tr;
+    __int128 *n_self;           /* per path */
     uint64_t *n_calls;
-    Py_ssize_t nnodes, capnodes;
-    Py_ssize_t *ntable;
-    Py_ssize_t ntcap;
+    Py_ssize_t capcounts;
     uint64_t incomplete;
 } StatWalk;
 
@@ -180,68 +186,97 @@ row_of(StatWalk *w, uint32_t func, int64_t cpu, uint64_t ts, uint64_t seq)
 /* the path ``parent`` then ``func``, made when first seen; 0 and an exception when
  * memory runs out */
 static uint32_t
-node_of(StatWalk *w, uint32_t parent, uint32_t func)
+trie_path(trie_t *t, uint32_t parent, uint32_t func)
 {
     uint64_t key = ((uint64_t)parent << 32) | func;
-    if ((w->nnodes + 1) * 2 >= w->ntcap) {
-        Py_ssize_t cap = w->ntcap ? w->ntcap * 2 : 1024;
-        Py_ssize_t *t = PyMem_Calloc((size_t)cap, sizeof(Py_ssize_t));
-        if (t == NULL) {
+    if ((t->n + 1) * 2 >= t->tcap) {
+        Py_ssize_t cap = t->tcap ? t->tcap * 2 : 1024;
+        Py_ssize_t *tab = PyMem_Calloc((size_t)cap, sizeof(Py_ssize_t));
+        if (tab == NULL) {
             PyErr_NoMemory();
             return 0;
         }
-        for (Py_ssize_t i = 1; i <= w->nnodes; i++) {
-            uint64_t k = ((uint64_t)w->n_parent[i] << 32) | w->n_func[i];
+        for (Py_ssize_t i = 1; i <= t->n; i++) {
+            uint64_t k = ((uint64_t)t->parent[i] << 32) | t->func[i];
             Py_ssize_t h = (Py_ssize_t)(mix(k) & (uint64_t)(cap - 1));
-            while (t[h])
+            while (tab[h])
                 h = (h + 1) & (cap - 1);
-            t[h] = i;
+            tab[h] = i;
         }
-        PyMem_Free(w->ntable);
-        w->ntable = t;
-        w->ntcap = cap;
+        PyMem_Free(t->table);
+        t->table = tab;
+        t->tcap = cap;
     }
-    Py_ssize_t h = (Py_ssize_t)(mix(key) & (uint64_t)(w->ntcap - 1));
-    while (w->ntable[h]) {
-        Py_ssize_t i = w->ntable[h];
-        if (w->n_parent[i] == parent && w->n_func[i] == func)
+    Py_ssize_t h = (Py_ssize_t)(mix(key) & (uint64_t)(t->tcap - 1));
+    while (t->table[h]) {
+        Py_ssize_t i = t->table[h];
+        if (t->parent[i] == parent && t->func[i] == func)
             return (uint32_t)i;
-        h = (h + 1) & (w->ntcap - 1);
+        h = (h + 1) & (t->tcap - 1);
     }
-    if (w->nnodes + 1 >= w->capnodes) {
-        Py_ssize_t cap = w->capnodes ? w->capnodes * 2 : 256;
+    if (t->n + 1 >= t->cap) {
+        Py_ssize_t cap = t->cap ? t->cap * 2 : 256;
         if (cap > 0x7fffffff) {
             PyErr_NoMemory();
             return 0;
         }
-        uint32_t *p = PyMem_Realloc(w->n_parent, (size_t)cap * sizeof(uint32_t));
-        if (p == NULL)
-            goto nomem;
-        w->n_parent = p;
-        uint32_t *f = PyMem_Realloc(w->n_func, (size_t)cap * sizeof(uint32_t));
-        if (f == NULL)
-            goto nomem;
-        w->n_func = f;
+        uint32_t *p = PyMem_Realloc(t->parent, (size_t)cap * sizeof(uint32_t));
+        if (p == NULL) {
+            PyErr_NoMemory();
+            return 0;
+        }
+        t->parent = p;
+        uint32_t *f = PyMem_Realloc(t->func, (size_t)cap * sizeof(uint32_t));
+        if (f == NULL) {
+            PyErr_NoMemory();
+            return 0;
+        }
+        t->func = f;
+        t->cap = cap;
+    }
+    Py_ssize_t i = ++t->n;
+    t->parent[i] = parent;
+    t->func[i] = func;
+    t->table[h] = i;
+    return (uint32_t)i;
+}
+
+static void
+trie_free(trie_t *t)
+{
+    PyMem_Free(t->parent);
+    PyMem_Free(t->func);
+    PyMem_Free(t->table);
+}
+
+/* StatWalk's path, with its counters */
+static uint32_t
+node_of(StatWalk *w, uint32_t parent, uint32_t func)
+{
+    uint32_t k = trie_path(&w->tr, parent, func);
+    if (k == 0)
+        return 0;
+    if (w->capcounts <= (Py_ssize_t)k) {
+        Py_ssize_t cap = w->tr.cap;
         __int128 *se = PyMem_Realloc(w->n_self, (size_t)cap * sizeof(__int128));
-        if (se == NULL)
-            goto nomem;
+        if (se == NULL) {
+            PyErr_NoMemory();
+            return 0;
+        }
         w->n_self = se;
         uint64_t *c = PyMem_Realloc(w->n_calls, (size_t)cap * sizeof(uint64_t));
-        if (c == NULL)
-            goto nomem;
+        if (c == NULL) {
+            PyErr_NoMemory();
+            return 0;
+        }
         w->n_calls = c;
-        w->capnodes = cap;
+        for (Py_ssize_t i = w->capcounts; i < cap; i++) {
+            w->n_self[i] = 0;
+            w->n_calls[i] = 0;
+        }
+        w->capcounts = cap;
     }
-    Py_ssize_t i = ++w->nnodes;
-    w->n_parent[i] = parent;
-    w->n_func[i] = func;
-    w->n_self[i] = 0;
-    w->n_calls[i] = 0;
-    w->ntable[h] = i;
-    return (uint32_t)i;
-nomem:
-    PyErr_NoMemory();
-    return 0;
+    return k;
 }
 
 static int
@@ -551,12 +586,12 @@ walk_finish(StatWalk *w, PyObject *unused)
     if (w->unsure)
         Py_RETURN_NONE;
     if (w->stacks) {
-        PyObject *nodes = PyList_New(w->nnodes);
+        PyObject *nodes = PyList_New(w->tr.n);
         if (nodes == NULL)
             return NULL;
-        for (Py_ssize_t i = 1; i <= w->nnodes; i++) {
-            PyObject *t = Py_BuildValue("(kkNK)", (unsigned long)w->n_parent[i],
-                                        (unsigned long)w->n_func[i], int128_long(w->n_self[i]),
+        for (Py_ssize_t i = 1; i <= w->tr.n; i++) {
+            PyObject *t = Py_BuildValue("(kkNK)", (unsigned long)w->tr.parent[i],
+                                        (unsigned long)w->tr.func[i], int128_long(w->n_self[i]),
                                         (unsigned long long)w->n_calls[i]);
             if (t == NULL) {
                 Py_DECREF(nodes);
@@ -613,7 +648,7 @@ walk_init(StatWalk *w, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|pOp:StatWalk", names, &per_thread, &canon,
                                      &stacks))
         return -1;
-    if (w->nnodes || w->nrows) {
+    if (w->tr.n || w->nrows) {
         PyErr_SetString(PyExc_ValueError, "StatWalk: made twice");
         return -1;
     }
@@ -636,11 +671,9 @@ walk_dealloc(StatWalk *w)
     PyMem_Free(w->slots);
     PyMem_Free(w->rows);
     PyMem_Free(w->table);
-    PyMem_Free(w->n_parent);
-    PyMem_Free(w->n_func);
+    trie_free(&w->tr);
     PyMem_Free(w->n_self);
     PyMem_Free(w->n_calls);
-    PyMem_Free(w->ntable);
     Py_XDECREF(w->canon);
     tp->tp_free((PyObject *)w);
     Py_DECREF(tp);
@@ -1807,6 +1840,459 @@ static PyType_Spec cc_spec = {
     "fntrace._native.ChromeCalls", sizeof(ChromeCalls), 0, Py_TPFLAGS_DEFAULT, cc_slots,
 };
 
+/* -- CallRows: the Parquet table's calls ----------------------------------------------
+ *
+ * The native twin of output/parquet.py's write_parquet for a trace of calls (the
+ * blocks text_ok accepts): the records merged by time as GraphText merges them, each
+ * slot's calls paired as CallBuilder pairs them, losses included (what is open is closed
+ * at the slot's last time, and a return after the gap starts no earlier than it), each
+ * call a row of column buffers when it ends -- slot, ts, dur, self_dur, depth, path,
+ * complete -- in batches of ``rows`` rows.  A call's names (function, parent, stack)
+ * are its path's, which the caller turns into strings once per path.
+ */
+
+typedef struct {
+    uint32_t cid;
+    uint32_t path;
+    int64_t depth, start, children;
+} rframe_t;
+
+typedef struct {
+    rframe_t *st;
+    Py_ssize_t n, cap;
+    int64_t last_ts;
+    int seen;               /* a graph record was read (CallBuilder._stacks has the slot) */
+    int64_t gap;
+    int has_gap;
+} rslot_t;
+
+typedef struct {
+    PyObject_HEAD
+    gslot_t *slots;
+    rslot_t *rs;
+    Py_ssize_t nslots;
+    Py_ssize_t *order;
+    Py_ssize_t norder;
+    PyObject *canon;
+    trie_t tr;
+    Py_ssize_t batch;       /* rows a batch */
+    int32_t *c_slot, *c_depth, *c_path;
+    int64_t *c_ts, *c_dur, *c_self;
+    uint8_t *c_complete;
+    Py_ssize_t nrows, caprows;
+    int done, finished;
+    long long lost;
+    uint64_t incomplete;
+} CallRows;
+
+static int
+row_out(CallRows *c, Py_ssize_t slot, uint32_t path, int64_t depth, int64_t start,
+        int64_t dur, int64_t self, int complete)
+{
+    Py_ssize_t i = c->nrows++;
+    c->c_slot[i] = (int32_t)slot;
+    c->c_ts[i] = start;
+    c->c_dur[i] = dur;
+    c->c_self[i] = self;
+    c->c_depth[i] = (int32_t)depth;
+    c->c_path[i] = (int32_t)path;
+    c->c_complete[i] = (uint8_t)complete;
+    c->incomplete += !complete;
+    return 0;
+}
+
+/* closes as CallBuilder._close_deeper; the caller made room for every open frame */
+static void
+cr_close_deeper(CallRows *c, Py_ssize_t slot, int64_t depth, int64_t ts)
+{
+    rslot_t *s = &c->rs[slot];
+    while (s->n && s->st[s->n - 1].depth >= depth) {
+        rframe_t f = s->st[--s->n];
+        int64_t dur = ts - f.start;
+        if (dur < 0)
+            dur = 0;
+        int64_t self = dur - f.children;
+        row_out(c, slot, f.path, f.depth, f.start, dur, self < 0 ? 0 : self, 0);
+        if (s->n)
+            s->st[s->n - 1].children += dur;
+    }
+}
+
+/* a loss note of ``slot`` read: CallBuilder.feed(LostEvents) */
+static void
+cr_lost(CallRows *c, Py_ssize_t slot)
+{
+    rslot_t *s = &c->rs[slot];
+    if (!s->seen)
+        return;
+    s->gap = s->last_ts;
+    s->has_gap = 1;
+    cr_close_deeper(c, slot, -1, s->last_ts);
+}
+
+/* room for ``more`` rows */
+static int
+cr_reserve(CallRows *c, Py_ssize_t more)
+{
+    if (c->nrows + more <= c->caprows)
+        return 0;
+    Py_ssize_t cap = c->caprows ? c->caprows : 1024;
+    while (cap < c->nrows + more)
+        cap *= 2;
+#define GROW(f, size) do { void *p_ = PyMem_Realloc(c->f, (size_t)cap * (size)); \
+        if (p_ == NULL) { PyErr_NoMemory(); return -1; } c->f = p_; } while (0)
+    GROW(c_slot, 4);
+    GROW(c_depth, 4);
+    GROW(c_path, 4);
+    GROW(c_ts, 8);
+    GROW(c_dur, 8);
+    GROW(c_self, 8);
+    GROW(c_complete, 1);
+#undef GROW
+    c->caprows = cap;
+    return 0;
+}
+
+/* the first ``n`` rows as a batch; the rest move to the front */
+static PyObject *
+cr_batch(CallRows *c, Py_ssize_t n)
+{
+    PyObject *out = Py_BuildValue(
+        "(ny#y#y#y#y#y#y#)", n,
+        (const char *)c->c_slot, n * 4, (const char *)c->c_ts, n * 8,
+        (const char *)c->c_dur, n * 8, (const char *)c->c_self, n * 8,
+        (const char *)c->c_depth, n * 4, (const char *)c->c_path, n * 4,
+        (const char *)c->c_complete, n);
+    if (out == NULL)
+        return NULL;
+    Py_ssize_t rest = c->nrows - n;
+    if (rest) {
+        memmove(c->c_slot, c->c_slot + n, (size_t)rest * 4);
+        memmove(c->c_depth, c->c_depth + n, (size_t)rest * 4);
+        memmove(c->c_path, c->c_path + n, (size_t)rest * 4);
+        memmove(c->c_ts, c->c_ts + n, (size_t)rest * 8);
+        memmove(c->c_dur, c->c_dur + n, (size_t)rest * 8);
+        memmove(c->c_self, c->c_self + n, (size_t)rest * 8);
+        memmove(c->c_complete, c->c_complete + n, (size_t)rest);
+    }
+    c->nrows = rest;
+    return out;
+}
+
+/* step() -> (batch or None, need): a batch of ``rows`` rows each time that many have
+ * been made (the last one shorter), as (n, slot, ts, dur, self_dur, depth, path,
+ * complete) buffers -- write_parquet's row groups; need: the slot to feed before more
+ * (-1: none); (None, -1): done */
+static PyObject *
+cr_step(CallRows *c, PyObject *unused)
+{
+    Py_ssize_t need = -1;
+    for (;;) {
+        if (c->nrows >= c->batch) {
+            PyObject *batch = cr_batch(c, c->batch);
+            return batch == NULL ? NULL : Py_BuildValue("(Nn)", batch, (Py_ssize_t)-1);
+        }
+        if (c->done) {
+            if (c->nrows == 0)
+                return Py_BuildValue("(On)", Py_None, (Py_ssize_t)-1);
+            PyObject *batch = cr_batch(c, c->nrows);
+            return batch == NULL ? NULL : Py_BuildValue("(Nn)", batch, (Py_ssize_t)-1);
+        }
+        /* room for a record's rows: every open frame of every slot, and one more */
+        Py_ssize_t most = 1;
+        for (Py_ssize_t k = 0; k < c->nslots; k++)
+            most += c->rs[k].n;
+        if (cr_reserve(c, most) < 0)
+            return NULL;
+        Py_ssize_t best = -1;
+        uint64_t best_ts = 0;
+        for (Py_ssize_t k = 0; k < c->nslots; k++) {
+            gblock_t *b;
+            int r = slot_next(&c->slots[k], &b);
+            if (r == -2)
+                return NULL;
+            if (r < 0) {
+                need = k;
+                break;
+            }
+            if (r == 0)
+                continue;
+            uint64_t ts = b->rec[b->pos].ts;
+            if (best < 0 || ts < best_ts) {
+                best = k;
+                best_ts = ts;
+            }
+        }
+        if (need >= 0)
+            return Py_BuildValue("(On)", Py_None, need);
+        if (best < 0) {
+            /* the losses nothing was read after, slot by slot; then builder.finish() */
+            for (Py_ssize_t k = 0; k < c->nslots; k++) {
+                gslot_t *g = &c->slots[k];
+                for (Py_ssize_t i = 0; i < g->nmarks; i++)
+                    cr_lost(c, k);
+                g->nmarks = 0;
+            }
+            for (Py_ssize_t i = 0; i < c->norder; i++) {
+                Py_ssize_t k = c->order[i];
+                cr_close_deeper(c, k, -1, c->rs[k].last_ts);
+            }
+            c->done = 1;
+            continue;
+        }
+        gslot_t *g = &c->slots[best];
+        rslot_t *s = &c->rs[best];
+        gblock_t *b = &g->q[g->head];
+        record_t r;
+        memcpy(&r, &b->rec[b->pos], sizeof(r));
+        b->pos++;
+        for (Py_ssize_t i = 0; i < g->nmarks; i++)
+            cr_lost(c, best);
+        g->nmarks = 0;
+        uint32_t id = rec_id(b, &r), cid = id;
+        if (c->canon != NULL) {
+            PyObject *k = PyLong_FromUnsignedLong(id);
+            if (k == NULL)
+                return NULL;
+            PyObject *v = PyDict_GetItemWithError(c->canon, k);
+            Py_DECREF(k);
+            if (v == NULL && PyErr_Occurred())
+                return NULL;
+            if (v != NULL) {
+                cid = (uint32_t)PyLong_AsUnsignedLong(v);
+                if (PyErr_Occurred())
+                    return NULL;
+            }
+        }
+        int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;
+        if (!s->seen) {
+            s->seen = 1;
+            c->order[c->norder++] = best;
+        }
+        s->last_ts = ts;
+        if (r.type == FNT_TRACE_GRAPH_ENT) {
+            if (s->n && s->st[s->n - 1].depth >= depth)
+                cr_close_deeper(c, best, depth, ts);
+            uint32_t path = trie_path(&c->tr, s->n ? s->st[s->n - 1].path : 0, cid);
+            if (path == 0)
+                return NULL;
+            if (s->n == s->cap) {
+                Py_ssize_t cap = s->cap ? s->cap * 2 : 64;
+                rframe_t *st = PyMem_Realloc(s->st, (size_t)cap * sizeof(rframe_t));
+                if (st == NULL)
+                    return PyErr_NoMemory();
+                s->st = st;
+                s->cap = cap;
+            }
+            rframe_t *f = &s->st[s->n++];
+            f->cid = cid;
+            f->path = path;
+            f->depth = depth;
+            f->start = ts;
+            f->children = 0;
+            continue;
+        }
+        if (s->n && s->st[s->n - 1].depth > depth)
+            cr_close_deeper(c, best, depth + 1, ts);
+        if (s->n && s->st[s->n - 1].depth == depth && s->st[s->n - 1].cid != cid)
+            cr_close_deeper(c, best, depth, ts);
+        int64_t start = (int64_t)r.d, dur, self;
+        uint32_t path;
+        if (s->n && s->st[s->n - 1].depth == depth && s->st[s->n - 1].cid == cid) {
+            rframe_t f = s->st[--s->n];
+            if (f.start <= ts)
+                start = f.start;
+            dur = ts - start;
+            self = dur - f.children;
+            if (self < 0)
+                self = 0;
+            path = f.path;
+        } else {
+            if (s->has_gap && start < s->gap)
+                start = s->gap;
+            dur = ts - start;
+            self = dur;
+            path = trie_path(&c->tr, s->n ? s->st[s->n - 1].path : 0, cid);
+            if (path == 0)
+                return NULL;
+        }
+        if (s->n)
+            s->st[s->n - 1].children += dur;
+        row_out(c, best, path, depth, start, dur, self, 1);
+    }
+}
+
+static PyObject *
+cr_feed(CallRows *c, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 1 && nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "feed(cpu[, lost, records, ibase])");
+        return NULL;
+    }
+    Py_ssize_t cpu = PyLong_AsSsize_t(args[0]);
+    if (cpu == -1 && PyErr_Occurred())
+        return NULL;
+    if (cpu < 0 || cpu >= c->nslots) {
+        PyErr_SetString(PyExc_ValueError, "feed: not a slot of this trace");
+        return NULL;
+    }
+    gslot_t *s = &c->slots[cpu];
+    if (nargs == 1) {
+        s->eof = 1;
+        Py_RETURN_NONE;
+    }
+    long long lost = PyLong_AsLongLong(args[1]);
+    unsigned long ibase = PyLong_AsUnsignedLong(args[3]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (!PyBytes_Check(args[2]) || PyBytes_GET_SIZE(args[2]) % FNT_RECORD_SIZE) {
+        PyErr_SetString(PyExc_TypeError, "feed: records are bytes of 32-byte records");
+        return NULL;
+    }
+    if (lost > 0)
+        c->lost += lost;
+    if (s->n == s->cap) {
+        Py_ssize_t cap = s->cap ? s->cap * 2 : 4;
+        gblock_t *q = PyMem_Malloc((size_t)cap * sizeof(gblock_t));
+        if (q == NULL)
+            return PyErr_NoMemory();
+        for (Py_ssize_t i = 0; i < s->n; i++)
+            q[i] = s->q[(s->head + i) % s->cap];
+        PyMem_Free(s->q);
+        s->q = q;
+        s->cap = cap;
+        s->head = 0;
+    }
+    gblock_t *b = &s->q[(s->head + s->n) % s->cap];
+    b->data = Py_NewRef(args[2]);
+    b->rec = (const record_t *)PyBytes_AS_STRING(args[2]);
+    b->n = PyBytes_GET_SIZE(args[2]) / FNT_RECORD_SIZE;
+    b->pos = 0;
+    b->lost = lost;
+    b->ibase = (uint32_t)ibase;
+    s->n++;
+    Py_RETURN_NONE;
+}
+
+/* paths(first) -> [(parent, id)] of paths first, first + 1, ... (path k: item k - first) */
+static PyObject *
+cr_paths(CallRows *c, PyObject *arg)
+{
+    Py_ssize_t first = PyLong_AsSsize_t(arg);
+    if (first == -1 && PyErr_Occurred())
+        return NULL;
+    if (first < 1)
+        first = 1;
+    Py_ssize_t n = c->tr.n - first + 1;
+    PyObject *out = PyList_New(n > 0 ? n : 0);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = Py_BuildValue("(kk)", (unsigned long)c->tr.parent[first + i],
+                                    (unsigned long)c->tr.func[first + i]);
+        if (t == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, t);
+    }
+    return out;
+}
+
+static PyObject *
+cr_counts(CallRows *c, PyObject *unused)
+{
+    return Py_BuildValue("(LK)", c->lost, (unsigned long long)c->incomplete);
+}
+
+/* CallRows(slots, canon, rows) */
+static int
+cr_init(CallRows *c, PyObject *args, PyObject *kw)
+{
+    Py_ssize_t nslots, batch;
+    PyObject *canon;
+    if (!PyArg_ParseTuple(args, "nOn:CallRows", &nslots, &canon, &batch))
+        return -1;
+    if (c->slots != NULL || nslots < 0 || nslots > SLOT_LIMIT || batch < 1) {
+        PyErr_SetString(PyExc_ValueError, "CallRows: bad slots or rows (or made twice)");
+        return -1;
+    }
+    if (canon != Py_None) {
+        if (!PyDict_Check(canon)) {
+            PyErr_SetString(PyExc_TypeError, "CallRows: canon is a dict or None");
+            return -1;
+        }
+        if (PyDict_GET_SIZE(canon))
+            c->canon = Py_NewRef(canon);
+    }
+    Py_ssize_t n1 = nslots ? nslots : 1;
+    c->slots = PyMem_Calloc((size_t)n1, sizeof(gslot_t));
+    c->rs = PyMem_Calloc((size_t)n1, sizeof(rslot_t));
+    c->order = PyMem_Calloc((size_t)n1, sizeof(Py_ssize_t));
+    c->batch = batch;
+    if (!c->slots || !c->rs || !c->order) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    c->nslots = nslots;
+    return 0;
+}
+
+static void
+cr_dealloc(CallRows *c)
+{
+    PyTypeObject *tp = Py_TYPE(c);
+    for (Py_ssize_t k = 0; k < c->nslots; k++) {
+        gslot_t *s = &c->slots[k];
+        for (Py_ssize_t i = 0; i < s->n; i++)
+            Py_XDECREF(s->q[(s->head + i) % s->cap].data);
+        PyMem_Free(s->q);
+        PyMem_Free(s->marks);
+        PyMem_Free(s->enter);
+        PyMem_Free(c->rs[k].st);
+    }
+    PyMem_Free(c->slots);
+    PyMem_Free(c->rs);
+    PyMem_Free(c->order);
+    PyMem_Free(c->c_slot);
+    PyMem_Free(c->c_depth);
+    PyMem_Free(c->c_path);
+    PyMem_Free(c->c_ts);
+    PyMem_Free(c->c_dur);
+    PyMem_Free(c->c_self);
+    PyMem_Free(c->c_complete);
+    trie_free(&c->tr);
+    Py_XDECREF(c->canon);
+    tp->tp_free((PyObject *)c);
+    Py_DECREF(tp);
+}
+
+static PyMethodDef cr_methods[] = {
+    {"feed", (PyCFunction)(void (*)(void))cr_feed, METH_FASTCALL,
+     "feed(cpu[, lost, records, ibase]): a slot's next block, or that it has no more"},
+    {"step", (PyCFunction)cr_step, METH_NOARGS,
+     "step() -> (batch or None, need): a batch of rows, and the slot to feed (-1: none)"},
+    {"paths", (PyCFunction)cr_paths, METH_O,
+     "paths(first) -> [(parent, id)]: the call paths from path ``first`` on"},
+    {"counts", (PyCFunction)cr_counts, METH_NOARGS,
+     "counts() -> (lost events, incomplete calls)"},
+    {NULL}
+};
+
+static PyType_Slot cr_slots[] = {
+    {Py_tp_doc, "CallRows(slots, canon, rows): the Parquet table's calls of a trace file, "
+                "in column batches (output/parquet.py's twin)"},
+    {Py_tp_init, cr_init},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_dealloc, cr_dealloc},
+    {Py_tp_methods, cr_methods},
+    {0, NULL},
+};
+
+static PyType_Spec cr_spec = {
+    "fntrace._native.CallRows", sizeof(CallRows), 0, Py_TPFLAGS_DEFAULT, cr_slots,
+};
+
 static PyMethodDef read_functions[] = {
     {"text_ok", text_ok, METH_O,
      "text_ok(records) -> bool: GraphText prints this block as the Python printer does"},
@@ -1827,6 +2313,13 @@ fntrace_add_read_types(PyObject *m)
     if (t == NULL)
         return -1;
     if (PyModule_AddObject(m, "GraphText", t) < 0) {
+        Py_DECREF(t);
+        return -1;
+    }
+    t = PyType_FromSpec(&cr_spec);
+    if (t == NULL)
+        return -1;
+    if (PyModule_AddObject(m, "CallRows", t) < 0) {
         Py_DECREF(t);
         return -1;
     }

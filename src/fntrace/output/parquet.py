@@ -51,7 +51,7 @@ from .entry import (
     LostEvents,
 )
 from .ftrace_text import function_args_text
-from .registry import Exporter, register_exporter
+from .registry import Exporter, name_of, register_exporter
 from .task_view import EVENT as TASK_EVENT, SwitchPoints, task_of_text
 
 __all__ = ["ParquetExporter", "COLUMNS", "ROW_GROUP", "module_of", "write_parquet"]
@@ -165,10 +165,17 @@ def write_parquet(source, out) -> dict:
     builder = CallBuilder()
     lost = incomplete = 0
     try:
+        walked = _native_rows(source, writer, sch, cols.pid_of, cols.where)
+        if walked is not None:
+            return walked
         for e in source.entries():
             if isinstance(e, LostEvents):
                 lost += e.lost if e.lost > 0 else 0
-                builder.feed(e)
+                # the calls a loss closes are rows too (they were dropped: a call open
+                # across a loss was missing from the table, not split)
+                for c in builder.feed(e):
+                    incomplete += not c.complete
+                    cols.call(c)
                 continue
             typ = e.type
             if typ == TRACE_GRAPH_ENT or typ == TRACE_GRAPH_RET:
@@ -196,6 +203,119 @@ def write_parquet(source, out) -> dict:
     finally:
         writer.close()
     return {"rows": cols.rows, "lost": lost, "incomplete": incomplete}
+
+
+def _native_rows(source, writer, sch, pid_of, where: dict[str, tuple]) -> dict | None:
+    """write_parquet's rows for a trace of calls (graph entries and returns, no
+    arguments or return values), made natively (_native_read.c's CallRows: the same
+    rows, in the same row groups) and written; None, with nothing written, when there
+    is no native twin or the trace holds more than calls (events, markers, hits,
+    payloads): the loop above writes it.  Strings are made once per call path, and a
+    row group's columns are taken from them by index (no Python object per row)."""
+    from .. import _env
+    from ..errors import TraceFileError
+    native = _env.native()
+    if native is None:
+        return None
+    blocks = source.record_blocks()
+    if blocks is None:
+        return None
+    text_ok = native.text_ok
+    slots: set[int] = set()
+    try:
+        for cpu, _, records, _ in blocks:
+            if not text_ok(records):
+                return None
+            slots.add(cpu)
+    except TraceFileError:
+        return None         # the loop above reads up to the damage, then says so
+    finally:
+        blocks.close()
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    threads = source.threads
+    nslots = max(slots | set(threads), default=-1) + 1
+    syms = source.symbols
+    first: dict[str, int] = {}
+    canon = {}
+    for ip, sym in syms.items():
+        ip0 = first.setdefault(sym[0], ip)
+        if ip0 != ip:
+            canon[ip] = ip0
+    who = [threads.get(k, (0, "<...>")) for k in range(nslots)]
+    slot_pid = pa.array([pid_of(k) for k in range(nslots)], pa.int64())
+    slot_tid = pa.array([t for t, _ in who], pa.int64())
+    slot_name = pa.array([n for _, n in who], pa.string())
+    # per call path (index 0: the empty path, never a row's)
+    names: list = [None]
+    stacks: list = [None]
+    parents: list = [None]
+    modules: list = [None]
+    files: list = [None]
+    lines: list = [None]
+    module_cache: dict[str, str | None] = {}
+    by_path: list = []
+
+    def grow(new: list) -> None:
+        for parent, ip in new:
+            name = name_of(ip, syms)
+            names.append(name)
+            stacks.append(name if parent == 0 else stacks[parent] + ";" + name)
+            parents.append(None if parent == 0 else names[parent])
+            w = where.get(name)
+            if w is None:
+                modules.append(None)
+                files.append(None)
+                lines.append(None)
+            else:
+                mod = module_cache.get(name, 0)
+                if mod == 0:
+                    mod = module_cache[name] = module_of(name, w[0])
+                modules.append(mod)
+                files.append(w[0])
+                lines.append(w[1])
+        by_path[:] = [pa.array(names, pa.string()), pa.array(modules, pa.string()),
+                      pa.array(files, pa.string()), pa.array(lines, pa.int32()),
+                      pa.array(parents, pa.string()), pa.array(stacks, pa.string())]
+
+    kind = pa.array(["call"], pa.string())
+    rows = native.CallRows(nslots, canon or None, ROW_GROUP)
+    feeds = {k: source.record_blocks(k) for k in range(nslots)}
+    step, feed = rows.step, rows.feed
+    total = 0
+    while True:
+        batch, need = step()
+        if need >= 0:
+            block = next(feeds[need], None)
+            if block is None:
+                feed(need)
+            else:
+                feed(need, block[1], block[2], block[3])
+            continue
+        if batch is None:
+            break
+        n, b_slot, b_ts, b_dur, b_self, b_depth, b_path, b_complete = batch
+        new = rows.paths(len(names))
+        if new:
+            grow(new)
+
+        def buf(typ, data):
+            return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(data)])
+        slot = buf(pa.int32(), b_slot)
+        path = buf(pa.int32(), b_path)
+        p_name, p_mod, p_file, p_line, p_parent, p_stack = by_path
+        nulls = pa.nulls(n, pa.string())
+        arrays = [pc.take(kind, buf(pa.int32(), bytes(4 * n))),
+                  pc.take(slot_pid, slot), pc.take(slot_tid, slot), pc.take(slot_name, slot),
+                  slot, buf(pa.int64(), b_ts), buf(pa.int64(), b_dur),
+                  buf(pa.int64(), b_self), buf(pa.int32(), b_depth),
+                  pc.take(p_name, path), pc.take(p_mod, path), pc.take(p_file, path),
+                  pc.take(p_line, path), pc.take(p_parent, path), pc.take(p_stack, path),
+                  nulls, nulls, pc.not_equal(buf(pa.uint8(), b_complete), 0), nulls]
+        writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=sch))
+        total += n
+    lost, incomplete = rows.counts()
+    return {"rows": total, "lost": lost, "incomplete": incomplete}
 
 
 class ParquetExporter(Exporter):
