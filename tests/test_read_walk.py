@@ -49,7 +49,7 @@ IDS = [1, 2, 3, 4, 5, 6, 9]
 
 
 @st.composite
-def slot_stream(draw, kinds="EEERRRRJFPX"):
+def slot_stream(draw, kinds="EEERRRRJFPX", ids=tuple(IDS)):
     """One thread slot's records, in time order, cut into chunks with losses."""
     n = draw(st.integers(0, 60))
     ts = draw(st.integers(1, 1000))
@@ -59,7 +59,7 @@ def slot_stream(draw, kinds="EEERRRRJFPX"):
     for _ in range(n):
         ts += draw(st.integers(0, 50))               # ties included
         kind = draw(st.sampled_from(kinds))
-        ip = draw(st.sampled_from(IDS))
+        ip = draw(st.sampled_from(ids))
         if kind == "E":
             recs.append((ts, TRACE_GRAPH_ENT, 0, ip, depth, 0, 0))
             open_.append((ip, depth, ts))
@@ -203,6 +203,17 @@ def test_native_parquet_is_the_python_loop(tmp_path_factory, slots):
     assert pq.read_table(io.BytesIO(native[0])).num_rows >= 0
 
 
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(slots=st.dictionaries(st.integers(0, 5), slot_stream("EEERRRRJFX", ids=(1, 2, 3, 4, 5, 6)),
+                             min_size=1, max_size=3))
+def test_native_trace_dat_is_the_python_loop(tmp_path_factory, slots):
+    path = tmp_path_factory.mktemp("dat") / "t.dat"
+    write(path, slots)
+    native, python = export_both(path, "trace-cmd", {})
+    assert native == python
+
+
 GRAPH_OPTIONS = ("funcgraph-cpu", "funcgraph-overhead", "funcgraph-proc",
                  "funcgraph-duration", "funcgraph-abstime", "funcgraph-tail")
 
@@ -330,7 +341,7 @@ def test_stat_native_and_pure_give_the_same_bytes(tmp_script, run_fntrace, tmp_p
         assert "__main__.leaf" in native
         if tracer == "lossy" and not args:
             assert "calls have no entry in the trace" in native
-    for fmt in ("parquet",):
+    for fmt in ("parquet", "trace-cmd"):
         for pure in ("", "1"):
             env = dict(os.environ, FNTRACE_PURE=pure)
             r = subprocess.run([sys.executable, "-m", "fntrace.cli.main", "export", str(dat),

@@ -472,7 +472,8 @@ class TraceDatExporter(Exporter):
         threads = dict(source.threads)
         notes: list[str] = []
         unsplit = 0
-        for e in source.entries():
+        walked = _native_pages(source, pages, symbols, threads)
+        for e in (() if walked else source.entries()):
             if isinstance(e, LostEvents):
                 pages.cpu(e.cpu).mark_lost(e.lost)
                 continue
@@ -597,6 +598,72 @@ class TraceDatExporter(Exporter):
             for no in b.page_nos:
                 f.seek(no * PAGE_SIZE)
                 put(f.read(PAGE_SIZE))
+
+
+def _native_pages(source, pages: _Pages, symbols: _Symbols,
+                  threads: dict[int, tuple[int, str]]) -> bool:
+    """The pages of a trace of calls and function hits made natively (_native_read.c's
+    DatPages, slot by slot: a slot's pages depend on its own records only) into
+    ``pages``, the names they use into ``symbols``, their slots into ``threads``.
+    False, with ``pages`` as it was, when there is no native twin or the trace holds
+    more (markers, events, stacks, a name with no symbol): the loop writes it."""
+    from .. import _env
+    from ..errors import TraceFileError
+    from .registry import name_of
+    native = _env.native()
+    if native is None:
+        return False
+    blocks = source.record_blocks()
+    if blocks is None:
+        return False
+    syms = source.symbols
+    addrs = {ip: symbol_address(symbols.by_name[str(sym[0])]) for ip, sym in syms.items()}
+    slots = source.tf.cpus
+    nslots = max([*slots, *threads, -1]) + 1
+    pids = {k: threads.get(k, (0, ""))[0] for k in range(nslots)}
+    walker = native.DatPages(nslots, addrs, pids, (
+        PAGE_SIZE, PAGE_HEADER, TS_SHIFT, RINGBUF_TYPE_TIME_EXTEND, RB_MAX_SMALL_DATA,
+        RB_MISSED_EVENTS, RB_MISSED_STORED))
+    touched: list[int] = []
+
+    def put(cpu: int, data: bytes) -> None:
+        buf = pages.cpu(cpu)
+        for i in range(0, len(data), PAGE_SIZE):
+            buf.page_nos.append(pages.put(data[i:i + PAGE_SIZE]))
+
+    try:
+        for cpu, lost, records, _ibase in blocks:
+            if not lost and not records:
+                continue
+            if cpu not in pages.cpus:
+                touched.append(cpu)
+            pages.cpu(cpu)
+            data = walker.feed(cpu, lost, records, _ibase)
+            if data is None:
+                break
+            put(cpu, data)
+        else:
+            for cpu in touched:
+                data = walker.flush(cpu)
+                if data is None:
+                    break
+                put(cpu, data)
+            else:
+                for ip in walker.used:
+                    symbols.addr(name_of(ip, syms))
+                for cpu in touched:
+                    threads.setdefault(cpu, (0, "<...>"))
+                return True
+    except TraceFileError:
+        pass                # the loop reads up to the damage, then says so
+    finally:
+        blocks.close()
+    # declined: the pages start again, the Python way
+    pages.file.seek(0)
+    pages.file.truncate()
+    pages.npages = 0
+    pages.cpus.clear()
+    return False
 
 
 register_exporter(TraceDatExporter())
