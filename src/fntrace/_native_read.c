@@ -343,20 +343,24 @@ slot_of(StatWalk *w, Py_ssize_t cpu)
     return &w->slots[cpu];
 }
 
+/* ``*id`` made the id its name is walked under (``canon``: id -> id for the ids that
+ * share a name with another, or NULL when none do) */
 static int
-canon_of(StatWalk *w, uint32_t *func)
+canon_lookup(PyObject *canon, uint32_t *id)
 {
-    PyObject *k = PyLong_FromUnsignedLong(*func);
+    if (canon == NULL)
+        return 0;
+    PyObject *k = PyLong_FromUnsignedLong(*id);
     if (k == NULL)
         return -1;
-    PyObject *v = PyDict_GetItemWithError(w->canon, k);
+    PyObject *v = PyDict_GetItemWithError(canon, k);
     Py_DECREF(k);
     if (v == NULL)
         return PyErr_Occurred() ? -1 : 0;
     unsigned long c = PyLong_AsUnsignedLong(v);
     if (c == (unsigned long)-1 && PyErr_Occurred())
         return -1;
-    *func = (uint32_t)c;
+    *id = (uint32_t)c;
     return 0;
 }
 
@@ -417,7 +421,7 @@ walk_feed(StatWalk *w, PyObject *const *args, Py_ssize_t nargs)
         uint32_t func = r.a;
         if (type == FNT_TRACE_FN || func)
             func += (uint32_t)ibase;
-        if (dups && canon_of(w, &func) < 0)
+        if (dups && canon_lookup(w->canon, &func) < 0)
             goto error;
         int64_t ts = (int64_t)r.ts;
         if (type == FNT_TRACE_FN && w->stacks) {
@@ -753,6 +757,12 @@ typedef struct {
     Py_ssize_t nenter;
 } gslot_t;
 
+/* the slots of a time-ordered walk, their blocks fed as it asks */
+typedef struct {
+    gslot_t *slots;
+    Py_ssize_t nslots;
+} merge_t;
+
 typedef struct {
     uint32_t id;
     const char *s;
@@ -763,8 +773,7 @@ typedef struct {
     PyObject_HEAD
     int o_cpu, o_overhead, o_proc, o_duration, o_abstime, o_tail;
     int cpu_width;
-    gslot_t *slots;
-    Py_ssize_t nslots;
+    merge_t m;
     gname_t *names;         /* open addressing by id */
     Py_ssize_t ncap;
     PyObject *keep;         /* the names' bytes objects */
@@ -897,7 +906,7 @@ put_prologue(GraphText *g, Py_ssize_t cpu, uint64_t ts)
         *p++ = ' ';
     }
     if (g->o_proc) {
-        gslot_t *s = &g->slots[cpu];
+        gslot_t *s = &g->m.slots[cpu];
         memcpy(p, s->comm, (size_t)s->comm_len);
         p += s->comm_len;
         memcpy(p, " | ", 3);
@@ -921,22 +930,6 @@ name_of_id(GraphText *g, uint32_t id, Py_ssize_t *len, char *tmp)
     }
     *len = PyOS_snprintf(tmp, 24, "0x%x", id);
     return tmp;
-}
-
-static int
-canon_id(GraphText *g, uint32_t *id)
-{
-    if (g->canon == NULL)
-        return 0;
-    PyObject *k = PyLong_FromUnsignedLong(*id);
-    if (k == NULL)
-        return -1;
-    PyObject *v = PyDict_GetItemWithError(g->canon, k);
-    Py_DECREF(k);
-    if (v == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    *id = (uint32_t)PyLong_AsUnsignedLong(v);
-    return PyErr_Occurred() ? -1 : 0;
 }
 
 static inline uint32_t
@@ -980,7 +973,7 @@ slot_next(gslot_t *s, gblock_t **blk)
 static int
 put_marks(GraphText *g, Py_ssize_t cpu)
 {
-    gslot_t *s = &g->slots[cpu];
+    gslot_t *s = &g->m.slots[cpu];
     for (Py_ssize_t i = 0; i < s->nmarks; i++) {
         if (tb_reserve(&g->t, 64) < 0)
             return -1;
@@ -1038,6 +1031,119 @@ slot_peek(gslot_t *s, const record_t **nxt, gblock_t **nb)
     return s->eof ? 0 : -1;
 }
 
+static int
+merge_init(merge_t *m, Py_ssize_t nslots)
+{
+    m->slots = PyMem_Calloc((size_t)(nslots ? nslots : 1), sizeof(gslot_t));
+    if (m->slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    m->nslots = nslots;
+    return 0;
+}
+
+static void
+merge_free(merge_t *m)
+{
+    for (Py_ssize_t k = 0; k < m->nslots; k++) {
+        gslot_t *s = &m->slots[k];
+        for (Py_ssize_t i = 0; i < s->n; i++)
+            Py_XDECREF(s->q[(s->head + i) % s->cap].data);
+        PyMem_Free(s->q);
+        PyMem_Free(s->marks);
+        PyMem_Free(s->enter);
+    }
+    PyMem_Free(m->slots);
+    m->slots = NULL;
+    m->nslots = 0;
+}
+
+/* a walk's feed(cpu[, lost, records, ibase]): the slot's next block, or (cpu alone)
+ * that it has no more; ``*lost_sum`` counts the losses fed */
+static PyObject *
+merge_feed(merge_t *m, PyObject *const *args, Py_ssize_t nargs, long long *lost_sum)
+{
+    if (nargs != 1 && nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "feed(cpu[, lost, records, ibase])");
+        return NULL;
+    }
+    Py_ssize_t cpu = PyLong_AsSsize_t(args[0]);
+    if (cpu == -1 && PyErr_Occurred())
+        return NULL;
+    if (cpu < 0 || cpu >= m->nslots) {
+        PyErr_SetString(PyExc_ValueError, "feed: not a slot of this trace");
+        return NULL;
+    }
+    gslot_t *s = &m->slots[cpu];
+    if (nargs == 1) {
+        s->eof = 1;
+        Py_RETURN_NONE;
+    }
+    long long lost = PyLong_AsLongLong(args[1]);
+    unsigned long ibase = PyLong_AsUnsignedLong(args[3]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (!PyBytes_Check(args[2]) || PyBytes_GET_SIZE(args[2]) % FNT_RECORD_SIZE) {
+        PyErr_SetString(PyExc_TypeError, "feed: records are bytes of 32-byte records");
+        return NULL;
+    }
+    if (lost > 0)
+        *lost_sum += lost;
+    if (s->n == s->cap) {
+        Py_ssize_t cap = s->cap ? s->cap * 2 : 4;
+        gblock_t *q = PyMem_Malloc((size_t)cap * sizeof(gblock_t));
+        if (q == NULL)
+            return PyErr_NoMemory();
+        for (Py_ssize_t i = 0; i < s->n; i++)
+            q[i] = s->q[(s->head + i) % s->cap];
+        PyMem_Free(s->q);
+        s->q = q;
+        s->cap = cap;
+        s->head = 0;
+    }
+    gblock_t *b = &s->q[(s->head + s->n) % s->cap];
+    b->data = Py_NewRef(args[2]);
+    b->rec = (const record_t *)PyBytes_AS_STRING(args[2]);
+    b->n = PyBytes_GET_SIZE(args[2]) / FNT_RECORD_SIZE;
+    b->pos = 0;
+    b->lost = lost;
+    b->ibase = (uint32_t)ibase;
+    s->n++;
+    Py_RETURN_NONE;
+}
+
+/* heapq.merge's choice: the slot of the least (time, slot) among the slots' next
+ * records.  1: ``*best`` is it; 0: every slot is read; -1: slot ``*need`` must be fed
+ * first; -2: an exception */
+static int
+merge_pick(merge_t *m, Py_ssize_t *best, Py_ssize_t *need)
+{
+    Py_ssize_t found = -1;
+    uint64_t best_ts = 0;
+    for (Py_ssize_t k = 0; k < m->nslots; k++) {
+        gblock_t *b;
+        int r = slot_next(&m->slots[k], &b);
+        if (r == -2)
+            return -2;
+        if (r < 0) {
+            *need = k;
+            return -1;
+        }
+        if (r == 0)
+            continue;
+        uint64_t ts = b->rec[b->pos].ts;
+        if (found < 0 || ts < best_ts) {
+            found = k;
+            best_ts = ts;
+        }
+    }
+    if (found < 0)
+        return 0;
+    *best = found;
+    return 1;
+}
+
 /* step() -> (text, need): the lines that could be made (each ending in a newline),
  * and the slot whose next block must be fed before more can be made (-1: none; the
  * text is the last when it is empty and need is -1) */
@@ -1048,42 +1154,26 @@ gt_step(GraphText *g, PyObject *unused)
     Py_ssize_t need = -1;
     char tmp[24];
     while (!g->done && g->t.blen < (1 << 16)) {
-        /* the merge: the least (time, slot) among the slots' next records */
         Py_ssize_t best = -1;
-        uint64_t best_ts = 0;
-        for (Py_ssize_t c = 0; c < g->nslots; c++) {
-            gblock_t *b;
-            int r = slot_next(&g->slots[c], &b);
-            if (r == -2)
-                return NULL;
-            if (r < 0) {
-                need = c;
-                break;
-            }
-            if (r == 0)
-                continue;
-            uint64_t ts = b->rec[b->pos].ts;
-            if (best < 0 || ts < best_ts) {
-                best = c;
-                best_ts = ts;
-            }
-        }
-        if (need >= 0)
+        int picked = merge_pick(&g->m, &best, &need);
+        if (picked == -2)
+            return NULL;
+        if (picked < 0)
             break;
-        if (best < 0) {
+        if (picked == 0) {
             /* every slot read: the losses nothing was read after, slot by slot */
-            for (Py_ssize_t c = 0; c < g->nslots; c++)
+            for (Py_ssize_t c = 0; c < g->m.nslots; c++)
                 if (put_marks(g, c) < 0)
                     return NULL;
             g->done = 1;
             break;
         }
-        gslot_t *s = &g->slots[best];
+        gslot_t *s = &g->m.slots[best];
         gblock_t *b = &s->q[s->head];
         record_t r;
         memcpy(&r, &b->rec[b->pos], sizeof(r));
         uint32_t id = rec_id(b, &r), cid = id;
-        if (canon_id(g, &cid) < 0)
+        if (canon_lookup(g->canon, &cid) < 0)
             return NULL;
         int64_t depth = (int64_t)r.b;
         Py_ssize_t nlen;
@@ -1100,7 +1190,7 @@ gt_step(GraphText *g, PyObject *unused)
             int leaf = 0;
             if (pk == 1 && nxt->type == FNT_TRACE_GRAPH_RET) {
                 uint32_t a = rec_id(nb, nxt);
-                if (canon_id(g, &a) < 0)
+                if (canon_lookup(g->canon, &a) < 0)
                     return NULL;
                 leaf = a == cid;
             }
@@ -1165,53 +1255,8 @@ gt_step(GraphText *g, PyObject *unused)
 static PyObject *
 gt_feed(GraphText *g, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 1 && nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "feed(cpu[, lost, records, ibase])");
-        return NULL;
-    }
-    Py_ssize_t cpu = PyLong_AsSsize_t(args[0]);
-    if (cpu == -1 && PyErr_Occurred())
-        return NULL;
-    if (cpu < 0 || cpu >= g->nslots) {
-        PyErr_SetString(PyExc_ValueError, "feed: not a slot of this trace");
-        return NULL;
-    }
-    gslot_t *s = &g->slots[cpu];
-    if (nargs == 1) {
-        s->eof = 1;
-        Py_RETURN_NONE;
-    }
-    long long lost = PyLong_AsLongLong(args[1]);
-    unsigned long ibase = PyLong_AsUnsignedLong(args[3]);
-    if (PyErr_Occurred())
-        return NULL;
-    if (!PyBytes_Check(args[2]) || PyBytes_GET_SIZE(args[2]) % FNT_RECORD_SIZE) {
-        PyErr_SetString(PyExc_TypeError, "feed: records are bytes of 32-byte records");
-        return NULL;
-    }
-    if (s->n == s->cap) {
-        Py_ssize_t cap = s->cap ? s->cap * 2 : 4;
-        gblock_t *q = PyMem_Malloc((size_t)cap * sizeof(gblock_t));
-        if (q == NULL) {
-            PyErr_NoMemory();
-            return NULL;
-        }
-        for (Py_ssize_t i = 0; i < s->n; i++)
-            q[i] = s->q[(s->head + i) % s->cap];
-        PyMem_Free(s->q);
-        s->q = q;
-        s->cap = cap;
-        s->head = 0;
-    }
-    gblock_t *b = &s->q[(s->head + s->n) % s->cap];
-    b->data = Py_NewRef(args[2]);
-    b->rec = (const record_t *)PyBytes_AS_STRING(args[2]);
-    b->n = PyBytes_GET_SIZE(args[2]) / FNT_RECORD_SIZE;
-    b->pos = 0;
-    b->lost = lost;
-    b->ibase = (uint32_t)ibase;
-    s->n++;
-    Py_RETURN_NONE;
+    long long lost = 0;
+    return merge_feed(&g->m, args, nargs, &lost);
 }
 
 /* GraphText(slots, names, canon, options, cpu_width): slots is the number of thread
@@ -1228,7 +1273,7 @@ gt_init(GraphText *g, PyObject *args, PyObject *kw)
                           &canon, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &width,
                           &PyDict_Type, &procs))
         return -1;
-    if (g->slots != NULL || nslots < 0 || nslots > SLOT_LIMIT) {
+    if (g->m.slots != NULL || nslots < 0 || nslots > SLOT_LIMIT) {
         PyErr_SetString(PyExc_ValueError, "GraphText: bad slot count (or made twice)");
         return -1;
     }
@@ -1246,12 +1291,8 @@ gt_init(GraphText *g, PyObject *args, PyObject *kw)
     g->keep = PyList_New(0);
     if (g->keep == NULL)
         return -1;
-    g->slots = PyMem_Calloc((size_t)(nslots ? nslots : 1), sizeof(gslot_t));
-    if (g->slots == NULL) {
-        PyErr_NoMemory();
+    if (merge_init(&g->m, nslots) < 0)
         return -1;
-    }
-    g->nslots = nslots;
     Py_ssize_t cap = 16;
     while (cap < PyDict_GET_SIZE(names) * 2)
         cap *= 2;
@@ -1293,13 +1334,13 @@ gt_init(GraphText *g, PyObject *args, PyObject *kw)
             return -1;
         }
         Py_DECREF(b);
-        g->slots[c].comm = PyBytes_AS_STRING(b);
-        g->slots[c].comm_len = PyBytes_GET_SIZE(b);
+        g->m.slots[c].comm = PyBytes_AS_STRING(b);
+        g->m.slots[c].comm_len = PyBytes_GET_SIZE(b);
     }
     for (Py_ssize_t c = 0; c < nslots; c++)
-        if (g->slots[c].comm == NULL) {
-            g->slots[c].comm = "";
-            g->slots[c].comm_len = 0;
+        if (g->m.slots[c].comm == NULL) {
+            g->m.slots[c].comm = "";
+            g->m.slots[c].comm_len = 0;
         }
     return 0;
 }
@@ -1308,15 +1349,7 @@ static void
 gt_dealloc(GraphText *g)
 {
     PyTypeObject *tp = Py_TYPE(g);
-    for (Py_ssize_t c = 0; c < g->nslots; c++) {
-        gslot_t *s = &g->slots[c];
-        for (Py_ssize_t i = 0; i < s->n; i++)
-            Py_XDECREF(s->q[(s->head + i) % s->cap].data);
-        PyMem_Free(s->q);
-        PyMem_Free(s->marks);
-        PyMem_Free(s->enter);
-    }
-    PyMem_Free(g->slots);
+    merge_free(&g->m);
     PyMem_Free(g->names);
     PyMem_Free(g->t.buf);
     Py_XDECREF(g->keep);
@@ -1402,9 +1435,8 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    gslot_t *slots;         /* the blocks, as GraphText's */
+    merge_t m;              /* the blocks, as GraphText's */
     cslot_t *cs;
-    Py_ssize_t nslots;
     Py_ssize_t *order;      /* slots in the order of their first graph record */
     Py_ssize_t norder;
     gname_t *names;         /* id -> its name as a JSON string */
@@ -1512,22 +1544,6 @@ cc_close_deeper(ChromeCalls *c, Py_ssize_t slot, int64_t depth, int64_t ts)
     return 0;
 }
 
-static int
-cc_canon(ChromeCalls *c, uint32_t *id)
-{
-    if (c->canon == NULL)
-        return 0;
-    PyObject *k = PyLong_FromUnsignedLong(*id);
-    if (k == NULL)
-        return -1;
-    PyObject *v = PyDict_GetItemWithError(c->canon, k);
-    Py_DECREF(k);
-    if (v == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    *id = (uint32_t)PyLong_AsUnsignedLong(v);
-    return PyErr_Occurred() ? -1 : 0;
-}
-
 static PyObject *
 cc_step(ChromeCalls *c, PyObject *unused)
 {
@@ -1535,35 +1551,20 @@ cc_step(ChromeCalls *c, PyObject *unused)
     Py_ssize_t need = -1;
     while (!c->done && c->t.blen < (1 << 16)) {
         Py_ssize_t best = -1;
-        uint64_t best_ts = 0;
-        for (Py_ssize_t k = 0; k < c->nslots; k++) {
-            gblock_t *b;
-            int r = slot_next(&c->slots[k], &b);
-            if (r == -2)
-                return NULL;
-            if (r < 0) {
-                need = k;
-                break;
-            }
-            if (r == 0)
-                continue;
-            uint64_t ts = b->rec[b->pos].ts;
-            if (best < 0 || ts < best_ts) {
-                best = k;
-                best_ts = ts;
-            }
-        }
-        if (need >= 0)
+        int picked = merge_pick(&c->m, &best, &need);
+        if (picked == -2)
+            return NULL;
+        if (picked < 0)
             break;
-        if (best < 0) {
+        if (picked == 0) {
             /* builder.finish(), then the losses nothing was read after */
             for (Py_ssize_t i = 0; i < c->norder; i++) {
                 Py_ssize_t k = c->order[i];
                 if (cc_close_deeper(c, k, -1, c->cs[k].last_ts) < 0)
                     return NULL;
             }
-            for (Py_ssize_t k = 0; k < c->nslots; k++) {
-                gslot_t *g = &c->slots[k];
+            for (Py_ssize_t k = 0; k < c->m.nslots; k++) {
+                gslot_t *g = &c->m.slots[k];
                 if (g->nmarks) {
                     long long sum = 0;
                     for (Py_ssize_t i = 0; i < g->nmarks; i++)
@@ -1576,7 +1577,7 @@ cc_step(ChromeCalls *c, PyObject *unused)
             c->done = 1;
             break;
         }
-        gslot_t *g = &c->slots[best];
+        gslot_t *g = &c->m.slots[best];
         cslot_t *s = &c->cs[best];
         gblock_t *b = &g->q[g->head];
         record_t r;
@@ -1592,7 +1593,7 @@ cc_step(ChromeCalls *c, PyObject *unused)
                 return NULL;
         }
         uint32_t id = rec_id(b, &r), cid = id;
-        if (cc_canon(c, &cid) < 0)
+        if (canon_lookup(c->canon, &cid) < 0)
             return NULL;
         int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;
         if (!s->seen) {
@@ -1649,54 +1650,7 @@ cc_step(ChromeCalls *c, PyObject *unused)
 static PyObject *
 cc_feed(ChromeCalls *c, PyObject *const *args, Py_ssize_t nargs)
 {
-    /* GraphText's feed, on this object's slots */
-    if (nargs != 1 && nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "feed(cpu[, lost, records, ibase])");
-        return NULL;
-    }
-    Py_ssize_t cpu = PyLong_AsSsize_t(args[0]);
-    if (cpu == -1 && PyErr_Occurred())
-        return NULL;
-    if (cpu < 0 || cpu >= c->nslots) {
-        PyErr_SetString(PyExc_ValueError, "feed: not a slot of this trace");
-        return NULL;
-    }
-    gslot_t *s = &c->slots[cpu];
-    if (nargs == 1) {
-        s->eof = 1;
-        Py_RETURN_NONE;
-    }
-    long long lost = PyLong_AsLongLong(args[1]);
-    unsigned long ibase = PyLong_AsUnsignedLong(args[3]);
-    if (PyErr_Occurred())
-        return NULL;
-    if (!PyBytes_Check(args[2]) || PyBytes_GET_SIZE(args[2]) % FNT_RECORD_SIZE) {
-        PyErr_SetString(PyExc_TypeError, "feed: records are bytes of 32-byte records");
-        return NULL;
-    }
-    if (lost > 0)
-        c->lost_total += lost;
-    if (s->n == s->cap) {
-        Py_ssize_t cap = s->cap ? s->cap * 2 : 4;
-        gblock_t *q = PyMem_Malloc((size_t)cap * sizeof(gblock_t));
-        if (q == NULL)
-            return PyErr_NoMemory();
-        for (Py_ssize_t i = 0; i < s->n; i++)
-            q[i] = s->q[(s->head + i) % s->cap];
-        PyMem_Free(s->q);
-        s->q = q;
-        s->cap = cap;
-        s->head = 0;
-    }
-    gblock_t *b = &s->q[(s->head + s->n) % s->cap];
-    b->data = Py_NewRef(args[2]);
-    b->rec = (const record_t *)PyBytes_AS_STRING(args[2]);
-    b->n = PyBytes_GET_SIZE(args[2]) / FNT_RECORD_SIZE;
-    b->pos = 0;
-    b->lost = lost;
-    b->ibase = (uint32_t)ibase;
-    s->n++;
-    Py_RETURN_NONE;
+    return merge_feed(&c->m, args, nargs, &c->lost_total);
 }
 
 static PyObject *
@@ -1718,7 +1672,7 @@ cc_init(ChromeCalls *c, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTuple(args, "nO!OO!:ChromeCalls", &nslots, &PyDict_Type, &names, &canon,
                           &PyDict_Type, &tails))
         return -1;
-    if (c->slots != NULL || nslots < 0 || nslots > SLOT_LIMIT) {
+    if (c->m.slots != NULL || nslots < 0 || nslots > SLOT_LIMIT) {
         PyErr_SetString(PyExc_ValueError, "ChromeCalls: bad slot count (or made twice)");
         return -1;
     }
@@ -1732,14 +1686,14 @@ cc_init(ChromeCalls *c, PyObject *args, PyObject *kw)
     }
     c->keep = PyList_New(0);
     Py_ssize_t n1 = nslots ? nslots : 1;
-    c->slots = PyMem_Calloc((size_t)n1, sizeof(gslot_t));
+    if (c->keep == NULL || merge_init(&c->m, nslots) < 0)
+        return -1;
     c->cs = PyMem_Calloc((size_t)n1, sizeof(cslot_t));
     c->order = PyMem_Calloc((size_t)n1, sizeof(Py_ssize_t));
-    if (c->keep == NULL || c->slots == NULL || c->cs == NULL || c->order == NULL) {
+    if (c->cs == NULL || c->order == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    c->nslots = nslots;
     Py_ssize_t cap = 16;
     while (cap < PyDict_GET_SIZE(names) * 2)
         cap *= 2;
@@ -1796,16 +1750,9 @@ static void
 cc_dealloc(ChromeCalls *c)
 {
     PyTypeObject *tp = Py_TYPE(c);
-    for (Py_ssize_t k = 0; k < c->nslots; k++) {
-        gslot_t *s = &c->slots[k];
-        for (Py_ssize_t i = 0; i < s->n; i++)
-            Py_XDECREF(s->q[(s->head + i) % s->cap].data);
-        PyMem_Free(s->q);
-        PyMem_Free(s->marks);
-        PyMem_Free(s->enter);
+    for (Py_ssize_t k = 0; k < c->m.nslots; k++)
         PyMem_Free(c->cs[k].st);
-    }
-    PyMem_Free(c->slots);
+    merge_free(&c->m);
     PyMem_Free(c->cs);
     PyMem_Free(c->order);
     PyMem_Free(c->names);
@@ -1868,9 +1815,8 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    gslot_t *slots;
+    merge_t m;
     rslot_t *rs;
-    Py_ssize_t nslots;
     Py_ssize_t *order;
     Py_ssize_t norder;
     PyObject *canon;
@@ -2000,35 +1946,20 @@ cr_step(CallRows *c, PyObject *unused)
         }
         /* room for a record's rows: every open frame of every slot, and one more */
         Py_ssize_t most = 1;
-        for (Py_ssize_t k = 0; k < c->nslots; k++)
+        for (Py_ssize_t k = 0; k < c->m.nslots; k++)
             most += c->rs[k].n;
         if (cr_reserve(c, most) < 0)
             return NULL;
         Py_ssize_t best = -1;
-        uint64_t best_ts = 0;
-        for (Py_ssize_t k = 0; k < c->nslots; k++) {
-            gblock_t *b;
-            int r = slot_next(&c->slots[k], &b);
-            if (r == -2)
-                return NULL;
-            if (r < 0) {
-                need = k;
-                break;
-            }
-            if (r == 0)
-                continue;
-            uint64_t ts = b->rec[b->pos].ts;
-            if (best < 0 || ts < best_ts) {
-                best = k;
-                best_ts = ts;
-            }
-        }
-        if (need >= 0)
+        int picked = merge_pick(&c->m, &best, &need);
+        if (picked == -2)
+            return NULL;
+        if (picked < 0)
             return Py_BuildValue("(On)", Py_None, need);
-        if (best < 0) {
+        if (picked == 0) {
             /* the losses nothing was read after, slot by slot; then builder.finish() */
-            for (Py_ssize_t k = 0; k < c->nslots; k++) {
-                gslot_t *g = &c->slots[k];
+            for (Py_ssize_t k = 0; k < c->m.nslots; k++) {
+                gslot_t *g = &c->m.slots[k];
                 for (Py_ssize_t i = 0; i < g->nmarks; i++)
                     cr_lost(c, k);
                 g->nmarks = 0;
@@ -2040,7 +1971,7 @@ cr_step(CallRows *c, PyObject *unused)
             c->done = 1;
             continue;
         }
-        gslot_t *g = &c->slots[best];
+        gslot_t *g = &c->m.slots[best];
         rslot_t *s = &c->rs[best];
         gblock_t *b = &g->q[g->head];
         record_t r;
@@ -2050,20 +1981,8 @@ cr_step(CallRows *c, PyObject *unused)
             cr_lost(c, best);
         g->nmarks = 0;
         uint32_t id = rec_id(b, &r), cid = id;
-        if (c->canon != NULL) {
-            PyObject *k = PyLong_FromUnsignedLong(id);
-            if (k == NULL)
-                return NULL;
-            PyObject *v = PyDict_GetItemWithError(c->canon, k);
-            Py_DECREF(k);
-            if (v == NULL && PyErr_Occurred())
-                return NULL;
-            if (v != NULL) {
-                cid = (uint32_t)PyLong_AsUnsignedLong(v);
-                if (PyErr_Occurred())
-                    return NULL;
-            }
-        }
+        if (canon_lookup(c->canon, &cid) < 0)
+            return NULL;
         int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;
         if (!s->seen) {
             s->seen = 1;
@@ -2125,53 +2044,7 @@ cr_step(CallRows *c, PyObject *unused)
 static PyObject *
 cr_feed(CallRows *c, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 1 && nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "feed(cpu[, lost, records, ibase])");
-        return NULL;
-    }
-    Py_ssize_t cpu = PyLong_AsSsize_t(args[0]);
-    if (cpu == -1 && PyErr_Occurred())
-        return NULL;
-    if (cpu < 0 || cpu >= c->nslots) {
-        PyErr_SetString(PyExc_ValueError, "feed: not a slot of this trace");
-        return NULL;
-    }
-    gslot_t *s = &c->slots[cpu];
-    if (nargs == 1) {
-        s->eof = 1;
-        Py_RETURN_NONE;
-    }
-    long long lost = PyLong_AsLongLong(args[1]);
-    unsigned long ibase = PyLong_AsUnsignedLong(args[3]);
-    if (PyErr_Occurred())
-        return NULL;
-    if (!PyBytes_Check(args[2]) || PyBytes_GET_SIZE(args[2]) % FNT_RECORD_SIZE) {
-        PyErr_SetString(PyExc_TypeError, "feed: records are bytes of 32-byte records");
-        return NULL;
-    }
-    if (lost > 0)
-        c->lost += lost;
-    if (s->n == s->cap) {
-        Py_ssize_t cap = s->cap ? s->cap * 2 : 4;
-        gblock_t *q = PyMem_Malloc((size_t)cap * sizeof(gblock_t));
-        if (q == NULL)
-            return PyErr_NoMemory();
-        for (Py_ssize_t i = 0; i < s->n; i++)
-            q[i] = s->q[(s->head + i) % s->cap];
-        PyMem_Free(s->q);
-        s->q = q;
-        s->cap = cap;
-        s->head = 0;
-    }
-    gblock_t *b = &s->q[(s->head + s->n) % s->cap];
-    b->data = Py_NewRef(args[2]);
-    b->rec = (const record_t *)PyBytes_AS_STRING(args[2]);
-    b->n = PyBytes_GET_SIZE(args[2]) / FNT_RECORD_SIZE;
-    b->pos = 0;
-    b->lost = lost;
-    b->ibase = (uint32_t)ibase;
-    s->n++;
-    Py_RETURN_NONE;
+    return merge_feed(&c->m, args, nargs, &c->lost);
 }
 
 /* paths(first) -> [(parent, id)] of paths first, first + 1, ... (path k: item k - first) */
@@ -2213,7 +2086,7 @@ cr_init(CallRows *c, PyObject *args, PyObject *kw)
     PyObject *canon;
     if (!PyArg_ParseTuple(args, "nOn:CallRows", &nslots, &canon, &batch))
         return -1;
-    if (c->slots != NULL || nslots < 0 || nslots > SLOT_LIMIT || batch < 1) {
+    if (c->m.slots != NULL || nslots < 0 || nslots > SLOT_LIMIT || batch < 1) {
         PyErr_SetString(PyExc_ValueError, "CallRows: bad slots or rows (or made twice)");
         return -1;
     }
@@ -2226,15 +2099,15 @@ cr_init(CallRows *c, PyObject *args, PyObject *kw)
             c->canon = Py_NewRef(canon);
     }
     Py_ssize_t n1 = nslots ? nslots : 1;
-    c->slots = PyMem_Calloc((size_t)n1, sizeof(gslot_t));
+    if (merge_init(&c->m, nslots) < 0)
+        return -1;
     c->rs = PyMem_Calloc((size_t)n1, sizeof(rslot_t));
     c->order = PyMem_Calloc((size_t)n1, sizeof(Py_ssize_t));
     c->batch = batch;
-    if (!c->slots || !c->rs || !c->order) {
+    if (!c->rs || !c->order) {
         PyErr_NoMemory();
         return -1;
     }
-    c->nslots = nslots;
     return 0;
 }
 
@@ -2242,16 +2115,9 @@ static void
 cr_dealloc(CallRows *c)
 {
     PyTypeObject *tp = Py_TYPE(c);
-    for (Py_ssize_t k = 0; k < c->nslots; k++) {
-        gslot_t *s = &c->slots[k];
-        for (Py_ssize_t i = 0; i < s->n; i++)
-            Py_XDECREF(s->q[(s->head + i) % s->cap].data);
-        PyMem_Free(s->q);
-        PyMem_Free(s->marks);
-        PyMem_Free(s->enter);
+    for (Py_ssize_t k = 0; k < c->m.nslots; k++)
         PyMem_Free(c->rs[k].st);
-    }
-    PyMem_Free(c->slots);
+    merge_free(&c->m);
     PyMem_Free(c->rs);
     PyMem_Free(c->order);
     PyMem_Free(c->c_slot);

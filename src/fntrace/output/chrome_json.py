@@ -302,24 +302,13 @@ def _native_calls(source, out, pid: int, pids: dict[int, int] | None
     events, function hits, payloads, a thread the header does not name): the loop
     above writes it."""
     from .. import _env
-    from ..errors import TraceFileError
+    from .walk import calls_only, canon_ids, drive
     native = _env.native()
     if native is None:
         return None
-    blocks = source.record_blocks()
-    if blocks is None:
+    slots = calls_only(source, native.text_ok)
+    if slots is None:
         return None
-    text_ok = native.text_ok
-    slots: set[int] = set()
-    try:
-        for cpu, _, records, _ in blocks:
-            if not text_ok(records):
-                return None
-            slots.add(cpu)
-    except TraceFileError:
-        return None         # the loop above reads up to the damage, then says so
-    finally:
-        blocks.close()
     threads = source.threads
     if not slots.issubset(threads):
         return None         # a thread named at its first entry: the loop above does it
@@ -330,28 +319,10 @@ def _native_calls(source, out, pid: int, pids: dict[int, int] | None
         tails[slot] = f'"pid":{(pids or {}).get(tid, pid)},"tid":{tid}'
     syms = source.symbols
     names = {ip: _dumps(sym[0]) for ip, sym in syms.items()}
-    first: dict[str, int] = {}
-    canon = {}
-    for ip, sym in syms.items():
-        ip0 = first.setdefault(sym[0], ip)
-        if ip0 != ip:
-            canon[ip] = ip0
-    calls = native.ChromeCalls(nslots, names, canon or None, tails)
-    feeds = {slot: source.record_blocks(slot) for slot in range(nslots)}
-    step, feed, write = calls.step, calls.feed, out.write
-    while True:
-        text, need = step()
-        if text:
-            write(text)
-        if need < 0:
-            if not text:
-                break
-            continue
-        block = next(feeds[need], None)
-        if block is None:
-            feed(need)
-        else:
-            feed(need, block[1], block[2], block[3])
+    calls = native.ChromeCalls(nslots, names, canon_ids(syms), tails)
+    write = out.write
+    for text in drive(calls, source, nslots):
+        write(text)
     return calls.counts()
 
 

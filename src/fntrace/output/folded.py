@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from .calls import CallBuilder
 from .entry import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, LostEvents
 from .registry import Exporter, name_of, register_exporter
+from .walk import canon_ids
 
 __all__ = ["FoldedExporter", "WEIGHTS", "frame_name"]
 
@@ -139,16 +140,10 @@ def _walked_stacks(source) -> tuple[dict, int, dict] | None:
     if native is None:
         return None
     syms = source.symbols
-    first: dict[str, int] = {}
-    canon = {}
-    for ip, sym in syms.items():
-        ip0 = first.setdefault(sym[0], ip)
-        if ip0 != ip:
-            canon[ip] = ip0
     blocks = source.record_blocks()
     if blocks is None:
         return None
-    walk = native.StatWalk(False, canon or None, True)
+    walk = native.StatWalk(False, canon_ids(syms), True)
     try:
         for cpu, lost, records, ibase in blocks:
             if not walk.feed(cpu, records, lost, ibase):

@@ -494,8 +494,8 @@ def native_graph_text(tf, options: Mapping[str, bool], nr_cpus: int,
     threads share an id under different names: GraphPrinter prints those.  The trace
     is read once to check that, then again as it prints."""
     from .. import _env
-    from ..errors import TraceFileError
     from .registry import TRACE_OPTIONS
+    from .walk import calls_only, canon_ids, drive
     native = _env.native()
     if native is None:
         return None
@@ -512,46 +512,16 @@ def native_graph_text(tf, options: Mapping[str, bool], nr_cpus: int,
         if comm_of_pid.setdefault(pid, comm) != comm:
             return None             # the proc column would change name half way
         procs[c] = print_graph_proc(comm, pid)
-    text_ok = native.text_ok
-    try:
-        for _, _, records, _ in tf.record_blocks():
-            if not text_ok(records):
-                return None
-    except TraceFileError:
-        return None     # damaged: GraphPrinter prints what comes before, then says so
+    if calls_only(tf, native.text_ok) is None:
+        return None
     syms = tf.symbols
     names = {ip: sym[0] for ip, sym in syms.items()}
-    first: dict[str, int] = {}
-    canon = {}
-    for ip, name in names.items():
-        ip0 = first.setdefault(name, ip)
-        if ip0 != ip:
-            canon[ip] = ip0
     flags = tuple(bool(opts[k]) for k in ("funcgraph-cpu", "funcgraph-overhead",
                                             "funcgraph-proc", "funcgraph-duration",
                                             "funcgraph-abstime", "funcgraph-tail"))
-    printer = native.GraphText(nslots, names, canon or None, flags,
+    printer = native.GraphText(nslots, names, canon_ids(syms), flags,
                                len(str(max(nr_cpus - 1, 0))), procs)
-
-    def pieces() -> Iterator[str]:
-        blocks = {c: tf.record_blocks(c) for c in range(nslots)}
-        step, feed = printer.step, printer.feed
-        while True:
-            text, need = step()
-            if text:
-                yield text
-            if need < 0:
-                if not text:
-                    return
-                continue
-            block = next(blocks[need], None)
-            if block is None:
-                feed(need)
-            else:
-                feed(need, block[1], block[2], block[3])
-                if on_block is not None:
-                    on_block(len(block[2]) // 32)
-    return pieces()
+    return drive(printer, tf, nslots, on_block)
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

@@ -213,35 +213,18 @@ def _native_rows(source, writer, sch, pid_of, where: dict[str, tuple]) -> dict |
     payloads): the loop above writes it.  Strings are made once per call path, and a
     row group's columns are taken from them by index (no Python object per row)."""
     from .. import _env
-    from ..errors import TraceFileError
+    from .walk import calls_only, canon_ids, drive
     native = _env.native()
     if native is None:
         return None
-    blocks = source.record_blocks()
-    if blocks is None:
+    slots = calls_only(source, native.text_ok)
+    if slots is None:
         return None
-    text_ok = native.text_ok
-    slots: set[int] = set()
-    try:
-        for cpu, _, records, _ in blocks:
-            if not text_ok(records):
-                return None
-            slots.add(cpu)
-    except TraceFileError:
-        return None         # the loop above reads up to the damage, then says so
-    finally:
-        blocks.close()
     import pyarrow as pa
     import pyarrow.compute as pc
     threads = source.threads
     nslots = max(slots | set(threads), default=-1) + 1
     syms = source.symbols
-    first: dict[str, int] = {}
-    canon = {}
-    for ip, sym in syms.items():
-        ip0 = first.setdefault(sym[0], ip)
-        if ip0 != ip:
-            canon[ip] = ip0
     who = [threads.get(k, (0, "<...>")) for k in range(nslots)]
     slot_pid = pa.array([pid_of(k) for k in range(nslots)], pa.int64())
     slot_tid = pa.array([t for t, _ in who], pa.int64())
@@ -279,27 +262,15 @@ def _native_rows(source, writer, sch, pid_of, where: dict[str, tuple]) -> dict |
                       pa.array(parents, pa.string()), pa.array(stacks, pa.string())]
 
     kind = pa.array(["call"], pa.string())
-    rows = native.CallRows(nslots, canon or None, ROW_GROUP)
-    feeds = {k: source.record_blocks(k) for k in range(nslots)}
-    step, feed = rows.step, rows.feed
+    rows = native.CallRows(nslots, canon_ids(syms), ROW_GROUP)
     total = 0
-    while True:
-        batch, need = step()
-        if need >= 0:
-            block = next(feeds[need], None)
-            if block is None:
-                feed(need)
-            else:
-                feed(need, block[1], block[2], block[3])
-            continue
-        if batch is None:
-            break
+    for batch in drive(rows, source, nslots):
         n, b_slot, b_ts, b_dur, b_self, b_depth, b_path, b_complete = batch
         new = rows.paths(len(names))
         if new:
             grow(new)
 
-        def buf(typ, data):
+        def buf(typ, data, n=n):
             return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(data)])
         slot = buf(pa.int32(), b_slot)
         path = buf(pa.int32(), b_path)

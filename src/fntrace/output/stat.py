@@ -36,6 +36,7 @@ from .entry import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, LostEvents, Trace
 from .function_graph import trace_print_graph_duration
 from .function_stat import function_stat_variance
 from .registry import RenderContext, Renderer, name_of, register_renderer
+from .walk import canon_ids
 
 __all__ = ["FunctionStat", "StatCollector", "function_stats", "walked_stats", "sort_stats", "SORT_KEYS",
            "stat_headers", "stat_row", "stat_table", "StatRenderer"]
@@ -180,15 +181,7 @@ def walked_stats(tf, *, per_thread: bool = False, blocks: Iterable | None = None
     if native is None:
         return None
     syms = tf.symbols
-    # The walk keys by symbol id, the rows are by name: ids that share a name (a
-    # function defined again, several processes) are walked as one.
-    first: dict[str, int] = {}
-    canon = {}
-    for ip, sym in syms.items():
-        ip0 = first.setdefault(sym[0], ip)
-        if ip0 != ip:
-            canon[ip] = ip0
-    walk = native.StatWalk(per_thread, canon or None)
+    walk = native.StatWalk(per_thread, canon_ids(syms))
     feed = walk.feed
     for cpu, lost, records, ibase in (tf.record_blocks() if blocks is None else blocks):
         if not feed(cpu, records, lost, ibase):

@@ -1,0 +1,77 @@
+"""What the native reading walks (_native_read.c) share on the Python side: the ids a
+walk pairs and counts as one, the check that a trace is one of calls, and the loop that
+feeds a time-ordered walk the blocks it asks for.
+
+A walk reads ``record_blocks()`` of a trace source (TraceFile, TraceSet, TraceSource):
+each chunk's records decoded, with the records its buffer lost before them.  The views
+that use one keep their Python loop as the twin and the reference: a walk that is not
+there (FNTRACE_PURE=1, no build) or declines a trace leaves the view to it.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+
+__all__ = ["canon_ids", "calls_only", "drive"]
+
+
+def canon_ids(symbols: Mapping[int, tuple]) -> dict[int, int] | None:
+    """id -> the first id of its name, for the ids that share a name with another (a
+    function defined again, several processes): the Python views key by name, the walks
+    by id.  None when no two ids share a name."""
+    first: dict[str, int] = {}
+    canon = {}
+    for ip, sym in symbols.items():
+        ip0 = first.setdefault(sym[0], ip)
+        if ip0 != ip:
+            canon[ip] = ip0
+    return canon or None
+
+
+def calls_only(source, text_ok: Callable[[bytes], bool]) -> set[int] | None:
+    """The thread slots of a trace whose every block ``text_ok`` accepts (graph entries
+    and returns, no payloads: a trace of calls), read once; None when one is not, the
+    source has no blocks (entries made in memory), or a block is damaged (the Python
+    loop reads up to it and says so)."""
+    from ..errors import TraceFileError
+    blocks = source.record_blocks()
+    if blocks is None:
+        return None
+    slots: set[int] = set()
+    try:
+        for cpu, _, records, _ in blocks:
+            if not text_ok(records):
+                return None
+            slots.add(cpu)
+    except TraceFileError:
+        return None
+    finally:
+        blocks.close()
+    return slots
+
+
+def drive(walker, source, nslots: int,
+          on_block: Callable[[int], None] | None = None) -> Iterator:
+    """What a time-ordered walk (GraphText, ChromeCalls, CallRows) makes, step by step,
+    each slot's next block fed when the walk asks for it (``on_block(n)``: a block of
+    n records was fed).  Memory: the blocks the walk holds, about one per slot."""
+    blocks = {k: source.record_blocks(k) for k in range(nslots)}
+    step, feed = walker.step, walker.feed
+    while True:
+        item, need = step()
+        if item:
+            yield item
+        if need >= 0:
+            block = next(blocks[need], None)
+            if block is None:
+                feed(need)
+            else:
+                feed(need, block[1], block[2], block[3])
+                if on_block is not None:
+                    on_block(len(block[2]) // 32)
+        elif not item:
+            return
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())
