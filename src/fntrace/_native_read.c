@@ -769,14 +769,20 @@ typedef struct {
     Py_ssize_t len;
 } gname_t;
 
+/* id -> a name's UTF-8 bytes (open addressing), the bytes kept alive by ``keep`` */
+typedef struct {
+    gname_t *t;
+    Py_ssize_t cap;
+    PyObject *keep;
+} names_t;
+
 typedef struct {
     PyObject_HEAD
     int o_cpu, o_overhead, o_proc, o_duration, o_abstime, o_tail;
     int cpu_width;
     merge_t m;
-    gname_t *names;         /* open addressing by id */
-    Py_ssize_t ncap;
-    PyObject *keep;         /* the names' bytes objects */
+    names_t names;
+    PyObject *keep;         /* the procs' bytes objects */
     PyObject *canon;
     tbuf_t t;               /* the text made by this step */
     int done;
@@ -915,20 +921,67 @@ put_prologue(GraphText *g, Py_ssize_t cpu, uint64_t ts)
     g->t.blen = p - g->t.buf;
 }
 
-static const char *
-name_of_id(GraphText *g, uint32_t id, Py_ssize_t *len, char *tmp)
+/* names_t from a dict id -> str */
+static int
+names_init(names_t *n, PyObject *names)
 {
-    if (g->ncap) {
-        Py_ssize_t h = (Py_ssize_t)(mix(id) & (uint64_t)(g->ncap - 1));
-        while (g->names[h].s) {
-            if (g->names[h].id == id) {
-                *len = g->names[h].len;
-                return g->names[h].s;
+    n->keep = PyList_New(0);
+    if (n->keep == NULL)
+        return -1;
+    Py_ssize_t cap = 16;
+    while (cap < PyDict_GET_SIZE(names) * 2)
+        cap *= 2;
+    n->t = PyMem_Calloc((size_t)cap, sizeof(gname_t));
+    if (n->t == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    n->cap = cap;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(names, &pos, &k, &v)) {
+        unsigned long id = PyLong_AsUnsignedLong(k);
+        if (id == (unsigned long)-1 && PyErr_Occurred())
+            return -1;
+        PyObject *b = PyUnicode_AsEncodedString(v, "utf-8", "surrogateescape");
+        if (b == NULL || PyList_Append(n->keep, b) < 0) {
+            Py_XDECREF(b);
+            return -1;
+        }
+        Py_DECREF(b);
+        Py_ssize_t h = (Py_ssize_t)(mix(id) & (uint64_t)(cap - 1));
+        while (n->t[h].s)
+            h = (h + 1) & (cap - 1);
+        n->t[h].id = (uint32_t)id;
+        n->t[h].s = PyBytes_AS_STRING(b);
+        n->t[h].len = PyBytes_GET_SIZE(b);
+    }
+    return 0;
+}
+
+static void
+names_free(names_t *n)
+{
+    PyMem_Free(n->t);
+    Py_CLEAR(n->keep);
+}
+
+/* the name of ``id``, or the kernel's raw address (``fmt``: "0x%x", or quoted for
+ * JSON) when it has none, written into ``tmp`` (24 bytes) */
+static const char *
+names_get(const names_t *n, uint32_t id, Py_ssize_t *len, char *tmp, const char *fmt)
+{
+    if (n->cap) {
+        Py_ssize_t h = (Py_ssize_t)(mix(id) & (uint64_t)(n->cap - 1));
+        while (n->t[h].s) {
+            if (n->t[h].id == id) {
+                *len = n->t[h].len;
+                return n->t[h].s;
             }
-            h = (h + 1) & (g->ncap - 1);
+            h = (h + 1) & (n->cap - 1);
         }
     }
-    *len = PyOS_snprintf(tmp, 24, "0x%x", id);
+    *len = PyOS_snprintf(tmp, 24, fmt, id);
     return tmp;
 }
 
@@ -1177,7 +1230,7 @@ gt_step(GraphText *g, PyObject *unused)
             return NULL;
         int64_t depth = (int64_t)r.b;
         Py_ssize_t nlen;
-        const char *name = name_of_id(g, id, &nlen, tmp);
+        const char *name = names_get(&g->names, id, &nlen, tmp, "0x%x");
         if (r.type == FNT_TRACE_GRAPH_ENT) {
             /* get_return_for_leaf: the slot's next item, if it is this call's return */
             const record_t *nxt = NULL;
@@ -1293,35 +1346,10 @@ gt_init(GraphText *g, PyObject *args, PyObject *kw)
         return -1;
     if (merge_init(&g->m, nslots) < 0)
         return -1;
-    Py_ssize_t cap = 16;
-    while (cap < PyDict_GET_SIZE(names) * 2)
-        cap *= 2;
-    g->names = PyMem_Calloc((size_t)cap, sizeof(gname_t));
-    if (g->names == NULL) {
-        PyErr_NoMemory();
+    if (names_init(&g->names, names) < 0)
         return -1;
-    }
-    g->ncap = cap;
     Py_ssize_t pos = 0;
     PyObject *k, *v;
-    while (PyDict_Next(names, &pos, &k, &v)) {
-        unsigned long id = PyLong_AsUnsignedLong(k);
-        if (id == (unsigned long)-1 && PyErr_Occurred())
-            return -1;
-        PyObject *b = PyUnicode_AsEncodedString(v, "utf-8", "surrogateescape");
-        if (b == NULL || PyList_Append(g->keep, b) < 0) {
-            Py_XDECREF(b);
-            return -1;
-        }
-        Py_DECREF(b);
-        Py_ssize_t h = (Py_ssize_t)(mix(id) & (uint64_t)(cap - 1));
-        while (g->names[h].s)
-            h = (h + 1) & (cap - 1);
-        g->names[h].id = (uint32_t)id;
-        g->names[h].s = PyBytes_AS_STRING(b);
-        g->names[h].len = PyBytes_GET_SIZE(b);
-    }
-    pos = 0;
     while (PyDict_Next(procs, &pos, &k, &v)) {
         Py_ssize_t c = PyLong_AsSsize_t(k);
         if (c == -1 && PyErr_Occurred())
@@ -1350,7 +1378,7 @@ gt_dealloc(GraphText *g)
 {
     PyTypeObject *tp = Py_TYPE(g);
     merge_free(&g->m);
-    PyMem_Free(g->names);
+    names_free(&g->names);
     PyMem_Free(g->t.buf);
     Py_XDECREF(g->keep);
     Py_XDECREF(g->canon);
@@ -1439,8 +1467,7 @@ typedef struct {
     cslot_t *cs;
     Py_ssize_t *order;      /* slots in the order of their first graph record */
     Py_ssize_t norder;
-    gname_t *names;         /* id -> its name as a JSON string */
-    Py_ssize_t ncap;
+    names_t names;          /* id -> its name as a JSON string */
     PyObject *keep;
     PyObject *canon;
     tbuf_t t;
@@ -1448,21 +1475,6 @@ typedef struct {
     uint64_t n_calls, n_incomplete, n_instants;
     long long lost_total;
 } ChromeCalls;
-
-static const char *
-json_name(ChromeCalls *c, uint32_t id, Py_ssize_t *len, char *tmp)
-{
-    Py_ssize_t h = (Py_ssize_t)(mix(id) & (uint64_t)(c->ncap - 1));
-    while (c->names[h].s) {
-        if (c->names[h].id == id) {
-            *len = c->names[h].len;
-            return c->names[h].s;
-        }
-        h = (h + 1) & (c->ncap - 1);
-    }
-    *len = PyOS_snprintf(tmp, 24, "\"0x%x\"", id);
-    return tmp;
-}
 
 static inline void
 put_us(tbuf_t *t, uint64_t ns, int always_decimals)
@@ -1486,7 +1498,7 @@ put_call(ChromeCalls *c, Py_ssize_t slot, uint32_t id, int64_t start, int64_t en
 {
     char tmp[24];
     Py_ssize_t nlen;
-    const char *name = json_name(c, id, &nlen, tmp);
+    const char *name = names_get(&c->names, id, &nlen, tmp, "\"0x%x\"");
     cslot_t *s = &c->cs[slot];
     if (tb_reserve(&c->t, 160 + nlen + s->tail_len) < 0)
         return -1;
@@ -1694,35 +1706,10 @@ cc_init(ChromeCalls *c, PyObject *args, PyObject *kw)
         PyErr_NoMemory();
         return -1;
     }
-    Py_ssize_t cap = 16;
-    while (cap < PyDict_GET_SIZE(names) * 2)
-        cap *= 2;
-    c->names = PyMem_Calloc((size_t)cap, sizeof(gname_t));
-    if (c->names == NULL) {
-        PyErr_NoMemory();
+    if (names_init(&c->names, names) < 0)
         return -1;
-    }
-    c->ncap = cap;
     Py_ssize_t pos = 0;
     PyObject *k, *v;
-    while (PyDict_Next(names, &pos, &k, &v)) {
-        unsigned long id = PyLong_AsUnsignedLong(k);
-        if (id == (unsigned long)-1 && PyErr_Occurred())
-            return -1;
-        PyObject *b = PyUnicode_AsUTF8String(v);
-        if (b == NULL || PyList_Append(c->keep, b) < 0) {
-            Py_XDECREF(b);
-            return -1;
-        }
-        Py_DECREF(b);
-        Py_ssize_t h = (Py_ssize_t)(mix(id) & (uint64_t)(cap - 1));
-        while (c->names[h].s)
-            h = (h + 1) & (cap - 1);
-        c->names[h].id = (uint32_t)id;
-        c->names[h].s = PyBytes_AS_STRING(b);
-        c->names[h].len = PyBytes_GET_SIZE(b);
-    }
-    pos = 0;
     while (PyDict_Next(tails, &pos, &k, &v)) {
         Py_ssize_t slot = PyLong_AsSsize_t(k);
         if (slot == -1 && PyErr_Occurred())
@@ -1755,7 +1742,7 @@ cc_dealloc(ChromeCalls *c)
     merge_free(&c->m);
     PyMem_Free(c->cs);
     PyMem_Free(c->order);
-    PyMem_Free(c->names);
+    names_free(&c->names);
     PyMem_Free(c->t.buf);
     Py_XDECREF(c->keep);
     Py_XDECREF(c->canon);
