@@ -1,0 +1,339 @@
+/* -- ChromeCalls: the Chrome trace JSON's calls --------------------------------------
+ *
+ * The native twin of output/chrome_json.py's loop for a trace of calls (the blocks
+ * text_ok accepts): the records merged by time as GraphText merges them, each slot's
+ * calls paired as CallBuilder pairs them (without losses: the Chrome export shows a
+ * loss as an instant and pairs across it), each call written as its complete event
+ * when it ends, a loss as a "lost events" instant at the slot's next record, then the
+ * calls left open (slots in the order their first record was read, innermost first)
+ * and the losses nothing was read after.
+ */
+
+typedef struct {
+    uint32_t id;            /* the record's id (its name) */
+    uint32_t cid;           /* canonical: what pairs */
+    int64_t depth, start, children;
+} cframe_t;
+
+typedef struct {
+    cframe_t *st;
+    Py_ssize_t n, cap;
+    int64_t last_ts;        /* CallBuilder.last_ts */
+    int seen;               /* read a graph record (CallBuilder._stacks has it) */
+    uint64_t last_any;      /* the exporter's last[slot]: the last record's time */
+    const char *tail;       /* "pid":P,"tid":T */
+    Py_ssize_t tail_len;
+} cslot_t;
+
+typedef struct {
+    PyObject_HEAD
+    merge_t m;              /* the blocks, as GraphText's */
+    cslot_t *cs;
+    Py_ssize_t *order;      /* slots in the order of their first graph record */
+    Py_ssize_t norder;
+    names_t names;          /* id -> its name as a JSON string */
+    PyObject *keep;
+    PyObject *canon;
+    tbuf_t t;
+    int done;
+    uint64_t n_calls, n_incomplete, n_instants;
+    long long lost_total;
+} ChromeCalls;
+
+static inline void
+put_us(tbuf_t *t, uint64_t ns, int always_decimals)
+{
+    char *p = t->buf + t->blen;
+    p += u64_text(p, ns / 1000);
+    unsigned rest = (unsigned)(ns % 1000);
+    if (rest || always_decimals) {
+        *p++ = '.';
+        *p++ = (char)('0' + rest / 100);
+        *p++ = (char)('0' + rest / 10 % 10);
+        *p++ = (char)('0' + rest % 10);
+    }
+    t->blen = p - t->buf;
+}
+
+/* _Writer.call: ",\n" then the complete event */
+static int
+put_call(ChromeCalls *c, Py_ssize_t slot, uint32_t id, int64_t start, int64_t end,
+         int incomplete, int entry_lost)
+{
+    char tmp[24];
+    Py_ssize_t nlen;
+    const char *name = names_get(&c->names, id, &nlen, tmp, "\"0x%x\"");
+    cslot_t *s = &c->cs[slot];
+    if (tb_reserve(&c->t, 160 + nlen + s->tail_len) < 0)
+        return -1;
+    tbuf_t *t = &c->t;
+    TB_LIT(t, ",\n{\"ph\":\"X\",\"name\":");
+    tb_put(t, name, nlen);
+    TB_LIT(t, ",\"cat\":\"function\",\"ts\":");
+    put_us(t, (uint64_t)start, 1);
+    TB_LIT(t, ",\"dur\":");
+    put_us(t, (uint64_t)(end - start), 1);
+    TB_LIT(t, ",");
+    tb_put(t, s->tail, s->tail_len);
+    if (incomplete)
+        TB_LIT(t, ",\"args\":{\"incomplete\":true}}");
+    else if (entry_lost)
+        TB_LIT(t, ",\"args\":{\"entry_lost\":true}}");
+    else
+        TB_LIT(t, "}");
+    c->n_calls++;
+    c->n_incomplete += incomplete;
+    return 0;
+}
+
+/* the lost events instant of a slot, at ``ts`` */
+static int
+put_lost(ChromeCalls *c, Py_ssize_t slot, uint64_t ts, long long lost)
+{
+    cslot_t *s = &c->cs[slot];
+    if (tb_reserve(&c->t, 160 + s->tail_len) < 0)
+        return -1;
+    tbuf_t *t = &c->t;
+    TB_LIT(t, ",\n{\"ph\":\"i\",\"s\":\"t\",\"name\":\"lost events\",\"cat\":\"lost\",\"ts\":");
+    put_us(t, ts, 0);
+    TB_LIT(t, ",");
+    tb_put(t, s->tail, s->tail_len);
+    t->blen += PyOS_snprintf(t->buf + t->blen, 40, ",\"args\":{\"lost\":%lld}}", lost);
+    c->n_instants++;
+    return 0;
+}
+
+static int
+cc_close_deeper(ChromeCalls *c, Py_ssize_t slot, int64_t depth, int64_t ts)
+{
+    cslot_t *s = &c->cs[slot];
+    while (s->n && s->st[s->n - 1].depth >= depth) {
+        cframe_t f = s->st[--s->n];
+        int64_t dur = ts - f.start;
+        if (dur < 0)
+            dur = 0;
+        if (put_call(c, slot, f.id, f.start, f.start + dur, 1, 0) < 0)
+            return -1;
+        if (s->n)
+            s->st[s->n - 1].children += dur;
+    }
+    return 0;
+}
+
+static PyObject *
+cc_step(ChromeCalls *c, PyObject *unused)
+{
+    c->t.blen = 0;
+    Py_ssize_t need = -1;
+    while (!c->done && c->t.blen < (1 << 16)) {
+        Py_ssize_t best = -1;
+        int picked = merge_pick(&c->m, &best, &need);
+        if (picked == -2)
+            return NULL;
+        if (picked < 0)
+            break;
+        if (picked == 0) {
+            /* builder.finish(), then the losses nothing was read after */
+            for (Py_ssize_t i = 0; i < c->norder; i++) {
+                Py_ssize_t k = c->order[i];
+                if (cc_close_deeper(c, k, -1, c->cs[k].last_ts) < 0)
+                    return NULL;
+            }
+            for (Py_ssize_t k = 0; k < c->m.nslots; k++) {
+                gslot_t *g = &c->m.slots[k];
+                if (g->nmarks) {
+                    long long sum = 0;
+                    for (Py_ssize_t i = 0; i < g->nmarks; i++)
+                        sum += g->marks[i];
+                    g->nmarks = 0;
+                    if (put_lost(c, k, c->cs[k].last_any, sum) < 0)
+                        return NULL;
+                }
+            }
+            c->done = 1;
+            break;
+        }
+        gslot_t *g = &c->m.slots[best];
+        cslot_t *s = &c->cs[best];
+        gblock_t *b = &g->q[g->head];
+        record_t r;
+        memcpy(&r, &b->rec[b->pos], sizeof(r));
+        b->pos++;
+        s->last_any = r.ts;
+        if (g->nmarks) {
+            long long sum = 0;
+            for (Py_ssize_t i = 0; i < g->nmarks; i++)
+                sum += g->marks[i];
+            g->nmarks = 0;
+            if (put_lost(c, best, r.ts, sum) < 0)
+                return NULL;
+        }
+        uint32_t id = rec_id(b, &r), cid = id;
+        if (canon_lookup(c->canon, &cid) < 0)
+            return NULL;
+        int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;
+        if (!s->seen) {
+            s->seen = 1;
+            c->order[c->norder++] = best;
+        }
+        s->last_ts = ts;
+        if (r.type == FNT_TRACE_GRAPH_ENT) {
+            if (s->n && s->st[s->n - 1].depth >= depth && cc_close_deeper(c, best, depth, ts) < 0)
+                return NULL;
+            if (s->n == s->cap) {
+                Py_ssize_t cap = s->cap ? s->cap * 2 : 64;
+                cframe_t *st = PyMem_Realloc(s->st, (size_t)cap * sizeof(cframe_t));
+                if (st == NULL)
+                    return PyErr_NoMemory();
+                s->st = st;
+                s->cap = cap;
+            }
+            cframe_t *f = &s->st[s->n++];
+            f->id = id;
+            f->cid = cid;
+            f->depth = depth;
+            f->start = ts;
+            f->children = 0;
+            continue;
+        }
+        if (s->n && s->st[s->n - 1].depth > depth && cc_close_deeper(c, best, depth + 1, ts) < 0)
+            return NULL;
+        if (s->n && s->st[s->n - 1].depth == depth && s->st[s->n - 1].cid != cid
+                && cc_close_deeper(c, best, depth, ts) < 0)
+            return NULL;
+        int64_t start = (int64_t)r.d, dur;
+        if (s->n && s->st[s->n - 1].depth == depth && s->st[s->n - 1].cid == cid) {
+            cframe_t f = s->st[--s->n];
+            if (f.start <= ts)
+                start = f.start;
+            dur = ts - start;
+            if (put_call(c, best, id, start, ts, 0, 0) < 0)
+                return NULL;
+        } else {
+            dur = ts - start;
+            if (put_call(c, best, id, start, ts, 0, 1) < 0)
+                return NULL;
+        }
+        if (s->n)
+            s->st[s->n - 1].children += dur;
+    }
+    PyObject *text = PyUnicode_DecodeUTF8(c->t.buf, c->t.blen, "strict");
+    if (text == NULL)
+        return NULL;
+    return Py_BuildValue("(Nn)", text, need);
+}
+
+static PyObject *
+cc_feed(ChromeCalls *c, PyObject *const *args, Py_ssize_t nargs)
+{
+    return merge_feed(&c->m, args, nargs, &c->lost_total);
+}
+
+static PyObject *
+cc_counts(ChromeCalls *c, PyObject *unused)
+{
+    return Py_BuildValue("(KKKL)", (unsigned long long)c->n_calls,
+                         (unsigned long long)c->n_incomplete,
+                         (unsigned long long)c->n_instants, c->lost_total);
+}
+
+/* ChromeCalls(slots, names, canon, tails, last): names id -> the name as a JSON string,
+ * canon as StatWalk's, tails slot -> '"pid":P,"tid":T', last slot -> the time the
+ * exporter's last[slot] starts at */
+static int
+cc_init(ChromeCalls *c, PyObject *args, PyObject *kw)
+{
+    Py_ssize_t nslots;
+    PyObject *names, *canon, *tails;
+    if (!PyArg_ParseTuple(args, "nO!OO!:ChromeCalls", &nslots, &PyDict_Type, &names, &canon,
+                          &PyDict_Type, &tails))
+        return -1;
+    if (c->m.slots != NULL || nslots < 0 || nslots > SLOT_LIMIT) {
+        PyErr_SetString(PyExc_ValueError, "ChromeCalls: bad slot count (or made twice)");
+        return -1;
+    }
+    if (canon != Py_None) {
+        if (!PyDict_Check(canon)) {
+            PyErr_SetString(PyExc_TypeError, "ChromeCalls: canon is a dict or None");
+            return -1;
+        }
+        if (PyDict_GET_SIZE(canon))
+            c->canon = Py_NewRef(canon);
+    }
+    c->keep = PyList_New(0);
+    Py_ssize_t n1 = nslots ? nslots : 1;
+    if (c->keep == NULL || merge_init(&c->m, nslots) < 0)
+        return -1;
+    c->cs = PyMem_Calloc((size_t)n1, sizeof(cslot_t));
+    c->order = PyMem_Calloc((size_t)n1, sizeof(Py_ssize_t));
+    if (c->cs == NULL || c->order == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (names_init(&c->names, names) < 0)
+        return -1;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(tails, &pos, &k, &v)) {
+        Py_ssize_t slot = PyLong_AsSsize_t(k);
+        if (slot == -1 && PyErr_Occurred())
+            return -1;
+        if (slot < 0 || slot >= nslots)
+            continue;
+        PyObject *b = PyUnicode_AsUTF8String(v);
+        if (b == NULL || PyList_Append(c->keep, b) < 0) {
+            Py_XDECREF(b);
+            return -1;
+        }
+        Py_DECREF(b);
+        c->cs[slot].tail = PyBytes_AS_STRING(b);
+        c->cs[slot].tail_len = PyBytes_GET_SIZE(b);
+    }
+    for (Py_ssize_t i = 0; i < nslots; i++)
+        if (c->cs[i].tail == NULL) {
+            PyErr_SetString(PyExc_ValueError, "ChromeCalls: a slot without its pid and tid");
+            return -1;
+        }
+    return 0;
+}
+
+static void
+cc_dealloc(ChromeCalls *c)
+{
+    PyTypeObject *tp = Py_TYPE(c);
+    for (Py_ssize_t k = 0; k < c->m.nslots; k++)
+        PyMem_Free(c->cs[k].st);
+    merge_free(&c->m);
+    PyMem_Free(c->cs);
+    PyMem_Free(c->order);
+    names_free(&c->names);
+    PyMem_Free(c->t.buf);
+    Py_XDECREF(c->keep);
+    Py_XDECREF(c->canon);
+    tp->tp_free((PyObject *)c);
+    Py_DECREF(tp);
+}
+
+static PyMethodDef cc_methods[] = {
+    {"feed", (PyCFunction)(void (*)(void))cc_feed, METH_FASTCALL,
+     "feed(cpu[, lost, records, ibase]): a slot's next block, or that it has no more"},
+    {"step", (PyCFunction)cc_step, METH_NOARGS,
+     "step() -> (text, need): events, and the slot to feed before more (-1: none)"},
+    {"counts", (PyCFunction)cc_counts, METH_NOARGS,
+     "counts() -> (calls, incomplete calls, instants, lost events)"},
+    {NULL}
+};
+
+static PyType_Slot cc_slots[] = {
+    {Py_tp_doc, "ChromeCalls(slots, names, canon, tails): the Chrome trace JSON's calls of a "
+                "trace file (output/chrome_json.py's twin)"},
+    {Py_tp_init, cc_init},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_dealloc, cc_dealloc},
+    {Py_tp_methods, cc_methods},
+    {0, NULL},
+};
+
+static PyType_Spec cc_spec = {
+    "fntrace._native.ChromeCalls", sizeof(ChromeCalls), 0, Py_TPFLAGS_DEFAULT, cc_slots,
+};

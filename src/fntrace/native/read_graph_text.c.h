@@ -1,0 +1,387 @@
+/* -- GraphText: function_graph's text ------------------------------------------------
+ *
+ * The native twin of output/function_graph.py's GraphPrinter over a trace file's
+ * records merged by time (output/reader.py's entries_from_file), for what a trace of
+ * calls holds: graph entries and returns, and the buffers' losses.  The caller checks
+ * first (``text_ok``) that every block is of that kind and the options are ones this
+ * printer has (cpu, overhead, proc, duration, abstime, tail); anything else is printed
+ * by the Python printer.
+ *
+ * The merge is heapq.merge's: the least (time, slot) of the slots' next records, a
+ * slot's records in their order; a loss note goes out just before the first record
+ * read after it, or after everything when nothing was read after it.  The leaf test
+ * (get_return_for_leaf) peeks at the slot's next item, which the slot's blocks hold:
+ * where the Python printer holds an entry back until its slot's next item arrives,
+ * this one reads that item from the slot itself, and the lines come out in the same
+ * order.  When a slot's next item is in a block not fed yet, ``step`` asks for it.
+ */
+
+typedef struct {
+    PyObject_HEAD
+    int o_cpu, o_overhead, o_proc, o_duration, o_abstime, o_tail;
+    int cpu_width;
+    merge_t m;
+    names_t names;
+    PyObject *keep;         /* the procs' bytes objects */
+    PyObject *canon;
+    tbuf_t t;               /* the text made by this step */
+    int done;
+} GraphText;
+
+static void
+put_duration(GraphText *g, int64_t dur)
+{
+    char *p = g->t.buf + g->t.blen;
+    char mark = ' ';
+    if (g->o_overhead) {
+        if (dur > 1000000000LL) mark = '$';
+        else if (dur > 100000000LL) mark = '@';
+        else if (dur > 10000000LL) mark = '*';
+        else if (dur > 1000000LL) mark = '#';
+        else if (dur > 100000LL) mark = '!';
+        else if (dur > 10000LL) mark = '+';
+    }
+    *p++ = mark;
+    *p++ = ' ';
+    uint64_t usecs = (uint64_t)dur / 1000, rem = (uint64_t)dur % 1000;
+    Py_ssize_t length = u64_text(p, usecs);
+    p += length;
+    if (length < 7) {
+        Py_ssize_t slen = 8 - length < 5 ? 8 - length : 5;
+        char ns[3] = {(char)('0' + rem / 100), (char)('0' + rem / 10 % 10), (char)('0' + rem % 10)};
+        /* snprintf(.., min(5, 8 - len), "%03lu"): at most the three digits there are */
+        Py_ssize_t k = slen - 1 < 3 ? slen - 1 : 3;
+        *p++ = '.';
+        memcpy(p, ns, (size_t)k);
+        p += k;
+        length += k + 1;
+    }
+    memcpy(p, " us ", 4);
+    p += 4;
+    for (Py_ssize_t i = length; i < 8; i++)
+        *p++ = ' ';
+    memcpy(p, "|  ", 3);
+    p += 3;
+    g->t.blen = p - g->t.buf;
+}
+
+static const char DURATION_FILL[] = "              |  ";
+
+/* print_graph_prologue: [abstime][cpu][proc] */
+static void
+put_prologue(GraphText *g, Py_ssize_t cpu, uint64_t ts)
+{
+    char *p = g->t.buf + g->t.blen;
+    if (g->o_abstime) {
+        uint64_t secs = ts / 1000000000ULL, us = ts % 1000000000ULL / 1000;
+        char num[24];
+        Py_ssize_t n = u64_text(num, secs);
+        for (Py_ssize_t i = n; i < 5; i++)
+            *p++ = ' ';
+        memcpy(p, num, (size_t)n);
+        p += n;
+        *p++ = '.';
+        for (int i = 5; i >= 0; i--) {
+            p[i] = (char)('0' + us % 10);
+            us /= 10;
+        }
+        p += 6;
+        memcpy(p, " |  ", 4);
+        p += 4;
+    }
+    if (g->o_cpu) {
+        char num[24];
+        Py_ssize_t n = u64_text(num, (uint64_t)cpu);
+        *p++ = ' ';
+        for (Py_ssize_t i = n; i < g->cpu_width; i++)
+            *p++ = ' ';
+        memcpy(p, num, (size_t)n);
+        p += n;
+        *p++ = ')';
+        *p++ = ' ';
+    }
+    if (g->o_proc) {
+        gslot_t *s = &g->m.slots[cpu];
+        memcpy(p, s->comm, (size_t)s->comm_len);
+        p += s->comm_len;
+        memcpy(p, " | ", 3);
+        p += 3;
+    }
+    g->t.blen = p - g->t.buf;
+}
+
+/* names_t from a dict id -> str */
+
+static int
+put_marks(GraphText *g, Py_ssize_t cpu)
+{
+    gslot_t *s = &g->m.slots[cpu];
+    for (Py_ssize_t i = 0; i < s->nmarks; i++) {
+        if (tb_reserve(&g->t, 64) < 0)
+            return -1;
+        g->t.blen += PyOS_snprintf(g->t.buf + g->t.blen, 64, "CPU:%zd [LOST %lld EVENTS]\n",
+                                 cpu, s->marks[i]);
+    }
+    s->nmarks = 0;
+    return 0;
+}
+
+
+static int
+set_enter(gslot_t *s, int64_t depth, uint64_t v)
+{
+    if (depth >= s->nenter) {
+        if (v == 0)
+            return 0;
+        Py_ssize_t n = depth + 16;
+        uint64_t *e = PyMem_Realloc(s->enter, (size_t)n * sizeof(uint64_t));
+        if (e == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t i = s->nenter; i < n; i++)
+            e[i] = 0;
+        s->enter = e;
+        s->nenter = n;
+    }
+    s->enter[depth] = v;
+    return 0;
+}
+
+/* The slot's item after its current record: 1 and the record (and its block) when it
+ * is a record, 0 when it is a loss note or there is none, -1 when a block must be fed
+ * to know */
+
+static PyObject *
+gt_step(GraphText *g, PyObject *unused)
+{
+    g->t.blen = 0;
+    Py_ssize_t need = -1;
+    char tmp[24];
+    while (!g->done && g->t.blen < (1 << 16)) {
+        Py_ssize_t best = -1;
+        int picked = merge_pick(&g->m, &best, &need);
+        if (picked == -2)
+            return NULL;
+        if (picked < 0)
+            break;
+        if (picked == 0) {
+            /* every slot read: the losses nothing was read after, slot by slot */
+            for (Py_ssize_t c = 0; c < g->m.nslots; c++)
+                if (put_marks(g, c) < 0)
+                    return NULL;
+            g->done = 1;
+            break;
+        }
+        gslot_t *s = &g->m.slots[best];
+        gblock_t *b = &s->q[s->head];
+        record_t r;
+        memcpy(&r, &b->rec[b->pos], sizeof(r));
+        uint32_t id = rec_id(b, &r), cid = id;
+        if (canon_lookup(g->canon, &cid) < 0)
+            return NULL;
+        int64_t depth = (int64_t)r.b;
+        Py_ssize_t nlen;
+        const char *name = names_get(&g->names, id, &nlen, tmp, "0x%x");
+        if (r.type == FNT_TRACE_GRAPH_ENT) {
+            /* get_return_for_leaf: the slot's next item, if it is this call's return */
+            const record_t *nxt = NULL;
+            gblock_t *nb = NULL;
+            int pk = slot_peek(s, &nxt, &nb);
+            if (pk < 0) {
+                need = best;
+                break;
+            }
+            int leaf = 0;
+            if (pk == 1 && nxt->type == FNT_TRACE_GRAPH_RET) {
+                uint32_t a = rec_id(nb, nxt);
+                if (canon_lookup(g->canon, &a) < 0)
+                    return NULL;
+                leaf = a == cid;
+            }
+            if (put_marks(g, best) < 0)
+                return NULL;
+            if (tb_reserve(&g->t, 128 + nlen + depth * 2 + s->comm_len) < 0)
+                return NULL;
+            put_prologue(g, best, r.ts);
+            b->pos++;
+            if (leaf) {
+                int64_t dur = (int64_t)nxt->ts - (int64_t)nxt->d;
+                if (g->o_duration)
+                    put_duration(g, dur < 0 ? 0 : dur);
+                if (set_enter(s, depth, 0) < 0)
+                    return NULL;
+                nb->pos++;              /* the return is this line's */
+            } else {
+                if (g->o_duration)
+                    tb_put(&g->t, DURATION_FILL, sizeof(DURATION_FILL) - 1);
+                if (set_enter(s, depth, (uint64_t)cid + 1) < 0)
+                    return NULL;
+            }
+            tb_spaces(&g->t, depth * 2);
+            tb_put(&g->t, name, nlen);
+            if (leaf)
+                TB_LIT(&g->t, "();\n");
+            else
+                TB_LIT(&g->t, "() {\n");
+            continue;
+        }
+        /* a return: "}" when it closes the block opened at its depth by the same
+         * function, else it names its function */
+        if (put_marks(g, best) < 0)
+            return NULL;
+        b->pos++;
+        int match = depth < s->nenter && s->enter[depth] == (uint64_t)cid + 1;
+        if (set_enter(s, depth, 0) < 0)
+            return NULL;
+        if (tb_reserve(&g->t, 128 + nlen + depth * 2 + s->comm_len) < 0)
+            return NULL;
+        put_prologue(g, best, r.ts);
+        int64_t dur = (int64_t)r.ts - (int64_t)r.d;
+        if (g->o_duration)
+            put_duration(g, dur < 0 ? 0 : dur);
+        tb_spaces(&g->t, depth * 2);
+        if (match && !g->o_tail) {
+            TB_LIT(&g->t, "}\n");
+        } else {
+            TB_LIT(&g->t, "} /* ");
+            tb_put(&g->t, name, nlen);
+            TB_LIT(&g->t, " */\n");
+        }
+    }
+    PyObject *text = PyUnicode_DecodeUTF8(g->t.buf, g->t.blen, "surrogateescape");
+    if (text == NULL)
+        return NULL;
+    return Py_BuildValue("(Nn)", text, need);
+}
+
+/* feed(cpu, lost, records, ibase): slot ``cpu``'s next block; feed(cpu) alone: the slot
+ * has no more */
+static PyObject *
+gt_feed(GraphText *g, PyObject *const *args, Py_ssize_t nargs)
+{
+    long long lost = 0;
+    return merge_feed(&g->m, args, nargs, &lost);
+}
+
+/* GraphText(slots, names, canon, options, cpu_width): slots is the number of thread
+ * slots, names a dict id -> name, canon as StatWalk's, options the tuple (cpu,
+ * overhead, proc, duration, abstime, tail), procs a dict slot -> the proc column's
+ * text */
+static int
+gt_init(GraphText *g, PyObject *args, PyObject *kw)
+{
+    Py_ssize_t nslots, width;
+    PyObject *names, *canon, *procs;
+    int o[6];
+    if (!PyArg_ParseTuple(args, "nO!O(pppppp)nO!:GraphText", &nslots, &PyDict_Type, &names,
+                          &canon, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &width,
+                          &PyDict_Type, &procs))
+        return -1;
+    if (g->m.slots != NULL || nslots < 0 || nslots > SLOT_LIMIT) {
+        PyErr_SetString(PyExc_ValueError, "GraphText: bad slot count (or made twice)");
+        return -1;
+    }
+    g->o_cpu = o[0], g->o_overhead = o[1], g->o_proc = o[2], g->o_duration = o[3];
+    g->o_abstime = o[4], g->o_tail = o[5];
+    g->cpu_width = (int)width;
+    if (canon != Py_None) {
+        if (!PyDict_Check(canon)) {
+            PyErr_SetString(PyExc_TypeError, "GraphText: canon is a dict or None");
+            return -1;
+        }
+        if (PyDict_GET_SIZE(canon))
+            g->canon = Py_NewRef(canon);
+    }
+    g->keep = PyList_New(0);
+    if (g->keep == NULL)
+        return -1;
+    if (merge_init(&g->m, nslots) < 0)
+        return -1;
+    if (names_init(&g->names, names) < 0)
+        return -1;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(procs, &pos, &k, &v)) {
+        Py_ssize_t c = PyLong_AsSsize_t(k);
+        if (c == -1 && PyErr_Occurred())
+            return -1;
+        if (c < 0 || c >= nslots)
+            continue;
+        PyObject *b = PyUnicode_AsEncodedString(v, "utf-8", "surrogateescape");
+        if (b == NULL || PyList_Append(g->keep, b) < 0) {
+            Py_XDECREF(b);
+            return -1;
+        }
+        Py_DECREF(b);
+        g->m.slots[c].comm = PyBytes_AS_STRING(b);
+        g->m.slots[c].comm_len = PyBytes_GET_SIZE(b);
+    }
+    for (Py_ssize_t c = 0; c < nslots; c++)
+        if (g->m.slots[c].comm == NULL) {
+            g->m.slots[c].comm = "";
+            g->m.slots[c].comm_len = 0;
+        }
+    return 0;
+}
+
+static void
+gt_dealloc(GraphText *g)
+{
+    PyTypeObject *tp = Py_TYPE(g);
+    merge_free(&g->m);
+    names_free(&g->names);
+    PyMem_Free(g->t.buf);
+    Py_XDECREF(g->keep);
+    Py_XDECREF(g->canon);
+    tp->tp_free((PyObject *)g);
+    Py_DECREF(tp);
+}
+
+/* text_ok(records) -> bool: a block GraphText prints as the Python printer does:
+ * graph entries and returns only, no payloads (arguments, return values), calltimes
+ * not after their returns, depths and times in range */
+static PyObject *
+text_ok(PyObject *self, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const record_t *rec = view.buf;
+    Py_ssize_t n = view.len / FNT_RECORD_SIZE;
+    int ok = view.len % FNT_RECORD_SIZE == 0;
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        record_t r;
+        memcpy(&r, &rec[i], sizeof(r));
+        if (r.flags & FNT_HAS_PAYLOAD || r.b > (1u << 16) || r.ts >= ((uint64_t)1 << 62))
+            ok = 0;
+        else if (r.type == FNT_TRACE_GRAPH_RET)
+            ok = r.d <= r.ts;
+        else
+            ok = r.type == FNT_TRACE_GRAPH_ENT;
+    }
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(ok);
+}
+
+static PyMethodDef gt_methods[] = {
+    {"feed", (PyCFunction)(void (*)(void))gt_feed, METH_FASTCALL,
+     "feed(cpu[, lost, records, ibase]): a slot's next block, or that it has no more"},
+    {"step", (PyCFunction)gt_step, METH_NOARGS,
+     "step() -> (text, need): lines, and the slot to feed before more (-1: none)"},
+    {NULL}
+};
+
+static PyType_Slot gt_slots[] = {
+    {Py_tp_doc, "GraphText(slots, names, canon, options, cpu_width, procs): function_graph's "
+                "text of a trace file (output/function_graph.py's twin)"},
+    {Py_tp_init, gt_init},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_dealloc, gt_dealloc},
+    {Py_tp_methods, gt_methods},
+    {0, NULL},
+};
+
+static PyType_Spec gt_spec = {
+    "fntrace._native.GraphText", sizeof(GraphText), 0, Py_TPFLAGS_DEFAULT, gt_slots,
+};

@@ -1,0 +1,342 @@
+/* What the time-ordered walks share: a text buffer, the blocks of each thread slot
+ * fed as a walk asks for them, the merge that picks the next record (heapq.merge's
+ * order), and the id -> name table. */
+
+typedef struct {
+    char *buf;
+    Py_ssize_t blen, bcap;
+} tbuf_t;
+
+typedef struct {
+    PyObject *data;         /* bytes of records */
+    const record_t *rec;
+    Py_ssize_t n, pos;
+    long long lost;
+    uint32_t ibase;
+} gblock_t;
+
+typedef struct {
+    gblock_t *q;            /* fed, not yet read */
+    Py_ssize_t head, n, cap;
+    int eof;
+    long long *marks;       /* loss notes waiting for the slot's next record */
+    Py_ssize_t nmarks, capmarks;
+    const char *comm;       /* the proc column's text */
+    Py_ssize_t comm_len;
+    long long pid;
+    uint64_t *enter;        /* depth -> 1 + the (canonical) id opened there, 0: none */
+    Py_ssize_t nenter;
+} gslot_t;
+
+/* the slots of a time-ordered walk, their blocks fed as it asks */
+typedef struct {
+    gslot_t *slots;
+    Py_ssize_t nslots;
+} merge_t;
+
+typedef struct {
+    uint32_t id;
+    const char *s;
+    Py_ssize_t len;
+} gname_t;
+
+/* id -> a name's UTF-8 bytes (open addressing), the bytes kept alive by ``keep`` */
+typedef struct {
+    gname_t *t;
+    Py_ssize_t cap;
+    PyObject *keep;
+} names_t;
+
+static int
+tb_reserve(tbuf_t *g, Py_ssize_t more)
+{
+    if (g->blen + more <= g->bcap)
+        return 0;
+    Py_ssize_t cap = g->bcap ? g->bcap : 1 << 16;
+    while (cap < g->blen + more)
+        cap *= 2;
+    char *b = PyMem_Realloc(g->buf, (size_t)cap);
+    if (b == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    g->buf = b;
+    g->bcap = cap;
+    return 0;
+}
+
+/* the caller reserved room */
+static inline void
+tb_put(tbuf_t *g, const char *s, Py_ssize_t n)
+{
+    memcpy(g->buf + g->blen, s, (size_t)n);
+    g->blen += n;
+}
+
+static inline void
+tb_spaces(tbuf_t *g, Py_ssize_t n)
+{
+    memset(g->buf + g->blen, ' ', (size_t)n);
+    g->blen += n;
+}
+
+static inline Py_ssize_t
+u64_text(char *p, uint64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (int i = 0; i < n; i++)
+        p[i] = tmp[n - 1 - i];
+    return n;
+}
+
+/* trace_find_mark, then trace_print_graph_duration and the bar: "+ 61.770 us   |  " */
+
+/* a string literal put whole (the caller reserved room) */
+#define TB_LIT(t, lit) tb_put((t), (lit), (Py_ssize_t)sizeof(lit) - 1)
+
+
+static int
+names_init(names_t *n, PyObject *names)
+{
+    n->keep = PyList_New(0);
+    if (n->keep == NULL)
+        return -1;
+    Py_ssize_t cap = 16;
+    while (cap < PyDict_GET_SIZE(names) * 2)
+        cap *= 2;
+    n->t = PyMem_Calloc((size_t)cap, sizeof(gname_t));
+    if (n->t == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    n->cap = cap;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(names, &pos, &k, &v)) {
+        unsigned long id = PyLong_AsUnsignedLong(k);
+        if (id == (unsigned long)-1 && PyErr_Occurred())
+            return -1;
+        PyObject *b = PyUnicode_AsEncodedString(v, "utf-8", "surrogateescape");
+        if (b == NULL || PyList_Append(n->keep, b) < 0) {
+            Py_XDECREF(b);
+            return -1;
+        }
+        Py_DECREF(b);
+        Py_ssize_t h = (Py_ssize_t)(mix(id) & (uint64_t)(cap - 1));
+        while (n->t[h].s)
+            h = (h + 1) & (cap - 1);
+        n->t[h].id = (uint32_t)id;
+        n->t[h].s = PyBytes_AS_STRING(b);
+        n->t[h].len = PyBytes_GET_SIZE(b);
+    }
+    return 0;
+}
+
+static void
+names_free(names_t *n)
+{
+    PyMem_Free(n->t);
+    Py_CLEAR(n->keep);
+}
+
+/* the name of ``id``, or the kernel's raw address (``fmt``: "0x%x", or quoted for
+ * JSON) when it has none, written into ``tmp`` (24 bytes) */
+static const char *
+names_get(const names_t *n, uint32_t id, Py_ssize_t *len, char *tmp, const char *fmt)
+{
+    if (n->cap) {
+        Py_ssize_t h = (Py_ssize_t)(mix(id) & (uint64_t)(n->cap - 1));
+        while (n->t[h].s) {
+            if (n->t[h].id == id) {
+                *len = n->t[h].len;
+                return n->t[h].s;
+            }
+            h = (h + 1) & (n->cap - 1);
+        }
+    }
+    *len = PyOS_snprintf(tmp, 24, fmt, id);
+    return tmp;
+}
+
+static inline uint32_t
+rec_id(const gblock_t *b, const record_t *r)
+{
+    return r->a ? r->a + b->ibase : 0;
+}
+
+/* The slot's next record, its block made current (loss notes of blocks passed on the
+ * way queued); 0: there is none now, -1 the slot needs a block fed, 1 found */
+static int
+slot_next(gslot_t *s, gblock_t **blk)
+{
+    while (s->n) {
+        gblock_t *b = &s->q[s->head];
+        if (b->pos == 0 && b->lost) {
+            if (s->nmarks == s->capmarks) {
+                Py_ssize_t cap = s->capmarks ? s->capmarks * 2 : 4;
+                long long *m = PyMem_Realloc(s->marks, (size_t)cap * sizeof(long long));
+                if (m == NULL) {
+                    PyErr_NoMemory();
+                    return -2;
+                }
+                s->marks = m;
+                s->capmarks = cap;
+            }
+            s->marks[s->nmarks++] = b->lost;
+            b->lost = 0;
+        }
+        if (b->pos < b->n) {
+            *blk = b;
+            return 1;
+        }
+        Py_CLEAR(b->data);
+        s->head = (s->head + 1) % s->cap;
+        s->n--;
+    }
+    return s->eof ? 0 : -1;
+}
+
+
+static int
+slot_peek(gslot_t *s, const record_t **nxt, gblock_t **nb)
+{
+    gblock_t *b = &s->q[s->head];
+    if (b->pos + 1 < b->n) {
+        *nxt = &b->rec[b->pos + 1];
+        *nb = b;
+        return 1;
+    }
+    for (Py_ssize_t i = 1; i < s->n; i++) {
+        gblock_t *b2 = &s->q[(s->head + i) % s->cap];
+        if (b2->lost)
+            return 0;
+        if (b2->n) {
+            *nxt = b2->rec;
+            *nb = b2;
+            return 1;
+        }
+    }
+    return s->eof ? 0 : -1;
+}
+
+static int
+merge_init(merge_t *m, Py_ssize_t nslots)
+{
+    m->slots = PyMem_Calloc((size_t)(nslots ? nslots : 1), sizeof(gslot_t));
+    if (m->slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    m->nslots = nslots;
+    return 0;
+}
+
+static void
+merge_free(merge_t *m)
+{
+    for (Py_ssize_t k = 0; k < m->nslots; k++) {
+        gslot_t *s = &m->slots[k];
+        for (Py_ssize_t i = 0; i < s->n; i++)
+            Py_XDECREF(s->q[(s->head + i) % s->cap].data);
+        PyMem_Free(s->q);
+        PyMem_Free(s->marks);
+        PyMem_Free(s->enter);
+    }
+    PyMem_Free(m->slots);
+    m->slots = NULL;
+    m->nslots = 0;
+}
+
+/* a walk's feed(cpu[, lost, records, ibase]): the slot's next block, or (cpu alone)
+ * that it has no more; ``*lost_sum`` counts the losses fed */
+static PyObject *
+merge_feed(merge_t *m, PyObject *const *args, Py_ssize_t nargs, long long *lost_sum)
+{
+    if (nargs != 1 && nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "feed(cpu[, lost, records, ibase])");
+        return NULL;
+    }
+    Py_ssize_t cpu = PyLong_AsSsize_t(args[0]);
+    if (cpu == -1 && PyErr_Occurred())
+        return NULL;
+    if (cpu < 0 || cpu >= m->nslots) {
+        PyErr_SetString(PyExc_ValueError, "feed: not a slot of this trace");
+        return NULL;
+    }
+    gslot_t *s = &m->slots[cpu];
+    if (nargs == 1) {
+        s->eof = 1;
+        Py_RETURN_NONE;
+    }
+    long long lost = PyLong_AsLongLong(args[1]);
+    unsigned long ibase = PyLong_AsUnsignedLong(args[3]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (!PyBytes_Check(args[2]) || PyBytes_GET_SIZE(args[2]) % FNT_RECORD_SIZE) {
+        PyErr_SetString(PyExc_TypeError, "feed: records are bytes of 32-byte records");
+        return NULL;
+    }
+    if (lost > 0)
+        *lost_sum += lost;
+    if (s->n == s->cap) {
+        Py_ssize_t cap = s->cap ? s->cap * 2 : 4;
+        gblock_t *q = PyMem_Malloc((size_t)cap * sizeof(gblock_t));
+        if (q == NULL)
+            return PyErr_NoMemory();
+        for (Py_ssize_t i = 0; i < s->n; i++)
+            q[i] = s->q[(s->head + i) % s->cap];
+        PyMem_Free(s->q);
+        s->q = q;
+        s->cap = cap;
+        s->head = 0;
+    }
+    gblock_t *b = &s->q[(s->head + s->n) % s->cap];
+    b->data = Py_NewRef(args[2]);
+    b->rec = (const record_t *)PyBytes_AS_STRING(args[2]);
+    b->n = PyBytes_GET_SIZE(args[2]) / FNT_RECORD_SIZE;
+    b->pos = 0;
+    b->lost = lost;
+    b->ibase = (uint32_t)ibase;
+    s->n++;
+    Py_RETURN_NONE;
+}
+
+/* heapq.merge's choice: the slot of the least (time, slot) among the slots' next
+ * records.  1: ``*best`` is it; 0: every slot is read; -1: slot ``*need`` must be fed
+ * first; -2: an exception */
+static int
+merge_pick(merge_t *m, Py_ssize_t *best, Py_ssize_t *need)
+{
+    Py_ssize_t found = -1;
+    uint64_t best_ts = 0;
+    for (Py_ssize_t k = 0; k < m->nslots; k++) {
+        gblock_t *b;
+        int r = slot_next(&m->slots[k], &b);
+        if (r == -2)
+            return -2;
+        if (r < 0) {
+            *need = k;
+            return -1;
+        }
+        if (r == 0)
+            continue;
+        uint64_t ts = b->rec[b->pos].ts;
+        if (found < 0 || ts < best_ts) {
+            found = k;
+            best_ts = ts;
+        }
+    }
+    if (found < 0)
+        return 0;
+    *best = found;
+    return 1;
+}
+
+/* step() -> (text, need): the lines that could be made (each ending in a newline),
+ * and the slot whose next block must be fed before more can be made (-1: none; the
+ * text is the last when it is empty and need is -1) */
