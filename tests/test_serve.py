@@ -64,8 +64,10 @@ def _wait_ready(p: subprocess.Popen, timeout: float = 30) -> None:
         out, err = p.communicate(timeout=10)
         raise AssertionError(f"served program did not start: {line!r} {out!r} {err!r}")
     deadline = time.monotonic() + timeout
-    path = endpoint.socket_path(p.pid)
-    while not os.path.exists(path):
+    # asked again each time, as a client asks: without XDG_RUNTIME_DIR the program may
+    # serve from any of the user's /tmp directories (two programs starting at once can
+    # each make one), and where a socket not there yet would be is only a guess
+    while not os.path.exists(endpoint.socket_path(p.pid)):
         assert time.monotonic() < deadline, "no control socket appeared"
         time.sleep(0.02)
 
