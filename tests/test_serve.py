@@ -18,6 +18,7 @@ import signal
 import stat
 import subprocess
 import sys
+import textwrap
 import time
 
 import pytest
@@ -681,3 +682,34 @@ def test_another_user_cannot_squat_the_runtime_directory(served, monkeypatch):
     finally:
         for d in made:
             os.rmdir(d)
+
+
+def test_a_lister_at_the_moment_of_binding_does_not_remove_the_socket(tmp_path):
+    """`ctl --list` (list_endpoints) removes sockets that refuse connections: those of
+    killed programs.  A socket bound but not yet listening refuses too; a lister that
+    looked at that moment removed a starting program's socket, which then served from
+    nowhere ("no control socket appeared", once in a few thousand test runs).  Here the
+    lister runs at the worst moment, every time: inside the server's chmod of its new
+    socket, between bind and listen."""
+    prog = tmp_path / "p.py"
+    prog.write_text(textwrap.dedent("""\
+        import os, socket
+        import fntrace
+        from fntrace.tracefs import endpoint
+        real_chmod = os.chmod
+        def chmod(path, mode, *a, **k):
+            real_chmod(path, mode, *a, **k)
+            if str(path).endswith(("sock", "sock~")):
+                endpoint.list_endpoints()       # a `ctl --list` elsewhere, right now
+        os.chmod = chmod
+        srv = fntrace.serve()
+        os.chmod = real_chmod
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(srv.path)                     # raises if it is gone
+        s.close()
+        print(os.path.exists(srv.path), flush=True)
+        srv.stop()
+    """))
+    r = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True,
+                       timeout=SUBPROCESS_TIMEOUT, cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout == "True\n", r.stderr[-2000:]

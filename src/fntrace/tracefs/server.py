@@ -86,18 +86,30 @@ class Server:
             if not endpoint.is_stale(path, self.pid):
                 raise BusyError(f"{path}: this process already serves a control endpoint")
             endpoint.remove_stale(path)
+        # Bound and listening under a name no reader takes for an endpoint, then moved
+        # into place: a socket that is there but not yet listening refuses connections,
+        # and a reader that lists endpoints then (``ctl --list``, attach) would remove
+        # it as stale, leaving this process serving from nowhere.
+        tmp = path + "~"
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            s.bind(path)
+            if os.path.lexists(tmp):
+                os.unlink(tmp)          # ours, left by a process of this pid killed here
+            s.bind(tmp)
             # The directory is 0700: nobody else can reach the socket in between.
-            os.chmod(path, 0o600)
+            os.chmod(tmp, 0o600)
             s.listen(16)
+            os.rename(tmp, path)
         except OSError as e:
             s.close()
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
             err = FntraceError(f"{path}: cannot serve there: {e.strerror or e}"
                                + (" (a Unix socket path is at most 107 bytes: set "
                                   "XDG_RUNTIME_DIR to a shorter directory)"
-                                  if len(path.encode()) > 107 else ""))
+                                  if len(tmp.encode()) > 107 else ""))
             err.errno = e.errno or errno.EIO
             raise err from None
         except BaseException:
