@@ -190,9 +190,14 @@ class LivePrinter:
                 trailer = ["#"]
                 if not counted:
                     n = self.nr_entries
-                    trailer.append(f"# entries-in-buffer/entries-written: {n}/"
-                                   f"{self._written(stats, n)}   "
+                    written = self._written(stats, n)
+                    trailer.append(f"# entries-in-buffer/entries-written: {n}/{written}   "
                                    f"#P:{nr_cpus_of(list(thread_info))}")
+                    # what the counts do not hold, said as the streamed trailer says it
+                    # (a pure callback the signal met mid-way may write one more record
+                    # after the last chunk was taken)
+                    notes = loss_notes(stats, n, written)
+                    trailer += notes[:-1] if notes else []
                 trailer.append(_ended_by(stats["signal"]))
                 out.write("".join(t + "\n" for t in trailer))
             self._hists(out, children)

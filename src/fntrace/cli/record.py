@@ -944,7 +944,10 @@ class Recording:
             # stays there
             self.sink.queue.hold = threading.get_ident()
             self.sink.on_progress = guard.stop_program
-            guard.stop_program()
+            # asked every millisecond for a moment before anything is written: the
+            # pure hot path's callbacks, where it cannot stop, are most of a traced
+            # program's time, and one ask rarely lands outside them
+            guard.stop_program(settle=0.2)
         if guard.finish(("signal", signum), wait=False, on_claim=stop_program):
             guard.die(signum)
         else:
