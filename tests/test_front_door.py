@@ -480,15 +480,23 @@ for i in range(8):
 @pytest.mark.parametrize("extra", [[], ["-A", "-R"]])
 def test_first_call_costs_what_later_calls_cost(tmp_script, run_fntrace, extra):
     prog = tmp_script(FIRST)
-    r = run_fntrace("live", "-p", "function_graph", "-F", "*:mod:__main__", *extra, prog.name,
-                    cwd=prog.parent)
-    assert r.returncode == 0, r.stderr
-    leaf = graph_durations(r.stdout, "__main__.leaf")
-    assert len(leaf) == 8, r.stdout
-    later = sorted(leaf[1:])[len(leaf[1:]) // 2]
+    seen = []
     # Set-up (the thread's first buffer, discovery) used to count in the first call:
-    # hundreds of microseconds for a function that takes a fraction of one.
-    assert leaf[0] <= 10 * later + 40, leaf
+    # hundreds of microseconds for a function that takes a fraction of one, in every
+    # run.  A shared machine can also stop a process for that long in any one call: up
+    # to three runs, one of which must show the first call costing what later ones do.
+    for _ in range(3):
+        r = run_fntrace("live", "-p", "function_graph", "-F", "*:mod:__main__", *extra,
+                        prog.name, cwd=prog.parent)
+        assert r.returncode == 0, r.stderr
+        leaf = graph_durations(r.stdout, "__main__.leaf")
+        assert len(leaf) == 8, r.stdout
+        later = sorted(leaf[1:])[len(leaf[1:]) // 2]
+        seen.append(leaf)
+        if leaf[0] <= 10 * later + 40:
+            break
+    else:
+        pytest.fail(f"the first call cost more than later ones in every run: {seen}")
 
 
 def test_entry_timestamp_is_the_calls_start(tmp_script, run_fntrace):
