@@ -529,7 +529,9 @@ def _live(args, at_exit: bool) -> int:
                     s.close()
                 except BaseException:
                     pass
-            if scratch is not None:     # (os._exit does not come back to _live)
+            # (os._exit does not come back to _live); only the first process: the
+            # scratch directory holds the files of its children, which may still run
+            if scratch is not None and os.getpid() == first_pid:
                 shutil.rmtree(scratch, ignore_errors=True)
 
     try:
