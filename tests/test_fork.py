@@ -129,13 +129,15 @@ CURRENT_FRAMES = textwrap.dedent("""\
 
 
 @pytest.mark.parametrize("threads", [0, 16])
-@pytest.mark.parametrize("follow", [True, False])
+@pytest.mark.parametrize("follow", [True, False, "serve"])
 def test_the_program_sees_its_own_threads_only(tmp_path, run_fntrace, threads, follow):
     """Issue 25 item 3: after fork the child's sys._current_frames() had fntrace's writer
-    thread in it."""
+    thread in it.  With --serve the control endpoint's accepting thread was in the
+    parent's (a frame waiting in accept())."""
     (tmp_path / "frames.py").write_text(CURRENT_FRAMES)
     want = run_python("frames.py", str(threads), cwd=tmp_path)
-    args = ["record", "-o", "t.dat"] + ([] if follow else ["--no-follow"])
+    args = ["record", "-o", "t.dat"] + ([] if follow else ["--no-follow"]) + (
+        ["--serve"] if follow == "serve" else [])
     r = run_fntrace(*args, "frames.py", str(threads))
     assert r.returncode == 0, r.stderr
     assert want.stdout == r.stdout
@@ -171,15 +173,17 @@ FORK_WARNING = textwrap.dedent("""\
 
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="fork() warns from 3.12 on")
 @pytest.mark.parametrize("kind", ["alone", "threads"])
-def test_fork_warns_exactly_when_it_does_untraced(tmp_path, kind):
+@pytest.mark.parametrize("serve", [False, True])
+def test_fork_warns_exactly_when_it_does_untraced(tmp_path, kind, serve):
     """Issue 25 item 4: the writer thread made every fork() of a single-threaded program
     print 'DeprecationWarning: This process ... is multi-threaded'.  A program that has
-    threads of its own still gets it, naming its own line."""
+    threads of its own still gets it, naming its own line.  With --serve, the control
+    endpoint's accepting thread made it too."""
     (tmp_path / "w.py").write_text(FORK_WARNING)
     want = run_python("-W", "always::DeprecationWarning", "w.py", kind, cwd=tmp_path)
     # (-W for the traced program: through the environment, as python would read it)
-    r = _run_with_env(tmp_path, ["record", "-o", "t.dat", "w.py", kind],
-                      PYTHONWARNINGS="always::DeprecationWarning")
+    r = _run_with_env(tmp_path, ["record", "-o", "t.dat"] + (["--serve"] if serve else [])
+                      + ["w.py", kind], PYTHONWARNINGS="always::DeprecationWarning")
     assert r.returncode == 0, r.stderr
     assert r.stdout == want.stdout
     exp = _program_lines(want.stderr, tmp_path)

@@ -713,3 +713,45 @@ def test_a_lister_at_the_moment_of_binding_does_not_remove_the_socket(tmp_path):
     r = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True,
                        timeout=SUBPROCESS_TIMEOUT, cwd=tmp_path)
     assert r.returncode == 0 and r.stdout == "True\n", r.stderr[-2000:]
+
+
+FORKING = """\
+import os, sys, time
+print("ready", flush=True)
+forks = 0
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    forks += 1
+print("forks", forks, flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_program_that_forks_stays_controllable(tmp_path):
+    """The accepting thread leaves for every fork() and comes back (issue 25: it was
+    visible to the program at fork); clients connecting meanwhile wait in the backlog
+    and are answered, and the endpoint answers after the forks as before."""
+    (tmp_path / "forking.py").write_text(FORKING)
+    p = subprocess.Popen([sys.executable, "-m", "fntrace", "record", "--serve", "--no-follow",
+                          "-o", str(tmp_path / "t.dat"), "forking.py", "3"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, cwd=tmp_path)
+    try:
+        _wait_ready(p)
+        answers = [ok(ctl(p.pid, "current_tracer")) for _ in range(8)]
+        forks = p.stdout.readline().split()
+        assert forks[0] == "forks" and int(forks[1]) > 20, forks
+        assert answers == ["function\n"] * 8, answers
+        ok(ctl(p.pid, "tracing_on", "0"))
+        assert ok(ctl(p.pid, "tracing_on")) == "0\n"
+        out, err = p.communicate("\n", timeout=SUBPROCESS_TIMEOUT)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate(timeout=SUBPROCESS_TIMEOUT)
+    assert p.returncode == 0, err
+    assert "Traceback" not in err, err

@@ -47,6 +47,7 @@ from ..core.task import thread_info
 from ..trace import TraceArray
 from ..tracefile import COMPRESS_HINT, TraceFileWriter, compress_available
 from ..tracefs import control
+from ..tracefs import server as tracefs_server
 from ..tracefs.fs import Tracefs
 from ..tracefs.trace_pipe import trace_pipe_of
 from .guard import Guard
@@ -208,11 +209,13 @@ _wrapped_forks: set[int] = set()
 
 def fork_before() -> None:
     _wrapped_forks.add(_thread.get_ident())
+    tracefs_server.pause_serving()
 
 
 def fork_after() -> None:
     _wrapped_forks.discard(_thread.get_ident())
     _resume_writers()
+    tracefs_server.resume_serving()
 
 
 def _after_fork_in_parent() -> None:
@@ -386,18 +389,7 @@ class _FileSink:
         if not self._exited.acquire(timeout=_PAUSE_WAIT):
             return          # stuck in a write (a full pipe to a reader): let it be
         self._exited.release()
-        native = self._last_native
-        # The thread has left its last round; the OS thread ends a moment later (its
-        # state is cleared first): fork() counts it until then.
-        # (os.stat: only C runs here, on the program's thread)
-        task_dir = f"/proc/self/task/{native}"
-        deadline = time.monotonic() + _PAUSE_WAIT
-        while native and time.monotonic() < deadline:
-            try:
-                os.stat(task_dir)
-            except OSError:
-                break
-            time.sleep(0.0002)
+        task.wait_thread_gone(self._last_native, _PAUSE_WAIT)
 
     def resume(self) -> None:
         """After a fork, in the parent: the writer goes on."""

@@ -6,13 +6,15 @@ column of every output format and the key of their ring buffer in each instance.
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
+import time
 
 from .._env import fork_safe
 from .fetch import caller_frame
 
-__all__ = ["TASK_COMM_LEN", "thread_cpu", "thread_info", "forget_threads", "new_thread_hooks",
+__all__ = ["wait_thread_gone", "TASK_COMM_LEN", "thread_cpu", "thread_info", "forget_threads", "new_thread_hooks",
            "thread_ended", "own_threads", "fntrace_thread", "thread_name", "thread_parent",
            "follow_forks", "start_thread", "own_thread_hooks"]
 
@@ -95,6 +97,24 @@ def fntrace_thread() -> None:
     own_threads.add(threading.get_native_id())
     for hook in own_thread_hooks:
         hook()
+
+
+def wait_thread_gone(native_id: int, timeout: float) -> None:
+    """Wait until the OS thread ``native_id`` is gone from the process.  A thread that
+    has left its last Python step still exists a moment longer (its state is cleared
+    first), and fork() counts it until then (CPython's multi-threaded fork warning
+    reads the process's thread count).  Only C runs here (os.stat, time.sleep), so
+    the wait is never traced on the program's thread."""
+    if not native_id:
+        return
+    task_dir = f"/proc/self/task/{native_id}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.stat(task_dir)
+        except OSError:
+            return
+        time.sleep(0.0002)
 
 
 def _own_bootstrap(fn, args: tuple) -> None:

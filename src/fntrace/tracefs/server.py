@@ -9,7 +9,15 @@ fntrace's own first thing (core/task.fntrace_thread), so nothing they run is tra
 Every request ends in a method of the served ``Tracefs`` — the same write handlers as
 in the process, with the same grammar, errors and error_log — and nothing received
 is evaluated.  Idle, the server costs the program nothing: its thread sleeps in
-accept(), and with the nop tracer no function is patched.
+poll(), and with the nop tracer no function is patched.
+
+The program must not see the accepting thread, as it does not see the trace writer's
+(cli/record.py): it is a ``_thread`` thread with no Python frame while it waits (its
+loop is a pipeline of C iterators, below), and it is not there while the process
+forks — ``pause_serving()``/``resume_serving()``, run by the fork hooks, let it leave
+and come back; the listening socket stays, so a client connecting meanwhile waits in
+its backlog instead of being refused.  A connection's thread lives as long as the
+client stays connected (a ``ctl`` command: one request).
 
 The socket is removed when the program exits (atexit, and the end of ``fntrace
 record``), when ``detach`` is asked for, and is not the child's after a fork (the
@@ -21,10 +29,13 @@ import _thread
 import atexit
 import errno
 import os
+import select
 import socket
 import sys
 import threading
 import time
+from collections import deque
+from itertools import takewhile
 
 from ..core import ops as core_ops
 from ..core import task
@@ -34,11 +45,14 @@ from .endpoint import MAX_REQUEST, OPS, FrameReader, peer_cred, send_frame
 from .fs import Tracefs
 from .fs import tracefs as _top_tracefs
 
-__all__ = ["Server", "serve", "current_server"]
+__all__ = ["Server", "serve", "current_server", "pause_serving", "resume_serving"]
 
 _lock = threading.Lock()
 _server: "Server | None" = None
 
+# How long stop() and a fork wait for the accepting thread to leave (it is in poll() or
+# between two accepts).
+_LEAVE_WAIT = 2.0
 # How often a trace_pipe stream looks for the client having gone away while there is
 # nothing to send (seconds).
 PIPE_POLL = 0.1
@@ -73,9 +87,19 @@ class Server:
         self._ops_lock = threading.Lock()
         self._conns: set[socket.socket] = set()
         self._sock = self._bind()
+        self._sock.setblocking(False)
+        # a byte here makes the accepting thread leave (pause or stop)
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        self._poller = select.poll()
+        self._poller.register(self._sock.fileno(), select.POLLIN)
+        self._poller.register(self._wake_r, select.POLLIN)
+        self._timeouts: deque = deque()
+        self._native_id = self._last_native = 0
+        self._accepting = False
+        self._exited = _thread.allocate_lock()
         self.running = True
-        self._stopped = threading.Event()
-        _thread.start_new_thread(self._accept_loop, ())
+        self._start()
 
     # -- the socket ------------------------------------------------------------------
     def _bind(self) -> socket.socket:
@@ -140,11 +164,13 @@ class Server:
             self._close_quietly(self._sock)
             return
         self._unlink()
+        self._leave()
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
         self._close_quietly(self._sock)
+        self._close_wake()
         for c in list(self._conns):
             try:
                 c.shutdown(socket.SHUT_RDWR)
@@ -160,6 +186,8 @@ class Server:
         for c in list(self._conns):
             self._close_quietly(c)
         self._conns.clear()
+        self._accepting = False
+        self._close_wake()
 
     @staticmethod
     def _close_quietly(s: socket.socket) -> None:
@@ -168,24 +196,92 @@ class Server:
         except OSError:
             pass
 
-    # -- threads ---------------------------------------------------------------------
-    def _accept_loop(self) -> None:
-        task.fntrace_thread()
+    def _close_wake(self) -> None:
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._wake_r = self._wake_w = -1
+
+    # -- the accepting thread -----------------------------------------------------------
+    #
+    # Its loop holds no Python frame while it waits (sys._current_frames() is the
+    # program's), the trace writer's pipeline:
+    #
+    #     deque(takewhile(bool, map(_step, map(poll, iter(timeouts.popleft, None)))), 0)
+    #           ends when _step   one round   waits here,     _step appends -1 (for
+    #           returns False     of it       no frame held   ever) to go on
+    def _start(self) -> None:
+        self._exited.acquire(blocking=False)
+        self._accepting = True
+        self._timeouts.append(-1)
+        rounds = takewhile(bool, map(self._step, map(self._poller.poll,
+                                                     iter(self._timeouts.popleft, None))))
+        _thread.start_new_thread(deque, (rounds, 0))
+
+    def _leave(self) -> None:
+        """Make the accepting thread leave and wait for it (it is in poll(), or
+        between two accepts: microseconds)."""
+        if not self._accepting:
+            return
         try:
-            while self.running:
-                try:
-                    conn, _ = self._sock.accept()
-                except InterruptedError:
-                    continue
-                except OSError:
-                    break
-                if not self.running:
-                    self._close_quietly(conn)
-                    break
-                _thread.start_new_thread(self._serve_conn, (conn,))
-        finally:
-            self._stopped.set()
-            task.own_threads.discard(threading.get_native_id())
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+        if self._exited.acquire(timeout=_LEAVE_WAIT):
+            self._accepting = False
+            task.wait_thread_gone(self._last_native, _LEAVE_WAIT)
+
+    def pause(self) -> None:
+        if self.running and self._accepting and os.getpid() == self.pid:
+            self._leave()
+
+    def resume(self) -> None:
+        if self.running and not self._accepting and os.getpid() == self.pid:
+            self._start()
+
+    def _step(self, ready: list) -> bool:
+        """One round: what poll() said, done; False ends the thread."""
+        if not self._native_id:
+            task.fntrace_thread()
+            self._native_id = threading.get_native_id()
+        go = self.running
+        try:
+            for fd, _events in ready:
+                if fd == self._wake_r:
+                    go = False
+                    try:
+                        os.read(self._wake_r, 64)
+                    except OSError:
+                        pass
+            if go:
+                go = self._accept_all()
+        except BaseException:       # fntrace's own failure: counted, the loop ends
+            self.errors += 1
+            go = False
+        if go and self.running:
+            self._timeouts.append(-1)
+            return True
+        # the thread ends: its native id may be a program thread's next
+        task.own_threads.discard(self._native_id)
+        self._last_native, self._native_id = self._native_id, 0
+        self._exited.release()
+        return False
+
+    def _accept_all(self) -> bool:
+        """Every connection waiting in the backlog, each on a thread of its own;
+        False when the socket is gone."""
+        while self.running:
+            try:
+                conn, _ = self._sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return True
+            except OSError:
+                return False
+            conn.setblocking(True)
+            _thread.start_new_thread(self._serve_conn, (conn,))
+        return False
 
     def _serve_conn(self, conn: socket.socket) -> None:
         task.fntrace_thread()
@@ -422,9 +518,41 @@ def _at_exit() -> None:
 
 
 def _after_fork_in_child() -> None:
+    global _pause_lock
+    _pause_lock = _thread.allocate_lock()
+    _paused[0] = 0
     s = _server
     if s is not None:
         s._forked()
+
+
+# The accepting thread is not there while the process forks: CPython warns that a
+# multi-threaded process forks by counting its threads (3.12+), and a child must not
+# inherit a thread's state.  Forks may nest (threads forking at once, and `fntrace
+# record` pausing around its os.fork wrapper as well as in the hooks, since 3.13
+# counts after the hooks): the thread comes back when the last of them is done.
+_pause_lock = _thread.allocate_lock()
+_paused = [0]
+
+
+def pause_serving() -> None:
+    """Before a fork: the accepting thread leaves (nested calls count)."""
+    with _pause_lock:
+        _paused[0] += 1
+        s = _server
+        if _paused[0] == 1 and s is not None:
+            s.pause()
+
+
+def resume_serving() -> None:
+    """After a fork, in the parent: the accepting thread comes back when the last
+    pause is undone."""
+    with _pause_lock:
+        if _paused[0] > 0:
+            _paused[0] -= 1
+        s = _server
+        if _paused[0] == 0 and s is not None:
+            s.resume()
 
 
 _hooks_installed = False
@@ -465,7 +593,8 @@ def serve(fs: Tracefs | None = None) -> Server:
             _hooks_installed = True
             atexit.register(_at_exit)
             if hasattr(os, "register_at_fork"):
-                os.register_at_fork(after_in_child=_after_fork_in_child)
+                os.register_at_fork(before=pause_serving, after_in_parent=resume_serving,
+                                    after_in_child=_after_fork_in_child)
     return s
 
 
