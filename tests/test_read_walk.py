@@ -93,7 +93,7 @@ def slot_stream(draw, kinds="EEERRRRJFPX", ids=tuple(IDS)):
     return chunks
 
 
-def write(path, slots: dict[int, list]) -> None:
+def write(path, slots: dict[int, list], clock: str | None = None) -> None:
     w = TraceFileWriter(str(path), {"tracer": "function_graph", "pid": 1})
     w.add_symbols(SYMBOLS)
     for cpu in slots:
@@ -105,7 +105,7 @@ def write(path, slots: dict[int, list]) -> None:
             w.write_chunk(cpu, b"".join(RECORD.pack(*r) for r in recs), seq, lost=lost,
                           payloads=payloads or None)
             seq += len(recs)
-    w.close({})
+    w.close({"trace_clock": clock} if clock else {})
 
 
 @needs_native
@@ -186,6 +186,26 @@ def test_native_chrome_is_the_python_loop(tmp_path_factory, slots):
     native, python = export_both(path, "chrome", {})
     assert native == python
     json.loads(native[0])
+
+
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(slots=st.dictionaries(st.integers(0, 5), slot_stream("EEEERRRRJX"), min_size=1,
+                             max_size=3),
+       clock=st.sampled_from(["local", "local", "counter", "mono_raw"]))
+def test_native_perfetto_is_the_python_loop(tmp_path_factory, slots, clock):
+    pytest.importorskip("perfetto", reason="LOUD SKIP: the perfetto package (fntrace[perfetto]) "
+                                           "is not installed")
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+    path = tmp_path_factory.mktemp("perfetto") / "t.dat"
+    write(path, slots, clock)
+    native, python = export_both(path, "perfetto", {})
+    # the same packets, as the protobuf runtime serializes them: the same file
+    assert native == python
+    trace = pb.Trace()
+    trace.ParseFromString(native[0])
+    # every field known to the protos, in their order (an unknown one moves to the end)
+    assert trace.packet and trace.SerializeToString() == native[0]
 
 
 @needs_native
@@ -341,7 +361,7 @@ def test_stat_native_and_pure_give_the_same_bytes(tmp_script, run_fntrace, tmp_p
         assert "__main__.leaf" in native
         if tracer == "lossy" and not args:
             assert "calls have no entry in the trace" in native
-    for fmt in ("parquet", "trace-cmd"):
+    for fmt in ("parquet", "trace-cmd", "perfetto"):
         for pure in ("", "1"):
             env = dict(os.environ, FNTRACE_PURE=pure)
             r = subprocess.run([sys.executable, "-m", "fntrace.cli.main", "export", str(dat),

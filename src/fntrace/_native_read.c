@@ -13,6 +13,7 @@
  *     native/read_chrome.c.h      ChromeCalls: the Chrome trace JSON's calls
  *     native/read_call_rows.c.h   CallRows: the Parquet table's calls (export, sql)
  *     native/read_dat_pages.c.h   DatPages: trace-cmd's ring-buffer pages
+ *     native/read_perfetto.c.h    PerfettoCalls: the Perfetto trace's call packets
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -28,6 +29,7 @@
 #include "native/read_chrome.c.h"
 #include "native/read_call_rows.c.h"
 #include "native/read_dat_pages.c.h"
+#include "native/read_perfetto.c.h"
 
 static PyMethodDef read_functions[] = {
     {"text_ok", text_ok, METH_O,
@@ -71,6 +73,13 @@ fntrace_add_read_types(PyObject *m)
     if (t == NULL)
         return -1;
     if (PyModule_AddObject(m, "ChromeCalls", t) < 0) {
+        Py_DECREF(t);
+        return -1;
+    }
+    t = PyType_FromSpec(&pf_spec);
+    if (t == NULL)
+        return -1;
+    if (PyModule_AddObject(m, "PerfettoCalls", t) < 0) {
         Py_DECREF(t);
         return -1;
     }

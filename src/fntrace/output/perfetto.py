@@ -348,6 +348,8 @@ class _Writer:
         first = next(entries, None)
         first_ts = None if first is None or isinstance(first, LostEvents) else first.ts
         self.start(first_ts)
+        if self._native_calls(first_ts):
+            return self.notes()
         calls = CallBuilder()
         feed = calls.feed
         # LostEvents come before the next entry of their thread slot: shown there
@@ -402,6 +404,9 @@ class _Writer:
             comm = self.source.threads.get(cpu, (tid, "<...>"))[1]
             self.lost(lost, last_ts.get(cpu, first_ts or 0), tid, comm)
         self.flush()
+        return self.notes()
+
+    def notes(self) -> dict | None:
         notes = []
         if self.lost_total or self.unknown_loss:
             n = f"{self.lost_total}" + (" or more" if self.unknown_loss else "")
@@ -411,6 +416,39 @@ class _Writer:
             notes.append(f"trace_clock {self.source.trace_clock} counts events, not "
                          "time: Perfetto shows each count as 1 ns")
         return {"notes": notes} if notes else None
+
+    def _native_calls(self, first_ts: int | None) -> bool:
+        """The loop above for a trace of calls (graph entries and returns, no arguments
+        or return values) after start(), made natively (_native_read.c's PerfettoCalls)
+        and written out; False, with nothing written, when there is no native twin or
+        the trace holds more than that (markers, events, function hits, payloads, a
+        thread the header does not name), or the clock is scaled (uptime): the loop
+        above writes it."""
+        from .. import _env
+        from .walk import calls_only, canon_ids, drive
+        native = _env.native()
+        src = self.source
+        if native is None or self.task_tracks or self.scale != 1:
+            return False
+        slots = calls_only(src, native.text_ok)
+        if slots is None or not slots.issubset(src.threads):
+            return False
+        nslots = max(slots | set(src.threads), default=-1) + 1
+        # (a slot the header does not list has no record: any track)
+        uuids = {slot: self.tracks[src.threads[slot][0]] if slot in src.threads
+                 else PROCESS_UUID for slot in range(nslots)}
+        syms = src.symbols
+        names = {ip: _utf8(sym[0]) for ip, sym in syms.items()}
+        calls = native.PerfettoCalls(
+            nslots, names, canon_ids(syms), uuids,
+            None if self.last_ts is None else self.clock_id, self.last_ts or 0,
+            first_ts or 0, LOST_EVENTS_UNKNOWN)
+        self.flush()            # the first packets, made by the protobuf runtime
+        write = self.out.write
+        for data in drive(calls, src, nslots):
+            write(data)
+        self.lost_total, self.unknown_loss = calls.counts()
+        return True
 
 
 class PerfettoExporter(Exporter):
