@@ -267,6 +267,10 @@ def test_another_module_by_glob(run_fntrace, tmp_path):
     (["-F", "__main__.lef"], "f.dat matches (closest: '__main__.leaf'"),
     (["-F", "emial.*"], "-F 'emial.*': no function in "),
     (["-F", "__main__.leaf", "-N", "*.nosuch"], "-N '*.nosuch': no function in "),
+    # a thread that is not in the trace: refused, naming the trace's threads
+    (["--tid", "1"], "--tid 1: no thread in "),
+    (["--thread", "nosuch*"], "matches (its threads: "),
+    (["--cpu", "7"], "has no thread slot 7 (its slots: 0"),
 ])
 def test_bad_filters_are_one_line_exit_2(rec, run_fntrace, args, words):
     f = rec("f.dat", "-p", "function", "-F", "__main__.leaf")

@@ -10,6 +10,8 @@ from ..errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
     from ..output.filters import TraceFilter
 
 __all__ = ["add_filter_arguments", "add_pid_argument", "filter_from_args", "check_matches",
@@ -106,23 +108,51 @@ def filter_from_args(args, *, graph_display: bool = True) -> "TraceFilter":
         max_depth=max_depth, thresh_ns=thresh_ns, tasks=tuple(getattr(args, "task", ())))
 
 
-def check_matches(flt: "TraceFilter", symbols, path: str) -> None:
-    """Refuse, as ``record`` refuses them, -F and -N globs that match no function of
-    the trace: a UsageError (exit status 2) naming the closest names of its symbol
-    table, before anything is printed."""
-    if not flt.functions and not flt.notrace:
+def check_matches(flt: "TraceFilter", symbols, path: str,
+                  threads: "Mapping[int, tuple[int, str]] | None" = None,
+                  cpus: "Iterable[int] | None" = None) -> None:
+    """Refuse, as ``record`` refuses them, filters that match nothing in the trace: -F
+    and -N globs that match no function of its symbol table (naming the closest), a
+    --tid, --thread or --cpu that is none of its threads (naming them).  A UsageError
+    (exit status 2), before anything is printed.  ``threads``: slot -> (native id,
+    name), every thread the trace holds (one slot a thread)."""
+    if flt.functions or flt.notrace:
+        from ..core.kallsyms import close_names
+        from ..output.filters import function_matcher
+        names = sorted({sym[0] for sym in symbols.values()})
+        for label, globs in (("-F", flt.functions), ("-N", flt.notrace)):
+            for g in globs:
+                match = function_matcher([g])
+                if any(match(n) for n in names):
+                    continue
+                close = close_names(g, names)
+                hint = (" (closest: " + ", ".join(repr(c) for c in close) + ")") if close else ""
+                raise UsageError(f"{label} {g!r}: no function in {path} matches{hint}")
+    if threads is None:
         return
-    from ..core.kallsyms import close_names
-    from ..output.filters import function_matcher
-    names = sorted({sym[0] for sym in symbols.values()})
-    for label, globs in (("-F", flt.functions), ("-N", flt.notrace)):
-        for g in globs:
-            match = function_matcher([g])
-            if any(match(n) for n in names):
-                continue
-            close = close_names(g, names)
-            hint = (" (closest: " + ", ".join(repr(c) for c in close) + ")") if close else ""
-            raise UsageError(f"{label} {g!r}: no function in {path} matches{hint}")
+    listed = sorted(set(threads.values()))
+
+    def its_threads(limit: int = 8) -> str:
+        shown = ", ".join(f"{tid} {name!r}" for tid, name in listed[:limit])
+        more = f", and {len(listed) - limit} more" if len(listed) > limit else ""
+        return f"(its threads: {shown}{more})" if listed else "(it holds no thread)"
+
+    tids = {tid for tid, _ in listed}
+    for tid in sorted(flt.tids):
+        if tid not in tids:
+            raise UsageError(f"--tid {tid}: no thread in {path} has that id {its_threads()}")
+    if flt.threads:
+        import fnmatch
+        names = {name for _, name in listed}
+        for g in flt.threads:
+            if not any(fnmatch.fnmatchcase(n, g) for n in names):
+                raise UsageError(f"--thread {g!r}: no thread in {path} matches "
+                                 f"{its_threads()}")
+    slots = set(cpus if cpus is not None else threads)
+    for cpu in sorted(flt.cpus):
+        if cpu not in slots:
+            raise UsageError(f"--cpu {cpu}: {path} has no thread slot {cpu} "
+                             f"(its slots: {', '.join(map(str, sorted(slots))) or 'none'})")
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

@@ -440,7 +440,7 @@ def _report(path: str, ropts: dict, out, err, args=None) -> None:
     tf = open_traces_arg(path, args, err)
     if ropts.get("flt") is not None:
         from .filters import check_matches
-        check_matches(ropts["flt"], tf.symbols, path)
+        check_matches(ropts["flt"], tf.symbols, path, tf.threads, tf.cpus)
     tracked = track_tracefile(tf, "report", out)
     bar: list = []
 

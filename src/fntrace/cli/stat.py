@@ -66,7 +66,7 @@ def stat_lines(source, args) -> Iterator[str]:
 
     flt = filter_from_args(args)
     from .filters import check_matches
-    check_matches(flt, source.symbols, source.name)
+    check_matches(flt, source.symbols, source.name, source.threads, source.cpus)
     # --thresh is the profiler's: rows whose average is below it are hidden
     # (function_stat_show), not calls.
     thresh_ns = flt.thresh_ns

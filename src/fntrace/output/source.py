@@ -74,6 +74,11 @@ class TraceSource:
     def symbols(self) -> dict[int, tuple]:
         return self.tf.symbols
 
+    @property
+    def cpus(self) -> list[int]:
+        """The thread slots that have records or a thread entry, in ascending order."""
+        return self.tf.cpus
+
     def places(self) -> dict[str, tuple[str, int]]:
         """Function name -> (source file, first line), from the symbol table (the
         first symbol of a name, when two share it)."""
