@@ -91,11 +91,14 @@ class MonitoringBackend:
         _lines.hold_tool("backend")      # shared with line probes (arch/lines.py)
         E = mon.events
         self.call_ops = call_ops
+        reg = dispatch.as_registered
         mon.register_callback(TOOL_ID, E.PY_START,
-                              dispatch.on_py_start if call_ops else dispatch.on_py_start_global)
-        mon.register_callback(TOOL_ID, E.PY_RETURN, dispatch.on_py_return)
-        mon.register_callback(TOOL_ID, E.PY_YIELD, dispatch.on_py_return)
-        mon.register_callback(TOOL_ID, E.PY_RESUME, dispatch.on_py_resume)
+                              reg(dispatch.on_py_start if call_ops
+                                  else dispatch.on_py_start_global))
+        on_return = reg(dispatch.on_py_return)
+        mon.register_callback(TOOL_ID, E.PY_RETURN, on_return)
+        mon.register_callback(TOOL_ID, E.PY_YIELD, on_return)
+        mon.register_callback(TOOL_ID, E.PY_RESUME, reg(dispatch.on_py_resume))
         self.active = True
         if self._want_unwind:
             self.set_unwind(True)
@@ -108,10 +111,11 @@ class MonitoringBackend:
             return
         mon = sys.monitoring
         E = mon.events
+        reg = dispatch.as_registered
         mon.register_callback(TOOL_ID, E.PY_UNWIND,
-                              both_callbacks(dispatch.on_py_unwind if on else None,
-                                             extra_callbacks.get(E.PY_UNWIND)))
-        mon.register_callback(TOOL_ID, E.PY_THROW, dispatch.on_py_throw if on else None)
+                              reg(both_callbacks(dispatch.on_py_unwind if on else None,
+                                                 extra_callbacks.get(E.PY_UNWIND))))
+        mon.register_callback(TOOL_ID, E.PY_THROW, reg(dispatch.on_py_throw if on else None))
         self._unwind = on
         self._set_global()
 

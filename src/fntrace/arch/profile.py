@@ -91,18 +91,32 @@ class ProfileBackend:
         self.active = False
         self.call_ops = True
         self._hook = None
+        self._bare = None               # _hook outside its shell
+        # hook -> the same hook in the pure path's C shell (dispatch.as_registered), made
+        # once: the hook is told from the program's profile functions by identity
+        self._shells: dict = {}
+
+    def _registered(self, hook):
+        if dispatch.callback_shell is None:
+            return hook
+        sh = self._shells.get(hook)
+        if sh is None:
+            sh = self._shells[hook] = dispatch.as_registered(hook)
+        return sh
 
     def start(self, call_ops: bool = True) -> None:
         if self.active:
             return
         cur = sys.getprofile()
         if cur is not None and cur not in (dispatch.profile_hook, dispatch.profile_hook_global,
-                                           getattr(self, "_chained", None)):
+                                           getattr(self, "_chained", None),
+                                           *self._shells.values()):
             # (fntrace's own hook is a leftover: stop() ran on another thread, a
             # control thread, and could only take the hook off its own)
             raise BusyError(f"a profiler is already installed with sys.setprofile: {cur!r}")
         self.call_ops = call_ops
-        self._hook = dispatch.profile_hook if call_ops else dispatch.profile_hook_global
+        self._bare = dispatch.profile_hook if call_ops else dispatch.profile_hook_global
+        self._hook = self._registered(self._bare)
         self._start_ident = _thread.get_ident()
         threading.setprofile(self._hook)
         sys.setprofile(self._hook)
@@ -164,7 +178,8 @@ class ProfileBackend:
     def _chained_hook(self):
         h = getattr(self, "_chained", None)
         if h is None or getattr(self, "_chained_for", None) is not self._hook:
-            h = self._chained = dispatch.chained(self._hook)
+            # (the chain is the callback CPython calls: in the shell, the hook bare in it)
+            h = self._chained = self._registered(dispatch.chained(self._bare))
             self._chained_for = self._hook
         return h
 

@@ -40,6 +40,20 @@
  *                              program's line, and the same type, name and signature
  *                              as the real one.  No Python fallback: without it the
  *                              writer comes back in the at-fork hook.
+ *   callback_shell(func)       func as CPython calls the pure-Python hot path's
+ *                              callbacks (sys.monitoring, sys.setprofile), in a C shell:
+ *                              the frames func needs are lent for its duration (the
+ *                              program keeps its whole recursion limit, as under the
+ *                              native hot path), and an exception that leaves it -- a
+ *                              program's signal handler that CPython ran inside it --
+ *                              is handed to the program at its next bytecode check,
+ *                              where CPython would have run the handler, not raised at
+ *                              the traced event.  No Python fallback: the callbacks
+ *                              then run bare, with a standing credit of frames.
+ *   callback_shell_setup(own_dir, from_handler)
+ *                              the directory of fntrace's own sources (their frames
+ *                              are cut from a handed-over exception's traceback), and
+ *                              from_handler(exc): a Python signal handler raised it.
  *
  * CPython quirk: run_clean reaches into PyThreadState's public-but-unstable fields —
  * the frame the next frame links to (cframe->current_frame on 3.11 and 3.12,
@@ -49,6 +63,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
@@ -440,6 +455,340 @@ wrap_fork(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return f;
 }
 
+/* -- callback_shell ------------------------------------------------------------------
+ *
+ * The pure-Python hot path's callbacks are Python frames on the program's stack, and
+ * CPython runs pending signal handlers at the bytecode checks inside them.  The shell:
+ *
+ *   - lends SHELL_FRAMES frames while the callback runs, when fewer are left (the
+ *     native hot path's CREDITED_CALL, native.h): the program meets its limit where it
+ *     would untraced;
+ *   - takes an exception a signal handler raised inside the callback (fntrace's own
+ *     errors are contained inside it) and has CPython raise it in the program's thread
+ *     at its next check (PyThreadState_SetAsyncExc), the callback returning normally.
+ *     CPython raises an asynchronous exception by calling its class, so the class is
+ *     Handover, whose __new__ gives back the exception kept for the thread.  Raised
+ *     inside a later callback before the program got it, it comes back here and waits
+ *     again.
+ */
+#define SHELL_FRAMES 100
+#if PY_VERSION_HEX >= 0x030E0000
+#define SH_LOW(ts) ((ts)->py_recursion_remaining < SHELL_FRAMES)
+#define SH_ADD(ts, n) ((ts)->py_recursion_remaining += (n))
+#elif PY_VERSION_HEX >= 0x030C0000
+#define SH_LOW(ts) ((ts)->py_recursion_remaining < SHELL_FRAMES \
+                    || (ts)->c_recursion_remaining < SHELL_FRAMES)
+#define SH_ADD(ts, n) ((ts)->py_recursion_remaining += (n), (ts)->c_recursion_remaining += (n))
+#elif PY_VERSION_HEX >= 0x030B0000
+#define SH_LOW(ts) ((ts)->recursion_remaining < SHELL_FRAMES)
+#define SH_ADD(ts, n) ((ts)->recursion_remaining += (n))
+#else
+#define SH_LOW(ts) 0
+#define SH_ADD(ts, n) ((void)0)
+#endif
+
+static PyObject *g_handover_type;   /* Handover: a BaseException whose __new__ hands over */
+static PyObject *g_handover_key;    /* the thread-state dict's key of the kept exception */
+static PyObject *g_own_dir;         /* fntrace's sources: cut from tracebacks */
+static PyObject *g_from_handler;    /* from_handler(exc): a Python handler's frame in it */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *func;
+    vectorcallfunc vectorcall;
+} CallbackShell;
+
+/* the traceback without its first entries that are fntrace's own frames */
+static PyObject *
+own_frames_cut(PyObject *tb)
+{
+    while (tb != NULL && tb != Py_None && g_own_dir != NULL) {
+        PyObject *frame = PyObject_GetAttrString(tb, "tb_frame");
+        if (frame == NULL)
+            return NULL;
+        PyCodeObject *code = PyFrame_GetCode((PyFrameObject *)frame);
+        Py_DECREF(frame);
+        int own = 0;
+        if (code != NULL) {
+            PyObject *fn = code->co_filename;
+            own = PyUnicode_Check(fn) && PyUnicode_Tailmatch(fn, g_own_dir, 0,
+                                                             PY_SSIZE_T_MAX, -1) == 1;
+            Py_DECREF(code);
+        }
+        if (!own)
+            break;
+        PyObject *next = PyObject_GetAttrString(tb, "tb_next");
+        if (next == NULL)
+            return NULL;
+        Py_DECREF(next);        /* borrowed along the chain the exception holds */
+        tb = next;
+    }
+    return tb;
+}
+
+/* Did a signal handler raise exc inside the callback?  Where CPython ran a handler
+ * written in C (KeyboardInterrupt from default_int_handler), the innermost frame is
+ * fntrace's own: the check it stopped at.  A handler written in Python is among the
+ * traceback's frames (g_from_handler, core/dispatch.py).  Otherwise it is what program
+ * code the user asked to run raised (a __repr__ under --repr): raised at the event, as
+ * it would have been raised where that code was called.  1 yes, 0 no, -1 error. */
+static int
+from_handler(PyObject *exc)
+{
+    PyObject *tb = PyException_GetTraceback(exc);
+    if (tb == NULL)
+        return 0;
+    PyObject *last = tb;
+    for (;;) {
+        PyObject *next = PyObject_GetAttrString(last, "tb_next");
+        if (next == NULL) {
+            Py_DECREF(tb);
+            PyErr_Clear();
+            return 0;
+        }
+        Py_DECREF(next);        /* held by the chain */
+        if (next == Py_None)
+            break;
+        last = next;
+    }
+    PyObject *cut = own_frames_cut(last);
+    Py_DECREF(tb);
+    if (cut == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (cut == Py_None)
+        return 1;               /* the innermost frame is fntrace's */
+    if (g_from_handler == NULL)
+        return 0;
+    PyObject *r = PyObject_CallOneArg(g_from_handler, exc);
+    if (r == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int yes = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    if (yes < 0)
+        PyErr_Clear();
+    return yes > 0;
+}
+
+/* keep exc for this thread (the first one wins until handed over) */
+static int
+handover_keep(PyObject *exc)
+{
+    PyObject *d = PyThreadState_GetDict();
+    if (d == NULL)
+        return -1;
+    PyObject *tb = PyException_GetTraceback(exc);
+    if (tb != NULL) {
+        PyObject *cut = own_frames_cut(tb);
+        if (cut == NULL) {
+            Py_DECREF(tb);
+            return -1;
+        }
+        if (cut != tb)
+            PyException_SetTraceback(exc, cut == Py_None ? Py_None : cut);
+        Py_DECREF(tb);
+    }
+    /* CPython chains it to what the program is handling where it is raised */
+    PyException_SetContext(exc, NULL);
+    if (PyDict_GetItemWithError(d, g_handover_key) != NULL)
+        return 0;
+    if (PyErr_Occurred())
+        return -1;
+    return PyDict_SetItem(d, g_handover_key, exc);
+}
+
+static PyObject *
+handover_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    PyObject *d = PyThreadState_GetDict();
+    PyObject *exc = d ? PyDict_GetItemWithError(d, g_handover_key) : NULL;
+    if (exc == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_SystemError, "fntrace: no exception to hand over");
+        return NULL;
+    }
+    Py_INCREF(exc);
+    if (PyDict_DelItem(d, g_handover_key) < 0) {
+        Py_DECREF(exc);
+        return NULL;
+    }
+    return exc;
+}
+
+static PyObject *
+shell_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    CallbackShell *sh = (CallbackShell *)self;
+    PyThreadState *ts = PyThreadState_Get();
+    int lent = 0;
+    if (SH_LOW(ts)) {
+        SH_ADD(ts, SHELL_FRAMES);
+        lent = 1;
+    }
+    PyObject *r = PyObject_Vectorcall(sh->func, args, nargsf, kwnames);
+    if (lent)
+        SH_ADD(ts, -SHELL_FRAMES);
+    if (r != NULL)
+        return r;
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+#else
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
+    PyErr_NormalizeException(&et, &ev, &etb);
+    if (etb != NULL && ev != NULL)
+        PyException_SetTraceback(ev, etb);
+    Py_XDECREF(et);
+    Py_XDECREF(etb);
+    PyObject *exc = ev;
+#endif
+    if (exc == NULL)
+        Py_RETURN_NONE;
+    int handler = from_handler(exc);
+    if (handler <= 0 || handover_keep(exc) < 0) {
+        /* could not keep it: raised here, as without the shell */
+        PyErr_Clear();
+#if PY_VERSION_HEX >= 0x030C0000
+        PyErr_SetRaisedException(exc);
+#else
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        Py_DECREF(exc);
+#endif
+        return NULL;
+    }
+    Py_DECREF(exc);
+    PyThreadState_SetAsyncExc(PyThread_get_thread_ident(), g_handover_type);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+shell_call(PyObject *self, PyObject *args, PyObject *kw)
+{
+    return PyVectorcall_Call(self, args, kw);
+}
+
+static int
+shell_traverse(CallbackShell *sh, visitproc visit, void *arg)
+{
+    Py_VISIT(sh->func);
+    Py_VISIT(Py_TYPE(sh));
+    return 0;
+}
+
+static int
+shell_clear(CallbackShell *sh)
+{
+    Py_CLEAR(sh->func);
+    return 0;
+}
+
+static void
+shell_dealloc(CallbackShell *sh)
+{
+    PyTypeObject *tp = Py_TYPE(sh);
+    PyObject_GC_UnTrack(sh);
+    shell_clear(sh);
+    tp->tp_free((PyObject *)sh);
+    Py_DECREF(tp);
+}
+
+static PyObject *
+shell_repr(CallbackShell *sh)
+{
+    return PyUnicode_FromFormat("<fntrace callback %R>", sh->func);
+}
+
+static PyObject *
+shell_get_wrapped(CallbackShell *sh, void *closure)
+{
+    return Py_NewRef(sh->func);
+}
+
+static PyGetSetDef shell_getset[] = {
+    {"__wrapped__", (getter)shell_get_wrapped, NULL, "the callback inside", NULL},
+    {NULL}
+};
+
+static PyMemberDef shell_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(CallbackShell, vectorcall), READONLY},
+    {NULL}
+};
+
+static PyType_Slot shell_slots[] = {
+    {Py_tp_doc, "a pure-Python callback as CPython calls it (see callback_shell)"},
+    {Py_tp_call, shell_call},
+    {Py_tp_traverse, shell_traverse},
+    {Py_tp_clear, shell_clear},
+    {Py_tp_dealloc, shell_dealloc},
+    {Py_tp_repr, shell_repr},
+    {Py_tp_getset, shell_getset},
+    {Py_tp_members, shell_members},
+    {0, NULL},
+};
+
+static PyType_Spec shell_spec = {
+    "fntrace.cli._launch.CallbackShell", sizeof(CallbackShell), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL, shell_slots,
+};
+
+static PyObject *g_shell_type;
+
+static PyObject *
+callback_shell(PyObject *self, PyObject *func)
+{
+    if (!PyCallable_Check(func)) {
+        PyErr_SetString(PyExc_TypeError, "callback_shell(func): func is not callable");
+        return NULL;
+    }
+    CallbackShell *sh = PyObject_GC_New(CallbackShell, (PyTypeObject *)g_shell_type);
+    if (sh == NULL)
+        return NULL;
+    Py_INCREF(g_shell_type);     /* a heap type's instances hold it */
+    sh->func = Py_NewRef(func);
+    sh->vectorcall = shell_vectorcall;
+    PyObject_GC_Track(sh);
+    return (PyObject *)sh;
+}
+
+static PyObject *
+callback_shell_setup(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyCallable_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "callback_shell_setup(own_dir, from_handler)");
+        return NULL;
+    }
+    Py_XSETREF(g_own_dir, Py_NewRef(args[0]));
+    Py_XSETREF(g_from_handler, Py_NewRef(args[1]));
+    Py_RETURN_NONE;
+}
+
+static int
+shell_types_init(PyObject *m)
+{
+    g_shell_type = PyType_FromSpec(&shell_spec);
+    if (g_shell_type == NULL)
+        return -1;
+    PyType_Slot hslots[] = {
+        {Py_tp_doc, "an exception a signal handler raised inside one of fntrace's "
+                    "callbacks, handed over to the program"},
+        {Py_tp_new, handover_new},
+        {0, NULL},
+    };
+    PyType_Spec hspec = {"fntrace.cli._launch.Handover", 0, 0, Py_TPFLAGS_DEFAULT, hslots};
+    PyObject *bases = PyTuple_Pack(1, PyExc_BaseException);
+    if (bases == NULL)
+        return -1;
+    g_handover_type = PyType_FromSpecWithBases(&hspec, bases);
+    Py_DECREF(bases);
+    if (g_handover_type == NULL)
+        return -1;
+    g_handover_key = PyUnicode_InternFromString("fntrace.handover");
+    return g_handover_key == NULL ? -1 : 0;
+}
+
 static PyMethodDef launch_methods[] = {
     {"run_clean", (PyCFunction)(void (*)(void))run_clean, METH_FASTCALL,
      "run_clean(code, globals): exec code on a fresh stack (see the module doc)"},
@@ -454,6 +803,12 @@ static PyMethodDef launch_methods[] = {
      "SIG_DFL again wherever fatal_signals_install's handler still is"},
     {"call_in_main", call_in_main, METH_O,
      "call_in_main(func) -> bool: func() on the main thread at its next bytecode"},
+    {"callback_shell", callback_shell, METH_O,
+     "callback_shell(func) -> func in a C shell: frames lent, a handler's exception "
+     "handed to the program (see the module doc)"},
+    {"callback_shell_setup", (PyCFunction)(void (*)(void))callback_shell_setup, METH_FASTCALL,
+     "callback_shell_setup(own_dir, from_handler): fntrace's sources (cut from handed-over "
+     "tracebacks), and the test for a Python signal handler's frame in a traceback"},
     {"wrap_fork", (PyCFunction)(void (*)(void))wrap_fork, METH_FASTCALL,
      "wrap_fork(real, before, after) -> os.fork (or forkpty) with before()/after() "
      "around it (after: in the parent only)"},
@@ -473,7 +828,7 @@ PyInit__launch(void)
     PyObject *m = PyModule_Create(&launch_module);
     if (m == NULL)
         return NULL;
-    if (PyModule_AddIntConstant(m, "CLEAN_STACK", CLEAN_STACK) < 0) {
+    if (shell_types_init(m) < 0 || PyModule_AddIntConstant(m, "CLEAN_STACK", CLEAN_STACK) < 0) {
         Py_DECREF(m);
         return NULL;
     }

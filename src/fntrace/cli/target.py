@@ -176,12 +176,29 @@ def _main_module(t: Target) -> types.ModuleType:
 
 # The pure-Python hot path runs its callbacks as Python frames on the program's own
 # stack: a program near its recursion limit would get a RecursionError from fntrace
-# (or lose events).  Those frames are granted on top of the limit the program sees, in
-# every thread that is traced; a runaway recursion then stops that many frames later.
+# (or lose events).  The launcher's C part calls them in a shell that lends them their
+# frames while they run (_launch.c callback_shell), so the program keeps its limit.
+# Without it, those frames are granted on top of the limit the program sees, in every
+# thread that is traced; a runaway recursion then stops that many frames later.
 PURE_CALLBACK_FRAMES = 40
 
 
-_CREDIT = PURE_CALLBACK_FRAMES if _env.native() is None else 0
+def _install_callback_shell() -> bool:
+    """The pure hot path's callbacks go to CPython in their C shell (core/dispatch.py
+    callback_shell); False when there is no shell (no build, or the native hot path,
+    whose callbacks are C)."""
+    if _env.native() is not None or _native_launch is None:
+        return False
+    from ..core import dispatch
+    if dispatch.callback_shell is None:
+        _native_launch.callback_shell_setup(
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+            dispatch.from_signal_handler)
+        dispatch.callback_shell = _native_launch.callback_shell
+    return True
+
+
+_CREDIT = 0 if _env.native() is not None or _install_callback_shell() else PURE_CALLBACK_FRAMES
 
 
 def callback_credit() -> int:

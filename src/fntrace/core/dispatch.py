@@ -35,6 +35,7 @@ from .regs import FtraceRegs
 __all__ = [
     "sites", "on_py_start", "on_py_start_global", "profile_hook",
     "ftrace_ops_list_func", "ftrace_stub", "DISPATCH_CODES", "callback_errors", "contain",
+    "as_registered", "from_signal_handler",
 ]
 
 # id(code) -> record, for patched sites only.
@@ -68,6 +69,19 @@ class _Global:
 G = _Global()
 callback_errors = [0]
 
+# The C shell CPython calls the pure-Python callbacks through, set by the launcher
+# (cli/target.py: cli/_launch.c callback_shell): their frames are lent, not taken from
+# the program's recursion limit, and what a program's signal handler raised inside
+# one is handed to the program where CPython would have run the handler.  None: the
+# callbacks are handed to CPython bare (the native hot path's are C already).
+callback_shell = None
+
+
+def as_registered(func):
+    """``func`` as the back ends hand it to CPython: in its shell when there is one."""
+    sh = callback_shell
+    return func if sh is None or func is None else sh(func)
+
 
 def forget(table: dict, key: int | None = None) -> None:
     """Remove an entry of ``sites`` or ``record_table.by_code`` (all of them when key is
@@ -95,7 +109,7 @@ def _signal_handler_codes() -> set:
     return codes
 
 
-def _from_signal_handler(exc: BaseException) -> bool:
+def from_signal_handler(exc: BaseException) -> bool:
     """Was exc raised by a Python signal handler that ran inside the callback?  (Only a
     callback that runs Python code can be interrupted so: the pure-Python hot path, or
     a user's callback.)  Then it is the program's, and goes to the program."""
@@ -118,7 +132,7 @@ def contain(who, exc: BaseException) -> bool:
     ``error_label`` ("callback of" without one).  Runs nothing that can fail at the
     thread's recursion limit without being counted."""
     try:
-        if _from_signal_handler(exc):
+        if from_signal_handler(exc):
             return True
     except RecursionError:
         pass
