@@ -115,6 +115,114 @@ def test_signals_during_hand_overs_lose_nothing(tmp_path):
     assert entries == written
 
 
+# Issue 25 item 9: the pure-Python hot path's callbacks are Python frames, where CPython
+# runs a pending signal handler and which the recursion limit counts.  Every mode must
+# give what python gives (the pure one through its C shell, cli/_launch.c).
+SIGNAL_AT_YIELD_FROM = """\
+    import signal, sys, traceback
+    import _testcapi
+
+    class Boom(Exception):
+        pass
+
+    def handler(signum, frame):
+        raise Boom("from the handler")
+
+    def generator1():
+        return (yield from generator2())
+
+    def generator2():
+        try:
+            yield
+        except KeyboardInterrupt:
+            return "PASSED"
+        except Boom as e:
+            return "PASSED " + " ".join(f.name for f in traceback.extract_tb(e.__traceback__))
+        else:
+            return "FAILED"
+
+    # CPython's test_generators.SignalAndYieldFromTest: the signal is due at the yield
+    # of the innermost generator, not where the outer one resumes
+    if sys.argv[1] == "handler":
+        signal.signal(signal.SIGINT, handler)
+    for _ in range(3):
+        gen = generator1()
+        gen.send(None)
+        try:
+            _testcapi.raise_SIGINT_then_send_None(gen)
+        except BaseException as exc:
+            print(type(exc).__name__, getattr(exc, "value", None), exc.__context__)
+"""
+
+
+@pytest.mark.parametrize("handler", ["default", "handler"])
+@pytest.mark.parametrize("tracer", ["function", "function_graph"])
+def test_a_pending_signal_is_raised_where_python_raises_it(tmp_path, handler, tracer):
+    pytest.importorskip("_testcapi", reason="LOUD SKIP: this Python has no _testcapi")
+    plain, r = both(tmp_path, SIGNAL_AT_YIELD_FROM, "-p", tracer, "-F", "*:mod:__main__",
+                    args=[handler])
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.startswith("StopIteration PASSED")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.startswith(plain.stdout), r.stdout[:600]
+    assert "callback" not in r.stderr, r.stderr
+
+
+RECURSION_DEPTH = """\
+    import sys, threading
+
+    def probe(n=0):
+        try:
+            return probe(n + 1)
+        except RecursionError:
+            return n
+
+    # CPython's test_exceptions.test_recursion_in_except_handler: the run time doubles
+    # with each frame the program is given beyond its limit
+    def recurse_in_body_and_except():
+        try:
+            recurse_in_body_and_except()
+        except:
+            recurse_in_body_and_except()
+
+    def set_relative_recursion_limit(n):
+        depth = 1
+        while True:
+            try:
+                sys.setrecursionlimit(depth)
+            except RecursionError:
+                depth += 1
+            else:
+                break
+        sys.setrecursionlimit(depth + n)
+
+    print("main", probe())
+    out = []
+    t = threading.Thread(target=lambda: out.append(probe()))
+    t.start()
+    t.join()
+    print("thread", out)
+    limit = sys.getrecursionlimit()
+    set_relative_recursion_limit(12)
+    try:
+        recurse_in_body_and_except()
+    except RecursionError:
+        print("recursion error")
+    sys.setrecursionlimit(limit)
+    print("main again", probe())
+"""
+
+
+@pytest.mark.parametrize("tracer", ["function", "function_graph"])
+def test_the_program_meets_its_recursion_limit_where_python_does(tmp_path, tracer):
+    plain, r = both(tmp_path, RECURSION_DEPTH, "-p", tracer, "-F", "__main__.probe")
+    assert plain.returncode == 0, plain.stderr
+    assert r.returncode == 0, r.stderr[-2000:]
+    # the same depths, in the main thread and another (a pure run went 40 deeper)
+    assert r.stdout.startswith(plain.stdout), r.stdout[:400]
+    assert "__main__.probe" in r.stdout
+
+
 def _file_size_limit(limit: int):
     def preexec() -> None:
         import resource

@@ -66,6 +66,7 @@
 #include <structmember.h>
 #include <errno.h>
 #include <signal.h>
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -464,12 +465,11 @@ wrap_fork(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
  *     native hot path's CREDITED_CALL, native.h): the program meets its limit where it
  *     would untraced;
  *   - takes an exception a signal handler raised inside the callback (fntrace's own
- *     errors are contained inside it) and has CPython raise it in the program's thread
- *     at its next check (PyThreadState_SetAsyncExc), the callback returning normally.
- *     CPython raises an asynchronous exception by calling its class, so the class is
- *     Handover, whose __new__ gives back the exception kept for the thread.  Raised
- *     inside a later callback before the program got it, it comes back here and waits
- *     again.
+ *     errors are contained inside it) and has CPython raise it on the main thread at
+ *     its next check, the callback returning normally: a pending call, as the handler
+ *     itself would have been (Py_AddPendingCall; handlers run on the main thread
+ *     only).  Raised inside a later callback before the program got it, it comes back
+ *     here and waits again.
  */
 #define SHELL_FRAMES 100
 #if PY_VERSION_HEX >= 0x030E0000
@@ -487,8 +487,7 @@ wrap_fork(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 #define SH_ADD(ts, n) ((void)0)
 #endif
 
-static PyObject *g_handover_type;   /* Handover: a BaseException whose __new__ hands over */
-static PyObject *g_handover_key;    /* the thread-state dict's key of the kept exception */
+static unsigned long g_main_ident;  /* the main thread, where signal handlers run */
 static PyObject *g_own_dir;         /* fntrace's sources: cut from tracebacks */
 static PyObject *g_from_handler;    /* from_handler(exc): a Python handler's frame in it */
 
@@ -573,49 +572,43 @@ from_handler(PyObject *exc)
     return yes > 0;
 }
 
-/* keep exc for this thread (the first one wins until handed over) */
+/* At the main thread's next bytecode check (a pending call, as CPython runs signal
+ * handlers, and only on the main thread, where they run): exc raised there, chained to
+ * what the program handles at that point, with the handler's own frames. */
 static int
-handover_keep(PyObject *exc)
+handover_pending(void *arg)
 {
-    PyObject *d = PyThreadState_GetDict();
-    if (d == NULL)
+    PyObject *exc = (PyObject *)arg;
+    PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    Py_DECREF(exc);
+    return -1;
+}
+
+/* exc, without fntrace's frames and its context, raised at the main thread's next check */
+static int
+handover(PyObject *exc)
+{
+    if (PyThread_get_thread_ident() != g_main_ident)
         return -1;
     PyObject *tb = PyException_GetTraceback(exc);
     if (tb != NULL) {
         PyObject *cut = own_frames_cut(tb);
         if (cut == NULL) {
             Py_DECREF(tb);
+            PyErr_Clear();
             return -1;
         }
         if (cut != tb)
-            PyException_SetTraceback(exc, cut == Py_None ? Py_None : cut);
+            PyException_SetTraceback(exc, cut);
         Py_DECREF(tb);
     }
-    /* CPython chains it to what the program is handling where it is raised */
     PyException_SetContext(exc, NULL);
-    if (PyDict_GetItemWithError(d, g_handover_key) != NULL)
-        return 0;
-    if (PyErr_Occurred())
-        return -1;
-    return PyDict_SetItem(d, g_handover_key, exc);
-}
-
-static PyObject *
-handover_new(PyTypeObject *type, PyObject *args, PyObject *kw)
-{
-    PyObject *d = PyThreadState_GetDict();
-    PyObject *exc = d ? PyDict_GetItemWithError(d, g_handover_key) : NULL;
-    if (exc == NULL) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_SystemError, "fntrace: no exception to hand over");
-        return NULL;
-    }
     Py_INCREF(exc);
-    if (PyDict_DelItem(d, g_handover_key) < 0) {
+    if (Py_AddPendingCall(handover_pending, exc) < 0) {
         Py_DECREF(exc);
-        return NULL;
+        return -1;
     }
-    return exc;
+    return 0;
 }
 
 static PyObject *
@@ -647,8 +640,7 @@ shell_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject 
 #endif
     if (exc == NULL)
         Py_RETURN_NONE;
-    int handler = from_handler(exc);
-    if (handler <= 0 || handover_keep(exc) < 0) {
+    if (!from_handler(exc) || handover(exc) < 0) {
         /* could not keep it: raised here, as without the shell */
         PyErr_Clear();
 #if PY_VERSION_HEX >= 0x030C0000
@@ -660,7 +652,6 @@ shell_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject 
         return NULL;
     }
     Py_DECREF(exc);
-    PyThreadState_SetAsyncExc(PyThread_get_thread_ident(), g_handover_type);
     Py_RETURN_NONE;
 }
 
@@ -765,28 +756,22 @@ callback_shell_setup(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+static void
+main_ident_in_child(void)
+{
+    g_main_ident = PyThread_get_thread_ident();
+}
+
 static int
 shell_types_init(PyObject *m)
 {
     g_shell_type = PyType_FromSpec(&shell_spec);
     if (g_shell_type == NULL)
         return -1;
-    PyType_Slot hslots[] = {
-        {Py_tp_doc, "an exception a signal handler raised inside one of fntrace's "
-                    "callbacks, handed over to the program"},
-        {Py_tp_new, handover_new},
-        {0, NULL},
-    };
-    PyType_Spec hspec = {"fntrace.cli._launch.Handover", 0, 0, Py_TPFLAGS_DEFAULT, hslots};
-    PyObject *bases = PyTuple_Pack(1, PyExc_BaseException);
-    if (bases == NULL)
-        return -1;
-    g_handover_type = PyType_FromSpecWithBases(&hspec, bases);
-    Py_DECREF(bases);
-    if (g_handover_type == NULL)
-        return -1;
-    g_handover_key = PyUnicode_InternFromString("fntrace.handover");
-    return g_handover_key == NULL ? -1 : 0;
+    g_main_ident = PyThread_get_thread_ident();    /* imported on the main thread */
+    /* a forked child's only thread is its main thread (CPython makes it so) */
+    pthread_atfork(NULL, NULL, main_ident_in_child);
+    return 0;
 }
 
 static PyMethodDef launch_methods[] = {
