@@ -10,6 +10,7 @@
  *     native/read_stat.c.h        StatWalk: stat's rows, folded's call paths
  *     native/read_merge.c.h       the blocks of each slot, merged by time as heapq.merge
  *     native/read_graph_text.c.h  GraphText: function_graph's text (report)
+ *     native/read_pair.c.h        entries and returns paired into calls (CallBuilder)
  *     native/read_chrome.c.h      ChromeCalls: the Chrome trace JSON's calls
  *     native/read_call_rows.c.h   CallRows: the Parquet table's calls (export, sql)
  *     native/read_dat_pages.c.h   DatPages: trace-cmd's ring-buffer pages
@@ -26,6 +27,7 @@
 #include "native/read_stat.c.h"
 #include "native/read_merge.c.h"
 #include "native/read_graph_text.c.h"
+#include "native/read_pair.c.h"
 #include "native/read_chrome.c.h"
 #include "native/read_call_rows.c.h"
 #include "native/read_dat_pages.c.h"

@@ -2,7 +2,7 @@
  *
  * The native twin of output/parquet.py's write_parquet for a trace of calls (the
  * blocks text_ok accepts): the records merged by time as GraphText merges them, each
- * slot's calls paired as CallBuilder pairs them, losses included (what is open is closed
+ * slot's calls paired as CallBuilder pairs them (read_pair.c.h), losses included (what is open is closed
  * at the slot's last time, and a return after the gap starts no earlier than it), each
  * call a row of column buffers when it ends -- slot, ts, dur, self_dur, depth, path,
  * complete -- in batches of ``rows`` rows.  A call's names (function, parent, stack)
@@ -10,26 +10,9 @@
  */
 
 typedef struct {
-    uint32_t cid;
-    uint32_t path;
-    int64_t depth, start, children;
-} rframe_t;
-
-typedef struct {
-    rframe_t *st;
-    Py_ssize_t n, cap;
-    int64_t last_ts;
-    int seen;               /* a graph record was read (CallBuilder._stacks has the slot) */
-    int64_t gap;
-    int has_gap;
-} rslot_t;
-
-typedef struct {
     PyObject_HEAD
     merge_t m;
-    rslot_t *rs;
-    Py_ssize_t *order;
-    Py_ssize_t norder;
+    pair_t pr;
     PyObject *canon;
     trie_t tr;
     Py_ssize_t batch;       /* rows a batch */
@@ -58,33 +41,20 @@ row_out(CallRows *c, Py_ssize_t slot, uint32_t path, int64_t depth, int64_t star
     return 0;
 }
 
-/* closes as CallBuilder._close_deeper; the caller made room for every open frame */
-static void
-cr_close_deeper(CallRows *c, Py_ssize_t slot, int64_t depth, int64_t ts)
+/* a call ended: its row (the caller made room for every open frame and one more); a
+ * call made from its return gets its path here, under its caller's */
+static int
+cr_emit(void *ctx, Py_ssize_t slot, const paired_t *p)
 {
-    rslot_t *s = &c->rs[slot];
-    while (s->n && s->st[s->n - 1].depth >= depth) {
-        rframe_t f = s->st[--s->n];
-        int64_t dur = ts - f.start;
-        if (dur < 0)
-            dur = 0;
-        int64_t self = dur - f.children;
-        row_out(c, slot, f.path, f.depth, f.start, dur, self < 0 ? 0 : self, 0);
-        if (s->n)
-            s->st[s->n - 1].children += dur;
+    CallRows *c = (CallRows *)ctx;
+    uint32_t path = p->path;
+    if (!p->entry_seen) {
+        call_frame_t *top = pair_top(&c->pr, slot);
+        path = trie_path(&c->tr, top ? top->path : 0, p->cid);
+        if (path == 0)
+            return -1;
     }
-}
-
-/* a loss note of ``slot`` read: CallBuilder.feed(LostEvents) */
-static void
-cr_lost(CallRows *c, Py_ssize_t slot)
-{
-    rslot_t *s = &c->rs[slot];
-    if (!s->seen)
-        return;
-    s->gap = s->last_ts;
-    s->has_gap = 1;
-    cr_close_deeper(c, slot, -1, s->last_ts);
+    return row_out(c, slot, path, p->depth, p->start, p->end - p->start, p->self, p->complete);
 }
 
 /* room for ``more`` rows */
@@ -156,10 +126,7 @@ cr_step(CallRows *c, PyObject *unused)
             return batch == NULL ? NULL : Py_BuildValue("(Nn)", batch, (Py_ssize_t)-1);
         }
         /* room for a record's rows: every open frame of every slot, and one more */
-        Py_ssize_t most = 1;
-        for (Py_ssize_t k = 0; k < c->m.nslots; k++)
-            most += c->rs[k].n;
-        if (cr_reserve(c, most) < 0)
+        if (cr_reserve(c, pair_open(&c->pr) + 1) < 0)
             return NULL;
         Py_ssize_t best = -1;
         int picked = merge_pick(&c->m, &best, &need);
@@ -172,83 +139,38 @@ cr_step(CallRows *c, PyObject *unused)
             for (Py_ssize_t k = 0; k < c->m.nslots; k++) {
                 gslot_t *g = &c->m.slots[k];
                 for (Py_ssize_t i = 0; i < g->nmarks; i++)
-                    cr_lost(c, k);
+                    if (pair_lost(&c->pr, k) < 0)
+                        return NULL;
                 g->nmarks = 0;
             }
-            for (Py_ssize_t i = 0; i < c->norder; i++) {
-                Py_ssize_t k = c->order[i];
-                cr_close_deeper(c, k, -1, c->rs[k].last_ts);
-            }
+            if (pair_finish(&c->pr) < 0)
+                return NULL;
             c->done = 1;
             continue;
         }
         gslot_t *g = &c->m.slots[best];
-        rslot_t *s = &c->rs[best];
         gblock_t *b = &g->q[g->head];
         record_t r;
         memcpy(&r, &b->rec[b->pos], sizeof(r));
         b->pos++;
         for (Py_ssize_t i = 0; i < g->nmarks; i++)
-            cr_lost(c, best);
+            if (pair_lost(&c->pr, best) < 0)
+                return NULL;
         g->nmarks = 0;
         uint32_t id = rec_id(b, &r), cid = id;
         if (canon_lookup(c->canon, &cid) < 0)
             return NULL;
         int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;
-        if (!s->seen) {
-            s->seen = 1;
-            c->order[c->norder++] = best;
-        }
-        s->last_ts = ts;
         if (r.type == FNT_TRACE_GRAPH_ENT) {
-            if (s->n && s->st[s->n - 1].depth >= depth)
-                cr_close_deeper(c, best, depth, ts);
-            uint32_t path = trie_path(&c->tr, s->n ? s->st[s->n - 1].path : 0, cid);
-            if (path == 0)
+            if (pair_enter_close(&c->pr, best, depth, ts) < 0)
                 return NULL;
-            if (s->n == s->cap) {
-                Py_ssize_t cap = s->cap ? s->cap * 2 : 64;
-                rframe_t *st = PyMem_Realloc(s->st, (size_t)cap * sizeof(rframe_t));
-                if (st == NULL)
-                    return PyErr_NoMemory();
-                s->st = st;
-                s->cap = cap;
-            }
-            rframe_t *f = &s->st[s->n++];
-            f->cid = cid;
-            f->path = path;
-            f->depth = depth;
-            f->start = ts;
-            f->children = 0;
-            continue;
-        }
-        if (s->n && s->st[s->n - 1].depth > depth)
-            cr_close_deeper(c, best, depth + 1, ts);
-        if (s->n && s->st[s->n - 1].depth == depth && s->st[s->n - 1].cid != cid)
-            cr_close_deeper(c, best, depth, ts);
-        int64_t start = (int64_t)r.d, dur, self;
-        uint32_t path;
-        if (s->n && s->st[s->n - 1].depth == depth && s->st[s->n - 1].cid == cid) {
-            rframe_t f = s->st[--s->n];
-            if (f.start <= ts)
-                start = f.start;
-            dur = ts - start;
-            self = dur - f.children;
-            if (self < 0)
-                self = 0;
-            path = f.path;
-        } else {
-            if (s->has_gap && start < s->gap)
-                start = s->gap;
-            dur = ts - start;
-            self = dur;
-            path = trie_path(&c->tr, s->n ? s->st[s->n - 1].path : 0, cid);
-            if (path == 0)
+            call_frame_t *top = pair_top(&c->pr, best);
+            uint32_t path = trie_path(&c->tr, top ? top->path : 0, cid);
+            if (path == 0 || pair_push(&c->pr, best, id, cid, depth, ts, path) < 0)
                 return NULL;
+        } else if (pair_return(&c->pr, best, id, cid, depth, ts, (int64_t)r.d) < 0) {
+            return NULL;
         }
-        if (s->n)
-            s->st[s->n - 1].children += dur;
-        row_out(c, best, path, depth, start, dur, self, 1);
     }
 }
 
@@ -309,28 +231,18 @@ cr_init(CallRows *c, PyObject *args, PyObject *kw)
         if (PyDict_GET_SIZE(canon))
             c->canon = Py_NewRef(canon);
     }
-    Py_ssize_t n1 = nslots ? nslots : 1;
     if (merge_init(&c->m, nslots) < 0)
         return -1;
-    c->rs = PyMem_Calloc((size_t)n1, sizeof(rslot_t));
-    c->order = PyMem_Calloc((size_t)n1, sizeof(Py_ssize_t));
     c->batch = batch;
-    if (!c->rs || !c->order) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    return 0;
+    return pair_init(&c->pr, nslots, cr_emit, c);
 }
 
 static void
 cr_dealloc(CallRows *c)
 {
     PyTypeObject *tp = Py_TYPE(c);
-    for (Py_ssize_t k = 0; k < c->m.nslots; k++)
-        PyMem_Free(c->rs[k].st);
     merge_free(&c->m);
-    PyMem_Free(c->rs);
-    PyMem_Free(c->order);
+    pair_free(&c->pr);
     PyMem_Free(c->c_slot);
     PyMem_Free(c->c_depth);
     PyMem_Free(c->c_path);

@@ -2,24 +2,14 @@
  *
  * The native twin of output/chrome_json.py's loop for a trace of calls (the blocks
  * text_ok accepts): the records merged by time as GraphText merges them, each slot's
- * calls paired as CallBuilder pairs them (without losses: the Chrome export shows a
- * loss as an instant and pairs across it), each call written as its complete event
+ * calls paired as CallBuilder pairs them (read_pair.c.h; without losses: the Chrome
+ * export shows a loss as an instant and pairs across it), each call written as its complete event
  * when it ends, a loss as a "lost events" instant at the slot's next record, then the
  * calls left open (slots in the order their first record was read, innermost first)
  * and the losses nothing was read after.
  */
 
 typedef struct {
-    uint32_t id;            /* the record's id (its name) */
-    uint32_t cid;           /* canonical: what pairs */
-    int64_t depth, start, children;
-} cframe_t;
-
-typedef struct {
-    cframe_t *st;
-    Py_ssize_t n, cap;
-    int64_t last_ts;        /* CallBuilder.last_ts */
-    int seen;               /* read a graph record (CallBuilder._stacks has it) */
     uint64_t last_any;      /* the exporter's last[slot]: the last record's time */
     const char *tail;       /* "pid":P,"tid":T */
     Py_ssize_t tail_len;
@@ -28,9 +18,8 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     merge_t m;              /* the blocks, as GraphText's */
+    pair_t pr;              /* the calls (no losses: the Chrome export pairs across them) */
     cslot_t *cs;
-    Py_ssize_t *order;      /* slots in the order of their first graph record */
-    Py_ssize_t norder;
     names_t names;          /* id -> its name as a JSON string */
     PyObject *keep;
     PyObject *canon;
@@ -103,21 +92,12 @@ put_lost(ChromeCalls *c, Py_ssize_t slot, uint64_t ts, long long lost)
     return 0;
 }
 
+/* a call ended: its complete event */
 static int
-cc_close_deeper(ChromeCalls *c, Py_ssize_t slot, int64_t depth, int64_t ts)
+cc_emit(void *ctx, Py_ssize_t slot, const paired_t *p)
 {
-    cslot_t *s = &c->cs[slot];
-    while (s->n && s->st[s->n - 1].depth >= depth) {
-        cframe_t f = s->st[--s->n];
-        int64_t dur = ts - f.start;
-        if (dur < 0)
-            dur = 0;
-        if (put_call(c, slot, f.id, f.start, f.start + dur, 1, 0) < 0)
-            return -1;
-        if (s->n)
-            s->st[s->n - 1].children += dur;
-    }
-    return 0;
+    return put_call((ChromeCalls *)ctx, slot, p->id, p->start, p->end, !p->complete,
+                    !p->entry_seen);
 }
 
 static PyObject *
@@ -134,11 +114,8 @@ cc_step(ChromeCalls *c, PyObject *unused)
             break;
         if (picked == 0) {
             /* builder.finish(), then the losses nothing was read after */
-            for (Py_ssize_t i = 0; i < c->norder; i++) {
-                Py_ssize_t k = c->order[i];
-                if (cc_close_deeper(c, k, -1, c->cs[k].last_ts) < 0)
-                    return NULL;
-            }
+            if (pair_finish(&c->pr) < 0)
+                return NULL;
             for (Py_ssize_t k = 0; k < c->m.nslots; k++) {
                 gslot_t *g = &c->m.slots[k];
                 if (g->nmarks) {
@@ -172,50 +149,13 @@ cc_step(ChromeCalls *c, PyObject *unused)
         if (canon_lookup(c->canon, &cid) < 0)
             return NULL;
         int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;
-        if (!s->seen) {
-            s->seen = 1;
-            c->order[c->norder++] = best;
-        }
-        s->last_ts = ts;
         if (r.type == FNT_TRACE_GRAPH_ENT) {
-            if (s->n && s->st[s->n - 1].depth >= depth && cc_close_deeper(c, best, depth, ts) < 0)
+            if (pair_enter_close(&c->pr, best, depth, ts) < 0
+                    || pair_push(&c->pr, best, id, cid, depth, ts, 0) < 0)
                 return NULL;
-            if (s->n == s->cap) {
-                Py_ssize_t cap = s->cap ? s->cap * 2 : 64;
-                cframe_t *st = PyMem_Realloc(s->st, (size_t)cap * sizeof(cframe_t));
-                if (st == NULL)
-                    return PyErr_NoMemory();
-                s->st = st;
-                s->cap = cap;
-            }
-            cframe_t *f = &s->st[s->n++];
-            f->id = id;
-            f->cid = cid;
-            f->depth = depth;
-            f->start = ts;
-            f->children = 0;
-            continue;
-        }
-        if (s->n && s->st[s->n - 1].depth > depth && cc_close_deeper(c, best, depth + 1, ts) < 0)
+        } else if (pair_return(&c->pr, best, id, cid, depth, ts, (int64_t)r.d) < 0) {
             return NULL;
-        if (s->n && s->st[s->n - 1].depth == depth && s->st[s->n - 1].cid != cid
-                && cc_close_deeper(c, best, depth, ts) < 0)
-            return NULL;
-        int64_t start = (int64_t)r.d, dur;
-        if (s->n && s->st[s->n - 1].depth == depth && s->st[s->n - 1].cid == cid) {
-            cframe_t f = s->st[--s->n];
-            if (f.start <= ts)
-                start = f.start;
-            dur = ts - start;
-            if (put_call(c, best, id, start, ts, 0, 0) < 0)
-                return NULL;
-        } else {
-            dur = ts - start;
-            if (put_call(c, best, id, start, ts, 0, 1) < 0)
-                return NULL;
         }
-        if (s->n)
-            s->st[s->n - 1].children += dur;
     }
     PyObject *text = PyUnicode_DecodeUTF8(c->t.buf, c->t.blen, "strict");
     if (text == NULL)
@@ -265,11 +205,12 @@ cc_init(ChromeCalls *c, PyObject *args, PyObject *kw)
     if (c->keep == NULL || merge_init(&c->m, nslots) < 0)
         return -1;
     c->cs = PyMem_Calloc((size_t)n1, sizeof(cslot_t));
-    c->order = PyMem_Calloc((size_t)n1, sizeof(Py_ssize_t));
-    if (c->cs == NULL || c->order == NULL) {
+    if (c->cs == NULL) {
         PyErr_NoMemory();
         return -1;
     }
+    if (pair_init(&c->pr, nslots, cc_emit, c) < 0)
+        return -1;
     if (names_init(&c->names, names) < 0)
         return -1;
     Py_ssize_t pos = 0;
@@ -301,11 +242,9 @@ static void
 cc_dealloc(ChromeCalls *c)
 {
     PyTypeObject *tp = Py_TYPE(c);
-    for (Py_ssize_t k = 0; k < c->m.nslots; k++)
-        PyMem_Free(c->cs[k].st);
     merge_free(&c->m);
+    pair_free(&c->pr);
     PyMem_Free(c->cs);
-    PyMem_Free(c->order);
     names_free(&c->names);
     PyMem_Free(c->t.buf);
     Py_XDECREF(c->keep);

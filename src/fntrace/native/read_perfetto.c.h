@@ -3,8 +3,9 @@
  * The native twin of output/perfetto.py's loop for a trace of calls (the blocks text_ok
  * accepts), after the Python side has written the sequence's first packets (the clock,
  * the process and thread tracks): the records merged by time as GraphText merges them,
- * each slot's calls paired as CallBuilder pairs them, losses included (what is open is
- * closed at the slot's last time, a return after the gap starts no earlier than it),
+ * each slot's calls paired as CallBuilder pairs them (read_pair.c.h), losses included
+ * (what is open is closed at the slot's last time, a return after the gap starts no
+ * earlier than it),
  * each call a TYPE_SLICE_BEGIN packet at its entry and a TYPE_SLICE_END at its end, a
  * loss a "lost events" instant at the slot's next record; names interned as the Python
  * writer interns them, timestamps as deltas on the sequence's incremental clock.
@@ -36,18 +37,6 @@
 #define PF_ANN_LOST 2
 
 typedef struct {
-    uint32_t cid;
-    uint32_t id;
-    int64_t depth, start;
-} pframe_t;
-
-typedef struct {
-    pframe_t *st;
-    Py_ssize_t n, cap;
-    int64_t last_ts;        /* CallBuilder.last_ts */
-    int seen;
-    int64_t gap;
-    int has_gap;
     int64_t last_any;       /* the exporter's last_ts[cpu] */
     int has_any;
     uint64_t uuid;          /* the thread's track */
@@ -62,9 +51,8 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     merge_t m;
+    pair_t pr;
     pslot_t *ps;
-    Py_ssize_t *order;
-    Py_ssize_t norder;
     names_t names;
     PyObject *canon;
     iidmap_t iids;
@@ -316,21 +304,17 @@ pf_lost(PerfettoCalls *c, Py_ssize_t slot, int64_t ts, long long lost)
     return pf_packet(c, PF_INSTANT, ts, c->ps[slot].uuid, 1, 0, 0, 1, PF_ANN_LOST, lost, NULL);
 }
 
-/* _Writer.end of a call closed as incomplete (never made from a return) */
+/* _Writer.end: a call ended (its begin first when its entry was not in the trace) */
 static int
-pf_close_deeper(PerfettoCalls *c, Py_ssize_t slot, int64_t depth, int64_t ts)
+pf_emit(void *ctx, Py_ssize_t slot, const paired_t *p)
 {
-    pslot_t *s = &c->ps[slot];
-    while (s->n && s->st[s->n - 1].depth >= depth) {
-        pframe_t f = s->st[--s->n];
-        int64_t dur = ts - f.start;
-        if (dur < 0)
-            dur = 0;
-        if (pf_packet(c, PF_END, f.start + dur, s->uuid, 0, 0, 0, 0, PF_ANN_UNFINISHED, 0,
-                      NULL) < 0)
-            return -1;
-    }
-    return 0;
+    PerfettoCalls *c = (PerfettoCalls *)ctx;
+    uint64_t uuid = c->ps[slot].uuid;
+    if (!p->entry_seen && pf_packet(c, PF_BEGIN, p->start, uuid, 1, p->id, p->cid, 0,
+                                    PF_ANN_ENTRY_LOST, 0, NULL) < 0)
+        return -1;
+    return pf_packet(c, PF_END, p->end, uuid, 0, 0, 0, 0,
+                     p->complete ? -1 : PF_ANN_UNFINISHED, 0, NULL);
 }
 
 /* the loss notes a slot has: CallBuilder.feed(LostEvents) for each, and the count that
@@ -339,14 +323,9 @@ static int
 pf_marks(PerfettoCalls *c, Py_ssize_t slot, long long *pending, int *has_pending)
 {
     gslot_t *g = &c->m.slots[slot];
-    pslot_t *s = &c->ps[slot];
     for (Py_ssize_t i = 0; i < g->nmarks; i++) {
-        if (s->seen) {
-            s->gap = s->last_ts;
-            s->has_gap = 1;
-            if (s->n && pf_close_deeper(c, slot, -1, s->last_ts) < 0)
-                return -1;
-        }
+        if (pair_lost(&c->pr, slot) < 0)
+            return -1;
         long long m = g->marks[i];
         if (!*has_pending)
             *pending = m;
@@ -387,10 +366,8 @@ pf_step(PerfettoCalls *c, PyObject *unused)
             for (Py_ssize_t k = 0; k < ns && !err; k++)
                 if (c->m.slots[k].nmarks)
                     err = pf_marks(c, k, &pend[k], &has[k]) < 0;
-            for (Py_ssize_t i = 0; i < c->norder && !err; i++) {
-                Py_ssize_t k = c->order[i];
-                err = pf_close_deeper(c, k, -1, c->ps[k].last_ts) < 0;
-            }
+            if (!err)
+                err = pair_finish(&c->pr) < 0;
             for (Py_ssize_t k = 0; k < ns && !err; k++)
                 if (has[k])
                     err = pf_lost(c, k, c->ps[k].has_any ? c->ps[k].last_any : c->first_ts,
@@ -420,49 +397,14 @@ pf_step(PerfettoCalls *c, PyObject *unused)
         uint32_t id = rec_id(b, &r), cid = id;
         if (canon_lookup(c->canon, &cid) < 0)
             return NULL;
-        if (!s->seen) {
-            s->seen = 1;
-            c->order[c->norder++] = best;
-        }
-        s->last_ts = ts;
         if (r.type == FNT_TRACE_GRAPH_ENT) {
-            if (s->n && s->st[s->n - 1].depth >= depth && pf_close_deeper(c, best, depth, ts) < 0)
+            if (pair_enter_close(&c->pr, best, depth, ts) < 0
+                    || pair_push(&c->pr, best, id, cid, depth, ts, 0) < 0
+                    || pf_packet(c, PF_BEGIN, ts, s->uuid, 1, id, cid, 0, -1, 0, NULL) < 0)
                 return NULL;
-            if (s->n == s->cap) {
-                Py_ssize_t cap = s->cap ? s->cap * 2 : 64;
-                pframe_t *st = PyMem_Realloc(s->st, (size_t)cap * sizeof(pframe_t));
-                if (st == NULL)
-                    return PyErr_NoMemory();
-                s->st = st;
-                s->cap = cap;
-            }
-            pframe_t *f = &s->st[s->n++];
-            f->id = id;
-            f->cid = cid;
-            f->depth = depth;
-            f->start = ts;
-            if (pf_packet(c, PF_BEGIN, ts, s->uuid, 1, id, cid, 0, -1, 0, NULL) < 0)
-                return NULL;
-            continue;
+        } else if (pair_return(&c->pr, best, id, cid, depth, ts, (int64_t)r.d) < 0) {
+            return NULL;
         }
-        if (s->n && s->st[s->n - 1].depth > depth && pf_close_deeper(c, best, depth + 1, ts) < 0)
-            return NULL;
-        if (s->n && s->st[s->n - 1].depth == depth && s->st[s->n - 1].cid != cid
-                && pf_close_deeper(c, best, depth, ts) < 0)
-            return NULL;
-        if (s->n && s->st[s->n - 1].depth == depth && s->st[s->n - 1].cid == cid) {
-            s->n--;
-        } else {
-            /* the entry is not in the trace: its begin, from the return's calltime */
-            int64_t start = (int64_t)r.d;
-            if (s->has_gap && start < s->gap)
-                start = s->gap;
-            if (pf_packet(c, PF_BEGIN, start, s->uuid, 1, id, cid, 0, PF_ANN_ENTRY_LOST, 0,
-                          NULL) < 0)
-                return NULL;
-        }
-        if (pf_packet(c, PF_END, ts, s->uuid, 0, 0, 0, 0, -1, 0, NULL) < 0)
-            return NULL;
     }
     PyObject *bytes = PyBytes_FromStringAndSize(c->t.buf, c->t.blen);
     if (bytes == NULL)
@@ -524,11 +466,12 @@ pf_init(PerfettoCalls *c, PyObject *args, PyObject *kw)
     if (merge_init(&c->m, nslots) < 0)
         return -1;
     c->ps = PyMem_Calloc((size_t)n1, sizeof(pslot_t));
-    c->order = PyMem_Calloc((size_t)n1, sizeof(Py_ssize_t));
-    if (c->ps == NULL || c->order == NULL) {
+    if (c->ps == NULL) {
         PyErr_NoMemory();
         return -1;
     }
+    if (pair_init(&c->pr, nslots, pf_emit, c) < 0)
+        return -1;
     if (names_init(&c->names, names) < 0)
         return -1;
     Py_ssize_t pos = 0, seen = 0;
@@ -555,11 +498,9 @@ static void
 pf_dealloc(PerfettoCalls *c)
 {
     PyTypeObject *tp = Py_TYPE(c);
-    for (Py_ssize_t k = 0; k < c->m.nslots; k++)
-        PyMem_Free(c->ps[k].st);
     merge_free(&c->m);
+    pair_free(&c->pr);
     PyMem_Free(c->ps);
-    PyMem_Free(c->order);
     names_free(&c->names);
     PyMem_Free(c->iids.key);
     PyMem_Free(c->iids.val);
