@@ -579,6 +579,9 @@ class _Source:
     def entries(self):
         return iter(self._entries)
 
+    def record_blocks(self, cpu=None):
+        return None         # entries made in memory (TraceSource.record_blocks)
+
 
 def _graph(ts0):
     from fntrace.output.entry import TraceEntry
