@@ -223,6 +223,46 @@ def test_the_program_meets_its_recursion_limit_where_python_does(tmp_path, trace
     assert "__main__.probe" in r.stdout
 
 
+OWN_AUDIT_EVENTS = """\
+    import sys
+
+    def work(i):
+        return i + 1
+
+    def hook(event, args):
+        if event.startswith(("sys.", "builtins.id")):
+            print(event, *[type(a).__name__ for a in args])
+
+    sys.addaudithook(hook)
+    for i in range(3):
+        work(i)
+    sys.monitoring.register_callback(1, 1, None) if hasattr(sys, "monitoring") else None
+    print("end")
+"""
+
+
+@pytest.mark.parametrize("tracer", ["function", "function_graph"])
+def test_the_programs_audit_hook_sees_only_its_own_events(tmp_path, tracer):
+    """CPython's test_audit (test_sys_getframemodulename, ..._register_callback): the
+    end of the recording unregistered fntrace's sys.monitoring callbacks after the
+    program's last line, and the program's audit hook printed those events (and, in the
+    pure hot path, a builtins.id event at every traced call)."""
+    plain, r = both(tmp_path, OWN_AUDIT_EVENTS, "-p", tracer, "-F", "__main__.work")
+    assert plain.returncode == 0, plain.stderr
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.startswith(plain.stdout), r.stdout[:600]
+    assert "__main__.work" in r.stdout[len(plain.stdout):]
+    # record ends the tracing its own way (ftrace_kill at exit)
+    rec = subprocess.run([*FNTRACE, "record", "-p", tracer, "-F", "__main__.work", "-o", "t.dat",
+                          "prog.py"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=SUBPROCESS_TIMEOUT)
+    assert rec.returncode == 0, rec.stderr[-2000:]
+    assert rec.stdout.startswith(plain.stdout), rec.stdout[:600]
+    # (after the program's last line fntrace's own Python code runs on: its id() calls
+    # are seen; what it does to the interpreter -- sys.* -- must not be)
+    assert "sys." not in rec.stdout[len(plain.stdout):], rec.stdout[len(plain.stdout):][:600]
+
+
 def _file_size_limit(limit: int):
     def preexec() -> None:
         import resource

@@ -163,21 +163,31 @@ class MonitoringBackend:
         dispatch.G.trap = None
         mon.set_events(TOOL_ID, extra_mask())
         E = mon.events
+        # Only where another part of fntrace still wants the event: register_callback
+        # raises an audit event ("sys.monitoring.register_callback"), and the program's
+        # audit hooks would see fntrace leave (at the end of a recording, after the
+        # program's last line: CPython's test_audit).  The callbacks left behind get
+        # no event: none is on, globally or on a code object.
         for ev in (E.PY_START, E.PY_RETURN, E.PY_YIELD, E.PY_RESUME, E.PY_UNWIND, E.PY_THROW):
-            mon.register_callback(TOOL_ID, ev, extra_callbacks.get(ev))
+            if ev in extra_callbacks:
+                mon.register_callback(TOOL_ID, ev, extra_callbacks[ev])
         _lines.release_tool("backend")
         self._unwind = False
         self.active = False
 
     def kill(self) -> None:
-        """ftrace_kill: no callback from now on, in O(1): the callbacks go, the local
-        events stay on the code objects (they find no callback)."""
+        """ftrace_kill: nothing traced from now on, in O(1): no site is left, so the
+        callbacks that the local events still bring find none and return at once.
+        They stay registered (but where another part of fntrace wants the event): the
+        end of a recording must not raise audit events the program's hooks would see
+        after its last line (stop())."""
         if not self.active:
             return
         mon = sys.monitoring
         E = mon.events
         for ev in (E.PY_START, E.PY_RETURN, E.PY_YIELD, E.PY_RESUME, E.PY_UNWIND, E.PY_THROW):
-            mon.register_callback(TOOL_ID, ev, extra_callbacks.get(ev))
+            if ev in extra_callbacks:
+                mon.register_callback(TOOL_ID, ev, extra_callbacks[ev])
         self._trap_on = False
         dispatch.G.trap = None
         mon.set_events(TOOL_ID, extra_mask())

@@ -251,12 +251,12 @@ class ProfileBackend:
         self.active = False
 
     def kill(self) -> None:
-        """ftrace_kill: no hook from now on; threads that still hold it find no sites
-        (and still call the program's own profile functions)."""
+        """ftrace_kill: nothing traced from now on; the threads that hold the hook,
+        this one included, find no sites (and still call the program's own profile
+        functions).  It is not taken off this thread: sys.setprofile raises an audit
+        event ("sys.setprofile") the program's hooks would see after its last line
+        (CPython's test_audit), and kill is the end of a recording."""
         self._restore_profile_api()
-        mine = dispatch.profile_chain.pop(_thread.get_ident(), None)
-        if sys.getprofile() in (self._hook, getattr(self, "_chained", None)):
-            sys.setprofile(mine)
         threading.setprofile(None)
         dispatch.G.trap = None
         dispatch.forget(dispatch.sites)

@@ -50,6 +50,8 @@
  *                              where CPython would have run the handler, not raised at
  *                              the traced event.  No Python fallback: the callbacks
  *                              then run bare, with a standing credit of frames.
+ *   ident(obj)                 id(obj) without its "builtins.id" audit event (the pure
+ *                              callbacks' id(), which a program's audit hook would see).
  *   callback_shell_setup(own_dir, from_handler)
  *                              the directory of fntrace's own sources (their frames
  *                              are cut from a handed-over exception's traceback), and
@@ -63,6 +65,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <frameobject.h>
 #include <structmember.h>
 #include <errno.h>
 #include <signal.h>
@@ -497,16 +500,15 @@ typedef struct {
     vectorcallfunc vectorcall;
 } CallbackShell;
 
-/* the traceback without its first entries that are fntrace's own frames */
+/* the traceback without its first entries that are fntrace's own frames (read from
+ * the structs: tb.tb_frame and frame.f_code raise audit events the program's hooks
+ * would see) */
 static PyObject *
 own_frames_cut(PyObject *tb)
 {
-    while (tb != NULL && tb != Py_None && g_own_dir != NULL) {
-        PyObject *frame = PyObject_GetAttrString(tb, "tb_frame");
-        if (frame == NULL)
-            return NULL;
-        PyCodeObject *code = PyFrame_GetCode((PyFrameObject *)frame);
-        Py_DECREF(frame);
+    while (tb != NULL && tb != Py_None && g_own_dir != NULL && PyTraceBack_Check(tb)) {
+        PyTracebackObject *t = (PyTracebackObject *)tb;
+        PyCodeObject *code = t->tb_frame ? PyFrame_GetCode(t->tb_frame) : NULL;
         int own = 0;
         if (code != NULL) {
             PyObject *fn = code->co_filename;
@@ -516,11 +518,7 @@ own_frames_cut(PyObject *tb)
         }
         if (!own)
             break;
-        PyObject *next = PyObject_GetAttrString(tb, "tb_next");
-        if (next == NULL)
-            return NULL;
-        Py_DECREF(next);        /* borrowed along the chain the exception holds */
-        tb = next;
+        tb = t->tb_next ? (PyObject *)t->tb_next : Py_None;
     }
     return tb;
 }
@@ -538,24 +536,10 @@ from_handler(PyObject *exc)
     if (tb == NULL)
         return 0;
     PyObject *last = tb;
-    for (;;) {
-        PyObject *next = PyObject_GetAttrString(last, "tb_next");
-        if (next == NULL) {
-            Py_DECREF(tb);
-            PyErr_Clear();
-            return 0;
-        }
-        Py_DECREF(next);        /* held by the chain */
-        if (next == Py_None)
-            break;
-        last = next;
-    }
+    while (PyTraceBack_Check(last) && ((PyTracebackObject *)last)->tb_next != NULL)
+        last = (PyObject *)((PyTracebackObject *)last)->tb_next;
     PyObject *cut = own_frames_cut(last);
     Py_DECREF(tb);
-    if (cut == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
     if (cut == Py_None)
         return 1;               /* the innermost frame is fntrace's */
     if (g_from_handler == NULL)
@@ -593,11 +577,6 @@ handover(PyObject *exc)
     PyObject *tb = PyException_GetTraceback(exc);
     if (tb != NULL) {
         PyObject *cut = own_frames_cut(tb);
-        if (cut == NULL) {
-            Py_DECREF(tb);
-            PyErr_Clear();
-            return -1;
-        }
         if (cut != tb)
             PyException_SetTraceback(exc, cut);
         Py_DECREF(tb);
@@ -774,6 +753,14 @@ shell_types_init(PyObject *m)
     return 0;
 }
 
+/* ident(obj): id(obj) without its audit event ("builtins.id"), which the program's
+ * audit hooks would see each time a pure-Python callback looks a code object up */
+static PyObject *
+ident(PyObject *self, PyObject *obj)
+{
+    return PyLong_FromVoidPtr(obj);
+}
+
 static PyMethodDef launch_methods[] = {
     {"run_clean", (PyCFunction)(void (*)(void))run_clean, METH_FASTCALL,
      "run_clean(code, globals): exec code on a fresh stack (see the module doc)"},
@@ -788,6 +775,7 @@ static PyMethodDef launch_methods[] = {
      "SIG_DFL again wherever fatal_signals_install's handler still is"},
     {"call_in_main", call_in_main, METH_O,
      "call_in_main(func) -> bool: func() on the main thread at its next bytecode"},
+    {"ident", ident, METH_O, "ident(obj) -> id(obj), without the builtins.id audit event"},
     {"callback_shell", callback_shell, METH_O,
      "callback_shell(func) -> func in a C shell: frames lent, a handler's exception "
      "handed to the program (see the module doc)"},
