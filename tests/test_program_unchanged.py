@@ -263,6 +263,64 @@ def test_the_programs_audit_hook_sees_only_its_own_events(tmp_path, tracer):
     assert "sys." not in rec.stdout[len(plain.stdout):], rec.stdout[len(plain.stdout):][:600]
 
 
+PENDING_CALLS = """\
+    import threading, time
+    from collections import deque
+    import _testinternalcapi
+
+    # CPython's test_capi TestPendingCalls.test_many_subthreads_can_handle_pending_calls:
+    # threads that end add pending calls, which CPython runs on whichever thread checks
+    # first -- an ending thread too, inside fntrace's hand-over of its buffer
+    done = False
+    ran = deque()
+    workers_ready = threading.Event()
+
+    def work():
+        while not done:
+            time.sleep(0.005)
+
+    workers = [threading.Thread(target=work) for _ in range(3)]
+    for w in workers:
+        w.start()
+    worker_ids = {w.ident for w in workers}
+
+    def task(i):
+        def callback():
+            if threading.get_ident() not in worker_ids:
+                _testinternalcapi.pending_threadfunc(callback, ensure_added=True)
+                return
+            ran.append(i)
+        _testinternalcapi.pending_threadfunc(callback, ensure_added=True)
+
+    adders = [threading.Thread(target=task, args=(i,)) for i in range(30)]
+    for a in adders:
+        a.start()
+    for a in adders:
+        a.join()
+    end = time.monotonic() + 30
+    while len(ran) < 30 and time.monotonic() < end:
+        time.sleep(0.01)
+    done = True
+    for w in workers:
+        w.join()
+    print("ran", sorted(ran) == list(range(30)))
+"""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="pending calls run on the main "
+                    "thread only before 3.12")
+@pytest.mark.parametrize("tracer", ["function", "function_graph"])
+def test_program_code_run_while_a_thread_hands_its_buffer_over(tmp_path, tracer):
+    capi = pytest.importorskip("_testinternalcapi",
+                               reason="LOUD SKIP: this Python has no _testinternalcapi")
+    if not hasattr(capi, "pending_threadfunc"):
+        pytest.skip("LOUD SKIP: _testinternalcapi has no pending_threadfunc")
+    plain, r = both(tmp_path, PENDING_CALLS, "-p", tracer, "-F", "*:mod:__main__")
+    assert plain.stdout == "ran True\n", plain.stderr
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.startswith(plain.stdout), r.stdout[:600]
+
+
 def _file_size_limit(limit: int):
     def preexec() -> None:
         import resource

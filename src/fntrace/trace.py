@@ -143,14 +143,20 @@ class TraceArray:
         self.tracer = None
         # cpu -> (written, overrun, dropped) of buffers freed when their thread ended
         self.retired: dict[int, tuple[int, int, int]] = {}
+        # cpu -> events dropped while that thread hands its buffer over (thread_ended)
+        self._ending: dict[int, int] = {}
         from .tracers import nop
         self.set_tracer(nop.NopTracer())
 
     # -- buffers -------------------------------------------------------------------
-    def thread_buffer(self) -> RingBuffer:
+    def thread_buffer(self) -> RingBuffer | None:
         """The calling thread's buffer, made on its first use (any writer: the thread
-        filters are the callers')."""
+        filters are the callers'); None while the thread hands its buffer over (see
+        ``_ending``)."""
         cpu = thread_cpu()
+        if cpu in self._ending:
+            self._ending[cpu] += 1
+            return None
         with self.lock:
             buf = self.buffers.get(cpu)
             if buf is None:
@@ -168,6 +174,8 @@ class TraceArray:
         first event, or the first after a thread filter changed), None if the thread is
         ignored (fntrace's own threads, set_ftrace_pid / set_ftrace_notrace_pid,
         tracing_cpumask): cached in tr.local.buf either way (ftrace_ignore_pid)."""
+        if self._ending and thread_cpu() in self._ending:
+            return self.thread_buffer()         # counted, not cached
         local = self.local
         buf = None if self.filter.ignore_function() else self.thread_buffer()
         local.buf = buf
@@ -176,6 +184,8 @@ class TraceArray:
     def event_buffer(self) -> RingBuffer | None:
         """The same for events (set_event_pid / set_event_notrace_pid: ignore_pid),
         cached in tr.local.ebuf."""
+        if self._ending and thread_cpu() in self._ending:
+            return self.thread_buffer()         # counted, not cached
         local = self.local
         buf = None if self.filter.ignore_event() else self.thread_buffer()
         local.ebuf = buf
@@ -205,6 +215,20 @@ class TraceArray:
             native = thread_info.get(cpu, (None,))[0]
             if native is not None:
                 flt.forget(native)
+        # While the lock is held here, CPython may run program code on this thread
+        # (a finalizer the flush's allocations trigger, a pending call): its events
+        # must not ask for this thread's buffer under the same lock (a deadlock,
+        # CPython's test_capi pending calls): they are dropped and counted.
+        self._ending[cpu] = 0
+        try:
+            self._hand_over(cpu)
+        finally:
+            missed = self._ending.pop(cpu, 0)
+            if missed:
+                w, o, d = self.retired.get(cpu, (0, 0, 0))
+                self.retired[cpu] = (w, o, d + missed)
+
+    def _hand_over(self, cpu: int) -> None:
         with self.lock:
             buf = self.buffers.get(cpu)
             if buf is None:
