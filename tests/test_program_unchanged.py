@@ -321,6 +321,43 @@ def test_program_code_run_while_a_thread_hands_its_buffer_over(tmp_path, tracer)
     assert r.stdout.startswith(plain.stdout), r.stdout[:600]
 
 
+FAILED_EXEC = """\
+    import os, sys
+
+    def work(i):
+        return i + 1
+
+    work(0)
+    # CPython's test_os: execs that fail (no such program, bad arguments) and the
+    # program goes on
+    for args in [("/nonexistent/program", ["x"]), (sys.executable, [])]:
+        try:
+            os.execv(*args)
+        except (OSError, ValueError) as e:
+            print("failed", type(e).__name__)
+    work(1)
+    print("end")
+    sys.exit(3)
+"""
+
+
+@pytest.mark.parametrize("command", ["record", "live"])
+def test_an_exec_that_fails_lets_the_program_go_on_and_end(tmp_path, command):
+    prog = tmp_path / "prog.py"
+    prog.write_text(textwrap.dedent(FAILED_EXEC))
+    plain = run_python("prog.py", cwd=tmp_path)
+    assert plain.returncode == 3 and plain.stdout.endswith("end\n"), plain
+    args = ["-o", "t.dat"] if command == "record" else []
+    r = subprocess.run([*FNTRACE, command, "-F", "__main__.*", *args, "prog.py"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    # it ended (it waited for an end that had come), with the program's status
+    assert r.returncode == 3, r.stderr[-2000:]
+    # (live prints the trace when it is written out: at the exec)
+    assert r.stdout.endswith(plain.stdout)
+    assert r.stderr.count("os.execv failed (FileNotFoundError") == 1, r.stderr
+    assert "is not in it" in r.stderr
+
+
 def _file_size_limit(limit: int):
     def preexec() -> None:
         import resource

@@ -180,7 +180,11 @@ class Guard:
         def wrapper(*args, **kwargs):
             if guard.mine():
                 guard.finish(("exec", None))
-            return real(*args, **kwargs)
+            try:
+                return real(*args, **kwargs)
+            except BaseException as e:
+                guard.exec_failed(real.__name__, e)
+                raise
         for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
             setattr(wrapper, attr, getattr(real, attr))
         return wrapper
@@ -263,6 +267,20 @@ class Guard:
             # it, as it would have without fntrace
             self.die(signum)
         return True
+
+    def exec_failed(self, name: str, exc: BaseException) -> None:
+        """An exec the trace was written out for did not happen (a bad argument, a
+        program that is not there: CPython's test_os): the program goes on, untraced,
+        and ends as it would (record() must not wait for an end that came)."""
+        if not self.mine() or self.how != ("exec", None):
+            return
+        self.how = ("exec failed", None)
+        try:
+            self.notice(f"os.{name} failed ({type(exc).__name__}: {exc}); the trace was "
+                        "written out before it: what the program does from here is not "
+                        "in it")
+        except Exception:
+            pass
 
     def die_after_finish(self, signum: int) -> None:
         """A fatal signal came while another thread is finishing (the program's normal

@@ -1100,7 +1100,7 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
         return outcome
     guard = rec.guard               # (a forked child's own, since it took over)
     guard.finish(("end", outcome))
-    if guard.how[0] != "end":
+    if guard.how[0] not in ("end", "exec failed"):
         # A fatal signal or os._exit got there first: the process ends there.
         threading.Event().wait()
     if outcome.sigint and at_exit:
