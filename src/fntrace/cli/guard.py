@@ -63,6 +63,24 @@ _STOP_WAIT = 10
 _NOT_HERE = ("fntrace.", "importlib._bootstrap", "_frozen_importlib")
 
 
+# os's capability sets, which list os functions themselves: a function fntrace puts in
+# os's place must stand in them where the real one does (CPython's test_posix skips
+# test_fexecve unless ``os.execve in os.supports_fd``).
+_SUPPORTS = ("supports_fd", "supports_dir_fd", "supports_follow_symlinks",
+             "supports_effective_ids")
+
+
+def _put_os(name: str, new) -> None:
+    """os.NAME = new, in the capability sets too (in place of what was there)."""
+    old = getattr(os, name)
+    setattr(os, name, new)
+    for attr in _SUPPORTS:
+        funcs = getattr(os, attr, None)
+        if isinstance(funcs, set) and old in funcs:
+            funcs.discard(old)
+            funcs.add(new)
+
+
 class Guard:
     """Saved standard streams, the fatal-signal handlers and the os._exit wrapper of one
     recording.  ``finish(how)`` is called at most once for the whole process, from
@@ -138,7 +156,7 @@ class Guard:
             real_exec = getattr(os, name, None)
             if real_exec is not None:
                 self._real_exec[name] = real_exec
-                setattr(os, name, self._exec_wrapper(real_exec))
+                _put_os(name, self._exec_wrapper(real_exec))
         # os.fork/forkpty: the trace writer steps aside while the process forks (see
         # cli/record.py); a C wrapper, so that nothing else the program sees changes.
         wrap = getattr(_native_launch, "wrap_fork", None)
@@ -215,7 +233,7 @@ class Guard:
         if self._real_exit is not None and os._exit is not self._real_exit:
             os._exit = self._real_exit
         for name, real in getattr(self, "_real_exec", {}).items():
-            setattr(os, name, real)
+            _put_os(name, real)
         for name, real in self._real_fork.items():
             setattr(os, name, real)
         if _native_launch is not None:
@@ -231,7 +249,7 @@ class Guard:
         if self._real_exit is not None:
             os._exit = self._real_exit
         for name, real in getattr(self, "_real_exec", {}).items():
-            setattr(os, name, real)
+            _put_os(name, real)
         for name, real in self._real_fork.items():
             setattr(os, name, real)
         if _native_launch is not None:
