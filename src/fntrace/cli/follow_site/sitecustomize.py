@@ -20,7 +20,9 @@ def _fntrace_follow() -> None:
         if mine is not None:
             sys.modules["sitecustomize"] = mine
     spec = os.environ.get("FNTRACE_FOLLOW")
-    if not spec:
+    if not spec or not _main_interpreter():
+        # (a subinterpreter the program makes imports site too: the process is traced
+        # by its main interpreter, and signals, threads and files are that one's)
         return
     try:
         from fntrace.cli.follow import start_child
@@ -29,5 +31,23 @@ def _fntrace_follow() -> None:
     start_child(spec)
 
 
+def _main_interpreter() -> bool:
+    """Is this the process's main interpreter (not one the program made)?"""
+    try:
+        import _interpreters as interp             # 3.13
+    except ImportError:
+        try:
+            import _xxsubinterpreters as interp    # 3.12
+        except ImportError:
+            return True
+
+    def num(x):
+        return int(x[0] if isinstance(x, tuple) else x)
+    try:
+        return num(interp.get_current()) == num(interp.get_main())
+    except Exception:
+        return True
+
+
 _fntrace_follow()
-del _fntrace_follow
+del _fntrace_follow, _main_interpreter
