@@ -358,6 +358,42 @@ def test_an_exec_that_fails_lets_the_program_go_on_and_end(tmp_path, command):
     assert "is not in it" in r.stderr
 
 
+SUBINTERPRETER_CHILD = """\
+    import subprocess, sys
+
+    # CPython's test_interpreters: a Python the program starts makes a subinterpreter,
+    # which imports site (and so fntrace's bootstrap of the followed process) again
+    code = "\\n".join([
+        "try:",
+        "    import _interpreters as interp",
+        "except ImportError:",
+        "    import _xxsubinterpreters as interp",
+        "i = interp.create()",
+        "interp.run_string(i, 'x = 1 + 1')",
+        "interp.destroy(i)",
+        "print('child done')",
+    ])
+    r = subprocess.run([sys.executable, "-c", code])
+    print("status", r.returncode)
+"""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="subinterpreters of their own "
+                    "from 3.12")
+def test_a_followed_process_that_makes_a_subinterpreter(tmp_path):
+    prog = tmp_path / "prog.py"
+    prog.write_text(textwrap.dedent(SUBINTERPRETER_CHILD))
+    plain = run_python("prog.py", cwd=tmp_path)
+    assert plain.stdout == "child done\nstatus 0\n", plain.stderr
+    r = subprocess.run([*FNTRACE, "record", "-o", "t.dat", "prog.py"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    # (it died of SIGABRT: "Py_EndInterpreter: not the last thread", the bootstrap
+    # having started a recording in the subinterpreter)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout == plain.stdout, r.stderr[-2000:]
+    assert "not traced" not in r.stderr, r.stderr
+
+
 def _file_size_limit(limit: int):
     def preexec() -> None:
         import resource
