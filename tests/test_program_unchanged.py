@@ -268,9 +268,9 @@ PENDING_CALLS = """\
     from collections import deque
     import _testinternalcapi
 
-    # CPython's test_capi TestPendingCalls.test_many_subthreads_can_handle_pending_calls:
-    # threads that end add pending calls, which CPython runs on whichever thread checks
-    # first -- an ending thread too, inside fntrace's hand-over of its buffer
+    # After CPython's test_capi TestPendingCalls.test_many_subthreads_can_handle_pending_
+    # calls: threads that end add pending calls, which CPython runs on whichever thread
+    # checks first -- an ending thread too, inside fntrace's hand-over of its buffer
     done = False
     ran = deque()
     workers_ready = threading.Event()
@@ -282,13 +282,9 @@ PENDING_CALLS = """\
     workers = [threading.Thread(target=work) for _ in range(3)]
     for w in workers:
         w.start()
-    worker_ids = {w.ident for w in workers}
 
     def task(i):
         def callback():
-            if threading.get_ident() not in worker_ids:
-                _testinternalcapi.pending_threadfunc(callback, ensure_added=True)
-                return
             ran.append(i)
         _testinternalcapi.pending_threadfunc(callback, ensure_added=True)
 

@@ -120,7 +120,10 @@ class TraceArray:
         # its end would be announced for threads still running).
         self.ends = threading.local()
         self.filter = ThreadFilter()
-        self.lock = threading.Lock()
+        # Reentrant: program code CPython runs while a thread holds it (a finalizer, a
+        # pending call) may be traced and ask for that thread's buffer (thread_ended
+        # drops such events instead: _ending)
+        self.lock = threading.RLock()
         fork_safe_attr(self)    # new in a forked child: another thread may hold it
         self.pid = os.getpid()
         self.options: dict[str, bool] = {"print-parent": True, "irq-info": False}

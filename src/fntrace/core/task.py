@@ -20,7 +20,10 @@ __all__ = ["wait_thread_gone", "TASK_COMM_LEN", "thread_cpu", "thread_info", "fo
 
 TASK_COMM_LEN = 16
 
-_cpu_lock = fork_safe(threading.Lock())
+# Reentrant: while a thread holds it (thread_ended at its end), CPython may run program
+# code on that thread -- a pending call, a finalizer -- whose first traced event asks
+# for the thread's index (a plain lock deadlocked there: CPython's test_capi).
+_cpu_lock = fork_safe(threading.RLock())
 _cpu_of: dict[tuple[int, int], int] = {}   # (get_ident(), get_native_id()) -> cpu
 thread_info: dict[int, tuple[int, str]] = {}   # cpu -> (native id, comm)
 
