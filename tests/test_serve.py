@@ -737,7 +737,7 @@ def test_a_program_that_forks_stays_controllable(tmp_path):
     and are answered, and the endpoint answers after the forks as before."""
     (tmp_path / "forking.py").write_text(FORKING)
     p = subprocess.Popen([sys.executable, "-m", "fntrace", "record", "--serve", "--no-follow",
-                          "-o", str(tmp_path / "t.dat"), "forking.py", "3"],
+                          "-o", str(tmp_path / "t.dat"), "forking.py", "2"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, cwd=tmp_path)
     try:
