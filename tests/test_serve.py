@@ -715,6 +715,53 @@ def test_a_lister_at_the_moment_of_binding_does_not_remove_the_socket(tmp_path):
     assert r.returncode == 0 and r.stdout == "True\n", r.stderr[-2000:]
 
 
+def test_a_lister_removing_a_dead_namesakes_socket_leaves_the_new_one(tmp_path):
+    """Pids are reused: a program killed with its socket left is followed by one given
+    its pid, which removes the dead socket and serves.  A lister (`ctl --list`, a
+    client) that had found the dead socket stale removed the live one put in its place
+    meanwhile, and the new program served from nowhere ("not controllable", once in a
+    few thousand test runs).  Here the new program starts serving at that worst moment,
+    every time: after the lister's staleness check, before its removal."""
+    prog = tmp_path / "p.py"
+    prog.write_text(textwrap.dedent("""\
+        import os, socket
+        import fntrace
+        from fntrace.tracefs import endpoint, client
+        # the socket of a killed process that had this pid
+        dead = socket.socket(socket.AF_UNIX)
+        dead.bind(endpoint.socket_path(os.getpid(), create=True))
+        dead.close()
+        real_is_stale = endpoint.is_stale
+        srv = []
+        def is_stale(path, pid):
+            r = real_is_stale(path, pid)
+            if pid == os.getpid() and not srv:
+                srv.append(None)                # (serve() looks at the dead one too)
+                srv[0] = fntrace.serve()        # this pid's new program, right now
+            return r
+        endpoint.is_stale = is_stale
+        who = os.environ["WHO"]
+        if who == "lister":
+            endpoint.list_endpoints()           # a `ctl --list` elsewhere
+        else:
+            try:
+                client.connect(os.getpid())     # a client that found the dead one
+            except fntrace.FntraceError:
+                pass
+        endpoint.is_stale = real_is_stale
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(srv[0].path)                  # raises if it is gone
+        s.close()
+        print(os.path.exists(srv[0].path), flush=True)
+        srv[0].stop()
+    """))
+    for who in ("lister", "client"):
+        r = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True,
+                           timeout=SUBPROCESS_TIMEOUT, cwd=tmp_path, env={**os.environ,
+                                                                          "WHO": who})
+        assert r.returncode == 0 and r.stdout == "True\n", (who, r.stderr[-2000:])
+
+
 FORKING = """\
 import os, sys, time
 print("ready", flush=True)

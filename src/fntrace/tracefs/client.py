@@ -79,8 +79,7 @@ def connect(pid: int) -> socket.socket:
         s.connect(path)
     except (FileNotFoundError, ConnectionRefusedError):
         s.close()
-        if os.path.lexists(path) and endpoint.is_stale(path, pid):
-            endpoint.remove_stale(path)
+        endpoint.remove_if_stale(path, pid)
         raise _error(not_controllable_msg(pid), errno.ENOENT) from None
     except PermissionError:
         s.close()

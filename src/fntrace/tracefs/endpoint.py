@@ -36,7 +36,7 @@ import struct
 from ..errors import FntraceError
 
 __all__ = ["runtime_dir", "runtime_dirs_of", "xdg_dir", "tmp_dirs", "TMP", "socket_path", "send_frame", "recv_frame", "FrameReader", "readable", "peer_cred",
-           "list_endpoints", "process_cmdline", "pid_alive", "is_stale", "remove_stale",
+           "list_endpoints", "process_cmdline", "pid_alive", "is_stale", "remove_stale", "remove_if_stale",
            "EndpointError", "MAX_FRAME", "OPS"]
 
 # A request is a path and a short value; a reply may be a whole trace.
@@ -285,11 +285,36 @@ def is_stale(path: str, pid: int) -> bool:
     return False
 
 
-def remove_stale(path: str) -> None:
+def remove_stale(path: str, seen: os.stat_result | None = None) -> bool:
+    """Remove a stale socket; with ``seen`` (its lstat from before it was found stale),
+    only if the file there is still that one: a process given the dead one's pid (pids
+    are reused) may have just put its live socket in its place, and removing that would
+    leave it serving from nowhere.  True if a file was removed."""
     try:
+        if seen is not None:
+            now = os.lstat(path)
+            # the inode number alone may be given again at once (not on tmpfs, but
+            # on ext4): a socket put there since has a later ctime
+            if ((now.st_dev, now.st_ino, now.st_ctime_ns)
+                    != (seen.st_dev, seen.st_ino, seen.st_ctime_ns)):
+                return False
         os.unlink(path)
     except FileNotFoundError:
-        pass
+        return False
+    return True
+
+
+def remove_if_stale(path: str, pid: int) -> bool:
+    """``is_stale`` then ``remove_stale`` of that same file: True if the socket was stale
+    (and is gone, unless a live one replaced it meanwhile)."""
+    try:
+        seen = os.lstat(path)
+    except OSError:
+        return False
+    if not is_stale(path, pid):
+        return False
+    remove_stale(path, seen)
+    return True
 
 
 def list_endpoints() -> list[tuple[int, str]]:
@@ -312,8 +337,7 @@ def list_endpoints() -> list[tuple[int, str]]:
                 continue
             pid = int(stem)
             path = os.path.join(d, name)
-            if is_stale(path, pid):
-                remove_stale(path)
+            if remove_if_stale(path, pid):
                 continue
             out[pid] = process_cmdline(pid)
     return sorted(out.items())

@@ -107,9 +107,8 @@ class Server:
         if os.path.lexists(path):
             # Ours from a process that was killed, or from an earlier process that had
             # this pid: nobody answers there (a live server of this pid would be us).
-            if not endpoint.is_stale(path, self.pid):
+            if not endpoint.remove_if_stale(path, self.pid) and os.path.lexists(path):
                 raise BusyError(f"{path}: this process already serves a control endpoint")
-            endpoint.remove_stale(path)
         # Bound and listening under a name no reader takes for an endpoint, then moved
         # into place: a socket that is there but not yet listening refuses connections,
         # and a reader that lists endpoints then (``ctl --list``, attach) would remove
