@@ -30,6 +30,17 @@ from views import GROUP_BY, PROG, formats_here  # noqa: E402
 EXPORTS = ("perfetto", "chrome", "folded", "trace-cmd", "parquet")
 
 
+TUI_INDEX = """\
+import sys
+from fntrace.output.source import open_trace
+from fntrace.tui.index import TraceIndex, function_rows
+ix = TraceIndex(open_trace(sys.argv[1]))
+ix.build()
+assert ix.done and ix.error is None, ix.error
+print(len(function_rows(ix)), ix.nr_rows())
+"""
+
+
 def run_cpu(cmd: list[str], cwd: str, env: dict) -> tuple[int, float, int, str]:
     """(exit status, CPU seconds, peak RSS bytes, stderr's end) of one child."""
     err_path = os.path.join(cwd, ".stderr")
@@ -48,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calls", type=int, default=1_000_000)
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--only", action="append", metavar="VIEW",
-                    help="report, stat, sql, trace-cmd-report, or an export format")
+                    help="report, stat, sql, tui-index, trace-cmd-report, or an export format")
     ap.add_argument("--no-pure", action="store_true", help="leave out the pure column")
     opts = ap.parse_args(argv)
     env = child_env()
@@ -78,6 +89,11 @@ def main(argv: list[str] | None = None) -> int:
             views.append(("stat", [*fn, "stat", "t.dat"]))
         if wanted("sql"):
             views.append(("sql (GROUP BY over the .dat)", [*fn, "sql", "t.dat", GROUP_BY, "--csv"]))
+        if wanted("tui-index"):
+            # what `fntrace tui` does before its function table is complete: the index
+            # of every call, then the table (no terminal: the index alone)
+            views.append(("tui index and function table", [opts.python, "-c", TUI_INDEX,
+                                                           "t.dat"]))
         here = formats_here(opts.python, env)
         for fmt in EXPORTS:
             if not wanted(fmt):

@@ -234,6 +234,49 @@ def test_native_trace_dat_is_the_python_loop(tmp_path_factory, slots):
     assert native == python
 
 
+def index_both(path, limit: int | None = None) -> list:
+    """The browser's index of the trace at ``path`` (tui/index.py), natively and the
+    Python way: every thread's columns, events and per-function sums."""
+    from fntrace.output.source import open_trace
+    from fntrace.tui.index import TraceIndex
+    outs = []
+    for native in (True, False):
+        with pytest.MonkeyPatch.context() as mp:
+            if not native:
+                mp.setattr(_env, "native", lambda: None)
+            ix = TraceIndex(open_trace(str(path)))
+            if limit is not None:
+                ix.build(limit)             # the first screen, then the rest
+            ix.build()
+        assert ix.done and ix.error is None, ix.error
+        assert (ix._walk is not False) == native
+        names = ix.names
+        threads = {}
+        for cpu, t in ix.threads.items():
+            threads[cpu] = (
+                t.tid, t.comm, t.n,
+                [names[f] for f in t.func], list(t.depth), list(t.start), list(t.end),
+                list(t.self_ns), list(t.parent), list(t.subend), list(t.args), list(t.ret),
+                list(t.caller), bytes(t.flags), list(t.ev_ts), t.ev_text, t.nev,
+                {names[f]: v for f, v in t.hit.items()},
+                {names[f]: v for f, v in t.total.items()},
+                {names[f]: v for f, v in t.self_total.items()})
+        outs.append((threads, ix.first_ts, ix.read))
+    return outs
+
+
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(slots=st.dictionaries(st.integers(0, 5), slot_stream("EEEERRRRJX"), min_size=1,
+                             max_size=3),
+       limit=st.sampled_from([None, 1, 7]))
+def test_native_tui_index_is_the_python_index(tmp_path_factory, slots, limit):
+    path = tmp_path_factory.mktemp("index") / "t.dat"
+    write(path, slots)
+    native, python = index_both(path, limit)
+    assert native == python
+
+
 GRAPH_OPTIONS = ("funcgraph-cpu", "funcgraph-overhead", "funcgraph-proc",
                  "funcgraph-duration", "funcgraph-abstime", "funcgraph-tail")
 
@@ -383,3 +426,8 @@ def test_stat_native_and_pure_give_the_same_bytes(tmp_script, run_fntrace, tmp_p
         native, pure = stat_both(dat, *args, command="report")
         assert native == pure, args
         assert "__main__.leaf" in native
+    if tracer != "function":
+        # the browser's index (a trace of two processes, threads, a loss)
+        native, pure = index_both(dat, 2000)
+        assert native == pure
+        assert any("__main__.leaf" in t[3] for t in native[0].values())

@@ -1,0 +1,474 @@
+/* -- IndexRows: the browser's index of calls -------------------------------------------
+ *
+ * The native twin of tui/index.py's TraceIndex._step for a trace of calls (the blocks
+ * text_ok accepts): the records merged by time as GraphText merges them, each slot's
+ * calls paired as CallBuilder pairs them (read_pair.c.h; across losses, which the
+ * index shows as events and pairs on), and every call a row of its slot in the order
+ * its entry was read -- the function_graph text's order, a call's descendants in the
+ * rows right after it:
+ *
+ *     entry    a row, open (end -1, flags ENTRY_SEEN|OPEN), its frame carrying the
+ *              row's number; the rows it ends are closed first
+ *     return   its frame's row closed (end, self, subend: the slot's rows so far,
+ *              flags), or a row of its own after its children's (no entry read)
+ *
+ * A batch is what ``batch`` records made: each slot's new rows as column buffers,
+ * the rows of earlier batches closed meanwhile as updates, each (slot, function) whose
+ * hits, time or self time changed with its totals so far, and the losses read (as the
+ * index's "[LOST n EVENTS]" events, at the time the Python index gives them).
+ * Functions are the index's name ids: ``fids[id]`` (a record id's name's), or what
+ * ``resolve(id)`` says for an id beyond it.
+ */
+
+#define IR_ENTRY_SEEN 2
+#define IR_COMPLETE 1
+#define IR_OPEN 8
+
+typedef struct {
+    int32_t *func, *depth, *parent, *subend;
+    int64_t *start, *end, *self;
+    uint8_t *flags;
+    Py_ssize_t n, cap;      /* rows of this batch */
+    Py_ssize_t total;       /* rows of the slot so far (TraceIndex's t.n) */
+    int64_t last_start;     /* t.start[t.n - 1] */
+    int64_t last_ev;        /* t.ev_ts[t.nev - 1] */
+    int has_ev;
+} irslot_t;
+
+typedef struct {
+    uint64_t key;           /* (slot << 32 | fid) + 1; 0: empty */
+    int64_t hit, total, self;
+    int dirty;
+} irstat_t;
+
+typedef struct {
+    PyObject_HEAD
+    merge_t m;
+    pair_t pr;
+    int32_t *fids;
+    Py_ssize_t nfids;
+    PyObject *resolve;
+    irslot_t *s;
+    irstat_t *st;
+    Py_ssize_t stcap, stn;
+    uint64_t *dirty;        /* keys of the stats changed in this batch */
+    Py_ssize_t ndirty, capdirty;
+    PyObject *updates;      /* [(slot, row, end, self, subend, flags)] */
+    PyObject *losses;       /* [(slot, ts, lost)] */
+    Py_ssize_t batch, nrec;
+    int64_t first_ts;
+    int has_first, done;
+    long long lost;
+} IndexRows;
+
+static int
+ir_fid(IndexRows *c, uint32_t id, int32_t *out)
+{
+    if ((Py_ssize_t)id < c->nfids && c->fids[id] >= 0) {
+        *out = c->fids[id];
+        return 0;
+    }
+    PyObject *r = PyObject_CallFunction(c->resolve, "k", (unsigned long)id);
+    if (r == NULL)
+        return -1;
+    long v = PyLong_AsLong(r);
+    Py_DECREF(r);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if ((Py_ssize_t)id >= c->nfids) {
+        Py_ssize_t n = c->nfids ? c->nfids : 64;
+        while (n <= (Py_ssize_t)id)
+            n *= 2;
+        int32_t *f = PyMem_Realloc(c->fids, (size_t)n * sizeof(int32_t));
+        if (f == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t i = c->nfids; i < n; i++)
+            f[i] = -1;
+        c->fids = f;
+        c->nfids = n;
+    }
+    c->fids[id] = (int32_t)v;
+    *out = (int32_t)v;
+    return 0;
+}
+
+static int
+ir_stat(IndexRows *c, Py_ssize_t slot, int32_t fid, int64_t dur, int64_t self)
+{
+    if ((c->stn + 1) * 2 > c->stcap) {
+        Py_ssize_t cap = c->stcap ? c->stcap * 2 : 1024;
+        irstat_t *t = PyMem_Calloc((size_t)cap, sizeof(irstat_t));
+        if (t == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < c->stcap; i++) {
+            if (!c->st[i].key)
+                continue;
+            Py_ssize_t h = (Py_ssize_t)(mix(c->st[i].key) & (uint64_t)(cap - 1));
+            while (t[h].key)
+                h = (h + 1) & (cap - 1);
+            t[h] = c->st[i];
+        }
+        PyMem_Free(c->st);
+        c->st = t;
+        c->stcap = cap;
+    }
+    uint64_t key = (((uint64_t)slot << 32) | (uint32_t)fid) + 1;
+    Py_ssize_t h = (Py_ssize_t)(mix(key) & (uint64_t)(c->stcap - 1));
+    while (c->st[h].key && c->st[h].key != key)
+        h = (h + 1) & (c->stcap - 1);
+    irstat_t *e = &c->st[h];
+    if (!e->key) {
+        e->key = key;
+        c->stn++;
+    }
+    e->hit++;
+    e->total += dur;
+    e->self += self;
+    if (!e->dirty) {
+        if (c->ndirty == c->capdirty) {
+            Py_ssize_t cap = c->capdirty ? c->capdirty * 2 : 256;
+            uint64_t *d = PyMem_Realloc(c->dirty, (size_t)cap * sizeof(uint64_t));
+            if (d == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            c->dirty = d;
+            c->capdirty = cap;
+        }
+        e->dirty = 1;
+        c->dirty[c->ndirty++] = key;
+    }
+    return 0;
+}
+
+/* a new row of the slot, open or whole; its number */
+static Py_ssize_t
+ir_row(IndexRows *c, Py_ssize_t slot, int32_t fid, int64_t depth, int64_t start, int64_t end,
+       int64_t self, int32_t parent, int32_t subend, uint8_t flags)
+{
+    irslot_t *s = &c->s[slot];
+    if (s->n == s->cap) {
+        Py_ssize_t cap = s->cap ? s->cap * 2 : 256;
+#define GROW(f, size) do { void *p_ = PyMem_Realloc(s->f, (size_t)cap * (size)); \
+        if (p_ == NULL) { PyErr_NoMemory(); return -1; } s->f = p_; } while (0)
+        GROW(func, 4);
+        GROW(depth, 4);
+        GROW(parent, 4);
+        GROW(subend, 4);
+        GROW(start, 8);
+        GROW(end, 8);
+        GROW(self, 8);
+        GROW(flags, 1);
+#undef GROW
+        s->cap = cap;
+    }
+    Py_ssize_t i = s->n++;
+    s->func[i] = fid;
+    s->depth[i] = (int32_t)depth;
+    s->start[i] = start;
+    s->end[i] = end;
+    s->self[i] = self;
+    s->parent[i] = parent;
+    s->subend[i] = subend;
+    s->flags[i] = flags;
+    s->last_start = start;
+    return s->total++;
+}
+
+/* TraceIndex._close */
+static int
+ir_emit(void *ctx, Py_ssize_t slot, const paired_t *p)
+{
+    IndexRows *c = (IndexRows *)ctx;
+    irslot_t *s = &c->s[slot];
+    int32_t fid;
+    if (ir_fid(c, p->id, &fid) < 0)
+        return -1;
+    int64_t dur = p->end - p->start;
+    uint8_t flags = p->complete ? IR_COMPLETE : 0;
+    if (p->entry_seen) {
+        Py_ssize_t r = (Py_ssize_t)p->path;
+        Py_ssize_t base = s->total - s->n;
+        flags |= IR_ENTRY_SEEN;
+        if (r >= base) {
+            Py_ssize_t i = r - base;
+            s->end[i] = p->end;
+            s->self[i] = p->self;
+            s->subend[i] = (int32_t)s->total;
+            s->flags[i] = flags;
+        } else {
+            PyObject *u = Py_BuildValue("(nnLLnb)", slot, r, (long long)p->end,
+                                        (long long)p->self, s->total, (char)flags);
+            if (u == NULL || PyList_Append(c->updates, u) < 0) {
+                Py_XDECREF(u);
+                return -1;
+            }
+            Py_DECREF(u);
+        }
+    } else {
+        call_frame_t *top = pair_top(&c->pr, slot);
+        Py_ssize_t r = s->total;
+        if (ir_row(c, slot, fid, p->depth, p->start, p->end, p->self,
+                   top ? (int32_t)top->path : -1, (int32_t)(r + 1), flags) < 0)
+            return -1;
+    }
+    return ir_stat(c, slot, fid, dur, p->self);
+}
+
+static int
+ir_losses(IndexRows *c, Py_ssize_t k)
+{
+    gslot_t *g = &c->m.slots[k];
+    irslot_t *s = &c->s[k];
+    for (Py_ssize_t i = 0; i < g->nmarks; i++) {
+        int64_t ts = s->has_ev ? s->last_ev : (s->total ? s->last_start : 0);
+        PyObject *u = Py_BuildValue("(nLL)", k, (long long)ts, g->marks[i]);
+        if (u == NULL || PyList_Append(c->losses, u) < 0) {
+            Py_XDECREF(u);
+            return -1;
+        }
+        Py_DECREF(u);
+        s->last_ev = ts;
+        s->has_ev = 1;
+        c->nrec++;
+    }
+    g->nmarks = 0;
+    return 0;
+}
+
+static PyObject *
+ir_batch(IndexRows *c)
+{
+    PyObject *rows = PyList_New(0), *stats = PyList_New(0), *out = NULL;
+    if (rows == NULL || stats == NULL)
+        goto done;
+    for (Py_ssize_t k = 0; k < c->m.nslots; k++) {
+        irslot_t *s = &c->s[k];
+        if (!s->n)
+            continue;
+        Py_ssize_t n = s->n;
+        PyObject *t = Py_BuildValue(
+            "(nny#y#y#y#y#y#y#y#)", k, n,
+            (const char *)s->func, n * 4, (const char *)s->depth, n * 4,
+            (const char *)s->start, n * 8, (const char *)s->end, n * 8,
+            (const char *)s->self, n * 8, (const char *)s->parent, n * 4,
+            (const char *)s->subend, n * 4, (const char *)s->flags, n);
+        if (t == NULL || PyList_Append(rows, t) < 0) {
+            Py_XDECREF(t);
+            goto done;
+        }
+        Py_DECREF(t);
+        s->n = 0;
+    }
+    for (Py_ssize_t i = 0; i < c->ndirty; i++) {
+        uint64_t key = c->dirty[i];
+        Py_ssize_t h = (Py_ssize_t)(mix(key) & (uint64_t)(c->stcap - 1));
+        while (c->st[h].key != key)
+            h = (h + 1) & (c->stcap - 1);
+        irstat_t *e = &c->st[h];
+        e->dirty = 0;
+        PyObject *t = Py_BuildValue("(nlLLL)", (Py_ssize_t)((key - 1) >> 32),
+                                    (long)(int32_t)(uint32_t)(key - 1), (long long)e->hit,
+                                    (long long)e->total, (long long)e->self);
+        if (t == NULL || PyList_Append(stats, t) < 0) {
+            Py_XDECREF(t);
+            goto done;
+        }
+        Py_DECREF(t);
+    }
+    c->ndirty = 0;
+    PyObject *first = c->has_first ? PyLong_FromLongLong(c->first_ts) : Py_NewRef(Py_None);
+    if (first == NULL)
+        goto done;
+    out = Py_BuildValue("(nNOOOO)", c->nrec, first, rows, c->updates, stats, c->losses);
+    if (out == NULL)
+        goto done;
+    c->nrec = 0;
+    Py_SETREF(c->updates, PyList_New(0));
+    Py_SETREF(c->losses, PyList_New(0));
+    if (c->updates == NULL || c->losses == NULL)
+        Py_CLEAR(out);
+done:
+    Py_XDECREF(rows);
+    Py_XDECREF(stats);
+    return out;
+}
+
+/* step() -> (batch or None, need): a batch each ``records`` records read (the last
+ * when the trace ends), as (records, first_ts, [(slot, n, func, depth, start, end,
+ * self, parent, subend, flags)], [(slot, row, end, self, subend, flags)], [(slot, fid,
+ * hits, total, self)], [(slot, ts, lost)]); need: the slot to feed before more (-1:
+ * none); (None, -1): done */
+static PyObject *
+ir_step(IndexRows *c, PyObject *unused)
+{
+    Py_ssize_t need = -1;
+    for (;;) {
+        if (c->nrec >= c->batch) {
+            PyObject *b = ir_batch(c);
+            return b == NULL ? NULL : Py_BuildValue("(Nn)", b, (Py_ssize_t)-1);
+        }
+        if (c->done == 1) {
+            c->done = 2;
+            PyObject *b = ir_batch(c);
+            return b == NULL ? NULL : Py_BuildValue("(Nn)", b, (Py_ssize_t)-1);
+        }
+        if (c->done)
+            return Py_BuildValue("(On)", Py_None, (Py_ssize_t)-1);
+        Py_ssize_t best = -1;
+        int picked = merge_pick(&c->m, &best, &need);
+        if (picked == -2)
+            return NULL;
+        if (picked < 0)
+            return Py_BuildValue("(On)", Py_None, need);
+        if (picked == 0) {
+            for (Py_ssize_t k = 0; k < c->m.nslots; k++)
+                if (ir_losses(c, k) < 0)
+                    return NULL;
+            if (pair_finish(&c->pr) < 0)
+                return NULL;
+            c->done = 1;
+            continue;
+        }
+        gslot_t *g = &c->m.slots[best];
+        gblock_t *b = &g->q[g->head];
+        record_t r;
+        memcpy(&r, &b->rec[b->pos], sizeof(r));
+        b->pos++;
+        if (ir_losses(c, best) < 0)
+            return NULL;
+        c->nrec++;
+        if (!c->has_first) {
+            c->has_first = 1;
+            c->first_ts = (int64_t)r.ts;
+        }
+        uint32_t id = rec_id(b, &r), cid;
+        int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;
+        int32_t fid;
+        if (ir_fid(c, id, &fid) < 0)
+            return NULL;
+        /* what pairs: the name (fid), as the Python index pairs by name */
+        cid = (uint32_t)fid;
+        if (r.type == FNT_TRACE_GRAPH_ENT) {
+            if (pair_enter_close(&c->pr, best, depth, ts) < 0)
+                return NULL;
+            call_frame_t *top = pair_top(&c->pr, best);
+            Py_ssize_t row = ir_row(c, best, fid, depth, ts, -1, 0, top ? (int32_t)top->path : -1,
+                                    -1, IR_ENTRY_SEEN | IR_OPEN);
+            if (row < 0 || pair_push(&c->pr, best, id, cid, depth, ts, (uint32_t)row) < 0)
+                return NULL;
+        } else if (pair_return(&c->pr, best, id, cid, depth, ts, (int64_t)r.d) < 0) {
+            return NULL;
+        }
+    }
+}
+
+static PyObject *
+ir_feed(IndexRows *c, PyObject *const *args, Py_ssize_t nargs)
+{
+    return merge_feed(&c->m, args, nargs, &c->lost);
+}
+
+/* IndexRows(slots, fids, resolve, records): fids, an array('i') of id -> name id (-1:
+ * ask resolve(id)) */
+static int
+ir_init(IndexRows *c, PyObject *args, PyObject *kw)
+{
+    Py_ssize_t nslots, batch;
+    PyObject *fids, *resolve;
+    if (!PyArg_ParseTuple(args, "nOOn:IndexRows", &nslots, &fids, &resolve, &batch))
+        return -1;
+    if (c->m.slots != NULL || nslots < 0 || nslots > SLOT_LIMIT || batch < 1) {
+        PyErr_SetString(PyExc_ValueError, "IndexRows: bad slots or records (or made twice)");
+        return -1;
+    }
+    if (!PyCallable_Check(resolve)) {
+        PyErr_SetString(PyExc_TypeError, "IndexRows: resolve is callable");
+        return -1;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(fids, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return -1;
+    if (view.itemsize != 4 || view.format == NULL || strcmp(view.format, "i") != 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_TypeError, "IndexRows: fids is an array('i')");
+        return -1;
+    }
+    c->nfids = view.len / 4;
+    c->fids = PyMem_Malloc((size_t)(c->nfids ? c->nfids : 1) * sizeof(int32_t));
+    if (c->fids == NULL) {
+        PyBuffer_Release(&view);
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(c->fids, view.buf, (size_t)c->nfids * 4);
+    PyBuffer_Release(&view);
+    c->resolve = Py_NewRef(resolve);
+    c->s = PyMem_Calloc((size_t)(nslots ? nslots : 1), sizeof(irslot_t));
+    c->updates = PyList_New(0);
+    c->losses = PyList_New(0);
+    if (c->s == NULL || c->updates == NULL || c->losses == NULL) {
+        if (c->s == NULL)
+            PyErr_NoMemory();
+        return -1;
+    }
+    if (merge_init(&c->m, nslots) < 0)
+        return -1;
+    c->batch = batch;
+    return pair_init(&c->pr, nslots, ir_emit, c);
+}
+
+static void
+ir_dealloc(IndexRows *c)
+{
+    PyTypeObject *tp = Py_TYPE(c);
+    if (c->s != NULL)
+        for (Py_ssize_t k = 0; k < c->m.nslots; k++) {
+            irslot_t *s = &c->s[k];
+            PyMem_Free(s->func);
+            PyMem_Free(s->depth);
+            PyMem_Free(s->parent);
+            PyMem_Free(s->subend);
+            PyMem_Free(s->start);
+            PyMem_Free(s->end);
+            PyMem_Free(s->self);
+            PyMem_Free(s->flags);
+        }
+    merge_free(&c->m);
+    pair_free(&c->pr);
+    PyMem_Free(c->s);
+    PyMem_Free(c->st);
+    PyMem_Free(c->dirty);
+    PyMem_Free(c->fids);
+    Py_XDECREF(c->resolve);
+    Py_XDECREF(c->updates);
+    Py_XDECREF(c->losses);
+    tp->tp_free((PyObject *)c);
+    Py_DECREF(tp);
+}
+
+static PyMethodDef ir_methods[] = {
+    {"feed", (PyCFunction)(void (*)(void))ir_feed, METH_FASTCALL,
+     "feed(cpu[, lost, records, ibase]): a slot's next block, or that it has no more"},
+    {"step", (PyCFunction)ir_step, METH_NOARGS,
+     "step() -> (batch or None, need): a batch of rows, and the slot to feed (-1: none)"},
+    {NULL}
+};
+
+static PyType_Slot ir_slots[] = {
+    {Py_tp_doc, "IndexRows(slots, fids, resolve, records): the browser's index of a trace "
+                "of calls, in batches (tui/index.py's twin)"},
+    {Py_tp_init, ir_init},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_dealloc, ir_dealloc},
+    {Py_tp_methods, ir_methods},
+    {0, NULL},
+};
+
+static PyType_Spec ir_spec = {
+    "fntrace._native.IndexRows", sizeof(IndexRows), 0, Py_TPFLAGS_DEFAULT, ir_slots,
+};
