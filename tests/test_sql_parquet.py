@@ -170,6 +170,55 @@ def test_sql_bad_input(recorded, run_fntrace, tmp_path):
     assert r.returncode == 2 and "--max-rows" in r.stderr
 
 
+def test_sql_scans_a_trace_as_often_as_the_query_does(recorded, run_fntrace, tmp_path):
+    """A .dat is scanned as a stream made as the file is read, not exported first: a
+    query that scans it twice (a self-join, calls and trace together) reads it twice,
+    with the same rows as the Parquet export."""
+    n = run_fntrace("sql", recorded, "SELECT count(*) AS n FROM calls", "--json")
+    assert n.returncode == 0, n.stderr
+    n = json.loads(n.stdout)["n"]
+    r = run_fntrace("sql", recorded, "SELECT (SELECT count(*) FROM calls) AS a, "
+                    "(SELECT count(*) FROM trace) AS b, count(*) AS pairs FROM calls c "
+                    "JOIN calls p ON c.parent = p.function AND c.tid = p.tid AND "
+                    "c.ts >= p.ts AND c.ts < p.ts + p.dur AND c.depth = p.depth + 1", "--json")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["a"] == got["b"] == n and got["pairs"] == n - 2   # two threads' tops
+    export(run_fntrace, recorded, tmp_path / "t.parquet")
+    q = "SELECT * FROM calls ORDER BY ts, tid, depth"
+    a = run_fntrace("sql", recorded, q, "--csv")
+    b = run_fntrace("sql", tmp_path / "t.parquet", q, "--csv")
+    assert a.returncode == b.returncode == 0 and a.stdout == b.stdout and a.stdout.count("\n") == n + 1
+
+
+def test_sql_reaches_only_the_traces_unless_allowed(recorded, run_fntrace, tmp_path):
+    """The query reads the traces given and nothing else: DuckDB's file access is off
+    (a query is data: it may come from someone else), and --allow-files turns it on."""
+    (tmp_path / "users.csv").write_text("function,owner\n__main__.leaf,ana\n")
+    q = (f"SELECT u.owner, count(*) AS n FROM calls c JOIN read_csv('{tmp_path / 'users.csv'}') u "
+         "USING (function) GROUP BY u.owner")
+    r = run_fntrace("sql", recorded, q, "--json")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.startswith("fntrace: sql: Permission Error") and "^" in r.stderr
+    assert r.stderr.endswith("fntrace: sql: the query may read the traces given only; "
+                             "--allow-files lets it reach other files\n"), r.stderr
+    r = run_fntrace("sql", recorded, f"COPY (SELECT 1) TO '{tmp_path / 'out.csv'}'")
+    assert r.returncode == 2 and not (tmp_path / "out.csv").exists()
+    r = run_fntrace("sql", recorded, q, "--json", "--allow-files")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["owner"] == "ana"
+
+
+def test_sql_of_a_trace_cut_short(recorded, run_fntrace, tmp_path):
+    data = recorded.read_bytes()
+    cut = tmp_path / "cut.dat"
+    cut.write_bytes(data[: len(data) * 2 // 3])
+    r = run_fntrace("sql", cut, "SELECT count(*) AS n FROM calls", "--json")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == f"fntrace: {cut}: trace file is cut short; read up to the last whole chunk\n"
+    assert json.loads(r.stdout)["n"] >= 0
+
+
 def test_missing_extra_is_named(recorded, run_fntrace):
     code = ("import sys; sys.modules['duckdb'] = None; sys.modules['pyarrow'] = None\n"
             "from fntrace.cli.main import main\n"

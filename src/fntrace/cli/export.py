@@ -101,6 +101,9 @@ def run_export(args) -> int:
     from .filters import open_traces_arg
     source = TraceSource(open_traces_arg(args.file, args), args.file)
     options = {name: getattr(args, name, default) for name, default in exp.options.items()}
+    if exp.name == "parquet":
+        from ..output.parquet import use_returning_pool
+        use_returning_pool()
     out_path = args.output or _default_output(args.file, exp.suffix)
     tracked = track_source(source, "export", 1 if out_path == "-" else None)
     if out_path == "-":

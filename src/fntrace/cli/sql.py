@@ -1,23 +1,26 @@
 """``fntrace sql FILE|DIR 'SELECT ...'``: SQL over traces, on DuckDB embedded (the sql extra).
 
 Each trace file given (a directory: every ``*.dat`` and ``*.parquet`` in it, sorted) is
-read as the Parquet table of ``fntrace export --format parquet`` (output/parquet.py,
-where the columns are described); a ``.dat`` is exported to a temporary Parquet file
-first, a ``.parquet`` is read as it is.  The query sees three views:
+the table of ``fntrace export --format parquet`` (output/parquet.py, where the columns
+are described).  A ``.dat`` is not exported first: DuckDB scans it as a stream of Arrow
+record batches made as the file is read (output/parquet.py's record_batches), a new
+stream for each scan of a query, so memory stays that of a batch however long the
+trace; a ``.parquet`` is scanned as a pyarrow dataset (only the columns and row groups
+the query needs).  The query sees three views:
 
     trace    every row: calls, hits, events, markers, stacks
     calls    kind = 'call' or 'hit': one row per function call (or hit)
     events   the other kinds
 
-Nothing is started: DuckDB runs in this process, and the temporary files go when the
-command ends.
+Nothing is started: DuckDB runs in this process.  The query reaches the traces given
+and nothing else: DuckDB's file access (read_csv, COPY ... TO, ATTACH, extensions) is
+off unless ``--allow-files`` turns it on, for a join with the user's own files.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-import tempfile
 
 from ..errors import FntraceError, UsageError
 
@@ -50,6 +53,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     out.add_argument("--csv", action="store_true", help="print the result as CSV")
     out.add_argument("--json", action="store_true",
                      help="print the result as JSON lines, one object a row")
+    p.add_argument("--allow-files", action="store_true",
+                   help="let the query reach files other than the traces given "
+                        "(read_csv, read_parquet, COPY ... TO, ATTACH): off by default")
     p.add_argument("--max-rows", type=int, default=40, metavar="N",
                    help="rows shown in the table (default: 40; 0: all); --csv and "
                         "--json print every row")
@@ -68,18 +74,40 @@ def _inputs(path: str) -> list[str]:
     return [path]
 
 
-def _parquet_of(path: str, tmp: str, n: int) -> str:
+class _TraceTable:
+    """A trace file as a table DuckDB scans (the Arrow PyCapsule stream interface): each
+    scan reads the file again, batch by batch, so a query that scans it twice (a join
+    of calls and events) gets it twice and nothing is held between batches."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.cut_short = False
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        import pyarrow as pa
+        from ..output.parquet import record_batches, schema
+
+        def batches():
+            from ..output.source import open_trace
+            source = open_trace(self.path)
+            yield from record_batches(source)
+            self.cut_short = self.cut_short or bool(source.truncated)
+        reader = pa.RecordBatchReader.from_batches(schema(), batches())
+        return reader.__arrow_c_stream__(requested_schema)
+
+
+def _table_of(path: str):
+    """What DuckDB scans for ``path``: a _TraceTable, or a pyarrow dataset of a Parquet
+    file; a file that is neither is refused here, before the query runs."""
     if path.endswith(".parquet"):
-        return path
-    from ..output.parquet import write_parquet
+        import pyarrow.dataset as ds
+        try:
+            return ds.dataset(path, format="parquet")
+        except (OSError, ValueError) as e:
+            raise FntraceError(f"sql: cannot read {path}: {e}") from None
     from ..output.source import open_trace
-    source = open_trace(path)
-    target = os.path.join(tmp, f"{n}.parquet")
-    write_parquet(source, target)
-    if source.truncated:
-        sys.stderr.write(f"fntrace: {path}: trace file is cut short; read up to the last "
-                         "whole chunk\n")
-    return target
+    open_trace(path)        # not a trace file: its error now, not from inside a scan
+    return _TraceTable(path)
 
 
 def _sql_string(s: str) -> str:
@@ -96,31 +124,42 @@ def run_sql(args) -> int:
         raise FntraceError(f"sql: needs the {e.name or 'duckdb'} package: "
                            "pip install 'fntrace[sql]'") from None
     inputs = _inputs(args.path)
-    with tempfile.TemporaryDirectory(prefix="fntrace-sql-") as tmp:
-        files = [_parquet_of(p, tmp, i) for i, p in enumerate(inputs)]
-        con = duckdb.connect()
+    from ..output.parquet import use_returning_pool
+    use_returning_pool()
+    tables = [_table_of(p) for p in inputs]
+    con = duckdb.connect(config={"enable_external_access": bool(args.allow_files)})
+    try:
         try:
-            try:
-                listing = ", ".join(_sql_string(f) for f in files)
-                con.execute(f"CREATE VIEW trace AS SELECT * FROM read_parquet([{listing}], "
-                            "union_by_name = true)")
-                for name, body in VIEWS.items():
-                    con.execute(f"CREATE VIEW {name} AS {body}")
-            except duckdb.Error as e:
-                raise FntraceError(f"sql: cannot read {args.path}: {e}") from None
-            try:
-                if args.csv or args.json:
-                    # DB-API rows, fetched a batch at a time: any size of result
-                    cur = con.execute(args.query)
-                    _print_rows(cur, args)
-                else:
-                    rel = con.sql(args.query)
-                    if rel is not None:     # (None: a statement with no result)
-                        _show(rel, args)
-            except duckdb.Error as e:
-                raise UsageError(f"sql: {e}") from None
-        finally:
-            con.close()
+            for i, t in enumerate(tables):
+                con.register(f"_fntrace_input_{i}", t)
+            union = " UNION ALL BY NAME ".join(f"SELECT * FROM _fntrace_input_{i}"
+                                               for i in range(len(tables)))
+            con.execute(f"CREATE VIEW trace AS {union}")
+            for name, body in VIEWS.items():
+                con.execute(f"CREATE VIEW {name} AS {body}")
+        except duckdb.Error as e:
+            raise FntraceError(f"sql: cannot read {args.path}: {e}") from None
+        try:
+            if args.csv or args.json:
+                # DB-API rows, fetched a batch at a time: any size of result
+                cur = con.execute(args.query)
+                _print_rows(cur, args)
+            else:
+                rel = con.sql(args.query)
+                if rel is not None:     # (None: a statement with no result)
+                    _show(rel, args)
+        except duckdb.PermissionException as e:
+            raise UsageError(f"sql: {str(e).rstrip()}\nfntrace: sql: the query may read "
+                             "the traces given only; --allow-files lets it reach other "
+                             "files") from None
+        except duckdb.Error as e:
+            raise UsageError(f"sql: {e}") from None
+    finally:
+        con.close()
+    for p, t in zip(inputs, tables):
+        if getattr(t, "cut_short", False):
+            sys.stderr.write(f"fntrace: {p}: trace file is cut short; read up to the last "
+                             "whole chunk\n")
     return 0
 
 

@@ -43,7 +43,7 @@ The same files are read by DuckDB (``fntrace sql``), Spark, pandas and polars.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from .calls import Call, CallBuilder
 from .entry import (
@@ -54,7 +54,9 @@ from .ftrace_text import function_args_text
 from .registry import Exporter, name_of, register_exporter
 from .task_view import EVENT as TASK_EVENT, SwitchPoints, task_of_text
 
-__all__ = ["ParquetExporter", "COLUMNS", "ROW_GROUP", "module_of", "write_parquet"]
+__all__ = ["ParquetExporter", "COLUMNS", "ROW_GROUP", "module_of", "write_parquet",
+           "record_batches",
+           "use_returning_pool"]
 
 ROW_GROUP = 65_536
 
@@ -97,8 +99,8 @@ def _retval_text(has: bool, v: object) -> str | None:
 class _Columns:
     """Rows gathered column by column, written a row group at a time."""
 
-    def __init__(self, writer, schema, pid_of, symbols_by_name: dict[str, tuple]) -> None:
-        self.writer = writer
+    def __init__(self, schema, pid_of, symbols_by_name: dict[str, tuple]) -> None:
+        self.ready: list = []           # record batches made, not yet taken
         self.schema = schema
         self.pid_of = pid_of            # thread slot -> its process (several followed)
         self.where = symbols_by_name
@@ -143,10 +145,23 @@ class _Columns:
             return
         import pyarrow as pa
         arrays = [pa.array(col, type=field.type) for col, field in zip(self.cols, self.schema)]
-        self.writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
+        self.ready.append(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
         self.rows += self.n
         self.cols = [[] for _ in COLUMNS]
         self.n = 0
+
+
+def use_returning_pool() -> None:
+    """For fntrace's own commands (export, sql), not for a program using the API: make
+    Arrow allocate with jemalloc (or the system's malloc), which give freed row groups
+    back, where its default (mimalloc) keeps them: a third less peak memory."""
+    import pyarrow as pa
+    for make in (pa.jemalloc_memory_pool, pa.system_memory_pool):
+        try:
+            pa.set_memory_pool(make())
+            return
+        except (NotImplementedError, AttributeError, pa.ArrowException):
+            continue
 
 
 def schema():
@@ -158,60 +173,84 @@ def write_parquet(source, out) -> dict:
     """Write ``source`` (a TraceSource) as Parquet to ``out`` (a path or a binary file);
     returns {"rows": N, "lost": M, "incomplete": K}."""
     import pyarrow.parquet as pq
-    sch = schema()
-    writer = pq.ParquetWriter(out, sch, compression="zstd")
-    cols = _Columns(writer, sch, getattr(source, "process_of", lambda cpu: source.pid),
-                    source.places())
-    builder = CallBuilder()
-    lost = incomplete = 0
+    counts: dict[str, int] = {}
+    # Dictionary pages for the string columns only: on ts, dur and the other numbers
+    # (nearly all distinct) the writer builds a dictionary per row group only to give
+    # it up, a fifth of its time; zstd does better there (the files come out smaller).
+    writer = pq.ParquetWriter(out, schema(), compression="zstd",
+                              use_dictionary=[n for n, typ in COLUMNS if typ == "string"])
     try:
-        walked = _native_rows(source, writer, sch, cols.pid_of, cols.where)
-        if walked is not None:
-            return walked
-        for e in source.entries():
-            if isinstance(e, LostEvents):
-                lost += e.lost if e.lost > 0 else 0
-                # the calls a loss closes are rows too (they were dropped: a call open
-                # across a loss was missing from the table, not split)
-                for c in builder.feed(e):
-                    incomplete += not c.complete
-                    cols.call(c)
-                continue
-            typ = e.type
-            if typ == TRACE_GRAPH_ENT or typ == TRACE_GRAPH_RET:
-                for c in builder.feed(e):
-                    incomplete += not c.complete
-                    cols.call(c)
-            elif typ == TRACE_FN:
-                cols.add("hit", e.pid, e.comm, e.cpu, e.ts, None, None, None, e.func,
-                         e.parent or None, None, _args_text(e.args), None, True)
-            elif typ == TRACE_EVENT:
-                if e.func == TASK_EVENT:
-                    cols.tasks.add(e.cpu, e.ts, task_of_text(e.text or ""))
-                cols.add("event", e.pid, e.comm, e.cpu, e.ts, None, None, None, e.func,
-                         None, None, e.text, None, True)
-            elif typ == TRACE_PRINT:
-                cols.add("marker", e.pid, e.comm, e.cpu, e.ts, None, None, None,
-                         e.func or "print", None, None, e.text, None, True)
-            elif typ == TRACE_STACK:
-                cols.add("stack", e.pid, e.comm, e.cpu, e.ts, None, None, None,
-                         e.func or "stack", None, None, e.text, None, True)
-        for c in builder.finish():
-            incomplete += not c.complete
-            cols.call(c)
-        cols.flush()
+        for batch in record_batches(source, counts):
+            writer.write_batch(batch)
     finally:
         writer.close()
-    return {"rows": cols.rows, "lost": lost, "incomplete": incomplete}
+    return counts
 
 
-def _native_rows(source, writer, sch, pid_of, where: dict[str, tuple]) -> dict | None:
-    """write_parquet's rows for a trace of calls (graph entries and returns, no
+def record_batches(source, counts: dict | None = None) -> Iterator:
+    """The table of ``source`` (a TraceSource) as pyarrow record batches of ``ROW_GROUP``
+    rows (the last one shorter), made as the trace is read: what write_parquet writes,
+    and what ``fntrace sql`` scans.  At the end ``counts`` holds {"rows", "lost",
+    "incomplete"}."""
+    counts = {} if counts is None else counts
+    sch = schema()
+    pid_of = getattr(source, "process_of", lambda cpu: source.pid)
+    where = source.places()
+    walked = _native_rows(source, sch, pid_of, where, counts)
+    if walked is not None:
+        yield from walked
+        return
+    cols = _Columns(sch, pid_of, where)
+    ready = cols.ready
+    builder = CallBuilder()
+    lost = incomplete = 0
+    for e in source.entries():
+        if ready:
+            yield from ready
+            ready.clear()
+        if isinstance(e, LostEvents):
+            lost += e.lost if e.lost > 0 else 0
+            # the calls a loss closes are rows too (they were dropped: a call open
+            # across a loss was missing from the table, not split)
+            for c in builder.feed(e):
+                incomplete += not c.complete
+                cols.call(c)
+            continue
+        typ = e.type
+        if typ == TRACE_GRAPH_ENT or typ == TRACE_GRAPH_RET:
+            for c in builder.feed(e):
+                incomplete += not c.complete
+                cols.call(c)
+        elif typ == TRACE_FN:
+            cols.add("hit", e.pid, e.comm, e.cpu, e.ts, None, None, None, e.func,
+                     e.parent or None, None, _args_text(e.args), None, True)
+        elif typ == TRACE_EVENT:
+            if e.func == TASK_EVENT:
+                cols.tasks.add(e.cpu, e.ts, task_of_text(e.text or ""))
+            cols.add("event", e.pid, e.comm, e.cpu, e.ts, None, None, None, e.func,
+                     None, None, e.text, None, True)
+        elif typ == TRACE_PRINT:
+            cols.add("marker", e.pid, e.comm, e.cpu, e.ts, None, None, None,
+                     e.func or "print", None, None, e.text, None, True)
+        elif typ == TRACE_STACK:
+            cols.add("stack", e.pid, e.comm, e.cpu, e.ts, None, None, None,
+                     e.func or "stack", None, None, e.text, None, True)
+    for c in builder.finish():
+        incomplete += not c.complete
+        cols.call(c)
+    cols.flush()
+    yield from ready
+    ready.clear()
+    counts.update(rows=cols.rows, lost=lost, incomplete=incomplete)
+
+
+def _native_rows(source, sch, pid_of, where: dict[str, tuple], counts: dict) -> Iterator | None:
+    """record_batches' batches for a trace of calls (graph entries and returns, no
     arguments or return values), made natively (_native_read.c's CallRows: the same
-    rows, in the same row groups) and written; None, with nothing written, when there
-    is no native twin or the trace holds more than calls (events, markers, hits,
-    payloads): the loop above writes it.  Strings are made once per call path, and a
-    row group's columns are taken from them by index (no Python object per row)."""
+    rows, in the same batches); None when there is no native twin or the trace holds
+    more than calls (events, markers, hits, payloads): the loop above makes them.
+    Strings are made once per call path, and a batch's columns are taken from them by
+    index (no Python object per row)."""
     from .. import _env
     from .walk import calls_only, canon_ids, drive
     native = _env.native()
@@ -263,6 +302,15 @@ def _native_rows(source, writer, sch, pid_of, where: dict[str, tuple]) -> dict |
 
     kind = pa.array(["call"], pa.string())
     rows = native.CallRows(nslots, canon_ids(syms), ROW_GROUP)
+    return _native_batches(rows, source, nslots, sch, kind, slot_pid, slot_tid, slot_name,
+                           names, grow, by_path, counts)
+
+
+def _native_batches(rows, source, nslots, sch, kind, slot_pid, slot_tid, slot_name, names,
+                    grow, by_path, counts) -> Iterator:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from .walk import drive
     total = 0
     for batch in drive(rows, source, nslots):
         n, b_slot, b_ts, b_dur, b_self, b_depth, b_path, b_complete = batch
@@ -283,10 +331,10 @@ def _native_rows(source, writer, sch, pid_of, where: dict[str, tuple]) -> dict |
                   pc.take(p_name, path), pc.take(p_mod, path), pc.take(p_file, path),
                   pc.take(p_line, path), pc.take(p_parent, path), pc.take(p_stack, path),
                   nulls, nulls, pc.not_equal(buf(pa.uint8(), b_complete), 0), nulls]
-        writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=sch))
         total += n
+        yield pa.RecordBatch.from_arrays(arrays, schema=sch)
     lost, incomplete = rows.counts()
-    return {"rows": total, "lost": lost, "incomplete": incomplete}
+    counts.update(rows=total, lost=lost, incomplete=incomplete)
 
 
 class ParquetExporter(Exporter):
