@@ -300,6 +300,41 @@ def test_native_graph_text_is_the_python_printers(tmp_path_factory, slots, flags
 
 
 @needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(slots=st.dictionaries(st.integers(0, 5), slot_stream("EEERRRRJX"), min_size=1,
+                             max_size=4),
+       keep=st.sets(st.integers(0, 6), min_size=1, max_size=3), by=st.sampled_from(["cpus", "tids", "threads"]))
+def test_native_walks_of_some_threads_are_the_filtered_python_ones(tmp_path_factory, slots,
+                                                                   keep, by):
+    """--cpu/--tid/--thread alone keep whole threads: the native text and profile read
+    those threads' records only, and give what the Python filter gives."""
+    from fntrace.output.filters import TraceFilter
+    from fntrace.output.stat import StatCollector
+    from fntrace.output.filters import filter_entries, kept_slots
+    path = tmp_path_factory.mktemp("keep") / "t.dat"
+    write(path, slots)
+    tf = TraceFile.open(path)
+    value = {"cpus": frozenset(keep), "tids": frozenset(100 + k for k in keep),
+             "threads": tuple(f"t{k}" for k in keep)}[by]
+    flt = TraceFilter(**{by: value})
+    kept = kept_slots(flt, tf.threads, tf.cpus)
+    assert kept == frozenset(k for k in keep if k in slots)
+    read = []
+    got = "".join(report_pieces(tf, flt=flt, on_block=read.append))
+    want = "".join(line + "\n" for line in report_text(tf, flt=flt))
+    assert got == want
+    assert sum(read) == sum(len(recs) for k in kept for _, recs in slots[k])
+    blocks = tf.record_blocks()
+    walked = walked_stats(tf, per_thread=True, blocks=(b for b in blocks if b[0] in kept))
+    blocks.close()
+    col = StatCollector(True, True)
+    for e in filter_entries(entries_from_file(tf), flt, graph=True, threads=tf.threads):
+        col.feed(e)
+    assert walked is not None
+    assert walked == (col.finish(), col.no_return, col.no_entry)
+
+
+@needs_native
 def test_native_graph_text_leaves_what_it_does_not_print(tmp_path):
     path = tmp_path / "t.dat"
     # a marker (a payload) among the calls: the Python printer prints it all
@@ -426,6 +461,12 @@ def test_stat_native_and_pure_give_the_same_bytes(tmp_script, run_fntrace, tmp_p
         native, pure = stat_both(dat, *args, command="report")
         assert native == pure, args
         assert "__main__.leaf" in native
+    # some threads only (--cpu, --thread): the native walks read those threads'
+    for command in ("stat", "report"):
+        for args in (["--cpu", "1"], ["--thread", "Main*"],
+                     ["--thread", "Thread-*"] + (["--per-thread"] if command == "stat" else [])):
+            native, pure = stat_both(dat, *args, command=command)
+            assert native == pure, (command, args)
     if tracer != "function":
         # the browser's index (a trace of two processes, threads, a loss)
         native, pure = index_both(dat, 2000)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from ..output.filters import TraceFilter, filter_entries
+from ..output.filters import TraceFilter, filter_entries, kept_slots
 from ..output.function_graph import native_graph_text
 from ..output.task_view import task_entries
 from ..output.reader import entries_from_file
@@ -135,8 +135,10 @@ def _report(tf, max_depth: int, thresh_ns: int, options: dict | None,
     raw = entries_from_file(tf)
     stream = task_stream(raw, stats, opts, flt)
     body = None
-    if on_block is not None and tracer == "function_graph" and flt.empty and stream is raw:
-        body = native_graph_text(tf, opts, nr_cpus, on_block)
+    keep = kept_slots(flt, tf.threads, tf.cpus)
+    if (on_block is not None and tracer == "function_graph" and (flt.empty or keep is not None)
+            and stream is raw):
+        body = native_graph_text(tf, opts, nr_cpus, on_block, keep)
     if body is not None:
         lines = render_trace((), tracer=tracer, options=opts, nr_cpus=nr_cpus,
                              time_in_ns=in_ns)

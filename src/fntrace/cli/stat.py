@@ -59,7 +59,7 @@ def stat_lines(source, args) -> Iterator[str]:
     """The output of ``fntrace stat`` for an open TraceSource, line by line."""
     from dataclasses import replace
 
-    from ..output.filters import filter_entries
+    from ..output.filters import filter_entries, kept_slots
     from ..output.stat import StatCollector, stat_table, walked_stats
     from .filters import filter_from_args
     from .report import time_in_ns_of, trace_loss_notes
@@ -80,12 +80,16 @@ def stat_lines(source, args) -> Iterator[str]:
     stream = source.entries()
     entries = task_stream(stream, source.stats, {"funcgraph-task": False}, flt)
     walked = None
-    if flt.empty and entries is stream:
-        # the whole trace as recorded: the native walk, when there is one
+    keep = kept_slots(flt, source.threads, source.cpus)
+    if (flt.empty or keep is not None) and entries is stream:
+        # the whole trace as recorded (or some of its threads, whole): the native
+        # walk, when there is one
         blocks = source.record_blocks()
         if blocks is not None:
             try:
-                walked = walked_stats(source.tf, per_thread=args.per_thread, blocks=blocks)
+                walked = walked_stats(source.tf, per_thread=args.per_thread,
+                                      blocks=blocks if keep is None else
+                                      (b for b in blocks if b[0] in keep))
             finally:
                 blocks.close()      # a walk that declined half way: its bar goes
     if walked is not None:

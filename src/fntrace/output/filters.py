@@ -48,7 +48,7 @@ from ..errors import UsageError
 from .entry import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, LostEvents, TraceEntry
 
 __all__ = ["TimeBound", "TraceFilter", "parse_time", "check_glob", "filter_entries",
-           "function_matcher"]
+           "function_matcher", "kept_slots"]
 
 _NS_PER_SEC = 1_000_000_000
 _NS_PER_US = 1_000
@@ -169,6 +169,21 @@ class TraceFilter:
         if self.threads and not any(fnmatch.fnmatchcase(comm, g) for g in self.threads):
             return False
         return True
+
+
+def kept_slots(flt: TraceFilter | None, threads: Mapping[int, tuple[int, str]],
+               cpus: Iterable[int]) -> frozenset[int] | None:
+    """The thread slots a filter keeps, when whole slots are all it keeps or drops
+    (--tid, --thread, --cpu and nothing else): what filter_entries lets through is
+    then those slots' entries as they are, which a native walk reads by feeding those
+    slots only.  None when the filter does more (or nothing: no filter)."""
+    if flt is None or not flt.threads_filtered:
+        return None
+    from dataclasses import replace
+    if not replace(flt, tids=frozenset(), threads=(), cpus=frozenset()).empty:
+        return None
+    return frozenset(c for c in set(cpus) | set(threads)
+                     if flt.thread_ok(c, *threads.get(c, (0, "<...>"))))
 
 
 def filter_entries(entries: Iterable[TraceEntry | LostEvents], flt: TraceFilter | None, *,

@@ -50,11 +50,15 @@ def calls_only(source, text_ok: Callable[[bytes], bool]) -> set[int] | None:
 
 
 def drive(walker, source, nslots: int,
-          on_block: Callable[[int], None] | None = None) -> Iterator:
+          on_block: Callable[[int], None] | None = None,
+          keep: frozenset[int] | None = None) -> Iterator:
     """What a time-ordered walk (GraphText, ChromeCalls, CallRows) makes, step by step,
     each slot's next block fed when the walk asks for it (``on_block(n)``: a block of
-    n records was fed).  Memory: the blocks the walk holds, about one per slot."""
-    blocks = {k: source.record_blocks(k) for k in range(nslots)}
+    n records was fed); ``keep``: the slots read (the others are fed as empty: a
+    --tid/--thread/--cpu filter).  Memory: the blocks the walk holds, about one per
+    slot."""
+    blocks = {k: source.record_blocks(k) if keep is None or k in keep else iter(())
+              for k in range(nslots)}
     step, feed = walker.step, walker.feed
     while True:
         item, need = step()
