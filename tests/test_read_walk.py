@@ -211,6 +211,25 @@ def test_native_perfetto_is_the_python_loop(tmp_path_factory, slots, clock):
 @needs_native
 @settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
 @given(slots=st.dictionaries(st.integers(0, 5), slot_stream("EEEERRRRJX"), min_size=1,
+                             max_size=3),
+       min_duration=st.sampled_from([0.0, 0.0, 0.02, 0.1]), batch=st.sampled_from([5000, 3]))
+def test_native_otlp_is_the_python_loop(tmp_path_factory, slots, min_duration, batch):
+    pytest.importorskip("opentelemetry.proto", reason="LOUD SKIP: the opentelemetry-proto "
+                                                      "package (fntrace[otlp]) is not installed")
+    from fntrace.output import otlp
+    path = tmp_path_factory.mktemp("otlp") / "t.dat"
+    write(path, slots)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(otlp, "BATCH", batch)        # lines of a few spans: their seams
+        native, python = export_both(path, "otlp", {"min_duration": min_duration})
+    assert native == python
+    for line in native[0].splitlines():
+        json.loads(line)
+
+
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(slots=st.dictionaries(st.integers(0, 5), slot_stream("EEEERRRRJX"), min_size=1,
                              max_size=3))
 def test_native_parquet_is_the_python_loop(tmp_path_factory, slots):
     import pyarrow.parquet as pq
@@ -439,7 +458,7 @@ def test_stat_native_and_pure_give_the_same_bytes(tmp_script, run_fntrace, tmp_p
         assert "__main__.leaf" in native
         if tracer == "lossy" and not args:
             assert "calls have no entry in the trace" in native
-    for fmt in ("parquet", "trace-cmd", "perfetto"):
+    for fmt in ("parquet", "trace-cmd", "perfetto", "otlp"):
         for pure in ("", "1"):
             env = dict(os.environ, FNTRACE_PURE=pure)
             r = subprocess.run([sys.executable, "-m", "fntrace.cli.main", "export", str(dat),

@@ -4,6 +4,7 @@ in src/fntrace/native/; which Python function each mirrors: native/native.h).
 Optional: fntrace runs its pure-Python paths without it, and with FNTRACE_PURE=1.
 tests/test_native_stub.py checks that this file and the built module name the same things.
 """
+from array import array
 from types import CodeType, FrameType
 from typing import Any, Callable, Mapping
 
@@ -122,6 +123,28 @@ class CallRows:
                             int]: ...
     def paths(self, first: int, /) -> list[tuple[int, int]]: ...
     def counts(self) -> tuple[int, int]: ...
+
+class IndexRows:
+    def __init__(self, slots: int, fids: array[int], resolve: Callable[[int], int],
+                 records: int, /) -> None: ...
+    def feed(self, cpu: int, lost: int = ..., records: bytes = ..., ibase: int = ...,
+             /) -> None: ...
+    def step(self) -> tuple[tuple[int, int | None,
+                                  list[tuple[int, int, bytes, bytes, bytes, bytes, bytes,
+                                             bytes, bytes, bytes]],
+                                  list[tuple[int, int, int, int, int, int]],
+                                  list[tuple[int, int, int, int, int]],
+                                  list[tuple[int, int, int]]] | None, int]: ...
+
+class OtlpCalls:
+    def __init__(self, slots: int, names: Mapping[int, str], code: Mapping[int, str],
+                 canon: Mapping[int, int] | None, tails: Mapping[int, str], prefix: str,
+                 suffix: str, trace_id: str, pid: int, min_ns: int, offset: int | None,
+                 wall_ns: int, batch: int, /) -> None: ...
+    def feed(self, cpu: int, lost: int = ..., records: bytes = ..., ibase: int = ...,
+             /) -> None: ...
+    def step(self) -> tuple[str, int]: ...
+    def counts(self) -> tuple[int, int, bool]: ...
 
 class DatPages:
     used: set[int]

@@ -33,6 +33,7 @@
 #include "native/read_dat_pages.c.h"
 #include "native/read_perfetto.c.h"
 #include "native/read_index_rows.c.h"
+#include "native/read_otlp.c.h"
 
 static PyMethodDef read_functions[] = {
     {"text_ok", text_ok, METH_O,
@@ -83,6 +84,13 @@ fntrace_add_read_types(PyObject *m)
     if (t == NULL)
         return -1;
     if (PyModule_AddObject(m, "PerfettoCalls", t) < 0) {
+        Py_DECREF(t);
+        return -1;
+    }
+    t = PyType_FromSpec(&oc_spec);
+    if (t == NULL)
+        return -1;
+    if (PyModule_AddObject(m, "OtlpCalls", t) < 0) {
         Py_DECREF(t);
         return -1;
     }
