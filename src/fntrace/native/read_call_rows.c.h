@@ -129,7 +129,9 @@ cr_step(CallRows *c, PyObject *unused)
         if (cr_reserve(c, pair_open(&c->pr) + 1) < 0)
             return NULL;
         Py_ssize_t best = -1;
-        int picked = merge_pick(&c->m, &best, &need);
+        record_t r;
+        uint32_t id;
+        int picked = merge_next(&c->m, &best, &need, &r, &id);
         if (picked == -2)
             return NULL;
         if (picked < 0)
@@ -149,15 +151,11 @@ cr_step(CallRows *c, PyObject *unused)
             continue;
         }
         gslot_t *g = &c->m.slots[best];
-        gblock_t *b = &g->q[g->head];
-        record_t r;
-        memcpy(&r, &b->rec[b->pos], sizeof(r));
-        b->pos++;
         for (Py_ssize_t i = 0; i < g->nmarks; i++)
             if (pair_lost(&c->pr, best) < 0)
                 return NULL;
         g->nmarks = 0;
-        uint32_t id = rec_id(b, &r), cid = id;
+        uint32_t cid = id;
         if (canon_lookup(c->canon, &cid) < 0)
             return NULL;
         int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;

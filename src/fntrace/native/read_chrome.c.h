@@ -107,7 +107,9 @@ cc_step(ChromeCalls *c, PyObject *unused)
     Py_ssize_t need = -1;
     while (!c->done && c->t.blen < (1 << 16)) {
         Py_ssize_t best = -1;
-        int picked = merge_pick(&c->m, &best, &need);
+        record_t r;
+        uint32_t id;
+        int picked = merge_next(&c->m, &best, &need, &r, &id);
         if (picked == -2)
             return NULL;
         if (picked < 0)
@@ -132,10 +134,6 @@ cc_step(ChromeCalls *c, PyObject *unused)
         }
         gslot_t *g = &c->m.slots[best];
         cslot_t *s = &c->cs[best];
-        gblock_t *b = &g->q[g->head];
-        record_t r;
-        memcpy(&r, &b->rec[b->pos], sizeof(r));
-        b->pos++;
         s->last_any = r.ts;
         if (g->nmarks) {
             long long sum = 0;
@@ -145,7 +143,7 @@ cc_step(ChromeCalls *c, PyObject *unused)
             if (put_lost(c, best, r.ts, sum) < 0)
                 return NULL;
         }
-        uint32_t id = rec_id(b, &r), cid = id;
+        uint32_t cid = id;
         if (canon_lookup(c->canon, &cid) < 0)
             return NULL;
         int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;

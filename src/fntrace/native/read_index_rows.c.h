@@ -320,7 +320,9 @@ ir_step(IndexRows *c, PyObject *unused)
         if (c->done)
             return Py_BuildValue("(On)", Py_None, (Py_ssize_t)-1);
         Py_ssize_t best = -1;
-        int picked = merge_pick(&c->m, &best, &need);
+        record_t r;
+        uint32_t id;
+        int picked = merge_next(&c->m, &best, &need, &r, &id);
         if (picked == -2)
             return NULL;
         if (picked < 0)
@@ -334,11 +336,6 @@ ir_step(IndexRows *c, PyObject *unused)
             c->done = 1;
             continue;
         }
-        gslot_t *g = &c->m.slots[best];
-        gblock_t *b = &g->q[g->head];
-        record_t r;
-        memcpy(&r, &b->rec[b->pos], sizeof(r));
-        b->pos++;
         if (ir_losses(c, best) < 0)
             return NULL;
         c->nrec++;
@@ -346,7 +343,7 @@ ir_step(IndexRows *c, PyObject *unused)
             c->has_first = 1;
             c->first_ts = (int64_t)r.ts;
         }
-        uint32_t id = rec_id(b, &r), cid;
+        uint32_t cid;
         int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;
         int32_t fid;
         if (ir_fid(c, id, &fid) < 0)

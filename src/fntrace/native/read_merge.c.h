@@ -337,6 +337,24 @@ merge_pick(merge_t *m, Py_ssize_t *best, Py_ssize_t *need)
     return 1;
 }
 
+/* merge_pick, and the record picked taken from its block: 1 (``*slot``, ``*r``, ``*id``:
+ * its id, the block's base added), 0 every slot is read, -1 slot ``*need`` must be fed
+ * first, -2 an exception.  The loss notes met on the way stay queued on the slot
+ * (``nmarks``) for the walk, which says where they go. */
+static int
+merge_next(merge_t *m, Py_ssize_t *slot, Py_ssize_t *need, record_t *r, uint32_t *id)
+{
+    int picked = merge_pick(m, slot, need);
+    if (picked != 1)
+        return picked;
+    gslot_t *g = &m->slots[*slot];
+    gblock_t *b = &g->q[g->head];
+    memcpy(r, &b->rec[b->pos], sizeof(*r));
+    b->pos++;
+    *id = rec_id(b, r);
+    return 1;
+}
+
 /* step() -> (text, need): the lines that could be made (each ending in a newline),
  * and the slot whose next block must be fed before more can be made (-1: none; the
  * text is the last when it is empty and need is -1) */

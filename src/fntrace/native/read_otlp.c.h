@@ -160,7 +160,9 @@ oc_step(OtlpCalls *c, PyObject *unused)
     Py_ssize_t need = -1;
     while (!c->done && c->t.blen < (1 << 16)) {
         Py_ssize_t best = -1;
-        int picked = merge_pick(&c->m, &best, &need);
+        record_t r;
+        uint32_t id;
+        int picked = merge_next(&c->m, &best, &need, &r, &id);
         if (picked == -2)
             return NULL;
         if (picked < 0)
@@ -186,10 +188,6 @@ oc_step(OtlpCalls *c, PyObject *unused)
             break;
         }
         gslot_t *g = &c->m.slots[best];
-        gblock_t *b = &g->q[g->head];
-        record_t r;
-        memcpy(&r, &b->rec[b->pos], sizeof(r));
-        b->pos++;
         if (!c->has_offset) {
             /* no clock pair: the trace's first event is the recording's start */
             c->offset = c->wall_ns - (int64_t)r.ts;
@@ -200,7 +198,7 @@ oc_step(OtlpCalls *c, PyObject *unused)
             if (pair_lost(&c->pr, best) < 0)
                 return NULL;
         g->nmarks = 0;
-        uint32_t id = rec_id(b, &r), cid = id;
+        uint32_t cid = id;
         if (canon_lookup(c->canon, &cid) < 0)
             return NULL;
         int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;

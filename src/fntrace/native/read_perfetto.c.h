@@ -346,7 +346,9 @@ pf_step(PerfettoCalls *c, PyObject *unused)
     Py_ssize_t need = -1;
     while (!c->done && c->t.blen < (1 << 16)) {
         Py_ssize_t best = -1;
-        int picked = merge_pick(&c->m, &best, &need);
+        record_t r;
+        uint32_t id;
+        int picked = merge_next(&c->m, &best, &need, &r, &id);
         if (picked == -2)
             return NULL;
         if (picked < 0)
@@ -381,10 +383,6 @@ pf_step(PerfettoCalls *c, PyObject *unused)
         }
         gslot_t *g = &c->m.slots[best];
         pslot_t *s = &c->ps[best];
-        gblock_t *b = &g->q[g->head];
-        record_t r;
-        memcpy(&r, &b->rec[b->pos], sizeof(r));
-        b->pos++;
         int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;
         if (g->nmarks) {
             long long pending = 0;
@@ -394,7 +392,7 @@ pf_step(PerfettoCalls *c, PyObject *unused)
         }
         s->last_any = ts;
         s->has_any = 1;
-        uint32_t id = rec_id(b, &r), cid = id;
+        uint32_t cid = id;
         if (canon_lookup(c->canon, &cid) < 0)
             return NULL;
         if (r.type == FNT_TRACE_GRAPH_ENT) {
