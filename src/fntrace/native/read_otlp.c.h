@@ -151,8 +151,8 @@ oc_emit(void *ctx, Py_ssize_t slot, const paired_t *p)
     return 0;
 }
 
-/* step() -> (text, need): the next piece of the export's text ("" when there is none
- * now); need: the slot to feed before more (-1: none); ("", -1): done */
+/* step() -> (text, need): the next piece of the export's text, UTF-8 (b"" when there is
+ * none now); need: the slot to feed before more (-1: none); (b"", -1): done */
 static PyObject *
 oc_step(OtlpCalls *c, PyObject *unused)
 {
@@ -210,7 +210,9 @@ oc_step(OtlpCalls *c, PyObject *unused)
             return NULL;
         }
     }
-    PyObject *text = PyUnicode_DecodeUTF8(c->t.buf, c->t.blen, "strict");
+    /* UTF-8 bytes: a file written in UTF-8 takes them as they are (gigabytes of
+     * spans are not decoded here only to be encoded again) */
+    PyObject *text = PyBytes_FromStringAndSize(c->t.buf, c->t.blen);
     if (text == NULL)
         return NULL;
     return Py_BuildValue("(Nn)", text, need);
@@ -336,7 +338,7 @@ static PyMethodDef oc_methods[] = {
     {"feed", (PyCFunction)(void (*)(void))oc_feed, METH_FASTCALL,
      "feed(cpu[, lost, records, ibase]): a slot's next block, or that it has no more"},
     {"step", (PyCFunction)oc_step, METH_NOARGS,
-     "step() -> (text, need): the export's next text, and the slot to feed (-1: none)"},
+     "step() -> (text, need): the export's next text (UTF-8), and the slot to feed (-1: none)"},
     {"counts", (PyCFunction)oc_counts, METH_NOARGS,
      "counts() -> (calls, spans written, offset guessed)"},
     {NULL}

@@ -320,10 +320,29 @@ def _native_spans(source, out, resource, scope, tid: bytes, pid: int, min_ns: in
     walker = native.OtlpCalls(nslots, names, code, canon_ids(syms), tails, head,
                               tail + "\n", tid.hex(), pid & _M64, min_ns, offset, wall_ns,
                               BATCH)
-    write = out.write
+    raw = _utf8_buffer(out)
+    if raw is not None:
+        out.flush()                 # (what the stream holds goes first)
+        write = raw.write
+    else:
+        def write(b: bytes) -> None:
+            out.write(b.decode("utf-8"))
     for text in drive(walker, source, nslots):
         write(text)
     return walker.counts()
+
+
+def _utf8_buffer(out):
+    """The binary file under a text stream that writes UTF-8 (the CLI's), else None."""
+    import codecs
+    raw = getattr(out, "buffer", None)
+    enc = getattr(out, "encoding", None)
+    try:
+        if raw is not None and enc and codecs.lookup(enc).name == "utf-8":
+            return raw
+    except LookupError:
+        pass
+    return None
 
 
 def _version() -> str:
