@@ -41,65 +41,28 @@ static PyMethodDef read_functions[] = {
     {NULL}
 };
 
+/* the walks' types, under their module names */
+static struct {
+    PyType_Spec *spec;
+    const char *name;
+} read_types[] = {
+    {&walk_spec, "StatWalk"}, {&gt_spec, "GraphText"}, {&dp_spec, "DatPages"},
+    {&cr_spec, "CallRows"}, {&cc_spec, "ChromeCalls"}, {&pf_spec, "PerfettoCalls"},
+    {&oc_spec, "OtlpCalls"}, {&ir_spec, "IndexRows"},
+};
+
 /* called by the module's init */
 int
 fntrace_add_read_types(PyObject *m)
 {
-    PyObject *t = PyType_FromSpec(&walk_spec);
-    if (t == NULL)
-        return -1;
-    if (PyModule_AddObject(m, "StatWalk", t) < 0) {
-        Py_DECREF(t);
-        return -1;
-    }
-    t = PyType_FromSpec(&gt_spec);
-    if (t == NULL)
-        return -1;
-    if (PyModule_AddObject(m, "GraphText", t) < 0) {
-        Py_DECREF(t);
-        return -1;
-    }
-    t = PyType_FromSpec(&dp_spec);
-    if (t == NULL)
-        return -1;
-    if (PyModule_AddObject(m, "DatPages", t) < 0) {
-        Py_DECREF(t);
-        return -1;
-    }
-    t = PyType_FromSpec(&cr_spec);
-    if (t == NULL)
-        return -1;
-    if (PyModule_AddObject(m, "CallRows", t) < 0) {
-        Py_DECREF(t);
-        return -1;
-    }
-    t = PyType_FromSpec(&cc_spec);
-    if (t == NULL)
-        return -1;
-    if (PyModule_AddObject(m, "ChromeCalls", t) < 0) {
-        Py_DECREF(t);
-        return -1;
-    }
-    t = PyType_FromSpec(&pf_spec);
-    if (t == NULL)
-        return -1;
-    if (PyModule_AddObject(m, "PerfettoCalls", t) < 0) {
-        Py_DECREF(t);
-        return -1;
-    }
-    t = PyType_FromSpec(&oc_spec);
-    if (t == NULL)
-        return -1;
-    if (PyModule_AddObject(m, "OtlpCalls", t) < 0) {
-        Py_DECREF(t);
-        return -1;
-    }
-    t = PyType_FromSpec(&ir_spec);
-    if (t == NULL)
-        return -1;
-    if (PyModule_AddObject(m, "IndexRows", t) < 0) {
-        Py_DECREF(t);
-        return -1;
+    for (size_t i = 0; i < sizeof(read_types) / sizeof(read_types[0]); i++) {
+        PyObject *t = PyType_FromSpec(read_types[i].spec);
+        if (t == NULL)
+            return -1;
+        if (PyModule_AddObject(m, read_types[i].name, t) < 0) {
+            Py_DECREF(t);
+            return -1;
+        }
     }
     return PyModule_AddFunctions(m, read_functions);
 }

@@ -301,14 +301,11 @@ def _native_calls(source, out, pid: int, pids: dict[int, int] | None
     written, when there is no native twin or the trace holds more than that (markers,
     events, function hits, payloads, a thread the header does not name): the loop
     above writes it."""
-    from .. import _env
-    from .walk import calls_only, canon_ids, drive
-    native = _env.native()
-    if native is None:
+    from .walk import canon_ids, drive, native_for_calls
+    walkable = native_for_calls(source)
+    if walkable is None:
         return None
-    slots = calls_only(source, native.text_ok)
-    if slots is None:
-        return None
+    native, slots = walkable
     threads = source.threads
     if not slots.issubset(threads):
         return None         # a thread named at its first entry: the loop above does it

@@ -209,13 +209,7 @@ class OtlpExporter(Exporter):
                                        ExportTraceServiceRequest, ResourceSpans, ScopeSpans,
                                        Span, json_format))
             if walked is not None:
-                total, kept, guessed = walked
-                if guessed and kept:
-                    notes.append(_GUESSED)
-                if min_ns and total > kept:
-                    notes.append(f"{total - kept} of {total} call(s) under "
-                                 f"{min_ns / 1000:g} us left out (--min-duration)")
-                return {"notes": notes} if notes else None
+                return _result(notes, *walked, min_ns)
 
         builder = CallBuilder()
         otel = SwitchPoints()
@@ -237,12 +231,17 @@ class OtlpExporter(Exporter):
             total += 1
             span(c)
         flush()
-        if guessed and kept:
-            notes.append(_GUESSED)
-        if min_ns and total > kept:
-            notes.append(f"{total - kept} of {total} call(s) under "
-                         f"{min_ns / 1000:g} us left out (--min-duration)")
-        return {"notes": notes} if notes else None
+        return _result(notes, total, kept, guessed, min_ns)
+
+
+def _result(notes: list[str], total: int, kept: int, guessed: bool, min_ns: int) -> dict | None:
+    """The export's notes: how its clock was placed, what --min-duration left out."""
+    if guessed and kept:
+        notes.append(_GUESSED)
+    if min_ns and total > kept:
+        notes.append(f"{total - kept} of {total} call(s) under "
+                     f"{min_ns / 1000:g} us left out (--min-duration)")
+    return {"notes": notes} if notes else None
 
 
 def _request_dict(req, json_format) -> dict:
@@ -275,15 +274,12 @@ def _native_spans(source, out, resource, scope, tid: bytes, pid: int, min_ns: in
     same protos and json.dumps as the loop's, and the walk puts them together."""
     import json
 
-    from .. import _env
     from .registry import name_of
-    from .walk import calls_only, canon_ids, drive
-    native = _env.native()
-    if native is None:
+    from .walk import canon_ids, drive, native_for_calls
+    walkable = native_for_calls(source)
+    if walkable is None:
         return None
-    slots = calls_only(source, native.text_ok)
-    if slots is None:
-        return None
+    native, slots = walkable
     Request, ResourceSpans, ScopeSpans, Span, json_format = flush_request
     # a line of one span, cut around it: what comes before and after the spans
     probe = Span(trace_id=tid, span_id=b"\x01" * 8, name="-", kind=Span.SPAN_KIND_INTERNAL)

@@ -251,14 +251,11 @@ def _native_rows(source, sch, pid_of, where: dict[str, tuple], counts: dict) -> 
     more than calls (events, markers, hits, payloads): the loop above makes them.
     Strings are made once per call path, and a batch's columns are taken from them by
     index (no Python object per row)."""
-    from .. import _env
-    from .walk import calls_only, canon_ids, drive
-    native = _env.native()
-    if native is None:
+    from .walk import canon_ids, drive, native_for_calls
+    walkable = native_for_calls(source)
+    if walkable is None:
         return None
-    slots = calls_only(source, native.text_ok)
-    if slots is None:
-        return None
+    native, slots = walkable
     import pyarrow as pa
     import pyarrow.compute as pc
     threads = source.threads

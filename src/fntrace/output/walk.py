@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 
-__all__ = ["canon_ids", "calls_only", "drive"]
+__all__ = ["canon_ids", "calls_only", "drive", "native_for_calls"]
 
 
 def canon_ids(symbols: Mapping[int, tuple]) -> dict[int, int] | None:
@@ -47,6 +47,18 @@ def calls_only(source, text_ok: Callable[[bytes], bool]) -> set[int] | None:
     finally:
         blocks.close()
     return slots
+
+
+def native_for_calls(source):
+    """(the native module, the thread slots) when a native walk may read ``source``: the
+    twin is built and the trace is one of calls (``calls_only``); else None, and the
+    view's Python loop reads it."""
+    from .. import _env
+    native = _env.native()
+    if native is None:
+        return None
+    slots = calls_only(source, native.text_ok)
+    return None if slots is None else (native, slots)
 
 
 def drive(walker, source, nslots: int,

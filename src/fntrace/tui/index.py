@@ -285,16 +285,13 @@ class TraceIndex:
         """The native walk of a trace of calls (no payloads, events or markers), with
         its blocks fed as it asks; False when there is no native twin or the trace is
         not one of calls (the Python loop reads it)."""
-        from .. import _env
         from ..output.registry import name_of
-        from ..output.walk import calls_only, drive
-        native = _env.native()
-        if native is None:
-            return False
+        from ..output.walk import drive, native_for_calls
         source = self.source
-        slots = calls_only(source, native.text_ok)
-        if slots is None:
+        walkable = native_for_calls(source)
+        if walkable is None:
             return False
+        native, slots = walkable
         syms = source.symbols
         top = max(syms, default=0)
         fids = array("i", [-1]) * (top + 1)
