@@ -137,24 +137,13 @@ cr_step(CallRows *c, PyObject *unused)
         if (picked < 0)
             return Py_BuildValue("(On)", Py_None, need);
         if (picked == 0) {
-            /* the losses nothing was read after, slot by slot; then builder.finish() */
-            for (Py_ssize_t k = 0; k < c->m.nslots; k++) {
-                gslot_t *g = &c->m.slots[k];
-                for (Py_ssize_t i = 0; i < g->nmarks; i++)
-                    if (pair_lost(&c->pr, k) < 0)
-                        return NULL;
-                g->nmarks = 0;
-            }
-            if (pair_finish(&c->pr) < 0)
+            if (pair_end(&c->pr, &c->m) < 0)
                 return NULL;
             c->done = 1;
             continue;
         }
-        gslot_t *g = &c->m.slots[best];
-        for (Py_ssize_t i = 0; i < g->nmarks; i++)
-            if (pair_lost(&c->pr, best) < 0)
-                return NULL;
-        g->nmarks = 0;
+        if (pair_marks(&c->pr, &c->m, best) < 0)
+            return NULL;
         uint32_t cid = id;
         if (canon_lookup(c->canon, &cid) < 0)
             return NULL;

@@ -168,15 +168,7 @@ oc_step(OtlpCalls *c, PyObject *unused)
         if (picked < 0)
             break;
         if (picked == 0) {
-            /* the losses nothing was read after, slot by slot; then builder.finish() */
-            for (Py_ssize_t k = 0; k < c->m.nslots; k++) {
-                gslot_t *g = &c->m.slots[k];
-                for (Py_ssize_t i = 0; i < g->nmarks; i++)
-                    if (pair_lost(&c->pr, k) < 0)
-                        return NULL;
-                g->nmarks = 0;
-            }
-            if (pair_finish(&c->pr) < 0)
+            if (pair_end(&c->pr, &c->m) < 0)
                 return NULL;
             if (c->in_line) {
                 if (tb_reserve(&c->t, c->suffix_len) < 0)
@@ -187,17 +179,14 @@ oc_step(OtlpCalls *c, PyObject *unused)
             c->done = 1;
             break;
         }
-        gslot_t *g = &c->m.slots[best];
         if (!c->has_offset) {
             /* no clock pair: the trace's first event is the recording's start */
             c->offset = c->wall_ns - (int64_t)r.ts;
             c->has_offset = 1;
             c->guessed = 1;
         }
-        for (Py_ssize_t i = 0; i < g->nmarks; i++)
-            if (pair_lost(&c->pr, best) < 0)
-                return NULL;
-        g->nmarks = 0;
+        if (pair_marks(&c->pr, &c->m, best) < 0)
+            return NULL;
         uint32_t cid = id;
         if (canon_lookup(c->canon, &cid) < 0)
             return NULL;

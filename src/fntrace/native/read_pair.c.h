@@ -224,3 +224,27 @@ pair_finish(pair_t *p)
     }
     return 0;
 }
+
+/* CallBuilder fed the LostEvents queued on a slot of the merge: each closes what is
+ * open (the walks that pair with losses: CallRows, OtlpCalls) */
+static int
+pair_marks(pair_t *p, merge_t *m, Py_ssize_t slot)
+{
+    gslot_t *g = &m->slots[slot];
+    for (Py_ssize_t i = 0; i < g->nmarks; i++)
+        if (pair_lost(p, slot) < 0)
+            return -1;
+    g->nmarks = 0;
+    return 0;
+}
+
+/* the end of such a walk: the losses nothing was read after, slot by slot; then
+ * builder.finish() */
+static int
+pair_end(pair_t *p, merge_t *m)
+{
+    for (Py_ssize_t k = 0; k < m->nslots; k++)
+        if (pair_marks(p, m, k) < 0)
+            return -1;
+    return pair_finish(p);
+}
