@@ -370,6 +370,34 @@ def test_cpumask_grammar(fs):
     assert fs.read("tracing_cpumask") == "ffffffff\n"
 
 
+def test_cpumask_read_as_every_thread_and_written_back_keeps_later_threads(fs):
+    """func_cpumask.tc saves tracing_cpumask, narrows it, and writes the saved value
+    back.  Threads are this tracer's CPUs and keep coming: when more than fit in the
+    saved mask's groups had come meanwhile, the restored mask left every thread
+    started later untraced (three ftracetest cases after it read empty traces, now
+    and then).  What was read as every thread means every thread when written back;
+    a mask the user makes keeps its bits."""
+    import threading
+    from fntrace.core import task
+    saved = fs.read("tracing_cpumask")
+    assert fs.tr.filter.cpumask is None
+    fs.write("tracing_cpumask", "1")
+    # more threads than the saved groups hold take their indices meanwhile
+    need = len(saved.strip().replace(",", "")) * 4 + 1
+    while len(task.thread_info) < need:
+        t = threading.Thread(target=task.thread_cpu)
+        t.start()
+        t.join()
+    assert len(fs.read("tracing_cpumask").strip().replace(",", "")) * 4 > need - 1
+    fs.write("tracing_cpumask", saved)
+    assert fs.tr.filter.cpumask is None         # every thread, later ones too
+    # a mask of the user's own, all ones over fewer threads than ever read: its bits
+    fs.write("tracing_cpumask", "f")
+    assert fs.tr.filter.cpumask == 0xF
+    fs.write("tracing_cpumask", saved)
+    assert fs.tr.filter.cpumask is None
+
+
 def test_comm_file_grammar(fs):
     assert fs.read("set_ftrace_comm") == ""
     fs.write("set_ftrace_comm", "worker-*")

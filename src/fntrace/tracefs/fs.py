@@ -922,6 +922,7 @@ class Tracefs:
                 (lambda a=attr: "".join(g + "\n" for g in getattr(flt, a).comms)),
                 (lambda d, ap, a=attr: self._w_comms(getattr(flt, a), d, ap)))
         self._files["tracing_cpumask"] = (self._r_cpumask, self._w_cpumask)
+        self._cpumask_all_shown: set[int] = set()     # widths "every thread" was read as
 
     def _w_pids(self, name: str, lst, data: str, append: bool) -> None:
         with self.tr.filter.lock:
@@ -942,7 +943,14 @@ class Tracefs:
         return max(32, (len(task.thread_info) + 31) // 32 * 32)
 
     def _r_cpumask(self) -> str:
-        return pid_list.cpumask_show(self.tr.filter.cpumask, self._nr_cpus())
+        nr = self._nr_cpus()
+        if self.tr.filter.cpumask is None:
+            # Every thread, as this many bits: remembered, so that writing it back
+            # means every thread again once more threads have come (the kernel's CPUs
+            # are fixed at boot; threads are not, and a script's save-and-restore of
+            # the mask would otherwise leave the threads started meanwhile out).
+            self._cpumask_all_shown.add(nr)
+        return pid_list.cpumask_show(self.tr.filter.cpumask, nr)
 
     def _w_cpumask(self, data: str, append: bool) -> None:
         try:
@@ -951,8 +959,11 @@ class Tracefs:
             self.error_log.add("tracing_cpumask", "Invalid cpumask", data.rstrip("\n"), e.pos or 0)
             raise
         nr = self._nr_cpus()
-        # every thread selected, later ones too: the default again
-        self.tr.filter.cpumask = None if mask == (1 << nr) - 1 else mask
+        # every thread selected, later ones too: the default again (also as it was
+        # read when fewer threads had come)
+        every = mask == (1 << nr) - 1 or any(mask == (1 << w) - 1
+                                             for w in self._cpumask_all_shown)
+        self.tr.filter.cpumask = None if every else mask
         self.tr.pids_changed()
 
     def _r_graph(self, enable: bool) -> str:
