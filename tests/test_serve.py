@@ -96,10 +96,18 @@ def served(tmp_path):
         return p
 
     yield start
+    died = []
     for p in procs:
         if p.poll() is None:
             p.kill()
-        p.communicate(timeout=SUBPROCESS_TIMEOUT)
+        elif not getattr(p, "ended_by_test", False):
+            died.append(p)
+        out, err = p.communicate(timeout=SUBPROCESS_TIMEOUT)
+        p.tail = (p.returncode, out[-2000:], err[-4000:])
+    # A served program that ends by itself has crashed, or its control socket went
+    # with it: a client's "not controllable" is the symptom, this its cause.
+    assert not died, "served program ended by itself: " + "; ".join(
+        f"pid {p.pid} exit {p.tail[0]}, stderr {p.tail[2]!r}" for p in died)
 
 
 def ctl(*args, timeout: float = SUBPROCESS_TIMEOUT) -> subprocess.CompletedProcess:
@@ -239,6 +247,7 @@ def test_dead_pid_and_not_serving(tmp_path):
 def test_stale_socket_of_a_killed_program_is_replaced(served, tmp_path):
     p = served()
     path = endpoint.socket_path(p.pid)
+    p.ended_by_test = True
     p.send_signal(signal.SIGKILL)
     p.wait()
     assert os.path.exists(path)         # nobody could remove it
@@ -480,6 +489,7 @@ def test_detach_releases_everything(served):
     # no profile function of fntrace's is left on the program's thread (the setprofile
     # back end: the program prints sys.getprofile()'s type whenever it changes)
     time.sleep(0.3)
+    p.ended_by_test = True
     p.kill()
     rest, _ = p.communicate(timeout=SUBPROCESS_TIMEOUT)
     assert "profile" not in rest, rest
@@ -494,6 +504,7 @@ def test_record_serve_nop_patches_nothing_and_takes_writes(served, tmp_path, com
     ok(ctl(p.pid, "current_tracer", "function"))
     if sys.version_info >= (3, 12):
         wait_for(lambda: "__main__.work <-" in ok(ctl(p.pid, "trace")), what="work traced")
+    p.ended_by_test = True
     p.send_signal(signal.SIGTERM)
     p.communicate(timeout=SUBPROCESS_TIMEOUT)
     assert not os.path.exists(endpoint.socket_path(p.pid))

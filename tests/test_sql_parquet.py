@@ -168,6 +168,11 @@ def test_sql_bad_input(recorded, run_fntrace, tmp_path):
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
     r = run_fntrace("sql", recorded, "SELECT 1", "--max-rows", "-2")
     assert r.returncode == 2 and "--max-rows" in r.stderr
+    for q in ("", "  \n"):
+        for more in ((), ("--csv",)):
+            r = run_fntrace("sql", recorded, q, *more)
+            assert r.returncode == 2 and "the query is empty" in r.stderr, r.stderr
+            assert "Traceback" not in r.stderr and r.stdout == ""
 
 
 def test_sql_scans_a_trace_as_often_as_the_query_does(recorded, run_fntrace, tmp_path):
@@ -247,6 +252,13 @@ def test_a_big_export_is_written_in_row_groups(tmp_script, run_fntrace, tmp_path
     export(run_fntrace, "big.dat", "big.parquet")
     meta = pq.ParquetFile(tmp_path / "big.parquet").metadata
     assert meta.num_rows == 150_000 and meta.num_row_groups == 3
+    # the strings go in as dictionary pages, and read back as plain strings
+    table = pq.read_table(tmp_path / "big.parquet")
+    assert [str(t) for t in table.schema.types] == [
+        {"bool_": "bool"}.get(typ, typ) for _, typ in COLUMNS]
+    col = meta.row_group(0).column(COLUMNS.index(("function", "string")))
+    assert "RLE_DICTIONARY" in col.encodings and col.statistics.min == "__main__.f"
+    assert table.column("stack").to_pylist()[:2] == ["__main__.f", "__main__.f"]
 
 
 SPARK = """

@@ -90,9 +90,11 @@ class _TraceTable:
         def batches():
             from ..output.source import open_trace
             source = open_trace(self.path)
-            yield from record_batches(source)
+            # the strings dictionary-encoded: no row's string is made, DuckDB takes
+            # the dictionaries as they are
+            yield from record_batches(source, dictionary=True)
             self.cut_short = self.cut_short or bool(source.truncated)
-        reader = pa.RecordBatchReader.from_batches(schema(), batches())
+        reader = pa.RecordBatchReader.from_batches(schema(dictionary=True), batches())
         return reader.__arrow_c_stream__(requested_schema)
 
 
@@ -117,6 +119,9 @@ def _sql_string(s: str) -> str:
 def run_sql(args) -> int:
     if args.max_rows < 0:
         raise UsageError(f"--max-rows must be 0 or more, not {args.max_rows}")
+    if not args.query.strip():
+        raise UsageError("sql: the query is empty: give one, such as "
+                         "\"SELECT function, count(*) FROM calls GROUP BY function\"")
     try:
         import duckdb
         import pyarrow  # noqa: F401
@@ -143,7 +148,8 @@ def run_sql(args) -> int:
             if args.csv or args.json:
                 # DB-API rows, fetched a batch at a time: any size of result
                 cur = con.execute(args.query)
-                _print_rows(cur, args)
+                if cur is not None:     # (None: nothing to run, only a comment)
+                    _print_rows(cur, args)
             else:
                 rel = con.sql(args.query)
                 if rel is not None:     # (None: a statement with no result)

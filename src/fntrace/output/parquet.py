@@ -99,9 +99,11 @@ def _retval_text(has: bool, v: object) -> str | None:
 class _Columns:
     """Rows gathered column by column, written a row group at a time."""
 
-    def __init__(self, schema, pid_of, symbols_by_name: dict[str, tuple]) -> None:
+    def __init__(self, schema, pid_of, symbols_by_name: dict[str, tuple],
+                 dictionary: bool = False) -> None:
         self.ready: list = []           # record batches made, not yet taken
         self.schema = schema
+        self.dictionary = dictionary    # string columns dictionary-encoded
         self.pid_of = pid_of            # thread slot -> its process (several followed)
         self.where = symbols_by_name
         self.cols: list[list] = [[] for _ in COLUMNS]
@@ -144,7 +146,15 @@ class _Columns:
         if not self.n:
             return
         import pyarrow as pa
-        arrays = [pa.array(col, type=field.type) for col, field in zip(self.cols, self.schema)]
+        if self.dictionary:
+            # as the native walk hands them (and as the writer would encode them)
+            import pyarrow.compute as pc
+            arrays = [pc.dictionary_encode(pa.array(col, pa.string()))
+                      if pa.types.is_dictionary(field.type) else pa.array(col, field.type)
+                      for col, field in zip(self.cols, self.schema)]
+        else:
+            arrays = [pa.array(col, type=field.type)
+                      for col, field in zip(self.cols, self.schema)]
         self.ready.append(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
         self.rows += self.n
         self.cols = [[] for _ in COLUMNS]
@@ -164,9 +174,17 @@ def use_returning_pool() -> None:
             continue
 
 
-def schema():
+def schema(dictionary: bool = False):
+    """The table's Arrow schema; ``dictionary``: its string columns dictionary-encoded
+    (int32 indices), as ``record_batches(dictionary=True)`` makes them."""
     import pyarrow as pa
-    return pa.schema([(name, getattr(pa, typ)()) for name, typ in COLUMNS])
+    return pa.schema([(name, pa.dictionary(pa.int32(), pa.string())
+                       if dictionary and typ == "string" else getattr(pa, typ)())
+                      for name, typ in COLUMNS])
+
+
+# the string columns given min/max statistics in the file
+_STATISTICS = ("kind", "thread", "function", "module")
 
 
 def write_parquet(source, out) -> dict:
@@ -177,30 +195,44 @@ def write_parquet(source, out) -> dict:
     # Dictionary pages for the string columns only: on ts, dur and the other numbers
     # (nearly all distinct) the writer builds a dictionary per row group only to give
     # it up, a fifth of its time; zstd does better there (the files come out smaller).
-    writer = pq.ParquetWriter(out, schema(), compression="zstd",
-                              use_dictionary=[n for n, typ in COLUMNS if typ == "string"])
+    #
+    # The native walk hands its string columns over dictionary-encoded (each batch's
+    # values in the order they first come, as the writer would have made them): the
+    # writer takes the dictionary and indices as they are, and no row's string is made.
+    # The file is the same either way, so no Arrow schema goes in it (it would say
+    # which columns came encoded): its readers see the Parquet strings as strings.
+    #
+    # Min/max statistics on the numbers and on the names a query picks rows by; not on
+    # file, parent and stack: a fifth of the writer's time (the stacks are long), and a
+    # row group holds most of a program's paths anyway, so no reader skips one by them.
+    opts = dict(compression="zstd", store_schema=False,
+                use_dictionary=[n for n, typ in COLUMNS if typ == "string"],
+                write_statistics=[n for n, typ in COLUMNS
+                                  if typ != "string" or n in _STATISTICS])
+    writer = pq.ParquetWriter(out, schema(dictionary=True), **opts)
     try:
-        for batch in record_batches(source, counts):
+        for batch in record_batches(source, counts, dictionary=True):
             writer.write_batch(batch)
     finally:
         writer.close()
     return counts
 
 
-def record_batches(source, counts: dict | None = None) -> Iterator:
+def record_batches(source, counts: dict | None = None, dictionary: bool = False) -> Iterator:
     """The table of ``source`` (a TraceSource) as pyarrow record batches of ``ROW_GROUP``
     rows (the last one shorter), made as the trace is read: what write_parquet writes,
     and what ``fntrace sql`` scans.  At the end ``counts`` holds {"rows", "lost",
-    "incomplete"}."""
+    "incomplete"}.  ``dictionary``: string columns may come dictionary-encoded (each
+    batch's own dictionary, values in the order they first come in it)."""
     counts = {} if counts is None else counts
-    sch = schema()
+    sch = schema(dictionary)
     pid_of = getattr(source, "process_of", lambda cpu: source.pid)
     where = source.places()
-    walked = _native_rows(source, sch, pid_of, where, counts)
+    walked = _native_rows(source, sch, pid_of, where, counts, dictionary)
     if walked is not None:
         yield from walked
         return
-    cols = _Columns(sch, pid_of, where)
+    cols = _Columns(sch, pid_of, where, dictionary)
     ready = cols.ready
     builder = CallBuilder()
     lost = incomplete = 0
@@ -244,71 +276,114 @@ def record_batches(source, counts: dict | None = None) -> Iterator:
     counts.update(rows=cols.rows, lost=lost, incomplete=incomplete)
 
 
-def _native_rows(source, sch, pid_of, where: dict[str, tuple], counts: dict) -> Iterator | None:
+def _native_rows(source, sch, pid_of, where: dict[str, tuple], counts: dict,
+                 dictionary: bool = False) -> Iterator | None:
     """record_batches' batches for a trace of calls (graph entries and returns, no
     arguments or return values), made natively (_native_read.c's CallRows: the same
     rows, in the same batches); None when there is no native twin or the trace holds
     more than calls (events, markers, hits, payloads): the loop above makes them.
     Strings are made once per call path, and a batch's columns are taken from them by
     index (no Python object per row)."""
-    from .walk import canon_ids, drive, native_for_calls
+    from .walk import canon_ids, native_for_calls
     walkable = native_for_calls(source)
     if walkable is None:
         return None
     native, slots = walkable
     import pyarrow as pa
-    import pyarrow.compute as pc
     threads = source.threads
     nslots = max(slots | set(threads), default=-1) + 1
     syms = source.symbols
     who = [threads.get(k, (0, "<...>")) for k in range(nslots)]
     slot_pid = pa.array([pid_of(k) for k in range(nslots)], pa.int64())
     slot_tid = pa.array([t for t, _ in who], pa.int64())
-    slot_name = pa.array([n for _, n in who], pa.string())
-    # per call path (index 0: the empty path, never a row's)
+    slot_name = _Strings([n for _, n in who])
+    # per call path (index 0: the empty path, never a row's): its function, module,
+    # file, parent and stack (strings), and line
     names: list = [None]
-    stacks: list = [None]
-    parents: list = [None]
-    modules: list = [None]
-    files: list = [None]
+    by_path = [_Strings([None]) for _ in _BY_PATH]
     lines: list = [None]
     module_cache: dict[str, str | None] = {}
-    by_path: list = []
 
     def grow(new: list) -> None:
         for parent, ip in new:
             name = name_of(ip, syms)
             names.append(name)
-            stacks.append(name if parent == 0 else stacks[parent] + ";" + name)
-            parents.append(None if parent == 0 else names[parent])
             w = where.get(name)
             if w is None:
-                modules.append(None)
-                files.append(None)
-                lines.append(None)
+                mod = file = line = None
             else:
                 mod = module_cache.get(name, 0)
                 if mod == 0:
                     mod = module_cache[name] = module_of(name, w[0])
-                modules.append(mod)
-                files.append(w[0])
-                lines.append(w[1])
-        by_path[:] = [pa.array(names, pa.string()), pa.array(modules, pa.string()),
-                      pa.array(files, pa.string()), pa.array(lines, pa.int32()),
-                      pa.array(parents, pa.string()), pa.array(stacks, pa.string())]
+                file, line = w
+            stacks = by_path[4]
+            for col, v in zip(by_path, (
+                    name, mod, file, None if parent == 0 else names[parent],
+                    name if parent == 0 else stacks.values[stacks.ids[parent]] + ";" + name)):
+                col.add(v)
+            lines.append(line)
+        for col in by_path:
+            col.done()
+        line_of[0] = pa.array(lines, pa.int32())
 
-    kind = pa.array(["call"], pa.string())
+    line_of = [None]
     rows = native.CallRows(nslots, canon_ids(syms), ROW_GROUP)
-    return _native_batches(rows, source, nslots, sch, kind, slot_pid, slot_tid, slot_name,
-                           names, grow, by_path, counts)
+    return _native_batches(rows, source, nslots, sch, slot_pid, slot_tid, slot_name,
+                           names, grow, by_path, line_of, counts, dictionary)
 
 
-def _native_batches(rows, source, nslots, sch, kind, slot_pid, slot_tid, slot_name, names,
-                    grow, by_path, counts) -> Iterator:
+# the string columns that follow from a row's call path, in _Strings of by_path
+_BY_PATH = ("function", "module", "file", "parent", "stack")
+
+
+class _Strings:
+    """A column's strings by a key (a call path, a thread slot): each distinct string
+    once (``values``), and the key's index into them (``ids``; None for null)."""
+
+    def __init__(self, first: list) -> None:
+        self.values: list = []
+        self._index: dict[str, int] = {}
+        self.ids: list = []
+        for v in first:
+            self.add(v)
+        self.done()
+
+    def add(self, v: str | None) -> None:
+        if v is None:
+            self.ids.append(None)
+            return
+        i = self._index.get(v)
+        if i is None:
+            i = self._index[v] = len(self.values)
+            self.values.append(v)
+        self.ids.append(i)
+
+    def done(self) -> None:
+        import pyarrow as pa
+        self.id_array = pa.array(self.ids, pa.int32())
+        self.value_array = pa.array(self.values, pa.string())
+
+    def column(self, keys, dictionary: bool):
+        """The column of rows with ``keys``: their strings, or (``dictionary``) the
+        strings they use in the order they first come, and indices into those."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        ids = pc.take(self.id_array, keys)
+        if not dictionary:
+            return pc.take(self.value_array, ids)
+        enc = pc.dictionary_encode(ids)
+        return pa.DictionaryArray.from_arrays(enc.indices,
+                                              pc.take(self.value_array, enc.dictionary))
+
+
+def _native_batches(rows, source, nslots, sch, slot_pid, slot_tid, slot_name, names,
+                    grow, by_path, line_of, counts, dictionary) -> Iterator:
     import pyarrow as pa
     import pyarrow.compute as pc
     from .walk import drive
     total = 0
+    call = pa.array(["call"], pa.string())
+    no_strings = pa.array([], pa.string())
     for batch in drive(rows, source, nslots):
         n, b_slot, b_ts, b_dur, b_self, b_depth, b_path, b_complete = batch
         new = rows.paths(len(names))
@@ -319,14 +394,18 @@ def _native_batches(rows, source, nslots, sch, kind, slot_pid, slot_tid, slot_na
             return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(data)])
         slot = buf(pa.int32(), b_slot)
         path = buf(pa.int32(), b_path)
-        p_name, p_mod, p_file, p_line, p_parent, p_stack = by_path
-        nulls = pa.nulls(n, pa.string())
-        arrays = [pc.take(kind, buf(pa.int32(), bytes(4 * n))),
-                  pc.take(slot_pid, slot), pc.take(slot_tid, slot), pc.take(slot_name, slot),
+        zeros = buf(pa.int32(), bytes(4 * n))
+        kind = (pa.DictionaryArray.from_arrays(zeros, call) if dictionary
+                else pc.take(call, zeros))
+        function, module, file, parent, stack = (
+            col.column(path, dictionary) for col in by_path)
+        nulls = (pa.DictionaryArray.from_arrays(pa.nulls(n, pa.int32()), no_strings)
+                 if dictionary else pa.nulls(n, pa.string()))
+        arrays = [kind, pc.take(slot_pid, slot), pc.take(slot_tid, slot),
+                  slot_name.column(slot, dictionary),
                   slot, buf(pa.int64(), b_ts), buf(pa.int64(), b_dur),
                   buf(pa.int64(), b_self), buf(pa.int32(), b_depth),
-                  pc.take(p_name, path), pc.take(p_mod, path), pc.take(p_file, path),
-                  pc.take(p_line, path), pc.take(p_parent, path), pc.take(p_stack, path),
+                  function, module, file, pc.take(line_of[0], path), parent, stack,
                   nulls, nulls, pc.not_equal(buf(pa.uint8(), b_complete), 0), nulls]
         total += n
         yield pa.RecordBatch.from_arrays(arrays, schema=sch)
