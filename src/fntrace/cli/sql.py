@@ -92,7 +92,7 @@ class _TraceTable:
             source = open_trace(self.path)
             # the strings dictionary-encoded: no row's string is made, DuckDB takes
             # the dictionaries as they are
-            yield from record_batches(source, dictionary=True)
+            yield from record_batches(source)
             self.cut_short = self.cut_short or bool(source.truncated)
         reader = pa.RecordBatchReader.from_batches(schema(dictionary=True), batches())
         return reader.__arrow_c_stream__(requested_schema)

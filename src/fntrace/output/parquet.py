@@ -99,11 +99,9 @@ def _retval_text(has: bool, v: object) -> str | None:
 class _Columns:
     """Rows gathered column by column, written a row group at a time."""
 
-    def __init__(self, schema, pid_of, symbols_by_name: dict[str, tuple],
-                 dictionary: bool = False) -> None:
+    def __init__(self, schema, pid_of, symbols_by_name: dict[str, tuple]) -> None:
         self.ready: list = []           # record batches made, not yet taken
         self.schema = schema
-        self.dictionary = dictionary    # string columns dictionary-encoded
         self.pid_of = pid_of            # thread slot -> its process (several followed)
         self.where = symbols_by_name
         self.cols: list[list] = [[] for _ in COLUMNS]
@@ -146,15 +144,11 @@ class _Columns:
         if not self.n:
             return
         import pyarrow as pa
-        if self.dictionary:
-            # as the native walk hands them (and as the writer would encode them)
-            import pyarrow.compute as pc
-            arrays = [pc.dictionary_encode(pa.array(col, pa.string()))
-                      if pa.types.is_dictionary(field.type) else pa.array(col, field.type)
-                      for col, field in zip(self.cols, self.schema)]
-        else:
-            arrays = [pa.array(col, type=field.type)
-                      for col, field in zip(self.cols, self.schema)]
+        import pyarrow.compute as pc
+        # the strings encoded as the native walk hands them (as a writer would)
+        arrays = [pc.dictionary_encode(pa.array(col, pa.string()))
+                  if pa.types.is_dictionary(field.type) else pa.array(col, field.type)
+                  for col, field in zip(self.cols, self.schema)]
         self.ready.append(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
         self.rows += self.n
         self.cols = [[] for _ in COLUMNS]
@@ -176,7 +170,7 @@ def use_returning_pool() -> None:
 
 def schema(dictionary: bool = False):
     """The table's Arrow schema; ``dictionary``: its string columns dictionary-encoded
-    (int32 indices), as ``record_batches(dictionary=True)`` makes them."""
+    (int32 indices), as ``record_batches`` makes them."""
     import pyarrow as pa
     return pa.schema([(name, pa.dictionary(pa.int32(), pa.string())
                        if dictionary and typ == "string" else getattr(pa, typ)())
@@ -196,11 +190,11 @@ def write_parquet(source, out) -> dict:
     # (nearly all distinct) the writer builds a dictionary per row group only to give
     # it up, a fifth of its time; zstd does better there (the files come out smaller).
     #
-    # The native walk hands its string columns over dictionary-encoded (each batch's
-    # values in the order they first come, as the writer would have made them): the
-    # writer takes the dictionary and indices as they are, and no row's string is made.
-    # The file is the same either way, so no Arrow schema goes in it (it would say
-    # which columns came encoded): its readers see the Parquet strings as strings.
+    # The batches' string columns come dictionary-encoded (each batch's values in the
+    # order they first come, as the writer would have made them): it takes dictionary
+    # and indices as they are, and the native walk makes no row's string.  No Arrow
+    # schema goes in the file (it would say the columns came encoded): its readers see
+    # the Parquet strings as strings.
     #
     # Min/max statistics on the numbers and on the names a query picks rows by; not on
     # file, parent and stack: a fifth of the writer's time (the stacks are long), and a
@@ -208,31 +202,35 @@ def write_parquet(source, out) -> dict:
     opts = dict(compression="zstd", store_schema=False,
                 use_dictionary=[n for n, typ in COLUMNS if typ == "string"],
                 write_statistics=[n for n, typ in COLUMNS
-                                  if typ != "string" or n in _STATISTICS])
+                                  if typ != "string" or n in _STATISTICS],
+                # a thread's entries come in time order: their differences pack in a
+                # few bits (a fifth smaller a file, and less for zstd to do)
+                column_encoding={"ts": "DELTA_BINARY_PACKED"})
     writer = pq.ParquetWriter(out, schema(dictionary=True), **opts)
     try:
-        for batch in record_batches(source, counts, dictionary=True):
+        for batch in record_batches(source, counts):
             writer.write_batch(batch)
     finally:
         writer.close()
     return counts
 
 
-def record_batches(source, counts: dict | None = None, dictionary: bool = False) -> Iterator:
+def record_batches(source, counts: dict | None = None) -> Iterator:
     """The table of ``source`` (a TraceSource) as pyarrow record batches of ``ROW_GROUP``
     rows (the last one shorter), made as the trace is read: what write_parquet writes,
     and what ``fntrace sql`` scans.  At the end ``counts`` holds {"rows", "lost",
-    "incomplete"}.  ``dictionary``: string columns may come dictionary-encoded (each
-    batch's own dictionary, values in the order they first come in it)."""
+    "incomplete"}.  The string columns come dictionary-encoded, each batch with its
+    own dictionaries, values in the order they first come in it (as a Parquet writer
+    would encode them), in ``schema(dictionary=True)``."""
     counts = {} if counts is None else counts
-    sch = schema(dictionary)
+    sch = schema(dictionary=True)
     pid_of = getattr(source, "process_of", lambda cpu: source.pid)
     where = source.places()
-    walked = _native_rows(source, sch, pid_of, where, counts, dictionary)
+    walked = _native_rows(source, sch, pid_of, where, counts)
     if walked is not None:
         yield from walked
         return
-    cols = _Columns(sch, pid_of, where, dictionary)
+    cols = _Columns(sch, pid_of, where)
     ready = cols.ready
     builder = CallBuilder()
     lost = incomplete = 0
@@ -276,14 +274,13 @@ def record_batches(source, counts: dict | None = None, dictionary: bool = False)
     counts.update(rows=cols.rows, lost=lost, incomplete=incomplete)
 
 
-def _native_rows(source, sch, pid_of, where: dict[str, tuple], counts: dict,
-                 dictionary: bool = False) -> Iterator | None:
+def _native_rows(source, sch, pid_of, where: dict[str, tuple], counts: dict) -> Iterator | None:
     """record_batches' batches for a trace of calls (graph entries and returns, no
     arguments or return values), made natively (_native_read.c's CallRows: the same
     rows, in the same batches); None when there is no native twin or the trace holds
     more than calls (events, markers, hits, payloads): the loop above makes them.
-    Strings are made once per call path, and a batch's columns are taken from them by
-    index (no Python object per row)."""
+    Strings are made once per call path, and a batch's dictionaries are taken from
+    them by the paths in it (no Python object, no string per row)."""
     from .walk import canon_ids, native_for_calls
     walkable = native_for_calls(source)
     if walkable is None:
@@ -329,7 +326,7 @@ def _native_rows(source, sch, pid_of, where: dict[str, tuple], counts: dict,
     line_of = [None]
     rows = native.CallRows(nslots, canon_ids(syms), ROW_GROUP)
     return _native_batches(rows, source, nslots, sch, slot_pid, slot_tid, slot_name,
-                           names, grow, by_path, line_of, counts, dictionary)
+                           names, grow, by_path, line_of, counts)
 
 
 # the string columns that follow from a row's call path, in _Strings of by_path
@@ -363,21 +360,22 @@ class _Strings:
         self.id_array = pa.array(self.ids, pa.int32())
         self.value_array = pa.array(self.values, pa.string())
 
-    def column(self, keys, dictionary: bool):
-        """The column of rows with ``keys``: their strings, or (``dictionary``) the
-        strings they use in the order they first come, and indices into those."""
+    def column(self, keys):
+        """The dictionary-encoded column of rows with the keys ``keys`` (those keys
+        dictionary-encoded: the batch's distinct keys in the order they first come,
+        and each row's index into them): the strings the rows use, in the order they
+        first come, and each row's index into them.  Only the distinct keys are
+        hashed again: a string's first row is the first row of the first key that
+        has it, so their order is the rows' order."""
         import pyarrow as pa
         import pyarrow.compute as pc
-        ids = pc.take(self.id_array, keys)
-        if not dictionary:
-            return pc.take(self.value_array, ids)
-        enc = pc.dictionary_encode(ids)
-        return pa.DictionaryArray.from_arrays(enc.indices,
-                                              pc.take(self.value_array, enc.dictionary))
+        per_key = pc.dictionary_encode(pc.take(self.id_array, keys.dictionary))
+        return pa.DictionaryArray.from_arrays(pc.take(per_key.indices, keys.indices),
+                                              pc.take(self.value_array, per_key.dictionary))
 
 
 def _native_batches(rows, source, nslots, sch, slot_pid, slot_tid, slot_name, names,
-                    grow, by_path, line_of, counts, dictionary) -> Iterator:
+                    grow, by_path, line_of, counts) -> Iterator:
     import pyarrow as pa
     import pyarrow.compute as pc
     from .walk import drive
@@ -395,14 +393,12 @@ def _native_batches(rows, source, nslots, sch, slot_pid, slot_tid, slot_name, na
         slot = buf(pa.int32(), b_slot)
         path = buf(pa.int32(), b_path)
         zeros = buf(pa.int32(), bytes(4 * n))
-        kind = (pa.DictionaryArray.from_arrays(zeros, call) if dictionary
-                else pc.take(call, zeros))
-        function, module, file, parent, stack = (
-            col.column(path, dictionary) for col in by_path)
-        nulls = (pa.DictionaryArray.from_arrays(pa.nulls(n, pa.int32()), no_strings)
-                 if dictionary else pa.nulls(n, pa.string()))
+        kind = pa.DictionaryArray.from_arrays(zeros, call)
+        paths = pc.dictionary_encode(path)
+        function, module, file, parent, stack = (col.column(paths) for col in by_path)
+        nulls = pa.DictionaryArray.from_arrays(pa.nulls(n, pa.int32()), no_strings)
         arrays = [kind, pc.take(slot_pid, slot), pc.take(slot_tid, slot),
-                  slot_name.column(slot, dictionary),
+                  slot_name.column(pc.dictionary_encode(slot)),
                   slot, buf(pa.int64(), b_ts), buf(pa.int64(), b_dur),
                   buf(pa.int64(), b_self), buf(pa.int32(), b_depth),
                   function, module, file, pc.take(line_of[0], path), parent, stack,
