@@ -510,6 +510,41 @@ def test_record_serve_nop_patches_nothing_and_takes_writes(served, tmp_path, com
     assert not os.path.exists(endpoint.socket_path(p.pid))
 
 
+def test_a_fork_the_accepting_thread_was_too_slow_to_leave_for_keeps_it_serving(tmp_path):
+    """Before a fork the accepting thread is asked to leave, and waited for a while; on
+    a machine too busy for it to leave in time the fork goes ahead.  It used to leave
+    afterwards for good (the resume after the fork thought it still there): nobody
+    accepted again, and every client waited for ever.  Here it never has the time."""
+    prog = tmp_path / "forker.py"
+    prog.write_text(textwrap.dedent("""\
+        import os, sys, time
+        import fntrace
+        from fntrace.tracefs import server
+        server._LEAVE_WAIT = 0.0
+        fntrace.serve()
+        for i in range(20):
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0)
+            os.waitpid(pid, 0)
+        time.sleep(0.3)     # a thread on its way out has left by now
+        print("forked", flush=True)
+        sys.stdin.readline()
+        """))
+    p = subprocess.Popen([sys.executable, "-W", "ignore", str(prog)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "forked"
+        for _ in range(3):
+            assert ok(ctl(p.pid, "current_tracer", timeout=30)) == "nop\n"
+        out, err = p.communicate("\n", timeout=SUBPROCESS_TIMEOUT)
+        assert p.returncode == 0, err
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+
+
 def test_ctl_trace_pipe_ends_quietly_when_the_program_exits(tmp_path):
     prog = tmp_path / "short.py"
     prog.write_text("import sys, time\nimport fntrace\nfntrace.serve()\n"

@@ -98,6 +98,10 @@ class Server:
         self._native_id = self._last_native = 0
         self._accepting = False
         self._exited = _thread.allocate_lock()
+        # Asked to leave (a fork coming); under _state with _accepting, so that the
+        # thread leaving and a resume never both think the other one will accept
+        self._want_leave = False
+        self._state = _thread.allocate_lock()
         self.running = True
         self._start()
 
@@ -213,6 +217,7 @@ class Server:
     #           returns False     of it       no frame held   ever) to go on
     def _start(self) -> None:
         self._exited.acquire(blocking=False)
+        self._want_leave = False
         self._accepting = True
         self._timeouts.append(-1)
         rounds = takewhile(bool, map(self._step, map(self._poller.poll,
@@ -222,14 +227,17 @@ class Server:
     def _leave(self) -> None:
         """Make the accepting thread leave and wait for it (it is in poll(), or
         between two accepts: microseconds)."""
-        if not self._accepting:
-            return
+        with self._state:
+            if not self._accepting:
+                return
+            self._want_leave = True
         try:
             os.write(self._wake_w, b"x")
         except OSError:
             pass
+        # On a machine so busy that the thread has not left in time, the fork goes
+        # ahead with it; it leaves later, or stays if resume() comes first.
         if self._exited.acquire(timeout=_LEAVE_WAIT):
-            self._accepting = False
             task.wait_thread_gone(self._last_native, _LEAVE_WAIT)
 
     def pause(self) -> None:
@@ -237,19 +245,24 @@ class Server:
             self._leave()
 
     def resume(self) -> None:
-        if self.running and not self._accepting and os.getpid() == self.pid:
-            self._start()
+        if not self.running or os.getpid() != self.pid:
+            return
+        with self._state:
+            # a thread that has not left yet stays; one that has is started again
+            self._want_leave = False
+            if not self._accepting:
+                self._start()
 
     def _step(self, ready: list) -> bool:
         """One round: what poll() said, done; False ends the thread."""
         if not self._native_id:
             task.fntrace_thread()
             self._native_id = threading.get_native_id()
-        go = self.running
+        # (a fork coming: no connection taken now, whose thread would be forked)
+        go = self.running and not self._want_leave
         try:
             for fd, _events in ready:
                 if fd == self._wake_r:
-                    go = False
                     try:
                         os.read(self._wake_r, 64)
                     except OSError:
@@ -259,13 +272,15 @@ class Server:
         except BaseException:       # fntrace's own failure: counted, the loop ends
             self.errors += 1
             go = False
-        if go and self.running:
-            self._timeouts.append(-1)
-            return True
-        # the thread ends: its native id may be a program thread's next
-        task.own_threads.discard(self._native_id)
-        self._last_native, self._native_id = self._native_id, 0
-        self._exited.release()
+        with self._state:
+            if go and self.running and not self._want_leave:
+                self._timeouts.append(-1)
+                return True
+            # the thread ends: its native id may be a program thread's next
+            task.own_threads.discard(self._native_id)
+            self._last_native, self._native_id = self._native_id, 0
+            self._accepting = False
+            self._exited.release()
         return False
 
     def _accept_all(self) -> bool:
