@@ -353,6 +353,84 @@ def test_native_walks_of_some_threads_are_the_filtered_python_ones(tmp_path_fact
     assert walked == (col.finish(), col.no_return, col.no_entry)
 
 
+GLOBS = ("m.a", "m.*", "m.[bc]", "*d", "0x*", "nosuch")
+
+
+@st.composite
+def report_filter(draw):
+    """A TraceFilter of -F/-N globs, a time window (relative, exact; or absolute as
+    the report prints times, to the microsecond), -D and --thresh, maybe with --cpu."""
+    from decimal import Decimal
+
+    from fntrace.output.filters import TimeBound, TraceFilter
+
+    def bound():
+        if draw(st.integers(0, 3)):
+            return None
+        if draw(st.booleans()):
+            return TimeBound(Decimal(draw(st.integers(0, 3000))).scaleb(-9), True, 9)
+        return TimeBound(Decimal(draw(st.integers(0, 4))).scaleb(-6), False, 6)
+    lo, hi = bound(), bound()
+    if lo is not None and hi is not None and lo.relative == hi.relative and lo.value > hi.value:
+        lo, hi = hi, lo
+    return TraceFilter(
+        functions=tuple(draw(st.lists(st.sampled_from(GLOBS), max_size=2))),
+        notrace=tuple(draw(st.lists(st.sampled_from(GLOBS), max_size=1))),
+        cpus=frozenset(draw(st.sets(st.integers(0, 3), max_size=2))
+                       if not draw(st.integers(0, 3)) else ()),
+        time_from=lo, time_to=hi, max_depth=draw(st.sampled_from([0, 0, 0, 1, 2, 3])),
+        thresh_ns=draw(st.sampled_from([0, 0, 0, 10, 60])))
+
+
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(slots=st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJFX"), min_size=1,
+                             max_size=3),
+       flt=report_filter())
+def test_native_filters_are_the_python_filters(tmp_path_factory, slots, flt):
+    """-F/-N, --from/--to, -D and --thresh applied to the blocks natively (RecordFilter):
+    the report's text and the profile are what filter_entries gives the Python printer
+    and StatCollector."""
+    from dataclasses import replace
+
+    from fntrace.output.filters import filter_entries, native_filter, thread_slots
+    from fntrace.output.stat import StatCollector
+    # no losses: where a loss marker goes when records after it are left out is the
+    # entry stream's to say, and the native filter leaves such traces to it
+    slots = {k: [(0, recs) for _, recs in chunks] for k, chunks in slots.items()}
+    path = tmp_path_factory.mktemp("filter") / "t.dat"
+    write(path, slots)
+    tf = TraceFile.open(path)
+    for graph in (True, False):
+        if graph and any(r[1] == TRACE_FN for chunks in slots.values()
+                         for _, recs in chunks for r in recs):
+            continue        # a function_graph trace of graph records only
+        rest = replace(flt, cpus=frozenset())
+        keep = thread_slots(flt, tf.threads, tf.cpus)
+        nslots = max(tf.cpus) + 1
+        if graph:
+            read = []
+            got = "".join(report_pieces(tf, flt=flt, on_block=read.append))
+            want = "".join(line + "\n" for line in report_text(tf, flt=flt))
+            assert got == want
+            # the native printer printed it (it was fed the threads kept)
+            assert read or rest.empty or not any(
+                recs for k, chunks in slots.items() if keep is None or k in keep
+                for _, recs in chunks)
+        filt = native_filter(rest, tf, nslots, graph=graph) if not rest.empty else None
+        assert filt is not None or rest.empty
+        blocks = tf.record_blocks()
+        fed = ((c, lost, filt(c, recs, base) if filt else recs, base)
+               for c, lost, recs, base in blocks if keep is None or c in keep)
+        walked = walked_stats(tf, per_thread=True, blocks=fed)
+        blocks.close()
+        col = StatCollector(graph, True)
+        for e in filter_entries(entries_from_file(tf), flt, graph=graph, threads=tf.threads):
+            col.feed(e)
+        assert walked is not None
+        assert walked == (col.finish(), col.no_return, col.no_entry)
+
+
 @needs_native
 def test_native_graph_text_leaves_what_it_does_not_print(tmp_path):
     path = tmp_path / "t.dat"

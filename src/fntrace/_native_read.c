@@ -15,6 +15,9 @@
  *     native/read_call_rows.c.h   CallRows: the Parquet table's calls (export, sql)
  *     native/read_dat_pages.c.h   DatPages: trace-cmd's ring-buffer pages
  *     native/read_perfetto.c.h    PerfettoCalls: the Perfetto trace's call packets
+ *     native/read_index_rows.c.h  IndexRows: the browser's index of calls
+ *     native/read_otlp.c.h        OtlpCalls: OpenTelemetry spans
+ *     native/read_filter.c.h      RecordFilter: report's and stat's filters on the blocks
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -34,6 +37,7 @@
 #include "native/read_perfetto.c.h"
 #include "native/read_index_rows.c.h"
 #include "native/read_otlp.c.h"
+#include "native/read_filter.c.h"
 
 static PyMethodDef read_functions[] = {
     {"text_ok", text_ok, METH_O,
@@ -48,7 +52,7 @@ static struct {
 } read_types[] = {
     {&walk_spec, "StatWalk"}, {&gt_spec, "GraphText"}, {&dp_spec, "DatPages"},
     {&cr_spec, "CallRows"}, {&cc_spec, "ChromeCalls"}, {&pf_spec, "PerfettoCalls"},
-    {&oc_spec, "OtlpCalls"}, {&ir_spec, "IndexRows"},
+    {&oc_spec, "OtlpCalls"}, {&ir_spec, "IndexRows"}, {&rf_spec, "RecordFilter"},
 };
 
 /* called by the module's init */

@@ -1,9 +1,11 @@
 """``fntrace report``: a trace file printed as the kernel prints ``trace``."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from collections.abc import Callable, Iterator
 
-from ..output.filters import TraceFilter, filter_entries, kept_slots
+from ..output.filters import TraceFilter, filter_entries, native_filter, thread_slots
 from ..output.function_graph import native_graph_text
 from ..output.task_view import task_entries
 from ..output.reader import entries_from_file
@@ -135,10 +137,15 @@ def _report(tf, max_depth: int, thresh_ns: int, options: dict | None,
     raw = entries_from_file(tf)
     stream = task_stream(raw, stats, opts, flt)
     body = None
-    keep = kept_slots(flt, tf.threads, tf.cpus)
-    if (on_block is not None and tracer == "function_graph" and (flt.empty or keep is not None)
-            and stream is raw):
-        body = native_graph_text(tf, opts, nr_cpus, on_block, keep)
+    if on_block is not None and tracer == "function_graph" and stream is raw:
+        # the native printer, the threads kept fed to it whole, the other filters
+        # applied to its blocks natively (or, when they cannot be, not used)
+        keep = thread_slots(flt, tf.threads, tf.cpus)
+        rest = replace(flt, tids=frozenset(), threads=(), cpus=frozenset())
+        filt = None if rest.empty else native_filter(
+            rest, tf, max(tf.cpus, default=-1) + 1, graph=True, time_in_ns=in_ns)
+        if rest.empty or filt is not None:
+            body = native_graph_text(tf, opts, nr_cpus, on_block, keep, filt)
     if body is not None:
         lines = render_trace((), tracer=tracer, options=opts, nr_cpus=nr_cpus,
                              time_in_ns=in_ns)

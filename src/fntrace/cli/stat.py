@@ -59,7 +59,7 @@ def stat_lines(source, args) -> Iterator[str]:
     """The output of ``fntrace stat`` for an open TraceSource, line by line."""
     from dataclasses import replace
 
-    from ..output.filters import filter_entries, kept_slots
+    from ..output.filters import filter_entries, native_filter, thread_slots
     from ..output.stat import StatCollector, stat_table, walked_stats
     from .filters import filter_from_args
     from .report import time_in_ns_of, trace_loss_notes
@@ -80,16 +80,22 @@ def stat_lines(source, args) -> Iterator[str]:
     stream = source.entries()
     entries = task_stream(stream, source.stats, {"funcgraph-task": False}, flt)
     walked = None
-    keep = kept_slots(flt, source.threads, source.cpus)
-    if (flt.empty or keep is not None) and entries is stream:
-        # the whole trace as recorded (or some of its threads, whole): the native
-        # walk, when there is one
+    # the native walk, when there is one: fed the threads kept, whole, and the other
+    # filters applied to its blocks natively (or, when they cannot be, not used)
+    keep = thread_slots(flt, source.threads, source.cpus)
+    rest = replace(flt, tids=frozenset(), threads=(), cpus=frozenset())
+    filt = None if rest.empty or entries is not stream else native_filter(
+        rest, source, max(source.cpus, default=-1) + 1, graph=graph,
+        time_in_ns=time_in_ns_of(source))
+    if (rest.empty or filt is not None) and entries is stream:
         blocks = source.record_blocks()
         if blocks is not None:
+            fed = blocks if keep is None else (b for b in blocks if b[0] in keep)
+            if filt is not None:
+                fed = ((c, lost, filt(c, records, base), base)
+                       for c, lost, records, base in fed)
             try:
-                walked = walked_stats(source.tf, per_thread=args.per_thread,
-                                      blocks=blocks if keep is None else
-                                      (b for b in blocks if b[0] in keep))
+                walked = walked_stats(source.tf, per_thread=args.per_thread, blocks=fed)
             finally:
                 blocks.close()      # a walk that declined half way: its bar goes
     if walked is not None:

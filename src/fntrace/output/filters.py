@@ -39,16 +39,18 @@ as the kernel's tracing_thresh prints them.
 from __future__ import annotations
 
 import fnmatch
+import struct
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
 from ..core.glob import glob_match
 from ..errors import UsageError
+from ..record_format import FORMAT, RECORD_SIZE
 from .entry import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, LostEvents, TraceEntry
 
 __all__ = ["TimeBound", "TraceFilter", "parse_time", "check_glob", "filter_entries",
-           "function_matcher", "kept_slots"]
+           "function_matcher", "kept_slots", "thread_slots", "native_filter"]
 
 _NS_PER_SEC = 1_000_000_000
 _NS_PER_US = 1_000
@@ -182,8 +184,89 @@ def kept_slots(flt: TraceFilter | None, threads: Mapping[int, tuple[int, str]],
     from dataclasses import replace
     if not replace(flt, tids=frozenset(), threads=(), cpus=frozenset()).empty:
         return None
+    return thread_slots(flt, threads, cpus)
+
+
+def thread_slots(flt: TraceFilter, threads: Mapping[int, tuple[int, str]],
+                 cpus: Iterable[int]) -> frozenset[int] | None:
+    """The thread slots --tid/--thread/--cpu keep (None: they are not given)."""
+    if not flt.threads_filtered:
+        return None
     return frozenset(c for c in set(cpus) | set(threads)
                      if flt.thread_ok(c, *threads.get(c, (0, "<...>"))))
+
+
+# a symbol's answers in native_filter's table
+_MATCH, _NOTRACE = 1, 2
+
+
+def native_filter(flt: TraceFilter, source, nslots: int, *, graph: bool,
+                  time_in_ns: bool = True):
+    """filter_entries' native twin for a walk fed ``source``'s record blocks (a
+    TraceFile, TraceSet or TraceSource: ``record_blocks``, ``symbols``, ``lost``):
+    ``f(slot, records, id base) -> the records that pass``, the filter keeping its
+    per-slot state between calls, as filter_entries does.  --tid/--thread/--cpu are not
+    its business (``thread_slots``: the walk is fed the slots they keep).  None when
+    filter_entries must do it: no native twin, an asyncio --task filter (task_view.py
+    applies it to entries), or a trace that lost records (where a loss marker goes
+    when the records after it are left out is the entry stream's to say)."""
+    from .. import _env
+    from .registry import name_of
+    native = _env.native()
+    if native is None or flt.tasks or source.lost():
+        return None
+    functions = function_matcher(flt.functions) if flt.functions else None
+    notrace = function_matcher(flt.notrace) if flt.notrace else None
+    syms = source.symbols
+
+    def table(n: int) -> bytearray:
+        t = bytearray(n)
+        if functions is None and notrace is None:
+            return t
+        for ip in range(n):
+            name = name_of(ip, syms)
+            t[ip] = ((_MATCH if functions is not None and functions(name) else 0)
+                     | (_NOTRACE if notrace is not None and notrace(name) else 0))
+        return t
+    lo = hi = None
+    if flt.time_from is not None or flt.time_to is not None:
+        # relative times count from the trace's first record, whichever thread's
+        first_ts = min((rec[0] for rec in map(_first_record, _slot_blocks(source)) if rec),
+                       default=0)
+        lo = _bound(flt.time_from, first_ts, time_in_ns, graph, False)
+        hi = _bound(flt.time_to, first_ts, time_in_ns, graph, True)
+    flags = table(max(syms, default=0) + 1)
+    rf = native.RecordFilter(nslots, flags, functions is not None, notrace is not None, graph,
+                             lo, hi, flt.max_depth if graph else 0,
+                             flt.thresh_ns if graph else 0)
+
+    def apply(slot: int, records: bytes, base: int) -> bytes:
+        nonlocal flags
+        out = rf.filter(slot, records, base)
+        while isinstance(out, int):
+            # an id the symbol table has not (named 0x.. as the entries name it)
+            flags = table(max(out + 1, 2 * len(flags)))
+            rf.grow(flags)
+            out = rf.filter(slot, records, base)
+        return out
+    return apply
+
+
+def _slot_blocks(source) -> Iterator:
+    """Each thread slot's record blocks (one iterator per slot)."""
+    for cpu in source.cpus:
+        yield source.record_blocks(cpu)
+
+
+def _first_record(blocks) -> tuple | None:
+    """The first record of a slot's blocks (ts, ...), or None."""
+    try:
+        for _cpu, _lost, records, _base in blocks:
+            if len(records) >= RECORD_SIZE:
+                return struct.unpack_from(FORMAT, records)
+    finally:
+        blocks.close()
+    return None
 
 
 def filter_entries(entries: Iterable[TraceEntry | LostEvents], flt: TraceFilter | None, *,

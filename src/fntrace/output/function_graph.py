@@ -485,7 +485,9 @@ class GraphPrinter:
 
 def native_graph_text(tf, options: Mapping[str, bool], nr_cpus: int,
                       on_block: Callable[[int], None] | None = None,
-                      keep: frozenset[int] | None = None) -> Iterator[str] | None:
+                      keep: frozenset[int] | None = None,
+                      filt: Callable[[int, bytes, int], bytes] | None = None
+                      ) -> Iterator[str] | None:
     """The body of a function_graph trace file's text (the lines ``GraphPrinter.render``
     makes of ``entries_from_file(tf)``, after the headers) made by the native twin
     (_native_read.c's GraphText), in pieces that end in a newline; ``on_block(n)`` is
@@ -494,7 +496,8 @@ def native_graph_text(tf, options: Mapping[str, bool], nr_cpus: int,
     values, markers, events, function hits; options overrun, args, retval), or two
     threads share an id under different names: GraphPrinter prints those.  The trace
     is read once to check that, then again as it prints.  ``keep``: only these thread
-    slots' records (output/filters.py's kept_slots)."""
+    slots' records (output/filters.py's thread_slots); ``filt``: the records that pass
+    it (output/filters.py's native_filter)."""
     from .. import _env
     from .registry import TRACE_OPTIONS
     from .walk import calls_only, canon_ids, drive
@@ -523,7 +526,7 @@ def native_graph_text(tf, options: Mapping[str, bool], nr_cpus: int,
                                             "funcgraph-abstime", "funcgraph-tail"))
     printer = native.GraphText(nslots, names, canon_ids(syms), flags,
                                len(str(max(nr_cpus - 1, 0))), procs)
-    return drive(printer, tf, nslots, on_block, keep)
+    return drive(printer, tf, nslots, on_block, keep, filt)
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

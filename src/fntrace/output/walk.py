@@ -63,12 +63,14 @@ def native_for_calls(source):
 
 def drive(walker, source, nslots: int,
           on_block: Callable[[int], None] | None = None,
-          keep: frozenset[int] | None = None) -> Iterator:
+          keep: frozenset[int] | None = None,
+          filt: Callable[[int, bytes, int], bytes] | None = None) -> Iterator:
     """What a time-ordered walk (GraphText, ChromeCalls, CallRows) makes, step by step,
     each slot's next block fed when the walk asks for it (``on_block(n)``: a block of
     n records was fed); ``keep``: the slots read (the others are fed as empty: a
-    --tid/--thread/--cpu filter).  Memory: the blocks the walk holds, about one per
-    slot."""
+    --tid/--thread/--cpu filter); ``filt``: each block's records go through it first
+    (output/filters.py's native_filter).  Memory: the blocks the walk holds, about one
+    per slot."""
     blocks = {k: source.record_blocks(k) if keep is None or k in keep else iter(())
               for k in range(nslots)}
     step, feed = walker.step, walker.feed
@@ -81,7 +83,8 @@ def drive(walker, source, nslots: int,
             if block is None:
                 feed(need)
             else:
-                feed(need, block[1], block[2], block[3])
+                feed(need, block[1], block[2] if filt is None else
+                     filt(need, block[2], block[3]), block[3])
                 if on_block is not None:
                     on_block(len(block[2]) // 32)
         elif not item:
