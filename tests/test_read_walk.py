@@ -101,8 +101,10 @@ def write(path, slots: dict[int, list], clock: str | None = None) -> None:
     for cpu, chunks in slots.items():
         seq = 0
         for lost, recs in chunks:
-            payloads = {seq + i: "text" for i, r in enumerate(recs) if r[2] & TF_HAS_PAYLOAD}
-            w.write_chunk(cpu, b"".join(RECORD.pack(*r) for r in recs), seq, lost=lost,
+            # a record's payload is its eighth field, "text" when it has none
+            payloads = {seq + i: r[7] if len(r) > 7 else "text"
+                        for i, r in enumerate(recs) if r[2] & TF_HAS_PAYLOAD}
+            w.write_chunk(cpu, b"".join(RECORD.pack(*r[:7]) for r in recs), seq, lost=lost,
                           payloads=payloads or None)
             seq += len(recs)
     w.close({"trace_clock": clock} if clock else {})
@@ -429,6 +431,72 @@ def test_native_filters_are_the_python_filters(tmp_path_factory, slots, flt):
             col.feed(e)
         assert walked is not None
         assert walked == (col.finish(), col.no_return, col.no_entry)
+
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=6)
+
+
+@st.composite
+def with_values(draw, chunks):
+    """A slot's chunks (no losses), its entries given arguments (names and values
+    joined by NULs, as the recorder writes them; an odd piece at the end too) and its
+    returns values (text, or an int of 64 bits), some of them."""
+    out = []
+    for _, recs in chunks:
+        new = []
+        for r in recs:
+            if r[1] == TRACE_GRAPH_ENT and draw(st.booleans()):
+                pieces = draw(st.lists(_TEXT, max_size=5))
+                r = (r[0], r[1], TF_HAS_PAYLOAD, *r[3:7], "\0".join(pieces))
+            elif r[1] == TRACE_GRAPH_RET and draw(st.booleans()):
+                v = draw(st.one_of(st.integers(-(1 << 63), (1 << 63) - 1), _TEXT,
+                                   st.sampled_from([0, -1, -22, "None", "raised ValueError"])))
+                r = (r[0], r[1], TF_HAS_PAYLOAD, *r[3:7], v)
+            new.append(r)
+        out.append((0, new))
+    return out
+
+
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(data=st.data(), flags=st.tuples(*[st.booleans()] * 4), flt=report_filter())
+def test_native_graph_text_prints_arguments_and_return_values(tmp_path_factory, data, flags,
+                                                              flt):
+    """-A/-R traces: the native printer takes the arguments and return values from the
+    payloads as the file has them, and prints what the Python printer prints, with
+    funcgraph-args/-retval/-retval-hex/-tail and the report's filters."""
+    slots = data.draw(st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJX"),
+                                      min_size=1, max_size=3))
+    slots = {k: data.draw(with_values(chunks)) for k, chunks in slots.items()}
+    path = tmp_path_factory.mktemp("values") / "t.dat"
+    write(path, slots)
+    tf = TraceFile.open(path)
+    options = dict(zip(("funcgraph-args", "funcgraph-retval", "funcgraph-retval-hex",
+                        "funcgraph-tail"), flags))
+    read = []
+    got = "".join(report_pieces(tf, flt=flt, options=options, on_block=read.append))
+    want = "".join(line + "\n" for line in report_text(tf, flt=flt, options=options))
+    assert got == want
+    keep = None if not flt.cpus else flt.cpus
+    assert read or not any(recs for k, chunks in slots.items() if keep is None or k in keep
+                           for _, recs in chunks)
+
+
+@needs_native
+def test_native_graph_text_leaves_values_it_cannot_print_as_python_does(tmp_path):
+    """A return value kept as JSON (a value the recorder did not make text of, in an
+    older file) or text that is not UTF-8 as Python reads it (a lone surrogate): the
+    Python printer prints the trace."""
+    for value in (True, [1, 2], "\udcff"):
+        path = tmp_path / "t.dat"
+        write(path, {0: [(0, [(10, TRACE_GRAPH_ENT, 0, 1, 0, 0, 0),
+                              (12, TRACE_GRAPH_RET, TF_HAS_PAYLOAD, 1, 0, 0, 10, value)])]})
+        tf = TraceFile.open(path)
+        options = {"funcgraph-retval": True}
+        read = []
+        got = "".join(report_pieces(tf, options=options, on_block=read.append))
+        assert got == "".join(line + "\n" for line in report_text(tf, options=options))
+        assert read == [], value
 
 
 @needs_native

@@ -42,6 +42,9 @@
 static PyMethodDef read_functions[] = {
     {"text_ok", text_ok, METH_O,
      "text_ok(records) -> bool: GraphText prints this block as the Python printer does"},
+    {"graph_text_ok", (PyCFunction)(void (*)(void))graph_text_ok, METH_FASTCALL,
+     "graph_text_ok(records, payloads) -> bool: text_ok, arguments and return values "
+     "allowed"},
     {NULL}
 };
 

@@ -157,7 +157,8 @@ class TraceSet:
             return streams[0]
         return heapq.merge(*streams, key=itemgetter(1))
 
-    def record_blocks(self, cpu: int | None = None) -> Iterator[tuple[int, int, bytes, int]]:
+    def record_blocks(self, cpu: int | None = None, payloads: bool = False
+                      ) -> Iterator[tuple]:
         """TraceFile.record_blocks() of every process (``cpu``: of that merged slot),
         under the merged slot numbers, with the process's symbol id base (what
         ``records`` adds to its ids)."""
@@ -167,8 +168,8 @@ class TraceSet:
         else:
             parts = self._parts
         for tf, cb, ib in parts:
-            for c, lost, records, _ in tf.record_blocks(None if cpu is None else cpu - cb):
-                yield c + cb, lost, records, ib
+            for block in tf.record_blocks(None if cpu is None else cpu - cb, payloads):
+                yield (block[0] + cb, block[1], block[2], ib, *block[4:])
 
     def lost(self, cpu: int | None = None) -> int:
         if cpu is not None:

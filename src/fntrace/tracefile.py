@@ -681,12 +681,14 @@ class TraceFile:
             del records, inner
             self._release(ch.start, ch.end)
 
-    def record_blocks(self, cpu: int | None = None) -> Iterator[tuple[int, int, bytes, int]]:
+    def record_blocks(self, cpu: int | None = None, payloads: bool = False
+                      ) -> Iterator[tuple]:
         """Every chunk's records, decoded, one thread slot after another (not merged
         by time; ``cpu``: that slot's only): ``(cpu, lost, records, 0)``, ``lost``
         being the records the buffer dropped before these and ``records`` the 32-byte
-        records (RECORD) without their payloads.  The native walks read this
-        (TraceSet's last field is its symbol id base)."""
+        records (RECORD) without their payloads; with ``payloads``, a fifth field: the
+        chunk's payloads as the file encodes them (b"" for none).  The native walks
+        read this (TraceSet's fourth field is its symbol id base)."""
         mv = memoryview(self._data)
         for cpu in (sorted(self._chunks) if cpu is None else [cpu]):
             if cpu not in self._chunks:
@@ -699,8 +701,11 @@ class TraceFile:
                 except CodecError as e:
                     what = "CHKZ" if ch.raw_size else "CHNK"
                     raise self._error(ch.start, f"{what} block: bad records ({e})") from None
+                if payloads:
+                    yield cpu, ch.lost, records, 0, bytes(inner[p + blen:])
+                else:
+                    yield cpu, ch.lost, records, 0
                 del inner
-                yield cpu, ch.lost, records, 0
                 self._release(ch.start, ch.end)
 
     def _inner(self, mv: memoryview, ch: _Chunk) -> memoryview:

@@ -210,15 +210,28 @@ rf_graph_select(RecordFilter *f, int32_t *st, const record_t *r, uint8_t fl, int
     return 1;
 }
 
-/* filter(slot, records, base) -> bytes: the records of that slot's block that pass;
- * or an int, a symbol id (base added) past the flags table: nothing was changed */
+static void
+put_uvarint(unsigned char **o, uint64_t v)
+{
+    while (v >= 0x80) {
+        *(*o)++ = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    *(*o)++ = (unsigned char)v;
+}
+
+/* filter(slot, records, base[, payloads]) -> bytes: the records of that slot's block
+ * that pass (with ``payloads``, the block's in the file's encoding: a pair, the
+ * records and their payloads numbered anew); or an int, a symbol id (base added) past
+ * the flags table: nothing was changed */
 static PyObject *
 rf_filter(RecordFilter *f, PyObject *args)
 {
     Py_ssize_t slot;
     Py_buffer view;
     unsigned long long base;
-    if (!PyArg_ParseTuple(args, "ny*K", &slot, &view, &base))
+    PyObject *pay = NULL;
+    if (!PyArg_ParseTuple(args, "ny*K|S", &slot, &view, &base, &pay))
         return NULL;
     if (slot < 0 || slot >= f->nslots || view.len % FNT_RECORD_SIZE) {
         PyBuffer_Release(&view);
@@ -240,8 +253,44 @@ rf_filter(RecordFilter *f, PyObject *args)
             }
         }
     }
+    int32_t *poff = NULL;
+    PyObject *pout = NULL;
+    unsigned char *po = NULL;
+    const unsigned char *pin = NULL;
+    Py_ssize_t psize = 0;
+    int64_t last_kept = -1;
+    if (pay != NULL && PyBytes_GET_SIZE(pay)) {
+        pin = (const unsigned char *)PyBytes_AS_STRING(pay);
+        psize = PyBytes_GET_SIZE(pay);
+        poff = PyMem_Malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+        if (poff == NULL) {
+            PyBuffer_Release(&view);
+            return PyErr_NoMemory();
+        }
+        if (pay_index(pin, psize, n, poff) < 0) {
+            PyMem_Free(poff);
+            PyBuffer_Release(&view);
+            PyErr_SetString(PyExc_ValueError, "RecordFilter.filter: bad payloads");
+            return NULL;
+        }
+        /* the kept entries, kind and value as they were, each after a new gap: the
+         * gaps' varints may be longer than the old ones (those counted from an entry
+         * left out), by 10 bytes at most each */
+        Py_ssize_t entries = 0;
+        for (Py_ssize_t i = 0; i < n; i++)
+            entries += poff[i] >= 0;
+        pout = PyBytes_FromStringAndSize(NULL, psize + 10 * entries);
+        if (pout == NULL) {
+            PyMem_Free(poff);
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        po = (unsigned char *)PyBytes_AS_STRING(pout);
+    }
     PyObject *out = PyBytes_FromStringAndSize(NULL, view.len);
     if (out == NULL) {
+        PyMem_Free(poff);
+        Py_XDECREF(pout);
         PyBuffer_Release(&view);
         return NULL;
     }
@@ -279,12 +328,35 @@ rf_filter(RecordFilter *f, PyObject *args)
         }
         r.b = (unsigned int)depth;
         memcpy(o + kept * FNT_RECORD_SIZE, &r, sizeof(r));
+        if (poff != NULL && poff[i] >= 0) {
+            /* its payload entry: the new gap, then kind and value as they were */
+            Py_ssize_t at = poff[i], end = at + 1;
+            uint64_t v;
+            get_uvarint(pin, psize, &end, &v);
+            if (pin[at] != PAY_INT)
+                end += (Py_ssize_t)v;
+            put_uvarint(&po, (uint64_t)(kept - last_kept - 1));
+            memcpy(po, pin + at, (size_t)(end - at));
+            po += end - at;
+            last_kept = kept;
+        }
         kept++;
     }
     PyBuffer_Release(&view);
-    if (kept < n && _PyBytes_Resize(&out, kept * FNT_RECORD_SIZE) < 0)
+    PyMem_Free(poff);
+    if (kept < n && _PyBytes_Resize(&out, kept * FNT_RECORD_SIZE) < 0) {
+        Py_XDECREF(pout);
         return NULL;
-    return out;
+    }
+    if (pay == NULL)
+        return out;
+    if (pout == NULL)
+        return Py_BuildValue("(NO)", out, pay);         /* an empty one */
+    if (_PyBytes_Resize(&pout, po - (unsigned char *)PyBytes_AS_STRING(pout)) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", out, pout);
 }
 
 /* grow(flags): a longer flags table (ids the last one did not reach) */
@@ -298,8 +370,8 @@ rf_grow(RecordFilter *f, PyObject *flags)
 
 static PyMethodDef rf_methods[] = {
     {"filter", (PyCFunction)rf_filter, METH_VARARGS,
-     "filter(slot, records, base) -> bytes | int: the records that pass, or an id past "
-     "the flags table"},
+     "filter(slot, records, base[, payloads]) -> bytes | (bytes, bytes) | int: the "
+     "records that pass (and their payloads), or an id past the flags table"},
     {"grow", (PyCFunction)rf_grow, METH_O, "grow(flags): a longer flags table"},
     {NULL}
 };

@@ -19,6 +19,7 @@
 typedef struct {
     PyObject_HEAD
     int o_cpu, o_overhead, o_proc, o_duration, o_abstime, o_tail;
+    int o_args, o_retval, o_retval_hex;
     int cpu_width;
     merge_t m;
     names_t names;
@@ -108,6 +109,54 @@ put_prologue(GraphText *g, Py_ssize_t cpu, uint64_t ts)
         p += 3;
     }
     g->t.blen = p - g->t.buf;
+}
+
+/* print_function_args(): "(a=1, b='x')" of an entry's payload, its names and values
+ * joined by NULs (args_pairs: an odd last piece is dropped); "()" without one.  The
+ * caller reserved 2 * len + 4. */
+static void
+put_args(tbuf_t *t, const char *s, Py_ssize_t len)
+{
+    TB_LIT(t, "(");
+    if (s != NULL && len) {
+        Py_ssize_t i = 0, piece = 0;
+        while (1) {
+            const char *e = memchr(s + i, 0, (size_t)(len - i));
+            Py_ssize_t end = e ? e - s : len;
+            if (piece % 2 == 0) {
+                /* a name: only when its value follows */
+                if (e == NULL)
+                    break;
+                if (piece)
+                    TB_LIT(t, ", ");
+                tb_put(t, s + i, end - i);
+                TB_LIT(t, "=");
+            }
+            else
+                tb_put(t, s + i, end - i);
+            piece++;
+            if (e == NULL)
+                break;
+            i = end + 1;
+        }
+    }
+    TB_LIT(t, ")");
+}
+
+/* format_retval(): a str as given, an int in decimal or (retval-hex) as its 64-bit
+ * two's complement in hex.  The caller reserved len + 24. */
+static void
+put_retval(GraphText *g, int kind, const char *s, Py_ssize_t len, int64_t v)
+{
+    if (kind != PAY_INT) {
+        tb_put(&g->t, s, len);
+        return;
+    }
+    char *p = g->t.buf + g->t.blen;
+    if (g->o_retval_hex)
+        g->t.blen += PyOS_snprintf(p, 24, "0x%llx", (unsigned long long)v);
+    else
+        g->t.blen += PyOS_snprintf(p, 24, "%lld", (long long)v);
 }
 
 /* names_t from a dict id -> str */
@@ -201,7 +250,16 @@ gt_step(GraphText *g, PyObject *unused)
             }
             if (put_marks(g, best) < 0)
                 return NULL;
-            if (tb_reserve(&g->t, 128 + nlen + depth * 2 + s->comm_len) < 0)
+            /* the arguments' text and the leaf's return value, as the file has them */
+            int akind = -1, rkind = -1;
+            const char *as = NULL, *rs = NULL;
+            Py_ssize_t alen = 0, rlen = 0;
+            int64_t aiv = 0, riv = 0;
+            if (g->o_args)
+                pay_get(b, b->pos, &r, &akind, &as, &alen, &aiv);
+            if (leaf && g->o_retval)
+                pay_get(nb, nxt - nb->rec, nxt, &rkind, &rs, &rlen, &riv);
+            if (tb_reserve(&g->t, 160 + nlen + depth * 2 + s->comm_len + 2 * alen + rlen) < 0)
                 return NULL;
             put_prologue(g, best, r.ts);
             b->pos++;
@@ -220,28 +278,50 @@ gt_step(GraphText *g, PyObject *unused)
             }
             tb_spaces(&g->t, depth * 2);
             tb_put(&g->t, name, nlen);
-            if (leaf)
-                TB_LIT(&g->t, "();\n");
+            put_args(&g->t, akind == PAY_STR ? as : NULL, alen);
+            if (leaf) {
+                TB_LIT(&g->t, ";");
+                if (rkind >= 0) {
+                    TB_LIT(&g->t, " /* ret=");
+                    put_retval(g, rkind, rs, rlen, riv);
+                    TB_LIT(&g->t, " */");
+                }
+                TB_LIT(&g->t, "\n");
+            }
             else
-                TB_LIT(&g->t, "() {\n");
+                TB_LIT(&g->t, " {\n");
             continue;
         }
         /* a return: "}" when it closes the block opened at its depth by the same
          * function, else it names its function */
         if (put_marks(g, best) < 0)
             return NULL;
+        int rkind = -1;
+        const char *rs = NULL;
+        Py_ssize_t rlen = 0;
+        int64_t riv = 0;
+        if (g->o_retval)
+            pay_get(b, b->pos, &r, &rkind, &rs, &rlen, &riv);
         b->pos++;
         int match = depth < s->nenter && s->enter[depth] == (uint64_t)cid + 1;
         if (set_enter(s, depth, 0) < 0)
             return NULL;
-        if (tb_reserve(&g->t, 128 + nlen + depth * 2 + s->comm_len) < 0)
+        if (tb_reserve(&g->t, 160 + nlen + depth * 2 + s->comm_len + rlen) < 0)
             return NULL;
         put_prologue(g, best, r.ts);
         int64_t dur = (int64_t)r.ts - (int64_t)r.d;
         if (g->o_duration)
             put_duration(g, dur < 0 ? 0 : dur);
         tb_spaces(&g->t, depth * 2);
-        if (match && !g->o_tail) {
+        if (g->o_retval) {
+            TB_LIT(&g->t, "} /* ");
+            tb_put(&g->t, name, nlen);
+            if (rkind >= 0) {
+                TB_LIT(&g->t, " ret=");
+                put_retval(g, rkind, rs, rlen, riv);
+            }
+            TB_LIT(&g->t, " */\n");
+        } else if (match && !g->o_tail) {
             TB_LIT(&g->t, "}\n");
         } else {
             TB_LIT(&g->t, "} /* ");
@@ -273,10 +353,10 @@ gt_init(GraphText *g, PyObject *args, PyObject *kw)
 {
     Py_ssize_t nslots, width;
     PyObject *names, *canon, *procs;
-    int o[6];
-    if (!PyArg_ParseTuple(args, "nO!O(pppppp)nO!:GraphText", &nslots, &PyDict_Type, &names,
-                          &canon, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &width,
-                          &PyDict_Type, &procs))
+    int o[9];
+    if (!PyArg_ParseTuple(args, "nO!O(ppppppppp)nO!:GraphText", &nslots, &PyDict_Type, &names,
+                          &canon, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
+                          &o[8], &width, &PyDict_Type, &procs))
         return -1;
     if (g->m.slots != NULL || nslots < 0 || nslots > SLOT_LIMIT) {
         PyErr_SetString(PyExc_ValueError, "GraphText: bad slot count (or made twice)");
@@ -284,6 +364,7 @@ gt_init(GraphText *g, PyObject *args, PyObject *kw)
     }
     g->o_cpu = o[0], g->o_overhead = o[1], g->o_proc = o[2], g->o_duration = o[3];
     g->o_abstime = o[4], g->o_tail = o[5];
+    g->o_args = o[6], g->o_retval = o[7], g->o_retval_hex = o[8];
     g->cpu_width = (int)width;
     if (canon != Py_None) {
         if (!PyDict_Check(canon)) {
@@ -361,6 +442,94 @@ text_ok(PyObject *self, PyObject *arg)
             ok = r.type == FNT_TRACE_GRAPH_ENT;
     }
     PyBuffer_Release(&view);
+    return PyBool_FromLong(ok);
+}
+
+/* strict UTF-8: what Python decodes without an error handler (no surrogates, no
+ * overlong forms) */
+static int
+utf8_ok(const unsigned char *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int len;
+        uint32_t cp;
+        if (c >= 0xc2 && c <= 0xdf)
+            len = 2, cp = c & 0x1f;
+        else if (c >= 0xe0 && c <= 0xef)
+            len = 3, cp = c & 0x0f;
+        else if (c >= 0xf0 && c <= 0xf4)
+            len = 4, cp = c & 0x07;
+        else
+            return 0;
+        if (i + len > n)
+            return 0;
+        for (int k = 1; k < len; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                return 0;
+            cp = cp << 6 | (s[i + k] & 0x3f);
+        }
+        if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff)))
+            || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+            return 0;
+        i += len;
+    }
+    return 1;
+}
+
+/* graph_text_ok(records, payloads) -> bool: text_ok, with arguments and return values:
+ * an entry's payload text, a return's text or 64-bit int, as GraphText prints them */
+static PyObject *
+graph_text_ok(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyBytes_Check(args[0]) || !PyBytes_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "graph_text_ok(records: bytes, payloads: bytes)");
+        return NULL;
+    }
+    Py_ssize_t n = PyBytes_GET_SIZE(args[0]) / FNT_RECORD_SIZE;
+    if (PyBytes_GET_SIZE(args[0]) % FNT_RECORD_SIZE)
+        Py_RETURN_FALSE;
+    gblock_t b = {0};
+    b.rec = (const record_t *)PyBytes_AS_STRING(args[0]);
+    b.n = n;
+    if (PyBytes_GET_SIZE(args[1])) {
+        b.poff = PyMem_Malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+        if (b.poff == NULL)
+            return PyErr_NoMemory();
+        b.pay = args[1];
+        if (pay_index((const unsigned char *)PyBytes_AS_STRING(args[1]),
+                      PyBytes_GET_SIZE(args[1]), n, b.poff) < 0) {
+            PyMem_Free(b.poff);
+            Py_RETURN_FALSE;
+        }
+    }
+    int ok = 1;
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        record_t r;
+        memcpy(&r, &b.rec[i], sizeof(r));
+        if (r.b > (1u << 16) || r.ts >= ((uint64_t)1 << 62))
+            ok = 0;
+        else if (r.type == FNT_TRACE_GRAPH_RET)
+            ok = r.d <= r.ts;
+        else
+            ok = r.type == FNT_TRACE_GRAPH_ENT;
+        int kind;
+        const char *s = NULL;
+        Py_ssize_t len = 0;
+        int64_t iv;
+        if (ok && pay_get(&b, i, &r, &kind, &s, &len, &iv)) {
+            if (kind == PAY_STR)
+                ok = utf8_ok((const unsigned char *)s, len);
+            else
+                ok = kind == PAY_INT && r.type == FNT_TRACE_GRAPH_RET;
+        }
+    }
+    PyMem_Free(b.poff);
     return PyBool_FromLong(ok);
 }
 

@@ -13,6 +13,8 @@ typedef struct {
     Py_ssize_t n, pos;
     long long lost;
     uint32_t ibase;
+    PyObject *pay;          /* bytes: the block's payloads, as the file has them (or NULL) */
+    int32_t *poff;          /* record -> where its payload's kind byte is in pay, -1 none */
 } gblock_t;
 
 typedef struct {
@@ -195,6 +197,9 @@ slot_next(gslot_t *s, gblock_t **blk)
             return 1;
         }
         Py_CLEAR(b->data);
+        Py_CLEAR(b->pay);
+        PyMem_Free(b->poff);
+        b->poff = NULL;
         s->head = (s->head + 1) % s->cap;
         s->n--;
     }
@@ -241,8 +246,12 @@ merge_free(merge_t *m)
 {
     for (Py_ssize_t k = 0; k < m->nslots; k++) {
         gslot_t *s = &m->slots[k];
-        for (Py_ssize_t i = 0; i < s->n; i++)
-            Py_XDECREF(s->q[(s->head + i) % s->cap].data);
+        for (Py_ssize_t i = 0; i < s->n; i++) {
+            gblock_t *b = &s->q[(s->head + i) % s->cap];
+            Py_XDECREF(b->data);
+            Py_XDECREF(b->pay);
+            PyMem_Free(b->poff);
+        }
         PyMem_Free(s->q);
         PyMem_Free(s->marks);
         PyMem_Free(s->enter);
@@ -252,13 +261,95 @@ merge_free(merge_t *m)
     m->nslots = 0;
 }
 
-/* a walk's feed(cpu[, lost, records, ibase]): the slot's next block, or (cpu alone)
- * that it has no more; ``*lost_sum`` counts the losses fed */
+/* A block's payloads (tracefile.py's encoding: a varint index gap, a kind byte, the
+ * value: a varint length and UTF-8 text, a zigzag varint, or a varint length and JSON):
+ * poff[i], for each of its n records, the offset of record i's kind byte, or -1.
+ * 0, or -1 when they do not parse (nothing raised). */
+#define PAY_STR 0
+#define PAY_INT 1
+#define PAY_JSON 2
+
+static int
+get_uvarint(const unsigned char *p, Py_ssize_t size, Py_ssize_t *at, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (*at >= size)
+            return -1;
+        unsigned char c = p[(*at)++];
+        if (shift == 63 && c > 1)
+            return -1;
+        x |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80)) {
+            *v = x;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int
+pay_index(const unsigned char *p, Py_ssize_t size, Py_ssize_t n, int32_t *poff)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        poff[i] = -1;
+    Py_ssize_t at = 0;
+    int64_t idx = -1;
+    uint64_t v;
+    if (size > INT32_MAX)
+        return -1;
+    while (at < size) {
+        if (get_uvarint(p, size, &at, &v) < 0 || v >= (uint64_t)n)
+            return -1;
+        idx += (int64_t)v + 1;
+        if (idx >= n || at >= size)
+            return -1;
+        poff[idx] = (int32_t)at;
+        unsigned char kind = p[at++];
+        if (kind == PAY_INT) {
+            if (get_uvarint(p, size, &at, &v) < 0)
+                return -1;
+        }
+        else if (kind == PAY_STR || kind == PAY_JSON) {
+            if (get_uvarint(p, size, &at, &v) < 0 || v > (uint64_t)(size - at))
+                return -1;
+            at += (Py_ssize_t)v;
+        }
+        else
+            return -1;
+    }
+    return 0;
+}
+
+/* record i's payload, when it has the flag and one: its kind, and its text (STR, JSON)
+ * or value (INT); 0 when it has none */
+static int
+pay_get(const gblock_t *b, Py_ssize_t i, const record_t *r, int *kind, const char **s,
+        Py_ssize_t *len, int64_t *iv)
+{
+    if (b->poff == NULL || !(r->flags & FNT_HAS_PAYLOAD) || b->poff[i] < 0)
+        return 0;
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(b->pay);
+    Py_ssize_t size = PyBytes_GET_SIZE(b->pay), at = b->poff[i];
+    uint64_t v = 0;
+    *kind = p[at++];
+    get_uvarint(p, size, &at, &v);      /* parsed when fed */
+    if (*kind == PAY_INT) {
+        *iv = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+        return 1;
+    }
+    *s = (const char *)p + at;
+    *len = (Py_ssize_t)v;
+    return 1;
+}
+
+/* a walk's feed(cpu[, lost, records, ibase[, payloads]]): the slot's next block, or
+ * (cpu alone) that it has no more; ``*lost_sum`` counts the losses fed */
 static PyObject *
 merge_feed(merge_t *m, PyObject *const *args, Py_ssize_t nargs, long long *lost_sum)
 {
-    if (nargs != 1 && nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "feed(cpu[, lost, records, ibase])");
+    if (nargs != 1 && nargs != 4 && nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "feed(cpu[, lost, records, ibase[, payloads]])");
         return NULL;
     }
     Py_ssize_t cpu = PyLong_AsSsize_t(args[0]);
@@ -281,13 +372,35 @@ merge_feed(merge_t *m, PyObject *const *args, Py_ssize_t nargs, long long *lost_
         PyErr_SetString(PyExc_TypeError, "feed: records are bytes of 32-byte records");
         return NULL;
     }
+    PyObject *pay = nargs == 5 ? args[4] : NULL;
+    int32_t *poff = NULL;
+    if (pay != NULL && pay != Py_None) {
+        if (!PyBytes_Check(pay)) {
+            PyErr_SetString(PyExc_TypeError, "feed: payloads are bytes");
+            return NULL;
+        }
+        Py_ssize_t n = PyBytes_GET_SIZE(args[2]) / FNT_RECORD_SIZE;
+        if (PyBytes_GET_SIZE(pay)) {
+            poff = PyMem_Malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+            if (poff == NULL)
+                return PyErr_NoMemory();
+            if (pay_index((const unsigned char *)PyBytes_AS_STRING(pay), PyBytes_GET_SIZE(pay),
+                          n, poff) < 0) {
+                PyMem_Free(poff);
+                PyErr_SetString(PyExc_ValueError, "feed: bad payloads");
+                return NULL;
+            }
+        }
+    }
     if (lost > 0)
         *lost_sum += lost;
     if (s->n == s->cap) {
         Py_ssize_t cap = s->cap ? s->cap * 2 : 4;
         gblock_t *q = PyMem_Malloc((size_t)cap * sizeof(gblock_t));
-        if (q == NULL)
+        if (q == NULL) {
+            PyMem_Free(poff);
             return PyErr_NoMemory();
+        }
         for (Py_ssize_t i = 0; i < s->n; i++)
             q[i] = s->q[(s->head + i) % s->cap];
         PyMem_Free(s->q);
@@ -302,6 +415,8 @@ merge_feed(merge_t *m, PyObject *const *args, Py_ssize_t nargs, long long *lost_
     b->pos = 0;
     b->lost = lost;
     b->ibase = (uint32_t)ibase;
+    b->poff = poff;
+    b->pay = poff != NULL ? Py_NewRef(pay) : NULL;
     s->n++;
     Py_RETURN_NONE;
 }

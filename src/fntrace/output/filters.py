@@ -204,8 +204,10 @@ def native_filter(flt: TraceFilter, source, nslots: int, *, graph: bool,
                   time_in_ns: bool = True):
     """filter_entries' native twin for a walk fed ``source``'s record blocks (a
     TraceFile, TraceSet or TraceSource: ``record_blocks``, ``symbols``, ``lost``):
-    ``f(slot, records, id base) -> the records that pass``, the filter keeping its
-    per-slot state between calls, as filter_entries does.  --tid/--thread/--cpu are not
+    ``f(slot, records, id base) -> the records that pass`` (``f(slot, records, id
+    base, payloads) -> (records, payloads)``: the block's payloads, as the file
+    encodes them, kept with their records), the filter keeping its per-slot state
+    between calls, as filter_entries does.  --tid/--thread/--cpu are not
     its business (``thread_slots``: the walk is fed the slots they keep).  None when
     filter_entries must do it: no native twin, an asyncio --task filter (task_view.py
     applies it to entries), or a trace that lost records (where a loss marker goes
@@ -240,14 +242,14 @@ def native_filter(flt: TraceFilter, source, nslots: int, *, graph: bool,
                              lo, hi, flt.max_depth if graph else 0,
                              flt.thresh_ns if graph else 0)
 
-    def apply(slot: int, records: bytes, base: int) -> bytes:
+    def apply(slot: int, records: bytes, base: int, *payloads: bytes):
         nonlocal flags
-        out = rf.filter(slot, records, base)
+        out = rf.filter(slot, records, base, *payloads)
         while isinstance(out, int):
             # an id the symbol table has not (named 0x.. as the entries name it)
             flags = table(max(out + 1, 2 * len(flags)))
             rf.grow(flags)
-            out = rf.filter(slot, records, base)
+            out = rf.filter(slot, records, base, *payloads)
         return out
     return apply
 

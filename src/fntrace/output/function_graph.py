@@ -492,9 +492,10 @@ def native_graph_text(tf, options: Mapping[str, bool], nr_cpus: int,
     makes of ``entries_from_file(tf)``, after the headers) made by the native twin
     (_native_read.c's GraphText), in pieces that end in a newline; ``on_block(n)`` is
     told of each block of n records it reads.  None when there is no native twin
-    (FNTRACE_PURE=1) or the trace holds what it does not print (arguments, return
-    values, markers, events, function hits; options overrun, args, retval), or two
-    threads share an id under different names: GraphPrinter prints those.  The trace
+    (FNTRACE_PURE=1) or the trace holds what it does not print (markers, events,
+    function hits, values recorded other than as text or 64-bit ints; option
+    overrun), or two threads share an id under different names: GraphPrinter prints
+    those.  The trace
     is read once to check that, then again as it prints.  ``keep``: only these thread
     slots' records (output/filters.py's thread_slots); ``filt``: the records that pass
     it (output/filters.py's native_filter)."""
@@ -505,8 +506,11 @@ def native_graph_text(tf, options: Mapping[str, bool], nr_cpus: int,
     if native is None:
         return None
     opts = {**TRACE_OPTIONS, **options}
-    if opts["funcgraph-args"] or opts["funcgraph-retval"] or opts["funcgraph-overrun"]:
+    if opts["funcgraph-overrun"]:
         return None
+    # arguments and return values are printed from the payloads as the file has them
+    # (given whether printed or not: a block's check needs them)
+    payloads = True
     cpus = tf.cpus
     nslots = max(cpus) + 1 if cpus else 0
     threads = tf.threads
@@ -517,16 +521,18 @@ def native_graph_text(tf, options: Mapping[str, bool], nr_cpus: int,
         if comm_of_pid.setdefault(pid, comm) != comm:
             return None             # the proc column would change name half way
         procs[c] = print_graph_proc(comm, pid)
-    if calls_only(tf, native.text_ok) is None:
+    if calls_only(tf, native.graph_text_ok, payloads) is None:
         return None
     syms = tf.symbols
     names = {ip: sym[0] for ip, sym in syms.items()}
     flags = tuple(bool(opts[k]) for k in ("funcgraph-cpu", "funcgraph-overhead",
                                             "funcgraph-proc", "funcgraph-duration",
-                                            "funcgraph-abstime", "funcgraph-tail"))
+                                            "funcgraph-abstime", "funcgraph-tail",
+                                            "funcgraph-args", "funcgraph-retval",
+                                            "funcgraph-retval-hex"))
     printer = native.GraphText(nslots, names, canon_ids(syms), flags,
                                len(str(max(nr_cpus - 1, 0))), procs)
-    return drive(printer, tf, nslots, on_block, keep, filt)
+    return drive(printer, tf, nslots, on_block, keep, filt, payloads)
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

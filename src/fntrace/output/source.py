@@ -103,14 +103,14 @@ class TraceSource:
         """Every entry in time order (one thread slot's with ``cpu``)."""
         return entries_from_file(self.tf, cpu)
 
-    def record_blocks(self, cpu: int | None = None
-                      ) -> Iterator[tuple[int, int, bytes, int]] | None:
+    def record_blocks(self, cpu: int | None = None, payloads: bool = False
+                      ) -> Iterator[tuple] | None:
         """The decoded records block by block, one thread slot after another (``cpu``:
         that slot's), for the native walks: ``(cpu, lost before, 32-byte records,
-        symbol id base)`` (TraceFile.record_blocks).  A source whose entries are not
-        read from records (made in memory) returns None: its views walk
-        ``entries()``."""
-        return self.tf.record_blocks(cpu)
+        symbol id base)`` (TraceFile.record_blocks; ``payloads``: and the block's
+        payloads).  A source whose entries are not read from records (made in memory)
+        returns None: its views walk ``entries()``."""
+        return self.tf.record_blocks(cpu, payloads)
 
     def events(self, cpu: int | None = None) -> Iterator[TraceEvent]:
         """The trace as typed events, in time order (one thread slot's with ``cpu``):

@@ -10,6 +10,7 @@ there (FNTRACE_PURE=1, no build) or declines a trace leaves the view to it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 __all__ = ["canon_ids", "calls_only", "drive", "native_for_calls"]
 
@@ -27,21 +28,23 @@ def canon_ids(symbols: Mapping[int, tuple]) -> dict[int, int] | None:
     return canon or None
 
 
-def calls_only(source, text_ok: Callable[[bytes], bool]) -> set[int] | None:
+def calls_only(source, text_ok: Callable[..., bool], payloads: bool = False
+               ) -> set[int] | None:
     """The thread slots of a trace whose every block ``text_ok`` accepts (graph entries
-    and returns, no payloads: a trace of calls), read once; None when one is not, the
+    and returns, no payloads: a trace of calls; ``payloads``: it is given each block's
+    payloads too, and says which it takes), read once; None when one is not, the
     source has no blocks (entries made in memory), or a block is damaged (the Python
     loop reads up to it and says so)."""
     from ..errors import TraceFileError
-    blocks = source.record_blocks()
+    blocks = source.record_blocks(None, payloads)
     if blocks is None:
         return None
     slots: set[int] = set()
     try:
-        for cpu, _, records, _ in blocks:
-            if not text_ok(records):
+        for block in blocks:
+            if not text_ok(*block[2:3], *block[4:]):
                 return None
-            slots.add(cpu)
+            slots.add(block[0])
     except TraceFileError:
         return None
     finally:
@@ -64,14 +67,14 @@ def native_for_calls(source):
 def drive(walker, source, nslots: int,
           on_block: Callable[[int], None] | None = None,
           keep: frozenset[int] | None = None,
-          filt: Callable[[int, bytes, int], bytes] | None = None) -> Iterator:
+          filt: Callable[..., Any] | None = None, payloads: bool = False) -> Iterator:
     """What a time-ordered walk (GraphText, ChromeCalls, CallRows) makes, step by step,
     each slot's next block fed when the walk asks for it (``on_block(n)``: a block of
     n records was fed); ``keep``: the slots read (the others are fed as empty: a
     --tid/--thread/--cpu filter); ``filt``: each block's records go through it first
-    (output/filters.py's native_filter).  Memory: the blocks the walk holds, about one
-    per slot."""
-    blocks = {k: source.record_blocks(k) if keep is None or k in keep else iter(())
+    (output/filters.py's native_filter); ``payloads``: the walk is fed each block's
+    payloads too.  Memory: the blocks the walk holds, about one per slot."""
+    blocks = {k: source.record_blocks(k, payloads) if keep is None or k in keep else iter(())
               for k in range(nslots)}
     step, feed = walker.step, walker.feed
     while True:
@@ -82,11 +85,16 @@ def drive(walker, source, nslots: int,
             block = next(blocks[need], None)
             if block is None:
                 feed(need)
+                continue
+            if filt is None:
+                feed(need, *block[1:])
+            elif payloads:
+                records, pay = filt(need, block[2], block[3], block[4])
+                feed(need, block[1], records, block[3], pay)
             else:
-                feed(need, block[1], block[2] if filt is None else
-                     filt(need, block[2], block[3]), block[3])
-                if on_block is not None:
-                    on_block(len(block[2]) // 32)
+                feed(need, block[1], filt(need, block[2], block[3]), block[3])
+            if on_block is not None:
+                on_block(len(block[2]) // 32)
         elif not item:
             return
 
