@@ -368,7 +368,7 @@ class FakeSource:
 
     symbols: dict = {}
 
-    def record_blocks(self, cpu=None):
+    def record_blocks(self, cpu=None, payloads=False, since=None, until=None):
         return None             # entries made here, not read from records
 
 

@@ -579,7 +579,7 @@ class _Source:
     def entries(self):
         return iter(self._entries)
 
-    def record_blocks(self, cpu=None):
+    def record_blocks(self, cpu=None, payloads=False, since=None, until=None):
         return None         # entries made in memory (TraceSource.record_blocks)
 
 

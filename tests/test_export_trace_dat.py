@@ -324,7 +324,7 @@ class FakeSource:
     def entries(self, cpu=None):
         return iter(self.items)
 
-    def record_blocks(self, cpu=None):
+    def record_blocks(self, cpu=None, payloads=False, since=None, until=None):
         return None             # entries made here, not read from records
 
 

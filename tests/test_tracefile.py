@@ -486,6 +486,29 @@ def test_truncation_at_every_byte(compress):
         assert all(rec[4] in tf.symbols for rec in merged)
 
 
+def test_the_index_gives_each_chunks_first_and_last_time():
+    """INDX, written at close: each chunk block's first and last record time, so a
+    reader can leave the blocks outside a time window undecoded; a file cut before it
+    has none (and is read by scanning)."""
+    r = small_trace()
+    data = r.data()
+    tf = TraceFile.frombytes(data)
+    for cpu in (0, 1):
+        want = [(exp[0][1], exp[-1][1]) for _, c, exp in r.chunks if c == cpu]
+        assert tf.times[cpu] == want
+    assert tf.first_time() == min(exp[0][1] for _, _, exp in r.chunks)
+    cut = TraceFile.frombytes(data[:r.chunks[-1][0]])
+    assert cut.truncated and cut.times is None and cut.first_time() is None
+    # the blocks of a window only, as the index says; all of them without one
+    assert [(t0, t1) for t0, t1 in tf.times[0] if t1 >= 1041 and t0 <= 1101] == \
+        tf.times[0][1:]
+    blocks = list(tf.record_blocks(0, since=1041, until=1101))
+    assert [len(b[2]) // 32 for b in blocks] == [3, 6]
+    assert [len(b[2]) // 32 for b in tf.record_blocks(0, since=1090)] == [6]
+    assert len(list(tf.record_blocks(0, until=999))) == 0
+    assert len(list(cut.record_blocks(0, since=1041, until=1101))) == 3
+
+
 def test_truncated_file_on_disk(tmp_path):
     r = small_trace()
     data = r.data()
@@ -645,6 +668,8 @@ def test_bad_inner_structures_with_valid_crc():
         (b"CHNK", b"\0\0", "too short"),
         (b"CHKZ", varints(0, 1, 0, 0, 10) + b"not zstd", "CHKZ block: cannot decompress"),
         (b"HEAD", b"{}", "second HEAD"),
+        (b"INDX", varints(1, 0, 5, 0, 0), "INDX block: does not list the chunks"),
+        (b"INDX", varints(1, 0), "INDX block: runs past the end"),
     ]
     for tag, payload, what in cases:
         # a chunk's payloads are parsed when its records are read (the file is not

@@ -157,8 +157,8 @@ class TraceSet:
             return streams[0]
         return heapq.merge(*streams, key=itemgetter(1))
 
-    def record_blocks(self, cpu: int | None = None, payloads: bool = False
-                      ) -> Iterator[tuple]:
+    def record_blocks(self, cpu: int | None = None, payloads: bool = False,
+                      since: int | None = None, until: int | None = None) -> Iterator[tuple]:
         """TraceFile.record_blocks() of every process (``cpu``: of that merged slot),
         under the merged slot numbers, with the process's symbol id base (what
         ``records`` adds to its ids)."""
@@ -168,8 +168,14 @@ class TraceSet:
         else:
             parts = self._parts
         for tf, cb, ib in parts:
-            for block in tf.record_blocks(None if cpu is None else cpu - cb, payloads):
+            for block in tf.record_blocks(None if cpu is None else cpu - cb, payloads,
+                                          since, until):
                 yield (block[0] + cb, block[1], block[2], ib, *block[4:])
+
+    def first_time(self) -> int | None:
+        """The first record's time, from the files' indexes: None if one has none."""
+        times = [tf.first_time() for tf in self.files]
+        return None if None in times else min(times, default=0)
 
     def lost(self, cpu: int | None = None) -> int:
         if cpu is not None:

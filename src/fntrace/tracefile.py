@@ -78,6 +78,7 @@ TAG_THREAD = b"THRD"
 TAG_CHUNK = b"CHNK"
 TAG_CHUNK_Z = b"CHKZ"      # a CHNK whose encoded records and payloads are zstd-compressed
 TAG_STATS = b"STAT"
+TAG_INDEX = b"INDX"        # each chunk's records and first and last times, before STAT
 TAG_END = b"END\0"
 
 # A length above this cannot have been written by TraceFileWriter; reading it
@@ -184,6 +185,14 @@ def _varints(*vals: int) -> bytes:
     for v in vals:
         put_uvarint(out, v)
     return bytes(out)
+
+
+def _zigzag(v: int) -> int:
+    return (v << 1) if v >= 0 else ((-v) << 1) - 1
+
+
+# a record's time: its first field
+_TS = struct.Struct("<Q")
 
 _BLOCK_OVERHEAD = _BLOCK_HEAD.size + _CRC.size
 _MADV_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
@@ -345,6 +354,8 @@ class TraceFileWriter:
         self._broken: BaseException | None = None
         self._known_ips: set[int] = set()
         self._files: dict[str, int] = {}  # file name -> index in the file table
+        # each chunk block written: cpu, records, first and last time (INDX)
+        self._index: list[tuple[int, int, int, int]] = []
         self._pending_syms: list[tuple[int, str, str, int]] = []
         try:
             with self._lock:
@@ -413,13 +424,16 @@ class TraceFileWriter:
             tail = tails[k] if tails else b""
             head = _varints(cpu, count, first_seq + start, lost if k == 0 else 0)
             body = _encode(mv[start * RECORD_SIZE : (start + count) * RECORD_SIZE])
-            blocks.append((head, _varints(len(body)), body, tail))
+            times = (_TS.unpack_from(mv, start * RECORD_SIZE)[0],
+                     _TS.unpack_from(mv, (start + count - 1) * RECORD_SIZE)[0]) if count else (0, 0)
+            blocks.append((head, _varints(len(body)), body, tail, (cpu, count, *times)))
             if len(head) + len(body) + len(tail) + 10 > MAX_BLOCK_LEN:
                 raise ValueError("chunk payloads too large for one block")
         with self._lock:
             self._check_open()
             self._flush_symbols()
-            for head, blen, body, tail in blocks:
+            for head, blen, body, tail, entry in blocks:
+                self._index.append(entry)
                 if self._zc is None:
                     self._write_block(TAG_CHUNK, head, blen, body, tail)
                 else:
@@ -448,6 +462,7 @@ class TraceFileWriter:
             try:
                 if self._broken is None:
                     self._flush_symbols()
+                    self._write_index()
                     if stats_b is not None:
                         self._write_block(TAG_STATS, stats_b)
                     self._write_block(TAG_END)
@@ -499,6 +514,20 @@ class TraceFileWriter:
         # one write a block: each write lets the GIL go, and a busy thread of the
         # program may keep it a switch interval before the writer has it again
         self._write(b"".join((head, *parts, _CRC.pack(crc))))
+
+    def _write_index(self) -> None:
+        """INDX: each chunk block's cpu, records, first and last time, in the order
+        the blocks are in the file; a reader skips the blocks a time window leaves
+        out without decoding them (a file cut short has none, and is scanned)."""
+        parts = [_varints(len(self._index))]
+        prev = 0
+        for cpu, n, first, last in self._index:
+            # times as differences: first from the previous block's first, last from
+            # this one's first (a slot's blocks are in time order, the slots not)
+            parts.append(_varints(cpu, n, _zigzag(first - prev), last - first
+                                  if last >= first else 0))
+            prev = first
+        self._write_block(TAG_INDEX, b"".join(parts))
 
     def _flush_symbols(self) -> None:
         syms = self._pending_syms
@@ -571,6 +600,9 @@ class TraceFile:
         self.truncated = False
         self.complete = False
         self.end_offset = 0
+        # cpu -> each chunk's (first, last) record time, from the INDX block (None:
+        # the file has none, cut short or older)
+        self.times: dict[int, list[tuple[int, int]]] | None = None
         self._data = data
         self._chunks: dict[int, list[_Chunk]] = {}
         self._files: list[str] = []
@@ -632,6 +664,14 @@ class TraceFile:
     def nr_records(self, cpu: int | None = None) -> int:
         return sum(ch.nrecords for ch in self._iter_chunks(cpu))
 
+    def first_time(self) -> int | None:
+        """The first record's time, from the index (INDX): None without one."""
+        if self.times is None:
+            return None
+        return min((first for cpu, times in self.times.items()
+                    for (first, _), ch in zip(times, self._chunks[cpu]) if ch.nrecords),
+                   default=0)
+
     def losses(self, cpu: int) -> list[tuple[int, int]]:
         """Where ring buffer ``cpu`` dropped records: (index, in ``records(cpu)``, of
         the first record after the drop, records dropped) for each chunk that says
@@ -681,19 +721,30 @@ class TraceFile:
             del records, inner
             self._release(ch.start, ch.end)
 
-    def record_blocks(self, cpu: int | None = None, payloads: bool = False
-                      ) -> Iterator[tuple]:
+    def record_blocks(self, cpu: int | None = None, payloads: bool = False,
+                      since: int | None = None, until: int | None = None) -> Iterator[tuple]:
         """Every chunk's records, decoded, one thread slot after another (not merged
         by time; ``cpu``: that slot's only): ``(cpu, lost, records, 0)``, ``lost``
         being the records the buffer dropped before these and ``records`` the 32-byte
         records (RECORD) without their payloads; with ``payloads``, a fifth field: the
         chunk's payloads as the file encodes them (b"" for none).  The native walks
-        read this (TraceSet's fourth field is its symbol id base)."""
+        read this (TraceSet's fourth field is its symbol id base).  ``since`` and
+        ``until``: blocks the file's index (INDX) says hold no record of that window
+        are left out, undecoded (all are read from a file without one), unless they
+        say records were lost before them."""
         mv = memoryview(self._data)
+        window = self.times is not None and (since is not None or until is not None)
         for cpu in (sorted(self._chunks) if cpu is None else [cpu]):
             if cpu not in self._chunks:
                 continue
-            for ch in self._chunks[cpu]:
+            times = self.times.get(cpu, ()) if window else ()
+            for k, ch in enumerate(self._chunks[cpu]):
+                if times:
+                    first, last = times[k]
+                    if until is not None and first > until:
+                        break               # a slot's blocks are in time order
+                    if since is not None and last < since and not ch.lost:
+                        continue
                 inner = self._inner(mv, ch)
                 blen, p = get_uvarint(inner, 0)
                 try:
@@ -830,6 +881,8 @@ class TraceFile:
                 self.header = self._parse_json_dict(payload, body, "HEAD")
             elif tag == TAG_STATS:
                 self.stats = self._parse_json_dict(payload, body, "STAT")
+            elif tag == TAG_INDEX:
+                self._parse_index(payload, body)
             elif tag == TAG_END:
                 if end != size:
                     raise self._error(end, f"{size - end} bytes of data after the END block")
@@ -922,6 +975,29 @@ class TraceFile:
         self._chunks.setdefault(cpu, []).append(
             _Chunk(first_seq, n, lost, offset + p, offset + len(payload),
                    size if compressed else 0))
+
+    def _parse_index(self, payload: memoryview, offset: int) -> None:
+        """INDX: each chunk's first and last time, as ``times[cpu]``, beside
+        ``_chunks[cpu]``; an index that does not list the chunks read is damage."""
+        what = "INDX block: runs past the end of the block"
+        (count,), p = self._varints(payload, 0, 1, offset, what)
+        times: dict[int, list[tuple[int, int]]] = {}
+        prev = 0
+        seen: dict[int, int] = {}
+        for _ in range(count):
+            (cpu, n, first, span), p = self._varints(payload, p, 4, offset, what)
+            first = prev + ((first >> 1) ^ -(first & 1))
+            prev = first
+            k = seen.get(cpu, 0)
+            chunks = self._chunks.get(cpu, ())
+            if k >= len(chunks) or chunks[k].nrecords != n:
+                raise self._error(offset, f"INDX block: does not list the chunks of "
+                                          f"thread slot {cpu} as they are")
+            seen[cpu] = k + 1
+            times.setdefault(cpu, []).append((first, first + span))
+        if p != len(payload) or any(seen.get(c, 0) != len(v) for c, v in self._chunks.items()):
+            raise self._error(offset, "INDX block: does not list the chunks as they are")
+        self.times = times
 
     def _parse_thread(self, payload: memoryview, offset: int) -> None:
         (cpu, native_id, nlen), p = self._varints(payload, 0, 3, offset, "THRD block")

@@ -194,14 +194,15 @@ class _TrackedSource:
         total = self._source.nr_records() if cpu is None else self._source.tf.nr_records(cpu)
         return _tracked(self._source.entries(cpu), self._label(cpu), total, ProgressBar)
 
-    def record_blocks(self, cpu: int | None = None, payloads: bool = False
+    def record_blocks(self, cpu: int | None = None, payloads: bool = False,
+                      since: int | None = None, until: int | None = None
                       ) -> Iterator[Any] | None:
         """The native walks' blocks (TraceSource.record_blocks), advancing the bar by
         each block's records; one slot's (``cpu``) without a bar (its reader has the
         whole trace's)."""
         if cpu is not None:
-            return self._source.record_blocks(cpu, payloads)
-        blocks = self._source.record_blocks(None, payloads)
+            return self._source.record_blocks(cpu, payloads, since, until)
+        blocks = self._source.record_blocks(None, payloads, since, until)
         return None if blocks is None else self._tracked_blocks(blocks)
 
     def _tracked_blocks(self, blocks: Iterator[Any]) -> Iterator[Any]:

@@ -88,7 +88,9 @@ def stat_lines(source, args) -> Iterator[str]:
         rest, source, max(source.cpus, default=-1) + 1, graph=graph,
         time_in_ns=time_in_ns_of(source))
     if (rest.empty or filt is not None) and entries is stream:
-        blocks = source.record_blocks()
+        # (the blocks of the filter's window only, where the file's index says which)
+        blocks = source.record_blocks(None, False, *((None, None) if filt is None
+                                                     else (filt.since, filt.until)))
         if blocks is not None:
             fed = blocks if keep is None else (b for b in blocks if b[0] in keep)
             if filt is not None:

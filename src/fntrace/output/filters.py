@@ -233,8 +233,7 @@ def native_filter(flt: TraceFilter, source, nslots: int, *, graph: bool,
     lo = hi = None
     if flt.time_from is not None or flt.time_to is not None:
         # relative times count from the trace's first record, whichever thread's
-        first_ts = min((rec[0] for rec in map(_first_record, _slot_blocks(source)) if rec),
-                       default=0)
+        first_ts = _first_time(source)
         lo = _bound(flt.time_from, first_ts, time_in_ns, graph, False)
         hi = _bound(flt.time_to, first_ts, time_in_ns, graph, True)
     flags = table(max(syms, default=0) + 1)
@@ -251,7 +250,21 @@ def native_filter(flt: TraceFilter, source, nslots: int, *, graph: bool,
             rf.grow(flags)
             out = rf.filter(slot, records, base, *payloads)
         return out
+    # the window a walk may leave the blocks outside of unread (output/walk.py's
+    # drive; TraceFile.record_blocks): not what comes before it when -F/-N are given,
+    # whose matches in it depend on the calls open when it starts
+    apply.since = lo if functions is None and notrace is None else None
+    apply.until = hi
     return apply
+
+
+def _first_time(source) -> int:
+    """The time of a trace's first record: from its index, or its blocks' first."""
+    t = source.first_time()
+    if t is not None:
+        return t
+    return min((rec[0] for rec in map(_first_record, _slot_blocks(source)) if rec),
+               default=0)
 
 
 def _slot_blocks(source) -> Iterator:

@@ -99,18 +99,24 @@ class TraceSource:
         """Records the recorder said were dropped or overwritten."""
         return self.tf.lost()
 
+    def first_time(self) -> int | None:
+        """The first record's time, from the file's index: None without one."""
+        return self.tf.first_time()
+
     def entries(self, cpu: int | None = None) -> Iterator[TraceEntry | LostEvents]:
         """Every entry in time order (one thread slot's with ``cpu``)."""
         return entries_from_file(self.tf, cpu)
 
-    def record_blocks(self, cpu: int | None = None, payloads: bool = False
+    def record_blocks(self, cpu: int | None = None, payloads: bool = False,
+                      since: int | None = None, until: int | None = None
                       ) -> Iterator[tuple] | None:
         """The decoded records block by block, one thread slot after another (``cpu``:
         that slot's), for the native walks: ``(cpu, lost before, 32-byte records,
         symbol id base)`` (TraceFile.record_blocks; ``payloads``: and the block's
-        payloads).  A source whose entries are not read from records (made in memory)
-        returns None: its views walk ``entries()``."""
-        return self.tf.record_blocks(cpu, payloads)
+        payloads; ``since``, ``until``: the blocks of that window, where the file's
+        index says which).  A source whose entries are not read from records (made in
+        memory) returns None: its views walk ``entries()``."""
+        return self.tf.record_blocks(cpu, payloads, since, until)
 
     def events(self, cpu: int | None = None) -> Iterator[TraceEvent]:
         """The trace as typed events, in time order (one thread slot's with ``cpu``):

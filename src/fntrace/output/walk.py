@@ -36,7 +36,7 @@ def calls_only(source, text_ok: Callable[..., bool], payloads: bool = False
     source has no blocks (entries made in memory), or a block is damaged (the Python
     loop reads up to it and says so)."""
     from ..errors import TraceFileError
-    blocks = source.record_blocks(None, payloads)
+    blocks = source.record_blocks(None, True) if payloads else source.record_blocks()
     if blocks is None:
         return None
     slots: set[int] = set()
@@ -74,7 +74,10 @@ def drive(walker, source, nslots: int,
     --tid/--thread/--cpu filter); ``filt``: each block's records go through it first
     (output/filters.py's native_filter); ``payloads``: the walk is fed each block's
     payloads too.  Memory: the blocks the walk holds, about one per slot."""
-    blocks = {k: source.record_blocks(k, payloads) if keep is None or k in keep else iter(())
+    # the blocks of the filter's window only, where the file's index says which
+    more = (payloads, filt.since, filt.until) if filt is not None else \
+        (True,) if payloads else ()
+    blocks = {k: source.record_blocks(k, *more) if keep is None or k in keep else iter(())
               for k in range(nslots)}
     step, feed = walker.step, walker.feed
     while True:
