@@ -50,7 +50,7 @@ from ..record_format import FORMAT, RECORD_SIZE
 from .entry import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, LostEvents, TraceEntry
 
 __all__ = ["TimeBound", "TraceFilter", "parse_time", "check_glob", "filter_entries",
-           "function_matcher", "kept_slots", "thread_slots", "native_filter"]
+           "function_matcher", "kept_slots", "thread_slots", "native_filter", "NativeFilter"]
 
 _NS_PER_SEC = 1_000_000_000
 _NS_PER_US = 1_000
@@ -196,66 +196,75 @@ def thread_slots(flt: TraceFilter, threads: Mapping[int, tuple[int, str]],
                      if flt.thread_ok(c, *threads.get(c, (0, "<...>"))))
 
 
-# a symbol's answers in native_filter's table
+# a symbol's answers in NativeFilter's table
 _MATCH, _NOTRACE = 1, 2
 
 
-def native_filter(flt: TraceFilter, source, nslots: int, *, graph: bool,
-                  time_in_ns: bool = True):
-    """filter_entries' native twin for a walk fed ``source``'s record blocks (a
-    TraceFile, TraceSet or TraceSource: ``record_blocks``, ``symbols``, ``lost``):
-    ``f(slot, records, id base) -> the records that pass`` (``f(slot, records, id
-    base, payloads) -> (records, payloads)``: the block's payloads, as the file
-    encodes them, kept with their records), the filter keeping its per-slot state
-    between calls, as filter_entries does.  --tid/--thread/--cpu are not
-    its business (``thread_slots``: the walk is fed the slots they keep).  None when
-    filter_entries must do it: no native twin, an asyncio --task filter (task_view.py
-    applies it to entries), or a trace that lost records (where a loss marker goes
-    when the records after it are left out is the entry stream's to say)."""
-    from .. import _env
-    from .registry import name_of
-    native = _env.native()
-    if native is None or flt.tasks or source.lost():
-        return None
-    functions = function_matcher(flt.functions) if flt.functions else None
-    notrace = function_matcher(flt.notrace) if flt.notrace else None
-    syms = source.symbols
+class NativeFilter:
+    """filter_entries' native twin on a walk's record blocks (_native_read.c's
+    RecordFilter): ``f(slot, records, id base)`` gives the records that pass,
+    ``f(slot, records, id base, payloads)`` them and their payloads (as the file
+    encodes them), the filter keeping its per-slot state between calls as
+    filter_entries does.  ``since``/``until``: the window a walk may leave the blocks
+    outside of unread (TraceFile.record_blocks): not what comes before it when -F/-N
+    are given, whose matches in it depend on the calls open when it starts."""
 
-    def table(n: int) -> bytearray:
+    def __init__(self, native, flt: TraceFilter, symbols: Mapping[int, tuple], nslots: int,
+                 graph: bool, lo: int | None, hi: int | None) -> None:
+        self._functions = function_matcher(flt.functions) if flt.functions else None
+        self._notrace = function_matcher(flt.notrace) if flt.notrace else None
+        self._symbols = symbols
+        self._flags = self._table(max(symbols, default=0) + 1)
+        self._rf = native.RecordFilter(
+            nslots, self._flags, self._functions is not None, self._notrace is not None,
+            graph, lo, hi, flt.max_depth if graph else 0, flt.thresh_ns if graph else 0)
+        self.since = lo if self._functions is None and self._notrace is None else None
+        self.until = hi
+
+    def _table(self, n: int) -> bytearray:
+        """Each symbol id's -F/-N answers (ids with no symbol named 0x.., as the
+        entries name them)."""
+        from .registry import name_of
         t = bytearray(n)
+        functions, notrace = self._functions, self._notrace
         if functions is None and notrace is None:
             return t
         for ip in range(n):
-            name = name_of(ip, syms)
+            name = name_of(ip, self._symbols)
             t[ip] = ((_MATCH if functions is not None and functions(name) else 0)
                      | (_NOTRACE if notrace is not None and notrace(name) else 0))
         return t
+
+    def __call__(self, slot: int, records: bytes, base: int, *payloads: bytes):
+        out = self._rf.filter(slot, records, base, *payloads)
+        while isinstance(out, int):
+            # an id past the table: a longer one, and the block again
+            self._flags = self._table(max(out + 1, 2 * len(self._flags)))
+            self._rf.grow(self._flags)
+            out = self._rf.filter(slot, records, base, *payloads)
+        return out
+
+
+def native_filter(flt: TraceFilter, source, nslots: int, *, graph: bool,
+                  time_in_ns: bool = True) -> NativeFilter | None:
+    """A NativeFilter of ``flt`` for a walk fed ``source``'s record blocks (a
+    TraceFile, TraceSet or TraceSource: ``record_blocks``, ``symbols``, ``lost``,
+    ``first_time``).  --tid/--thread/--cpu are not its business (``thread_slots``: the
+    walk is fed the slots they keep).  None when filter_entries must do it: no native
+    twin, an asyncio --task filter (task_view.py applies it to entries), or a trace
+    that lost records (where a loss marker goes when the records after it are left out
+    is the entry stream's to say)."""
+    from .. import _env
+    native = _env.native()
+    if native is None or flt.tasks or source.lost():
+        return None
     lo = hi = None
     if flt.time_from is not None or flt.time_to is not None:
         # relative times count from the trace's first record, whichever thread's
         first_ts = _first_time(source)
         lo = _bound(flt.time_from, first_ts, time_in_ns, graph, False)
         hi = _bound(flt.time_to, first_ts, time_in_ns, graph, True)
-    flags = table(max(syms, default=0) + 1)
-    rf = native.RecordFilter(nslots, flags, functions is not None, notrace is not None, graph,
-                             lo, hi, flt.max_depth if graph else 0,
-                             flt.thresh_ns if graph else 0)
-
-    def apply(slot: int, records: bytes, base: int, *payloads: bytes):
-        nonlocal flags
-        out = rf.filter(slot, records, base, *payloads)
-        while isinstance(out, int):
-            # an id the symbol table has not (named 0x.. as the entries name it)
-            flags = table(max(out + 1, 2 * len(flags)))
-            rf.grow(flags)
-            out = rf.filter(slot, records, base, *payloads)
-        return out
-    # the window a walk may leave the blocks outside of unread (output/walk.py's
-    # drive; TraceFile.record_blocks): not what comes before it when -F/-N are given,
-    # whose matches in it depend on the calls open when it starts
-    apply.since = lo if functions is None and notrace is None else None
-    apply.until = hi
-    return apply
+    return NativeFilter(native, flt, source.symbols, nslots, graph, lo, hi)
 
 
 def _first_time(source) -> int:
