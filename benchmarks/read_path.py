@@ -10,6 +10,10 @@ and what the native reading path buys.  A view whose exporter or library is miss
 left out with a note; trace-cmd's row needs the ``trace-cmd`` program.
 
     python benchmarks/read_path.py [--calls 1000000] [--python EXE] [--only report ...]
+                                   [--args]
+
+``--args`` records with ``-A -R`` (every call's arguments and return value), the
+trace a user looking at values reads.
 
 The ratios are what count on a shared machine: every row of one run shares its load.
 """
@@ -59,7 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calls", type=int, default=1_000_000)
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--only", action="append", metavar="VIEW",
-                    help="report, stat, sql, tui-index, trace-cmd-report, or an export format")
+                    help="report, report-filtered, report-window, stat, stat-filtered, sql, "
+                         "tui-index, trace-cmd-report, or an export format")
+    ap.add_argument("--args", action="store_true",
+                    help="record arguments and return values (-A -R)")
     ap.add_argument("--no-pure", action="store_true", help="leave out the pure column")
     opts = ap.parse_args(argv)
     env = child_env()
@@ -77,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         buffer_kb = max(4096, events * 48 // 1024)
         fn = [opts.python, "-m", "fntrace"]
         status, rec_cpu, rss, err = run_cpu(
-            [*fn, "record", "-p", "function_graph", "-b", str(buffer_kb), "-F", "__main__.*",
+            [*fn, "record", "-p", "function_graph", *(["-A", "-R"] if opts.args else []),
+             "-b", str(buffer_kb), "-F", "__main__.*",
              "-o", "t.dat", "prog.py", str(opts.calls)], d, env)
         if status != 0:
             raise SystemExit(f"record failed: {err}")
@@ -85,8 +93,17 @@ def main(argv: list[str] | None = None) -> int:
         views: list[tuple[str, list[str]]] = []
         if wanted("report"):
             views.append(("report", [*fn, "report", "t.dat"]))
+        if wanted("report-filtered"):
+            # -F keeps mid and the leaf under it: two thirds of the calls
+            views.append(("report -F __main__.mid", [*fn, "report", "t.dat", "-F", "__main__.mid"]))
+        if wanted("report-window"):
+            # a tenth of a second of the run, through the file's index
+            views.append(("report --from +0.5 --to +0.6",
+                          [*fn, "report", "t.dat", "--from", "+0.5", "--to", "+0.6"]))
         if wanted("stat"):
             views.append(("stat", [*fn, "stat", "t.dat"]))
+        if wanted("stat-filtered"):
+            views.append(("stat -N __main__.leaf", [*fn, "stat", "t.dat", "-N", "__main__.leaf"]))
         if wanted("sql"):
             views.append(("sql (GROUP BY over the .dat)", [*fn, "sql", "t.dat", GROUP_BY, "--csv"]))
         if wanted("tui-index"):
@@ -127,7 +144,9 @@ def main(argv: list[str] | None = None) -> int:
                              "" if status == 0 else err))
 
     print(f"# {python_label(opts.python)}: a function_graph trace of {fmt_int(opts.calls)} "
-          f"calls ({fmt_int(events)} events); CPU seconds (user + system)")
+          f"calls ({fmt_int(events)} events"
+          f"{', arguments and return values recorded' if opts.args else ''}); CPU seconds "
+          "(user + system)")
     print()
     print("| view | CPU s | events per CPU s | ÷ record's CPU | pure CPU s | native speed-up "
           "| peak RSS MB | note |")
