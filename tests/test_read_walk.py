@@ -329,9 +329,7 @@ def test_native_walks_of_some_threads_are_the_filtered_python_ones(tmp_path_fact
                                                                    keep, by):
     """--cpu/--tid/--thread alone keep whole threads: the native text and profile read
     those threads' records only, and give what the Python filter gives."""
-    from fntrace.output.filters import TraceFilter
-    from fntrace.output.stat import StatCollector
-    from fntrace.output.filters import filter_entries, kept_slots
+    from fntrace.output.filters import TraceFilter, kept_slots
     path = tmp_path_factory.mktemp("keep") / "t.dat"
     write(path, slots)
     tf = TraceFile.open(path)
@@ -346,10 +344,19 @@ def test_native_walks_of_some_threads_are_the_filtered_python_ones(tmp_path_fact
     assert got == want
     assert sum(read) == sum(len(recs) for k in kept for _, recs in slots[k])
     blocks = tf.record_blocks()
-    walked = walked_stats(tf, per_thread=True, blocks=(b for b in blocks if b[0] in kept))
+    assert_walk_is_the_filtered_python_one(tf, flt, True,
+                                           (b for b in blocks if b[0] in kept))
     blocks.close()
-    col = StatCollector(True, True)
-    for e in filter_entries(entries_from_file(tf), flt, graph=True, threads=tf.threads):
+
+
+def assert_walk_is_the_filtered_python_one(tf, flt, graph: bool, blocks) -> None:
+    """The native profile of ``blocks`` (a filtered walk's) is StatCollector's of the
+    entries filter_entries lets through."""
+    from fntrace.output.filters import filter_entries
+    from fntrace.output.stat import StatCollector
+    walked = walked_stats(tf, per_thread=True, blocks=blocks)
+    col = StatCollector(graph, True)
+    for e in filter_entries(entries_from_file(tf), flt, graph=graph, threads=tf.threads):
         col.feed(e)
     assert walked is not None
     assert walked == (col.finish(), col.no_return, col.no_entry)
@@ -395,8 +402,7 @@ def test_native_filters_are_the_python_filters(tmp_path_factory, slots, flt):
     and StatCollector."""
     from dataclasses import replace
 
-    from fntrace.output.filters import filter_entries, native_filter, thread_slots
-    from fntrace.output.stat import StatCollector
+    from fntrace.output.filters import native_filter, thread_slots
     # no losses: where a loss marker goes when records after it are left out is the
     # entry stream's to say, and the native filter leaves such traces to it
     slots = {k: [(0, recs) for _, recs in chunks] for k, chunks in slots.items()}
@@ -423,15 +429,10 @@ def test_native_filters_are_the_python_filters(tmp_path_factory, slots, flt):
         filt = native_filter(rest, tf, nslots, graph=graph) if not rest.empty else None
         assert filt is not None or rest.empty
         blocks = tf.record_blocks()
-        fed = ((c, lost, filt(c, recs, base) if filt else recs, base)
-               for c, lost, recs, base in blocks if keep is None or c in keep)
-        walked = walked_stats(tf, per_thread=True, blocks=fed)
+        assert_walk_is_the_filtered_python_one(
+            tf, flt, graph, ((c, lost, filt(c, recs, base) if filt else recs, base)
+                             for c, lost, recs, base in blocks if keep is None or c in keep))
         blocks.close()
-        col = StatCollector(graph, True)
-        for e in filter_entries(entries_from_file(tf), flt, graph=graph, threads=tf.threads):
-            col.feed(e)
-        assert walked is not None
-        assert walked == (col.finish(), col.no_return, col.no_entry)
 
 
 @needs_native

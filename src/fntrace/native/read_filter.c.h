@@ -54,22 +54,28 @@ rf_set_flags(RecordFilter *f, PyObject *flags)
     return 0;
 }
 
-/* RecordFilter(nslots, flags, functions, notrace, graph, lo, hi, max_depth, thresh):
- * lo, hi: the window in ns (None: open; hi < 0: nothing passes) */
+/* RecordFilter(nslots, flags, functions, notrace, graph, lo, hi, none, max_depth,
+ * thresh): the window [lo, hi] in ns (hi None: open), none: it holds no time (the
+ * caller clamps the bounds to 64 bits) */
 static int
 rf_init(RecordFilter *f, PyObject *args, PyObject *kw)
 {
     Py_ssize_t nslots;
-    PyObject *flags, *lo, *hi;
-    int functions, notrace, graph;
+    PyObject *flags, *hi;
+    int functions, notrace, graph, none;
     unsigned int max_depth;
-    unsigned long long thresh;
-    if (!PyArg_ParseTuple(args, "nOpppOOIK", &nslots, &flags, &functions, &notrace, &graph,
-                          &lo, &hi, &max_depth, &thresh))
+    unsigned long long lo, thresh;
+    if (!PyArg_ParseTuple(args, "nOpppKOpIK", &nslots, &flags, &functions, &notrace, &graph,
+                          &lo, &hi, &none, &max_depth, &thresh))
         return -1;
     if (nslots < 0 || nslots > (1 << 20)) {
         PyErr_SetString(PyExc_ValueError, "RecordFilter: bad number of slots");
         return -1;
+    }
+    if (hi != Py_None) {
+        f->hi = PyLong_AsUnsignedLongLong(hi);
+        if (f->hi == (uint64_t)-1 && PyErr_Occurred())
+            return -1;
     }
     if (rf_set_flags(f, flags) < 0)
         return -1;
@@ -78,48 +84,10 @@ rf_init(RecordFilter *f, PyObject *args, PyObject *kw)
     f->graph = graph;
     f->max_depth = max_depth;
     f->thresh = thresh;
-    f->has_lo = f->has_hi = f->none = 0;
-    if (lo != Py_None) {
-        /* a bound below 0 lets every time through; one past 2^64 - 1 none */
-        PyObject *zero = PyLong_FromLong(0);
-        if (zero == NULL)
-            return -1;
-        int neg = PyObject_RichCompareBool(lo, zero, Py_LT);
-        Py_DECREF(zero);
-        if (neg < 0)
-            return -1;
-        if (!neg) {
-            f->lo = PyLong_AsUnsignedLongLong(lo);
-            if (f->lo == (uint64_t)-1 && PyErr_Occurred()) {
-                if (!PyErr_ExceptionMatches(PyExc_OverflowError))
-                    return -1;
-                PyErr_Clear();
-                f->none = 1;
-            }
-            f->has_lo = 1;
-        }
-    }
-    if (hi != Py_None) {
-        PyObject *zero = PyLong_FromLong(0);
-        if (zero == NULL)
-            return -1;
-        int neg = PyObject_RichCompareBool(hi, zero, Py_LT);
-        Py_DECREF(zero);
-        if (neg < 0)
-            return -1;
-        if (neg)
-            f->none = 1;
-        else {
-            f->hi = PyLong_AsUnsignedLongLong(hi);
-            if (f->hi == (uint64_t)-1 && PyErr_Occurred()) {
-                if (!PyErr_ExceptionMatches(PyExc_OverflowError))
-                    return -1;
-                PyErr_Clear();      /* past every time: no bound */
-            }
-            else
-                f->has_hi = 1;
-        }
-    }
+    f->lo = lo;
+    f->has_lo = lo > 0;
+    f->has_hi = hi != Py_None;
+    f->none = none;
     PyMem_Free(f->st);
     f->st = PyMem_Malloc(sizeof(int32_t) * 2 * (nslots ? nslots : 1));
     if (f->st == NULL) {
@@ -381,7 +349,7 @@ static PyType_Slot rf_slots[] = {
     {Py_tp_dealloc, rf_dealloc},
     {Py_tp_methods, rf_methods},
     {Py_tp_new, PyType_GenericNew},
-    {Py_tp_doc, "RecordFilter(nslots, flags, functions, notrace, graph, lo, hi, "
+    {Py_tp_doc, "RecordFilter(nslots, flags, functions, notrace, graph, lo, hi, none, "
                 "max_depth, thresh): filter_entries on a trace file's record blocks"},
     {0, NULL}
 };

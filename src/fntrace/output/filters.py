@@ -198,6 +198,7 @@ def thread_slots(flt: TraceFilter, threads: Mapping[int, tuple[int, str]],
 
 # a symbol's answers in NativeFilter's table
 _MATCH, _NOTRACE = 1, 2
+_U64 = (1 << 64) - 1
 
 
 class NativeFilter:
@@ -215,9 +216,13 @@ class NativeFilter:
         self._notrace = function_matcher(flt.notrace) if flt.notrace else None
         self._symbols = symbols
         self._flags = self._table(max(symbols, default=0) + 1)
+        # the window as record times (u64): a bound past them keeps all or none
+        none = (hi is not None and hi < 0) or (lo is not None and lo > _U64)
         self._rf = native.RecordFilter(
             nslots, self._flags, self._functions is not None, self._notrace is not None,
-            graph, lo, hi, flt.max_depth if graph else 0, flt.thresh_ns if graph else 0)
+            graph, min(max(lo or 0, 0), _U64), hi if hi is None or 0 <= hi <= _U64 else
+            (None if hi > _U64 else 0), none, flt.max_depth if graph else 0,
+            flt.thresh_ns if graph else 0)
         self.since = lo if self._functions is None and self._notrace is None else None
         self.until = hi
 
