@@ -57,8 +57,10 @@ def child_files(base: str) -> list[str]:
     except OSError:
         return []
     found = []
+    prefix = name + "."
     for n in names:
-        m = pat.match(n)
+        # (the prefix first: the directory may hold many files, /tmp does)
+        m = pat.match(n) if n.startswith(prefix) else None
         if m:
             found.append((int(m.group(1)), int(m.group(2) or 0), os.path.join(d, n)))
     return [p for _, _, p in sorted(found)]
