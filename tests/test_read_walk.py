@@ -517,6 +517,27 @@ def test_native_graph_text_prints_arguments_and_return_values(tmp_path_factory, 
 
 
 @needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(data=st.data())
+def test_native_parquet_with_values_is_the_python_loop(tmp_path_factory, data):
+    """-A -R traces: the Parquet table's args and retval columns made natively from the
+    payloads (function_args_text, str()), the same file as the Python loop's."""
+    import io
+
+    import pyarrow.parquet as pq
+    slots = data.draw(st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJX"),
+                                      min_size=1, max_size=3))
+    slots = {k: data.draw(with_values(chunks)) for k, chunks in slots.items()}
+    path = tmp_path_factory.mktemp("pqvalues") / "t.dat"
+    write(path, slots)
+    native, python = export_both(path, "parquet", {})
+    assert native == python
+    rows = pq.read_table(io.BytesIO(native[0])).to_pylist()
+    valued = [r for chunks in slots.values() for _, recs in chunks for r in recs if len(r) > 7]
+    assert sum(r["args"] is not None or r["retval"] is not None for r in rows) <= len(valued)
+
+
+@needs_native
 def test_native_graph_text_leaves_values_it_cannot_print_as_python_does(tmp_path):
     """A return value kept as JSON (a value the recorder did not make text of, in an
     older file) or text that is not UTF-8 as Python reads it (a lone surrogate): the

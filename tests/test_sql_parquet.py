@@ -9,6 +9,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import subprocess
+import sys
 from collections import Counter
 from decimal import Decimal
 
@@ -19,6 +22,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 duckdb = pytest.importorskip("duckdb", reason="duckdb (the sql extra) is not installed")
 
 from calls_helpers import PROG, export_as, recorded, report_calls  # noqa: E402,F401
+from conftest import SUBPROCESS_TIMEOUT  # noqa: E402
 from fntrace.output.parquet import COLUMNS, module_of  # noqa: E402
 
 
@@ -150,6 +154,28 @@ def test_duckdb_reads_the_export_directly(recorded, run_fntrace, tmp_path):
         f"SELECT count(*), count(DISTINCT thread), max(depth) FROM "
         f"read_parquet('{tmp_path / 't.parquet'}')").fetchone()
     assert n == len(pq.read_table(tmp_path / "t.parquet")) and threads == 2 and deepest >= 3
+
+
+def test_arguments_and_return_values_are_columns(tmp_script, run_fntrace, tmp_path):
+    """A trace recorded with -A -R: each call's args and retval as the report prints
+    them, the native export the same file as the pure one."""
+    prog = tmp_script("def f(a, b='x'):\n    return a * 2\n\n"
+                      "def g():\n    return 'é' * 2\n\n"
+                      "for i in range(3):\n    f(i)\n    g()\n")
+    r = run_fntrace("record", "-p", "function_graph", "-A", "-R", "-F", "__main__.*",
+                    "-o", "v.dat", prog)
+    assert r.returncode == 0, r.stderr
+    export(run_fntrace, "v.dat", "v.parquet")
+    rows = pq.read_table(tmp_path / "v.parquet").to_pylist()
+    assert [(r["function"], r["args"], r["retval"]) for r in rows] == [
+        ("__main__.f", f"a={i}, b='x'", str(2 * i)) if k == 0 else ("__main__.g", "", "'éé'")
+        for i in range(3) for k in range(2)]
+    pure = subprocess.run([sys.executable, "-m", "fntrace", "export", "v.dat", "--format",
+                           "parquet", "-o", "p.parquet"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=SUBPROCESS_TIMEOUT,
+                          env={**os.environ, "FNTRACE_PURE": "1"})
+    assert pure.returncode == 0, pure.stderr
+    assert (tmp_path / "p.parquet").read_bytes() == (tmp_path / "v.parquet").read_bytes()
 
 
 def test_sql_bad_input(recorded, run_fntrace, tmp_path):

@@ -6,8 +6,18 @@
  * at the slot's last time, and a return after the gap starts no earlier than it), each
  * call a row of column buffers when it ends -- slot, ts, dur, self_dur, depth, path,
  * complete -- in batches of ``rows`` rows.  A call's names (function, parent, stack)
- * are its path's, which the caller turns into strings once per path.
+ * are its path's, which the caller turns into strings once per path.  With ``values``
+ * (a trace recorded with -A/-R) each row also has its arguments' text and its return
+ * value's, as the table prints them (function_args_text, str()), or null, as Arrow
+ * string columns: validity bits, offsets, UTF-8 data.
  */
+
+/* a string column being made: each row's start in ``t`` and whether it has one */
+typedef struct {
+    tbuf_t t;
+    int64_t *start;
+    uint8_t *valid;
+} strcol_t;
 
 typedef struct {
     PyObject_HEAD
@@ -19,17 +29,43 @@ typedef struct {
     int32_t *c_slot, *c_depth, *c_path;
     int64_t *c_ts, *c_dur, *c_self;
     uint8_t *c_complete;
+    int values;
+    strcol_t c_args, c_ret;
     Py_ssize_t nrows, caprows;
     int done, finished;
     long long lost;
     uint64_t incomplete;
 } CallRows;
 
+/* row i's text in a string column (NULL: a null) */
+static int
+strcol_put(strcol_t *sc, Py_ssize_t i, int args, const char *s, Py_ssize_t len,
+           const pvalue_t *v)
+{
+    sc->start[i] = sc->t.blen;
+    sc->valid[i] = args ? s != NULL : v->has;
+    if (!sc->valid[i])
+        return 0;
+    if (tb_reserve(&sc->t, 2 * (args ? len : v->len) + 32) < 0)
+        return -1;
+    if (args)
+        put_args_text(&sc->t, s, len);
+    else if (v->kind == PAY_INT)
+        sc->t.blen += PyOS_snprintf(sc->t.buf + sc->t.blen, 32, "%lld", (long long)v->iv);
+    else
+        tb_put(&sc->t, v->s, v->len);
+    return 0;
+}
+
 static int
 row_out(CallRows *c, Py_ssize_t slot, uint32_t path, int64_t depth, int64_t start,
-        int64_t dur, int64_t self, int complete)
+        int64_t dur, int64_t self, int complete, const paired_t *p)
 {
-    Py_ssize_t i = c->nrows++;
+    Py_ssize_t i = c->nrows;
+    if (c->values && (strcol_put(&c->c_args, i, 1, p->args, p->alen, NULL) < 0
+                      || strcol_put(&c->c_ret, i, 0, NULL, 0, &p->ret) < 0))
+        return -1;
+    c->nrows++;
     c->c_slot[i] = (int32_t)slot;
     c->c_ts[i] = start;
     c->c_dur[i] = dur;
@@ -54,7 +90,8 @@ cr_emit(void *ctx, Py_ssize_t slot, const paired_t *p)
         if (path == 0)
             return -1;
     }
-    return row_out(c, slot, path, p->depth, p->start, p->end - p->start, p->self, p->complete);
+    return row_out(c, slot, path, p->depth, p->start, p->end - p->start, p->self, p->complete,
+                   p);
 }
 
 /* room for ``more`` rows */
@@ -75,21 +112,75 @@ cr_reserve(CallRows *c, Py_ssize_t more)
     GROW(c_dur, 8);
     GROW(c_self, 8);
     GROW(c_complete, 1);
+    if (c->values) {
+        GROW(c_args.start, 8);
+        GROW(c_args.valid, 1);
+        GROW(c_ret.start, 8);
+        GROW(c_ret.valid, 1);
+    }
 #undef GROW
     c->caprows = cap;
     return 0;
+}
+
+/* a string column's first ``n`` rows as (validity bits, int32 offsets, data); the
+ * rest move to the front */
+static PyObject *
+strcol_take(strcol_t *sc, Py_ssize_t n, Py_ssize_t nrows)
+{
+    int64_t end = n < nrows ? sc->start[n] : sc->t.blen;
+    if (end > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "CallRows: a batch's text is over 2 GiB");
+        return NULL;
+    }
+    PyObject *bits = PyBytes_FromStringAndSize(NULL, (n + 7) / 8);
+    PyObject *offs = PyBytes_FromStringAndSize(NULL, (n + 1) * 4);
+    PyObject *data = PyBytes_FromStringAndSize(sc->t.buf, (Py_ssize_t)end);
+    if (bits == NULL || offs == NULL || data == NULL) {
+        Py_XDECREF(bits);
+        Py_XDECREF(offs);
+        Py_XDECREF(data);
+        return NULL;
+    }
+    uint8_t *b = (uint8_t *)PyBytes_AS_STRING(bits);
+    int32_t *o = (int32_t *)PyBytes_AS_STRING(offs);
+    memset(b, 0, (size_t)(n + 7) / 8);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        o[i] = (int32_t)sc->start[i];
+        if (sc->valid[i])
+            b[i / 8] |= (uint8_t)(1u << (i % 8));
+    }
+    o[n] = (int32_t)end;
+    Py_ssize_t rest = nrows - n;
+    memmove(sc->t.buf, sc->t.buf + end, (size_t)(sc->t.blen - end));
+    sc->t.blen -= (Py_ssize_t)end;
+    for (Py_ssize_t i = 0; i < rest; i++) {
+        sc->start[i] = sc->start[n + i] - end;
+        sc->valid[i] = sc->valid[n + i];
+    }
+    return Py_BuildValue("(NNN)", bits, offs, data);
 }
 
 /* the first ``n`` rows as a batch; the rest move to the front */
 static PyObject *
 cr_batch(CallRows *c, Py_ssize_t n)
 {
+    PyObject *args = NULL, *ret = NULL;
+    if (c->values) {
+        args = strcol_take(&c->c_args, n, c->nrows);
+        ret = args == NULL ? NULL : strcol_take(&c->c_ret, n, c->nrows);
+        if (ret == NULL) {
+            Py_XDECREF(args);
+            return NULL;
+        }
+    }
     PyObject *out = Py_BuildValue(
-        "(ny#y#y#y#y#y#y#)", n,
+        "(ny#y#y#y#y#y#y#NN)", n,
         (const char *)c->c_slot, n * 4, (const char *)c->c_ts, n * 8,
         (const char *)c->c_dur, n * 8, (const char *)c->c_self, n * 8,
         (const char *)c->c_depth, n * 4, (const char *)c->c_path, n * 4,
-        (const char *)c->c_complete, n);
+        (const char *)c->c_complete, n, args ? args : Py_NewRef(Py_None),
+        ret ? ret : Py_NewRef(Py_None));
     if (out == NULL)
         return NULL;
     Py_ssize_t rest = c->nrows - n;
@@ -148,6 +239,9 @@ cr_step(CallRows *c, PyObject *unused)
         if (canon_lookup(c->canon, &cid) < 0)
             return NULL;
         int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;
+        pvalue_t v = {0};
+        if (c->values)
+            v.has = merge_last_payload(&c->m, best, &r, &v.kind, &v.s, &v.len, &v.iv);
         if (r.type == FNT_TRACE_GRAPH_ENT) {
             if (pair_enter_close(&c->pr, best, depth, ts) < 0)
                 return NULL;
@@ -155,8 +249,12 @@ cr_step(CallRows *c, PyObject *unused)
             uint32_t path = trie_path(&c->tr, top ? top->path : 0, cid);
             if (path == 0 || pair_push(&c->pr, best, id, cid, depth, ts, path) < 0)
                 return NULL;
-        } else if (pair_return(&c->pr, best, id, cid, depth, ts, (int64_t)r.d) < 0) {
-            return NULL;
+            if (v.has && v.kind == PAY_STR && pair_args(&c->pr, best, v.s, v.len) < 0)
+                return NULL;
+        } else {
+            c->pr.ret = v;
+            if (pair_return(&c->pr, best, id, cid, depth, ts, (int64_t)r.d) < 0)
+                return NULL;
         }
     }
 }
@@ -198,14 +296,16 @@ cr_counts(CallRows *c, PyObject *unused)
     return Py_BuildValue("(LK)", c->lost, (unsigned long long)c->incomplete);
 }
 
-/* CallRows(slots, canon, rows) */
+/* CallRows(slots, canon, rows, values=False) */
 static int
 cr_init(CallRows *c, PyObject *args, PyObject *kw)
 {
     Py_ssize_t nslots, batch;
     PyObject *canon;
-    if (!PyArg_ParseTuple(args, "nOn:CallRows", &nslots, &canon, &batch))
+    int values = 0;
+    if (!PyArg_ParseTuple(args, "nOn|p:CallRows", &nslots, &canon, &batch, &values))
         return -1;
+    c->values = values;
     if (c->m.slots != NULL || nslots < 0 || nslots > SLOT_LIMIT || batch < 1) {
         PyErr_SetString(PyExc_ValueError, "CallRows: bad slots or rows (or made twice)");
         return -1;
@@ -237,6 +337,11 @@ cr_dealloc(CallRows *c)
     PyMem_Free(c->c_dur);
     PyMem_Free(c->c_self);
     PyMem_Free(c->c_complete);
+    for (strcol_t *sc = &c->c_args; sc <= &c->c_ret; sc++) {
+        PyMem_Free(sc->t.buf);
+        PyMem_Free(sc->start);
+        PyMem_Free(sc->valid);
+    }
     trie_free(&c->tr);
     Py_XDECREF(c->canon);
     tp->tp_free((PyObject *)c);

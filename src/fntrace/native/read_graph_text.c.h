@@ -115,9 +115,20 @@ put_prologue(GraphText *g, Py_ssize_t cpu, uint64_t ts)
  * joined by NULs (args_pairs: an odd last piece is dropped); "()" without one.  The
  * caller reserved 2 * len + 4. */
 static void
+put_args_text(tbuf_t *t, const char *s, Py_ssize_t len);
+
+static void
 put_args(tbuf_t *t, const char *s, Py_ssize_t len)
 {
     TB_LIT(t, "(");
+    put_args_text(t, s, len);
+    TB_LIT(t, ")");
+}
+
+/* function_args_text(): "a=1, b='x'" (put_args without its parentheses) */
+static void
+put_args_text(tbuf_t *t, const char *s, Py_ssize_t len)
+{
     if (s != NULL && len) {
         Py_ssize_t i = 0, piece = 0;
         while (1) {
@@ -140,7 +151,6 @@ put_args(tbuf_t *t, const char *s, Py_ssize_t len)
             i = end + 1;
         }
     }
-    TB_LIT(t, ")");
 }
 
 /* format_retval(): a str as given, an int in decimal or (retval-hex) as its 64-bit

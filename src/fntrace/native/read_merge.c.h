@@ -343,6 +343,16 @@ pay_get(const gblock_t *b, Py_ssize_t i, const record_t *r, int *kind, const cha
     return 1;
 }
 
+/* the payload of the record merge_next just took from ``slot`` (pay_get's answer) */
+static int
+merge_last_payload(merge_t *m, Py_ssize_t slot, const record_t *r, int *kind, const char **s,
+                   Py_ssize_t *len, int64_t *iv)
+{
+    gslot_t *g = &m->slots[slot];
+    gblock_t *b = &g->q[g->head];
+    return pay_get(b, b->pos - 1, r, kind, s, len, iv);
+}
+
 /* a walk's feed(cpu[, lost, records, ibase[, payloads]]): the slot's next block, or
  * (cpu alone) that it has no more; ``*lost_sum`` counts the losses fed */
 static PyObject *

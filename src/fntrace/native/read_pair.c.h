@@ -16,7 +16,10 @@
  *     end     pair_finish: what is still open, slots in the order of their first
  *             graph record, innermost first
  *
- * A frame carries a walk's ``path`` (CallRows: the call path's number in its trie).
+ * A frame carries a walk's ``path`` (CallRows: the call path's number in its trie),
+ * and the arguments' text its walk gave it (pair_args: a copy, freed when the call is
+ * handed out); a return's value, given before pair_return (``p->ret``), goes with the
+ * call it ends.
  */
 
 typedef struct {
@@ -24,7 +27,17 @@ typedef struct {
     uint32_t cid;           /* canonical: what pairs */
     uint32_t path;          /* the walk's own */
     int64_t depth, start, children;
+    char *args;             /* the arguments' text (NUL-joined pairs), or NULL */
+    Py_ssize_t alen;
 } call_frame_t;
+
+/* a recorded value: text, or (PAY_INT) an int */
+typedef struct {
+    int has, kind;
+    const char *s;
+    Py_ssize_t len;
+    int64_t iv;
+} pvalue_t;
 
 /* a call as it ends (a Call of calls.py) */
 typedef struct {
@@ -32,6 +45,9 @@ typedef struct {
     int64_t depth, start, end, self;
     int complete;           /* its return was read */
     int entry_seen;         /* its entry was read */
+    const char *args;       /* its frame's arguments (NULL: none recorded) */
+    Py_ssize_t alen;
+    pvalue_t ret;           /* its return value (ret.has 0: none recorded) */
 } paired_t;
 
 typedef struct {
@@ -52,6 +68,7 @@ typedef struct {
     Py_ssize_t norder;
     pair_emit_fn emit;
     void *ctx;
+    pvalue_t ret;           /* the value of the return pair_return is given next */
 } pair_t;
 
 static int
@@ -74,8 +91,11 @@ static void
 pair_free(pair_t *p)
 {
     if (p->s != NULL)
-        for (Py_ssize_t k = 0; k < p->nslots; k++)
+        for (Py_ssize_t k = 0; k < p->nslots; k++) {
+            for (Py_ssize_t i = 0; i < p->s[k].n; i++)
+                PyMem_Free(p->s[k].st[i].args);
             PyMem_Free(p->s[k].st);
+        }
     PyMem_Free(p->s);
     PyMem_Free(p->order);
     p->s = NULL;
@@ -111,10 +131,12 @@ pair_close_deeper(pair_t *p, Py_ssize_t slot, int64_t depth, int64_t ts)
             dur = 0;
         int64_t self = dur - f.children;
         paired_t c = {f.id, f.cid, f.path, f.depth, f.start, f.start + dur,
-                      self < 0 ? 0 : self, 0, 1};
+                      self < 0 ? 0 : self, 0, 1, f.args, f.alen};
         if (s->n)
             s->st[s->n - 1].children += dur;
-        if (p->emit(p->ctx, slot, &c) < 0)
+        int r = p->emit(p->ctx, slot, &c);
+        PyMem_Free(f.args);
+        if (r < 0)
             return -1;
     }
     return 0;
@@ -177,6 +199,23 @@ pair_push(pair_t *p, Py_ssize_t slot, uint32_t id, uint32_t cid, int64_t depth, 
     f->depth = depth;
     f->start = ts;
     f->children = 0;
+    f->args = NULL;
+    f->alen = 0;
+    return 0;
+}
+
+/* the arguments' text of the frame just pushed */
+static int
+pair_args(pair_t *p, Py_ssize_t slot, const char *s, Py_ssize_t len)
+{
+    call_frame_t *f = pair_top(p, slot);
+    f->args = PyMem_Malloc(len ? (size_t)len : 1);
+    if (f->args == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(f->args, s, (size_t)len);
+    f->alen = len;
     return 0;
 }
 
@@ -194,12 +233,15 @@ pair_return(pair_t *p, Py_ssize_t slot, uint32_t id, uint32_t cid, int64_t depth
         return -1;
     paired_t c;
     int64_t dur;
+    char *args = NULL;
     if (s->n && s->st[s->n - 1].depth == depth && s->st[s->n - 1].cid == cid) {
         call_frame_t f = s->st[--s->n];
         int64_t start = f.start <= ts ? f.start : calltime;
         dur = ts - start;
         int64_t self = dur - f.children;
-        c = (paired_t){id, cid, f.path, depth, start, ts, self < 0 ? 0 : self, 1, 1};
+        c = (paired_t){id, cid, f.path, depth, start, ts, self < 0 ? 0 : self, 1, 1,
+                       f.args, f.alen};
+        args = f.args;
     } else {
         /* the entry is not in the trace: the call is made from its return */
         int64_t start = calltime;
@@ -208,9 +250,13 @@ pair_return(pair_t *p, Py_ssize_t slot, uint32_t id, uint32_t cid, int64_t depth
         dur = ts - start;
         c = (paired_t){id, cid, 0, depth, start, ts, dur, 1, 0};
     }
+    c.ret = p->ret;
+    p->ret.has = 0;
     if (s->n)
         s->st[s->n - 1].children += dur;
-    return p->emit(p->ctx, slot, &c);
+    int r = p->emit(p->ctx, slot, &c);
+    PyMem_Free(args);
+    return r;
 }
 
 /* CallBuilder.finish: what is still open, at each slot's last time */

@@ -275,14 +275,15 @@ def record_batches(source, counts: dict | None = None) -> Iterator:
 
 
 def _native_rows(source, sch, pid_of, where: dict[str, tuple], counts: dict) -> Iterator | None:
-    """record_batches' batches for a trace of calls (graph entries and returns, no
-    arguments or return values), made natively (_native_read.c's CallRows: the same
-    rows, in the same batches); None when there is no native twin or the trace holds
-    more than calls (events, markers, hits, payloads): the loop above makes them.
+    """record_batches' batches for a trace of calls (graph entries and returns, with
+    their arguments and return values as text or 64-bit ints), made natively
+    (_native_read.c's CallRows: the same rows, in the same batches); None when there
+    is no native twin or the trace holds more than calls (events, markers, hits,
+    values kept as JSON): the loop above makes them.
     Strings are made once per call path, and a batch's dictionaries are taken from
     them by the paths in it (no Python object, no string per row)."""
     from .walk import canon_ids, native_for_calls
-    walkable = native_for_calls(source)
+    walkable = native_for_calls(source, values=True)
     if walkable is None:
         return None
     native, slots = walkable
@@ -324,7 +325,7 @@ def _native_rows(source, sch, pid_of, where: dict[str, tuple], counts: dict) -> 
         line_of[0] = pa.array(lines, pa.int32())
 
     line_of = [None]
-    rows = native.CallRows(nslots, canon_ids(syms), ROW_GROUP)
+    rows = native.CallRows(nslots, canon_ids(syms), ROW_GROUP, True)
     return _native_batches(rows, source, nslots, sch, slot_pid, slot_tid, slot_name,
                            names, grow, by_path, line_of, counts)
 
@@ -382,14 +383,19 @@ def _native_batches(rows, source, nslots, sch, slot_pid, slot_tid, slot_name, na
     total = 0
     call = pa.array(["call"], pa.string())
     no_strings = pa.array([], pa.string())
-    for batch in drive(rows, source, nslots):
-        n, b_slot, b_ts, b_dur, b_self, b_depth, b_path, b_complete = batch
+    for batch in drive(rows, source, nslots, payloads=True):
+        n, b_slot, b_ts, b_dur, b_self, b_depth, b_path, b_complete, b_args, b_ret = batch
         new = rows.paths(len(names))
         if new:
             grow(new)
 
         def buf(typ, data, n=n):
             return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(data)])
+
+        def text(col, n=n):
+            # the walk's (validity bits, offsets, UTF-8 data), encoded as the table's
+            return pc.dictionary_encode(pa.Array.from_buffers(
+                pa.string(), n, [pa.py_buffer(b) for b in col]))
         slot = buf(pa.int32(), b_slot)
         path = buf(pa.int32(), b_path)
         zeros = buf(pa.int32(), bytes(4 * n))
@@ -402,7 +408,8 @@ def _native_batches(rows, source, nslots, sch, slot_pid, slot_tid, slot_name, na
                   slot, buf(pa.int64(), b_ts), buf(pa.int64(), b_dur),
                   buf(pa.int64(), b_self), buf(pa.int32(), b_depth),
                   function, module, file, pc.take(line_of[0], path), parent, stack,
-                  nulls, nulls, pc.not_equal(buf(pa.uint8(), b_complete), 0), nulls]
+                  text(b_args), text(b_ret), pc.not_equal(buf(pa.uint8(), b_complete), 0),
+                  nulls]
         total += n
         yield pa.RecordBatch.from_arrays(arrays, schema=sch)
     lost, incomplete = rows.counts()
