@@ -1,11 +1,9 @@
 """``fntrace report``: a trace file printed as the kernel prints ``trace``."""
 from __future__ import annotations
 
-from dataclasses import replace
-
 from collections.abc import Callable, Iterator
 
-from ..output.filters import TraceFilter, filter_entries, native_filter, thread_slots
+from ..output.filters import TraceFilter, filter_entries, native_split
 from ..output.function_graph import native_graph_text
 from ..output.task_view import task_entries
 from ..output.reader import entries_from_file
@@ -140,12 +138,9 @@ def _report(tf, max_depth: int, thresh_ns: int, options: dict | None,
     if on_block is not None and tracer == "function_graph" and stream is raw:
         # the native printer, the threads kept fed to it whole, the other filters
         # applied to its blocks natively (or, when they cannot be, not used)
-        keep = thread_slots(flt, tf.threads, tf.cpus)
-        rest = replace(flt, tids=frozenset(), threads=(), cpus=frozenset())
-        filt = None if rest.empty else native_filter(
-            rest, tf, max(tf.cpus, default=-1) + 1, graph=True, time_in_ns=in_ns)
-        if rest.empty or filt is not None:
-            body = native_graph_text(tf, opts, nr_cpus, on_block, keep, filt)
+        split = native_split(flt, tf, graph=True, time_in_ns=in_ns)
+        if split is not None:
+            body = native_graph_text(tf, opts, nr_cpus, on_block, *split)
     if body is not None:
         lines = render_trace((), tracer=tracer, options=opts, nr_cpus=nr_cpus,
                              time_in_ns=in_ns)

@@ -59,7 +59,7 @@ def stat_lines(source, args) -> Iterator[str]:
     """The output of ``fntrace stat`` for an open TraceSource, line by line."""
     from dataclasses import replace
 
-    from ..output.filters import filter_entries, native_filter, thread_slots
+    from ..output.filters import filter_entries, native_split
     from ..output.stat import StatCollector, stat_table, walked_stats
     from .filters import filter_from_args
     from .report import time_in_ns_of, trace_loss_notes
@@ -82,12 +82,10 @@ def stat_lines(source, args) -> Iterator[str]:
     walked = None
     # the native walk, when there is one: fed the threads kept, whole, and the other
     # filters applied to its blocks natively (or, when they cannot be, not used)
-    keep = thread_slots(flt, source.threads, source.cpus)
-    rest = replace(flt, tids=frozenset(), threads=(), cpus=frozenset())
-    filt = None if rest.empty or entries is not stream else native_filter(
-        rest, source, max(source.cpus, default=-1) + 1, graph=graph,
-        time_in_ns=time_in_ns_of(source))
-    if (rest.empty or filt is not None) and entries is stream:
+    split = (native_split(flt, source, graph=graph, time_in_ns=time_in_ns_of(source))
+             if entries is stream else None)
+    if split is not None:
+        keep, filt = split
         # (the blocks of the filter's window only, where the file's index says which)
         blocks = source.record_blocks(None, False, *((None, None) if filt is None
                                                      else (filt.since, filt.until)))

@@ -41,7 +41,7 @@ from __future__ import annotations
 import fnmatch
 import struct
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 
 from ..core.glob import glob_match
@@ -50,7 +50,8 @@ from ..record_format import FORMAT, RECORD_SIZE
 from .entry import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, LostEvents, TraceEntry
 
 __all__ = ["TimeBound", "TraceFilter", "parse_time", "check_glob", "filter_entries",
-           "function_matcher", "kept_slots", "thread_slots", "native_filter", "NativeFilter"]
+           "function_matcher", "kept_slots", "thread_slots", "native_filter", "native_split",
+           "NativeFilter"]
 
 _NS_PER_SEC = 1_000_000_000
 _NS_PER_US = 1_000
@@ -179,12 +180,29 @@ def kept_slots(flt: TraceFilter | None, threads: Mapping[int, tuple[int, str]],
     (--tid, --thread, --cpu and nothing else): what filter_entries lets through is
     then those slots' entries as they are, which a native walk reads by feeding those
     slots only.  None when the filter does more (or nothing: no filter)."""
-    if flt is None or not flt.threads_filtered:
-        return None
-    from dataclasses import replace
-    if not replace(flt, tids=frozenset(), threads=(), cpus=frozenset()).empty:
+    if flt is None or not flt.threads_filtered or not _without_threads(flt).empty:
         return None
     return thread_slots(flt, threads, cpus)
+
+
+def _without_threads(flt: TraceFilter) -> TraceFilter:
+    """``flt`` less --tid/--thread/--cpu (which a native walk applies by the slots it
+    is fed)."""
+    return replace(flt, tids=frozenset(), threads=(), cpus=frozenset())
+
+
+def native_split(flt: TraceFilter, source, *, graph: bool, time_in_ns: bool = True
+                 ) -> tuple[frozenset[int] | None, NativeFilter | None] | None:
+    """How a native walk of ``source`` applies ``flt``: (the thread slots it is fed,
+    None for all; the NativeFilter of the rest, None when nothing is left), or None
+    when the rest is filter_entries' to do (native_filter)."""
+    keep = thread_slots(flt, source.threads, source.cpus)
+    rest = _without_threads(flt)
+    if rest.empty:
+        return keep, None
+    filt = native_filter(rest, source, max(source.cpus, default=-1) + 1, graph=graph,
+                         time_in_ns=time_in_ns)
+    return None if filt is None else (keep, filt)
 
 
 def thread_slots(flt: TraceFilter, threads: Mapping[int, tuple[int, str]],

@@ -42,7 +42,7 @@ def calls_only(source, text_ok: Callable[..., bool], payloads: bool = False
     slots: set[int] = set()
     try:
         for block in blocks:
-            if not text_ok(*block[2:3], *block[4:]):
+            if not text_ok(block[2], *block[4:]):
                 return None
             slots.add(block[0])
     except TraceFileError:
