@@ -244,7 +244,12 @@ def test_dead_pid_and_not_serving(tmp_path):
         q.wait()
 
 
-def test_stale_socket_of_a_killed_program_is_replaced(served, tmp_path):
+def test_stale_socket_of_a_killed_program_is_replaced(served, tmp_path, monkeypatch):
+    # A runtime directory of its own (the programs and `ctl` inherit it): another
+    # test's `ctl --list` would remove the killed program's stale socket first.
+    xdg = tmp_path / "run"
+    xdg.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(xdg))
     p = served()
     path = endpoint.socket_path(p.pid)
     p.ended_by_test = True
@@ -795,16 +800,21 @@ def test_a_lister_removing_a_dead_namesakes_socket_leaves_the_new_one(tmp_path):
             except fntrace.FntraceError:
                 pass
         endpoint.is_stale = real_is_stale
+        assert srv, "the dead socket was not looked at"
         s = socket.socket(socket.AF_UNIX)
         s.connect(srv[0].path)                  # raises if it is gone
         s.close()
         print(os.path.exists(srv[0].path), flush=True)
         srv[0].stop()
     """))
+    # A runtime directory of its own: the dead socket is stale for every lister, and
+    # another test's `ctl --list` running meanwhile would remove it first.
+    xdg = tmp_path / "run"
+    xdg.mkdir(mode=0o700)
     for who in ("lister", "client"):
         r = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True,
-                           timeout=SUBPROCESS_TIMEOUT, cwd=tmp_path, env={**os.environ,
-                                                                          "WHO": who})
+                           timeout=SUBPROCESS_TIMEOUT, cwd=tmp_path,
+                           env={**os.environ, "WHO": who, "XDG_RUNTIME_DIR": str(xdg)})
         assert r.returncode == 0 and r.stdout == "True\n", (who, r.stderr[-2000:])
 
 
