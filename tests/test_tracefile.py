@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import array
 import io
+import os
 import re
 import struct
 import threading
@@ -790,3 +791,46 @@ def test_written_file_is_the_same_with_and_without_native_payload_packing(monkey
     assert out[0] == out[1]
     got = {1000 + i: rec[-1] for i, rec in enumerate(TraceFile.frombytes(out[0]).records())}
     assert {k: got[k] for k in payloads} == payloads
+
+
+def _mapped_kib(path) -> int:
+    """The resident KiB of this process's mappings of ``path`` (/proc/self/smaps)."""
+    total = 0
+    inside = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()
+            if head and "-" in head[0] and len(head) >= 5 and ":" in head[3]:
+                inside = len(head) >= 6 and head[5] == str(path)
+            elif inside and head[0] == "Rss:":
+                total += int(head[1])
+    return total
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs /proc/self/smaps")
+def test_a_mapped_file_read_is_given_back(tmp_path):
+    """Reading a mapped trace gives its pages back as it goes: those of blocks read, and
+    those a page fault maps around the next block (fault-around), which would stay
+    resident to the end.  Two threads' chunks interleave in the file, and are read
+    one thread after the other, as the native walks read them."""
+    import random
+    rnd = random.Random(7)
+    path = tmp_path / "big.dat"
+    w = TraceFileWriter(path, {"tracer": "function"})
+    w.add_symbols([(100 + k, f"f{k}", "m.py", k) for k in range(50)])
+    seq = {0: 0, 1: 0}
+    for k in range(160):
+        cpu = k % 2
+        recs = [(k * 10_000 + i, TRACE_FN, 0, 100 + rnd.randrange(50), rnd.getrandbits(31),
+                 rnd.getrandbits(31), rnd.getrandbits(63)) for i in range(2048)]
+        w.write_chunk(cpu, pack(recs), seq[cpu])
+        seq[cpu] += len(recs)
+    w.close({})
+    assert os.path.getsize(path) > 4 << 20
+    tf = TraceFile.open(path)
+    assert _mapped_kib(path) < 512           # the first pass checked every block
+    n = sum(len(b[2]) // RECORD_SIZE for b in tf.record_blocks())
+    assert n == 160 * 2048
+    assert _mapped_kib(path) < 512
+    assert sum(1 for _ in tf.records()) == n        # merged by time: both at once
+    assert _mapped_kib(path) < 512

@@ -158,7 +158,11 @@ class _Columns:
 def use_returning_pool() -> None:
     """For fntrace's own commands (export, sql), not for a program using the API: make
     Arrow allocate with jemalloc (or the system's malloc), which give freed row groups
-    back, where its default (mimalloc) keeps them: a third less peak memory."""
+    back, where its default (mimalloc) keeps them: a third less peak memory.  A pool
+    named in ARROW_DEFAULT_MEMORY_POOL (the user's, or the command's, set before
+    pyarrow was loaded: the pool is then Arrow's from its first allocation) is kept."""
+    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+        return
     import pyarrow as pa
     for make in (pa.jemalloc_memory_pool, pa.system_memory_pool):
         try:
