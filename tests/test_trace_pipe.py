@@ -290,7 +290,6 @@ def test_recording_pipe_shows_copies_and_the_file_keeps_every_event(make_module,
     from fntrace.cli.record import _FileSink, flush_all
     from fntrace.trace import TraceArray
     from fntrace.tracefile import TraceFile, TraceFileWriter
-    from fntrace.tracefs.trace_pipe import trace_pipe_of
 
     m = make_module(MOD, hint="tpr")
     n = m.__name__
@@ -298,7 +297,7 @@ def test_recording_pipe_shows_copies_and_the_file_keeps_every_event(make_module,
     tr = TraceArray()
     sink = _FileSink(TraceFileWriter(out, {"tracer": "function"}), tr.buffer_size_kb)
     tr.sink = sink.queue
-    sink.pipe = trace_pipe_of(tr)
+    sink.array = tr                 # its trace_pipe, once opened, gets copies
     sink.flush_buffers = lambda: flush_all(tr)
     fs = Tracefs(tr)
     fs.write("set_ftrace_filter", f"{n}.leaf")

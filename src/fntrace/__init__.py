@@ -28,51 +28,49 @@ error under ``-W error``, where the untraced suite passes).  These words tell it
 """
 from __future__ import annotations
 
-from .core.hash import EMPTY_HASH as EMPTY_HASH
-from .core.hash import FtraceHash as FtraceHash
-from .core.ops import FTRACE_OPS_FL as FTRACE_OPS_FL
-from .core.ops import Ops as Ops
-from .core.ops import enabled_functions as enabled_functions
-from .core.ops import ftrace_config as ftrace_config
-from .core.ops import ftrace_enabled as ftrace_enabled
-from .core.ops import ftrace_free_filter as ftrace_free_filter
-from .core.ops import ftrace_ops_test as ftrace_ops_test
-from .core.ops import ftrace_set_filter as ftrace_set_filter
-from .core.ops import ftrace_set_filter_ip as ftrace_set_filter_ip
-from .core.ops import ftrace_set_filter_ips as ftrace_set_filter_ips
-from .core.ops import ftrace_set_notrace as ftrace_set_notrace
-from .core.ops import register_ftrace_function as register_ftrace_function
-from .core.ops import set_ftrace_enabled as set_ftrace_enabled
-from .core.ops import touched_functions as touched_functions
-from .core.ops import unregister_ftrace_function as unregister_ftrace_function
-from .core.records import FTRACE_FL as FTRACE_FL
-from .core.records import DynFtrace as DynFtrace
-from .core.records import record_table as record_table
-from .core.regs import FtraceRegs as FtraceRegs
-from .core.regs import ftrace_get_regs as ftrace_get_regs
-from .core.regs import ftrace_regs_get_argument as ftrace_regs_get_argument
-from .core.regs import ftrace_regs_get_instruction_pointer as ftrace_regs_get_instruction_pointer
-from .core.regs import ftrace_regs_get_return_value as ftrace_regs_get_return_value
-from .core.regs import ftrace_regs_has_args as ftrace_regs_has_args
-from .errors import BusyError as BusyError
-from .errors import FilterError as FilterError
-from .errors import FntraceError as FntraceError
-from .errors import NoSpaceError as NoSpaceError
-from .errors import NotFoundError as NotFoundError
-from .errors import TraceFileError as TraceFileError
-from .errors import UsageError as UsageError
-from .output.trace_events import DynamicEvent as DynamicEvent
-from .output.trace_events import FunctionHit as FunctionHit
-from .output.trace_events import GraphEntry as GraphEntry
-from .output.trace_events import GraphReturn as GraphReturn
-from .output.trace_events import Lost as Lost
-from .output.trace_events import Marker as Marker
-from .output.trace_events import StackTrace as StackTrace
-from .session import TraceSession as TraceSession
-from .session import trace as trace
-from .session import traced as traced
-from .trace import TraceArray as TraceArray
-from . import tracefs as tracefs
+from .errors import (BusyError, FilterError, FntraceError, NoSpaceError, NotFoundError,
+                     TraceFileError, UsageError)
+
+# The API is loaded on first use (PEP 562), not by ``import fntrace``: the traced
+# program pays for the mechanisms ``fntrace record`` starts, not for the readers,
+# the session API and tracefs (a third of the recorder's start-up, each run).
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(("EMPTY_HASH", "FtraceHash"), ".core.hash"),
+    **dict.fromkeys(("FTRACE_OPS_FL", "Ops", "enabled_functions", "ftrace_config",
+                     "ftrace_enabled", "ftrace_free_filter", "ftrace_ops_test",
+                     "ftrace_set_filter", "ftrace_set_filter_ip", "ftrace_set_filter_ips",
+                     "ftrace_set_notrace", "register_ftrace_function", "set_ftrace_enabled",
+                     "touched_functions", "unregister_ftrace_function"), ".core.ops"),
+    **dict.fromkeys(("FTRACE_FL", "DynFtrace", "record_table"), ".core.records"),
+    **dict.fromkeys(("FtraceRegs", "ftrace_get_regs", "ftrace_regs_get_argument",
+                     "ftrace_regs_get_instruction_pointer", "ftrace_regs_get_return_value",
+                     "ftrace_regs_has_args"), ".core.regs"),
+    **dict.fromkeys(("DynamicEvent", "FunctionHit", "GraphEntry", "GraphReturn", "Lost",
+                     "Marker", "StackTrace"), ".output.trace_events"),
+    **dict.fromkeys(("TraceSession", "trace", "traced"), ".session"),
+    "TraceArray": ".trace",
+    "tracefs": ".tracefs",
+}
+
+
+# ``fntrace.trace`` is the session API's trace(), and also the name of a submodule
+# (TraceArray's): loading the submodule binds its name here, once, which would hide
+# the function.  So it is loaded now (it is small, and every tracer needs it) and its
+# binding dropped: the name is the function's, looked up below on first use.
+from . import trace as _trace_array  # noqa: E402,F401
+del globals()["trace"]
+
+
+def __getattr__(name: str):
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    mod = importlib.import_module(where, __name__)
+    value = mod if where == "." + name else getattr(mod, name)
+    globals()[name] = value
+    return value
+
 
 __version__ = "0.1.0"
 

@@ -17,7 +17,10 @@ import errno
 import io
 import os
 import stat
-from typing import IO
+# typing is not imported at run time (the recorder's start-up); annotations are strings
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO
 
 from .errors import FntraceError
 

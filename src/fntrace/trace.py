@@ -108,6 +108,8 @@ class TraceArray:
         self.buffer_size_kb = buffer_size_kb
         self.overwrite = overwrite
         self.sink = sink
+        # its trace_pipe's shared state, made by the first reader (tracefs/trace_pipe.py)
+        self.trace_pipe = None
         self.tracing_on = True
         # trace_clock: an index into TRACE_CLOCKS, copied into every buffer
         self.clock_id = 0

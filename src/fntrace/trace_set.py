@@ -32,7 +32,10 @@ import os
 import re
 from collections.abc import Iterator
 from operator import itemgetter
-from typing import Any
+# typing is not imported at run time (the recorder's start-up); annotations are strings
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from .errors import TraceFileError
 from .record_format import TRACE_EVENT, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET

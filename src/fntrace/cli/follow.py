@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import sys
 
 from ..printk import pr_warn
@@ -53,7 +52,7 @@ class Follow:
                  first_pid: int | None = None) -> None:
         self.opts = opts
         self.base = os.path.abspath(base)
-        self.run = run or secrets.token_hex(8)
+        self.run = run or os.urandom(8).hex()
         # live's: base is in a directory of its own, made by the first child that
         # needs it and removed by the first process at its end
         self.scratch = scratch

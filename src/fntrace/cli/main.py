@@ -190,7 +190,11 @@ def _version() -> str:
             f"{_env.BACKEND} back end, {native} hot path)")
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; ``only``: the command given, the only one made (all
+    are for ``fntrace --help`` and a word that is none of them): a command does not
+    make the parsers of the twelve others, nor load their modules (a quarter of every
+    recording's start-up)."""
     p = argparse.ArgumentParser(
         prog="fntrace",
         description="ftrace for Python programs: trace function calls with the kernel's "
@@ -204,65 +208,75 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    def add(name: str, help: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=help, epilog=_EPILOGS[name],
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    def add(name: str, help: str, module: str | None = None) -> argparse.ArgumentParser | None:
+        """The subcommand's parser to fill, or None when it is not the one given;
+        ``module``: the cli module with its EPILOG and add_arguments."""
+        if only is not None and name != only:
+            return None             # (listed by ``fntrace --help`` alone)
+        if module is not None:
+            import importlib
+            mod = importlib.import_module(f"{__package__}.{module}")
+            _EPILOGS.setdefault(name, mod.EPILOG)
+        q = sub.add_parser(name, help=help, epilog=_EPILOGS[name],
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        if module is not None:
+            mod.add_arguments(q)
+        return q
 
     r = add("record", "run a program traced and write a trace file")
-    _add_record_options(r)
-    r.add_argument("-o", "--output", default="fntrace.dat", metavar="FILE",
-                   help="trace file to write (default: fntrace.dat)")
-    r.add_argument("--compress", action="store_true",
-                   help="zstd-compress the trace file's blocks (pip install fntrace[compress])")
-    add_mode_argument(r)
-    _add_target(r)
+    if r is not None:
+        _add_record_options(r)
+        r.add_argument("-o", "--output", default="fntrace.dat", metavar="FILE",
+                       help="trace file to write (default: fntrace.dat)")
+        r.add_argument("--compress", action="store_true",
+                       help="zstd-compress the trace file's blocks (pip install fntrace[compress])")
+        add_mode_argument(r)
+        _add_target(r)
 
     rep = add("report", "print a trace file in ftrace text format")
-    rep.add_argument("file", nargs="?", default="fntrace.dat", help="trace file (default: fntrace.dat)")
-    _add_report_options(rep)
-    from .filters import add_filter_arguments
-    add_filter_arguments(rep)
+    if rep is not None:
+        rep.add_argument("file", nargs="?", default="fntrace.dat",
+                         help="trace file (default: fntrace.dat)")
+        _add_report_options(rep)
+        from .filters import add_filter_arguments
+        add_filter_arguments(rep)
 
     for name, help in (("stat", "the function profile table of a trace file"),
                        ("export", "write a trace file in another tool's format"),
                        ("tui", "browse a trace file in the terminal"),
                        ("sql", "SQL over trace files (DuckDB)"),
                        ("hist", "the hist trigger tables of a recording")):
-        import importlib
-        mod = importlib.import_module(f"{__package__}.{name}")
-        _EPILOGS.setdefault(name, mod.EPILOG)
-        mod.add_arguments(add(name, help))
+        add(name, help, module=name)
 
     lv = add("live", "record and report in one go")
-    _add_record_options(lv)
-    _add_report_options(lv)
-    _add_target(lv)
+    if lv is not None:
+        _add_record_options(lv)
+        _add_report_options(lv)
+        _add_target(lv)
 
-    from .ctl import EPILOG as _ctl_epilog, add_arguments as _ctl_arguments
-    _EPILOGS.setdefault("ctl", _ctl_epilog)
-    _ctl_arguments(add("ctl", "read and write the tracefs of a running program"))
-
-    from .mount import EPILOG as _mount_epilog, add_arguments as _mount_arguments
-    _EPILOGS.setdefault("mount", _mount_epilog)
-    _mount_arguments(add("mount", "mount the tracefs of a running program (FUSE)"))
+    add("ctl", "read and write the tracefs of a running program", module="ctl")
+    add("mount", "mount the tracefs of a running program (FUSE)", module="mount")
 
     ls = add("ls", "print available_filter_functions for a target")
-    ls.add_argument("-F", "--filter", action="append", default=[], metavar="GLOB",
-                    help="list only what this filter selects")
-    ls.add_argument("-N", "--notrace", action="append", default=[], metavar="GLOB",
-                    help="leave out what this selects")
-    ls.add_argument("--run", action="store_true",
-                    help="run the target first (lists what it imports at run time)")
-    _add_target(ls)
+    if ls is not None:
+        ls.add_argument("-F", "--filter", action="append", default=[], metavar="GLOB",
+                        help="list only what this filter selects")
+        ls.add_argument("-N", "--notrace", action="append", default=[], metavar="GLOB",
+                        help="leave out what this selects")
+        ls.add_argument("--run", action="store_true",
+                        help="run the target first (lists what it imports at run time)")
+        _add_target(ls)
 
     at = add("attach", "make a running Python program controllable (fntrace ctl/mount)")
-    at.add_argument("pid", type=_pid, metavar="PID", help="the program's process id")
-    at.add_argument("--timeout", type=float, default=10.0, metavar="SEC",
-                    help="how long to wait for its control endpoint (default: 10)")
+    if at is not None:
+        at.add_argument("pid", type=_pid, metavar="PID", help="the program's process id")
+        at.add_argument("--timeout", type=float, default=10.0, metavar="SEC",
+                        help="how long to wait for its control endpoint (default: 10)")
     de = add("detach", "turn fntrace off in an attached or served program; it runs on")
-    de.add_argument("pid", type=_pid, metavar="PID", help="the program's process id")
-    de.add_argument("--timeout", type=float, default=10.0, metavar="SEC",
-                    help="how long to wait for the endpoint to go (default: 10)")
+    if de is not None:
+        de.add_argument("pid", type=_pid, metavar="PID", help="the program's process id")
+        de.add_argument("--timeout", type=float, default=10.0, metavar="SEC",
+                        help="how long to wait for the endpoint to go (default: 10)")
     return p
 
 
@@ -554,6 +568,9 @@ def _fd_ok(fd: int) -> bool:
         return False
 
 
+_COMMANDS = frozenset(("record", "report", "stat", "export", "tui", "sql", "hist", "live",
+                       "ctl", "mount", "ls", "attach", "detach"))
+
 # the commands that read a trace (and trace nothing)
 _READERS = frozenset(("report", "stat", "export", "tui", "sql", "hist"))
 
@@ -583,7 +600,7 @@ def main(argv: list[str] | None = None) -> int:
     at_exit = argv is None
     if argv is None:
         argv = sys.argv[1:]
-    parser = _parser()
+    parser = _parser(argv[0] if argv and argv[0] in _COMMANDS else None)
     split = None
     if argv and not argv[0].startswith("-"):
         sub = _subparser(parser, argv[0])

@@ -37,7 +37,9 @@ import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["BATCH", "progress_wanted", "track_source", "track_tracefile", "ProgressBar"]
 

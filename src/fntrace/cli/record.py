@@ -47,9 +47,7 @@ from ..core.task import thread_info
 from ..trace import TraceArray
 from ..tracefile import COMPRESS_HINT, TraceFileWriter, compress_available
 from ..tracefs import control
-from ..tracefs import server as tracefs_server
 from ..tracefs.fs import Tracefs
-from ..tracefs.trace_pipe import trace_pipe_of
 from .guard import Guard
 from .target import (Outcome, Target, _native_launch, callback_credit, finish_program,
                      run_target)
@@ -207,15 +205,29 @@ def _after_fork_in_child() -> None:
 _wrapped_forks: set[int] = set()
 
 
+_SERVER_MODULE = __package__.rpartition(".")[0] + ".tracefs.server"
+
+
+def _server():
+    """The control server's module when this process loaded it (--serve, a program's
+    fntrace.serve()); None: nothing serves, nothing to pause at a fork.  Not loaded
+    otherwise: sockets are a part of every recorder's start-up it need not pay."""
+    return sys.modules.get(_SERVER_MODULE)
+
+
 def fork_before() -> None:
     _wrapped_forks.add(_thread.get_ident())
-    tracefs_server.pause_serving()
+    srv = _server()
+    if srv is not None:
+        srv.pause_serving()
 
 
 def fork_after() -> None:
     _wrapped_forks.discard(_thread.get_ident())
     _resume_writers()
-    tracefs_server.resume_serving()
+    srv = _server()
+    if srv is not None:
+        srv.resume_serving()
 
 
 def _after_fork_in_parent() -> None:
@@ -255,9 +267,10 @@ class _FileSink:
         self._done.acquire()
         self._stopped = False
         # set by record(): flush_buffers() hands every buffer's records over (False if
-        # it could not now); pipe: the instance's trace_pipe (copies for its readers)
+        # it could not now); array: the instance written, whose trace_pipe (once a
+        # reader opened it) gets copies for its readers
         self.flush_buffers = None
-        self.pipe = None
+        self.array = None
         self._next_tick = 0
         self._poller = select.poll()
         self._poller.register(self.rfd, select.POLLIN)
@@ -396,6 +409,10 @@ class _FileSink:
         if self._running or not self.mine() or self._stopped or self.queue.closed:
             return
         self._start()
+
+    @property
+    def pipe(self):
+        return None if self.array is None else self.array.trace_pipe
 
     def _interval(self) -> float | None:
         """How long the loop may sleep: for ever unless something reads as it goes
@@ -634,14 +651,21 @@ def _check_words(label: str, pat: str, pending, cache, mains, warn) -> None:
 def _apply_events(fs: Tracefs, opts: RecordOptions) -> None:
     """-e/-f/-T: dynamic events defined through dynamic_events, then each event's
     filter, trigger and enable files.  Any error is a UsageError with the caret."""
+    if not opts.events:
+        return
     from ..core import kallsyms
     for spec in opts.events:
         control.event_writes(fs, spec, main_sources=kallsyms.main_sources)
 
 
 def _hist_texts(tr: TraceArray) -> dict[str, str]:
-    """Each event's ``hist`` file as it reads now (events/hist.py), for the stats."""
-    from ..events.hist import hist_text, hist_triggers_of
+    """Each event's ``hist`` file as it reads now (events/hist.py), for the stats.
+    A hist trigger is set by that module: not loaded, there is none (and it is not
+    loaded for nothing at every recording's end)."""
+    hist = sys.modules.get(__package__.rpartition(".")[0] + ".events.hist")
+    if hist is None:
+        return {}
+    hist_text, hist_triggers_of = hist.hist_text, hist.hist_triggers_of
     return {f"{ef.call.system}:{ef.call.name}": hist_text(ef)
             for ef in list(tr.event_files.values()) if hist_triggers_of(ef)}
 
@@ -756,7 +780,7 @@ class Recording:
                 raise UsageError(f"{f.name}: {e.strerror}") from None
         sink = _FileSink(writer, tr.buffer_size_kb)
         tr.sink = sink.queue
-        sink.pipe = trace_pipe_of(tr)
+        sink.array = tr
         sink.flush_buffers = lambda: flush_all(tr)
         sink.on_signal = self._on_signal
         return sink

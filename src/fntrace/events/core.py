@@ -19,7 +19,9 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 from time import monotonic_ns
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from .._env import fork_safe
 from ..core.task import own_threads as _own_threads, thread_cpu, thread_info

@@ -32,7 +32,9 @@ event cannot be removed meanwhile (EBUSY).
 """
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from . import fprobe_event as _fe
 from .core import EventCall, _lock as _core_lock, find_event_call

@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import errno as _errno
 from collections.abc import Callable, Mapping
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from fntrace.core.hash import (MATCH_END_ONLY, MATCH_FRONT_ONLY, MATCH_FULL, MATCH_MIDDLE_ONLY,
                                glob_match, regex_type)

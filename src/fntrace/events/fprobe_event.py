@@ -18,7 +18,9 @@ from __future__ import annotations
 import sys
 import threading
 from types import FunctionType
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from .._env import fork_safe
 from ..core import fetch, kallsyms

@@ -43,7 +43,10 @@ import threading
 from collections.abc import Callable, Mapping
 from time import monotonic_ns
 from types import CodeType, FunctionType, MethodType
-from typing import Any
+# typing is not imported at run time (the recorder's start-up); annotations are strings
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from .._env import fork_safe, fork_safe_attr
 from ..core import fetch

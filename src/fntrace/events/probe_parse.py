@@ -53,7 +53,9 @@ import errno as _errno
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from fntrace.errors import FntraceError
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 import errno as _errno
 import re
 import threading
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from .._env import fork_safe
 from ..errors import FntraceError

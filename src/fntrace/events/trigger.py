@@ -23,7 +23,9 @@ import errno as _errno
 import re
 from collections.abc import Mapping
 from time import monotonic_ns
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from ..errors import FntraceError
 from ..ring_buffer import PAYLOAD_SEP, TRACE_STACK

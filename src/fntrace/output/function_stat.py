@@ -23,8 +23,6 @@ header and ``"  %-30.30s  %10lu"`` rows.
 """
 from __future__ import annotations
 
-from .function_graph import trace_print_graph_duration
-
 __all__ = ["function_stat_headers", "function_stat_show", "function_stat_key",
            "function_stat_variance"]
 
@@ -68,6 +66,9 @@ def function_stat_show(name: str, counter: int, time: int, time_squared: int, *,
     if tracing_thresh and avg < tracing_thresh:
         return ""
     stddev = function_stat_variance(counter, time, time_squared)
+    # the graph renderer loads when a table is first read, not with tracefs (which
+    # every recording makes)
+    from .function_graph import trace_print_graph_duration
     return (line + "    " + trace_print_graph_duration(time) + "    "
             + trace_print_graph_duration(avg) + "    "
             + trace_print_graph_duration(stddev) + "\n")

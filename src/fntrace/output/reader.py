@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from ..ring_buffer import HAS_PAYLOAD, RECORD, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, args_pairs, text_parts
 from .entry import LostEvents, TraceEntry

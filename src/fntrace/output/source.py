@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from ..trace_set import TraceSet, open_traces
 from ..tracefile import TraceFile

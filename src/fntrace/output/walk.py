@@ -10,7 +10,9 @@ there (FNTRACE_PURE=1, no build) or declines a trace leaves the view to it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["canon_ids", "calls_only", "drive", "native_for_calls"]
 

@@ -41,12 +41,15 @@ from ..errors import FilterError, FntraceError
 from ..ring_buffer import RECORD_SIZE, RingBuffer
 from ..trace import TRACE_CLOCKS, TraceArray
 from ..tracers import available_tracers
-from .trace_pipe import PipeReader
 from ..tracers.function_cmds import FunctionCommands, filter_word_pos, split_commands
 from ..tracers.stack import stack_tracer
 from .trace_stat import register_function_profiler
 
-__all__ = ["Tracefs", "tracefs", "ErrorLog", "PipeReader", "parse_trace_options"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .trace_pipe import PipeReader
+
+__all__ = ["Tracefs", "tracefs", "ErrorLog", "parse_trace_options"]
 
 README = """\
 tracing mini-HOWTO (fntrace: ftrace for Python programs):
@@ -661,9 +664,10 @@ class Tracefs:
             if buf is None:
                 raise _err(errno.ENOENT, f"{path}: no such file", path)
             cpus, sub = {buf.cpu}, "trace_pipe"
+        from .trace_pipe import InstancePipe    # the readers load on the first open
         fs.trace_array_get()        # rmdir of its instance is EBUSY while it is open
         try:
-            return _InstancePipe(fs, sub, cpus=cpus)
+            return InstancePipe(fs, sub, cpus=cpus)
         except BaseException:
             fs.trace_array_put()
             raise
@@ -1325,20 +1329,12 @@ class Tracefs:
 
     def _r_trace_pipe(self) -> str:
         """One consuming read that does not wait (an open, read, close)."""
+        from .trace_pipe import PipeReader
         r = PipeReader(self, "trace_pipe")
         try:
             return r.read(timeout=0)
         finally:
             r.close()
-
-
-class _InstancePipe(PipeReader):
-    """An open trace_pipe that holds its instance (trace_array_get/put)."""
-
-    def close(self) -> None:
-        if not self.closed:
-            super().close()
-            self.fs.trace_array_put()
 
 
 def _stack_text(frame) -> str:

@@ -43,7 +43,9 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 import mfusepy
 

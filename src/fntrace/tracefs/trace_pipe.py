@@ -48,7 +48,7 @@ from ..output.entry import LostEvents
 from ..output.pipe import PipeRenderer
 from ..output.registry import name_of, nr_cpus_of
 
-__all__ = ["TracePipe", "PipeReader", "trace_pipe_of", "COPY_LIMIT"]
+__all__ = ["TracePipe", "PipeReader", "InstancePipe", "trace_pipe_of", "COPY_LIMIT"]
 
 # Bytes of chunk copies held for readers of a recording's pipe (see the docstring).
 COPY_LIMIT = 8 << 20
@@ -181,12 +181,12 @@ _pipes_lock = threading.Lock()
 
 def trace_pipe_of(tr) -> TracePipe:
     """The instance's TracePipe (made on first use)."""
-    pipe = tr.__dict__.get("trace_pipe")
+    pipe = tr.trace_pipe
     if pipe is None:
         with _pipes_lock:
-            pipe = tr.__dict__.get("trace_pipe")
+            pipe = tr.trace_pipe
             if pipe is None:
-                pipe = tr.__dict__["trace_pipe"] = TracePipe(tr)
+                pipe = tr.trace_pipe = TracePipe(tr)
     return pipe
 
 
@@ -302,6 +302,16 @@ class PipeReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class InstancePipe(PipeReader):
+    """An open trace_pipe that holds its instance (trace_array_get/put): what
+    Tracefs.open_pipe hands out."""
+
+    def close(self) -> None:
+        if not self.closed:
+            super().close()
+            self.fs.trace_array_put()
 
 
 from .._env import public_dir as _public_dir  # noqa: E402
