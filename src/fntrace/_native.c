@@ -102,6 +102,8 @@ static PyMethodDef native_methods[] = {
     {"init", native_init, METH_O, "init(namespace): share the Python side's state"},
     {"bind_trace_array", bind_trace_array, METH_O,
      "bind_trace_array(type): the trace array's slots the tracers' callbacks read"},
+    {"ring_data", native_ring_data, METH_O,
+     "ring_data(nbytes): a ring buffer's record storage (a bytearray, its bytes not set)"},
     {"trace_clock_now", native_trace_clock_now, METH_O,
      "trace_clock_now(clock): a reading of trace_clock number `clock` (trace.TRACE_CLOCKS)"},
     {"on_py_start", (PyCFunction)(void (*)(void))on_py_start, METH_FASTCALL, NULL},

@@ -185,6 +185,11 @@ class RingBufferBase:
                       payload: object, /) -> int: ...
     def handoff(self, wait: bool = True, /) -> None: ...
 
+def ring_data(nbytes: int, /) -> bytearray:
+    """A ring buffer's record storage: a bytearray of ``nbytes`` whose bytes are not set
+    (slots are only read once written)."""
+    ...
+
 def trace_clock_now(clock: int, /) -> int:
     """A reading of trace_clock number ``clock`` (trace.TRACE_CLOCKS order); the counter
     clock counts up by one per reading."""

@@ -302,6 +302,8 @@ def _take_payloads(buf, start: int, end: int) -> dict:
 _native = _env.native()
 _Base = _native.RingBufferBase if _native is not None else _PyRingBufferBase
 trace_clock_now = _native.trace_clock_now if _native is not None else _py_trace_clock_now
+# a buffer's storage: the native one is not zeroed first (see ring_data)
+_ring_data = _native.ring_data if _native is not None else bytearray
 _pack_into = RECORD.pack_into
 _unpack_flags = struct.Struct("<H").unpack_from
 
@@ -346,7 +348,7 @@ class RingBuffer(_Base):
         self.clock = clock
         self.read_events = 0
         self.nrec = max(1, size_kb * 1024 // RECORD_SIZE)
-        self.data = bytearray(self.nrec * RECORD_SIZE)
+        self.data = _ring_data(self.nrec * RECORD_SIZE)
         self.seq = 0
         self.read = 0
         self.overrun = 0
@@ -468,7 +470,7 @@ class RingBuffer(_Base):
 
     def resize(self, size_kb: int) -> None:
         self.nrec = max(1, size_kb * 1024 // RECORD_SIZE)
-        self.data = bytearray(self.nrec * RECORD_SIZE)
+        self.data = _ring_data(self.nrec * RECORD_SIZE)
         self.reset()
 
 

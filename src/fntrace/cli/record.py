@@ -829,7 +829,7 @@ class Recording:
         if credit and _native_launch is not None:
             main_ident = threading.get_ident()
 
-            def credit_thread() -> None:
+            def credit_thread(cpu: int) -> None:
                 if threading.get_ident() != main_ident:    # the main one has it
                     _native_launch.credit(credit)
             task.new_thread_hooks.append(credit_thread)

@@ -80,7 +80,7 @@ def thread_cpu() -> int:
                                     _thread_name(ident)[:TASK_COMM_LEN - 1])
                 _cpu_of[key] = cpu
                 for hook in new_thread_hooks:
-                    hook()
+                    hook(cpu)
     return cpu
 
 
@@ -212,7 +212,7 @@ def thread_parent(native_id: int | None = None) -> int | None:
     return p
 
 
-# Called once per thread, on the thread, when it gets its index (cli/record.py grants
+# Called once per thread, on the thread, with the index it gets (cli/record.py grants
 # the pure hot path's callbacks their stack there).
 new_thread_hooks: list = []
 

@@ -27,6 +27,7 @@ else by its type), and ignores the events fntrace's own code and threads raise.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 
@@ -194,9 +195,14 @@ webbrowser.open url
 """
 
 
+# \W: what is not alphanumeric (str.isalnum) or "_"; one pass in C (the whole table is
+# named at every recording's start)
+_NOT_WORD = re.compile(r"\W")
+
+
 def event_name(audit_name: str) -> str:
     """The event (or field) name of an audit name: see the module docstring."""
-    return "".join(c if c.isalnum() or c == "_" else "_" for c in audit_name)
+    return _NOT_WORD.sub("_", audit_name)
 
 
 def _parse_table() -> list[tuple[str, list[tuple[str, str]]]]:

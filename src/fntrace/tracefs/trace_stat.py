@@ -83,9 +83,10 @@ _registered: dict[int, "weakref.ref"] = {}
 _hook_lock = fork_safe(threading.Lock())
 
 
-def _add_stat_files(fs) -> None:
+def _add_stat_files(fs, cpus: Iterable[int] | None = None) -> None:
+    """trace_stat/functionN of ``cpus`` (None: function0 and every thread's so far)."""
     prof = fs.profiler
-    for cpu in [0, *list(task.thread_info)]:
+    for cpu in [0, *list(task.thread_info)] if cpus is None else cpus:
         name = f"trace_stat/function{cpu}"
         if name in fs._files:
             continue
@@ -98,14 +99,16 @@ def _add_stat_files(fs) -> None:
         fs._files[name] = (lambda t=ts: stat_text(t), None)
 
 
-def _new_thread() -> None:
+def _new_thread(cpu: int) -> None:
+    # the new thread's file only: every thread's again made each thread's first event
+    # cost a string per thread that ever lived (quadratic in a program's threads)
     for key, ref in list(_registered.items()):
         fs = ref()
         if fs is None:
             _registered.pop(key, None)
             continue
         try:
-            _add_stat_files(fs)
+            _add_stat_files(fs, (cpu,))
         except Exception:               # a new thread's first event must not fail for this
             pass
 
