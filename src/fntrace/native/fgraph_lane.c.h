@@ -73,7 +73,7 @@ ll_zero(PyObject *v)
     if (v == Py_True)
         return 0;
     if (PyLong_CheckExact(v)) {
-        long long x = PyLong_AsLongLong(v);
+        long long x = fast_ll(v);
         if (x == -1 && PyErr_Occurred())
             PyErr_Clear();
         return x == 0;

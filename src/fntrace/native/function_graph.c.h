@@ -17,53 +17,56 @@ LANE_INLINE int
 graph_lane_enter(PyObject *tr, thread_rec *t, const fkey *k, unsigned long ip, int depth,
                  long long *calltime)
 {
-    {
-        /* The thread filters first (set_ftrace_pid, ...): an ignored thread's call is
-         * not pushed (2: done), at the cost of this one cached test. */
-        Py_INCREF(tr);
-        t->busy++;
-        RingBufferObject *b = cpu_buffer(tr);
-        t->busy--;
+    /* The thread's buffer first (its first call makes it): the thread filters
+     * (set_ftrace_pid, ...) are its verdict, and an ignored thread's call is not pushed
+     * (2: done).  The same buffer takes the entry record: one look-up a call. */
+    Py_INCREF(tr);
+    t->busy++;
+    RingBufferObject *buf = cpu_buffer(tr);
+    t->busy--;
+    if (buf == NULL) {
         Py_DECREF(tr);
-        if (b == NULL)
-            return -1;
-        int ignored = BUF_IGNORED(b);
-        Py_DECREF(b);
-        if (ignored)
-            return 2;
+        return -1;
     }
-    if (!ll_zero(SLOT(tr, off_tr_max_graph_depth)) || !ll_zero(SLOT(tr, off_tr_tracing_thresh)))
-        return 0;
-    PyObject *gf = SLOT(tr, off_tr_graph_fops), *gn = SLOT(tr, off_tr_graph_notrace_fops);
-    if (gf == NULL || !hash_empty(SLOT(gf, off_ops_filter_hash))
-            || !ll_zero(SLOT(gf, off_ops_filter_cached))
-            || gn == NULL || !hash_empty(SLOT(gn, off_ops_filter_hash)))
-        return 0;
+    int r = 1;
+    if (BUF_IGNORED(buf))
+        r = 2;
+    else if (!ll_zero(SLOT(tr, off_tr_max_graph_depth))
+             || !ll_zero(SLOT(tr, off_tr_tracing_thresh)))
+        r = 0;
+    else {
+        PyObject *gf = SLOT(tr, off_tr_graph_fops), *gn = SLOT(tr, off_tr_graph_notrace_fops);
+        if (gf == NULL || !hash_empty(SLOT(gf, off_ops_filter_hash))
+                || !ll_zero(SLOT(gf, off_ops_filter_cached))
+                || gn == NULL || !hash_empty(SLOT(gn, off_ops_filter_hash)))
+            r = 0;
+    }
+    if (r != 1) {
+        Py_DECREF(buf);
+        Py_DECREF(tr);
+        return r;
+    }
     PyObject *on = SLOT(tr, off_tr_tracing_on);
     if (on == Py_True || (on != NULL && on != Py_False && PyObject_IsTrue(on) == 1)) {
         long long w;
         if (__builtin_expect(!ll_zero(SLOT(tr, off_tr_graph_args)), 0))
             w = lane_write_args(t, tr, *k, ip, (unsigned long)depth, calltime);
         else {
-            /* The thread's buffer first (its first call makes it), then one clock
-             * reading for the entry record and the call's start. */
-            Py_INCREF(tr);
+            /* one clock reading for the entry record and the call's start */
             t->busy++;
             t->count++;
-            RingBufferObject *buf = cpu_buffer(tr);
             *calltime = now_ns();
-            w = buf == NULL ? -2 : BUF_IGNORED(buf) ? -1
-                : rb_write(buf, *calltime, FNT_TRACE_GRAPH_ENT, 0, ip, (unsigned long)depth, 0, 0);
+            w = rb_write(buf, *calltime, FNT_TRACE_GRAPH_ENT, 0, ip, (unsigned long)depth, 0, 0);
             t->busy--;
-            Py_XDECREF(buf);
-            Py_DECREF(tr);
         }
         if (w == -2)
-            return -1;
+            r = -1;
     }
     else
         *calltime = now_ns();
-    return 1;
+    Py_DECREF(buf);
+    Py_DECREF(tr);
+    return r;
 }
 
 LANE_INLINE int

@@ -133,6 +133,28 @@ now_ns(void)
 
 #define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
 
+/* An int's value, without PyLong_AsLongLong's call for the small ones (one digit: a
+ * serial, a depth, an option's 0 or 1), read on every traced call. */
+static inline long long
+fast_ll(PyObject *v)
+{
+    if (PyLong_CheckExact(v)) {
+#if PY_VERSION_HEX >= 0x030C0000
+        if (PyUnstable_Long_IsCompact((PyLongObject *)v))
+            return (long long)PyUnstable_Long_CompactValue((PyLongObject *)v);
+#else
+        Py_ssize_t size = Py_SIZE(v);
+        if (size == 0)
+            return 0;
+        if (size == 1)
+            return (long long)((PyLongObject *)v)->ob_digit[0];
+        if (size == -1)
+            return -(long long)((PyLongObject *)v)->ob_digit[0];
+#endif
+    }
+    return PyLong_AsLongLong(v);
+}
+
 static inline long long
 slot_ll(PyObject *obj, Py_ssize_t off)
 {
@@ -143,7 +165,7 @@ slot_ll(PyObject *obj, Py_ssize_t off)
         return 1;
     if (v == Py_False)
         return 0;
-    return PyLong_AsLongLong(v);
+    return fast_ll(v);
 }
 
 /* -- State shared with the Python side (set once by init()) ----------------------- */
