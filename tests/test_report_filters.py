@@ -265,6 +265,8 @@ def test_another_module_by_glob(run_fntrace, tmp_path):
     # a glob that matches no function of the trace: refused as record refuses it,
     # with the closest names of the trace's own symbol table
     (["-F", "__main__.lef"], "f.dat matches (closest: '__main__.leaf'"),
+    # a name without its module: the name it would match with one in front
+    (["-F", "leaf"], "f.dat matches (closest: '__main__.leaf')"),
     (["-F", "emial.*"], "-F 'emial.*': no function in "),
     (["-F", "__main__.leaf", "-N", "*.nosuch"], "-N '*.nosuch': no function in "),
     # a thread that is not in the trace: refused, naming the trace's threads

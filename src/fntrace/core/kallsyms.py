@@ -518,8 +518,19 @@ def _candidate_modules(head: str, exact: bool) -> tuple[list[str], str]:
 
 
 def close_names(word: str, names: list[str], n: int = 3) -> list[str]:
-    return [c for c in difflib.get_close_matches(word, names, n=n + 1, cutoff=0.6)
-            if c != word][:n]
+    """The names ``word`` was closest to meaning: first those it would match with their
+    module in front (``mid`` for ``__main__.mid``, ``Cart.*`` for
+    ``shop.cart.Cart.add``: a name given without its module, which difflib's ratio
+    finds too far), then the most similar spellings."""
+    from fnmatch import fnmatchcase
+    tail = "*." + word
+    out = [c for c in names if c != word and fnmatchcase(c, tail)][:n]
+    for c in difflib.get_close_matches(word, names, n=n + 1, cutoff=0.6):
+        if len(out) >= n:
+            break
+        if c != word and c not in out:
+            out.append(c)
+    return out
 
 
 def _suggest(word: str, mtype: int, head: str, anchor: str, sources: list[ModuleSource]
