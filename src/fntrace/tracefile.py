@@ -196,11 +196,12 @@ _TS = struct.Struct("<Q")
 
 _BLOCK_OVERHEAD = _BLOCK_HEAD.size + _CRC.size
 _MADV_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
-# A page fault on a file mapping maps the cached pages around it too ("fault-around",
-# 64 KB by default): reading a block maps its neighbours' pages back, those of blocks
-# already read and given back included, and they would stay mapped (resident) to the
-# end.  So what is given back reaches this far on both sides of a block.
-_FAULT_AROUND = 1 << 18
+# A page fault on a file mapping maps the cached pages around it too ("fault-around":
+# the aligned 64 KB around the fault, by default): reading a block maps the end of the
+# one before it back, already read and given back, and it would stay mapped (resident)
+# to the end.  So what is given back reaches this far behind a block.  Not ahead: the
+# next block is read next, and its pages dropped now would be faulted in again.
+_FAULT_AROUND = 1 << 16
 
 
 # The writer runs on its own thread while the program is traced: it must not call
@@ -631,7 +632,8 @@ class TraceFile:
         if isinstance(data, mmap.mmap) and _MADV_DONTNEED is not None:
             start = max(0, start - _FAULT_AROUND)
             start -= start % mmap.PAGESIZE
-            end = min(len(data), end + _FAULT_AROUND)
+            if end < len(data):
+                end -= end % mmap.PAGESIZE      # its last page is the next block's too
             if end - start >= mmap.PAGESIZE:
                 try:
                     data.madvise(_MADV_DONTNEED, start, end - start)
