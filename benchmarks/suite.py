@@ -175,13 +175,20 @@ def _run_once(argv, stdout_path, env):
     return wall, ru.ru_maxrss
 
 
-def measure(py, n, configs, runs, callgrind=True):
+def measure(py, n, configs, runs, callgrind=True, variant="native"):
     import statistics
     import subprocess
     import tempfile
     sys.path.insert(0, HERE)
     import _common
-    env = _common.child_env({"FNTRACE_PURE": "0"})
+    env = _common.child_env({"FNTRACE_PURE": "1" if variant == "pure" else "0"})
+    info = _common.probe(py, env)
+    if variant == "native" and not info["native"]:
+        # src/ comes first on the children's path: without a build there, fntrace runs
+        # its pure hot path, and the table would say nothing of it
+        raise SystemExit(f"{py}: fntrace's native twin is not built for it (pip install "
+                         "-e ., or python setup.py build_ext --inplace): refusing to "
+                         "measure the pure hot path as native; --variant pure measures it")
     calls = int(subprocess.run([py, os.path.abspath(__file__), "--child", "count", str(n)],
                                env=env, stdout=subprocess.PIPE, text=True,
                                check=True).stdout.split()[-1])
@@ -211,8 +218,8 @@ def measure(py, n, configs, runs, callgrind=True):
     for c in todo:
         res[c]["wall_median"] = statistics.median(res[c]["wall"])
         res[c]["rss_median"] = statistics.median(res[c]["rss"])
-    info = _common.probe(py, env)
-    return {"python": f"{info['version']} ({info['backend']})", "n": n, "calls": calls,
+    return {"python": f"{info['version']} ({info['backend']}, {variant} hot path)",
+            "n": n, "calls": calls,
             "runs": runs, "results": res}
 
 
@@ -265,12 +272,14 @@ def main(argv=None):
     ap.add_argument("--only", action="append", choices=CONFIGS,
                     help="measure only these (untraced always)")
     ap.add_argument("--no-callgrind", action="store_true", help="times and RSS only")
+    ap.add_argument("--variant", choices=("native", "pure"), default="native",
+                    help="fntrace's hot path (default native: refused when it is not built)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of tables")
     ap.add_argument("--markdown", action="store_true", help="the tables as Markdown (default)")
     args = ap.parse_args(argv)
     configs = list(CONFIGS) if not args.only else ["untraced"] + [c for c in CONFIGS
                                                                   if c in args.only]
-    out = [measure(py, args.n, configs, args.runs, not args.no_callgrind)
+    out = [measure(py, args.n, configs, args.runs, not args.no_callgrind, args.variant)
            for py in (args.python or [sys.executable])]
     if args.json:
         print(json.dumps(out, indent=1))
