@@ -23,6 +23,7 @@ import errno
 import threading
 import weakref
 from collections.abc import Callable, Iterable
+from functools import partial
 
 from .._env import fork_safe
 from ..core import task
@@ -90,13 +91,18 @@ def _add_stat_files(fs, cpus: Iterable[int] | None = None) -> None:
         name = f"trace_stat/function{cpu}"
         if name in fs._files:
             continue
-        ts = StatTracer(f"function{cpu}", lambda c=cpu: prof.rows(c),
-                        lambda r: function_stat_key(prof.graph)(r),
-                        lambda r: function_stat_show(
-                            r[0], r[1], r[2], r[3], graph=prof.graph,
-                            tracing_thresh=prof.tr.tracing_thresh),
-                        lambda: function_stat_headers(prof.graph))
-        fs._files[name] = (lambda t=ts: stat_text(t), None)
+        # a thread's first event pays for this line only: the StatTracer is made by a read
+        fs._files[name] = (partial(_read_function_stat, prof, cpu), None)
+
+
+def _read_function_stat(prof: FunctionProfiler, cpu: int) -> str:
+    """A read of trace_stat/function<cpu>."""
+    return stat_text(StatTracer(f"function{cpu}", lambda: prof.rows(cpu),
+                                lambda r: function_stat_key(prof.graph)(r),
+                                lambda r: function_stat_show(
+                                    r[0], r[1], r[2], r[3], graph=prof.graph,
+                                    tracing_thresh=prof.tr.tracing_thresh),
+                                lambda: function_stat_headers(prof.graph)))
 
 
 def _new_thread(cpu: int) -> None:
