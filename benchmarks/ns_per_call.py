@@ -112,7 +112,7 @@ def main() -> int:
     print("| Python | untraced call | " + " | ".join(c for c in CONFIGS[1:]) + " |")
     print("|---|---:|" + "---:|" * (len(CONFIGS) - 1))
     for label, base, added in rows:
-        cells = [f"+{added[c]:.0f}" if c in added else "—" for c in CONFIGS[1:]]
+        cells = [f"{added[c]:+.0f}" if c in added else "—" for c in CONFIGS[1:]]
         print(f"| {label} | {base:.0f} | " + " | ".join(cells) + " |")
     return 0
 
