@@ -503,3 +503,32 @@ def test_spawn_pools_again_and_again(tmp_path, run_fntrace):
     with concurrent.futures.ThreadPoolExecutor(2) as ex:
         bad = [b for b in ex.map(one, range(6)) if b]
     assert not bad, "\n".join(bad)
+
+
+def test_a_live_child_ending_after_live_leaves_nothing_behind(tmp_path):
+    """A process that starts as `fntrace live` ends (multiprocessing's resource tracker,
+    say) may make live's directory again after live removed it; at its own end, live
+    gone, it takes its file and that directory away: nothing stays in the temporary
+    directory.  While live runs, a child's file stays for live's report."""
+    import os
+    import subprocess
+    import sys
+
+    from fntrace.cli.follow import Follow, _leave_no_orphan
+
+    scratch = tmp_path / "fntrace-live-x"
+    scratch.mkdir()
+    mine = scratch / "live.dat.123"
+    mine.write_bytes(b"")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    live = Follow(None, str(scratch / "live.dat"), "run", scratch=True, first_pid=os.getpid())
+    _leave_no_orphan(live, str(mine))
+    assert mine.exists()                    # live runs: its report reads the file
+    ended = Follow(None, str(scratch / "live.dat"), "run", scratch=True, first_pid=gone.pid)
+    other = scratch / "live.dat.456"
+    other.write_bytes(b"")
+    _leave_no_orphan(ended, str(mine))
+    assert not mine.exists() and other.exists() and scratch.exists()  # another's file
+    _leave_no_orphan(ended, str(other))
+    assert not scratch.exists()             # the last one out takes the directory

@@ -27,6 +27,7 @@ import json
 import os
 import sys
 
+from ..errors import FntraceError
 from ..printk import pr_warn
 from ..trace_set import child_files, child_path
 from ..tracefile import MAGIC
@@ -54,7 +55,9 @@ class Follow:
         self.base = os.path.abspath(base)
         self.run = run or os.urandom(8).hex()
         # live's: base is in a directory of its own, made by the first child that
-        # needs it and removed by the first process at its end
+        # needs it and removed by the first process at its end (a child starting as it
+        # ends may make it again: that child takes it away at its own end, see
+        # start_child)
         self.scratch = scratch
         self.first_pid = first_pid or os.getpid()
         self.main_alias: str | None = None
@@ -165,14 +168,37 @@ def start_child(text: str) -> None:
         from .record import ENDING_SIGNALS
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, ENDING_SIGNALS)
         try:
-            rec = Recording(opts, argv, at_exit=True, follow=fw,
-                            header={"ppid": os.getppid(), "follow": "exec"})
+            try:
+                rec = Recording(opts, argv, at_exit=True, follow=fw,
+                                header={"ppid": os.getppid(), "follow": "exec"})
+            except FntraceError:
+                if fw.scratch and not os.path.isdir(os.path.dirname(fw.base)):
+                    return  # live ended (its directory went) as this process started
+                raise
             rec.first = False
             rec.start_in_place()
+            if fw.scratch:
+                import atexit
+                atexit.register(_leave_no_orphan, fw, opts.output)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     except BaseException as e:
         pr_warn(f"process {os.getpid()}: not traced: {type(e).__name__}: {e}")
+
+
+def _leave_no_orphan(fw: Follow, path: str) -> None:
+    """live's child at its end, the first process gone: nobody reports this file, and
+    the directory may be one this child made again after live removed it (a process
+    that started as live ended, such as multiprocessing's resource tracker): both go,
+    rather than stay in the temporary directory for ever."""
+    from ..tracefs.endpoint import pid_alive
+    if pid_alive(fw.first_pid):
+        return
+    for remove, what in ((os.unlink, path), (os.rmdir, os.path.dirname(fw.base))):
+        try:
+            remove(what)
+        except OSError:
+            pass        # gone already; or another child's file is still there
 
 
 from .._env import public_dir as _public_dir  # noqa: E402
