@@ -95,15 +95,15 @@ def _default_output(path: str, suffix: str) -> str:
 def run_export(args) -> int:
     from ..output.source import TraceSource
     from .progress import track_source
+    if args.format == "parquet":
+        from ..output.parquet import use_returning_pool
+        use_returning_pool()            # before _exporter loads pyarrow
     exp = _exporter(args.format)
     if not os.path.exists(args.file):
         raise FntraceError(f"{args.file}: no such file")
     from .filters import open_traces_arg
     source = TraceSource(open_traces_arg(args.file, args), args.file)
     options = {name: getattr(args, name, default) for name, default in exp.options.items()}
-    if exp.name == "parquet":
-        from ..output.parquet import use_returning_pool
-        use_returning_pool()
     out_path = args.output or _default_output(args.file, exp.suffix)
     tracked = track_source(source, "export", 1 if out_path == "-" else None)
     if out_path == "-":

@@ -571,20 +571,6 @@ def _fd_ok(fd: int) -> bool:
 _COMMANDS = frozenset(("record", "report", "stat", "export", "tui", "sql", "hist", "live",
                        "ctl", "mount", "ls", "attach", "detach"))
 
-# the commands that read a trace (and trace nothing)
-_READERS = frozenset(("report", "stat", "export", "tui", "sql", "hist"))
-
-
-def _reading_memory() -> None:
-    """Arrow (export parquet, sql) allocates with the system's malloc from its first
-    allocation on, where its default pool (mimalloc) keeps what a batch gave back (14 MB
-    more at the peak; use_returning_pool's switch comes after pyarrow's own first
-    allocations).  Only in a process that is the command; a pool the user named is
-    kept.  (A fixed malloc mmap threshold would save 8 MB more and cost a page fault
-    per page of every decoded block: a fifth more CPU.)"""
-    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
-
-
 def main(argv: list[str] | None = None) -> int:
     """The command line; ``argv=None`` means this process is the command (it exits
     when this returns), which lets record stop tracing the quick way."""
@@ -603,8 +589,6 @@ def main(argv: list[str] | None = None) -> int:
             argv = [argv[0], *own]
     args = parser.parse_args(argv)
     args.split_target = split
-    if at_exit and args.command in _READERS:
-        _reading_memory()
     try:
         if args.command == "record":
             return _record(args, args.output, at_exit).status

@@ -205,19 +205,20 @@ def _after_fork_in_child() -> None:
 _wrapped_forks: set[int] = set()
 
 
-_SERVER_MODULE = __package__.rpartition(".")[0] + ".tracefs.server"
+_PACKAGE = __package__.rpartition(".")[0]
 
 
-def _server():
-    """The control server's module when this process loaded it (--serve, a program's
-    fntrace.serve()); None: nothing serves, nothing to pause at a fork.  Not loaded
-    otherwise: sockets are a part of every recorder's start-up it need not pay."""
-    return sys.modules.get(_SERVER_MODULE)
+def _loaded(name: str):
+    """fntrace's module ``name`` if this process loaded it, else None: the control
+    server (--serve, a program's fntrace.serve(): else nothing serves, nothing to pause
+    at a fork) and hist (else no hist trigger was set) are not loaded by a recording
+    that does not use them, a part of every start-up it need not pay."""
+    return sys.modules.get(f"{_PACKAGE}.{name}")
 
 
 def fork_before() -> None:
     _wrapped_forks.add(_thread.get_ident())
-    srv = _server()
+    srv = _loaded("tracefs.server")
     if srv is not None:
         srv.pause_serving()
 
@@ -225,7 +226,7 @@ def fork_before() -> None:
 def fork_after() -> None:
     _wrapped_forks.discard(_thread.get_ident())
     _resume_writers()
-    srv = _server()
+    srv = _loaded("tracefs.server")
     if srv is not None:
         srv.resume_serving()
 
@@ -659,10 +660,8 @@ def _apply_events(fs: Tracefs, opts: RecordOptions) -> None:
 
 
 def _hist_texts(tr: TraceArray) -> dict[str, str]:
-    """Each event's ``hist`` file as it reads now (events/hist.py), for the stats.
-    A hist trigger is set by that module: not loaded, there is none (and it is not
-    loaded for nothing at every recording's end)."""
-    hist = sys.modules.get(__package__.rpartition(".")[0] + ".events.hist")
+    """Each event's ``hist`` file as it reads now (events/hist.py), for the stats."""
+    hist = _loaded("events.hist")
     if hist is None:
         return {}
     hist_text, hist_triggers_of = hist.hist_text, hist.hist_triggers_of

@@ -122,6 +122,8 @@ def run_sql(args) -> int:
     if not args.query.strip():
         raise UsageError("sql: the query is empty: give one, such as "
                          "\"SELECT function, count(*) FROM calls GROUP BY function\"")
+    from ..output.parquet import use_returning_pool
+    use_returning_pool()                # before pyarrow loads
     try:
         import duckdb
         import pyarrow  # noqa: F401
@@ -129,8 +131,6 @@ def run_sql(args) -> int:
         raise FntraceError(f"sql: needs the {e.name or 'duckdb'} package: "
                            "pip install 'fntrace[sql]'") from None
     inputs = _inputs(args.path)
-    from ..output.parquet import use_returning_pool
-    use_returning_pool()
     tables = [_table_of(p) for p in inputs]
     con = duckdb.connect(config={"enable_external_access": bool(args.allow_files)})
     try:
