@@ -29,7 +29,7 @@ from fntrace.output.entry import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, TRA
 from fntrace.output.reader import entries_from_file
 from fntrace.cli.report import report_pieces, report_text
 from fntrace.output.stat import function_stats, walked_stats
-from fntrace.trace_set import open_traces
+from fntrace.tracefile import open_traces
 from fntrace.tracefile import RECORD, TF_HAS_PAYLOAD, TraceFile, TraceFileWriter
 
 NATIVE = _env.native_module()

@@ -1,5 +1,5 @@
 """The record format's one definition (record_format) and the compact file encoding
-(record_codec): the native encoder gives the pure one's bytes, decoding gives the
+(tracefile/codec.py): the native encoder gives the pure one's bytes, decoding gives the
 records back bit for bit, and damage is refused, never misread."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fntrace import _env, record_format as rf
-from fntrace.record_codec import CodecError, py_decode, py_encode
+from fntrace.tracefile.codec import CodecError, py_decode, py_encode
 
 R = struct.Struct(rf.FORMAT)
 ENT, RET, FN = rf.TRACE_GRAPH_ENT, rf.TRACE_GRAPH_RET, rf.TRACE_FN

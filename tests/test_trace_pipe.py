@@ -287,7 +287,8 @@ def test_take_while_a_thread_writes(overwrite):
 def test_recording_pipe_shows_copies_and_the_file_keeps_every_event(make_module, tmp_path):
     import io
 
-    from fntrace.cli.record import _FileSink, flush_all
+    from fntrace.cli.record import flush_all
+    from fntrace.tracefile.sink import FileSink
     from fntrace.trace import TraceArray
     from fntrace.tracefile import TraceFile, TraceFileWriter
 
@@ -295,7 +296,7 @@ def test_recording_pipe_shows_copies_and_the_file_keeps_every_event(make_module,
     n = m.__name__
     out = io.BytesIO()
     tr = TraceArray()
-    sink = _FileSink(TraceFileWriter(out, {"tracer": "function"}), tr.buffer_size_kb)
+    sink = FileSink(TraceFileWriter(out, {"tracer": "function"}), tr.buffer_size_kb)
     tr.sink = sink.queue
     sink.array = tr                 # its trace_pipe, once opened, gets copies
     sink.flush_buffers = lambda: flush_all(tr)

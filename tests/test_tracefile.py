@@ -12,9 +12,10 @@ import zlib
 
 import pytest
 
-from fntrace import _env, tracefile
+from fntrace import _env
+from fntrace.tracefile import blocks, writer
 from fntrace.errors import FntraceError, TraceFileError
-from fntrace.record_codec import put_uvarint
+from fntrace.tracefile.codec import put_uvarint
 from fntrace.tracefile import (
     MAGIC,
     RECORD,
@@ -706,7 +707,6 @@ def test_unknown_block_is_skipped():
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from fntrace import tracefile as _tf  # noqa: E402
 
 
 @settings(max_examples=300, deadline=None)
@@ -715,14 +715,14 @@ from fntrace import tracefile as _tf  # noqa: E402
 def test_block_crc_is_zlib_crc32(data, start, offset):
     buf = bytes(offset) + data
     view = memoryview(buf)[offset:]         # unaligned starts too
-    assert _tf._crc32(view, start) == zlib.crc32(data, start)
-    assert _tf._crc32(data) == zlib.crc32(data)
+    assert blocks.crc32(view, start) == zlib.crc32(data, start)
+    assert blocks.crc32(data) == zlib.crc32(data)
 
 
 def test_block_crc_is_zlib_crc32_on_a_large_buffer():
     data = bytes(range(256)) * 4099 + b"tail"
-    assert _tf._crc32(data) == zlib.crc32(data)
-    assert _tf._crc32(data[:1 << 16], 7) == zlib.crc32(data[:1 << 16], 7)
+    assert blocks.crc32(data) == zlib.crc32(data)
+    assert blocks.crc32(data[:1 << 16], 7) == zlib.crc32(data[:1 << 16], 7)
 
 
 # -- the payload packing's twins: the native pack_payloads gives the Python twin's bytes
@@ -767,8 +767,8 @@ def test_native_and_python_payload_packing_give_the_same_bytes(flags, first_seq,
                                                2**70, first_seq + flags.index(False)]
                                               if False in flags else [first_seq - 1, 2**64])))
     payloads = {s: data.draw(_payload_value) for s in seqs}
-    py = _tails_or_error(tracefile._py_payload_tails, mv, first_seq, payloads, step)
-    native = _tails_or_error(_NATIVE_PACK, mv, first_seq, payloads, step, tracefile._dumps)
+    py = _tails_or_error(writer._py_payload_tails, mv, first_seq, payloads, step)
+    native = _tails_or_error(_NATIVE_PACK, mv, first_seq, payloads, step, writer._dumps)
     assert native == py
 
 
@@ -782,7 +782,7 @@ def test_written_file_is_the_same_with_and_without_native_payload_packing(monkey
     monkeypatch.setattr(TraceFileWriter, "max_chunk_records", 8)
     out = []
     for native in (_NATIVE_PACK, None):
-        monkeypatch.setattr(tracefile, "_pack_native", native)
+        monkeypatch.setattr(writer, "_pack_native", native)
         buf = io.BytesIO()
         w = TraceFileWriter(buf, {"k": 1})
         w.write_chunk(0, pack(recs), 1000, payloads=payloads)

@@ -143,9 +143,9 @@ static PyMethodDef native_methods[] = {
     {"fg_sync", (PyCFunction)(void (*)(void))fg_sync, METH_FASTCALL,
      "fg_sync(lane_tr, fast, epoch): who owns fgraph's fast lane"},
     {"encode_records", (PyCFunction)(void (*)(void))fntrace_encode_records, METH_FASTCALL,
-     "encode_records(records): record_codec.py_encode's bytes, faster"},
+     "encode_records(records): tracefile/codec.py's py_encode bytes, faster"},
     {"decode_records", (PyCFunction)(void (*)(void))fntrace_decode_records, METH_FASTCALL,
-     "decode_records(data, n): record_codec.py_decode's records, faster"},
+     "decode_records(data, n): tracefile/codec.py's py_decode records, faster"},
     {"pack_payloads", (PyCFunction)(void (*)(void))fntrace_pack_payloads, METH_FASTCALL,
      "pack_payloads(records, first_seq, payloads, step, dumps): write_chunk's payload bytes"},
     {NULL}

@@ -1,7 +1,7 @@
 /*
  * The compact trace-file encoding of ring-buffer records (part of fntrace._native):
  * encode_records(records) -> bytes and decode_records(data, n) -> bytes, the native
- * twins of record_codec.py_encode / py_decode, byte for byte (the format is described
+ * twins of tracefile/codec.py's py_encode / py_decode, byte for byte (the format is described
  * there and in docs/tracefile-format.md).  The trace file's writer thread runs the
  * encoder on every record the program produces.
  */
@@ -460,11 +460,11 @@ done:
 /* -- payloads ------------------------------------------------------------------------ */
 
 /* pack_payloads(records, first_seq, payloads, step, dumps) -> list of bytes: the payload
- * part of TraceFileWriter.write_chunk (tracefile._py_payload_tails is the twin, byte
+ * part of TraceFileWriter.write_chunk (tracefile/writer.py's _py_payload_tails is the twin, byte
  * for byte, with the same errors in the same order): every key of the dict `payloads`
  * is checked against the chunk's records (inside the chunk, flagged TF_HAS_PAYLOAD),
  * then the payloads of each `step` records, ordered by index, are packed as
- * tracefile._pack_payloads packs them: one bytes per piece, b"" for a piece without.
+ * tracefile/writer.py's _pack_payloads packs them: one bytes per piece, b"" for a piece without.
  * str and int are packed here; anything else is dumps(obj) (JSON bytes).  None when a
  * key is not an int: the Python twin then decides what that means. */
 

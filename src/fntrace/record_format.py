@@ -1,7 +1,7 @@
 """The ring-buffer record and its compact trace-file encoding: the one definition.
 
 Everything that knows the record's layout, its type numbers or its flag bits takes them
-from here: ring_buffer.py, tracefile.py, output/entry.py and the native twin, whose
+from here: ring_buffer.py, tracefile/, output/entry.py and the native twin, whose
 ``record_t`` and ``FNT_*`` constants are generated from this module into a C header by
 setup.py at build time (``c_header()``).  The module imports nothing, so setup.py can
 run it before the package is built, and it sits below every other layer.

@@ -18,7 +18,7 @@ The sink is a ``ChunkQueue``: the writing thread only copies the chunk out and a
 it (the kernel's reader-page swap), in C when the native twin is built, so handing a
 chunk over runs no Python frame on the traced thread's stack — a thread at its
 recursion limit, or one a signal handler interrupts, still hands it over whole.  The
-reader (the trace file's writer thread, cli/record.py) takes chunks off in order.
+reader (the trace file's writer thread, tracefile/sink.py) takes chunks off in order.
 """
 from __future__ import annotations
 

@@ -116,7 +116,7 @@ class TraceSession:
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the trace the buffers hold to a trace file at ``path`` (the format
-        ``fntrace record`` writes: tracefile.py), replacing it whole: the file is
+        ``fntrace record`` writes: tracefile/), replacing it whole: the file is
         made beside it and renamed into place, so a reader never sees half of one."""
         from .trace_save import write_trace_file
         header = {

@@ -3,7 +3,7 @@
 ``fntrace record`` streams each thread's full buffer to the file as it fills (cli/
 record.py); a session in a running program keeps its records in its ring buffers until
 it is read, like the tracefs ``trace`` file.  Saving is the kernel's ``trace-cmd
-extract``: what the buffers hold now, written in the same file format (tracefile.py),
+extract``: what the buffers hold now, written in the same file format (tracefile/),
 so ``fntrace report``, ``fntrace export`` and ``open_trace`` read it as they read a
 recording.  Only the names the records refer to go into the symbol table (the process
 may know tens of thousands of functions); the per-thread counters go into the STAT
@@ -26,7 +26,7 @@ from .outfile import TRACE_MODE
 from .record_format import TRACE_FN
 from .ring_buffer import RECORD
 from .trace import TraceArray
-from .tracefile import TraceFileWriter
+from .tracefile.writer import TraceFileWriter
 
 __all__ = ["write_trace_file"]
 

@@ -64,11 +64,11 @@ def pids_from_args(args) -> frozenset[int]:
 
 
 def open_traces_arg(path: str, args, err=None):
-    """The trace at ``path`` with the processes it followed (trace_set.py), only
+    """The trace at ``path`` with the processes it followed (tracefile/trace_set.py), only
     ``--pid``'s if given; a child's file that cannot be read is named on ``err`` and
     left out."""
     import sys
-    from ..trace_set import open_traces
+    from ..tracefile.trace_set import open_traces
     tf = open_traces(path, pids_from_args(args))
     err = err or sys.stderr
     for line in getattr(tf, "bad", ()):

@@ -3,7 +3,7 @@
 ftrace sees every process; a Python program is often several (a multiprocessing pool,
 a ProcessPoolExecutor, a Python subprocess).  Each process the program starts is
 traced with the same settings into a trace file of its own, beside the first and named
-after its pid (trace_set.py reads them as one trace):
+after its pid (tracefile/trace_set.py reads them as one trace):
 
     os.fork(), multiprocessing "fork",    the child takes the recording over right
     ProcessPoolExecutor on fork            after fork (Recording.adopt_child): fresh
@@ -29,8 +29,8 @@ import sys
 
 from ..errors import FntraceError
 from ..printk import pr_warn
-from ..trace_set import child_files, child_path
-from ..tracefile import MAGIC
+from ..tracefile.blocks import MAGIC
+from ..tracefile.trace_set import child_files, child_path
 
 __all__ = ["ENV", "SITE_DIR", "Follow", "start_child"]
 
@@ -104,7 +104,7 @@ class Follow:
 
     def children(self) -> list[str]:
         """The files of this run's other processes written so far."""
-        from ..tracefile import TraceFile
+        from ..tracefile.reader import TraceFile
         out = []
         for p in child_files(self.base):
             try:

@@ -20,7 +20,7 @@ have: the same status, or death by the same signal.
     (* SIGINT only when its disposition is SIG_DFL; Python's own KeyboardInterrupt
        handler is left alone and the uncaught KeyboardInterrupt ends in SIGINT.)
     os.fork(), os.forkpty()            wrapped in C: the writer thread steps aside
-                                       while the process forks (cli/record.py)
+                                       while the process forks (tracefile/sink.py)
 
 Handlers go only where the disposition is SIG_DFL, and Python's table of handlers is
 not touched: ``signal.getsignal()`` still answers SIG_DFL, and a handler the program
@@ -158,7 +158,7 @@ class Guard:
                 self._real_exec[name] = real_exec
                 _put_os(name, self._exec_wrapper(real_exec))
         # os.fork/forkpty: the trace writer steps aside while the process forks (see
-        # cli/record.py); a C wrapper, so that nothing else the program sees changes.
+        # tracefile/sink.py); a C wrapper, so that nothing else the program sees changes.
         wrap = getattr(_native_launch, "wrap_fork", None)
         self._real_fork = {}
         if self.fork_hooks is not None and wrap is not None:

@@ -2,7 +2,7 @@
 shows it.
 
 ``live`` is ``record`` with a printer in place of the trace file: the ring buffers hand
-their chunks to the sink's thread (cli/record.py), which flushes every buffer each
+their chunks to the sink's thread (tracefile/sink.py), which flushes every buffer each
 ``TICK`` (25 ms) and gives the chunks to ``LivePrinter``.  Nothing is kept once it is
 printed, so an endless program needs no more memory or disk than a short one; nothing
 is lost either (a full buffer waits for the printer, as for the file).
@@ -36,8 +36,9 @@ from ..core.task import thread_info
 from ..output.pipe import PipeRenderer
 from ..output.registry import name_of, nr_cpus_of
 from ..output.render import render_trace
-from ..trace_set import TraceSet, child_files
-from ..tracefile import TraceFile, TraceFileWriter
+from ..tracefile.reader import TraceFile
+from ..tracefile.trace_set import TraceSet, child_files
+from ..tracefile.writer import TraceFileWriter
 from .report import loss_notes, report_text
 
 __all__ = ["LivePrinter", "HOLD", "GRACE"]

@@ -1,36 +1,19 @@
 """``fntrace record``: run a program with a tracer on and write its trace file.
 
-Like trace-cmd record, full per-thread buffers are handed over as they fill, so a long
-run keeps constant memory and loses nothing; the rest is written at the end.  The
-writing is done by a thread of its own (trace-cmd's reader processes, here a thread):
-
-    traced threads                         the writer thread (_FileSink)
-    ring buffer full ── handoff (C) ──>   ChunkQueue ──> SYMS/THRD, CHNK blocks ──> file
-                        + one byte ─────>  pipe: c (a chunk), f (finish), 1..64 (a fatal
-                                                signal: cli/guard.py)
-
-so the write-out never runs on a traced thread's stack (a thread at its recursion limit,
-or one a signal interrupts, loses nothing) and a failed write is counted as lost and
-shown, never raised into the program.  While something reads as it goes (``live``'s
-printer, cli/live.py, in place of the file; an open ``trace_pipe``, which gets a copy of
-each chunk) the writer thread also flushes every buffer each TICK, so an idle thread's
-events arrive too.  Function names go into the file's symbol table
-once, before the first chunk that refers to them.
+Full per-thread buffers are handed over as they fill to the trace file's writer thread
+(tracefile/sink.py), so a long run keeps constant memory, loses nothing, and the
+write-out never runs on a traced thread's stack; the rest is written at the end.
 
 The end, however the program ends (cli/guard.py): tracing off, every buffer handed
 over, the STAT and END blocks written; then the report for ``live``.
 """
 from __future__ import annotations
 
-import _thread
 import os
-import select
 import signal
 import sys
 import threading
 import time
-from collections import deque
-from itertools import takewhile
 
 from .. import _env
 from ..core import dispatch, fetch, task
@@ -41,11 +24,12 @@ from ..errors import FntraceError, UsageError
 from ..outfile import TRACE_MODE
 from ..outfile import create as create_output
 from ..printk import pr_warn
-from ..record_format import RECORD_SIZE
-from ..ring_buffer import ChunkQueue
 from ..core.task import thread_info
 from ..trace import TraceArray
-from ..tracefile import COMPRESS_HINT, TraceFileWriter, compress_available
+from ..tracefile import sink
+from ..tracefile.blocks import COMPRESS_HINT, compress_available
+from ..tracefile.sink import FileSink
+from ..tracefile.writer import TraceFileWriter
 from ..tracefs import control
 from ..tracefs.fs import Tracefs
 from .guard import Guard
@@ -53,11 +37,7 @@ from .target import (Outcome, Target, _native_launch, callback_credit, finish_pr
                      run_target)
 
 __all__ = ["RecordOptions", "Recording", "record", "check_depth", "check_thresh",
-           "unmatched_patterns", "flush_all", "TICK", "ENDING_SIGNALS"]
-
-# Bytes handed over and not written yet above which a traced thread waits for the
-# writer: two full buffers, so memory stays flat however fast the program writes.
-PENDING_MIN = 4 << 20
+           "unmatched_patterns", "flush_all", "ENDING_SIGNALS"]
 
 
 class RecordOptions:
@@ -67,7 +47,7 @@ class RecordOptions:
     control files they are written to (tracefs/control.py); None leaves the file's
     default."""
 
-    compress = False            # --compress: zstd per block (tracefile.py)
+    compress = False            # --compress: zstd per block (tracefile/)
     mode = TRACE_MODE           # --mode: the trace files' permissions (outfile.py)
     serve = False               # --serve: the recording's tracefs on a control socket
     otel_context = False        # --otel-context: events/otel_context.py
@@ -121,11 +101,6 @@ def check_thresh(text: str) -> int:
     return n
 
 
-# Seconds between flushes of the buffers while something reads as it goes (fntrace
-# live, an open trace_pipe): how late an idle thread's events can be.
-TICK = 0.025
-
-
 def flush_all(tr: TraceArray) -> bool:
     """Hand every buffer's records to the sink now, from the sink's own thread (no
     waiting for room).  False if a buffer is being made or freed just now: the next
@@ -141,70 +116,6 @@ def flush_all(tr: TraceArray) -> bool:
     return True
 
 
-# Bytes on the writer's pipe besides signal numbers (1..64).
-_CHUNK, _FINISH, _PAUSE = ord("c"), ord("f"), ord("p")
-# How long a fork waits for the writer thread to step aside (it is between two writes
-# within microseconds unless a write blocks: a full pipe to a slow reader).
-_PAUSE_WAIT = 2.0
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    """One byte to the writer's non-blocking pipe, waiting while it is full."""
-    deadline = time.monotonic() + _PAUSE_WAIT
-    while True:
-        try:
-            os.write(fd, data)
-            return
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.001)
-
-
-# Every writer of this process, until it closes: none runs while the process forks
-# (_FileSink.pause).  (A dict, not a WeakSet: the fork hooks run on the program's
-# thread, and a WeakSet's iteration is Python code that would be traced there.)
-_live_sinks: dict[int, "_FileSink"] = {}
-
-
-# Threads may fork at the same time (CPython's test_reinit_tls_after_fork): the writers
-# stay away until the last of them has forked.  The lock is held only while the writers
-# are being stopped or started, never across a fork (a child gets a new one).
-_pause_lock = _thread.allocate_lock()
-_paused = [0]
-
-
-def _pause_writers() -> None:
-    with _pause_lock:
-        _paused[0] += 1
-        if _paused[0] == 1:
-            for sink in list(_live_sinks.values()):
-                sink.pause()
-
-
-def _resume_writers() -> None:
-    with _pause_lock:
-        if _paused[0] > 0:
-            _paused[0] -= 1
-        if _paused[0] == 0:
-            for sink in list(_live_sinks.values()):
-                sink.resume()
-
-
-def _after_fork_in_child() -> None:
-    global _pause_lock
-    _pause_lock = _thread.allocate_lock()
-    _paused[0] = 0
-    _wrapped_forks.clear()
-
-
-# Threads inside os.fork() wrapped by the guard (cli/guard.py, wrap_fork): there the
-# writers come back once fork() has returned, after CPython's count of threads for its
-# "multi-threaded fork()" warning, which 3.13 makes after the at-fork hooks.  A fork
-# that does not go through the wrapper (a C extension's) has them back in the hook.
-_wrapped_forks: set[int] = set()
-
-
 _PACKAGE = __package__.rpartition(".")[0]
 
 
@@ -217,334 +128,17 @@ def _loaded(name: str):
 
 
 def fork_before() -> None:
-    _wrapped_forks.add(_thread.get_ident())
+    sink.wrapped_fork_before()
     srv = _loaded("tracefs.server")
     if srv is not None:
         srv.pause_serving()
 
 
 def fork_after() -> None:
-    _wrapped_forks.discard(_thread.get_ident())
-    _resume_writers()
+    sink.wrapped_fork_after()
     srv = _loaded("tracefs.server")
     if srv is not None:
         srv.resume_serving()
-
-
-def _after_fork_in_parent() -> None:
-    if _thread.get_ident() not in _wrapped_forks:
-        _resume_writers()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_pause_writers, after_in_parent=_after_fork_in_parent,
-                        after_in_child=_after_fork_in_child)
-
-
-class _FileSink:
-    """The trace file's writer thread and the queue the ring buffers hand chunks to.
-
-    Runs only fntrace's own code and C functions, so nothing it does is ever traced.
-    The file belongs to the process that opened it: a child made by fork() inherits no
-    writer thread (none runs while the process forks) and writes nothing to it (the
-    file is unbuffered: nothing of it is left in memory for the child to flush either);
-    a followed child makes a sink of its own (Recording.adopt_child).
-    """
-
-    def __init__(self, writer: TraceFileWriter, buffer_kb: int) -> None:
-        self.writer = writer
-        self.pid = os.getpid()
-        self.rfd, self.wfd = os.pipe()
-        os.set_blocking(self.wfd, False)
-        self.queue = ChunkQueue(self.wfd, max(PENDING_MIN, 2 * buffer_kb * 1024))
-        self.next_ip = 1
-        self.threads_written: set[int] = set()
-        self.lost = 0                     # records in chunks that could not be written
-        self.error: str | None = None     # the first write error
-        self.on_signal = None             # on_signal(signum): set by record()
-        self.on_progress = None           # called between two chunks written
-        self._finish_stats: dict | None = None
-        self._done = _thread.allocate_lock()
-        self._done.acquire()
-        self._stopped = False
-        # set by record(): flush_buffers() hands every buffer's records over (False if
-        # it could not now); array: the instance written, whose trace_pipe (once a
-        # reader opened it) gets copies for its readers
-        self.flush_buffers = None
-        self.array = None
-        self._next_tick = 0
-        self._poller = select.poll()
-        self._poller.register(self.rfd, select.POLLIN)
-        self._timeouts: deque = deque()
-        self._stash = b""           # pipe bytes read during a drain, for the next round
-        self._running = False
-        self._native_id = self._last_native = 0
-        self._exited = _thread.allocate_lock()
-        # The thread's first round is done before the program runs: what it makes on
-        # its way in must not appear among the program's objects (gc.get_objects()).
-        self._first = _thread.allocate_lock()
-        self._first.acquire()
-        _live_sinks[id(self)] = self
-        self._start()
-        self._first.acquire(timeout=10)
-
-    def mine(self) -> bool:
-        return os.getpid() == self.pid
-
-    # -- the writer thread ----------------------------------------------------------
-    #
-    # The program must not see this thread: not in threading.enumerate() (it is a
-    # _thread thread), not in sys._current_frames() (CPython's test_threading counts
-    # them in a forked child), not in fork()'s "process is multi-threaded" warning.
-    # Its loop is a pipeline of C iterators, so while it waits it has no Python frame:
-    #
-    #     deque(takewhile(bool, map(_step, map(poll, iter(timeouts.popleft, None)))), 0)
-    #           stops when _step    one round   waits here,     _step appends the next
-    #           returns False       of the loop  no frame held   wait (ms; -1: for ever)
-    #
-    # and around every os.fork() it is not there at all (pause/resume: the fork hooks
-    # below): the parent's warning counts the process's threads, and a child must not
-    # inherit a writer stopped halfway through a write with its locks held.
-    def _start(self) -> None:
-        self._running = True
-        self._exited.acquire(blocking=False)
-        self._timeouts.append(0)          # the first round: set up, then wait
-        rounds = takewhile(bool, map(self._step, map(self._poller.poll,
-                                                     iter(self._timeouts.popleft, None))))
-        _thread.start_new_thread(deque, (rounds, 0))
-
-    def _step(self, ready: list) -> bool:
-        """One round of the loop: what the pipe said, done; False ends the thread."""
-        if not self._native_id:
-            task.fntrace_thread()
-            self._native_id = threading.get_native_id()
-            if self._first.locked():
-                self._first.release()
-        try:
-            go = self._round(ready)
-        except BaseException as e:      # fntrace's own failure: shown at the end
-            if self.error is None:
-                self.error = f"{type(e).__name__}: {e}"
-            self.queue.closed = True   # nobody waits for a writer that has gone
-            go = False
-        if go:
-            # (bytes a drain read off the pipe are the next round's: no waiting then)
-            timeout = 0 if self._stash else self._interval()
-            self._timeouts.append(-1 if timeout is None else timeout * 1000)
-            return True
-        # a native id is reused by later threads, which are the program's
-        task.own_threads.discard(self._native_id)
-        self._last_native, self._native_id = self._native_id, 0
-        self._running = False
-        self._exited.release()
-        return False
-
-    def _round(self, ready: list) -> bool:
-        data, self._stash = self._stash, b""
-        if ready:
-            try:
-                more = os.read(self.rfd, 65536)     # all of it: a signal may be last
-            except InterruptedError:
-                more = None
-            except OSError:
-                more = b""
-            if more is not None:
-                if not more:
-                    return False
-                data += more
-        finish = pause = False
-        for b in data:
-            if b == _FINISH:
-                finish = True
-            elif b == _PAUSE:
-                # (a pause that timed out leaves its byte behind: only a pause still
-                # wanted ends the thread)
-                pause = _paused[0] > 0
-            elif 0 < b < 65 and self.on_signal is not None:
-                # tracing off first (on_signal), then everything is written: a
-                # drain before would never end while the program fills the queue
-                # as fast as it is written
-                self.on_signal(b)     # writes everything and ends the process
-        if not finish and self._interval() is not None:
-            now = time.monotonic_ns()
-            if now >= self._next_tick:
-                self._tick(now)
-                return not pause
-        self._drain(bounded=not finish)
-        if finish:
-            self._close()
-            return False
-        return not pause
-
-    def _signalled(self) -> bool:
-        """Has a fatal signal's number come down the pipe?  (Read now, between two
-        chunks of a long drain, kept for the round: a backlog that takes seconds to
-        print must not let the program run on for those seconds.)"""
-        if not self._poller.poll(0):
-            return False
-        try:
-            more = os.read(self.rfd, 65536)
-        except OSError:
-            return False
-        if not more:
-            return False
-        self._stash += more
-        return any(0 < b < 65 for b in more)
-
-    def pause(self) -> None:
-        """Before a fork: the writer thread ends (what is queued stays queued) and is
-        gone from the process before this returns."""
-        if not self._running or not self.mine() or self._stopped:
-            return
-        try:
-            _write_all(self.wfd, bytes((_PAUSE,)))
-        except OSError:
-            return
-        if not self._exited.acquire(timeout=_PAUSE_WAIT):
-            return          # stuck in a write (a full pipe to a reader): let it be
-        self._exited.release()
-        task.wait_thread_gone(self._last_native, _PAUSE_WAIT)
-
-    def resume(self) -> None:
-        """After a fork, in the parent: the writer goes on."""
-        if self._running or not self.mine() or self._stopped or self.queue.closed:
-            return
-        self._start()
-
-    @property
-    def pipe(self):
-        return None if self.array is None else self.array.trace_pipe
-
-    def _interval(self) -> float | None:
-        """How long the loop may sleep: for ever unless something reads as it goes
-        (``fntrace live``'s printer, an open trace_pipe), which wants the buffers
-        flushed every TICK seconds so that an idle thread's events reach it."""
-        if getattr(self.writer, "streaming", False) or (
-                self.pipe is not None and self.pipe.readers):
-            return max(0.0, (self._next_tick - time.monotonic_ns()) / 1e9)
-        return None
-
-    def _tick(self, now: int) -> None:
-        """Flush every buffer (not waiting: this thread is the one that would have
-        to make room), take the chunks off, and tell the printer that every thread has
-        been read up to ``now``."""
-        self._next_tick = now + int(TICK * 1e9)
-        flushed = self.flush_buffers() if self.flush_buffers is not None else False
-        self._drain(bounded=True)
-        tick = getattr(self.writer, "tick", None)
-        if tick is not None and self.error is None:
-            try:
-                tick(now if flushed else None, time.monotonic_ns())
-            except BaseException as e:    # the printer's own failure: shown at the end
-                self.error = f"{type(e).__name__}: {e}"
-
-    def _drain(self, bounded: bool = False) -> None:
-        """Write the queued chunks; ``bounded``: only those queued now, so that the
-        loop gets back to its pipe (a fatal signal waits there) however fast the
-        program queues more."""
-        q = self.queue
-        budget = len(q.items) if bounded else -1
-        while budget:
-            budget -= 1
-            if bounded and self._signalled():
-                return          # the round ends: the signal is seen now, not after
-            if self.on_progress is not None:
-                self.on_progress()
-            item = q.take()
-            if item is None:
-                return
-            cpu, chunk, first_seq, payloads = item
-            if self.error is not None:
-                self.lost += len(chunk) // RECORD_SIZE
-                continue
-            pipe = self.pipe
-            if pipe is not None and pipe.readers:
-                # an open trace_pipe sees a copy: the file still gets every event
-                pipe.add_copy(cpu, chunk, first_seq, payloads)
-            try:
-                self._sync_tables()
-                self.writer.write_chunk(cpu, chunk, first_seq, 0, payloads or None)
-            except BaseException as e:    # a full disk, say: counted, shown at the end
-                self.error = f"{type(e).__name__}: {e}"
-                self.lost += len(chunk) // RECORD_SIZE
-
-    def _sync_tables(self) -> None:
-        hi = record_table._next_ip
-        if hi > self.next_ip:
-            by_ip = record_table.by_ip
-            syms = []
-            ip = self.next_ip
-            while ip < hi:
-                r = by_ip.get(ip)
-                if r is None:
-                    break           # still being made: the next chunk takes it
-                syms.append((ip, r.name, r.filename, r.line))
-                ip += 1
-            self.next_ip = ip
-            if syms:
-                self.writer.add_symbols(syms)
-        for cpu, (native, comm) in list(thread_info.items()):
-            if cpu not in self.threads_written:
-                self.writer.add_thread(cpu, native, comm)
-                self.threads_written.add(cpu)
-
-    def _close(self) -> None:
-        if self.on_progress is not None:
-            # the queue is empty: a program thread that waited for room in it is back
-            # in the program's code, where it can be stopped
-            self.on_progress(settle=0.05)
-        try:
-            stats = self._finish_stats or {}
-            stats["lost_in_writer"] = self.lost
-            if self.error is not None:
-                stats["write_error"] = self.error
-            if self.error is None:
-                self._sync_tables()
-            self.writer.close(stats)
-        except BaseException as e:
-            if self.error is None:
-                self.error = f"{type(e).__name__}: {e}"
-        finally:
-            self.queue.closed = True
-            _live_sinks.pop(id(self), None)
-            for fd in (self.rfd, self.wfd):
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-            self._done.release()
-
-    # -- the other threads ------------------------------------------------------------
-    def finish(self, stats: dict) -> None:
-        """Write what is queued, then STAT and END, and close (from any thread but the
-        writer's); returns when the file is complete."""
-        if not self.mine() or self._stopped:
-            return
-        self._stopped = True
-        self._finish_stats = stats
-        os.set_blocking(self.wfd, True)
-        os.write(self.wfd, bytes((_FINISH,)))
-        while True:
-            try:
-                if self._done.acquire(timeout=1):
-                    self._done.release()
-                    return
-            except KeyboardInterrupt:     # a second ^C must not leave the file open
-                continue
-
-    def finish_here(self, stats: dict) -> None:
-        """The same, on the writer thread itself (a fatal signal).  The program's
-        threads still run: each write gives them the GIL, and a busy one keeps it a
-        switch interval (5 ms) before this thread gets it back — a shorter interval
-        for the few moments the process has left."""
-        try:
-            sys.setswitchinterval(1e-4)
-        except (ValueError, AttributeError):
-            pass
-        self._stopped = True
-        self._finish_stats = stats
-        self._drain()
-        self._close()
 
 
 def _setting_writes(opts: RecordOptions) -> list:
@@ -767,7 +361,7 @@ class Recording:
         self.requests = [_patch.parse_patch(p) for p in opts.patches]
         self.guard = Guard(self._finish, fork_hooks=(fork_before, fork_after))
 
-    def _make_sink(self, f) -> _FileSink:
+    def _make_sink(self, f) -> FileSink:
         tr = self.tr
         if self.make_writer is not None and self.first:
             writer = self.make_writer(self.header, tr)
@@ -777,7 +371,7 @@ class Recording:
             except OSError as e:
                 f.close()
                 raise UsageError(f"{f.name}: {e.strerror}") from None
-        sink = _FileSink(writer, tr.buffer_size_kb)
+        sink = FileSink(writer, tr.buffer_size_kb)
         tr.sink = sink.queue
         sink.array = tr
         sink.flush_buffers = lambda: flush_all(tr)
@@ -1074,7 +668,7 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
     """Run ``target`` traced; write ``opts.output``; return how the program ended.
     ``follow``: the processes it starts are traced too, each into a file of its own
     named after this path (``opts.output``; for ``live`` one in a ``scratch``
-    directory, made when a child needs it) and its pid (cli/follow.py, trace_set.py).
+    directory, made when a child needs it) and its pid (cli/follow.py, tracefile/trace_set.py).
     The rest: Recording."""
     fw = None
     if follow:

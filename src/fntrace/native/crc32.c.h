@@ -1,7 +1,7 @@
 /* fntrace._native, part crc32.c.h (included by _native.c after native.h; see there).
- * Python twin: zlib.crc32 (tracefile.py's blocks) */
+ * Python twin: zlib.crc32 (tracefile/blocks.py) */
 
-/* -- CRC-32 of trace-file blocks (tracefile.py) ---------------------------------------
+/* -- CRC-32 of trace-file blocks (tracefile/blocks.py) ---------------------------------------
  *
  * The same CRC as zlib.crc32 (the reflected 0xEDB88320 polynomial), which a trace file
  * of function_graph events spends a fair share of the recording in (zlib's byte-wise

@@ -15,14 +15,14 @@
  *   native/function_graph.c.h tracers/function_graph.py: graph_entry/return, lane pair
  *   native/function_profile.c.h tracers/function_profile.py: ProfileStat, profile_graph_*
  *   native/payloads.c.h       core/fetch.py, tracers/function_graph.py: args/retval payloads
- *   native/crc32.c.h          zlib.crc32 (tracefile.py's blocks)
+ *   native/crc32.c.h          zlib.crc32 (tracefile/blocks.py)
  *   native/profile_shim.c.h   arch/profile.py: ProfileShim (the program's own hook)
  *   native/stack.c.h          tracers/stack.py: _walk (the stack tracer's measure)
  *
  * Separate translation units, each with its own Python twin:
  *   _native_frame.c           core/fetch.py: a frame's locals and arguments without f_locals
  *   _native_value.c           core/fetch.py: value_repr's text of the built-in values
- *   _native_encode.c          record_codec.py: encode / decode of the trace file's records
+ *   _native_encode.c          tracefile/codec.py: encode / decode of the trace file's records
  *
  * Parts with no Python twin: fgraph_lane.c.h (the fast lane) and, in this header, the
  * pointer cache in front of the id()-keyed dicts; both are shortcuts the pure path

@@ -161,7 +161,7 @@ value_text(PyObject *self, PyObject *v)
 
 /* _native_frame.c */
 PyObject *fntrace_frame_var(PyObject *frame, PyObject *name);
-/* _native_encode.c: the trace file's compact record encoding (record_codec.py) */
+/* _native_encode.c: the trace file's compact record encoding (tracefile/codec.py) */
 PyObject *fntrace_encode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *fntrace_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *fntrace_pack_payloads(PyObject *self, PyObject *const *args, Py_ssize_t nargs);

@@ -261,7 +261,7 @@ merge_free(merge_t *m)
     m->nslots = 0;
 }
 
-/* A block's payloads (tracefile.py's encoding: a varint index gap, a kind byte, the
+/* A block's payloads (tracefile/writer.py's encoding: a varint index gap, a kind byte, the
  * value: a varint length and UTF-8 text, a zigzag varint, or a varint length and JSON):
  * poff[i], for each of its n records, the offset of record i's kind byte, or -1.
  * 0, or -1 when they do not parse (nothing raised). */

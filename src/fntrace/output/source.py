@@ -18,8 +18,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-from ..trace_set import TraceSet, open_traces
-from ..tracefile import TraceFile
+from ..tracefile.trace_set import TraceSet, open_traces
+from ..tracefile.reader import TraceFile
 from .calls import Call, iter_calls
 from .entry import LostEvents, TraceEntry
 from .reader import entries_from_file
@@ -154,7 +154,7 @@ class TraceSource:
 
 def open_trace(path: str | os.PathLike[str], pids=None) -> TraceSource:
     """Open a trace file written by ``fntrace record`` (or ``output=``), with the files
-    of the processes it followed (trace_set.py; ``pids``: only those processes).
+    of the processes it followed (tracefile/trace_set.py; ``pids``: only those processes).
     Raises TraceFileError (a FntraceError) with a one-line reason for a file that is
     not one; a file cut short opens with ``truncated`` set."""
     return TraceSource(open_traces(path, pids), os.fsdecode(path))

@@ -12,7 +12,7 @@ is evaluated.  Idle, the server costs the program nothing: its thread sleeps in
 poll(), and with the nop tracer no function is patched.
 
 The program must not see the accepting thread, as it does not see the trace writer's
-(cli/record.py): it is a ``_thread`` thread with no Python frame while it waits (its
+(tracefile/sink.py): it is a ``_thread`` thread with no Python frame while it waits (its
 loop is a pipeline of C iterators, below), and it is not there while the process
 forks — ``pause_serving()``/``resume_serving()``, run by the fork hooks, let it leave
 and come back; the listening socket stays, so a client connecting meanwhile waits in

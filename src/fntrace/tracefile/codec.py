@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import struct
 
-from . import _env
-from .record_format import (
+from .. import _env
+from ..record_format import (
     FILE_EXPLICIT, FILE_KIND_MASK, FILE_LEAF, FILE_OVERRUN, FILE_PAY0, FILE_PAY1, FILE_RAW,
     FILE_RESERVED, FORMAT, HAS_PAYLOAD, RECORD_SIZE, TRACE_EVENT, TRACE_FN, TRACE_GRAPH_ENT,
     TRACE_GRAPH_RET, TRACE_PRINT, TRACE_STACK,

@@ -37,9 +37,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-from .errors import TraceFileError
-from .record_format import TRACE_EVENT, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET
-from .tracefile import TraceFile
+from ..errors import TraceFileError
+from ..record_format import TRACE_EVENT, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET
+from .reader import TraceFile
 
 __all__ = ["TraceSet", "open_traces", "child_files", "child_path"]
 
@@ -253,6 +253,6 @@ def open_traces(path: str | os.PathLike[str], pids: frozenset[int] | set[int] | 
     return TraceSet(files, bad)
 
 
-from ._env import public_dir as _public_dir  # noqa: E402
+from .._env import public_dir as _public_dir  # noqa: E402
 
 __dir__ = _public_dir(globals())

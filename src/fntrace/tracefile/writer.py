@@ -1,0 +1,478 @@
+"""Writing a trace file: :class:`TraceFileWriter`.
+
+Blocks are framed as blocks.py says; a chunk of ring-buffer records becomes one
+CHNK (or CHKZ) block in codec.py's encoding, its -A/-R payloads packed after it.
+Encoding is the native twin's, so a chunk costs no Python object per record.  The
+writer runs on its own thread while the program is traced (sink.py): nothing here
+may call code a filter could select.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import threading
+from collections.abc import Iterable, Mapping
+from operator import itemgetter
+# typing is not imported at run time (the recorder's import cost); annotations are strings
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO
+
+from .. import _env
+from ..outfile import create as create_output
+from ..errors import TraceFileError
+from ..record_format import OFFSETS
+from .blocks import (BLOCK_HEAD, COMPRESS_HINT, CRC, FILE_HEAD, MAGIC, MAX_BLOCK_LEN,
+                    PAY_INT, PAY_JSON, PAY_STR, RECORD_SIZE, RECORD_TIME, TAG_CHUNK,
+                    TAG_CHUNK_Z, TAG_END, TAG_HEADER, TAG_INDEX, TAG_STATS, TAG_SYMBOLS,
+                    TAG_THREAD, TF_HAS_PAYLOAD, VERSION, ZSTD_LEVEL, crc32, enc_text,
+                    zstd_module)
+from .codec import encode as _encode, put_uvarint
+
+__all__ = ["TraceFileWriter"]
+
+_native = _env.native()
+_pack_native = getattr(_native, "pack_payloads", None) if _native is not None else None
+_FLAGS = struct.Struct("<H")
+_FLAGS_OFFSET = OFFSETS["flags"]
+_I64 = 1 << 63
+
+def _pack_payloads(pairs: list[list[Any]]) -> bytes:
+    """[index, value] pairs, sorted by index, in the block's payload encoding."""
+    out = bytearray()
+    put = put_uvarint
+    prev = -1
+    for i, obj in pairs:
+        put(out, i - prev - 1)
+        prev = i
+        t = type(obj)
+        if t is str:
+            b = enc_text(obj)
+            out.append(PAY_STR)
+            put(out, len(b))
+            out += b
+        elif t is int and -_I64 <= obj < _I64:
+            out.append(PAY_INT)
+            put(out, (obj << 1) if obj >= 0 else ((-obj) << 1) - 1)
+        else:
+            b = _dumps(obj)
+            out.append(PAY_JSON)
+            put(out, len(b))
+            out += b
+    return bytes(out)
+
+
+def _py_payload_tails(mv: memoryview, first_seq: int, payloads: Mapping[int, Any],
+                      step: int) -> list[bytes]:
+    """The payload bytes of each ``step`` records of a chunk (b"" for a piece without).
+
+    Every payload is checked first: its record is in the chunk and flagged
+    TF_HAS_PAYLOAD.  The native twin (``_native.pack_payloads``) gives the same bytes
+    and raises the same errors.
+    """
+    n = mv.nbytes // RECORD_SIZE
+    per_piece: list[list[list[Any]]] = [[] for _ in range(max(1, -(-n // step)))]
+    for seq, obj in payloads.items():
+        i = seq - first_seq
+        if not 0 <= i < n:
+            raise ValueError(
+                f"payload for seq {seq} is outside the chunk "
+                f"(seqs {first_seq}..{first_seq + n - 1})"
+            )
+        (flags,) = _FLAGS.unpack_from(mv, i * RECORD_SIZE + _FLAGS_OFFSET)
+        if not flags & TF_HAS_PAYLOAD:
+            raise ValueError(f"payload for seq {seq} but the record has no TF_HAS_PAYLOAD flag")
+        per_piece[i // step].append([i % step, obj])
+    tails = []
+    for pairs in per_piece:
+        if pairs:
+            pairs.sort(key=itemgetter(0))  # deterministic files for identical input
+            tails.append(_pack_payloads(pairs))
+        else:
+            tails.append(b"")
+    return tails
+
+
+def _payload_tails(mv: memoryview, first_seq: int, payloads: Mapping[int, Any],
+                   step: int) -> list[bytes]:
+    # The writer thread packs every -A/-R payload of the trace: in C when it is built
+    # (str and int there, anything else through _dumps).  None back means a key the C
+    # code does not take (not an int): the Python twin says what it means.
+    if _pack_native is not None and type(payloads) is dict:
+        tails = _pack_native(mv, first_seq, payloads, step, _dumps)
+        if tails is not None:
+            return tails
+    return _py_payload_tails(mv, first_seq, payloads, step)
+
+
+def _varints(*vals: int) -> bytes:
+    out = bytearray()
+    for v in vals:
+        put_uvarint(out, v)
+    return bytes(out)
+
+
+def _zigzag(v: int) -> int:
+    return (v << 1) if v >= 0 else ((-v) << 1) - 1
+
+
+
+# The writer runs on its own thread while the program is traced: it must not call
+# library code a filter could select (json.dumps is json.encoder's Python code), nor the
+# program's (a payload's __repr__).  So JSON is made here, from C building blocks only:
+# fntrace's own code is never traced.
+_enc_json_str = json.encoder.encode_basestring_ascii
+_int_repr = int.__repr__
+_float_repr = float.__repr__
+
+
+def _big_int(v: int) -> str:
+    # str() refuses ints over sys.get_int_max_str_digits(); a trace keeps their size.
+    return f"<int of {v.bit_length()} bits>"
+
+
+def _json_parts(obj: Any, out: list[str]) -> None:
+    t = type(obj)
+    if t is str:
+        out.append(_enc_json_str(obj))
+    elif obj is None:
+        out.append("null")
+    elif t is bool:
+        out.append("true" if obj else "false")
+    elif t is int:
+        try:
+            out.append(_int_repr(obj))
+        except ValueError:
+            out.append(_enc_json_str(_big_int(obj)))
+    elif t is float:
+        out.append(_float_repr(obj) if obj == obj and obj not in (_INF, -_INF)
+                   else ("NaN" if obj != obj else ("Infinity" if obj > 0 else "-Infinity")))
+    elif t is list or t is tuple:
+        out.append("[")
+        first = True
+        for x in obj:
+            if not first:
+                out.append(",")
+            first = False
+            _json_parts(x, out)
+        out.append("]")
+    elif t is dict:
+        out.append("{")
+        first = True
+        for k, v in obj.items():
+            if not first:
+                out.append(",")
+            first = False
+            out.append(_enc_json_str(k if type(k) is str else _safe_text(k)))
+            out.append(":")
+            _json_parts(v, out)
+        out.append("}")
+    elif isinstance(obj, os.PathLike):
+        out.append(_enc_json_str(_safe_text(os.fspath(obj))))
+    else:
+        # A subclass of str or int is read at the C level; anything else is named, not
+        # asked for its repr (that would be the program's code).
+        if isinstance(obj, str):
+            out.append(_enc_json_str(obj))
+        elif isinstance(obj, int):
+            _json_parts(int(_int_repr(obj)) if obj.bit_length() < 1000 else 0, out)
+        else:
+            out.append(_enc_json_str(_safe_text(obj)))
+
+
+def _safe_text(obj: Any) -> str:
+    if isinstance(obj, str):
+        return obj
+    if isinstance(obj, bytes):
+        return obj.decode("utf-8", "surrogateescape")
+    return f"<{type(obj).__module__}.{type(obj).__qualname__} object at {id(obj):#x}>"
+
+
+_INF = float("inf")
+
+
+def _default(obj: Any) -> Any:
+    if isinstance(obj, os.PathLike):
+        return _safe_text(os.fspath(obj))
+    return _safe_text(obj)
+
+
+try:
+    # json's C encoder, called directly: json.dumps would go through json.encoder's
+    # Python methods.
+    from _json import make_encoder as _c_make_encoder
+    _c_encode = _c_make_encoder(None, _default, _enc_json_str, None, ":", ",", False,
+                                False, True)
+except (ImportError, TypeError):        # pragma: no cover - CPython always has _json
+    _c_encode = None
+
+
+def _dumps(obj: Any) -> bytes:
+    if _c_encode is not None:
+        try:
+            return "".join(_c_encode(obj, 0)).encode("ascii")
+        except (ValueError, TypeError, RecursionError):
+            pass                        # an int too long for str(), say
+    out: list[str] = []
+    _json_parts(obj, out)
+    return "".join(out).encode("ascii")
+
+
+
+def _as_bytes_view(records: bytes | bytearray | memoryview) -> memoryview:
+    mv = memoryview(records)
+    if mv.format != "B" or mv.ndim != 1:
+        # e.g. an array('Q') or a typed view of a ring buffer: length must
+        # be counted in bytes.
+        mv = mv.cast("B")
+    return mv
+
+
+class TraceFileWriter:
+    """Write a trace file block by block.
+
+    Every public method writes whole blocks under one lock, so several threads
+    (e.g. one consumer per ring buffer) may share a writer.  Symbols handed to
+    :meth:`add_symbols` are buffered and written in one SYMS block just before
+    the next block of any other kind, which keeps them ahead of the first chunk
+    that refers to them.
+    """
+
+    #: Chunks with more records are split into several CHNK blocks, which
+    #: keeps blocks far below MAX_BLOCK_LEN and limits what a cut can lose.
+    max_chunk_records: int = 1 << 16
+
+    def __init__(self, file: str | os.PathLike[str] | BinaryIO, header: dict[str, Any],
+                 compress: bool = False) -> None:
+        if not isinstance(header, dict):
+            raise TypeError(f"header must be a dict, not {type(header).__name__}")
+        self._zc = None
+        if compress:
+            zstandard = zstd_module()
+            if zstandard is None:
+                raise TraceFileError(COMPRESS_HINT)
+            self._zc = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+        self._lock = threading.Lock()
+        if isinstance(file, (str, bytes, os.PathLike)):
+            self._file: BinaryIO = create_output(os.fspath(file))   # 0600 (outfile.py)
+            self._owns_file = True
+        else:
+            self._file = file
+            self._owns_file = False
+        self._closed = False
+        # Set when a write failed part-way: the file then ends in a partial
+        # block and anything appended after it would read as damage.
+        self._broken: BaseException | None = None
+        self._known_ips: set[int] = set()
+        self._files: dict[str, int] = {}  # file name -> index in the file table
+        # each chunk block written: cpu, records, first and last time (INDX)
+        self._index: list[tuple[int, int, int, int]] = []
+        self._pending_syms: list[tuple[int, str, str, int]] = []
+        try:
+            with self._lock:
+                self._write(FILE_HEAD.pack(MAGIC, VERSION))
+                self._write_block(TAG_HEADER, _dumps(header))
+                self._file.flush()
+        except BaseException:
+            if self._owns_file:
+                self._file.close()
+            raise
+
+    # -- public API -------------------------------------------------------
+
+    def add_symbols(self, syms: Iterable[tuple[int, str, str, int]]) -> None:
+        """Queue symbols ``(ip, name, filename, line)``; ips already written are skipped."""
+        new = []
+        for ip, name, filename, line in syms:
+            if not 0 <= ip <= 0xFFFFFFFF:
+                raise ValueError(f"symbol ip {ip} does not fit in u32")
+            if not 0 <= line <= 0xFFFFFFFF:
+                raise ValueError(f"symbol line {line} does not fit in u32")
+            new.append((ip, str(name), str(filename), line))
+        with self._lock:
+            self._check_open()
+            for sym in new:
+                if sym[0] not in self._known_ips:
+                    self._known_ips.add(sym[0])
+                    self._pending_syms.append(sym)
+
+    def add_thread(self, cpu: int, native_id: int, name: str) -> None:
+        """Describe the thread behind ring buffer ``cpu``; a later call for the same cpu wins."""
+        name_b = enc_text(name)
+        payload = _varints(cpu, native_id, len(name_b)) + name_b
+        with self._lock:
+            self._check_open()
+            self._flush_symbols()
+            self._write_block(TAG_THREAD, payload)
+
+    def write_chunk(
+        self,
+        cpu: int,
+        records: bytes | bytearray | memoryview,
+        first_seq: int,
+        lost: int = 0,
+        payloads: Mapping[int, Any] | None = None,
+    ) -> None:
+        """Write 32-byte records of ring buffer ``cpu`` (compactly encoded).
+
+        ``first_seq`` is the sequence number of the first record; ``payloads``
+        maps the sequence number of each record flagged TF_HAS_PAYLOAD to its
+        payload object.  ``lost`` counts records the buffer dropped before
+        this chunk.
+        """
+        mv = _as_bytes_view(records)
+        if mv.nbytes % RECORD_SIZE:
+            raise ValueError(f"records length {mv.nbytes} is not a multiple of {RECORD_SIZE}")
+        n = mv.nbytes // RECORD_SIZE
+        step = max(1, int(self.max_chunk_records))
+        npieces = max(1, -(-n // step))
+        # Encode records and payloads before taking the lock: they are the slow part.
+        tails = _payload_tails(mv, first_seq, payloads, step) if payloads else None
+        blocks = []
+        for k in range(npieces):
+            start = k * step
+            count = min(step, n - start)
+            tail = tails[k] if tails else b""
+            head = _varints(cpu, count, first_seq + start, lost if k == 0 else 0)
+            body = _encode(mv[start * RECORD_SIZE : (start + count) * RECORD_SIZE])
+            times = (RECORD_TIME.unpack_from(mv, start * RECORD_SIZE)[0],
+                     RECORD_TIME.unpack_from(mv, (start + count - 1) * RECORD_SIZE)[0]) if count else (0, 0)
+            blocks.append((head, _varints(len(body)), body, tail, (cpu, count, *times)))
+            if len(head) + len(body) + len(tail) + 10 > MAX_BLOCK_LEN:
+                raise ValueError("chunk payloads too large for one block")
+        with self._lock:
+            self._check_open()
+            self._flush_symbols()
+            for head, blen, body, tail, entry in blocks:
+                self._index.append(entry)
+                if self._zc is None:
+                    self._write_block(TAG_CHUNK, head, blen, body, tail)
+                else:
+                    inner = b"".join((blen, body, tail))
+                    self._write_block(TAG_CHUNK_Z, head, _varints(len(inner)),
+                                      self._zc.compress(inner))
+            # A killed recorder should leave every written chunk in the file.
+            self._file.flush()
+
+    def flush(self) -> None:
+        """Write queued symbols and flush the file."""
+        with self._lock:
+            self._check_open()
+            self._flush_symbols()
+            self._file.flush()
+
+    def close(self, stats: dict[str, Any] | None = None) -> None:
+        """Write queued symbols, the STAT block (if ``stats``) and END; flush.
+
+        Closes the file if the writer opened it.  Calling close() again does nothing.
+        """
+        stats_b = None if stats is None else _dumps(stats)
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                if self._broken is None:
+                    self._flush_symbols()
+                    self._write_index()
+                    if stats_b is not None:
+                        self._write_block(TAG_STATS, stats_b)
+                    self._write_block(TAG_END)
+                    self._file.flush()
+            finally:
+                self._closed = True
+                if self._owns_file:
+                    self._file.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> TraceFileWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals (called with the lock held) -----------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError("trace file writer is closed")
+        if self._broken is not None:
+            raise ValueError(f"trace file writer failed earlier: {self._broken}") from self._broken
+
+    def _write(self, data: bytes | memoryview) -> None:
+        try:
+            n = self._file.write(data)
+            # Raw (unbuffered) files may write less than asked for.
+            if n is not None and n < len(data):
+                view = memoryview(data)
+                while n < len(view):
+                    w = self._file.write(view[n:])
+                    if not w:
+                        raise OSError("short write to trace file")
+                    n += w
+        except BaseException as e:
+            self._broken = e
+            raise
+
+    def _write_block(self, tag: bytes, *parts: bytes | memoryview) -> None:
+        length = sum(memoryview(p).nbytes for p in parts)
+        head = BLOCK_HEAD.pack(tag, length)
+        crc = crc32(head)
+        for p in parts:
+            crc = crc32(p, crc)
+        # one write a block: each write lets the GIL go, and a busy thread of the
+        # program may keep it a switch interval before the writer has it again
+        self._write(b"".join((head, *parts, CRC.pack(crc))))
+
+    def _write_index(self) -> None:
+        """INDX: each chunk block's cpu, records, first and last time, in the order
+        the blocks are in the file; a reader skips the blocks a time window leaves
+        out without decoding them (a file cut short has none, and is scanned)."""
+        parts = [_varints(len(self._index))]
+        prev = 0
+        for cpu, n, first, last in self._index:
+            # times as differences: first from the previous block's first, last from
+            # this one's first (a slot's blocks are in time order, the slots not)
+            parts.append(_varints(cpu, n, _zigzag(first - prev), last - first
+                                  if last >= first else 0))
+            prev = first
+        self._write_block(TAG_INDEX, b"".join(parts))
+
+    def _flush_symbols(self) -> None:
+        syms = self._pending_syms
+        if not syms:
+            return
+        new_files = []
+        out = []
+        for ip, name, filename, line in syms:
+            idx = self._files.get(filename)
+            if idx is None:
+                idx = self._files[filename] = len(self._files)
+                new_files.append(filename)
+            name_b = enc_text(name)
+            out.append(_varints(ip, line, idx, len(name_b)))
+            out.append(name_b)
+        parts = [_varints(len(new_files))]
+        for f in new_files:
+            f_b = enc_text(f)
+            parts.append(_varints(len(f_b)))
+            parts.append(f_b)
+        parts.append(_varints(len(syms)))
+        payload = b"".join(parts) + b"".join(out)
+        try:
+            self._write_block(TAG_SYMBOLS, payload)
+        except BaseException:
+            # The writer is broken now anyway; keep the tables consistent.
+            for f in new_files:
+                del self._files[f]
+            raise
+        self._pending_syms = []
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())
