@@ -334,3 +334,107 @@ def test_duckdb_and_spark_agree(recorded, run_fntrace, tmp_path):
     spark_rows = list(csv.reader(io.StringIO(spark.stdout)))
     assert duck_rows[0] == spark_rows[0] == ["function", "calls", "total", "deepest", "threads"]
     assert len(duck_rows) > 5 and duck_rows == spark_rows
+
+
+# -- the native column kernels (native/read_columns.c.h) against pyarrow.compute ------
+
+from array import array  # noqa: E402
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from fntrace import _env  # noqa: E402
+
+_nat = _env.native_module()
+needs_native = pytest.mark.skipif(_nat is None, reason="the native module is not built")
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-2**31, 2**31 - 1) | st.integers(0, 5), max_size=300))
+def test_dict_encode_i32_is_pyarrows(values):
+    import pyarrow.compute as pc
+    rows, keys = _nat.dict_encode_i32(array("i", values))
+    want = pc.dictionary_encode(pa.array(values, pa.int32()))
+    assert list(memoryview(rows).cast("i")) == want.indices.to_pylist()
+    assert list(memoryview(keys).cast("i")) == want.dictionary.to_pylist()
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.none() | st.sampled_from(["", "a", "b", "é", "ab", "a\x00"])
+                | st.text(max_size=8), max_size=300))
+def test_dict_encode_str_is_pyarrows(values):
+    import pyarrow.compute as pc
+    col = pa.array(values, pa.string())
+    validity, offsets, data = col.buffers()
+    idx, valid, doff, ddata = _nat.dict_encode_str(
+        len(values), None if validity is None else validity.to_pybytes(),
+        offsets.to_pybytes(), b"" if data is None else data.to_pybytes())
+    got = pa.DictionaryArray.from_arrays(
+        pa.Array.from_buffers(pa.int32(), len(values),
+                              [None if valid is None else pa.py_buffer(valid),
+                               pa.py_buffer(idx)]),
+        pa.Array.from_buffers(pa.string(), len(doff) // 4 - 1,
+                              [None, pa.py_buffer(doff), pa.py_buffer(ddata)]))
+    want = pc.dictionary_encode(col)
+    assert got.dictionary.to_pylist() == want.dictionary.to_pylist()
+    assert got.indices.to_pylist() == want.indices.to_pylist()
+    assert got.to_pylist() == values
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-3, 2**31 - 1), min_size=1, max_size=50).flatmap(
+    lambda table: st.tuples(st.just(table),
+                            st.lists(st.integers(0, len(table) - 1), max_size=200))))
+def test_gathers_are_pyarrows_take(case):
+    import pyarrow.compute as pc
+    table, idx = case
+    vals, valid = _nat.gather_i32(array("i", table), array("i", idx))
+    got = pa.Array.from_buffers(pa.int32(), len(idx),
+                                [None if valid is None else pa.py_buffer(valid),
+                                 pa.py_buffer(vals)])
+    nullable = pa.array([None if v < 0 else v for v in table], pa.int32())
+    assert got.to_pylist() == pc.take(nullable, pa.array(idx, pa.int32())).to_pylist()
+    assert (valid is None) == all(table[i] >= 0 for i in idx)
+    wide = [v * 2**31 for v in table]
+    got64 = _nat.gather_i64(array("q", wide), array("i", idx))
+    assert list(memoryview(got64).cast("q")) == [wide[i] for i in idx]
+
+
+@needs_native
+@given(st.binary(max_size=100))
+def test_bits_of_bytes_is_not_equal_zero(data):
+    import pyarrow.compute as pc
+    got = pa.Array.from_buffers(pa.bool_(), len(data),
+                                [None, pa.py_buffer(_nat.bits_of_bytes(data))])
+    assert got.to_pylist() == pc.not_equal(pa.array(list(data), pa.uint8()), 0).to_pylist()
+
+
+@needs_native
+def test_column_kernels_refuse_what_is_out_of_range():
+    with pytest.raises(IndexError, match="index 3 out of a table of 2"):
+        _nat.gather_i32(array("i", [1, 2]), array("i", [0, 3]))
+    with pytest.raises(IndexError, match="index -1"):
+        _nat.gather_i64(array("q", [1]), array("i", [-1]))
+    with pytest.raises(ValueError, match="whole number"):
+        _nat.dict_encode_i32(b"abc")
+    with pytest.raises(ValueError, match="offsets out of the data"):
+        _nat.dict_encode_str(1, None, array("i", [0, 9]), b"ab")
+    with pytest.raises(ValueError, match="shorter than n rows"):
+        _nat.dict_encode_str(4, None, array("i", [0, 1]), b"ab")
+
+
+def test_the_native_export_loads_no_compute_kernels(recorded, tmp_path):
+    """pyarrow.compute is 10 MB of the export's memory: the native walk's columns are
+    made without it (the pure path uses it)."""
+    code = ("import sys; from fntrace.cli.main import main; "
+            f"rc = main(['export', '--format', 'parquet', '-o', {str(tmp_path / 'x.pq')!r}, "
+            f"{str(recorded)!r}]); "
+            "print(rc, 'pyarrow.compute' in sys.modules)")
+    env = dict(os.environ)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=env, timeout=SUBPROCESS_TIMEOUT)
+    native = _nat is not None and not env.get("FNTRACE_PURE")
+    assert p.stdout.split() == ["0", "False" if native else "True"], p.stderr

@@ -18,6 +18,7 @@
  *     native/read_index_rows.c.h  IndexRows: the browser's index of calls
  *     native/read_otlp.c.h        OtlpCalls: OpenTelemetry spans
  *     native/read_filter.c.h      RecordFilter: report's and stat's filters on the blocks
+ *     native/read_columns.c.h     the Parquet table's column kernels (no pyarrow.compute)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -38,6 +39,7 @@
 #include "native/read_index_rows.c.h"
 #include "native/read_otlp.c.h"
 #include "native/read_filter.c.h"
+#include "native/read_columns.c.h"
 
 static PyMethodDef read_functions[] = {
     {"text_ok", text_ok, METH_O,
@@ -45,6 +47,18 @@ static PyMethodDef read_functions[] = {
     {"graph_text_ok", (PyCFunction)(void (*)(void))graph_text_ok, METH_FASTCALL,
      "graph_text_ok(records, payloads) -> bool: text_ok, arguments and return values "
      "allowed"},
+    {"dict_encode_i32", dict_encode_i32, METH_O,
+     "dict_encode_i32(values) -> (indices, dictionary): int32 values, distinct in the "
+     "order they first come"},
+    {"dict_encode_str", (PyCFunction)(void (*)(void))dict_encode_str, METH_FASTCALL,
+     "dict_encode_str(n, validity, offsets, data) -> (indices, validity, dict_offsets, "
+     "dict_data)"},
+    {"gather_i32", (PyCFunction)(void (*)(void))gather_i32, METH_FASTCALL,
+     "gather_i32(table, indices) -> (values, validity): negative table values are null"},
+    {"gather_i64", (PyCFunction)(void (*)(void))gather_i64, METH_FASTCALL,
+     "gather_i64(table, indices) -> values"},
+    {"bits_of_bytes", bits_of_bytes, METH_O,
+     "bits_of_bytes(data) -> bitmap: bit r set where data[r] != 0"},
     {NULL}
 };
 

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import os
 import sys
+from array import array
 from collections.abc import Iterator, Mapping
 
 from .calls import Call, CallBuilder
@@ -296,13 +297,12 @@ def _native_rows(source, sch, pid_of, where: dict[str, tuple], counts: dict) -> 
     if walkable is None:
         return None
     native, slots = walkable
-    import pyarrow as pa
     threads = source.threads
     nslots = max(slots | set(threads), default=-1) + 1
     syms = source.symbols
     who = [threads.get(k, (0, "<...>")) for k in range(nslots)]
-    slot_pid = pa.array([pid_of(k) for k in range(nslots)], pa.int64())
-    slot_tid = pa.array([t for t, _ in who], pa.int64())
+    slot_pid = array("q", [pid_of(k) for k in range(nslots)]).tobytes()
+    slot_tid = array("q", [t for t, _ in who]).tobytes()
     slot_name = _Strings([n for _, n in who])
     # per call path (index 0: the empty path, never a row's): its function, module,
     # file, parent and stack (strings), and line
@@ -329,13 +329,12 @@ def _native_rows(source, sch, pid_of, where: dict[str, tuple], counts: dict) -> 
                     name if parent == 0 else stacks.values[stacks.ids[parent]] + ";" + name)):
                 col.add(v)
             lines.append(line)
-        for col in by_path:
-            col.done()
-        line_of[0] = pa.array(lines, pa.int32())
+        # a function's line, by call path (-1: none, a null)
+        line_of[0] = array("i", [-1 if v is None else v for v in lines]).tobytes()
 
-    line_of = [None]
+    line_of = [b""]
     rows = native.CallRows(nslots, canon_ids(syms), ROW_GROUP, True)
-    return _native_batches(rows, source, nslots, sch, slot_pid, slot_tid, slot_name,
+    return _native_batches(native, rows, source, nslots, sch, slot_pid, slot_tid, slot_name,
                            names, grow, by_path, line_of, counts)
 
 
@@ -353,7 +352,6 @@ class _Strings:
         self.ids: list = []
         for v in first:
             self.add(v)
-        self.done()
 
     def add(self, v: str | None) -> None:
         if v is None:
@@ -365,60 +363,76 @@ class _Strings:
             self.values.append(v)
         self.ids.append(i)
 
-    def done(self) -> None:
+    def column(self, native, n: int, rows: bytes, keys: bytes):
+        """The dictionary-encoded column of ``n`` rows whose keys are dictionary-encoded
+        as ``rows`` (each row's index into ``keys``, the batch's distinct keys in the
+        order they first come): the strings the rows use, in the order they first
+        come, and each row's index into them.  Only the distinct keys are looked at
+        here: a string's first row is the first row of the first key that has it, so
+        their order is the rows' order."""
         import pyarrow as pa
-        self.id_array = pa.array(self.ids, pa.int32())
-        self.value_array = pa.array(self.values, pa.string())
+        ids = self.ids
+        first: dict[int, int] = {}
+        per_key = array("i")
+        for k in memoryview(keys).cast("i"):
+            sid = ids[k]
+            if sid is None:
+                per_key.append(-1)
+                continue
+            j = first.get(sid)
+            if j is None:
+                j = first[sid] = len(first)
+            per_key.append(j)
+        vals, valid = native.gather_i32(per_key, rows)
+        values = self.values
+        return pa.DictionaryArray.from_arrays(
+            _array(pa.int32(), n, vals, valid), pa.array([values[sid] for sid in first],
+                                                       pa.string()))
 
-    def column(self, keys):
-        """The dictionary-encoded column of rows with the keys ``keys`` (those keys
-        dictionary-encoded: the batch's distinct keys in the order they first come,
-        and each row's index into them): the strings the rows use, in the order they
-        first come, and each row's index into them.  Only the distinct keys are
-        hashed again: a string's first row is the first row of the first key that
-        has it, so their order is the rows' order."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-        per_key = pc.dictionary_encode(pc.take(self.id_array, keys.dictionary))
-        return pa.DictionaryArray.from_arrays(pc.take(per_key.indices, keys.indices),
-                                              pc.take(self.value_array, per_key.dictionary))
 
-
-def _native_batches(rows, source, nslots, sch, slot_pid, slot_tid, slot_name, names,
-                    grow, by_path, line_of, counts) -> Iterator:
+def _array(typ, n: int, data: bytes, validity: bytes | None = None):
     import pyarrow as pa
-    import pyarrow.compute as pc
+    return pa.Array.from_buffers(typ, n, [None if validity is None else pa.py_buffer(validity),
+                                          pa.py_buffer(data)])
+
+
+def _native_batches(nat, rows, source, nslots, sch, slot_pid, slot_tid, slot_name, names,
+                    grow, by_path, line_of, counts) -> Iterator:
+    # The columns are made from the walk's buffers by the native module's column
+    # kernels (native/read_columns.c.h): pyarrow.compute is not loaded.
+    import pyarrow as pa
     from .walk import drive
     total = 0
     call = pa.array(["call"], pa.string())
     no_strings = pa.array([], pa.string())
+    int32, int64, string = pa.int32(), pa.int64(), pa.string()
     for batch in drive(rows, source, nslots, payloads=True):
         n, b_slot, b_ts, b_dur, b_self, b_depth, b_path, b_complete, b_args, b_ret = batch
         new = rows.paths(len(names))
         if new:
             grow(new)
 
-        def buf(typ, data, n=n):
-            return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(data)])
-
         def text(col, n=n):
             # the walk's (validity bits, offsets, UTF-8 data), encoded as the table's
-            return pc.dictionary_encode(pa.Array.from_buffers(
-                pa.string(), n, [pa.py_buffer(b) for b in col]))
-        slot = buf(pa.int32(), b_slot)
-        path = buf(pa.int32(), b_path)
-        zeros = buf(pa.int32(), bytes(4 * n))
-        kind = pa.DictionaryArray.from_arrays(zeros, call)
-        paths = pc.dictionary_encode(path)
-        function, module, file, parent, stack = (col.column(paths) for col in by_path)
-        nulls = pa.DictionaryArray.from_arrays(pa.nulls(n, pa.int32()), no_strings)
-        arrays = [kind, pc.take(slot_pid, slot), pc.take(slot_tid, slot),
-                  slot_name.column(pc.dictionary_encode(slot)),
-                  slot, buf(pa.int64(), b_ts), buf(pa.int64(), b_dur),
-                  buf(pa.int64(), b_self), buf(pa.int32(), b_depth),
-                  function, module, file, pc.take(line_of[0], path), parent, stack,
-                  text(b_args), text(b_ret), pc.not_equal(buf(pa.uint8(), b_complete), 0),
-                  nulls]
+            idx, valid, offsets, data = nat.dict_encode_str(n, *col)
+            return pa.DictionaryArray.from_arrays(
+                _array(int32, n, idx, valid),
+                pa.Array.from_buffers(string, len(offsets) // 4 - 1,
+                                      [None, pa.py_buffer(offsets), pa.py_buffer(data)]))
+        path_rows, path_keys = nat.dict_encode_i32(b_path)
+        slot_rows, slot_keys = nat.dict_encode_i32(b_slot)
+        function, module, file, parent, stack = (
+            col.column(nat, n, path_rows, path_keys) for col in by_path)
+        kind = pa.DictionaryArray.from_arrays(_array(int32, n, bytes(4 * n)), call)
+        nulls = pa.DictionaryArray.from_arrays(pa.nulls(n, int32), no_strings)
+        arrays = [kind, _array(int64, n, nat.gather_i64(slot_pid, b_slot)),
+                  _array(int64, n, nat.gather_i64(slot_tid, b_slot)),
+                  slot_name.column(nat, n, slot_rows, slot_keys),
+                  _array(int32, n, b_slot), _array(int64, n, b_ts), _array(int64, n, b_dur),
+                  _array(int64, n, b_self), _array(int32, n, b_depth),
+                  function, module, file, _array(int32, n, *nat.gather_i32(line_of[0], b_path)),
+                  parent, stack, text(b_args), text(b_ret),
+                  _array(pa.bool_(), n, nat.bits_of_bytes(b_complete)), nulls]
         total += n
         yield pa.RecordBatch.from_arrays(arrays, schema=sch)
     lost, incomplete = rows.counts()
