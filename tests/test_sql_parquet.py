@@ -438,3 +438,99 @@ def test_the_native_export_loads_no_compute_kernels(recorded, tmp_path):
                        env=env, timeout=SUBPROCESS_TIMEOUT)
     native = _nat is not None and not env.get("FNTRACE_PURE")
     assert p.stdout.split() == ["0", "False" if native else "True"], p.stderr
+
+
+# -- the Arrow C stream of a trace (native/read_arrow_stream.c.h): sql without pyarrow --
+
+class _Stream:
+    def __init__(self, capsule_maker):
+        self.make = capsule_maker
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        return self.make()
+
+
+def test_the_stream_of_a_trace_is_record_batches_table(recorded):
+    """What DuckDB is handed for a .dat (sql) holds what record_batches makes (export):
+    read back through pyarrow, batch by batch, the same schema and values.  The pure
+    twin has no stream (sql reads its rows through pyarrow)."""
+    from fntrace.output.parquet import column_stream, record_batches
+    from fntrace.output.source import open_trace
+    if _env.native() is None:
+        assert column_stream(open_trace(recorded)) is None
+        return
+    if not hasattr(pa.RecordBatchReader, "from_stream"):
+        pytest.skip("LOUD SKIP: this pyarrow cannot import an Arrow C stream")
+    want = pa.Table.from_batches(list(record_batches(open_trace(recorded), None, 7)))
+    got = pa.RecordBatchReader.from_stream(
+        _Stream(lambda: column_stream(open_trace(recorded), None, 7))).read_all()
+    assert got.schema == want.schema
+    assert got.to_pylist() == want.to_pylist()
+    assert got.num_rows == want.num_rows > 7
+
+
+@needs_native
+def test_a_stream_gives_duckdb_dictionaries_nulls_and_every_kind():
+    batches = [
+        (3, ((None, array("q", [1, 2, 3]).tobytes()),
+             (bytes([0b101]), array("i", [7, 0, 9]).tobytes()),
+             (None, bytes([0b110])),
+             (bytes([0b011]), array("i", [1, 0, 5]).tobytes(),
+              array("i", [0, 1, 3]).tobytes(), b"a\xc3\xa9"))),
+        (0, ((None, b""), (None, b""), (None, b""), (None, b"", bytes(4), b""))),
+        (1, ((None, array("q", [4]).tobytes()), (None, array("i", [1]).tobytes()),
+             (None, b"\x01"), (bytes([0]), bytes(4), bytes(4), b""))),
+    ]
+    it = iter(batches)
+    con = duckdb.connect()
+    con.register("s", _Stream(lambda: _nat.arrow_stream(("l", "i", "b", "d"), "libd",
+                                                        lambda: next(it, None))))
+    assert con.execute("SELECT * FROM s").fetchall() == [
+        (1, 7, False, "é"), (2, None, True, "a"), (3, 9, True, None), (4, 1, True, None)]
+
+
+@needs_native
+@pytest.mark.parametrize("batch, error", [
+    ((1, ((None, bytes(4)), (None, bytes(4)), (None, b"\x01"),
+          (None, bytes(4), array("i", [0, 1]).tobytes(), b"x"))),
+     "column 0: values of 4 bytes, 8 wanted"),
+    ((2, ((None, bytes(16)), (None, bytes(8)), (None, b""), (None, bytes(8), bytes(8), b"x"))),
+     "column 2: values of 0 bytes, 1 wanted"),
+    ((1, ((None, bytes(8)), (None, bytes(4)), (None, b"\x01"),
+          (None, array("i", [1]).tobytes(), array("i", [0, 1]).tobytes(), b"x"))),
+     "row 0's index 1 is outside its dictionary of 1"),
+    ((1, ((None, bytes(8)), (None, bytes(4)), (None, b"\x01"),
+          (None, bytes(4), array("i", [0, 5]).tobytes(), b"x"))),
+     "dictionary offsets out of order or past its data"),
+    ("not a batch", "next\\(\\) must give"),
+])
+def test_a_bad_batch_is_the_querys_error_not_a_crash(batch, error):
+    con = duckdb.connect()
+    con.register("s", _Stream(lambda: _nat.arrow_stream(("l", "i", "b", "d"), "libd",
+                                                        iter([batch]).__next__)))
+    with pytest.raises(duckdb.Error, match=error):
+        con.execute("SELECT * FROM s").fetchall()
+
+
+@needs_native
+def test_an_exception_of_next_is_the_querys_error():
+    def fail():
+        raise RuntimeError("the trace went away")
+    con = duckdb.connect()
+    con.register("s", _Stream(lambda: _nat.arrow_stream(("x",), "l", fail)))
+    with pytest.raises(duckdb.Error, match="RuntimeError: the trace went away"):
+        con.execute("SELECT * FROM s").fetchall()
+    with pytest.raises(ValueError, match="one kind"):
+        _nat.arrow_stream(("x",), "q", fail)
+
+
+def test_sql_over_a_trace_of_calls_loads_no_pyarrow(recorded):
+    """DuckDB is handed the native walk's columns as an Arrow C stream: pyarrow (28 MB)
+    is not loaded (the pure twin's rows go through it)."""
+    code = ("import sys; from fntrace.cli.main import main; "
+            f"rc = main(['sql', {str(recorded)!r}, 'SELECT count(*) FROM calls', '--csv']); "
+            "print(rc, 'pyarrow' in sys.modules)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=SUBPROCESS_TIMEOUT)
+    native = _env.native() is not None
+    assert p.stdout.split()[-2:] == ["0", "False" if native else "True"], p.stderr

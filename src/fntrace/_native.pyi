@@ -175,6 +175,11 @@ def gather_i32(table: bytes | bytearray | memoryview, indices: bytes | bytearray
 def gather_i64(table: bytes | bytearray | memoryview, indices: bytes | bytearray | memoryview,
                /) -> bytes: ...
 def bits_of_bytes(data: bytes | bytearray | memoryview, /) -> bytes: ...
+def arrow_stream(names: tuple[str, ...], kinds: str,
+                 next: Callable[[], tuple[int, tuple[tuple[Any, ...], ...]] | None], /
+                 ) -> Any:
+    """An Arrow C stream (PyCapsule "arrow_array_stream") of the batches next() gives."""
+    ...
 
 # -- ring_buffer.py: _PyRingBufferBase's twin ------------------------------------------
 class RingBufferBase:

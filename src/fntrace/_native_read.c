@@ -19,6 +19,7 @@
  *     native/read_otlp.c.h        OtlpCalls: OpenTelemetry spans
  *     native/read_filter.c.h      RecordFilter: report's and stat's filters on the blocks
  *     native/read_columns.c.h     the Parquet table's column kernels (no pyarrow.compute)
+ *     native/read_arrow_stream.c.h  those columns as an Arrow C stream (sql, no pyarrow)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -40,6 +41,7 @@
 #include "native/read_otlp.c.h"
 #include "native/read_filter.c.h"
 #include "native/read_columns.c.h"
+#include "native/read_arrow_stream.c.h"
 
 static PyMethodDef read_functions[] = {
     {"text_ok", text_ok, METH_O,
@@ -57,6 +59,8 @@ static PyMethodDef read_functions[] = {
      "gather_i32(table, indices) -> (values, validity): negative table values are null"},
     {"gather_i64", (PyCFunction)(void (*)(void))gather_i64, METH_FASTCALL,
      "gather_i64(table, indices) -> values"},
+    {"arrow_stream", (PyCFunction)(void (*)(void))arrow_stream, METH_FASTCALL,
+     "arrow_stream(names, kinds, next) -> an Arrow C stream's PyCapsule"},
     {"bits_of_bytes", bits_of_bytes, METH_O,
      "bits_of_bytes(data) -> bitmap: bit r set where data[r] != 0"},
     {NULL}

@@ -82,10 +82,27 @@ class _TraceTable:
     def __init__(self, path: str) -> None:
         self.path = path
         self.cut_short = False
+        # the native walk's verdict on the trace (walk.native_for_calls), taken once:
+        # DuckDB asks for the stream to read its schema, then again for each scan
+        self._walkable: tuple | None = None
 
     def __arrow_c_stream__(self, requested_schema=None):
+        # A trace of calls is streamed by the native walk with no pyarrow loaded (its
+        # schema is the table's: DuckDB asks for none).  Anything else (events,
+        # markers, the pure twin) goes through pyarrow's reader of the Python rows.
+        from ..output.parquet import column_stream, record_batches, schema
+        from ..output.source import open_trace
+        if requested_schema is None and self._walkable != ():
+            source = open_trace(self.path)
+            if self._walkable is None:
+                from ..output.walk import native_for_calls
+                self._walkable = native_for_calls(source, values=True) or ()
+            stream = column_stream(source, None, STREAM_BATCH, self._walkable) \
+                if self._walkable else None
+            if stream is not None:
+                self.cut_short = self.cut_short or bool(source.truncated)
+                return stream
         import pyarrow as pa
-        from ..output.parquet import record_batches, schema
 
         def batches():
             from ..output.source import open_trace
@@ -96,6 +113,11 @@ class _TraceTable:
             self.cut_short = self.cut_short or bool(source.truncated)
         reader = pa.RecordBatchReader.from_batches(schema(dictionary=True), batches())
         return reader.__arrow_c_stream__(requested_schema)
+
+
+# Rows a batch of a trace's stream: a few of DuckDB's 2,048-row vectors.  Its scan
+# holds a few batches; 65,536 (a Parquet row group) made it 36 MB more.
+STREAM_BATCH = 16_384
 
 
 def _table_of(path: str):
@@ -123,16 +145,24 @@ def run_sql(args) -> int:
         raise UsageError("sql: the query is empty: give one, such as "
                          "\"SELECT function, count(*) FROM calls GROUP BY function\"")
     from ..output.parquet import use_returning_pool
-    use_returning_pool()                # before pyarrow loads
+    use_returning_pool()                # before pyarrow loads (if it does)
     try:
         import duckdb
-        import pyarrow  # noqa: F401
     except ImportError as e:
         raise FntraceError(f"sql: needs the {e.name or 'duckdb'} package: "
                            "pip install 'fntrace[sql]'") from None
+    # pyarrow is loaded only where a trace needs it (28 MB): found, not imported, here
+    from importlib.util import find_spec
+    if find_spec("pyarrow") is None:
+        raise FntraceError("sql: needs the pyarrow package: pip install 'fntrace[sql]'")
     inputs = _inputs(args.path)
     tables = [_table_of(p) for p in inputs]
-    con = duckdb.connect(config={"enable_external_access": bool(args.allow_files)})
+    config: dict = {"enable_external_access": bool(args.allow_files)}
+    if not any(p.endswith(".parquet") for p in inputs):
+        # A trace's stream is made on one thread (the reader's, with the GIL): more
+        # DuckDB threads only read batches ahead of it, 10 MB more and no sooner done.
+        config["threads"] = 1
+    con = duckdb.connect(config=config)
     try:
         try:
             for i, t in enumerate(tables):

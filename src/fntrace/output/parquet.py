@@ -101,8 +101,10 @@ def _retval_text(has: bool, v: object) -> str | None:
 class _Columns:
     """Rows gathered column by column, written a row group at a time."""
 
-    def __init__(self, schema, pid_of, symbols_by_name: dict[str, tuple]) -> None:
+    def __init__(self, schema, pid_of, symbols_by_name: dict[str, tuple],
+                 batch_rows: int = ROW_GROUP) -> None:
         self.ready: list = []           # record batches made, not yet taken
+        self.batch_rows = batch_rows
         self.schema = schema
         self.pid_of = pid_of            # thread slot -> its process (several followed)
         self.where = symbols_by_name
@@ -133,7 +135,7 @@ class _Columns:
         for col, v in zip(self.cols, row):
             col.append(v)
         self.n += 1
-        if self.n >= ROW_GROUP:
+        if self.n >= self.batch_rows:
             self.flush()
 
     def call(self, c: Call) -> None:
@@ -225,8 +227,9 @@ def write_parquet(source, out) -> dict:
     return counts
 
 
-def record_batches(source, counts: dict | None = None) -> Iterator:
-    """The table of ``source`` (a TraceSource) as pyarrow record batches of ``ROW_GROUP``
+def record_batches(source, counts: dict | None = None, batch_rows: int = ROW_GROUP
+                   ) -> Iterator:
+    """The table of ``source`` (a TraceSource) as pyarrow record batches of ``batch_rows``
     rows (the last one shorter), made as the trace is read: what write_parquet writes,
     and what ``fntrace sql`` scans.  At the end ``counts`` holds {"rows", "lost",
     "incomplete"}.  The string columns come dictionary-encoded, each batch with its
@@ -236,11 +239,11 @@ def record_batches(source, counts: dict | None = None) -> Iterator:
     sch = schema(dictionary=True)
     pid_of = getattr(source, "process_of", lambda cpu: source.pid)
     where = source.places()
-    walked = _native_rows(source, sch, pid_of, where, counts)
+    walked = _native_columns(source, pid_of, where, counts, batch_rows)
     if walked is not None:
-        yield from walked
+        yield from _arrow_batches(walked, sch)
         return
-    cols = _Columns(sch, pid_of, where)
+    cols = _Columns(sch, pid_of, where, batch_rows)
     ready = cols.ready
     builder = CallBuilder()
     lost = incomplete = 0
@@ -284,17 +287,61 @@ def record_batches(source, counts: dict | None = None) -> Iterator:
     counts.update(rows=cols.rows, lost=lost, incomplete=incomplete)
 
 
-def _native_rows(source, sch, pid_of, where: dict[str, tuple], counts: dict) -> Iterator | None:
+def column_stream(source, counts: dict | None = None, batch_rows: int = ROW_GROUP,
+                  walkable: tuple | None = None):
+    """record_batches' table as an Arrow C stream (a PyCapsule, what
+    ``__arrow_c_stream__`` returns), made natively with no pyarrow loaded (``fntrace
+    sql``: DuckDB takes it as it is); None when no native walk reads ``source``.
+    ``walkable``: what walk.native_for_calls said of this trace before (it reads the
+    whole trace to say it)."""
+    counts = {} if counts is None else counts
+    pid_of = getattr(source, "process_of", lambda cpu: source.pid)
+    walked = _native_columns(source, pid_of, source.places(), counts, batch_rows, walkable)
+    if walked is None:
+        return None
+    from .. import _env
+    return _env.native().arrow_stream(tuple(n for n, _ in COLUMNS), _KINDS,
+                                      lambda: next(walked, None))
+
+
+# the columns as arrow_stream and _arrow_batches take them: l int64, i int32, b bool,
+# d dictionary-encoded strings
+_KINDS = "".join({"string": "d", "int64": "l", "int32": "i", "bool_": "b"}[typ]
+                 for _, typ in COLUMNS)
+
+
+def _arrow_batches(walked: Iterator, sch) -> Iterator:
+    """pyarrow record batches of the native walk's (n, columns) buffers."""
+    import pyarrow as pa
+    types = [sch.field(i).type for i in range(len(COLUMNS))]
+    string = pa.string()
+    for n, cols in walked:
+        arrays = []
+        for kind, typ, col in zip(_KINDS, types, cols):
+            valid = None if col[0] is None else pa.py_buffer(col[0])
+            if kind == "d":
+                arrays.append(pa.DictionaryArray.from_arrays(
+                    pa.Array.from_buffers(typ.index_type, n, [valid, pa.py_buffer(col[1])]),
+                    pa.Array.from_buffers(string, len(col[2]) // 4 - 1,
+                                          [None, pa.py_buffer(col[2]), pa.py_buffer(col[3])])))
+            else:
+                arrays.append(pa.Array.from_buffers(typ, n, [valid, pa.py_buffer(col[1])]))
+        yield pa.RecordBatch.from_arrays(arrays, schema=sch)
+
+
+def _native_columns(source, pid_of, where: dict[str, tuple], counts: dict,
+                    batch_rows: int, walkable: tuple | None = None) -> Iterator | None:
     """record_batches' batches for a trace of calls (graph entries and returns, with
     their arguments and return values as text or 64-bit ints), made natively
-    (_native_read.c's CallRows: the same rows, in the same batches); None when there
-    is no native twin or the trace holds more than calls (events, markers, hits,
-    values kept as JSON): the loop above makes them.
-    Strings are made once per call path, and a batch's dictionaries are taken from
-    them by the paths in it (no Python object, no string per row)."""
+    (_native_read.c's CallRows: the same rows, in the same batches), each as its
+    columns' buffers (_KINDS); None when there is no native twin or the trace holds
+    more than calls (events, markers, hits, values kept as JSON): the loop above
+    makes them.  Strings are made once per call path, and a batch's dictionaries are
+    taken from them by the paths in it (no Python object, no string per row)."""
     from .walk import canon_ids, native_for_calls
-    walkable = native_for_calls(source, values=True)
     if walkable is None:
+        walkable = native_for_calls(source, values=True)
+    if not walkable:
         return None
     native, slots = walkable
     threads = source.threads
@@ -333,8 +380,8 @@ def _native_rows(source, sch, pid_of, where: dict[str, tuple], counts: dict) -> 
         line_of[0] = array("i", [-1 if v is None else v for v in lines]).tobytes()
 
     line_of = [b""]
-    rows = native.CallRows(nslots, canon_ids(syms), ROW_GROUP, True)
-    return _native_batches(native, rows, source, nslots, sch, slot_pid, slot_tid, slot_name,
+    rows = native.CallRows(nslots, canon_ids(syms), batch_rows, True)
+    return _native_batches(native, rows, source, nslots, slot_pid, slot_tid, slot_name,
                            names, grow, by_path, line_of, counts)
 
 
@@ -348,6 +395,7 @@ class _Strings:
 
     def __init__(self, first: list) -> None:
         self.values: list = []
+        self.encoded: list = []        # values in UTF-8, made as batches use them
         self._index: dict[str, int] = {}
         self.ids: list = []
         for v in first:
@@ -363,14 +411,13 @@ class _Strings:
             self.values.append(v)
         self.ids.append(i)
 
-    def column(self, native, n: int, rows: bytes, keys: bytes):
-        """The dictionary-encoded column of ``n`` rows whose keys are dictionary-encoded
-        as ``rows`` (each row's index into ``keys``, the batch's distinct keys in the
-        order they first come): the strings the rows use, in the order they first
-        come, and each row's index into them.  Only the distinct keys are looked at
-        here: a string's first row is the first row of the first key that has it, so
-        their order is the rows' order."""
-        import pyarrow as pa
+    def column(self, native, rows: bytes, keys: bytes) -> tuple:
+        """The dictionary-encoded column (validity, indices, dictionary offsets and
+        data) of the rows whose keys are dictionary-encoded as ``rows`` (each row's
+        index into ``keys``, the batch's distinct keys in the order they first come):
+        the strings the rows use, in the order they first come, and each row's index
+        into them.  Only the distinct keys are looked at here: a string's first row is
+        the first row of the first key that has it, so their order is the rows'."""
         ids = self.ids
         first: dict[int, int] = {}
         per_key = array("i")
@@ -384,59 +431,56 @@ class _Strings:
                 j = first[sid] = len(first)
             per_key.append(j)
         vals, valid = native.gather_i32(per_key, rows)
-        values = self.values
-        return pa.DictionaryArray.from_arrays(
-            _array(pa.int32(), n, vals, valid), pa.array([values[sid] for sid in first],
-                                                       pa.string()))
+        encoded = self.encoded
+        while len(encoded) < len(self.values):
+            # (a name that is not valid Unicode, a lone surrogate, is shown with ?)
+            encoded.append(self.values[len(encoded)].encode("utf-8", "replace"))
+        data = b"".join([encoded[sid] for sid in first])
+        offsets = array("i", [0])
+        at = 0
+        for sid in first:
+            at += len(encoded[sid])
+            offsets.append(at)
+        return valid, vals, offsets.tobytes(), data
 
 
-def _array(typ, n: int, data: bytes, validity: bytes | None = None):
-    import pyarrow as pa
-    return pa.Array.from_buffers(typ, n, [None if validity is None else pa.py_buffer(validity),
-                                          pa.py_buffer(data)])
-
-
-def _native_batches(nat, rows, source, nslots, sch, slot_pid, slot_tid, slot_name, names,
+def _native_batches(nat, rows, source, nslots, slot_pid, slot_tid, slot_name, names,
                     grow, by_path, line_of, counts) -> Iterator:
-    # The columns are made from the walk's buffers by the native module's column
-    # kernels (native/read_columns.c.h): pyarrow.compute is not loaded.
-    import pyarrow as pa
+    # Each batch as its columns' buffers (_KINDS), made by the native module's column
+    # kernels (native/read_columns.c.h): neither pyarrow nor its compute is needed.
     from .walk import drive
     total = 0
-    call = pa.array(["call"], pa.string())
-    no_strings = pa.array([], pa.string())
-    int32, int64, string = pa.int32(), pa.int64(), pa.string()
+    call = (array("i", [0, 4]).tobytes(), b"call")
+    empty = (bytes(4), b"")
     for batch in drive(rows, source, nslots, payloads=True):
         n, b_slot, b_ts, b_dur, b_self, b_depth, b_path, b_complete, b_args, b_ret = batch
         new = rows.paths(len(names))
         if new:
             grow(new)
-
-        def text(col, n=n):
-            # the walk's (validity bits, offsets, UTF-8 data), encoded as the table's
-            idx, valid, offsets, data = nat.dict_encode_str(n, *col)
-            return pa.DictionaryArray.from_arrays(
-                _array(int32, n, idx, valid),
-                pa.Array.from_buffers(string, len(offsets) // 4 - 1,
-                                      [None, pa.py_buffer(offsets), pa.py_buffer(data)]))
         path_rows, path_keys = nat.dict_encode_i32(b_path)
         slot_rows, slot_keys = nat.dict_encode_i32(b_slot)
         function, module, file, parent, stack = (
-            col.column(nat, n, path_rows, path_keys) for col in by_path)
-        kind = pa.DictionaryArray.from_arrays(_array(int32, n, bytes(4 * n)), call)
-        nulls = pa.DictionaryArray.from_arrays(pa.nulls(n, int32), no_strings)
-        arrays = [kind, _array(int64, n, nat.gather_i64(slot_pid, b_slot)),
-                  _array(int64, n, nat.gather_i64(slot_tid, b_slot)),
-                  slot_name.column(nat, n, slot_rows, slot_keys),
-                  _array(int32, n, b_slot), _array(int64, n, b_ts), _array(int64, n, b_dur),
-                  _array(int64, n, b_self), _array(int32, n, b_depth),
-                  function, module, file, _array(int32, n, *nat.gather_i32(line_of[0], b_path)),
-                  parent, stack, text(b_args), text(b_ret),
-                  _array(pa.bool_(), n, nat.bits_of_bytes(b_complete)), nulls]
+            col.column(nat, path_rows, path_keys) for col in by_path)
+        zeros = bytes(4 * n)
+        line_vals, line_valid = nat.gather_i32(line_of[0], b_path)
+        cols = ((None, zeros, *call), (None, nat.gather_i64(slot_pid, b_slot)),
+                (None, nat.gather_i64(slot_tid, b_slot)),
+                slot_name.column(nat, slot_rows, slot_keys),
+                (None, b_slot), (None, b_ts), (None, b_dur), (None, b_self), (None, b_depth),
+                function, module, file, (line_valid, line_vals), parent, stack,
+                _text(nat, n, b_args), _text(nat, n, b_ret),
+                (None, nat.bits_of_bytes(b_complete)), (bytes((n + 7) // 8), zeros, *empty))
         total += n
-        yield pa.RecordBatch.from_arrays(arrays, schema=sch)
+        yield n, cols
     lost, incomplete = rows.counts()
     counts.update(rows=total, lost=lost, incomplete=incomplete)
+
+
+def _text(nat, n: int, col: tuple) -> tuple:
+    """The walk's (validity bits, offsets, UTF-8 data) of a text column, encoded as the
+    table's (validity, indices, dictionary offsets, dictionary data)."""
+    idx, valid, offsets, data = nat.dict_encode_str(n, *col)
+    return valid, idx, offsets, data
 
 
 class ParquetExporter(Exporter):
