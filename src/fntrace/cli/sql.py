@@ -3,10 +3,12 @@
 Each trace file given (a directory: every ``*.dat`` and ``*.parquet`` in it, sorted) is
 the table of ``fntrace export --format parquet`` (output/parquet.py, where the columns
 are described).  A ``.dat`` is not exported first: DuckDB scans it as a stream of Arrow
-record batches made as the file is read (output/parquet.py's record_batches), a new
-stream for each scan of a query, so memory stays that of a batch however long the
-trace; a ``.parquet`` is scanned as a pyarrow dataset (only the columns and row groups
-the query needs).  The query sees three views:
+record batches made as the file is read, a new stream for each scan of a query, so
+memory stays that of a batch however long the trace.  A trace of calls is streamed by
+the native walk as an Arrow C stream (output/parquet.py's column_stream), pyarrow not
+even loaded; any other (events, markers, the pure twin) as pyarrow record batches
+(record_batches).  A ``.parquet`` is scanned as a pyarrow dataset (only the columns and
+row groups the query needs).  The query sees three views:
 
     trace    every row: calls, hits, events, markers, stacks
     calls    kind = 'call' or 'hit': one row per function call (or hit)
