@@ -538,6 +538,31 @@ def test_native_parquet_with_values_is_the_python_loop(tmp_path_factory, data):
 
 
 @needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(data=st.data())
+def test_native_chrome_with_values_is_the_python_loop(tmp_path_factory, data):
+    """-A -R traces: each call's arguments and return value in the Chrome event's args,
+    written natively as json.dumps writes the exporter's dict (names given twice, odd
+    pieces, control characters, text beyond the BMP, ints beyond 2**53)."""
+    import io
+    import json
+
+    from fntrace.output import chrome_json
+    from fntrace.output.source import TraceSource
+    slots = data.draw(st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJX"),
+                                      min_size=1, max_size=3))
+    slots = {k: data.draw(with_values(chunks)) for k, chunks in slots.items()}
+    path = tmp_path_factory.mktemp("chromevalues") / "t.dat"
+    write(path, slots)
+    native, python = export_both(path, "chrome", {})
+    assert native == python
+    # and the native walk wrote it
+    src = TraceSource(TraceFile.open(path))
+    assert chrome_json._native_calls(src, io.StringIO(), 1, None) is not None
+    json.loads(native[0])
+
+
+@needs_native
 def test_native_graph_text_leaves_values_it_cannot_print_as_python_does(tmp_path):
     """A return value kept as JSON (a value the recorder did not make text of, in an
     older file) or text that is not UTF-8 as Python reads it (a lone surrogate): the

@@ -6,7 +6,9 @@
  * export shows a loss as an instant and pairs across it), each call written as its complete event
  * when it ends, a loss as a "lost events" instant at the slot's next record, then the
  * calls left open (slots in the order their first record was read, innermost first)
- * and the losses nothing was read after.
+ * and the losses nothing was read after.  With ``values`` (a -A/-R trace) each call
+ * carries its arguments and return value from the blocks' payloads, in ``args`` as
+ * json.dumps(ensure_ascii=True) writes the exporter's dict.
  */
 
 typedef struct {
@@ -25,6 +27,7 @@ typedef struct {
     PyObject *canon;
     tbuf_t t;
     int done;
+    int values;             /* the blocks come with their payloads */
     uint64_t n_calls, n_incomplete, n_instants;
     long long lost_total;
 } ChromeCalls;
@@ -44,16 +47,160 @@ put_us(tbuf_t *t, uint64_t ns, int always_decimals)
     t->blen = p - t->buf;
 }
 
+/* json.dumps(s, ensure_ascii=True) of strict UTF-8 text (graph_text_ok checked it):
+ * at most 6 bytes out a byte in, and the quotes */
+static void
+put_json_str(tbuf_t *t, const char *s, Py_ssize_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *u = (const unsigned char *)s;
+    char *p = t->buf + t->blen;
+    *p++ = '"';
+    for (Py_ssize_t i = 0; i < n;) {
+        unsigned char ch = u[i];
+        uint32_t cp;
+        if (ch >= 0x20 && ch < 0x7f && ch != '"' && ch != '\\') {
+            *p++ = (char)ch;
+            i++;
+            continue;
+        }
+        if (ch < 0x80) {
+            i++;
+            *p++ = '\\';
+            switch (ch) {
+            case '"': *p++ = '"'; continue;
+            case '\\': *p++ = '\\'; continue;
+            case '\n': *p++ = 'n'; continue;
+            case '\r': *p++ = 'r'; continue;
+            case '\t': *p++ = 't'; continue;
+            case '\b': *p++ = 'b'; continue;
+            case '\f': *p++ = 'f'; continue;
+            }
+            cp = ch;
+        }
+        else if (ch < 0xe0) {
+            cp = (uint32_t)(ch & 0x1f) << 6 | (u[i + 1] & 0x3f);
+            i += 2;
+            *p++ = '\\';
+        }
+        else if (ch < 0xf0) {
+            cp = (uint32_t)(ch & 0x0f) << 12 | (uint32_t)(u[i + 1] & 0x3f) << 6
+                 | (u[i + 2] & 0x3f);
+            i += 3;
+            *p++ = '\\';
+        }
+        else {
+            cp = (uint32_t)(ch & 0x07) << 18 | (uint32_t)(u[i + 1] & 0x3f) << 12
+                 | (uint32_t)(u[i + 2] & 0x3f) << 6 | (u[i + 3] & 0x3f);
+            i += 4;
+            cp -= 0x10000;
+            uint32_t hi = 0xd800 | (cp >> 10);
+            *p++ = '\\';
+            *p++ = 'u';
+            *p++ = hex[hi >> 12];
+            *p++ = hex[(hi >> 8) & 15];
+            *p++ = hex[(hi >> 4) & 15];
+            *p++ = hex[hi & 15];
+            *p++ = '\\';
+            cp = 0xdc00 | (cp & 0x3ff);
+        }
+        *p++ = 'u';
+        *p++ = hex[cp >> 12];
+        *p++ = hex[(cp >> 8) & 15];
+        *p++ = hex[(cp >> 4) & 15];
+        *p++ = hex[cp & 15];
+    }
+    *p++ = '"';
+    t->blen = p - t->buf;
+}
+
+/* the next NUL-ended piece of an argument text at *i (the last one ends at len) */
+static inline Py_ssize_t
+arg_piece(const char *s, Py_ssize_t len, Py_ssize_t i, Py_ssize_t *end)
+{
+    const char *e = memchr(s + i, 0, (size_t)(len - i));
+    *end = e ? e - s : len;
+    return e ? *end + 1 : -1;       /* where the next piece starts (-1: none) */
+}
+
+/* {"name":"value",...}: dict(args_pairs(text)) -- pairs in the order their names first
+ * come, a name given twice keeping its last value; "{}" when no pair is whole */
+static int
+put_args_dict(tbuf_t *t, const char *s, Py_ssize_t len)
+{
+    /* the whole pairs: name start/end, value start/end */
+    Py_ssize_t npairs = 0, cap = 8;
+    Py_ssize_t *at = PyMem_Malloc(sizeof(Py_ssize_t) * 4 * (size_t)cap);
+    if (at == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t i = 0;
+    while (i >= 0 && i <= len && len) {
+        Py_ssize_t nend, vend;
+        Py_ssize_t next = arg_piece(s, len, i, &nend);
+        if (next < 0)
+            break;                      /* a name with no value: dropped */
+        Py_ssize_t after = arg_piece(s, len, next, &vend);
+        if (npairs == cap) {
+            cap *= 2;
+            Py_ssize_t *more = PyMem_Realloc(at, sizeof(Py_ssize_t) * 4 * (size_t)cap);
+            if (more == NULL) {
+                PyMem_Free(at);
+                PyErr_NoMemory();
+                return -1;
+            }
+            at = more;
+        }
+        Py_ssize_t *q = at + 4 * npairs++;
+        q[0] = i, q[1] = nend, q[2] = next, q[3] = vend;
+        i = after;
+    }
+    TB_LIT(t, "{");
+    int first = 1;
+    for (Py_ssize_t k = 0; k < npairs; k++) {
+        Py_ssize_t *q = at + 4 * k, nl = q[1] - q[0];
+        int seen = 0;
+        for (Py_ssize_t j = 0; j < k && !seen; j++)
+            seen = at[4 * j + 1] - at[4 * j] == nl && !memcmp(s + at[4 * j], s + q[0], nl);
+        if (seen)
+            continue;
+        Py_ssize_t *v = q;          /* the last pair of this name gives the value */
+        for (Py_ssize_t j = k + 1; j < npairs; j++)
+            if (at[4 * j + 1] - at[4 * j] == nl && !memcmp(s + at[4 * j], s + q[0], nl))
+                v = at + 4 * j;
+        if (!first)
+            TB_LIT(t, ",");
+        first = 0;
+        put_json_str(t, s + q[0], nl);
+        TB_LIT(t, ":");
+        put_json_str(t, s + v[2], v[3] - v[2]);
+    }
+    TB_LIT(t, "}");
+    PyMem_Free(at);
+    return 0;
+}
+
+/* does the argument text hold a whole pair (args_pairs non-empty)? */
+static inline int
+args_any(const char *s, Py_ssize_t len)
+{
+    return s != NULL && len && memchr(s, 0, (size_t)len) != NULL;
+}
+
 /* _Writer.call: ",\n" then the complete event */
 static int
 put_call(ChromeCalls *c, Py_ssize_t slot, uint32_t id, int64_t start, int64_t end,
-         int incomplete, int entry_lost)
+         int incomplete, int entry_lost, const char *args, Py_ssize_t alen,
+         const pvalue_t *ret)
 {
     char tmp[24];
     Py_ssize_t nlen;
     const char *name = names_get(&c->names, id, &nlen, tmp, "\"0x%x\"");
     cslot_t *s = &c->cs[slot];
-    if (tb_reserve(&c->t, 160 + nlen + s->tail_len) < 0)
+    int has_args = args_any(args, alen), has_ret = ret != NULL && ret->has;
+    Py_ssize_t more = (has_args ? 9 * alen + 16 : 0) + (has_ret ? 6 * ret->len + 48 : 0);
+    if (tb_reserve(&c->t, 160 + nlen + s->tail_len + more) < 0)
         return -1;
     tbuf_t *t = &c->t;
     TB_LIT(t, ",\n{\"ph\":\"X\",\"name\":");
@@ -64,7 +211,35 @@ put_call(ChromeCalls *c, Py_ssize_t slot, uint32_t id, int64_t start, int64_t en
     put_us(t, (uint64_t)(end - start), 1);
     TB_LIT(t, ",");
     tb_put(t, s->tail, s->tail_len);
-    if (incomplete)
+    if (has_args || has_ret) {
+        /* the exporter's dict, in its order: args, retval, incomplete, entry_lost */
+        TB_LIT(t, ",\"args\":{");
+        if (has_args) {
+            TB_LIT(t, "\"args\":");
+            if (put_args_dict(t, args, alen) < 0)
+                return -1;
+        }
+        if (has_ret) {
+            if (has_args)
+                TB_LIT(t, ",");
+            TB_LIT(t, "\"retval\":");
+            /* _retval: an int JavaScript holds exactly as a number, else its text */
+            int64_t v = ret->iv;
+            int exact = v >= -((int64_t)1 << 53) + 1 && v <= ((int64_t)1 << 53) - 1;
+            if (ret->kind == PAY_INT && exact)
+                t->blen += PyOS_snprintf(t->buf + t->blen, 32, "%lld", (long long)v);
+            else if (ret->kind == PAY_INT)
+                t->blen += PyOS_snprintf(t->buf + t->blen, 32, "\"%lld\"", (long long)v);
+            else
+                put_json_str(t, ret->s, ret->len);
+        }
+        if (incomplete)
+            TB_LIT(t, ",\"incomplete\":true");
+        if (entry_lost)
+            TB_LIT(t, ",\"entry_lost\":true");
+        TB_LIT(t, "}}");
+    }
+    else if (incomplete)
         TB_LIT(t, ",\"args\":{\"incomplete\":true}}");
     else if (entry_lost)
         TB_LIT(t, ",\"args\":{\"entry_lost\":true}}");
@@ -97,7 +272,7 @@ static int
 cc_emit(void *ctx, Py_ssize_t slot, const paired_t *p)
 {
     return put_call((ChromeCalls *)ctx, slot, p->id, p->start, p->end, !p->complete,
-                    !p->entry_seen);
+                    !p->entry_seen, p->args, p->alen, &p->ret);
 }
 
 static PyObject *
@@ -147,12 +322,19 @@ cc_step(ChromeCalls *c, PyObject *unused)
         if (canon_lookup(c->canon, &cid) < 0)
             return NULL;
         int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;
+        pvalue_t v = {0};
+        if (c->values)
+            v.has = merge_last_payload(&c->m, best, &r, &v.kind, &v.s, &v.len, &v.iv);
         if (r.type == FNT_TRACE_GRAPH_ENT) {
             if (pair_enter_close(&c->pr, best, depth, ts) < 0
                     || pair_push(&c->pr, best, id, cid, depth, ts, 0) < 0)
                 return NULL;
-        } else if (pair_return(&c->pr, best, id, cid, depth, ts, (int64_t)r.d) < 0) {
-            return NULL;
+            if (v.has && v.kind == PAY_STR && pair_args(&c->pr, best, v.s, v.len) < 0)
+                return NULL;
+        } else {
+            c->pr.ret = v;
+            if (pair_return(&c->pr, best, id, cid, depth, ts, (int64_t)r.d) < 0)
+                return NULL;
         }
     }
     PyObject *text = PyUnicode_DecodeUTF8(c->t.buf, c->t.blen, "strict");
@@ -183,9 +365,11 @@ cc_init(ChromeCalls *c, PyObject *args, PyObject *kw)
 {
     Py_ssize_t nslots;
     PyObject *names, *canon, *tails;
-    if (!PyArg_ParseTuple(args, "nO!OO!:ChromeCalls", &nslots, &PyDict_Type, &names, &canon,
-                          &PyDict_Type, &tails))
+    int values = 0;
+    if (!PyArg_ParseTuple(args, "nO!OO!|p:ChromeCalls", &nslots, &PyDict_Type, &names, &canon,
+                          &PyDict_Type, &tails, &values))
         return -1;
+    c->values = values;
     if (c->m.slots != NULL || nslots < 0 || nslots > SLOT_LIMIT) {
         PyErr_SetString(PyExc_ValueError, "ChromeCalls: bad slot count (or made twice)");
         return -1;
@@ -262,8 +446,8 @@ static PyMethodDef cc_methods[] = {
 };
 
 static PyType_Slot cc_slots[] = {
-    {Py_tp_doc, "ChromeCalls(slots, names, canon, tails): the Chrome trace JSON's calls of a "
-                "trace file (output/chrome_json.py's twin)"},
+    {Py_tp_doc, "ChromeCalls(slots, names, canon, tails, values=False): the Chrome trace "
+                "JSON's calls of a trace file (output/chrome_json.py's twin)"},
     {Py_tp_init, cc_init},
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_dealloc, cc_dealloc},

@@ -295,14 +295,14 @@ class ChromeJsonExporter(Exporter):
 
 def _native_calls(source, out, pid: int, pids: dict[int, int] | None
                   ) -> tuple[int, int, int, int] | None:
-    """The loop above for a trace of calls (graph entries and returns, no arguments or
-    return values), made natively (_native_read.c's ChromeCalls) and written to
-    ``out``: (calls, incomplete calls, instants, lost events).  None, with nothing
-    written, when there is no native twin or the trace holds more than that (markers,
-    events, function hits, payloads, a thread the header does not name): the loop
-    above writes it."""
+    """The loop above for a trace of calls (graph entries and returns, with their
+    arguments and return values as text or 64-bit ints), made natively (_native_read.c's
+    ChromeCalls) and written to ``out``: (calls, incomplete calls, instants, lost
+    events).  None, with nothing written, when there is no native twin or the trace
+    holds more than that (markers, events, function hits, values kept as JSON, a thread
+    the header does not name): the loop above writes it."""
     from .walk import canon_ids, drive, native_for_calls
-    walkable = native_for_calls(source)
+    walkable = native_for_calls(source, values=True)
     if walkable is None:
         return None
     native, slots = walkable
@@ -316,9 +316,9 @@ def _native_calls(source, out, pid: int, pids: dict[int, int] | None
         tails[slot] = f'"pid":{(pids or {}).get(tid, pid)},"tid":{tid}'
     syms = source.symbols
     names = {ip: _dumps(sym[0]) for ip, sym in syms.items()}
-    calls = native.ChromeCalls(nslots, names, canon_ids(syms), tails)
+    calls = native.ChromeCalls(nslots, names, canon_ids(syms), tails, True)
     write = out.write
-    for text in drive(calls, source, nslots):
+    for text in drive(calls, source, nslots, payloads=True):
         write(text)
     return calls.counts()
 
