@@ -282,7 +282,7 @@ def index_both(path, limit: int | None = None) -> list:
                 {names[f]: v for f, v in t.hit.items()},
                 {names[f]: v for f, v in t.total.items()},
                 {names[f]: v for f, v in t.self_total.items()})
-        outs.append((threads, ix.first_ts, ix.read))
+        outs.append((threads, ix.first_ts, ix.read, ix.texts))
     return outs
 
 
@@ -293,6 +293,22 @@ def index_both(path, limit: int | None = None) -> list:
        limit=st.sampled_from([None, 1, 7]))
 def test_native_tui_index_is_the_python_index(tmp_path_factory, slots, limit):
     path = tmp_path_factory.mktemp("index") / "t.dat"
+    write(path, slots)
+    native, python = index_both(path, limit)
+    assert native == python
+
+
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(data=st.data(), limit=st.sampled_from([None, 1, 7]))
+def test_native_tui_index_with_values_is_the_python_index(tmp_path_factory, data, limit):
+    """-A -R traces: each row's arguments and return value are the index's texts, the
+    same ids in the same order as the Python index interns them (an entry's arguments
+    after the calls it ends, a return value when its call closes)."""
+    slots = data.draw(st.dictionaries(st.integers(0, 5), slot_stream("EEEERRRRJX"),
+                                      min_size=1, max_size=3))
+    slots = {k: data.draw(with_values(chunks)) for k, chunks in slots.items()}
+    path = tmp_path_factory.mktemp("indexvalues") / "t.dat"
     write(path, slots)
     native, python = index_both(path, limit)
     assert native == python

@@ -17,15 +17,20 @@
  * hits, time or self time changed with its totals so far, and the losses read (as the
  * index's "[LOST n EVENTS]" events, at the time the Python index gives them).
  * Functions are the index's name ids: ``fids[id]`` (a record id's name's), or what
- * ``resolve(id)`` says for an id beyond it.
+ * ``resolve(id)`` says for an id beyond it.  With ``intern`` (a -A/-R trace, the blocks
+ * fed with their payloads) a row's arguments (function_args_text) and return value
+ * (str) are the index's text ids, asked of ``intern(text)`` at the moments the Python
+ * index asks text_id: an entry's arguments when its row is made (after the calls the
+ * entry ends), a return value when its call is closed.
  */
 
 #define IR_ENTRY_SEEN 2
 #define IR_COMPLETE 1
 #define IR_OPEN 8
+#define IR_HAS_RETVAL 4
 
 typedef struct {
-    int32_t *func, *depth, *parent, *subend;
+    int32_t *func, *depth, *parent, *subend, *args, *ret;
     int64_t *start, *end, *self;
     uint8_t *flags;
     Py_ssize_t n, cap;      /* rows of this batch */
@@ -48,6 +53,8 @@ typedef struct {
     int32_t *fids;
     Py_ssize_t nfids;
     PyObject *resolve;
+    PyObject *intern;       /* text -> its id (None: no values) */
+    tbuf_t t;               /* an argument text being made */
     irslot_t *s;
     irstat_t *st;
     Py_ssize_t stcap, stn;
@@ -92,6 +99,40 @@ ir_fid(IndexRows *c, uint32_t id, int32_t *out)
     c->fids[id] = (int32_t)v;
     *out = (int32_t)v;
     return 0;
+}
+
+/* the index's id of a text (UTF-8, checked by graph_text_ok) */
+static int
+ir_text(IndexRows *c, const char *s, Py_ssize_t len, int32_t *out)
+{
+    PyObject *text = PyUnicode_DecodeUTF8(s, len, "strict");
+    if (text == NULL)
+        return -1;
+    PyObject *r = PyObject_CallOneArg(c->intern, text);
+    Py_DECREF(text);
+    if (r == NULL)
+        return -1;
+    long v = PyLong_AsLong(r);
+    Py_DECREF(r);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    *out = (int32_t)v;
+    return 0;
+}
+
+/* text_id(str(retval)), -1 without one */
+static int
+ir_ret(IndexRows *c, const pvalue_t *v, int32_t *out)
+{
+    *out = -1;
+    if (!v->has)
+        return 0;
+    if (v->kind == PAY_INT) {
+        char num[32];
+        int n = PyOS_snprintf(num, sizeof(num), "%lld", (long long)v->iv);
+        return ir_text(c, num, n, out);
+    }
+    return ir_text(c, v->s, v->len, out);
 }
 
 static int
@@ -148,7 +189,7 @@ ir_stat(IndexRows *c, Py_ssize_t slot, int32_t fid, int64_t dur, int64_t self)
 /* a new row of the slot, open or whole; its number */
 static Py_ssize_t
 ir_row(IndexRows *c, Py_ssize_t slot, int32_t fid, int64_t depth, int64_t start, int64_t end,
-       int64_t self, int32_t parent, int32_t subend, uint8_t flags)
+       int64_t self, int32_t parent, int32_t subend, uint8_t flags, int32_t args, int32_t ret)
 {
     irslot_t *s = &c->s[slot];
     if (s->n == s->cap) {
@@ -159,6 +200,8 @@ ir_row(IndexRows *c, Py_ssize_t slot, int32_t fid, int64_t depth, int64_t start,
         GROW(depth, 4);
         GROW(parent, 4);
         GROW(subend, 4);
+        GROW(args, 4);
+        GROW(ret, 4);
         GROW(start, 8);
         GROW(end, 8);
         GROW(self, 8);
@@ -175,6 +218,8 @@ ir_row(IndexRows *c, Py_ssize_t slot, int32_t fid, int64_t depth, int64_t start,
     s->parent[i] = parent;
     s->subend[i] = subend;
     s->flags[i] = flags;
+    s->args[i] = args;
+    s->ret[i] = ret;
     s->last_start = start;
     return s->total++;
 }
@@ -189,7 +234,10 @@ ir_emit(void *ctx, Py_ssize_t slot, const paired_t *p)
     if (ir_fid(c, p->id, &fid) < 0)
         return -1;
     int64_t dur = p->end - p->start;
-    uint8_t flags = p->complete ? IR_COMPLETE : 0;
+    uint8_t flags = (p->complete ? IR_COMPLETE : 0) | (p->ret.has ? IR_HAS_RETVAL : 0);
+    int32_t ret;
+    if (ir_ret(c, &p->ret, &ret) < 0)
+        return -1;
     if (p->entry_seen) {
         Py_ssize_t r = (Py_ssize_t)p->path;
         Py_ssize_t base = s->total - s->n;
@@ -200,9 +248,10 @@ ir_emit(void *ctx, Py_ssize_t slot, const paired_t *p)
             s->self[i] = p->self;
             s->subend[i] = (int32_t)s->total;
             s->flags[i] = flags;
+            s->ret[i] = ret;
         } else {
-            PyObject *u = Py_BuildValue("(nnLLnb)", slot, r, (long long)p->end,
-                                        (long long)p->self, s->total, (char)flags);
+            PyObject *u = Py_BuildValue("(nnLLnbi)", slot, r, (long long)p->end,
+                                        (long long)p->self, s->total, (char)flags, (int)ret);
             if (u == NULL || PyList_Append(c->updates, u) < 0) {
                 Py_XDECREF(u);
                 return -1;
@@ -213,7 +262,7 @@ ir_emit(void *ctx, Py_ssize_t slot, const paired_t *p)
         call_frame_t *top = pair_top(&c->pr, slot);
         Py_ssize_t r = s->total;
         if (ir_row(c, slot, fid, p->depth, p->start, p->end, p->self,
-                   top ? (int32_t)top->path : -1, (int32_t)(r + 1), flags) < 0)
+                   top ? (int32_t)top->path : -1, (int32_t)(r + 1), flags, -1, ret) < 0)
             return -1;
     }
     return ir_stat(c, slot, fid, dur, p->self);
@@ -252,11 +301,12 @@ ir_batch(IndexRows *c)
             continue;
         Py_ssize_t n = s->n;
         PyObject *t = Py_BuildValue(
-            "(nny#y#y#y#y#y#y#y#)", k, n,
+            "(nny#y#y#y#y#y#y#y#y#y#)", k, n,
             (const char *)s->func, n * 4, (const char *)s->depth, n * 4,
             (const char *)s->start, n * 8, (const char *)s->end, n * 8,
             (const char *)s->self, n * 8, (const char *)s->parent, n * 4,
-            (const char *)s->subend, n * 4, (const char *)s->flags, n);
+            (const char *)s->subend, n * 4, (const char *)s->flags, n,
+            (const char *)s->args, n * 4, (const char *)s->ret, n * 4);
         if (t == NULL || PyList_Append(rows, t) < 0) {
             Py_XDECREF(t);
             goto done;
@@ -300,9 +350,9 @@ done:
 
 /* step() -> (batch or None, need): a batch each ``records`` records read (the last
  * when the trace ends), as (records, first_ts, [(slot, n, func, depth, start, end,
- * self, parent, subend, flags)], [(slot, row, end, self, subend, flags)], [(slot, fid,
- * hits, total, self)], [(slot, ts, lost)]); need: the slot to feed before more (-1:
- * none); (None, -1): done */
+ * self, parent, subend, flags, args, ret)], [(slot, row, end, self, subend, flags,
+ * ret)], [(slot, fid, hits, total, self)], [(slot, ts, lost)]); need: the slot to feed
+ * before more (-1: none); (None, -1): done */
 static PyObject *
 ir_step(IndexRows *c, PyObject *unused)
 {
@@ -350,16 +400,31 @@ ir_step(IndexRows *c, PyObject *unused)
             return NULL;
         /* what pairs: the name (fid), as the Python index pairs by name */
         cid = (uint32_t)fid;
+        pvalue_t v = {0};
+        if (c->intern != NULL)
+            v.has = merge_last_payload(&c->m, best, &r, &v.kind, &v.s, &v.len, &v.iv);
         if (r.type == FNT_TRACE_GRAPH_ENT) {
             if (pair_enter_close(&c->pr, best, depth, ts) < 0)
                 return NULL;
+            int32_t args = -1;
+            if (v.has && v.kind == PAY_STR) {
+                /* function_args_text(args_pairs(text)) */
+                c->t.blen = 0;
+                if (tb_reserve(&c->t, 2 * v.len + 4) < 0)
+                    return NULL;
+                put_args_text(&c->t, v.s, v.len);
+                if (ir_text(c, c->t.buf, c->t.blen, &args) < 0)
+                    return NULL;
+            }
             call_frame_t *top = pair_top(&c->pr, best);
             Py_ssize_t row = ir_row(c, best, fid, depth, ts, -1, 0, top ? (int32_t)top->path : -1,
-                                    -1, IR_ENTRY_SEEN | IR_OPEN);
+                                    -1, IR_ENTRY_SEEN | IR_OPEN, args, -1);
             if (row < 0 || pair_push(&c->pr, best, id, cid, depth, ts, (uint32_t)row) < 0)
                 return NULL;
-        } else if (pair_return(&c->pr, best, id, cid, depth, ts, (int64_t)r.d) < 0) {
-            return NULL;
+        } else {
+            c->pr.ret = v;
+            if (pair_return(&c->pr, best, id, cid, depth, ts, (int64_t)r.d) < 0)
+                return NULL;
         }
     }
 }
@@ -370,15 +435,22 @@ ir_feed(IndexRows *c, PyObject *const *args, Py_ssize_t nargs)
     return merge_feed(&c->m, args, nargs, &c->lost);
 }
 
-/* IndexRows(slots, fids, resolve, records): fids, an array('i') of id -> name id (-1:
- * ask resolve(id)) */
+/* IndexRows(slots, fids, resolve, records, intern=None): fids, an array('i') of id ->
+ * name id (-1: ask resolve(id)); intern: text -> text id, for a trace with values */
 static int
 ir_init(IndexRows *c, PyObject *args, PyObject *kw)
 {
     Py_ssize_t nslots, batch;
-    PyObject *fids, *resolve;
-    if (!PyArg_ParseTuple(args, "nOOn:IndexRows", &nslots, &fids, &resolve, &batch))
+    PyObject *fids, *resolve, *intern = Py_None;
+    if (!PyArg_ParseTuple(args, "nOOn|O:IndexRows", &nslots, &fids, &resolve, &batch, &intern))
         return -1;
+    if (intern != Py_None) {
+        if (!PyCallable_Check(intern)) {
+            PyErr_SetString(PyExc_TypeError, "IndexRows: intern is callable or None");
+            return -1;
+        }
+        c->intern = Py_NewRef(intern);
+    }
     if (c->m.slots != NULL || nslots < 0 || nslots > SLOT_LIMIT || batch < 1) {
         PyErr_SetString(PyExc_ValueError, "IndexRows: bad slots or records (or made twice)");
         return -1;
@@ -430,6 +502,8 @@ ir_dealloc(IndexRows *c)
             PyMem_Free(s->depth);
             PyMem_Free(s->parent);
             PyMem_Free(s->subend);
+            PyMem_Free(s->args);
+            PyMem_Free(s->ret);
             PyMem_Free(s->start);
             PyMem_Free(s->end);
             PyMem_Free(s->self);
@@ -442,6 +516,8 @@ ir_dealloc(IndexRows *c)
     PyMem_Free(c->dirty);
     PyMem_Free(c->fids);
     Py_XDECREF(c->resolve);
+    Py_XDECREF(c->intern);
+    PyMem_Free(c->t.buf);
     Py_XDECREF(c->updates);
     Py_XDECREF(c->losses);
     tp->tp_free((PyObject *)c);
@@ -457,8 +533,8 @@ static PyMethodDef ir_methods[] = {
 };
 
 static PyType_Slot ir_slots[] = {
-    {Py_tp_doc, "IndexRows(slots, fids, resolve, records): the browser's index of a trace "
-                "of calls, in batches (tui/index.py's twin)"},
+    {Py_tp_doc, "IndexRows(slots, fids, resolve, records, intern=None): the browser's index "
+                "of a trace of calls, in batches (tui/index.py's twin)"},
     {Py_tp_init, ir_init},
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_dealloc, ir_dealloc},

@@ -282,13 +282,14 @@ class TraceIndex:
     # -- the native twin (_native_read.c's IndexRows) ------------------------------
 
     def _native_walk(self):
-        """The native walk of a trace of calls (no payloads, events or markers), with
-        its blocks fed as it asks; False when there is no native twin or the trace is
-        not one of calls (the Python loop reads it)."""
+        """The native walk of a trace of calls (with their arguments and return values
+        as text or 64-bit ints; no events or markers), with its blocks fed as it asks;
+        False when there is no native twin or the trace is not one of calls (the Python
+        loop reads it)."""
         from ..output.registry import name_of
         from ..output.walk import drive, native_for_calls
         source = self.source
-        walkable = native_for_calls(source)
+        walkable = native_for_calls(source, values=True)
         if walkable is None:
             return False
         native, slots = walkable
@@ -301,14 +302,13 @@ class TraceIndex:
         def resolve(ip: int) -> int:
             return self.name_id(name_of(ip, syms))
         nslots = max(slots | set(source.threads), default=-1) + 1
-        walker = native.IndexRows(nslots, fids, resolve, _NATIVE_BATCH)
-        return drive(walker, source, nslots)
+        walker = native.IndexRows(nslots, fids, resolve, _NATIVE_BATCH, self.text_id)
+        return drive(walker, source, nslots, payloads=True)
 
     def _native_step(self, limit: int | None) -> bool:
         walk = self._walk
         stop = self.stop
         left = limit
-        minus1 = array("i", [-1])
         while not stop.is_set():
             if left is not None and left <= 0:
                 return False
@@ -324,7 +324,8 @@ class TraceIndex:
                     t = threads.get(k) or self.thread(k)
                     n = "some" if lost == LOST_EVENTS_UNKNOWN else str(lost)
                     self._event(t, ts, f"[LOST {n} EVENTS]")
-                for k, n, func, depth, start, end, self_ns, parent, subend, flags in rows:
+                for (k, n, func, depth, start, end, self_ns, parent, subend, flags, args,
+                     ret) in rows:
                     t = threads.get(k) or self.thread(k)
                     t.func.frombytes(func)
                     t.depth.frombytes(depth)
@@ -333,18 +334,18 @@ class TraceIndex:
                     t.self_ns.frombytes(self_ns)
                     t.parent.frombytes(parent)
                     t.subend.frombytes(subend)
-                    none = minus1 * n
-                    t.args.extend(none)
-                    t.ret.extend(none)
-                    t.caller.extend(none)
+                    t.args.frombytes(args)
+                    t.ret.frombytes(ret)
+                    t.caller.extend(array("i", [-1]) * n)
                     t.flags += flags
                     t.n += n
-                for k, r, end, self_ns, subend, flags in updates:
+                for k, r, end, self_ns, subend, flags, ret in updates:
                     t = threads[k]
                     t.end[r] = end
                     t.self_ns[r] = self_ns
                     t.subend[r] = subend
                     t.flags[r] = flags
+                    t.ret[r] = ret
                 for k, fid, hit, total, self_ns in stats:
                     t = threads[k]
                     t.hit[fid] = hit
