@@ -579,6 +579,39 @@ def test_native_chrome_with_values_is_the_python_loop(tmp_path_factory, data):
 
 
 @needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(data=st.data(), clock=st.sampled_from(["local", "counter"]))
+def test_native_perfetto_with_values_is_the_python_loop(tmp_path_factory, data, clock):
+    """-A -R traces: a begin's "args" annotation (a dict entry per pair, names interned
+    with the other annotation names) and an end's "retval" (an int or a string), the
+    packets as the protobuf runtime serializes them."""
+    pytest.importorskip("perfetto", reason="LOUD SKIP: the perfetto package (fntrace[perfetto]) "
+                                           "is not installed")
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    from fntrace.output import perfetto
+    slots = data.draw(st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJX"),
+                                      min_size=1, max_size=3))
+    slots = {k: data.draw(with_values(chunks)) for k, chunks in slots.items()}
+    path = tmp_path_factory.mktemp("pfvalues") / "t.dat"
+    write(path, slots, clock)
+    used = []
+    real = perfetto._Writer._native_calls
+
+    def spy(self, first_ts):
+        used.append(real(self, first_ts))
+        return used[-1]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(perfetto._Writer, "_native_calls", spy)
+        native, python = export_both(path, "perfetto", {})
+    assert native == python
+    assert used[0] is True          # the native walk wrote the first (native) export
+    trace = pb.Trace()
+    trace.ParseFromString(native[0])
+    assert trace.packet and trace.SerializeToString() == native[0]
+
+
+@needs_native
 def test_native_graph_text_leaves_values_it_cannot_print_as_python_does(tmp_path):
     """A return value kept as JSON (a value the recorder did not make text of, in an
     older file) or text that is not UTF-8 as Python reads it (a lone surrogate): the

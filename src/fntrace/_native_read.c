@@ -31,6 +31,7 @@
 
 #include "native/read_stat.c.h"
 #include "native/read_merge.c.h"
+#include "native/read_columns.c.h"
 #include "native/read_graph_text.c.h"
 #include "native/read_pair.c.h"
 #include "native/read_chrome.c.h"
@@ -40,7 +41,6 @@
 #include "native/read_index_rows.c.h"
 #include "native/read_otlp.c.h"
 #include "native/read_filter.c.h"
-#include "native/read_columns.c.h"
 #include "native/read_arrow_stream.c.h"
 
 static PyMethodDef read_functions[] = {

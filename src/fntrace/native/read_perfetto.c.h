@@ -42,6 +42,19 @@ typedef struct {
     uint64_t uuid;          /* the thread's track */
 } pslot_t;
 
+/* annotation name -> iid (open addressing; iid 0: free) */
+typedef struct {
+    char *name;
+    Py_ssize_t len;
+    uint64_t hash;
+    uint32_t iid;
+} annent_t;
+
+typedef struct {
+    annent_t *e;
+    Py_ssize_t cap, n;
+} annmap_t;
+
 /* cid -> iid (open addressing; 0: free) */
 typedef struct {
     uint32_t *key, *val;
@@ -58,7 +71,10 @@ typedef struct {
     iidmap_t iids;
     uint32_t next_name_iid, next_ann_iid;
     uint32_t lost_iid;                  /* "lost events" */
-    uint32_t ann_iid[3];                /* entry_lost, unfinished, lost */
+    annmap_t anns;                      /* annotation names: fixed ones and arguments' */
+    tbuf_t te, da, in;                  /* a packet's TrackEvent, an annotation, and the
+                                           annotation names it interns */
+    int values;                         /* the blocks come with their payloads */
     int64_t last;                       /* the last packet's time on the incremental clock */
     int incremental;                    /* 0: no clock: absolute timestamps, no clock id */
     uint32_t clock_id;
@@ -128,15 +144,165 @@ iid_get(PerfettoCalls *c, uint32_t cid, uint32_t *iid)
     return 0;
 }
 
+/* the iid of an annotation name (the Python writer's ann_iid: one numbering for the
+ * fixed names and the arguments' names, in the order they are first used); a new
+ * name is also written to ``c->in`` as an InternedData debug_annotation_names entry */
+static int
+ann_iid_of(PerfettoCalls *c, const char *name, Py_ssize_t len, uint32_t *out)
+{
+    annmap_t *m = &c->anns;
+    if ((m->n + 1) * 2 > m->cap) {
+        Py_ssize_t cap = m->cap ? m->cap * 2 : 64;
+        annent_t *e = PyMem_Calloc((size_t)cap, sizeof(annent_t));
+        if (e == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < m->cap; i++)
+            if (m->e[i].iid) {
+                Py_ssize_t h = (Py_ssize_t)(m->e[i].hash & (uint64_t)(cap - 1));
+                while (e[h].iid)
+                    h = (h + 1) & (cap - 1);
+                e[h] = m->e[i];
+            }
+        PyMem_Free(m->e);
+        m->e = e;
+        m->cap = cap;
+    }
+    uint64_t hash = hash_bytes((const uint8_t *)name, len);
+    Py_ssize_t h = (Py_ssize_t)(hash & (uint64_t)(m->cap - 1));
+    while (m->e[h].iid) {
+        annent_t *x = &m->e[h];
+        if (x->hash == hash && x->len == len && !memcmp(x->name, name, (size_t)len)) {
+            *out = x->iid;
+            return 0;
+        }
+        h = (h + 1) & (m->cap - 1);
+    }
+    char *copy = PyMem_Malloc(len ? (size_t)len : 1);
+    if (copy == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(copy, name, (size_t)len);
+    annent_t *x = &m->e[h];
+    x->name = copy;
+    x->len = len;
+    x->hash = hash;
+    x->iid = ++c->next_ann_iid;
+    m->n++;
+    *out = x->iid;
+    /* 1a LEN { 08 iid 12 LEN name } */
+    uint8_t body[24];
+    Py_ssize_t nb = 0;
+    body[nb++] = 0x08;
+    nb += pb_varint(body + nb, x->iid);
+    body[nb++] = 0x12;
+    nb += pb_varint(body + nb, (uint64_t)len);
+    if (tb_reserve(&c->in, 12 + nb + len) < 0)
+        return -1;
+    uint8_t head[12];
+    Py_ssize_t nh = 0;
+    head[nh++] = 0x1a;
+    nh += pb_varint(head + nh, (uint64_t)(nb + len));
+    tb_put(&c->in, (const char *)head, nh);
+    tb_put(&c->in, (const char *)body, nb);
+    tb_put(&c->in, name, len);
+    return 0;
+}
+
+static inline Py_ssize_t
+pb_varint_len(uint64_t v)
+{
+    Py_ssize_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+/* one TrackEvent debug annotation (22 LEN DebugAnnotation) into c->te: the name's iid,
+ * then a bool (kind 'b'), an int ('i'), a string ('s') or, for the arguments ('a'), a
+ * dict entry per (name, value) pair of the NUL-joined text, as set_value writes them */
+static int
+pf_annotation(PerfettoCalls *c, const char *name, char kind, long long iv, const char *sv,
+              Py_ssize_t slen)
+{
+    uint32_t iid;
+    if (ann_iid_of(c, name, (Py_ssize_t)strlen(name), &iid) < 0)
+        return -1;
+    tbuf_t *d = &c->da;
+    d->blen = 0;
+    if (tb_reserve(d, 32 + (kind == 'a' || kind == 's' ? 2 * slen + 16 : 0)) < 0)
+        return -1;
+    uint8_t tmp[24];
+    Py_ssize_t n = 0;
+    tmp[n++] = 0x08;
+    n += pb_varint(tmp + n, iid);
+    if (kind == 'b') {
+        tmp[n++] = 0x10;
+        tmp[n++] = 0x01;
+    } else if (kind == 'i') {
+        tmp[n++] = 0x20;
+        n += pb_varint(tmp + n, (uint64_t)iv);
+    } else if (kind == 's') {
+        tmp[n++] = 0x32;
+        n += pb_varint(tmp + n, (uint64_t)slen);
+    }
+    tb_put(d, (const char *)tmp, n);
+    if (kind == 's')
+        tb_put(d, sv, slen);
+    if (kind == 'a') {
+        /* args_pairs(text): the pieces two by two, an odd last one dropped */
+        Py_ssize_t i = 0;
+        while (i <= slen) {
+            const char *e = memchr(sv + i, 0, (size_t)(slen - i));
+            if (e == NULL)
+                break;
+            Py_ssize_t nend = e - sv, v0 = nend + 1;
+            const char *e2 = memchr(sv + v0, 0, (size_t)(slen - v0));
+            Py_ssize_t vend = e2 ? e2 - sv : slen;
+            uint32_t kiid;
+            if (ann_iid_of(c, sv + i, nend - i, &kiid) < 0)
+                return -1;
+            Py_ssize_t vl = vend - v0;
+            Py_ssize_t elen = 1 + pb_varint_len(kiid) + 1 + pb_varint_len((uint64_t)vl) + vl;
+            if (tb_reserve(d, 32 + elen) < 0)
+                return -1;
+            n = 0;
+            tmp[n++] = 0x5a;
+            n += pb_varint(tmp + n, (uint64_t)elen);
+            tmp[n++] = 0x08;
+            n += pb_varint(tmp + n, kiid);
+            tmp[n++] = 0x32;
+            n += pb_varint(tmp + n, (uint64_t)vl);
+            tb_put(d, (const char *)tmp, n);
+            tb_put(d, sv + v0, vl);
+            if (e2 == NULL)
+                break;
+            i = vend + 1;
+        }
+    }
+    if (tb_reserve(&c->te, 12 + d->blen) < 0)
+        return -1;
+    n = 0;
+    tmp[n++] = 0x22;
+    n += pb_varint(tmp + n, (uint64_t)d->blen);
+    tb_put(&c->te, (const char *)tmp, n);
+    tb_put(&c->te, d->buf, d->blen);
+    return 0;
+}
+
 /* One packet.  name: the event's name (its id, or the lost events name when lost_name),
  * none for an end; ann: one of PF_ANN_* or -1; aval/astr: its value (an int; a string
- * when astr) */
+ * when astr); args/alen: a begin's arguments (NULL: none), ret: an end's return value
+ * (NULL: none) -- written before ann, as the Python writer annotates */
 static int
 pf_packet(PerfettoCalls *c, int type, int64_t ts, uint64_t uuid, int has_name, uint32_t id,
-          uint32_t cid, int lost_name, int ann, long long aval, const char *astr)
+          uint32_t cid, int lost_name, int ann, long long aval, const char *astr,
+          const char *args, Py_ssize_t alen, const pvalue_t *ret)
 {
-    uint8_t te[128], da[64], in[64];
-    Py_ssize_t nte = 0, nda = 0, nin = 0;
     const char *name = NULL;
     Py_ssize_t name_len = 0;
     char tmp[24];
@@ -160,33 +326,37 @@ pf_packet(PerfettoCalls *c, int type, int64_t ts, uint64_t uuid, int has_name, u
             }
         }
     }
-    uint32_t ann_iid = 0, new_ann = 0;
-    if (ann >= 0) {
-        if (!c->ann_iid[ann]) {
-            c->ann_iid[ann] = ++c->next_ann_iid;
-            new_ann = 1;
-        }
-        ann_iid = c->ann_iid[ann];
-        da[nda++] = 0x08;
-        nda += pb_varint(da + nda, ann_iid);
-        if (astr != NULL) {
-            Py_ssize_t sl = (Py_ssize_t)strlen(astr);
-            da[nda++] = 0x32;
-            nda += pb_varint(da + nda, (uint64_t)sl);
-            memcpy(da + nda, astr, (size_t)sl);
-            nda += sl;
-        } else if (ann == PF_ANN_LOST) {
-            da[nda++] = 0x20;
-            nda += pb_varint(da + nda, (uint64_t)aval);
-        } else {
-            da[nda++] = 0x10;
-            da[nda++] = 0x01;
-        }
-        te[nte++] = 0x22;
-        nte += pb_varint(te + nte, (uint64_t)nda);
-        memcpy(te + nte, da, (size_t)nda);
-        nte += nda;
+    c->te.blen = 0;
+    c->in.blen = 0;
+    int annotated = 0;
+    if (args != NULL && alen && memchr(args, 0, (size_t)alen) != NULL) {
+        if (pf_annotation(c, "args", 'a', 0, args, alen) < 0)
+            return -1;
+        annotated = 1;
     }
+    if (ret != NULL && ret->has) {
+        if (ret->kind == PAY_INT ? pf_annotation(c, "retval", 'i', (long long)ret->iv, NULL, 0)
+                                 : pf_annotation(c, "retval", 's', 0, ret->s, ret->len))
+            return -1;
+        annotated = 1;
+    }
+    if (ann >= 0) {
+        const char *an = pf_ann_names[ann];
+        int err;
+        if (astr != NULL)
+            err = pf_annotation(c, an, 's', 0, astr, (Py_ssize_t)strlen(astr));
+        else if (ann == PF_ANN_LOST)
+            err = pf_annotation(c, an, 'i', aval, NULL, 0);
+        else
+            err = pf_annotation(c, an, 'b', 0, NULL, 0);
+        if (err)
+            return -1;
+        annotated = 1;
+    }
+    if (tb_reserve(&c->te, 40) < 0)
+        return -1;
+    uint8_t te[40];
+    Py_ssize_t nte = 0;
     te[nte++] = 0x48;
     te[nte++] = (uint8_t)type;
     if (has_name) {
@@ -195,7 +365,8 @@ pf_packet(PerfettoCalls *c, int type, int64_t ts, uint64_t uuid, int has_name, u
     }
     te[nte++] = 0x58;
     nte += pb_varint(te + nte, uuid);
-    /* interned data: the event name (field 2) before the annotation name (field 3);
+    tb_put(&c->te, (const char *)te, nte);
+    /* interned data: the event name (field 2) before the annotation names (field 3);
      * a name's bytes go straight to the output, so only the heads are made here */
     uint8_t nhead[24];
     Py_ssize_t nnh = 0, ename_len = 0;
@@ -212,22 +383,7 @@ pf_packet(PerfettoCalls *c, int type, int64_t ts, uint64_t uuid, int has_name, u
         memcpy(nhead + nnh, body, (size_t)nb);
         nnh += nb;
     }
-    if (new_ann) {
-        const char *an = pf_ann_names[ann];
-        Py_ssize_t al = (Py_ssize_t)strlen(an);
-        uint8_t body[40];
-        Py_ssize_t nb = 0;
-        body[nb++] = 0x08;
-        nb += pb_varint(body + nb, ann_iid);
-        body[nb++] = 0x12;
-        nb += pb_varint(body + nb, (uint64_t)al);
-        memcpy(body + nb, an, (size_t)al);
-        nb += al;
-        in[nin++] = 0x1a;
-        nin += pb_varint(in + nin, (uint64_t)nb);
-        memcpy(in + nin, body, (size_t)nb);
-        nin += nb;
-    }
+    Py_ssize_t nin = c->in.blen;
     Py_ssize_t interned = (new_name ? nnh + name_len : 0) + nin;
     /* the timestamp */
     uint64_t tsv;
@@ -243,6 +399,7 @@ pf_packet(PerfettoCalls *c, int type, int64_t ts, uint64_t uuid, int has_name, u
         tsv = (uint64_t)ts;
         absolute = 1;
     }
+    Py_ssize_t nte_all = c->te.blen;
     uint8_t head[64];
     Py_ssize_t nh = 0;
     head[nh++] = 0x40;
@@ -250,10 +407,10 @@ pf_packet(PerfettoCalls *c, int type, int64_t ts, uint64_t uuid, int has_name, u
     head[nh++] = 0x50;
     head[nh++] = 0x01;
     head[nh++] = 0x5a;
-    nh += pb_varint(head + nh, (uint64_t)nte);
+    nh += pb_varint(head + nh, (uint64_t)nte_all);
     uint8_t tail[32];
     Py_ssize_t nt = 0;
-    if (has_name || ann >= 0) {
+    if (has_name || annotated) {
         tail[nt++] = 0x68;
         tail[nt++] = 0x02;
     }
@@ -268,7 +425,7 @@ pf_packet(PerfettoCalls *c, int type, int64_t ts, uint64_t uuid, int has_name, u
         ihead[nih++] = 0x62;
         nih += pb_varint(ihead + nih, (uint64_t)interned);
     }
-    Py_ssize_t plen = nh + nte + nih + interned + nt;
+    Py_ssize_t plen = nh + nte_all + nih + interned + nt;
     tbuf_t *t = &c->t;
     uint8_t ph[12];
     Py_ssize_t nph = 0;
@@ -278,14 +435,14 @@ pf_packet(PerfettoCalls *c, int type, int64_t ts, uint64_t uuid, int has_name, u
         return -1;
     tb_put(t, (const char *)ph, nph);
     tb_put(t, (const char *)head, nh);
-    tb_put(t, (const char *)te, nte);
+    tb_put(t, c->te.buf, nte_all);
     if (interned) {
         tb_put(t, (const char *)ihead, nih);
         if (new_name) {
             tb_put(t, (const char *)nhead, nnh);
             tb_put(t, name, name_len);
         }
-        tb_put(t, (const char *)in, nin);
+        tb_put(t, c->in.buf, nin);
     }
     tb_put(t, (const char *)tail, nt);
     return 0;
@@ -298,10 +455,11 @@ pf_lost(PerfettoCalls *c, Py_ssize_t slot, int64_t ts, long long lost)
     if (lost == c->unknown_mark) {
         c->unknown_loss = 1;
         return pf_packet(c, PF_INSTANT, ts, c->ps[slot].uuid, 1, 0, 0, 1, PF_ANN_LOST, 0,
-                         "unknown");
+                         "unknown", NULL, 0, NULL);
     }
     c->lost_total += lost;
-    return pf_packet(c, PF_INSTANT, ts, c->ps[slot].uuid, 1, 0, 0, 1, PF_ANN_LOST, lost, NULL);
+    return pf_packet(c, PF_INSTANT, ts, c->ps[slot].uuid, 1, 0, 0, 1, PF_ANN_LOST, lost, NULL,
+                     NULL, 0, NULL);
 }
 
 /* _Writer.end: a call ended (its begin first when its entry was not in the trace) */
@@ -311,10 +469,10 @@ pf_emit(void *ctx, Py_ssize_t slot, const paired_t *p)
     PerfettoCalls *c = (PerfettoCalls *)ctx;
     uint64_t uuid = c->ps[slot].uuid;
     if (!p->entry_seen && pf_packet(c, PF_BEGIN, p->start, uuid, 1, p->id, p->cid, 0,
-                                    PF_ANN_ENTRY_LOST, 0, NULL) < 0)
+                                    PF_ANN_ENTRY_LOST, 0, NULL, p->args, p->alen, NULL) < 0)
         return -1;
     return pf_packet(c, PF_END, p->end, uuid, 0, 0, 0, 0,
-                     p->complete ? -1 : PF_ANN_UNFINISHED, 0, NULL);
+                     p->complete ? -1 : PF_ANN_UNFINISHED, 0, NULL, NULL, 0, &p->ret);
 }
 
 /* the loss notes a slot has: CallBuilder.feed(LostEvents) for each, and the count that
@@ -395,13 +553,21 @@ pf_step(PerfettoCalls *c, PyObject *unused)
         uint32_t cid = id;
         if (canon_lookup(c->canon, &cid) < 0)
             return NULL;
+        pvalue_t v = {0};
+        if (c->values)
+            v.has = merge_last_payload(&c->m, best, &r, &v.kind, &v.s, &v.len, &v.iv);
         if (r.type == FNT_TRACE_GRAPH_ENT) {
+            int has_args = v.has && v.kind == PAY_STR;
             if (pair_enter_close(&c->pr, best, depth, ts) < 0
                     || pair_push(&c->pr, best, id, cid, depth, ts, 0) < 0
-                    || pf_packet(c, PF_BEGIN, ts, s->uuid, 1, id, cid, 0, -1, 0, NULL) < 0)
+                    || (has_args && pair_args(&c->pr, best, v.s, v.len) < 0)
+                    || pf_packet(c, PF_BEGIN, ts, s->uuid, 1, id, cid, 0, -1, 0, NULL,
+                                 has_args ? v.s : NULL, has_args ? v.len : 0, NULL) < 0)
                 return NULL;
-        } else if (pair_return(&c->pr, best, id, cid, depth, ts, (int64_t)r.d) < 0) {
-            return NULL;
+        } else {
+            c->pr.ret = v;
+            if (pair_return(&c->pr, best, id, cid, depth, ts, (int64_t)r.d) < 0)
+                return NULL;
         }
     }
     PyObject *bytes = PyBytes_FromStringAndSize(c->t.buf, c->t.blen);
@@ -433,9 +599,12 @@ pf_init(PerfettoCalls *c, PyObject *args, PyObject *kw)
     Py_ssize_t nslots;
     PyObject *names, *canon, *uuids, *clock;
     long long t0, first_ts, unknown;
-    if (!PyArg_ParseTuple(args, "nO!OO!OLLL:PerfettoCalls", &nslots, &PyDict_Type, &names,
-                          &canon, &PyDict_Type, &uuids, &clock, &t0, &first_ts, &unknown))
+    int values = 0;
+    if (!PyArg_ParseTuple(args, "nO!OO!OLLL|p:PerfettoCalls", &nslots, &PyDict_Type, &names,
+                          &canon, &PyDict_Type, &uuids, &clock, &t0, &first_ts, &unknown,
+                          &values))
         return -1;
+    c->values = values;
     if (c->m.slots != NULL || nslots < 0 || nslots > SLOT_LIMIT) {
         PyErr_SetString(PyExc_ValueError, "PerfettoCalls: bad slot count (or made twice)");
         return -1;
@@ -502,6 +671,12 @@ pf_dealloc(PerfettoCalls *c)
     names_free(&c->names);
     PyMem_Free(c->iids.key);
     PyMem_Free(c->iids.val);
+    for (Py_ssize_t i = 0; i < c->anns.cap; i++)
+        PyMem_Free(c->anns.e[i].name);
+    PyMem_Free(c->anns.e);
+    PyMem_Free(c->te.buf);
+    PyMem_Free(c->da.buf);
+    PyMem_Free(c->in.buf);
     PyMem_Free(c->t.buf);
     Py_XDECREF(c->canon);
     tp->tp_free((PyObject *)c);
@@ -520,8 +695,9 @@ static PyMethodDef pf_methods[] = {
 };
 
 static PyType_Slot pf_slots[] = {
-    {Py_tp_doc, "PerfettoCalls(slots, names, canon, uuids, clock, t0, first_ts, unknown): the "
-                "Perfetto trace's call packets of a trace file (output/perfetto.py's twin)"},
+    {Py_tp_doc, "PerfettoCalls(slots, names, canon, uuids, clock, t0, first_ts, unknown, "
+                "values=False): the Perfetto trace's call packets of a trace file "
+                "(output/perfetto.py's twin)"},
     {Py_tp_init, pf_init},
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_dealloc, pf_dealloc},

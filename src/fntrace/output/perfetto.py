@@ -418,19 +418,19 @@ class _Writer:
         return {"notes": notes} if notes else None
 
     def _native_calls(self, first_ts: int | None) -> bool:
-        """The loop above for a trace of calls (graph entries and returns, no arguments
-        or return values) after start(), made natively (_native_read.c's PerfettoCalls)
-        and written out; False, with nothing written, when there is no native twin or
-        the trace holds more than that (markers, events, function hits, payloads, a
-        thread the header does not name), or the clock is scaled (uptime): the loop
-        above writes it."""
+        """The loop above for a trace of calls (graph entries and returns, with their
+        arguments and return values as text or 64-bit ints) after start(), made natively
+        (_native_read.c's PerfettoCalls) and written out; False, with nothing written,
+        when there is no native twin or the trace holds more than that (markers, events,
+        function hits, values kept as JSON, a thread the header does not name), or the
+        clock is scaled (uptime): the loop above writes it."""
         from .. import _env
         from .walk import calls_only, canon_ids, drive
         native = _env.native()
         src = self.source
         if native is None or self.task_tracks or self.scale != 1:
             return False
-        slots = calls_only(src, native.text_ok)
+        slots = calls_only(src, native.graph_text_ok, True)
         if slots is None or not slots.issubset(src.threads):
             return False
         nslots = max(slots | set(src.threads), default=-1) + 1
@@ -442,10 +442,10 @@ class _Writer:
         calls = native.PerfettoCalls(
             nslots, names, canon_ids(syms), uuids,
             None if self.last_ts is None else self.clock_id, self.last_ts or 0,
-            first_ts or 0, LOST_EVENTS_UNKNOWN)
+            first_ts or 0, LOST_EVENTS_UNKNOWN, True)
         self.flush()            # the first packets, made by the protobuf runtime
         write = self.out.write
-        for data in drive(calls, src, nslots):
+        for data in drive(calls, src, nslots, payloads=True):
             write(data)
         self.lost_total, self.unknown_loss = calls.counts()
         return True
