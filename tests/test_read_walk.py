@@ -611,6 +611,49 @@ def test_native_perfetto_with_values_is_the_python_loop(tmp_path_factory, data, 
     assert trace.packet and trace.SerializeToString() == native[0]
 
 
+_RAISED = st.sampled_from(["raised", "raised ", "raised ValueError: \"x\"\n\u00e9",
+                           "raisedX", "raise", "Raised Foo"])
+
+
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(data=st.data(), min_duration=st.sampled_from([0.0, 0.02]),
+       batch=st.sampled_from([5000, 3]))
+def test_native_otlp_with_values_is_the_python_loop(tmp_path_factory, data, min_duration,
+                                                     batch):
+    """-A -R traces: the spans' fntrace.args and fntrace.retval attributes, escaped as
+    json.dumps(ensure_ascii=False) escapes them, and a "raised ..." return value the
+    span's error status (an empty message left out, as json_format leaves it)."""
+    pytest.importorskip("opentelemetry.proto", reason="LOUD SKIP: the opentelemetry-proto "
+                                                      "package (fntrace[otlp]) is not installed")
+    from fntrace.output import otlp
+    slots = data.draw(st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJX"),
+                                      min_size=1, max_size=3))
+    slots = {k: data.draw(with_values(chunks)) for k, chunks in slots.items()}
+    # some return values are the recorder's "raised ..." text
+    slots = {k: [(cpu, [r[:7] + (data.draw(_RAISED),)
+                        if len(r) > 7 and r[1] == TRACE_GRAPH_RET and data.draw(st.booleans())
+                        else r for r in recs])
+                 for cpu, recs in chunks] for k, chunks in slots.items()}
+    path = tmp_path_factory.mktemp("otlpvalues") / "t.dat"
+    write(path, slots)
+    used = []
+    real = otlp._native_spans
+
+    def spy(*args, **kw):
+        used.append(real(*args, **kw))
+        return used[-1]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(otlp, "BATCH", batch)
+        mp.setattr(otlp, "_native_spans", spy)
+        native, python = export_both(path, "otlp", {"min_duration": min_duration})
+    assert native == python
+    assert used[0] is not None          # the native walk wrote the first export
+    # (lines end at "\n" only: a value may hold U+0085 or U+2028, JSON text as it is)
+    for line in native[0].split("\n")[:-1]:
+        json.loads(line)
+
+
 @needs_native
 def test_native_graph_text_leaves_values_it_cannot_print_as_python_does(tmp_path):
     """A return value kept as JSON (a value the recorder did not make text of, in an

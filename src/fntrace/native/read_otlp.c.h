@@ -13,7 +13,10 @@
  * start); its parent's is made from the frame open under it when it ends, which is
  * the parent call (output/calls.py's parent_key).  Names, code attributes and thread
  * attributes come as JSON text made by the Python side (json.dumps), so strings are
- * escaped exactly as the Python loop escapes them.
+ * escaped exactly as the Python loop escapes them.  With ``values`` (a -A/-R trace)
+ * a span carries ``fntrace.args`` (function_args_text) and ``fntrace.retval`` (str),
+ * escaped here as json.dumps(ensure_ascii=False) does, and a return value "raised ..."
+ * is the span's error status.
  */
 
 typedef struct {
@@ -38,6 +41,8 @@ typedef struct {
     int has_offset, guessed;
     Py_ssize_t batch, in_line;
     int done;
+    int values;             /* the blocks come with their payloads */
+    tbuf_t a;               /* an argument text being made */
     uint64_t total, kept;
     long long lost;
 } OtlpCalls;
@@ -87,6 +92,41 @@ put_i64(tbuf_t *t, int64_t v)
     t->blen = p - t->buf;
 }
 
+/* a JSON string as json.dumps(s, ensure_ascii=False) writes it: UTF-8 as it is, the
+ * quote, the backslash and the control characters escaped (at most 6 bytes a byte) */
+static void
+put_json_str_utf8(tbuf_t *t, const char *s, Py_ssize_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    char *p = t->buf + t->blen;
+    *p++ = '"';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch >= 0x20 && ch != '"' && ch != '\\') {
+            *p++ = (char)ch;
+            continue;
+        }
+        *p++ = '\\';
+        switch (ch) {
+        case '"': *p++ = '"'; break;
+        case '\\': *p++ = '\\'; break;
+        case '\n': *p++ = 'n'; break;
+        case '\r': *p++ = 'r'; break;
+        case '\t': *p++ = 't'; break;
+        case '\b': *p++ = 'b'; break;
+        case '\f': *p++ = 'f'; break;
+        default:
+            *p++ = 'u';
+            *p++ = '0';
+            *p++ = '0';
+            *p++ = hex[ch >> 4];
+            *p++ = hex[ch & 15];
+        }
+    }
+    *p++ = '"';
+    t->blen = p - t->buf;
+}
+
 static int
 oc_emit(void *ctx, Py_ssize_t slot, const paired_t *p)
 {
@@ -102,8 +142,19 @@ oc_emit(void *ctx, Py_ssize_t slot, const paired_t *p)
     if (code == ctmp)
         clen = 0;           /* no code attributes */
     oslot_t *s = &c->os[slot];
+    /* the arguments' text first (function_args_text), then room for all of it */
+    Py_ssize_t more = 0;
+    if (p->args != NULL) {
+        c->a.blen = 0;
+        if (tb_reserve(&c->a, 2 * p->alen + 4) < 0)
+            return -1;
+        put_args_text(&c->a, p->args, p->alen);
+        more += 6 * c->a.blen + 64;
+    }
+    if (p->ret.has)
+        more += 2 * 6 * p->ret.len + 160;
     if (tb_reserve(&c->t, 400 + 2 * nlen + clen + s->tail_len + c->prefix_len
-                   + c->suffix_len) < 0)
+                   + c->suffix_len + more) < 0)
         return -1;
     tbuf_t *t = &c->t;
     if (c->in_line == 0)
@@ -140,9 +191,44 @@ oc_emit(void *ctx, Py_ssize_t slot, const paired_t *p)
     TB_LIT(t, "}}");
     tb_put(t, s->tail, s->tail_len);
     tb_put(t, code, clen);
+    if (p->args != NULL) {
+        TB_LIT(t, ",{\"key\":\"fntrace.args\",\"value\":{\"stringValue\":");
+        put_json_str_utf8(t, c->a.buf, c->a.blen);
+        TB_LIT(t, "}}");
+    }
+    const char *raised = NULL;
+    Py_ssize_t raised_len = 0;
+    if (p->ret.has) {
+        TB_LIT(t, ",{\"key\":\"fntrace.retval\",\"value\":{\"stringValue\":");
+        if (p->ret.kind == PAY_INT) {
+            char num[32];
+            int n = PyOS_snprintf(num, sizeof(num), "%lld", (long long)p->ret.iv);
+            put_json_str_utf8(t, num, n);
+        } else {
+            put_json_str_utf8(t, p->ret.s, p->ret.len);
+            /* _status_error: "raised" or "raised <what>" */
+            if (p->ret.len >= 6 && !memcmp(p->ret.s, "raised", 6)
+                    && (p->ret.len == 6 || p->ret.s[6] == ' ')) {
+                raised = p->ret.s + (p->ret.len == 6 ? 6 : 7);
+                raised_len = p->ret.len - (p->ret.len == 6 ? 6 : 7);
+            }
+        }
+        TB_LIT(t, "}}");
+    }
     if (!p->complete)
         TB_LIT(t, ",{\"key\":\"fntrace.incomplete\",\"value\":{\"boolValue\":true}}");
-    TB_LIT(t, "]}");
+    TB_LIT(t, "]");
+    if (raised != NULL) {
+        /* Status: json_format leaves out an empty message */
+        TB_LIT(t, ",\"status\":{");
+        if (raised_len) {
+            TB_LIT(t, "\"message\":");
+            put_json_str_utf8(t, raised, raised_len);
+            TB_LIT(t, ",");
+        }
+        TB_LIT(t, "\"code\":2}");
+    }
+    TB_LIT(t, "}");
     c->kept++;
     if (++c->in_line >= c->batch) {
         tb_put(t, c->suffix, c->suffix_len);
@@ -191,12 +277,19 @@ oc_step(OtlpCalls *c, PyObject *unused)
         if (canon_lookup(c->canon, &cid) < 0)
             return NULL;
         int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;
+        pvalue_t v = {0};
+        if (c->values)
+            v.has = merge_last_payload(&c->m, best, &r, &v.kind, &v.s, &v.len, &v.iv);
         if (r.type == FNT_TRACE_GRAPH_ENT) {
             if (pair_enter_close(&c->pr, best, depth, ts) < 0
                     || pair_push(&c->pr, best, id, cid, depth, ts, 0) < 0)
                 return NULL;
-        } else if (pair_return(&c->pr, best, id, cid, depth, ts, (int64_t)r.d) < 0) {
-            return NULL;
+            if (v.has && v.kind == PAY_STR && pair_args(&c->pr, best, v.s, v.len) < 0)
+                return NULL;
+        } else {
+            c->pr.ret = v;
+            if (pair_return(&c->pr, best, id, cid, depth, ts, (int64_t)r.d) < 0)
+                return NULL;
         }
     }
     /* UTF-8 bytes: a file written in UTF-8 takes them as they are (gigabytes of
@@ -235,7 +328,7 @@ oc_keep(OtlpCalls *c, PyObject *s, Py_ssize_t *len)
 }
 
 /* OtlpCalls(slots, names, code, canon, tails, prefix, suffix, trace_id, pid, min_ns,
- * offset, wall_ns, batch): names id -> the name as a JSON string, code id -> its code
+ * offset, wall_ns, batch, values=False): names id -> the name as a JSON string, code id -> its code
  * attributes' JSON (ids without: none), canon as StatWalk's, tails slot -> its thread
  * attributes' JSON, trace_id 32 hex digits, offset None: made from wall_ns and the
  * first span's start */
@@ -246,10 +339,12 @@ oc_init(OtlpCalls *c, PyObject *args, PyObject *kw)
     PyObject *names, *code, *canon, *tails, *prefix, *suffix, *trace_id, *offset;
     unsigned long long pid;
     long long min_ns, wall_ns;
-    if (!PyArg_ParseTuple(args, "nO!O!OO!UUUKLOLn:OtlpCalls", &nslots, &PyDict_Type, &names,
+    int values = 0;
+    if (!PyArg_ParseTuple(args, "nO!O!OO!UUUKLOLn|p:OtlpCalls", &nslots, &PyDict_Type, &names,
                           &PyDict_Type, &code, &canon, &PyDict_Type, &tails, &prefix, &suffix,
-                          &trace_id, &pid, &min_ns, &offset, &wall_ns, &batch))
+                          &trace_id, &pid, &min_ns, &offset, &wall_ns, &batch, &values))
         return -1;
+    c->values = values;
     if (c->m.slots != NULL || nslots < 0 || nslots > SLOT_LIMIT || batch < 1) {
         PyErr_SetString(PyExc_ValueError, "OtlpCalls: bad slots or batch (or made twice)");
         return -1;
@@ -317,6 +412,7 @@ oc_dealloc(OtlpCalls *c)
     names_free(&c->code);
     PyMem_Free(c->os);
     PyMem_Free(c->t.buf);
+    PyMem_Free(c->a.buf);
     Py_XDECREF(c->keep);
     Py_XDECREF(c->canon);
     tp->tp_free((PyObject *)c);

@@ -264,9 +264,9 @@ def _json(d) -> str:
 
 def _native_spans(source, out, resource, scope, tid: bytes, pid: int, min_ns: int,
                   offset: int | None, wall_ns: int, flush_request) -> tuple | None:
-    """The export of a trace of calls (graph entries and returns: no arguments, return
-    values or events) by the native twin (_native_read.c's OtlpCalls): the same text
-    as the loop in OtlpExporter.write.  (calls, spans, offset guessed); None, with
+    """The export of a trace of calls (graph entries and returns, with their arguments
+    and return values as text or 64-bit ints; no events) by the native twin
+    (_native_read.c's OtlpCalls): the same text as the loop in OtlpExporter.write.  (calls, spans, offset guessed); None, with
     nothing written, when there is no native twin or the trace holds more than calls.
 
     What is the same for every span (the resource and scope around a line of spans),
@@ -276,7 +276,7 @@ def _native_spans(source, out, resource, scope, tid: bytes, pid: int, min_ns: in
 
     from .registry import name_of
     from .walk import canon_ids, drive, native_for_calls
-    walkable = native_for_calls(source)
+    walkable = native_for_calls(source, values=True)
     if walkable is None:
         return None
     native, slots = walkable
@@ -315,7 +315,7 @@ def _native_spans(source, out, resource, scope, tid: bytes, pid: int, min_ns: in
                     + '"}},{"key":"thread.name","value":{"stringValue":' + js(comm) + '}}')
     walker = native.OtlpCalls(nslots, names, code, canon_ids(syms), tails, head,
                               tail + "\n", tid.hex(), pid & _M64, min_ns, offset, wall_ns,
-                              BATCH)
+                              BATCH, True)
     raw = _utf8_buffer(out)
     if raw is not None:
         out.flush()                 # (what the stream holds goes first)
@@ -323,7 +323,7 @@ def _native_spans(source, out, resource, scope, tid: bytes, pid: int, min_ns: in
     else:
         def write(b: bytes) -> None:
             out.write(b.decode("utf-8"))
-    for text in drive(walker, source, nslots):
+    for text in drive(walker, source, nslots, payloads=True):
         write(text)
     return walker.counts()
 
