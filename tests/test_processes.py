@@ -514,7 +514,8 @@ def test_a_live_child_ending_after_live_leaves_nothing_behind(tmp_path):
     import subprocess
     import sys
 
-    from fntrace.cli.follow import Follow, _leave_no_orphan
+    from fntrace.cli.follow import Follow
+    from fntrace.cli.follow_child import _leave_no_orphan
 
     scratch = tmp_path / "fntrace-live-x"
     scratch.mkdir()

@@ -25,7 +25,7 @@ import threading
 from .._env import fork_safe
 from ..core.fetch import caller_frame as _getframe
 from ..errors import BusyError
-from .monitoring import TOOL_ID, TOOL_NAME
+from .tool import TOOL_ID, TOOL_NAME
 
 __all__ = ["hold_tool", "release_tool", "line_events", "add_line_hook", "remove_line_hook",
            "hooked_lines", "kill"]

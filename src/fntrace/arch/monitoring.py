@@ -22,13 +22,11 @@ import weakref
 from ..core import dispatch
 from ..core.records import FTRACE_FL, DynFtrace, record_table
 from ..errors import BusyError  # noqa: F401  (raised by lines.hold_tool now)
+from . import lines as _lines
+from .tool import TOOL_ID
 
 __all__ = ["MonitoringBackend", "TOOL_ID"]
 
-# 0 debugger, 1 coverage, 2 profilers (cProfile, viztracer), 3 coverage measuring
-# itself, 5 optimizers: 4 is the one nobody claims.
-TOOL_ID = 4
-TOOL_NAME = "fntrace"
 
 _RET = int(FTRACE_FL.RET)
 _DIRECT_EN = int(FTRACE_FL.DIRECT_EN)
@@ -240,7 +238,6 @@ class MonitoringBackend:
             self._unpatch(rec.site_code)
 
 
-from . import lines as _lines  # noqa: E402  (it imports TOOL_ID from here)
 from .._env import public_dir as _public_dir  # noqa: E402
 
 __dir__ = _public_dir(globals())

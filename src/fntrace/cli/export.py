@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default) or by its number of calls")
     from .filters import add_pid_argument
     add_pid_argument(p)
-    from .main import add_mode_argument
+    from .args import add_mode_argument
     add_mode_argument(p)
     p.add_argument("--task-tracks", action="store_true",
                    help="perfetto: each asyncio Task's calls on a track of its own, under "

@@ -12,7 +12,7 @@ after its pid (tracefile/trace_set.py reads them as one trace):
     "spawn" and "forkserver" (and the      package's follow_site/ first on PYTHONPATH:
     forkserver's forks), subprocess or     its sitecustomize (chained to the one it
     os.exec* of python                     hides) starts a recording in place
-                                           (start_child) before the program's first
+                                           (follow_child.py) before the program's first
                                            line; a program that is not Python, or a
                                            Python without this fntrace, is left alone
 
@@ -25,22 +25,19 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
-from ..errors import FntraceError
-from ..printk import pr_warn
 from ..tracefile.blocks import MAGIC
 from ..tracefile.trace_set import child_files, child_path
 
-__all__ = ["ENV", "SITE_DIR", "Follow", "start_child"]
+__all__ = ["ENV", "SITE_DIR", "CHILD_OPTIONS", "Follow"]
 
 ENV = "FNTRACE_FOLLOW"
 #: The directory whose sitecustomize.py starts a child's recording.
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "follow_site")
 
-# RecordOptions fields a child takes (its output is its own; the endpoint is the first
+# RecordOptions fields a child takes (follow_child.py) (its output is its own; the endpoint is the first
 # process's)
-_KEEP = ("tracer", "filters", "notrace", "buffer_kb", "graph_functions", "graph_notrace",
+CHILD_OPTIONS = ("tracer", "filters", "notrace", "buffer_kb", "graph_functions", "graph_notrace",
          "max_depth", "thresh_us", "args", "retval", "events", "patches", "object_repr",
          "tids", "threads")
 
@@ -79,7 +76,7 @@ class Follow:
                 pass
         spec = {"run": self.run, "base": self.base, "scratch": self.scratch,
                 "first": self.first_pid,
-                "opts": {k: getattr(self.opts, k) for k in _KEEP},
+                "opts": {k: getattr(self.opts, k) for k in CHILD_OPTIONS},
                 "compress": bool(getattr(self.opts, "compress", False)),
                 "mode": int(getattr(self.opts, "mode", 0o600)),
                 "otel_context": bool(getattr(self.opts, "otel_context", False)),
@@ -136,69 +133,6 @@ class Follow:
             else:
                 os.environ[k] = v
         self._saved = {}
-
-
-def start_child(text: str) -> None:
-    """A new interpreter's bootstrap (follow_site/sitecustomize.py): record this
-    process as the first process asked.  Never raises: a child that cannot be traced
-    says why and runs on."""
-    try:
-        spec = json.loads(text)
-        from .record import RecordOptions, Recording
-        kw = {k: v for k, v in spec["opts"].items() if k in _KEEP}
-        opts = RecordOptions(**kw)
-        opts.compress = bool(spec.get("compress"))
-        opts.mode = int(spec.get("mode", opts.mode))
-        opts.otel_context = bool(spec.get("otel_context"))
-        fw = Follow(opts, spec["base"], spec["run"], bool(spec.get("scratch")),
-                    spec.get("first"))
-        from ..tracefs.endpoint import pid_alive
-        if fw.scratch and not pid_alive(fw.first_pid):
-            return          # live is over: nobody would report this process
-        opts.output = fw.child_output()
-        argv = list(getattr(sys, "orig_argv", None) or getattr(sys, "argv", []))
-        if spec.get("main_alias"):
-            from ..core.records import record_table
-            record_table.main_alias = str(spec["main_alias"])
-        # A signal that ends the process between making the file and guarding its end
-        # (a pool's terminate() while its workers start) would leave a file with no
-        # end, which readers report as cut short: the signals that end a process by
-        # default wait until the guard is in place, then act through it.
-        import signal
-        from .record import ENDING_SIGNALS
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, ENDING_SIGNALS)
-        try:
-            try:
-                rec = Recording(opts, argv, at_exit=True, follow=fw,
-                                header={"ppid": os.getppid(), "follow": "exec"})
-            except FntraceError:
-                if fw.scratch and not os.path.isdir(os.path.dirname(fw.base)):
-                    return  # live ended (its directory went) as this process started
-                raise
-            rec.first = False
-            rec.start_in_place()
-            if fw.scratch:
-                import atexit
-                atexit.register(_leave_no_orphan, fw, opts.output)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    except BaseException as e:
-        pr_warn(f"process {os.getpid()}: not traced: {type(e).__name__}: {e}")
-
-
-def _leave_no_orphan(fw: Follow, path: str) -> None:
-    """live's child at its end, the first process gone: nobody reports this file, and
-    the directory may be one this child made again after live removed it (a process
-    that started as live ended, such as multiprocessing's resource tracker): both go,
-    rather than stay in the temporary directory for ever."""
-    from ..tracefs.endpoint import pid_alive
-    if pid_alive(fw.first_pid):
-        return
-    for remove, what in ((os.unlink, path), (os.rmdir, os.path.dirname(fw.base))):
-        try:
-            remove(what)
-        except OSError:
-            pass        # gone already; or another child's file is still there
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

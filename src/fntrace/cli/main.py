@@ -22,6 +22,7 @@ import os
 import sys
 
 from ..errors import FntraceError, UsageError
+from .args import add_mode_argument
 
 __all__ = ["main", "split_target", "REPORT_OPTIONS"]
 
@@ -94,20 +95,6 @@ def _add_target(p: argparse.ArgumentParser) -> None:
                    help="run CODE (like python -c)")
     g.add_argument("target", nargs="?", metavar="script.py",
                    help="the program to trace; the arguments after it are its own")
-
-
-def _mode(text: str) -> int:
-    from ..outfile import parse_mode
-    try:
-        return parse_mode(text)
-    except FntraceError as e:
-        raise argparse.ArgumentTypeError(e.msg) from None
-
-
-def add_mode_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--mode", type=_mode, default=None, metavar="OCTAL",
-                   help="permissions of the files written (default 0600: a trace holds "
-                        "the program's values; 0644 lets other users read them)")
 
 
 def _add_record_options(p: argparse.ArgumentParser) -> None:
@@ -449,7 +436,7 @@ def _record(args, output: str, at_exit: bool, on_finished=None, make_writer=None
 
 def _report(path: str, ropts: dict, out, err, args=None) -> None:
     from .filters import open_traces_arg
-    from .progress import ProgressBar, progress_wanted, track_tracefile
+    from .progress import ProgressBar, track_tracefile
     from .report import report_pieces
     tf = open_traces_arg(path, args, err)
     if ropts.get("flt") is not None:

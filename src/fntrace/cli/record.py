@@ -726,8 +726,7 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
     if opts.events:
         for ef in list(rec.tr.event_files.values()):
             ef.set_enabled(False)
-            ef.triggers.clear()
-            ef._sync()
+            ef.clear_triggers()
     return outcome
 
 

@@ -26,12 +26,12 @@ else by its type), and ignores the events fntrace's own code and threads raise.
 """
 from __future__ import annotations
 
-import os
 import re
 import sys
 import threading
 
-from .core import EventCall, _fntrace_code
+from .core import EventCall
+from .static_emit import emit, program_frame
 
 __all__ = ["AUDIT_TABLE", "event_name", "audit_calls"]
 
@@ -221,7 +221,6 @@ def _parse_table() -> list[tuple[str, list[tuple[str, str]]]]:
 _on: dict[str, tuple[EventCall, tuple[str, ...]]] = {}
 _installed = False
 _busy: set[int] = set()          # threads inside the hook (it raises audit events itself)
-_STDLIB = os.path.dirname(os.__file__) + os.sep
 _get_ident = threading.get_ident
 
 
@@ -243,23 +242,6 @@ def _hook(event: str, args: tuple, _on=_on, _busy=_busy, _get_ident=_get_ident) 
         _busy.discard(me)
 
 
-def program_frame(frame):
-    """The frame an audit event is the program's through, or None when fntrace's own
-    code raised it: the first frame out of the standard library decides (fntrace
-    opening a file through tempfile is fntrace's)."""
-    f = frame
-    for _ in range(16):
-        if f is None:
-            return frame
-        fn = f.f_code.co_filename
-        if _fntrace_code(fn):
-            return None
-        if not fn.startswith(_STDLIB) and not fn.startswith("<frozen"):
-            return frame
-        f = f.f_back
-    return frame
-
-
 def _fire(event: str, args: tuple) -> None:
     ent = _on.get(event)
     if ent is None:
@@ -275,7 +257,6 @@ def _fire(event: str, args: tuple) -> None:
 
 def _emit(call, values, frame) -> None:
     global _emit
-    from .static_events import emit
     _emit = emit
     emit(call, values, frame)
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 from .._env import fork_safe
 from ..core.task import own_threads as _own_threads, thread_cpu, thread_info
 from ..errors import FntraceError
-from ..ring_buffer import PAYLOAD_SEP, TRACE_EVENT, TRACE_STACK
+from ..ring_buffer import PAYLOAD_SEP, TRACE_EVENT
 
 get_native_id = threading.get_native_id
 
@@ -199,6 +199,16 @@ class EventFile:
         """event_enable_read()"""
         on = self.enabled and not self.soft_disabled
         return ("1" if on else "0") + ("*" if self.soft_disabled or self.sm_ref else "")
+
+    def clear_triggers(self) -> None:
+        """Every trigger removed, each let go of what it holds (a hist trigger its
+        data and the synthetic events it generates)."""
+        for t in self.triggers:
+            release = getattr(t, "release", None)
+            if release is not None:
+                release()
+        self.triggers.clear()
+        self._sync()
 
     def _sync(self) -> None:
         # a trigger that reads no common field (a plain hist trigger) spares the hit

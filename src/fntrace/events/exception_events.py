@@ -34,6 +34,7 @@ import threading
 
 from ..core.records import record_table
 from .core import EventCall, _fntrace_code
+from .static_emit import emit, program_frame
 
 __all__ = ["exception_calls", "exception_message", "exception_type_name"]
 
@@ -113,14 +114,14 @@ class _ExceptionEvents:
     def _emit(self, call: EventCall, frame, code, exc) -> None:
         if _fntrace_code(code.co_filename):
             return
-        if frame is not None and _program_frame(frame) is None:
+        if frame is not None and program_frame(frame) is None:
             return              # stdlib code fntrace called
         me = threading.get_ident()
         if me in self.busy:
             return
         self.busy.add(me)
         try:
-            _static_emit(call, {"function": _function_name(frame, code),
+            emit(call, {"function": _function_name(frame, code),
                         "type": exception_type_name(type(exc)),
                         "message": exception_message(exc)}, frame)
         except BaseException:
@@ -259,29 +260,11 @@ class _ExceptionEvents:
         return self._local
 
 
-def _program_frame(frame):
-    from .audit_events import program_frame
-    return program_frame(frame)
-
-
-def _static_emit(call, values, frame) -> None:
-    from .static_events import emit
-    emit(call, values, frame)
-
-
-def _bind_late() -> None:
-    """The two helpers above, bound once both modules exist (they import each other)."""
-    global _program_frame, _static_emit
-    from .audit_events import program_frame
-    from .static_events import emit
-    _program_frame, _static_emit = program_frame, emit
-
-
 def _hold_tool() -> None:
     try:
         from ..arch.lines import hold_tool
     except ImportError:                 # no shared holder: take it if free
-        from ..arch.monitoring import TOOL_ID, TOOL_NAME
+        from ..arch.tool import TOOL_ID, TOOL_NAME
         if sys.monitoring.get_tool(TOOL_ID) is None:
             sys.monitoring.use_tool_id(TOOL_ID, TOOL_NAME)
         return
@@ -297,7 +280,6 @@ def _release_tool() -> None:
 
 
 def exception_calls() -> list[EventCall]:
-    _bind_late()
     return list(_ExceptionEvents().calls.values())
 
 

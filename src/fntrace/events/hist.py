@@ -297,6 +297,11 @@ class HistTrigger:
     count = -1
     now: Callable[[], int] = staticmethod(monotonic_ns)   # the instance's trace clock
 
+    def release(self) -> None:
+        """Let go of the data and the synthetic events (the event file drops it)."""
+        _release(self)
+        _drop_hidden(self)
+
     def __init__(self, text: str) -> None:
         self.source = text
         self.keys: list[Field] = []
@@ -1272,8 +1277,17 @@ def apply_hist_command(ef: EventFile, text: str) -> None:
     for r in t._refs:
         if r.owner is not None:
             r.owner.__dict__.setdefault("_readers", []).append(t)
+    _synth_users(t, +1)
     ef.triggers.append(t)
     ef._sync()
+
+
+def _synth_users(t: HistTrigger, n: int) -> None:
+    """A trigger whose actions generate synthetic events is one more (or one fewer)
+    user of each: a synthetic event in use is not removed (synth.py)."""
+    for a in t.actions:
+        if a.synth is not None:
+            a.synth.synth.users += n
 
 
 def _set_clock(t: HistTrigger, ef: EventFile, text: str) -> None:
@@ -1346,6 +1360,9 @@ def _in_use_check(x: HistTrigger, ef: EventFile, text: str) -> None:
 
 
 def _release(x: HistTrigger) -> None:
+    if x.ef is None:
+        return                  # (already let go)
+    _synth_users(x, -1)
     with _named_lock:
         x.data.users -= 1
         if x.name and x.data.users <= 0:

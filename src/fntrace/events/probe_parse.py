@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import errno as _errno
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 TYPE_CHECKING = False
 if TYPE_CHECKING:

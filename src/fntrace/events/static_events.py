@@ -36,56 +36,15 @@ import sys
 import threading
 
 from .._env import fork_safe
-from ..core.fetch import static_getattr, value_repr
+from ..core.fetch import static_getattr
+from .audit_events import audit_calls
 from .core import EventCall, _fntrace_code, event_calls, register_event_call
+from .exception_events import exception_calls
+from .static_emit import emit, event_call as _call, print_fmt as _print_fmt, program_frame
 
 __all__ = ["emit", "register_static_events", "marker_passes", "static_calls", "SYSTEMS"]
 
 SYSTEMS = ("audit", "exceptions", "gc", "threads", "ftrace")
-
-
-def _field_text(v, kind: str) -> str:
-    t = type(v)
-    if kind == "str" and t is str:
-        if v and not any(c.isspace() or c in "\"'=" for c in v):
-            return v
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-    if t is int or t is bool:
-        return str(int(v))
-    return value_repr(v)
-
-
-def _filter_value(v):
-    """What a filter compares: built-in ints and strs as they are, other values by
-    their text."""
-    t = type(v)
-    if t is int or t is str or t is bool or t is float or v is None:
-        return v
-    return value_repr(v)
-
-
-def emit(call: EventCall, values: dict, frame=None) -> None:
-    """Write ``call``'s event: triggers, filter and record as for any event.  Never
-    raises."""
-    try:
-        kinds = call.fields
-        fvals = {k: _filter_value(v) for k, v in values.items()}
-        call.fire(0, fvals,
-                  lambda: " ".join(f"{k}={_field_text(values.get(k), kind)}"
-                                   for k, kind in kinds.items()),
-                  frame)
-    except Exception:
-        pass
-
-
-def _print_fmt(fields: dict) -> str:
-    fmt = " ".join(f"{k}=%d" if kind == "int" else f"{k}=%s" for k, kind in fields.items())
-    return f'"{fmt}"' + "".join(f", REC->{k}" for k in fields)
-
-
-def _call(system: str, name: str, fields: dict, hook=None, definition: str = "") -> EventCall:
-    return EventCall(system, name, fields, print_fmt=_print_fmt(fields), hook=hook,
-                     definition=definition)
 
 
 # -- gc:gc_start, gc:gc_end -------------------------------------------------------------
@@ -117,7 +76,7 @@ class _GcEvents:
             if not call.files:
                 return
             frame = sys._getframe(1)
-            if frame is not None and _program_frame(frame) is None:
+            if frame is not None and program_frame(frame) is None:
                 return          # a collection fntrace's own code set off
             if phase == "start":
                 emit(call, {"generation": info.get("generation")}, frame)
@@ -127,11 +86,6 @@ class _GcEvents:
                             "uncollectable": info.get("uncollectable")}, frame)
         except BaseException:
             pass
-
-
-def _program_frame(frame):
-    from .audit_events import program_frame
-    return program_frame(frame)
 
 
 # -- threads:thread_start, threads:thread_exit -------------------------------------------
@@ -261,8 +215,6 @@ def register_static_events() -> None:
     with _lock:
         if _registered:
             return
-        from .audit_events import audit_calls
-        from .exception_events import exception_calls
         g = _GcEvents()
         t = _ThreadEvents()
         calls = (audit_calls() + exception_calls() + [g.start, g.end, t.start, t.exit]

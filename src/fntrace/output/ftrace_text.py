@@ -13,7 +13,7 @@ migrate-disable, each "nothing to report").
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 from fntrace.output.entry import (
     LOST_EVENTS_UNKNOWN, TRACE_EVENT, TRACE_FN, TRACE_PRINT, TRACE_STACK, LostEvents,
@@ -21,11 +21,30 @@ from fntrace.output.entry import (
 )
 
 __all__ = [
-    "TASK_COMM_LEN", "print_event_info", "print_func_help_header",
+    "TRACE_OPTIONS", "TASK_COMM_LEN", "print_event_info", "print_func_help_header",
     "print_func_help_header_irq", "print_trace_header", "trace_print_context",
     "function_args_text", "format_function_args", "format_function_entry", "format_print_entry",
     "format_lost_events", "format_entry", "render_function_trace",
 ]
+
+# The options that change the text (every renderer's, kept here below them all), in their tracefs names, with their defaults: the
+# kernel's tracer_flags.val of function_graph (trace_functions_graph.c) and fntrace's
+# generic defaults (print-parent on; irq-info off, since a Python thread has no
+# interrupt state to show).
+TRACE_OPTIONS: Mapping[str, bool] = {
+    "print-parent": True,
+    "irq-info": False,
+    "funcgraph-overrun": False,
+    "funcgraph-cpu": True,
+    "funcgraph-overhead": True,
+    "funcgraph-proc": False,
+    "funcgraph-duration": True,
+    "funcgraph-abstime": False,
+    "funcgraph-tail": False,
+    "funcgraph-retval": False,
+    "funcgraph-retval-hex": False,
+    "funcgraph-args": False,
+}
 
 # A kernel comm holds at most TASK_COMM_LEN - 1 characters; longer thread names are cut
 # the same way so the TASK-PID column keeps its width.

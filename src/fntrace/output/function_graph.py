@@ -500,7 +500,7 @@ def native_graph_text(tf, options: Mapping[str, bool], nr_cpus: int,
     slots' records (output/filters.py's thread_slots); ``filt``: the records that pass
     it (output/filters.py's native_filter)."""
     from .. import _env
-    from .registry import TRACE_OPTIONS
+    from .ftrace_text import TRACE_OPTIONS
     from .walk import calls_only, canon_ids, drive
     native = _env.native()
     if native is None:

@@ -25,6 +25,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 
 from ..core.records import record_table
+from .ftrace_text import TRACE_OPTIONS
 # typing is not imported at run time (it is a fifth of fntrace's import cost).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,24 +38,6 @@ __all__ = ["TRACE_OPTIONS", "RenderContext", "Renderer", "FunctionTextRenderer",
            "renderers", "name_of", "unknown_name", "nr_cpus_of", "Exporter",
            "register_exporter", "get_exporter", "export_formats", "EXPORT_MODULES"]
 
-# The options that change the text, in their tracefs names, with their defaults: the
-# kernel's tracer_flags.val of function_graph (trace_functions_graph.c) and fntrace's
-# generic defaults (print-parent on; irq-info off, since a Python thread has no
-# interrupt state to show).
-TRACE_OPTIONS: Mapping[str, bool] = {
-    "print-parent": True,
-    "irq-info": False,
-    "funcgraph-overrun": False,
-    "funcgraph-cpu": True,
-    "funcgraph-overhead": True,
-    "funcgraph-proc": False,
-    "funcgraph-duration": True,
-    "funcgraph-abstime": False,
-    "funcgraph-tail": False,
-    "funcgraph-retval": False,
-    "funcgraph-retval-hex": False,
-    "funcgraph-args": False,
-}
 
 
 def unknown_name(ip: int) -> str:

@@ -25,7 +25,7 @@ def _fntrace_follow() -> None:
         # by its main interpreter, and signals, threads and files are that one's)
         return
     try:
-        from fntrace.cli.follow import start_child
+        from fntrace.cli.follow_child import start_child
     except ImportError:
         return
     start_child(spec)
