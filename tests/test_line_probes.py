@@ -134,8 +134,8 @@ def test_kprobe_profile_counts_hits_and_misses(fs, m, monkeypatch):
     fs.write("events/kprobes/enable", "1")
     m.work(3)
     m.other(1)
-    from fntrace.events import fprobe_event
-    loop = next(ev for ev in fprobe_event.dyn_events.values() if ev.call.name == "loop")
+    from fntrace.events import dynevent
+    loop = next(ev for ev in dynevent.events.values() if ev.call.name == "loop")
 
     def broken(*a, **k):
         raise RuntimeError("a failing handler")

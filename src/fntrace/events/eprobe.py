@@ -36,8 +36,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-from . import fprobe_event as _fe
-from .core import EventCall, _lock as _core_lock, find_event_call
+from . import dynevent, fprobe_event as _fe
+from .core import (EventCall, _lock as _core_lock, event_calls, find_event_call,
+                   register_event_call)
 from .filter import FilterParseError, parse_filter
 from .probe_parse import (ERRORS, MAX_TRACE_ARGS, FetchArg, ProbeError, _Fail, _good_name,
                           _known_type, _parse_event_name, _parse_imm, _tokens, _type_colon)
@@ -347,6 +348,23 @@ class EprobeEvent:
             rendered.append(f"{a.name}={t}")
         head = f"({self.spec.symbol})"
         self.call.fire(0, vals, lambda: " ".join([head] + rendered), frame)
+
+
+def _create(cmd: str) -> EprobeEvent:
+    """An ``e`` or ``t`` command (dynevent.py dispatches them here)."""
+    with dynevent.lock:
+        parse = parse_eprobe_command if cmd.lstrip()[:1] == "e" else parse_tprobe_command
+        spec = parse(cmd)
+        key = (spec.group, spec.event)
+        if key in dynevent.events or key in event_calls:
+            raise ProbeError(ERRORS["EVENT_EXIST"], pos=0, command=cmd, kind="EVENT_EXIST")
+        ev = EprobeEvent(spec)
+        register_event_call(ev.call)
+        dynevent.events[key] = ev
+        return ev
+
+
+dynevent.register_kind("et", _create)
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

@@ -16,27 +16,22 @@ where ``+N`` is the line offset from the function's first line (the kernel's +of
 from __future__ import annotations
 
 import sys
-import threading
 from types import FunctionType
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-from .._env import fork_safe
 from ..core import fetch, kallsyms
 from ..core.ops import sync_discovery
 from ..core.records import DynFtrace, record_table
 from ..core.regs import _param_names
-from ..errors import FntraceError
 from ..fprobe import Fprobe, register_fprobe_ips, unregister_fprobe
 from ..core.task import thread_cpu, thread_info
-from .core import EventCall, event_calls, register_event_call, unregister_event_call
+from . import dynevent
+from .core import EventCall, event_calls, register_event_call
 
-__all__ = ["FprobeEvent", "dynevent_create", "dynevent_remove", "dynevent_clear",
-           "dynamic_events_lines", "dyn_events", "unbound_events"]
+__all__ = ["FprobeEvent", "resolve_symbol", "unbound_events", "unbound_scope"]
 
-_lock = fork_safe(threading.RLock())
-dyn_events: dict[tuple[str, str], "FprobeEvent"] = {}
 
 MAX_TEXT = 128
 FAULT = "(fault)"
@@ -369,8 +364,8 @@ def _line(head: str, rendered: list) -> str:
 
 
 def _on_module_load(module: str, new: list[DynFtrace]) -> None:
-    with _lock:
-        for ev in list(dyn_events.values()):
+    with dynevent.lock:
+        for ev in list(dynevent.events.values()):
             ev.on_module_load(new)
 
 
@@ -424,17 +419,18 @@ def _source_proto(src, info):
     return list(info.params)
 
 
-def dynevent_create(cmd: str) -> FprobeEvent | None:
-    """One ``dynamic_events`` command (define or ``-:`` remove).  ProbeError on a bad
+def _create(cmd: str) -> FprobeEvent | None:
+    """An ``f`` command (define) or ``-:`` (remove), and any command no other kind
+    takes (parse_probe_command says what is wrong with it).  ProbeError on a bad
     command, with the kernel's error kind and caret position; nothing changes then."""
     from .probe_parse import ERRORS, ProbeError, RemoveSpec, parse_probe_command
-    with _lock:
+    with dynevent.lock:
         spec = parse_probe_command(cmd, resolve_symbol)
         if isinstance(spec, RemoveSpec):
-            dynevent_remove(spec.group, spec.event, cmd)
+            dynevent.remove(spec.group, spec.event, cmd)
             return None
         key = (spec.group, spec.event)
-        old = dyn_events.get(key)
+        old = dynevent.events.get(key)
         if old is not None:
             # trace_probe_compare_arg_type / append_trace_fprobe: another probe for an
             # existing event must be of the same kind with the same arguments.
@@ -465,19 +461,19 @@ def dynevent_create(cmd: str) -> FprobeEvent | None:
             raise e
         ev = FprobeEvent(spec)
         register_event_call(ev.call)
-        dyn_events[key] = ev
+        dynevent.events[key] = ev
         if not ev._targets():
             # bound when its module loads: the module-load notifier must look there
-            record_table.set_scope("fprobe_events", _unbound_scope)
+            record_table.set_scope("fprobe_events", unbound_scope)
             sync_discovery()
         return ev
 
 
-def _unbound_scope(name: str) -> bool:
+def unbound_scope(name: str) -> bool:
     """The modules an event waiting for its function may find it in."""
     prefix = name + "."
     return any(ev.fp is None and any(s.startswith(prefix) for s in ev.symbols)
-               for ev in list(dyn_events.values()))
+               for ev in list(dynevent.events.values()))
 
 
 def _arg_pos(cmd: str, i: int) -> int:
@@ -488,47 +484,15 @@ def _arg_pos(cmd: str, i: int) -> int:
     return words[k] if k < len(words) else len(cmd)
 
 
-def dynevent_remove(group: str | None, event: str, cmd: str = "") -> None:
-    with _lock:
-        key = None
-        for (g, e) in dyn_events:
-            if e == event and (group is None or g == group):
-                key = (g, e)
-                break
-        if key is None:
-            err = FntraceError(f"no such event {group + '/' if group else ''}{event}",
-                               pos=0, command=cmd)
-            err.errno = 2   # ENOENT
-            raise err
-        ev = dyn_events[key]
-        unregister_event_call(ev.call)       # EBUSY while enabled
-        del dyn_events[key]
-
-
-def dynevent_clear() -> None:
-    """``echo > dynamic_events``: remove every fprobe event (EBUSY if one is in use)."""
-    with _lock:
-        busy = [ev for ev in dyn_events.values() if ev.call.files]
-        if busy:
-            err = FntraceError(f"event {busy[0].call.full_name} is in use")
-            err.errno = 16
-            raise err
-        for key in list(dyn_events):
-            unregister_event_call(dyn_events[key].call)
-            del dyn_events[key]
-
-
-def dynamic_events_lines() -> list[str]:
-    with _lock:
-        return [sp.normalized() for ev in dyn_events.values() for sp in ev.specs]
-
-
 def unbound_events() -> list[str]:
     """Enabled events whose function never appeared."""
-    with _lock:
+    with dynevent.lock:
         return [ev.call.full_name + " (" + ev.spec.symbol + ")"
                 + (f": {ev.error}" if ev.error else ": the function never appeared")
-                for ev in dyn_events.values() if ev.want and ev.fp is None]
+                for ev in dynevent.events.values() if ev.want and ev.fp is None]
+
+
+dynevent.register_kind("f-", _create, default=True)
 
 
 def _debug(*a) -> None:  # pragma: no cover

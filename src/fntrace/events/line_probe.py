@@ -52,13 +52,13 @@ from ..core.records import DynFtrace, record_table
 from ..core.regs import _param_names
 from ..errors import FntraceError
 from ..fprobe import Fprobe, register_fprobe_ips, unregister_fprobe
-from . import fprobe_event as _fe
+from . import dynevent, fprobe_event as _fe
 from .core import event_calls, register_event_call
 from .probe_parse import (ERRORS, MAX_TRACE_ARGS, ProbeError, RemoveSpec, _expand_meta_args,
                           _Fail, _kstrtoull, _parse_arg, _parse_event_name, _tokens,
                           _valid_symbol, parse_probe_command)
 
-__all__ = ["KPROBE_EVENT_SYSTEM", "LineSpec", "LineProbeEvent", "dynevent_create",
+__all__ = ["KPROBE_EVENT_SYSTEM", "LineSpec", "LineProbeEvent",
            "kprobe_events_lines", "kprobe_events_clear", "code_lines"]
 
 KPROBE_EVENT_SYSTEM = "kprobes"
@@ -598,39 +598,29 @@ class _Tracer311:
 # --------------------------------------------------------------------------------------
 # Commands
 
-def dynevent_create(cmd: str):
-    """One dynamic_events command: ``p``/``r`` here, ``e`` in eprobe.py, anything else
-    to fprobe_event.py."""
-    toks = _tokens(cmd)
-    if not toks or toks[0][0][0] not in "pret":
-        return _fe.dynevent_create(cmd)
-    with _fe._lock:
-        if toks[0][0][0] in "et":
-            from .eprobe import EprobeEvent, parse_eprobe_command, parse_tprobe_command
-            kind = "eprobe"
-            spec = (parse_eprobe_command if toks[0][0][0] == "e" else parse_tprobe_command)(cmd)
-        else:
-            kind, spec = parse_kprobe_command(cmd)
+def _create(cmd: str):
+    """A ``p``/``r`` command (dynevent.py dispatches them here): a line probe, or an
+    fprobe listed as a kprobe for ``+0`` and return probes."""
+    with dynevent.lock:
+        kind, spec = parse_kprobe_command(cmd)
         if kind == "fprobe":
             spec, listed = spec
         key = (spec.group, spec.event)
-        if key in _fe.dyn_events or key in event_calls:
+        if key in dynevent.events or key in event_calls:
             raise ProbeError(ERRORS["EVENT_EXIST"], pos=0, command=cmd, kind="EVENT_EXIST")
-        if kind == "eprobe":
-            ev = EprobeEvent(spec)
-            register_event_call(ev.call)
-            _fe.dyn_events[key] = ev
-            return ev
         ev = KprobeFprobeEvent(spec, listed) if kind == "fprobe" else LineProbeEvent(spec)
         register_event_call(ev.call)
-        _fe.dyn_events[key] = ev
+        dynevent.events[key] = ev
         if not _records(spec.symbol):
             record_table.refresh()
         if not _records(spec.symbol):
-            record_table.set_scope("fprobe_events", _fe._unbound_scope)
+            record_table.set_scope("fprobe_events", _fe.unbound_scope)
             from ..core.ops import sync_discovery
             sync_discovery()
         return ev
+
+
+dynevent.register_kind("pr", _create)
 
 
 def _is_kprobe(ev) -> bool:
@@ -639,16 +629,14 @@ def _is_kprobe(ev) -> bool:
 
 def kprobe_events_lines() -> list[str]:
     """``cat kprobe_events``: the p:/r: probes only."""
-    with _fe._lock:
-        return [sp.normalized() for ev in _fe.dyn_events.values() if _is_kprobe(ev)
-                for sp in ev.specs]
+    return dynevent.lines(_is_kprobe)
 
 
 def kprobe_profile_read() -> str:
     """``cat kprobe_profile`` (probes_profile_seq_show): each p:/r: event's name,
     hits and misses."""
-    with _fe._lock:
-        evs = [ev for ev in _fe.dyn_events.values() if _is_kprobe(ev)]
+    with dynevent.lock:
+        evs = [ev for ev in dynevent.events.values() if _is_kprobe(ev)]
     return "".join(f"  {ev.call.name:<44} {ev.nhit:15d} {ev.nmissed:15d}\n" for ev in evs)
 
 
@@ -659,31 +647,21 @@ def kprobe_events_create(cmd: str):
     if c == "-":
         spec = parse_probe_command(cmd, _fe.resolve_symbol)
         if isinstance(spec, RemoveSpec):
-            ev = next((e for (g, n), e in _fe.dyn_events.items()
+            ev = next((e for (g, n), e in dynevent.events.items()
                        if n == spec.event and (spec.group is None or g == spec.group)), None)
             if ev is not None and not _is_kprobe(ev):
                 err = FntraceError(f"{spec.event} is not a kprobe event", pos=0, command=cmd)
                 err.errno = 2
                 raise err
-        return _fe.dynevent_create(cmd)
+        return dynevent.create(cmd)
     if c not in ("p", "r"):
         raise ProbeError(f"Unknown probe type '{c}' (p or r)", pos=0, command=cmd)
-    return dynevent_create(cmd)
+    return dynevent.create(cmd)
 
 
 def kprobe_events_clear() -> None:
     """``echo > kprobe_events``: remove every p:/r: probe (EBUSY if one is in use)."""
-    from .core import unregister_event_call
-    with _fe._lock:
-        evs = [(k, ev) for k, ev in _fe.dyn_events.items() if _is_kprobe(ev)]
-        busy = [ev for _, ev in evs if ev.call.files]
-        if busy:
-            err = FntraceError(f"event {busy[0].call.full_name} is in use")
-            err.errno = 16
-            raise err
-        for k, ev in evs:
-            unregister_event_call(ev.call)
-            del _fe.dyn_events[k]
+    dynevent.clear(_is_kprobe)
 
 
 def kprobe_events_read() -> str:

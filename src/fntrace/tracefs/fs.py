@@ -1231,9 +1231,9 @@ class Tracefs:
         return "".join(f"{c.system}:{c.name}\n" for c in self._calls())
 
     def _r_dynamic_events(self) -> str:
-        from ..events.fprobe_event import dynamic_events_lines
+        from ..events.dynevent import lines
         from ..events.synth import synth_lines
-        return "".join(l + "\n" for l in dynamic_events_lines()) + "".join(
+        return "".join(l + "\n" for l in lines()) + "".join(
             f"s:synthetic/{l}\n" for l in synth_lines())
 
     def _r_synthetic_events(self) -> str:
@@ -1257,8 +1257,9 @@ class Tracefs:
                 raise
 
     def _w_dynamic_events(self, data: str, append: bool) -> None:
-        from ..events.fprobe_event import dynevent_clear
-        from ..events.line_probe import dynevent_create     # p:/r: there, the rest to f:
+        # the probe kinds this door offers register their commands with dynevent.py
+        from ..events import eprobe, fprobe_event, line_probe  # noqa: F401
+        from ..events.dynevent import clear as dynevent_clear, create as dynevent_create
         from ..events.probe_parse import ProbeError
         from ..events.synth import synth_clear
         self.last_created_events = []
