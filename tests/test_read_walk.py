@@ -305,9 +305,7 @@ def test_native_tui_index_with_values_is_the_python_index(tmp_path_factory, data
     """-A -R traces: each row's arguments and return value are the index's texts, the
     same ids in the same order as the Python index interns them (an entry's arguments
     after the calls it ends, a return value when its call closes)."""
-    slots = data.draw(st.dictionaries(st.integers(0, 5), slot_stream("EEEERRRRJX"),
-                                      min_size=1, max_size=3))
-    slots = {k: data.draw(with_values(chunks)) for k, chunks in slots.items()}
+    slots = draw_values(data, 5, "EEEERRRRJX")
     path = tmp_path_factory.mktemp("indexvalues") / "t.dat"
     write(path, slots)
     native, python = index_both(path, limit)
@@ -506,6 +504,14 @@ def with_values(draw, chunks):
     return out
 
 
+def draw_values(data, top: int, kinds: str) -> dict:
+    """Up to three thread slots (numbered 0..top) of calls of ``kinds``, some entries
+    with arguments and some returns with values (with_values)."""
+    slots = data.draw(st.dictionaries(st.integers(0, top), slot_stream(kinds),
+                                      min_size=1, max_size=3))
+    return {k: data.draw(with_values(chunks)) for k, chunks in slots.items()}
+
+
 @needs_native
 @settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
 @given(data=st.data(), flags=st.tuples(*[st.booleans()] * 4), flt=report_filter())
@@ -514,9 +520,7 @@ def test_native_graph_text_prints_arguments_and_return_values(tmp_path_factory, 
     """-A/-R traces: the native printer takes the arguments and return values from the
     payloads as the file has them, and prints what the Python printer prints, with
     funcgraph-args/-retval/-retval-hex/-tail and the report's filters."""
-    slots = data.draw(st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJX"),
-                                      min_size=1, max_size=3))
-    slots = {k: data.draw(with_values(chunks)) for k, chunks in slots.items()}
+    slots = draw_values(data, 3, "EEERRRRJX")
     path = tmp_path_factory.mktemp("values") / "t.dat"
     write(path, slots)
     tf = TraceFile.open(path)
@@ -541,9 +545,7 @@ def test_native_parquet_with_values_is_the_python_loop(tmp_path_factory, data):
     import io
 
     import pyarrow.parquet as pq
-    slots = data.draw(st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJX"),
-                                      min_size=1, max_size=3))
-    slots = {k: data.draw(with_values(chunks)) for k, chunks in slots.items()}
+    slots = draw_values(data, 3, "EEERRRRJX")
     path = tmp_path_factory.mktemp("pqvalues") / "t.dat"
     write(path, slots)
     native, python = export_both(path, "parquet", {})
@@ -565,9 +567,7 @@ def test_native_chrome_with_values_is_the_python_loop(tmp_path_factory, data):
 
     from fntrace.output import chrome_json
     from fntrace.output.source import TraceSource
-    slots = data.draw(st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJX"),
-                                      min_size=1, max_size=3))
-    slots = {k: data.draw(with_values(chunks)) for k, chunks in slots.items()}
+    slots = draw_values(data, 3, "EEERRRRJX")
     path = tmp_path_factory.mktemp("chromevalues") / "t.dat"
     write(path, slots)
     native, python = export_both(path, "chrome", {})
@@ -590,9 +590,7 @@ def test_native_perfetto_with_values_is_the_python_loop(tmp_path_factory, data, 
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
     from fntrace.output import perfetto
-    slots = data.draw(st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJX"),
-                                      min_size=1, max_size=3))
-    slots = {k: data.draw(with_values(chunks)) for k, chunks in slots.items()}
+    slots = draw_values(data, 3, "EEERRRRJX")
     path = tmp_path_factory.mktemp("pfvalues") / "t.dat"
     write(path, slots, clock)
     used = []
@@ -627,9 +625,7 @@ def test_native_otlp_with_values_is_the_python_loop(tmp_path_factory, data, min_
     pytest.importorskip("opentelemetry.proto", reason="LOUD SKIP: the opentelemetry-proto "
                                                       "package (fntrace[otlp]) is not installed")
     from fntrace.output import otlp
-    slots = data.draw(st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJX"),
-                                      min_size=1, max_size=3))
-    slots = {k: data.draw(with_values(chunks)) for k, chunks in slots.items()}
+    slots = draw_values(data, 3, "EEERRRRJX")
     # some return values are the recorder's "raised ..." text
     slots = {k: [(cpu, [r[:7] + (data.draw(_RAISED),)
                         if len(r) > 7 and r[1] == TRACE_GRAPH_RET and data.draw(st.booleans())

@@ -239,22 +239,17 @@ cr_step(CallRows *c, PyObject *unused)
         if (canon_lookup(c->canon, &cid) < 0)
             return NULL;
         int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;
-        pvalue_t v = {0};
-        if (c->values)
-            v.has = merge_last_payload(&c->m, best, &r, &v.kind, &v.s, &v.len, &v.iv);
+        pvalue_t v = record_value(&c->m, best, &r, c->values);
         if (r.type == FNT_TRACE_GRAPH_ENT) {
             if (pair_enter_close(&c->pr, best, depth, ts) < 0)
                 return NULL;
             call_frame_t *top = pair_top(&c->pr, best);
             uint32_t path = trie_path(&c->tr, top ? top->path : 0, cid);
-            if (path == 0 || pair_push(&c->pr, best, id, cid, depth, ts, path) < 0)
+            if (path == 0 || pair_push(&c->pr, best, id, cid, depth, ts, path) < 0
+                    || pair_entry_value(&c->pr, best, &v) < 0)
                 return NULL;
-            if (v.has && v.kind == PAY_STR && pair_args(&c->pr, best, v.s, v.len) < 0)
-                return NULL;
-        } else {
-            c->pr.ret = v;
-            if (pair_return(&c->pr, best, id, cid, depth, ts, (int64_t)r.d) < 0)
-                return NULL;
+        } else if (pair_return_value(&c->pr, best, id, cid, depth, ts, (int64_t)r.d, &v) < 0) {
+            return NULL;
         }
     }
 }

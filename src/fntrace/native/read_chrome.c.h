@@ -47,73 +47,6 @@ put_us(tbuf_t *t, uint64_t ns, int always_decimals)
     t->blen = p - t->buf;
 }
 
-/* json.dumps(s, ensure_ascii=True) of strict UTF-8 text (graph_text_ok checked it):
- * at most 6 bytes out a byte in, and the quotes */
-static void
-put_json_str(tbuf_t *t, const char *s, Py_ssize_t n)
-{
-    static const char hex[] = "0123456789abcdef";
-    const unsigned char *u = (const unsigned char *)s;
-    char *p = t->buf + t->blen;
-    *p++ = '"';
-    for (Py_ssize_t i = 0; i < n;) {
-        unsigned char ch = u[i];
-        uint32_t cp;
-        if (ch >= 0x20 && ch < 0x7f && ch != '"' && ch != '\\') {
-            *p++ = (char)ch;
-            i++;
-            continue;
-        }
-        if (ch < 0x80) {
-            i++;
-            *p++ = '\\';
-            switch (ch) {
-            case '"': *p++ = '"'; continue;
-            case '\\': *p++ = '\\'; continue;
-            case '\n': *p++ = 'n'; continue;
-            case '\r': *p++ = 'r'; continue;
-            case '\t': *p++ = 't'; continue;
-            case '\b': *p++ = 'b'; continue;
-            case '\f': *p++ = 'f'; continue;
-            }
-            cp = ch;
-        }
-        else if (ch < 0xe0) {
-            cp = (uint32_t)(ch & 0x1f) << 6 | (u[i + 1] & 0x3f);
-            i += 2;
-            *p++ = '\\';
-        }
-        else if (ch < 0xf0) {
-            cp = (uint32_t)(ch & 0x0f) << 12 | (uint32_t)(u[i + 1] & 0x3f) << 6
-                 | (u[i + 2] & 0x3f);
-            i += 3;
-            *p++ = '\\';
-        }
-        else {
-            cp = (uint32_t)(ch & 0x07) << 18 | (uint32_t)(u[i + 1] & 0x3f) << 12
-                 | (uint32_t)(u[i + 2] & 0x3f) << 6 | (u[i + 3] & 0x3f);
-            i += 4;
-            cp -= 0x10000;
-            uint32_t hi = 0xd800 | (cp >> 10);
-            *p++ = '\\';
-            *p++ = 'u';
-            *p++ = hex[hi >> 12];
-            *p++ = hex[(hi >> 8) & 15];
-            *p++ = hex[(hi >> 4) & 15];
-            *p++ = hex[hi & 15];
-            *p++ = '\\';
-            cp = 0xdc00 | (cp & 0x3ff);
-        }
-        *p++ = 'u';
-        *p++ = hex[cp >> 12];
-        *p++ = hex[(cp >> 8) & 15];
-        *p++ = hex[(cp >> 4) & 15];
-        *p++ = hex[cp & 15];
-    }
-    *p++ = '"';
-    t->blen = p - t->buf;
-}
-
 /* the next NUL-ended piece of an argument text at *i (the last one ends at len) */
 static inline Py_ssize_t
 arg_piece(const char *s, Py_ssize_t len, Py_ssize_t i, Py_ssize_t *end)
@@ -172,9 +105,9 @@ put_args_dict(tbuf_t *t, const char *s, Py_ssize_t len)
         if (!first)
             TB_LIT(t, ",");
         first = 0;
-        put_json_str(t, s + q[0], nl);
+        put_json_str(t, 1, s + q[0], nl);
         TB_LIT(t, ":");
-        put_json_str(t, s + v[2], v[3] - v[2]);
+        put_json_str(t, 1, s + v[2], v[3] - v[2]);
     }
     TB_LIT(t, "}");
     PyMem_Free(at);
@@ -231,7 +164,7 @@ put_call(ChromeCalls *c, Py_ssize_t slot, uint32_t id, int64_t start, int64_t en
             else if (ret->kind == PAY_INT)
                 t->blen += PyOS_snprintf(t->buf + t->blen, 32, "\"%lld\"", (long long)v);
             else
-                put_json_str(t, ret->s, ret->len);
+                put_json_str(t, 1, ret->s, ret->len);
         }
         if (incomplete)
             TB_LIT(t, ",\"incomplete\":true");
@@ -322,19 +255,14 @@ cc_step(ChromeCalls *c, PyObject *unused)
         if (canon_lookup(c->canon, &cid) < 0)
             return NULL;
         int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;
-        pvalue_t v = {0};
-        if (c->values)
-            v.has = merge_last_payload(&c->m, best, &r, &v.kind, &v.s, &v.len, &v.iv);
+        pvalue_t v = record_value(&c->m, best, &r, c->values);
         if (r.type == FNT_TRACE_GRAPH_ENT) {
             if (pair_enter_close(&c->pr, best, depth, ts) < 0
-                    || pair_push(&c->pr, best, id, cid, depth, ts, 0) < 0)
+                    || pair_push(&c->pr, best, id, cid, depth, ts, 0) < 0
+                    || pair_entry_value(&c->pr, best, &v) < 0)
                 return NULL;
-            if (v.has && v.kind == PAY_STR && pair_args(&c->pr, best, v.s, v.len) < 0)
-                return NULL;
-        } else {
-            c->pr.ret = v;
-            if (pair_return(&c->pr, best, id, cid, depth, ts, (int64_t)r.d) < 0)
-                return NULL;
+        } else if (pair_return_value(&c->pr, best, id, cid, depth, ts, (int64_t)r.d, &v) < 0) {
+            return NULL;
         }
     }
     PyObject *text = PyUnicode_DecodeUTF8(c->t.buf, c->t.blen, "strict");

@@ -68,6 +68,25 @@ typedef struct {
     long long lost;
 } IndexRows;
 
+/* fn(arg) -> an int (the index's id of a name or a text); arg: a new reference, or
+ * NULL with an exception */
+static int
+ir_ask(PyObject *fn, PyObject *arg, int32_t *out)
+{
+    if (arg == NULL)
+        return -1;
+    PyObject *r = PyObject_CallOneArg(fn, arg);
+    Py_DECREF(arg);
+    if (r == NULL)
+        return -1;
+    long v = PyLong_AsLong(r);
+    Py_DECREF(r);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    *out = (int32_t)v;
+    return 0;
+}
+
 static int
 ir_fid(IndexRows *c, uint32_t id, int32_t *out)
 {
@@ -75,12 +94,8 @@ ir_fid(IndexRows *c, uint32_t id, int32_t *out)
         *out = c->fids[id];
         return 0;
     }
-    PyObject *r = PyObject_CallFunction(c->resolve, "k", (unsigned long)id);
-    if (r == NULL)
-        return -1;
-    long v = PyLong_AsLong(r);
-    Py_DECREF(r);
-    if (v == -1 && PyErr_Occurred())
+    int32_t v;
+    if (ir_ask(c->resolve, PyLong_FromUnsignedLong(id), &v) < 0)
         return -1;
     if ((Py_ssize_t)id >= c->nfids) {
         Py_ssize_t n = c->nfids ? c->nfids : 64;
@@ -105,19 +120,7 @@ ir_fid(IndexRows *c, uint32_t id, int32_t *out)
 static int
 ir_text(IndexRows *c, const char *s, Py_ssize_t len, int32_t *out)
 {
-    PyObject *text = PyUnicode_DecodeUTF8(s, len, "strict");
-    if (text == NULL)
-        return -1;
-    PyObject *r = PyObject_CallOneArg(c->intern, text);
-    Py_DECREF(text);
-    if (r == NULL)
-        return -1;
-    long v = PyLong_AsLong(r);
-    Py_DECREF(r);
-    if (v == -1 && PyErr_Occurred())
-        return -1;
-    *out = (int32_t)v;
-    return 0;
+    return ir_ask(c->intern, PyUnicode_DecodeUTF8(s, len, "strict"), out);
 }
 
 /* text_id(str(retval)), -1 without one */
@@ -400,9 +403,7 @@ ir_step(IndexRows *c, PyObject *unused)
             return NULL;
         /* what pairs: the name (fid), as the Python index pairs by name */
         cid = (uint32_t)fid;
-        pvalue_t v = {0};
-        if (c->intern != NULL)
-            v.has = merge_last_payload(&c->m, best, &r, &v.kind, &v.s, &v.len, &v.iv);
+        pvalue_t v = record_value(&c->m, best, &r, c->intern != NULL);
         if (r.type == FNT_TRACE_GRAPH_ENT) {
             if (pair_enter_close(&c->pr, best, depth, ts) < 0)
                 return NULL;
@@ -421,10 +422,8 @@ ir_step(IndexRows *c, PyObject *unused)
                                     -1, IR_ENTRY_SEEN | IR_OPEN, args, -1);
             if (row < 0 || pair_push(&c->pr, best, id, cid, depth, ts, (uint32_t)row) < 0)
                 return NULL;
-        } else {
-            c->pr.ret = v;
-            if (pair_return(&c->pr, best, id, cid, depth, ts, (int64_t)r.d) < 0)
-                return NULL;
+        } else if (pair_return_value(&c->pr, best, id, cid, depth, ts, (int64_t)r.d, &v) < 0) {
+            return NULL;
         }
     }
 }

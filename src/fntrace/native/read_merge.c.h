@@ -101,6 +101,73 @@ u64_text(char *p, uint64_t v)
 /* a string literal put whole (the caller reserved room) */
 #define TB_LIT(t, lit) tb_put((t), (lit), (Py_ssize_t)sizeof(lit) - 1)
 
+/* A JSON string of strict UTF-8 text (graph_text_ok checked it) as json.dumps writes
+ * it: the quote, the backslash and the control characters escaped, and with
+ * ``ascii`` (ensure_ascii=True) DEL and everything beyond ASCII as \uXXXX (a surrogate
+ * pair beyond the BMP).  At most 6 bytes out a byte in, and the quotes: the caller
+ * reserved them. */
+static void
+put_json_str(tbuf_t *t, int ascii, const char *s, Py_ssize_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *u = (const unsigned char *)s;
+    char *p = t->buf + t->blen;
+    *p++ = '"';
+    for (Py_ssize_t i = 0; i < n;) {
+        unsigned char ch = u[i];
+        uint32_t cp;
+        if (ch >= 0x20 && ch != '"' && ch != '\\' && (ch < 0x7f || !ascii)) {
+            *p++ = (char)ch;
+            i++;
+            continue;
+        }
+        *p++ = '\\';
+        if (ch < 0x80) {
+            i++;
+            switch (ch) {
+            case '"': *p++ = '"'; continue;
+            case '\\': *p++ = '\\'; continue;
+            case '\n': *p++ = 'n'; continue;
+            case '\r': *p++ = 'r'; continue;
+            case '\t': *p++ = 't'; continue;
+            case '\b': *p++ = 'b'; continue;
+            case '\f': *p++ = 'f'; continue;
+            }
+            cp = ch;
+        }
+        else if (ch < 0xe0) {
+            cp = (uint32_t)(ch & 0x1f) << 6 | (u[i + 1] & 0x3f);
+            i += 2;
+        }
+        else if (ch < 0xf0) {
+            cp = (uint32_t)(ch & 0x0f) << 12 | (uint32_t)(u[i + 1] & 0x3f) << 6
+                 | (u[i + 2] & 0x3f);
+            i += 3;
+        }
+        else {
+            cp = (uint32_t)(ch & 0x07) << 18 | (uint32_t)(u[i + 1] & 0x3f) << 12
+                 | (uint32_t)(u[i + 2] & 0x3f) << 6 | (u[i + 3] & 0x3f);
+            i += 4;
+            cp -= 0x10000;
+            uint32_t hi = 0xd800 | (cp >> 10);
+            *p++ = 'u';
+            *p++ = hex[hi >> 12];
+            *p++ = hex[(hi >> 8) & 15];
+            *p++ = hex[(hi >> 4) & 15];
+            *p++ = hex[hi & 15];
+            *p++ = '\\';
+            cp = 0xdc00 | (cp & 0x3ff);
+        }
+        *p++ = 'u';
+        *p++ = hex[cp >> 12];
+        *p++ = hex[(cp >> 8) & 15];
+        *p++ = hex[(cp >> 4) & 15];
+        *p++ = hex[cp & 15];
+    }
+    *p++ = '"';
+    t->blen = p - t->buf;
+}
+
 
 static int
 names_init(names_t *n, PyObject *names)

@@ -92,41 +92,6 @@ put_i64(tbuf_t *t, int64_t v)
     t->blen = p - t->buf;
 }
 
-/* a JSON string as json.dumps(s, ensure_ascii=False) writes it: UTF-8 as it is, the
- * quote, the backslash and the control characters escaped (at most 6 bytes a byte) */
-static void
-put_json_str_utf8(tbuf_t *t, const char *s, Py_ssize_t n)
-{
-    static const char hex[] = "0123456789abcdef";
-    char *p = t->buf + t->blen;
-    *p++ = '"';
-    for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch >= 0x20 && ch != '"' && ch != '\\') {
-            *p++ = (char)ch;
-            continue;
-        }
-        *p++ = '\\';
-        switch (ch) {
-        case '"': *p++ = '"'; break;
-        case '\\': *p++ = '\\'; break;
-        case '\n': *p++ = 'n'; break;
-        case '\r': *p++ = 'r'; break;
-        case '\t': *p++ = 't'; break;
-        case '\b': *p++ = 'b'; break;
-        case '\f': *p++ = 'f'; break;
-        default:
-            *p++ = 'u';
-            *p++ = '0';
-            *p++ = '0';
-            *p++ = hex[ch >> 4];
-            *p++ = hex[ch & 15];
-        }
-    }
-    *p++ = '"';
-    t->blen = p - t->buf;
-}
-
 static int
 oc_emit(void *ctx, Py_ssize_t slot, const paired_t *p)
 {
@@ -193,7 +158,7 @@ oc_emit(void *ctx, Py_ssize_t slot, const paired_t *p)
     tb_put(t, code, clen);
     if (p->args != NULL) {
         TB_LIT(t, ",{\"key\":\"fntrace.args\",\"value\":{\"stringValue\":");
-        put_json_str_utf8(t, c->a.buf, c->a.blen);
+        put_json_str(t, 0, c->a.buf, c->a.blen);
         TB_LIT(t, "}}");
     }
     const char *raised = NULL;
@@ -203,9 +168,9 @@ oc_emit(void *ctx, Py_ssize_t slot, const paired_t *p)
         if (p->ret.kind == PAY_INT) {
             char num[32];
             int n = PyOS_snprintf(num, sizeof(num), "%lld", (long long)p->ret.iv);
-            put_json_str_utf8(t, num, n);
+            put_json_str(t, 0, num, n);
         } else {
-            put_json_str_utf8(t, p->ret.s, p->ret.len);
+            put_json_str(t, 0, p->ret.s, p->ret.len);
             /* _status_error: "raised" or "raised <what>" */
             if (p->ret.len >= 6 && !memcmp(p->ret.s, "raised", 6)
                     && (p->ret.len == 6 || p->ret.s[6] == ' ')) {
@@ -223,7 +188,7 @@ oc_emit(void *ctx, Py_ssize_t slot, const paired_t *p)
         TB_LIT(t, ",\"status\":{");
         if (raised_len) {
             TB_LIT(t, "\"message\":");
-            put_json_str_utf8(t, raised, raised_len);
+            put_json_str(t, 0, raised, raised_len);
             TB_LIT(t, ",");
         }
         TB_LIT(t, "\"code\":2}");
@@ -277,19 +242,14 @@ oc_step(OtlpCalls *c, PyObject *unused)
         if (canon_lookup(c->canon, &cid) < 0)
             return NULL;
         int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;
-        pvalue_t v = {0};
-        if (c->values)
-            v.has = merge_last_payload(&c->m, best, &r, &v.kind, &v.s, &v.len, &v.iv);
+        pvalue_t v = record_value(&c->m, best, &r, c->values);
         if (r.type == FNT_TRACE_GRAPH_ENT) {
             if (pair_enter_close(&c->pr, best, depth, ts) < 0
-                    || pair_push(&c->pr, best, id, cid, depth, ts, 0) < 0)
+                    || pair_push(&c->pr, best, id, cid, depth, ts, 0) < 0
+                    || pair_entry_value(&c->pr, best, &v) < 0)
                 return NULL;
-            if (v.has && v.kind == PAY_STR && pair_args(&c->pr, best, v.s, v.len) < 0)
-                return NULL;
-        } else {
-            c->pr.ret = v;
-            if (pair_return(&c->pr, best, id, cid, depth, ts, (int64_t)r.d) < 0)
-                return NULL;
+        } else if (pair_return_value(&c->pr, best, id, cid, depth, ts, (int64_t)r.d, &v) < 0) {
+            return NULL;
         }
     }
     /* UTF-8 bytes: a file written in UTF-8 takes them as they are (gigabytes of

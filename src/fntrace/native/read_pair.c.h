@@ -294,3 +294,30 @@ pair_end(pair_t *p, merge_t *m)
             return -1;
     return pair_finish(p);
 }
+
+/* The value a walk's record carries, when the walk takes values (a -A/-R trace, its
+ * blocks fed with their payloads): an entry's arguments, a return's value. */
+static inline pvalue_t
+record_value(merge_t *m, Py_ssize_t slot, const record_t *r, int values)
+{
+    pvalue_t v = {0};
+    if (values)
+        v.has = merge_last_payload(m, slot, r, &v.kind, &v.s, &v.len, &v.iv);
+    return v;
+}
+
+/* an entry's arguments (text) kept with the frame just pushed */
+static inline int
+pair_entry_value(pair_t *p, Py_ssize_t slot, const pvalue_t *v)
+{
+    return v->has && v->kind == PAY_STR ? pair_args(p, slot, v->s, v->len) : 0;
+}
+
+/* a return, with its value going to the call it ends */
+static inline int
+pair_return_value(pair_t *p, Py_ssize_t slot, uint32_t id, uint32_t cid, int64_t depth,
+                  int64_t ts, int64_t calltime, const pvalue_t *v)
+{
+    p->ret = *v;
+    return pair_return(p, slot, id, cid, depth, ts, calltime);
+}

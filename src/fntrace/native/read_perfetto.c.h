@@ -553,21 +553,17 @@ pf_step(PerfettoCalls *c, PyObject *unused)
         uint32_t cid = id;
         if (canon_lookup(c->canon, &cid) < 0)
             return NULL;
-        pvalue_t v = {0};
-        if (c->values)
-            v.has = merge_last_payload(&c->m, best, &r, &v.kind, &v.s, &v.len, &v.iv);
+        pvalue_t v = record_value(&c->m, best, &r, c->values);
         if (r.type == FNT_TRACE_GRAPH_ENT) {
             int has_args = v.has && v.kind == PAY_STR;
             if (pair_enter_close(&c->pr, best, depth, ts) < 0
                     || pair_push(&c->pr, best, id, cid, depth, ts, 0) < 0
-                    || (has_args && pair_args(&c->pr, best, v.s, v.len) < 0)
+                    || pair_entry_value(&c->pr, best, &v) < 0
                     || pf_packet(c, PF_BEGIN, ts, s->uuid, 1, id, cid, 0, -1, 0, NULL,
                                  has_args ? v.s : NULL, has_args ? v.len : 0, NULL) < 0)
                 return NULL;
-        } else {
-            c->pr.ret = v;
-            if (pair_return(&c->pr, best, id, cid, depth, ts, (int64_t)r.d) < 0)
-                return NULL;
+        } else if (pair_return_value(&c->pr, best, id, cid, depth, ts, (int64_t)r.d, &v) < 0) {
+            return NULL;
         }
     }
     PyObject *bytes = PyBytes_FromStringAndSize(c->t.buf, c->t.blen);
