@@ -664,29 +664,6 @@ def kprobe_events_clear() -> None:
     dynevent.clear(_is_kprobe)
 
 
-def kprobe_events_read() -> str:
-    return "".join(l + "\n" for l in kprobe_events_lines())
-
-
-def kprobe_events_write(fs, data: str, append: bool) -> None:
-    """A write to ``kprobe_events`` of Tracefs ``fs``: p:, r: and -: of those; ``>``
-    (no append) removes every p:/r: probe first."""
-    fs.last_created_events = []
-    if not append:
-        kprobe_events_clear()
-    for line in data.splitlines():
-        cmd = line.strip()
-        if not cmd or cmd.startswith("#"):
-            continue
-        try:
-            ev = kprobe_events_create(cmd)
-        except ProbeError as e:
-            fs.error_log.add("trace_kprobe", e.msg, cmd, e.pos or 0)
-            raise
-        if ev is not None:
-            fs.last_created_events.append(ev.call)
-
-
 from .._env import public_dir as _public_dir  # noqa: E402
 
 __dir__ = _public_dir(globals())

@@ -43,6 +43,7 @@ from ..trace import TRACE_CLOCKS, TraceArray
 from ..tracers import available_tracers
 from ..tracers.function_cmds import FunctionCommands, filter_word_pos, split_commands
 from ..tracers.stack import stack_tracer
+from .dynamic_events import register_dynamic_events
 from .trace_stat import register_function_profiler
 
 TYPE_CHECKING = False
@@ -291,11 +292,6 @@ class ErrorLog:
             self.entries.clear()
 
 
-def _line_probe():
-    from ..events import line_probe
-    return line_probe
-
-
 def _bool(data: str, name: str) -> bool:
     s = data.strip()
     if s in ("0", "1"):
@@ -418,8 +414,6 @@ class Tracefs:
         self._files["snapshot"] = (self._r_snapshot, self._w_snapshot)
         if top:
             self._files["README"] = (lambda: README, None)
-            self._files["dynamic_events"] = (self._r_dynamic_events, self._w_dynamic_events)
-            self._files["synthetic_events"] = (self._r_synthetic_events, self._w_synthetic_events)
         self._add_thread_filter_files()
         for name in self.OPTIONS + tuple(self.GRAPH_OPTIONS):
             self._files[f"options/{name}"] = (
@@ -431,11 +425,8 @@ class Tracefs:
         # and ``self.teardown_hooks.append(fn)`` for state to drop at rmdir.
         if top:     # function_profile_enabled, trace_stat/, options/graph-time, sleep-time
             register_function_profiler(self)
-        if top:     # kprobe_events: p:/r: probes (events/line_probe.py, imported on use)
-            self._files["kprobe_events"] = (
-                lambda: _line_probe().kprobe_events_read(),
-                lambda d, a: _line_probe().kprobe_events_write(self, d, a))
-            self._files["kprobe_profile"] = (lambda: _line_probe().kprobe_profile_read(), None)
+        if top:     # dynamic_events, synthetic_events, kprobe_events, kprobe_profile
+            register_dynamic_events(self)
 
     # -- instances (trace.c instance_mkdir / instance_rmdir) --------------------------
     def mkdir(self, path: str) -> "Tracefs":
@@ -1229,66 +1220,6 @@ class Tracefs:
 
     def _r_available_events(self) -> str:
         return "".join(f"{c.system}:{c.name}\n" for c in self._calls())
-
-    def _r_dynamic_events(self) -> str:
-        from ..events.dynevent import lines
-        from ..events.synth import synth_lines
-        return "".join(l + "\n" for l in lines()) + "".join(
-            f"s:synthetic/{l}\n" for l in synth_lines())
-
-    def _r_synthetic_events(self) -> str:
-        from ..events.synth import synth_lines
-        return "".join(l + "\n" for l in synth_lines())
-
-    def _w_synthetic_events(self, data: str, append: bool) -> None:
-        """Definitions, one per line (``;`` between fields), ``!NAME`` to remove; a
-        write without append removes every definition first, as O_TRUNC does."""
-        from ..events.synth import SynthError, synth_clear, synth_command
-        if not append:
-            synth_clear()
-        for line in data.splitlines():
-            cmd = line.rstrip()
-            if not cmd.strip():
-                continue
-            try:
-                synth_command(cmd)
-            except SynthError as e:
-                self.error_log.add("synthetic_events", e.msg, cmd, e.pos or 0)
-                raise
-
-    def _w_dynamic_events(self, data: str, append: bool) -> None:
-        # the probe kinds this door offers register their commands with dynevent.py
-        from ..events import eprobe, fprobe_event, line_probe  # noqa: F401
-        from ..events.dynevent import clear as dynevent_clear, create as dynevent_create
-        from ..events.probe_parse import ProbeError
-        from ..events.synth import synth_clear
-        self.last_created_events = []
-        if not append:
-            dynevent_clear()
-            synth_clear()
-        for line in data.splitlines():
-            cmd = line.strip()
-            if not cmd or cmd.startswith("#"):
-                continue
-            from ..events.synth import SynthError, synth_dyn_command
-            try:
-                made = synth_dyn_command(cmd)
-                if made:
-                    if made is not True:
-                        self.last_created_events.append(made)
-                    continue
-            except SynthError as e:
-                self.error_log.add("synthetic_events", e.msg, cmd, e.pos or 0)
-                raise
-            try:
-                ev = dynevent_create(cmd)
-            except ProbeError as e:
-                self.error_log.add({"p": "trace_kprobe", "r": "trace_kprobe",
-                                    "e": "trace_eprobe"}.get(cmd[:1], "trace_fprobe"),
-                                   e.msg, cmd, e.pos or 0)
-                raise
-            if ev is not None:
-                self.last_created_events.append(ev.call)
 
     def _r_snapshot(self) -> str:
         """s_show() on the snapshot buffer: what ``trace`` prints of its own buffer,
