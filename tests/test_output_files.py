@@ -114,3 +114,51 @@ def test_another_users_file_in_a_sticky_dir_is_not_written(sticky, tmp_path, run
     plain.write_text("x")
     os.chown(plain, uid, uid)
     assert run_fntrace("record", "-o", str(plain), "p.py").returncode == 0
+
+
+def _drain(path, got: list) -> "threading.Thread":
+    import threading
+
+    def read() -> None:
+        with open(path, "rb") as f:
+            got.append(f.read())
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    return t
+
+
+def test_a_pipe_or_a_link_is_written_through_not_replaced(tmp_path, run_fntrace):
+    """``-o /dev/null`` must leave /dev/null a device: a name that is not a regular file
+    (a FIFO here, as /dev/null and /dev/stdout are not) is written in place, and a
+    symbolic link stays a link with the file it names written."""
+    (tmp_path / "p.py").write_text(PROG)
+    r = run_fntrace("record", "-o", "t.dat", "-F", "*:mod:__main__", "p.py")
+    assert r.returncode == 0, r.stderr
+    whole = run_fntrace("export", "t.dat", "-f", "chrome", "-o", "whole.json")
+    assert whole.returncode == 0, whole.stderr
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list = []
+    t = _drain(fifo, got)
+    x = run_fntrace("export", "t.dat", "-f", "chrome", "-o", "pipe")
+    t.join(30)
+    assert x.returncode == 0, x.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert got == [(tmp_path / "whole.json").read_bytes()]
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+    (tmp_path / "real.json").write_text("old")
+    os.symlink("real.json", tmp_path / "link.json")
+    x = run_fntrace("export", "t.dat", "-f", "chrome", "-o", "link.json")
+    assert x.returncode == 0, x.stderr
+    assert os.path.islink(tmp_path / "link.json")
+    assert (tmp_path / "real.json").read_bytes() == (tmp_path / "whole.json").read_bytes()
+
+    import fntrace
+    got = []
+    t = _drain(fifo, got)
+    with fntrace.trace(output=str(fifo)):
+        pass
+    t.join(30)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert got and got[0][:4] == (tmp_path / "t.dat").read_bytes()[:4]

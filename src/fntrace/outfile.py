@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 from .errors import FntraceError
 
-__all__ = ["TRACE_MODE", "check_name", "create", "parse_mode", "shared_sticky_dir"]
+__all__ = ["TRACE_MODE", "check_name", "create", "parse_mode", "replace_target",
+           "shared_sticky_dir"]
 
 TRACE_MODE = 0o600
 
@@ -84,6 +85,22 @@ def create(path: str, mode: int = TRACE_MODE, *, binary: bool = True, buffering:
     if binary:
         return buf
     return io.TextIOWrapper(buf, encoding=encoding or "utf-8", newline="\n")
+
+
+def replace_target(path: str) -> str | None:
+    """Where a file that is written whole (under a name of its own, then renamed over
+    the old one, so a failed write leaves it as it was) goes for ``path``: the file a
+    symbolic link names (the link stays a link), else ``path``; None when the name is
+    not a file to replace but a device, a pipe or a socket (``-o /dev/null``,
+    ``/dev/stdout``, a FIFO), which is written in place: renaming over it would put a
+    regular file where /dev/null was."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        return None
+    return os.path.realpath(path) if os.path.islink(path) else path
 
 
 def check_name(path: str) -> bool:

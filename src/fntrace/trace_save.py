@@ -22,7 +22,7 @@ from . import _env
 from .core import dispatch
 from .core.records import record_table
 from .core.task import thread_info
-from .outfile import TRACE_MODE
+from .outfile import TRACE_MODE, replace_target
 from .record_format import TRACE_FN
 from .ring_buffer import RECORD
 from .trace import TraceArray
@@ -99,29 +99,39 @@ def _write_buffers(tr: TraceArray, w: TraceFileWriter) -> dict:
     return cpus
 
 
+def _write_whole(tr: TraceArray, f, header: dict) -> None:
+    w = TraceFileWriter(f, _header(tr, header))
+    with tr.lock:
+        cpus = _write_buffers(tr, w)
+    w.close({
+        "cpus": cpus,
+        "callback_errors": dispatch.callback_errors[0],
+        "exit_status": None,
+        "trace_clock": tr.clock,
+        "lost_in_writer": 0,
+        "event_formats": tr.event_formats(),
+    })
+
+
 def write_trace_file(tr: TraceArray, path: str | os.PathLike[str], header: dict) -> None:
     """Write what ``tr``'s buffers hold to a trace file at ``path`` (``header``: the
     recording's settings, over the defaults above).  Raises OSError when the file
     cannot be written; ``path`` is then left as it was."""
     path = os.fspath(path)
-    head, tail = os.path.split(path)
+    target = replace_target(path)
+    if target is None:
+        # a device or a pipe (/dev/null): written in place
+        with open(path, "wb") as f:
+            _write_whole(tr, f, header)
+        return
+    head, tail = os.path.split(target)
     tmp = os.path.join(head, f".{tail}.{os.getpid()}.{threading.get_ident()}.tmp")
     # 0600: a trace holds the program's values (outfile.py); O_EXCL, a name of our own
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_EXCL, TRACE_MODE)
     try:
         with os.fdopen(fd, "wb") as f:
-            w = TraceFileWriter(f, _header(tr, header))
-            with tr.lock:
-                cpus = _write_buffers(tr, w)
-            w.close({
-                "cpus": cpus,
-                "callback_errors": dispatch.callback_errors[0],
-                "exit_status": None,
-                "trace_clock": tr.clock,
-                "lost_in_writer": 0,
-                "event_formats": tr.event_formats(),
-            })
-        os.replace(tmp, path)
+            _write_whole(tr, f, header)
+        os.replace(tmp, target)
     except BaseException:
         try:
             os.unlink(tmp)

@@ -13,7 +13,7 @@ import os
 import sys
 
 from ..errors import FntraceError, UsageError
-from ..outfile import TRACE_MODE, check_name, shared_sticky_dir
+from ..outfile import TRACE_MODE, check_name, replace_target, shared_sticky_dir
 from ..outfile import create as create_output
 
 __all__ = ["EPILOG", "add_arguments", "run_export"]
@@ -122,14 +122,22 @@ def run_export(args) -> int:
 
 
 def _write_whole(exp, source, out_path: str, options, mode: int = TRACE_MODE) -> dict | None:
-    directory = os.path.dirname(os.path.abspath(out_path))
     if os.path.isdir(out_path):
         raise FntraceError(f"-o {out_path}: is a directory")
-    tmp = os.path.join(directory, f".{os.path.basename(out_path)}.{os.getpid()}.tmp")
     if shared_sticky_dir(out_path):
         # os.replace would put a file of ours where another user's name was: refused,
         # as the record path refuses it (outfile.py)
         check_name(out_path)
+    target = replace_target(out_path)
+    if target is None:
+        # a device or a pipe: written in place (there is nothing to keep as it was)
+        try:
+            with create_output(out_path, mode, binary=exp.binary) as f:
+                return exp.write(source, f, options)
+        except OSError as e:
+            raise FntraceError(f"-o {out_path}: write failed: {e.strerror or e}") from None
+    directory = os.path.dirname(os.path.abspath(target))
+    tmp = os.path.join(directory, f".{os.path.basename(target)}.{os.getpid()}.tmp")
     try:
         f = create_output(tmp, mode, binary=exp.binary, exclusive=True)
     except OSError as e:
@@ -138,7 +146,7 @@ def _write_whole(exp, source, out_path: str, options, mode: int = TRACE_MODE) ->
     try:
         with f:
             result = exp.write(source, f, options)
-        os.replace(tmp, out_path)
+        os.replace(tmp, target)
         ok = True
         return result
     except OSError as e:
