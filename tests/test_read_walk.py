@@ -255,9 +255,11 @@ def test_native_trace_dat_is_the_python_loop(tmp_path_factory, slots):
     assert native == python
 
 
-def index_both(path, limit: int | None = None) -> list:
+def index_both(path, limit: int | None = None, spill: tuple[int, int] | None = None) -> list:
     """The browser's index of the trace at ``path`` (tui/index.py), natively and the
-    Python way: every thread's columns, events and per-function sums."""
+    Python way: every thread's columns, events and per-function sums.  ``spill``:
+    (bytes of memory, rows of a chunk as a shift) for its columns, to have them cut in
+    small chunks and written to their file (tui/column.py)."""
     from fntrace.output.source import open_trace
     from fntrace.tui.index import TraceIndex
     outs = []
@@ -265,7 +267,7 @@ def index_both(path, limit: int | None = None) -> list:
         with pytest.MonkeyPatch.context() as mp:
             if not native:
                 mp.setattr(_env, "native", lambda: None)
-            ix = TraceIndex(open_trace(str(path)))
+            ix = TraceIndex(open_trace(str(path)), *(spill or ()))
             if limit is not None:
                 ix.build(limit)             # the first screen, then the rest
             ix.build()
@@ -290,26 +292,33 @@ def index_both(path, limit: int | None = None) -> list:
 @settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
 @given(slots=st.dictionaries(st.integers(0, 5), slot_stream("EEEERRRRJX"), min_size=1,
                              max_size=3),
-       limit=st.sampled_from([None, 1, 7]))
-def test_native_tui_index_is_the_python_index(tmp_path_factory, slots, limit):
+       limit=st.sampled_from([None, 1, 7]), spill=st.sampled_from([None, (0, 1), (96, 2)]))
+def test_native_tui_index_is_the_python_index(tmp_path_factory, slots, limit, spill):
     path = tmp_path_factory.mktemp("index") / "t.dat"
     write(path, slots)
-    native, python = index_both(path, limit)
+    native, python = index_both(path, limit, spill)
     assert native == python
+    if spill is not None:
+        # the columns kept in a file are the columns kept in memory
+        assert native == index_both(path, limit)[0]
 
 
 @needs_native
 @settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
-@given(data=st.data(), limit=st.sampled_from([None, 1, 7]))
-def test_native_tui_index_with_values_is_the_python_index(tmp_path_factory, data, limit):
+@given(data=st.data(), limit=st.sampled_from([None, 1, 7]),
+       spill=st.sampled_from([None, (0, 1), (96, 2)]))
+def test_native_tui_index_with_values_is_the_python_index(tmp_path_factory, data, limit,
+                                                          spill):
     """-A -R traces: each row's arguments and return value are the index's texts, the
     same ids in the same order as the Python index interns them (an entry's arguments
     after the calls it ends, a return value when its call closes)."""
     slots = draw_values(data, 5, "EEEERRRRJX")
     path = tmp_path_factory.mktemp("indexvalues") / "t.dat"
     write(path, slots)
-    native, python = index_both(path, limit)
+    native, python = index_both(path, limit, spill)
     assert native == python
+    if spill is not None:
+        assert native == index_both(path, limit)[0]
 
 
 GRAPH_OPTIONS = ("funcgraph-cpu", "funcgraph-overhead", "funcgraph-proc",

@@ -379,23 +379,18 @@ class TraceBrowser(App):
         t = v.t
         here = v.row()
         n = v.seen
-        func = t.func
         ids = self._match_ids
         found = -1
         if ids:
             if d > 0:
                 start = here if from_here and here >= 0 else here + 1
-                order = [(start, n), (0, start)]
-                for a, b in order:
-                    if len(ids) == 1:
-                        found = t.find(next(iter(ids)), a, b)
-                    else:
-                        found = next((r for r in range(a, b) if func[r] in ids), -1)
+                for a, b in [(start, n), (0, start)]:
+                    found = t.func.find_any(ids, a, b)
                     if found >= 0:
                         break
             else:
                 for a, b in [(0, max(here, 0)), (here, n)]:
-                    found = next((r for r in range(b - 1, a - 1, -1) if func[r] in ids), -1)
+                    found = t.func.find_any(ids, a, b, reverse=True)
                     if found >= 0:
                         break
         self._status()

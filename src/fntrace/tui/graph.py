@@ -60,19 +60,18 @@ class ThreadView:
         n = t.n
         if n == self.seen:
             return False
-        parent = t.parent
         vis = self.vis
         shows_children: dict[int, bool] = {}
-        for r in range(self.seen, n):
-            p = parent[r]
-            if p < 0:
-                vis.append(r)
-                continue
-            ok = shows_children.get(p)
-            if ok is None:
-                ok = shows_children[p] = self.pos(p) >= 0 and not self.folded(p)
-            if ok:
-                vis.append(r)
+        for r0, parents in t.parent.segments(self.seen, n):
+            for r, p in enumerate(parents, r0):
+                if p < 0:
+                    vis.append(r)
+                    continue
+                ok = shows_children.get(p)
+                if ok is None:
+                    ok = shows_children[p] = self.pos(p) >= 0 and not self.folded(p)
+                if ok:
+                    vis.append(r)
         self.seen = n
         return True
 

@@ -2,10 +2,12 @@
 
 A trace of two million events holds about a million calls; a widget per call (or a
 Python object per call) would take seconds to build and hundreds of megabytes to keep.
-The index keeps each thread's calls as rows of parallel ``array`` columns (ints only:
-function names, argument and return-value texts are interned once and referred to by
-number), in the order the calls were entered: the order of the function_graph text,
-so a call's descendants are the rows right after it (up to ``subend``).
+The index keeps each thread's calls as rows of parallel columns (ints only: function
+names, argument and return-value texts are interned once and referred to by number),
+in the order the calls were entered: the order of the function_graph text, so a
+call's descendants are the rows right after it (up to ``subend``).  The columns
+(column.py) keep a budget of memory and the rest of their rows in a temporary file,
+so the index of a trace of any size takes the same memory.
 
 Rows are added as the trace is read, so the browser can show the start of the trace
 while the rest is still being indexed (``build`` runs in a background thread; the UI
@@ -29,6 +31,7 @@ from ..output.entry import (
 )
 from ..output.ftrace_text import function_args_text
 from ..output.source import TraceSource
+from .column import CACHE_BYTES, CHUNK_SHIFT, Column, Spill
 
 __all__ = ["FunctionRow", "ThreadIndex", "TraceIndex", "function_rows", "format_ns",
            "COMPLETE", "ENTRY_SEEN", "HAS_RETVAL", "OPEN"]
@@ -58,21 +61,22 @@ class ThreadIndex:
     order: ``ev_ts`` and ``ev_text``.
     """
 
-    def __init__(self, cpu: int, tid: int, comm: str) -> None:
+    def __init__(self, cpu: int, tid: int, comm: str, spill: Spill | None = None) -> None:
         self.cpu = cpu
         self.tid = tid
         self.comm = comm
-        self.func = array("i")
-        self.depth = array("i")
-        self.start = array("q")
-        self.end = array("q")
-        self.self_ns = array("q")
-        self.parent = array("i")
-        self.subend = array("i")
-        self.args = array("i")
-        self.ret = array("i")
-        self.caller = array("i")
-        self.flags = bytearray()
+        sp = Spill() if spill is None else spill
+        self.func = Column(sp, "i")
+        self.depth = Column(sp, "i")
+        self.start = Column(sp, "q")
+        self.end = Column(sp, "q")
+        self.self_ns = Column(sp, "q")
+        self.parent = Column(sp, "i")
+        self.subend = Column(sp, "i")
+        self.args = Column(sp, "i", -1)
+        self.ret = Column(sp, "i", -1)
+        self.caller = Column(sp, "i", -1)
+        self.flags = Column(sp, "B")
         self.n = 0
         self.ev_ts = array("q")
         self.ev_text: list[str] = []
@@ -106,15 +110,7 @@ class ThreadIndex:
 
     def rfind(self, fid: int, stop: int) -> int:
         """The last row < stop calling function ``fid`` (-1: none)."""
-        step = 1 << 16
-        while stop > 0:
-            lo = max(0, stop - step)
-            block = self.func[lo:stop][::-1]
-            try:
-                return stop - 1 - block.index(fid)
-            except ValueError:
-                stop = lo
-        return -1
+        return self.func.rindex(fid, stop)
 
 
 @dataclass(slots=True)
@@ -130,15 +126,18 @@ class FunctionRow:
 class TraceIndex:
     """Every thread's rows, built by ``build`` (call it in a background thread)."""
 
-    def __init__(self, source: TraceSource) -> None:
+    def __init__(self, source: TraceSource, cache_bytes: int = CACHE_BYTES,
+                 chunk_shift: int = CHUNK_SHIFT) -> None:
         self.source = source
+        # the rows of every thread: in memory up to cache_bytes, the rest in a file
+        self.spill = Spill(cache_bytes, chunk_shift)
         self.names: list[str] = []
         self._name_ids: dict[str, int] = {}
         self.texts: list[str] = []
         self._text_ids: dict[str, int] = {}
         self.threads: dict[int, ThreadIndex] = {}
         for cpu, (tid, comm) in sorted(source.threads.items()):
-            self.threads[cpu] = ThreadIndex(cpu, tid, comm)
+            self.threads[cpu] = ThreadIndex(cpu, tid, comm, self.spill)
         self.total = source.nr_records()
         self.read = 0
         self.first_ts: int | None = None
@@ -176,7 +175,7 @@ class TraceIndex:
     def thread(self, cpu: int, tid: int = 0, comm: str = "<...>") -> ThreadIndex:
         t = self.threads.get(cpu)
         if t is None:
-            t = self.threads[cpu] = ThreadIndex(cpu, tid, comm)
+            t = self.threads[cpu] = ThreadIndex(cpu, tid, comm, self.spill)
         return t
 
     # -- building -----------------------------------------------------------
@@ -336,8 +335,8 @@ class TraceIndex:
                     t.subend.frombytes(subend)
                     t.args.frombytes(args)
                     t.ret.frombytes(ret)
-                    t.caller.extend(array("i", [-1]) * n)
-                    t.flags += flags
+                    t.caller.extend_fill(n)
+                    t.flags.frombytes(flags)
                     t.n += n
                 for k, r, end, self_ns, subend, flags, ret in updates:
                     t = threads[k]
