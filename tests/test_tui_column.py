@@ -1,6 +1,7 @@
 """The browser index's columns (tui/column.py) against a list: rows added, set, read,
 searched, with chunks of a few rows and a cache of a few bytes, so most of what is
-read comes back from the file."""
+read comes back from the file; and the rows a thread's view shows (tui/graph.py's
+catch_up, native and pure) against what folding means."""
 from __future__ import annotations
 
 import os
@@ -8,6 +9,7 @@ import os
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fntrace import _env
 from fntrace.tui.column import Column, Spill
 
 VALUES = st.integers(-3, 5)
@@ -86,3 +88,60 @@ def test_a_column_is_a_list(ops, shift, budget, probes, ids):
     if budget == 0 and n >= 4 << shift:
         assert sp.written > 0       # (the file was used)
     sp.close()
+
+
+TREE = st.lists(st.sampled_from("((()"), max_size=120)
+
+
+@settings(max_examples=int(os.environ.get("COLUMN_EXAMPLES", "300")), deadline=None)
+@given(tree=TREE, fold_depth=st.integers(0, 3), shift=st.integers(0, 3),
+       cuts=st.lists(st.integers(0, 200), max_size=4), toggles=st.lists(
+           st.integers(0, 10**6), max_size=6), native=st.booleans())
+def test_the_rows_a_view_shows_are_those_under_no_folded_call(tree, fold_depth, shift, cuts,
+                                                              toggles, native):
+    """Rows arrive in pieces (the index is read while it is built) and calls are
+    toggled between them: after each catch_up, ``vis`` is every row none of whose
+    enclosing calls is folded, in row order."""
+    import pytest
+    pytest.importorskip("textual", reason="LOUD SKIP: textual is not installed (the tui "
+                                          "extra)")
+    from fntrace.tui import graph
+    from fntrace.tui.index import ThreadIndex
+    mod = _env.native_module() if native else None
+    if native and (mod is None or _env.PURE):
+        return
+    parents, depths, stack = [], [], []
+    ends: dict[int, int] = {}
+    for ch in tree:
+        if ch == "(":
+            parents.append(stack[-1] if stack else -1)
+            depths.append(len(stack))
+            stack.append(len(parents) - 1)
+        elif stack:
+            ends[stack.pop()] = len(parents)
+    n = len(parents)
+    t = ThreadIndex(0, 1, "t", Spill(64, shift))
+    t.parent.extend(parents)
+    t.depth.extend(depths)
+    t.subend.extend([ends.get(r, -1) for r in range(n)])
+    view = graph.ThreadView(t, fold_depth)
+    real = _env.native
+    _env.native = (lambda: mod)
+    try:
+        for step, cut in enumerate(sorted(c % (n + 1) for c in cuts) + [n]):
+            t.n = max(t.n, cut)
+            view.catch_up()
+            if toggles and view.vis:
+                view.toggle(view.vis[toggles[step % len(toggles)] % len(view.vis)])
+            def folded(a: int) -> bool:
+                return (depths[a] >= fold_depth) != (a in view.toggled)
+            want = []
+            for r in range(t.n):
+                a = parents[r]
+                while a >= 0 and not folded(a):
+                    a = parents[a]
+                if a < 0:
+                    want.append(r)
+            assert list(view.vis) == want
+    finally:
+        _env.native = real

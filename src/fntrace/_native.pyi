@@ -175,6 +175,9 @@ def gather_i32(table: bytes | bytearray | memoryview, indices: bytes | bytearray
 def gather_i64(table: bytes | bytearray | memoryview, indices: bytes | bytearray | memoryview,
                /) -> bytes: ...
 def bits_of_bytes(data: bytes | bytearray | memoryview, /) -> bytes: ...
+def index_visible(parents: bytes | bytearray | memoryview, depths: bytes | bytearray | memoryview,
+                  r0: int, fold_depth: int, chain: bytes,
+                  shows_children: Callable[[int], bool], /) -> tuple[bytes, bytes]: ...
 def arrow_stream(names: tuple[str, ...], kinds: str,
                  next: Callable[[], tuple[int, tuple[tuple[Any, ...], ...]] | None], /
                  ) -> Any:

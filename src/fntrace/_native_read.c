@@ -63,6 +63,9 @@ static PyMethodDef read_functions[] = {
      "arrow_stream(names, kinds, next) -> an Arrow C stream's PyCapsule"},
     {"bits_of_bytes", bits_of_bytes, METH_O,
      "bits_of_bytes(data) -> bitmap: bit r set where data[r] != 0"},
+    {"index_visible", (PyCFunction)(void (*)(void))index_visible, METH_FASTCALL,
+     "index_visible(parents, depths, r0, fold_depth, chain, shows_children) -> "
+     "(rows, chain): the browser's rows that show (tui/graph.py)"},
     {NULL}
 };
 

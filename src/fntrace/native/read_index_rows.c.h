@@ -544,3 +544,113 @@ static PyType_Slot ir_slots[] = {
 static PyType_Spec ir_spec = {
     "fntrace._native.IndexRows", sizeof(IndexRows), 0, Py_TPFLAGS_DEFAULT, ir_slots,
 };
+
+/* -- index_visible: which of the index's new rows the browser shows ------------------
+ *
+ * index_visible(parents, depths, r0, fold_depth, chain, shows_children)
+ *     -> (rows, chain)
+ * tui/graph.py's index_visible, its pure twin, says what it does: rows r0, r0 + 1, ...
+ * (their parents and depths, int32) in preorder, a row shown when its parent's children
+ * show; ``chain`` is the open calls above them, (row, children show) int32 pairs;
+ * ``shows_children(p)`` answers for a parent not on it (from an earlier piece). */
+static int
+iv_ask(PyObject *fn, int32_t p)
+{
+    PyObject *arg = PyLong_FromLong(p);
+    if (arg == NULL)
+        return -1;
+    PyObject *res = PyObject_CallOneArg(fn, arg);
+    Py_DECREF(arg);
+    if (res == NULL)
+        return -1;
+    int ok = PyObject_IsTrue(res);
+    Py_DECREF(res);
+    return ok;
+}
+
+static PyObject *
+index_visible(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "index_visible() takes 6 arguments");
+        return NULL;
+    }
+    long long r0 = PyLong_AsLongLong(args[2]);
+    long long fold = PyLong_AsLongLong(args[3]);
+    if (PyErr_Occurred())
+        return NULL;
+    PyObject *fn = args[5];
+    Py_buffer pb, db, cb;
+    if (buffer_of(args[0], &pb, 4, "index_visible") < 0)
+        return NULL;
+    if (buffer_of(args[1], &db, 4, "index_visible") < 0) {
+        PyBuffer_Release(&pb);
+        return NULL;
+    }
+    if (buffer_of(args[4], &cb, 8, "index_visible") < 0) {
+        PyBuffer_Release(&pb);
+        PyBuffer_Release(&db);
+        return NULL;
+    }
+    PyObject *out = NULL, *res = NULL;
+    int32_t *ch = NULL;
+    Py_ssize_t n = pb.len / 4, top = cb.len / 8;
+    if (db.len / 4 != n) {
+        PyErr_SetString(PyExc_ValueError, "index_visible: parents and depths differ in "
+                        "length");
+        goto done;
+    }
+    /* the chain grows by one row a row at most */
+    ch = PyMem_Malloc((size_t)(top + n + 2) * 8);
+    out = PyBytes_FromStringAndSize(NULL, n * 4);
+    if (ch == NULL || out == NULL) {
+        if (ch == NULL)
+            PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(ch, cb.buf, (size_t)top * 8);
+    const int32_t *ps = pb.buf, *ds = db.buf;
+    int32_t *o = (int32_t *)PyBytes_AS_STRING(out);
+    Py_ssize_t k = 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        int32_t p = ps[j];
+        int32_t r = (int32_t)(r0 + j);
+        int shown;
+        if (p < 0) {
+            shown = 1;
+            top = 0;
+        } else {
+            while (top && ch[2 * (top - 1)] != p)
+                top--;
+            if (top) {
+                shown = ch[2 * top - 1];
+            } else {
+                /* a parent from before: asked once, then the chain's first link */
+                shown = iv_ask(fn, p);
+                if (shown < 0)
+                    goto done;
+                ch[0] = p;
+                ch[1] = shown;
+                top = 1;
+            }
+        }
+        if (shown)
+            o[k++] = r;
+        ch[2 * top] = r;
+        ch[2 * top + 1] = shown && ds[j] < fold;
+        top++;
+    }
+    if (_PyBytes_Resize(&out, k * 4) < 0)
+        goto done;
+    PyObject *back = PyBytes_FromStringAndSize((const char *)ch, top * 8);
+    if (back != NULL)
+        res = PyTuple_Pack(2, out, back);
+    Py_XDECREF(back);
+done:
+    PyMem_Free(ch);
+    Py_XDECREF(out);
+    PyBuffer_Release(&pb);
+    PyBuffer_Release(&db);
+    PyBuffer_Release(&cb);
+    return res;
+}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
+from collections.abc import Callable
 
 from rich.segment import Segment
 from rich.style import Style
@@ -22,9 +23,56 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from .. import _env
 from .index import COMPLETE, ENTRY_SEEN, OPEN, ThreadIndex, TraceIndex, format_ns
 
-__all__ = ["CallGraph", "ThreadView"]
+__all__ = ["CallGraph", "ThreadView", "index_visible"]
+
+
+def index_visible(parents: bytes | array, depths: bytes | array, r0: int, fold_depth: int,
+                  chain: bytes,
+                  shows_children: Callable[[int], bool]) -> tuple[bytes, bytes]:
+    """Which of the rows r0, r0 + 1, ... (their parents and depths, int32), new rows
+    of the index, show (none is toggled yet: folded when at ``fold_depth`` or deeper).
+
+    A row shows when its parent's children show, and those of a row that shows and is
+    not folded do.  Rows come in preorder, so a new row's parent is on the chain of
+    open calls above it (``chain``: (row, children show) pairs, int32 each, given back
+    for the next piece) or a row from before these, asked of ``shows_children`` once
+    and put at the chain's foot.  Returns (the rows that show, int32; the chain).  The native
+    twin is _native's index_visible."""
+    ps = parents if isinstance(parents, array) else array("i", parents)
+    ds = depths if isinstance(depths, array) else array("i", depths)
+    flat = array("i", chain)
+    rows: list[int] = flat[0::2].tolist()
+    oks: list[int] = flat[1::2].tolist()
+    out = array("i")
+    r = r0
+    for p, d in zip(ps, ds):
+        if p < 0:
+            shown = True
+            rows.clear()
+            oks.clear()
+        else:
+            while rows and rows[-1] != p:
+                rows.pop()
+                oks.pop()
+            if rows:
+                shown = bool(oks[-1])
+            else:
+                # a parent from before: asked once, then the chain's first link
+                shown = shows_children(p)
+                rows.append(p)
+                oks.append(1 if shown else 0)
+        if shown:
+            out.append(r)
+        rows.append(r)
+        oks.append(1 if shown and d < fold_depth else 0)
+        r += 1
+    back = array("i", [0]) * (2 * len(rows))
+    back[0::2] = array("i", rows)
+    back[1::2] = array("i", oks)
+    return out.tobytes(), back.tobytes()
 
 
 class ThreadView:
@@ -58,20 +106,25 @@ class ThreadView:
         """Look at the rows the index added since the last call; True if any."""
         t = self.t
         n = t.n
-        if n == self.seen:
+        start = self.seen
+        if n == start:
             return False
-        vis = self.vis
-        shows_children: dict[int, bool] = {}
-        for r0, parents in t.parent.segments(self.seen, n):
-            for r, p in enumerate(parents, r0):
-                if p < 0:
-                    vis.append(r)
-                    continue
-                ok = shows_children.get(p)
-                if ok is None:
-                    ok = shows_children[p] = self.pos(p) >= 0 and not self.folded(p)
-                if ok:
-                    vis.append(r)
+        native = _env.native()
+        visible = native.index_visible if native is not None else index_visible
+        memo: dict[int, bool] = {}
+
+        def shows_children(p: int) -> bool:
+            """An older row's children show: it shows and is not folded."""
+            ok = memo.get(p)
+            if ok is None:
+                ok = memo[p] = self.pos(p) >= 0 and not self.folded(p)
+            return ok
+        chain = b""
+        for (r0, parents), (_, depths) in zip(t.parent.segments(start, n),
+                                              t.depth.segments(start, n)):
+            rows, chain = visible(parents, depths, r0, self.fold_depth, chain,
+                                  shows_children)
+            self.vis.frombytes(rows)
         self.seen = n
         return True
 
