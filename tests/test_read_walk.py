@@ -93,8 +93,9 @@ def slot_stream(draw, kinds="EEERRRRJFPX", ids=tuple(IDS)):
     return chunks
 
 
-def write(path, slots: dict[int, list], clock: str | None = None) -> None:
-    w = TraceFileWriter(str(path), {"tracer": "function_graph", "pid": 1})
+def write(path, slots: dict[int, list], clock: str | None = None,
+          tracer: str = "function_graph") -> None:
+    w = TraceFileWriter(str(path), {"tracer": tracer, "pid": 1})
     w.add_symbols(SYMBOLS)
     for cpu in slots:
         w.add_thread(cpu, 100 + cpu, f"t{cpu}")
@@ -341,6 +342,50 @@ def test_native_graph_text_is_the_python_printers(tmp_path_factory, slots, flags
     assert got == want
     # the native printer printed it: it read every record
     assert sum(read) == tf.nr_records()
+
+
+@st.composite
+def function_hits(draw):
+    """A function tracer's slot: hits (callers known or not), some with their
+    arguments' text (names and values joined by NULs, an odd last piece included)."""
+    chunks = draw(slot_stream("F", ids=tuple(IDS) + (0,)))
+    out = []
+    for lost, recs in chunks:
+        recs2 = []
+        for r in recs:
+            if draw(st.integers(0, 3)) == 0:
+                text = "\0".join(draw(st.lists(st.sampled_from(["x", "1", "'é'", "", "[1, 2]"]),
+                                                max_size=5)))
+                r = (r[0], r[1], TF_HAS_PAYLOAD, *r[3:7], text)
+            recs2.append(r)
+        out.append((lost, recs2))
+    return out
+
+
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(slots=st.dictionaries(st.integers(0, 11), function_hits(), min_size=1, max_size=3),
+       irq=st.booleans(), parent=st.booleans(), clock=st.sampled_from([None, "counter"]),
+       flt=st.sampled_from([None, ("m.a",), ("m.[bc]", "0x9")]),
+       keep=st.sampled_from([None, frozenset({0, 1})]))
+def test_native_function_text_is_the_python_printer(tmp_path_factory, slots, irq, parent,
+                                                    clock, flt, keep):
+    """The function tracer's report: the native printer (FunctionText) prints what
+    render_function_trace prints, losses, -F and --cpu included."""
+    from fntrace.output.filters import TraceFilter
+    path = tmp_path_factory.mktemp("fntext") / "t.dat"
+    write(path, slots, clock, tracer="function")
+    tf = TraceFile.open(path)
+    options = {"irq-info": irq, "print-parent": parent}
+    filt = TraceFilter(functions=flt or (), cpus=keep or frozenset())
+    read = []
+    got = "".join(report_pieces(tf, options=options, flt=filt, on_block=read.append))
+    want = "".join(line + "\n" for line in report_text(tf, options=options, flt=filt))
+    assert got == want
+    # the native printer printed it (a filter of a trace with losses is filter_entries')
+    if not (flt and tf.lost()):
+        assert sum(read) == sum(len(recs) for k, chunks in slots.items()
+                                if keep is None or k in keep for _, recs in chunks)
 
 
 @needs_native

@@ -10,6 +10,7 @@
  *     native/read_stat.c.h        StatWalk: stat's rows, folded's call paths
  *     native/read_merge.c.h       the blocks of each slot, merged by time as heapq.merge
  *     native/read_graph_text.c.h  GraphText: function_graph's text (report)
+ *     native/read_function_text.c.h  FunctionText: the function tracer's text (report)
  *     native/read_pair.c.h        entries and returns paired into calls (CallBuilder)
  *     native/read_chrome.c.h      ChromeCalls: the Chrome trace JSON's calls
  *     native/read_call_rows.c.h   CallRows: the Parquet table's calls (export, sql)
@@ -33,6 +34,7 @@
 #include "native/read_merge.c.h"
 #include "native/read_columns.c.h"
 #include "native/read_graph_text.c.h"
+#include "native/read_function_text.c.h"
 #include "native/read_pair.c.h"
 #include "native/read_chrome.c.h"
 #include "native/read_call_rows.c.h"
@@ -49,6 +51,9 @@ static PyMethodDef read_functions[] = {
     {"graph_text_ok", (PyCFunction)(void (*)(void))graph_text_ok, METH_FASTCALL,
      "graph_text_ok(records, payloads) -> bool: text_ok, arguments and return values "
      "allowed"},
+    {"function_text_ok", (PyCFunction)(void (*)(void))function_text_ok, METH_FASTCALL,
+     "function_text_ok(records, payloads) -> bool: FunctionText prints this block as the "
+     "Python printer does"},
     {"dict_encode_i32", dict_encode_i32, METH_O,
      "dict_encode_i32(values) -> (indices, dictionary): int32 values, distinct in the "
      "order they first come"},
@@ -74,7 +79,7 @@ static struct {
     PyType_Spec *spec;
     const char *name;
 } read_types[] = {
-    {&walk_spec, "StatWalk"}, {&gt_spec, "GraphText"}, {&dp_spec, "DatPages"},
+    {&walk_spec, "StatWalk"}, {&gt_spec, "GraphText"}, {&ft_spec, "FunctionText"}, {&dp_spec, "DatPages"},
     {&cr_spec, "CallRows"}, {&cc_spec, "ChromeCalls"}, {&pf_spec, "PerfettoCalls"},
     {&oc_spec, "OtlpCalls"}, {&ir_spec, "IndexRows"}, {&rf_spec, "RecordFilter"},
 };

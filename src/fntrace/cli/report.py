@@ -4,10 +4,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from ..output.filters import TraceFilter, filter_entries, native_split
+from ..output.ftrace_text import native_function_text
 from ..output.function_graph import native_graph_text
 from ..output.task_view import task_entries
 from ..output.reader import entries_from_file
-from ..output.registry import nr_cpus_of
+from ..output.registry import nr_cpus_of, renderer_for
 from ..output.render import render_trace
 from ..ring_buffer import CLOCK_IN_NS, TRACE_CLOCKS
 
@@ -135,15 +136,19 @@ def _report(tf, max_depth: int, thresh_ns: int, options: dict | None,
     raw = entries_from_file(tf)
     stream = task_stream(raw, stats, opts, flt)
     body = None
-    if on_block is not None and tracer == "function_graph" and stream is raw:
+    graph = tracer == "function_graph"
+    if on_block is not None and stream is raw and \
+            renderer_for(tracer, opts).name == ("function_graph" if graph else "function"):
         # the native printer, the threads kept fed to it whole, the other filters
         # applied to its blocks natively (or, when they cannot be, not used)
-        split = native_split(flt, tf, graph=True, time_in_ns=in_ns)
+        split = native_split(flt, tf, graph=graph, time_in_ns=in_ns)
         if split is not None:
-            body = native_graph_text(tf, opts, nr_cpus, on_block, *split)
+            body = native_graph_text(tf, opts, nr_cpus, on_block, *split) if graph else \
+                native_function_text(tf, opts, in_ns, on_block, *split)
     if body is not None:
+        counts = {} if graph else {"nr_entries": entries, "written": written}
         lines = render_trace((), tracer=tracer, options=opts, nr_cpus=nr_cpus,
-                             time_in_ns=in_ns)
+                             time_in_ns=in_ns, **counts)
         for i, line in enumerate(lines):
             yield line + "\n"
             if i == 1:

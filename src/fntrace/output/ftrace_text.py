@@ -13,7 +13,7 @@ migrate-disable, each "nothing to report").
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from fntrace.output.entry import (
     LOST_EVENTS_UNKNOWN, TRACE_EVENT, TRACE_FN, TRACE_PRINT, TRACE_STACK, LostEvents,
@@ -24,7 +24,7 @@ __all__ = [
     "TRACE_OPTIONS", "TASK_COMM_LEN", "print_event_info", "print_func_help_header",
     "print_func_help_header_irq", "print_trace_header", "trace_print_context",
     "function_args_text", "format_function_args", "format_function_entry", "format_print_entry",
-    "format_lost_events", "format_entry", "render_function_trace",
+    "format_lost_events", "format_entry", "render_function_trace", "native_function_text",
 ]
 
 # The options that change the text (every renderer's, kept here below them all), in their tracefs names, with their defaults: the
@@ -252,6 +252,43 @@ def render_function_trace(entries: Iterable[TraceEntry | LostEvents], *, header:
                             time_in_ns=time_in_ns)
         if text is not None:
             yield from text.split("\n")
+
+
+def native_function_text(tf, options: Mapping[str, bool], time_in_ns: bool = True,
+                         on_block: Callable[[int], None] | None = None,
+                         keep: frozenset[int] | None = None,
+                         filt: Callable[..., object] | None = None) -> Iterator[str] | None:
+    """The body of a function tracer's trace file's text (the lines
+    ``render_function_trace`` makes of ``entries_from_file(tf)``, after the header) made
+    by the native twin (_native_read.c's FunctionText), in pieces that end in a
+    newline; ``on_block(n)`` is told of each block of n records it reads.  None when
+    there is no native twin (FNTRACE_PURE=1) or the trace holds what it does not print
+    (markers, events, graph records, values other than argument texts): the Python
+    printer prints those.  The trace is read once to check that, then again as it
+    prints.  ``keep``: only these thread slots' records (output/filters.py's
+    thread_slots); ``filt``: the records that pass it (output/filters.py's
+    native_filter)."""
+    from .. import _env
+    from .walk import calls_only, drive
+    native = _env.native()
+    if native is None:
+        return None
+    if calls_only(tf, native.function_text_ok, True) is None:
+        return None
+    opts = {**TRACE_OPTIONS, **options}
+    flags = _LAT_FMT_NONE if opts["irq-info"] else ""
+    cpus = tf.cpus
+    nslots = max(cpus) + 1 if cpus else 0
+    threads = tf.threads
+    contexts = {}
+    for c in range(nslots):
+        pid, comm = threads.get(c, (0, "<...>"))
+        # trace_print_context's text up to the time, as the Python printer makes it
+        contexts[c] = f"{_comm(comm):>16}-{pid:<7} [{c:03d}] {flags} "
+    names = {ip: sym[0] for ip, sym in tf.symbols.items()}
+    printer = native.FunctionText(nslots, names, bool(opts["print-parent"]), time_in_ns,
+                                  contexts)
+    return drive(printer, tf, nslots, on_block, keep, filt, True)
 
 
 from .._env import public_dir as _public_dir  # noqa: E402
