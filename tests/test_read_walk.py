@@ -15,6 +15,7 @@ ways of checking they agree:
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -111,6 +112,24 @@ def write(path, slots: dict[int, list], clock: str | None = None,
     w.close({"trace_clock": clock} if clock else {})
 
 
+@st.composite
+def function_hits(draw):
+    """A function tracer's slot: hits (callers known or not), some with their
+    arguments' text (names and values joined by NULs, an odd last piece included)."""
+    chunks = draw(slot_stream("F", ids=tuple(IDS) + (0,)))
+    out = []
+    for lost, recs in chunks:
+        recs2 = []
+        for r in recs:
+            if draw(st.integers(0, 3)) == 0:
+                text = "\0".join(draw(st.lists(st.sampled_from(["x", "1", "'é'", "", "[1, 2]", "\x01\"", "😀"]),
+                                                max_size=5)))
+                r = (r[0], r[1], TF_HAS_PAYLOAD, *r[3:7], text)
+            recs2.append(r)
+        out.append((lost, recs2))
+    return out
+
+
 @needs_native
 @settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
 @given(slots=st.dictionaries(st.integers(0, 3), slot_stream(), min_size=1, max_size=3),
@@ -177,6 +196,22 @@ def test_native_folded_is_the_python_walk(tmp_path_factory, slots, weight):
     write(path, slots)
     native, python = export_both(path, "folded", {"weight": weight})
     assert native == python
+
+
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(slots=st.dictionaries(st.integers(0, 5), function_hits(), min_size=1, max_size=3))
+def test_native_chrome_of_function_hits_is_the_python_loop(tmp_path_factory, slots):
+    """The default tracer's hits: instants with their caller and arguments, losses
+    between them, written by ChromeCalls as the loop writes them."""
+    path = tmp_path_factory.mktemp("chromehits") / "t.dat"
+    write(path, slots, tracer="function")
+    native, python = export_both(path, "chrome", {})
+    assert native == python
+    from fntrace.output import chrome_json
+    from fntrace.output.source import TraceSource
+    assert chrome_json._native_calls(TraceSource(TraceFile.open(path)), io.StringIO(), 1,
+                                     None) is not None
 
 
 @needs_native
@@ -342,24 +377,6 @@ def test_native_graph_text_is_the_python_printers(tmp_path_factory, slots, flags
     assert got == want
     # the native printer printed it: it read every record
     assert sum(read) == tf.nr_records()
-
-
-@st.composite
-def function_hits(draw):
-    """A function tracer's slot: hits (callers known or not), some with their
-    arguments' text (names and values joined by NULs, an odd last piece included)."""
-    chunks = draw(slot_stream("F", ids=tuple(IDS) + (0,)))
-    out = []
-    for lost, recs in chunks:
-        recs2 = []
-        for r in recs:
-            if draw(st.integers(0, 3)) == 0:
-                text = "\0".join(draw(st.lists(st.sampled_from(["x", "1", "'é'", "", "[1, 2]"]),
-                                                max_size=5)))
-                r = (r[0], r[1], TF_HAS_PAYLOAD, *r[3:7], text)
-            recs2.append(r)
-        out.append((lost, recs2))
-    return out
 
 
 @needs_native

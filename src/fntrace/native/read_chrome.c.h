@@ -200,6 +200,49 @@ put_lost(ChromeCalls *c, Py_ssize_t slot, uint64_t ts, long long lost)
     return 0;
 }
 
+/* a function tracer hit: a thread-scoped instant, its caller and its arguments (the
+ * arguments' text of its payload, ``v``) in args as _Writer.instant writes them */
+static int
+put_hit(ChromeCalls *c, Py_ssize_t slot, uint32_t id, uint32_t parent, uint64_t ts,
+        const pvalue_t *v)
+{
+    char tmp[24], ptmp[24];
+    Py_ssize_t nlen, plen = 0;
+    const char *name = names_get(&c->names, id, &nlen, tmp, "\"0x%x\"");
+    const char *pname = parent ? names_get(&c->names, parent, &plen, ptmp, "\"0x%x\"")
+                               : NULL;
+    int has_args = v->has && v->kind == PAY_STR && args_any(v->s, v->len);
+    cslot_t *s = &c->cs[slot];
+    if (tb_reserve(&c->t, 160 + nlen + plen + s->tail_len + (has_args ? 9 * v->len : 0))
+            < 0)
+        return -1;
+    tbuf_t *t = &c->t;
+    TB_LIT(t, ",\n{\"ph\":\"i\",\"s\":\"t\",\"name\":");
+    tb_put(t, name, nlen);
+    TB_LIT(t, ",\"cat\":\"function\",\"ts\":");
+    put_us(t, ts, 0);
+    TB_LIT(t, ",");
+    tb_put(t, s->tail, s->tail_len);
+    if (pname != NULL || has_args) {
+        TB_LIT(t, ",\"args\":{");
+        if (pname != NULL) {
+            TB_LIT(t, "\"parent\":");
+            tb_put(t, pname, plen);
+        }
+        if (has_args) {
+            if (pname != NULL)
+                TB_LIT(t, ",");
+            TB_LIT(t, "\"args\":");
+            if (put_args_dict(t, v->s, v->len) < 0)
+                return -1;
+        }
+        TB_LIT(t, "}");
+    }
+    TB_LIT(t, "}");
+    c->n_instants++;
+    return 0;
+}
+
 /* a call ended: its complete event */
 static int
 cc_emit(void *ctx, Py_ssize_t slot, const paired_t *p)
@@ -251,11 +294,18 @@ cc_step(ChromeCalls *c, PyObject *unused)
             if (put_lost(c, best, r.ts, sum) < 0)
                 return NULL;
         }
+        pvalue_t v = record_value(&c->m, best, &r, c->values);
+        if (r.type == FNT_TRACE_FN) {
+            /* (trace_set's ids: the process's base added to the caller too) */
+            gblock_t *b = &g->q[g->head];
+            if (put_hit(c, best, r.a + b->ibase, r.b ? r.b + b->ibase : 0, r.ts, &v) < 0)
+                return NULL;
+            continue;
+        }
         uint32_t cid = id;
         if (canon_lookup(c->canon, &cid) < 0)
             return NULL;
         int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;
-        pvalue_t v = record_value(&c->m, best, &r, c->values);
         if (r.type == FNT_TRACE_GRAPH_ENT) {
             if (pair_enter_close(&c->pr, best, depth, ts) < 0
                     || pair_push(&c->pr, best, id, cid, depth, ts, 0) < 0

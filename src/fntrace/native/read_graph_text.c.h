@@ -493,9 +493,10 @@ utf8_ok(const unsigned char *s, Py_ssize_t n)
 }
 
 /* graph_text_ok(records, payloads) -> bool: text_ok, with arguments and return values:
- * an entry's payload text, a return's text or 64-bit int, as GraphText prints them */
+ * an entry's payload text, a return's text or 64-bit int, as GraphText prints them;
+ * with ``hits``, function tracer hits too (their payload: the arguments' text) */
 static PyObject *
-graph_text_ok(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+calls_ok(PyObject *const *args, Py_ssize_t nargs, int hits)
 {
     if (nargs != 2 || !PyBytes_Check(args[0]) || !PyBytes_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError, "graph_text_ok(records: bytes, payloads: bytes)");
@@ -522,7 +523,11 @@ graph_text_ok(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     for (Py_ssize_t i = 0; ok && i < n; i++) {
         record_t r;
         memcpy(&r, &b.rec[i], sizeof(r));
-        if (r.b > (1u << 16) || r.ts >= ((uint64_t)1 << 62))
+        if (r.ts >= ((uint64_t)1 << 62))
+            ok = 0;
+        else if (hits && r.type == FNT_TRACE_FN)
+            ok = 1;
+        else if (r.b > (1u << 16))
             ok = 0;
         else if (r.type == FNT_TRACE_GRAPH_RET)
             ok = r.d <= r.ts;
@@ -541,6 +546,20 @@ graph_text_ok(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     PyMem_Free(b.poff);
     return PyBool_FromLong(ok);
+}
+
+static PyObject *
+graph_text_ok(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return calls_ok(args, nargs, 0);
+}
+
+/* calls_hits_ok(records, payloads) -> bool: graph_text_ok's blocks, or function tracer
+ * hits (ChromeCalls writes both) */
+static PyObject *
+calls_hits_ok(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return calls_ok(args, nargs, 1);
 }
 
 static PyMethodDef gt_methods[] = {
