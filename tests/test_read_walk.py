@@ -200,6 +200,28 @@ def test_native_folded_is_the_python_walk(tmp_path_factory, slots, weight):
 
 @needs_native
 @settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(slots=st.one_of(
+           st.dictionaries(st.integers(0, 3), function_hits(), min_size=1, max_size=3),
+           st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJFFX"), min_size=1,
+                           max_size=3)),
+       weight=st.sampled_from(["time", "calls"]))
+def test_native_folded_of_function_hits_is_the_python_walk(tmp_path_factory, slots, weight):
+    """Hits (alone, and among calls) fold to [caller;]function, counted: StatWalk's hit
+    paths are the loop's."""
+    from fntrace.output import folded
+    from fntrace.output.source import TraceSource
+    path = tmp_path_factory.mktemp("foldedhits") / "t.dat"
+    write(path, slots, tracer="function")
+    native, python = export_both(path, "folded", {"weight": weight})
+    assert native == python
+    walked = folded._walked_stacks(TraceSource(TraceFile.open(path)))
+    assert walked is not None
+    assert walked[3] == sum(r[1] == TRACE_FN for chunks in slots.values()
+                            for _, recs in chunks for r in recs)
+
+
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
 @given(slots=st.dictionaries(st.integers(0, 5), function_hits(), min_size=1, max_size=3))
 def test_native_chrome_of_function_hits_is_the_python_loop(tmp_path_factory, slots):
     """The default tracer's hits: instants with their caller and arguments, losses

@@ -244,6 +244,9 @@ trie_free(trie_t *t)
     PyMem_Free(t->table);
 }
 
+/* the first frame of a function tracer hit's path (folded's "\0hit"): no symbol id */
+#define HIT_PATH UINT32_MAX
+
 /* StatWalk's path, with its counters */
 static uint32_t
 node_of(StatWalk *w, uint32_t parent, uint32_t func)
@@ -420,8 +423,20 @@ walk_feed(StatWalk *w, PyObject *const *args, Py_ssize_t nargs)
             goto error;
         int64_t ts = (int64_t)r.ts;
         if (type == FNT_TRACE_FN && w->stacks) {
-            walk_fail(w, "function hits");      /* folded's hit stacks: Python's */
-            break;
+            /* folded's hit stacks: [HIT_PATH, caller,] function, counted apart from
+             * the timed paths (a hit has no duration) */
+            uint32_t caller = r.b ? r.b + (uint32_t)ibase : 0;
+            if (caller && dups && canon_lookup(w->canon, &caller) < 0)
+                goto error;
+            uint32_t node = node_of(w, 0, HIT_PATH);
+            if (node && caller)
+                node = node_of(w, node, caller);
+            if (node)
+                node = node_of(w, node, func);
+            if (node == 0)
+                goto error;
+            w->n_calls[node]++;
+            continue;
         }
         if (type == FNT_TRACE_FN) {
             row_t *row = row_of(w, func, cpu, r.ts, seq);

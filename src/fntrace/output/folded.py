@@ -78,7 +78,7 @@ class FoldedExporter(Exporter):
         walked = _walked_stacks(source)
         if walked is not None:
             totals = walked[0] if by_time else walked[2]
-            incomplete = walked[1]
+            incomplete, hits = walked[1], walked[3]
         for e in (() if walked is not None else source.entries()):
             if isinstance(e, LostEvents):
                 # what was open on the thread ends where its records stop (calls.py)
@@ -131,10 +131,11 @@ class FoldedExporter(Exporter):
         return {"notes": notes} if notes else None
 
 
-def _walked_stacks(source) -> tuple[dict, int, dict] | None:
+def _walked_stacks(source) -> tuple[dict, int, dict, int] | None:
     """The walk above made natively (_native_read.c's StatWalk with stacks): (stack ->
-    summed self ns, incomplete calls, stack -> calls), or None when the native twin
-    is not there or declines the trace (function hits, records out of time order)."""
+    summed self ns, incomplete calls, stack -> calls, function tracer hits), a hit's
+    stack ("\0hit", [caller,] function) counted in both; or None when the native twin
+    is not there or declines the trace (records out of time order)."""
     from .. import _env
     native = _env.native()
     if native is None:
@@ -157,13 +158,21 @@ def _walked_stacks(source) -> tuple[dict, int, dict] | None:
     stacks: list[tuple[str, ...]] = [()]
     by_time: dict[tuple[str, ...], int] = {}
     by_calls: dict[tuple[str, ...], int] = {}
+    hits = 0
     for parent, ip, self_ns, calls in nodes:
-        stack = stacks[parent] + (name_of(ip, syms),)
+        stack = stacks[parent] + ("\0hit" if ip == _HIT_PATH else name_of(ip, syms),)
         stacks.append(stack)            # a path's parent is always made before it
         if calls:
+            if stack[0] == "\0hit":
+                hits += calls
+                self_ns = calls         # (hits weigh as calls whatever the weight)
             by_time[stack] = self_ns
             by_calls[stack] = calls
-    return by_time, incomplete, by_calls
+    return by_time, incomplete, by_calls, hits
+
+
+# the first id of a hit's path in StatWalk's stacks (read_stat.c.h's HIT_PATH)
+_HIT_PATH = 0xFFFFFFFF
 
 
 register_exporter(FoldedExporter())
