@@ -26,7 +26,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fntrace import _env
-from fntrace.output.entry import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, TRACE_PRINT
+from fntrace.output.entry import (
+    TRACE_EVENT, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, TRACE_PRINT, TRACE_STACK,
+)
 from fntrace.output.reader import entries_from_file
 from fntrace.cli.report import report_pieces, report_text
 from fntrace.output.stat import function_stats, walked_stats
@@ -427,6 +429,46 @@ def test_native_function_text_is_the_python_printer(tmp_path_factory, slots, irq
                                 if keep is None or k in keep for _, recs in chunks)
 
 
+@st.composite
+def graph_with_events(draw):
+    """A function_graph slot with markers and events among its calls (an asyncio
+    program's task switches), their texts as the file keeps them: "name\\0text" or the
+    text alone, trailing newlines, lines, text beyond ASCII."""
+    chunks = draw(slot_stream("EEERRRRJPPX"))
+    out = []
+    for lost, recs in chunks:
+        recs2 = []
+        for r in recs:
+            if r[1] == TRACE_PRINT:
+                text = draw(st.sampled_from([
+                    "asyncio:task_switch\0next=Task-1 id=7f00", "ev\0two\nlines\n", "plain",
+                    "", "mark\n", "é\0ü 😀"]))
+                typ = draw(st.sampled_from([TRACE_PRINT, TRACE_EVENT]))
+                r = (r[0], typ, TF_HAS_PAYLOAD, 0, 0, 0, 0, text)
+            recs2.append(r)
+        out.append((lost, recs2))
+    return out
+
+
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(slots=st.dictionaries(st.integers(0, 11), graph_with_events(), min_size=1,
+                             max_size=3),
+       flags=st.tuples(*[st.booleans()] * len(GRAPH_OPTIONS)))
+def test_native_graph_text_with_events_is_the_python_printer(tmp_path_factory, slots, flags):
+    """Markers and events are comments at the depth of the innermost open call, as
+    print_graph_comment prints them; the native printer prints them."""
+    path = tmp_path_factory.mktemp("textev") / "t.dat"
+    write(path, slots)
+    tf = TraceFile.open(path)
+    options = dict(zip(GRAPH_OPTIONS, flags))
+    read = []
+    got = "".join(report_pieces(tf, options=options, on_block=read.append))
+    want = "".join(line + "\n" for line in report_text(tf, options=options))
+    assert got == want
+    assert sum(read) == tf.nr_records()
+
+
 @needs_native
 @settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
 @given(slots=st.dictionaries(st.integers(0, 5), slot_stream("EEERRRRJX"), min_size=1,
@@ -762,8 +804,10 @@ def test_native_graph_text_leaves_values_it_cannot_print_as_python_does(tmp_path
 
 @needs_native
 def test_native_graph_text_leaves_what_it_does_not_print(tmp_path):
+    from fntrace.output.filters import TraceFilter
     path = tmp_path / "t.dat"
-    # a marker (a payload) among the calls: the Python printer prints it all
+    # a marker among the calls: a comment the native printer prints, but not under a
+    # filter (which markers a filter keeps is filter_entries' to say)
     write(path, {0: [(0, [(10, TRACE_GRAPH_ENT, 0, 1, 0, 0, 0),
                           (11, TRACE_PRINT, TF_HAS_PAYLOAD, 0, 0, 0, 0),
                           (12, TRACE_GRAPH_RET, 0, 1, 0, 0, 10)])]})
@@ -771,7 +815,21 @@ def test_native_graph_text_leaves_what_it_does_not_print(tmp_path):
     read = []
     got = "".join(report_pieces(tf, on_block=read.append))
     assert got == "".join(line + "\n" for line in report_text(tf))
+    assert "/* text */" in got and read == [3]
+    read = []
+    flt = TraceFilter(functions=("m.*",))
+    got = "".join(report_pieces(tf, flt=flt, on_block=read.append))
+    assert got == "".join(line + "\n" for line in report_text(tf, flt=flt))
     assert "/* text */" in got and read == []
+    # a stack trace among the calls: the Python printer prints it all
+    write(path, {0: [(0, [(10, TRACE_GRAPH_ENT, 0, 1, 0, 0, 0),
+                          (11, TRACE_STACK, TF_HAS_PAYLOAD, 0, 0, 0, 0, "m.a\nm.b"),
+                          (12, TRACE_GRAPH_RET, 0, 1, 0, 0, 10)])]})
+    tf = TraceFile.open(path)
+    read = []
+    got = "".join(report_pieces(tf, on_block=read.append))
+    assert got == "".join(line + "\n" for line in report_text(tf))
+    assert "<stack trace>" in got and read == []
 
 
 PROG = """

@@ -51,6 +51,9 @@ static PyMethodDef read_functions[] = {
     {"graph_text_ok", (PyCFunction)(void (*)(void))graph_text_ok, METH_FASTCALL,
      "graph_text_ok(records, payloads) -> bool: text_ok, arguments and return values "
      "allowed"},
+    {"graph_events_ok", (PyCFunction)(void (*)(void))graph_events_ok, METH_FASTCALL,
+     "graph_events_ok(records, payloads) -> bool: graph_text_ok, events and markers "
+     "allowed (GraphText's comments)"},
     {"calls_hits_ok", (PyCFunction)(void (*)(void))calls_hits_ok, METH_FASTCALL,
      "calls_hits_ok(records, payloads) -> bool: graph_text_ok, function tracer hits "
      "allowed"},

@@ -211,6 +211,54 @@ set_enter(gslot_t *s, int64_t depth, uint64_t v)
  * is a record, 0 when it is a loss note or there is none, -1 when a block must be fed
  * to know */
 
+/* print_graph_comment: an event or a marker inside the graph, as a C comment,
+ * indented one level below the innermost open block (none at depth 0):
+ *
+ *     0)               |            / * asyncio:task_switch: next=Task-1 id=7fb2 * /
+ *     (the slash and star written apart here)
+ *
+ * Its payload (the blocks' check made sure it has one, as text) is "name\0text" or
+ * the text alone (ring_buffer.text_parts); a marker shows its text, an event
+ * "name: text"; one trailing newline is dropped. */
+static int
+put_comment(GraphText *g, Py_ssize_t cpu, gblock_t *b, const record_t *r)
+{
+    gslot_t *s = &g->m.slots[cpu];
+    int kind = -1;
+    const char *ps = NULL;
+    Py_ssize_t plen = 0;
+    int64_t iv = 0;
+    pay_get(b, b->pos, r, &kind, &ps, &plen, &iv);
+    const char *name = "", *text = ps;
+    Py_ssize_t nlen = 0, tlen = plen;
+    const char *sep = ps != NULL ? memchr(ps, 0, (size_t)plen) : NULL;
+    if (sep != NULL) {
+        name = ps;
+        nlen = sep - ps;
+        text = sep + 1;
+        tlen = plen - nlen - 1;
+    }
+    if (tlen && text[tlen - 1] == '\n')
+        tlen--;
+    int64_t depth = s->cdepth;
+    if (tb_reserve(&g->t, 160 + s->comm_len + nlen + tlen + (depth > 0 ? 2 * depth + 2 : 0))
+            < 0)
+        return -1;
+    put_prologue(g, cpu, r->ts);
+    if (g->o_duration)
+        tb_put(&g->t, DURATION_FILL, sizeof(DURATION_FILL) - 1);
+    if (depth > 0)
+        tb_spaces(&g->t, (depth + 1) * 2);
+    TB_LIT(&g->t, "/* ");
+    if (r->type == FNT_TRACE_EVENT) {
+        tb_put(&g->t, name, nlen);
+        TB_LIT(&g->t, ": ");
+    }
+    tb_put(&g->t, text, tlen);
+    TB_LIT(&g->t, " */\n");
+    return 0;
+}
+
 static PyObject *
 gt_step(GraphText *g, PyObject *unused)
 {
@@ -236,6 +284,12 @@ gt_step(GraphText *g, PyObject *unused)
         gblock_t *b = &s->q[s->head];
         record_t r;
         memcpy(&r, &b->rec[b->pos], sizeof(r));
+        if (r.type == FNT_TRACE_EVENT || r.type == FNT_TRACE_PRINT) {
+            if (put_marks(g, best) < 0 || put_comment(g, best, b, &r) < 0)
+                return NULL;
+            b->pos++;
+            continue;
+        }
         uint32_t id = rec_id(b, &r), cid = id;
         if (canon_lookup(g->canon, &cid) < 0)
             return NULL;
@@ -280,11 +334,13 @@ gt_step(GraphText *g, PyObject *unused)
                 if (set_enter(s, depth, 0) < 0)
                     return NULL;
                 nb->pos++;              /* the return is this line's */
+                s->cdepth = depth - 1;  /* comments after a leaf stay at its depth */
             } else {
                 if (g->o_duration)
                     tb_put(&g->t, DURATION_FILL, sizeof(DURATION_FILL) - 1);
                 if (set_enter(s, depth, (uint64_t)cid + 1) < 0)
                     return NULL;
+                s->cdepth = depth;
             }
             tb_spaces(&g->t, depth * 2);
             tb_put(&g->t, name, nlen);
@@ -316,6 +372,7 @@ gt_step(GraphText *g, PyObject *unused)
         int match = depth < s->nenter && s->enter[depth] == (uint64_t)cid + 1;
         if (set_enter(s, depth, 0) < 0)
             return NULL;
+        s->cdepth = depth - 1;      /* comments after a return: at the bracket's level */
         if (tb_reserve(&g->t, 160 + nlen + depth * 2 + s->comm_len + rlen) < 0)
             return NULL;
         put_prologue(g, best, r.ts);
@@ -496,7 +553,7 @@ utf8_ok(const unsigned char *s, Py_ssize_t n)
  * an entry's payload text, a return's text or 64-bit int, as GraphText prints them;
  * with ``hits``, function tracer hits too (their payload: the arguments' text) */
 static PyObject *
-calls_ok(PyObject *const *args, Py_ssize_t nargs, int hits)
+calls_ok(PyObject *const *args, Py_ssize_t nargs, int hits, int events)
 {
     if (nargs != 2 || !PyBytes_Check(args[0]) || !PyBytes_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError, "graph_text_ok(records: bytes, payloads: bytes)");
@@ -527,6 +584,8 @@ calls_ok(PyObject *const *args, Py_ssize_t nargs, int hits)
             ok = 0;
         else if (hits && r.type == FNT_TRACE_FN)
             ok = 1;
+        else if (events && (r.type == FNT_TRACE_EVENT || r.type == FNT_TRACE_PRINT))
+            ok = (r.flags & FNT_HAS_PAYLOAD) != 0;
         else if (r.b > (1u << 16))
             ok = 0;
         else if (r.type == FNT_TRACE_GRAPH_RET)
@@ -542,6 +601,8 @@ calls_ok(PyObject *const *args, Py_ssize_t nargs, int hits)
                 ok = utf8_ok((const unsigned char *)s, len);
             else
                 ok = kind == PAY_INT && r.type == FNT_TRACE_GRAPH_RET;
+        } else if (ok && (r.type == FNT_TRACE_EVENT || r.type == FNT_TRACE_PRINT)) {
+            ok = 0;             /* (an event's text is its payload) */
         }
     }
     PyMem_Free(b.poff);
@@ -551,7 +612,15 @@ calls_ok(PyObject *const *args, Py_ssize_t nargs, int hits)
 static PyObject *
 graph_text_ok(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    return calls_ok(args, nargs, 0);
+    return calls_ok(args, nargs, 0, 0);
+}
+
+/* graph_events_ok(records, payloads) -> bool: graph_text_ok, events and markers (with
+ * their text) allowed: GraphText prints them as comments */
+static PyObject *
+graph_events_ok(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return calls_ok(args, nargs, 0, 1);
 }
 
 /* calls_hits_ok(records, payloads) -> bool: graph_text_ok's blocks, or function tracer
@@ -559,7 +628,7 @@ graph_text_ok(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 calls_hits_ok(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    return calls_ok(args, nargs, 1);
+    return calls_ok(args, nargs, 1, 0);
 }
 
 static PyMethodDef gt_methods[] = {

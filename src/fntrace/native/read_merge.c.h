@@ -28,6 +28,7 @@ typedef struct {
     long long pid;
     uint64_t *enter;        /* depth -> 1 + the (canonical) id opened there, 0: none */
     Py_ssize_t nenter;
+    int64_t cdepth;         /* GraphText: the depth a comment is indented under */
 } gslot_t;
 
 /* the slots of a time-ordered walk, their blocks fed as it asks */

@@ -492,10 +492,10 @@ def native_graph_text(tf, options: Mapping[str, bool], nr_cpus: int,
     makes of ``entries_from_file(tf)``, after the headers) made by the native twin
     (_native_read.c's GraphText), in pieces that end in a newline; ``on_block(n)`` is
     told of each block of n records it reads.  None when there is no native twin
-    (FNTRACE_PURE=1) or the trace holds what it does not print (markers, events,
-    function hits, values recorded other than as text or 64-bit ints; option
-    overrun), or two threads share an id under different names: GraphPrinter prints
-    those.  The trace
+    (FNTRACE_PURE=1) or the trace holds what it does not print (function hits, stack
+    traces, values recorded other than as text or 64-bit ints; markers and events
+    under a filter; option overrun), or two threads share an id under different names:
+    GraphPrinter prints those.  The trace
     is read once to check that, then again as it prints.  ``keep``: only these thread
     slots' records (output/filters.py's thread_slots); ``filt``: the records that pass
     it (output/filters.py's native_filter)."""
@@ -521,7 +521,10 @@ def native_graph_text(tf, options: Mapping[str, bool], nr_cpus: int,
         if comm_of_pid.setdefault(pid, comm) != comm:
             return None             # the proc column would change name half way
         procs[c] = print_graph_proc(comm, pid)
-    if calls_only(tf, native.graph_text_ok, payloads) is None:
+    # events and markers are comments (not under a filter: which of them it keeps is
+    # filter_entries' to say)
+    ok = native.graph_events_ok if filt is None else native.graph_text_ok
+    if calls_only(tf, ok, payloads) is None:
         return None
     syms = tf.symbols
     names = {ip: sym[0] for ip, sym in syms.items()}
