@@ -115,6 +115,27 @@ def write(path, slots: dict[int, list], clock: str | None = None,
 
 
 @st.composite
+def graph_with_events(draw):
+    """A function_graph slot with markers and events among its calls (an asyncio
+    program's task switches), their texts as the file keeps them: "name\\0text" or the
+    text alone, trailing newlines, lines, text beyond ASCII."""
+    chunks = draw(slot_stream("EEERRRRJPPX"))
+    out = []
+    for lost, recs in chunks:
+        recs2 = []
+        for r in recs:
+            if r[1] == TRACE_PRINT:
+                text = draw(st.sampled_from([
+                    "asyncio:task_switch\0next=Task-1 id=7f00", "ev\0two\nlines\n", "plain",
+                    "", "mark\n", "é\0ü 😀"]))
+                typ = draw(st.sampled_from([TRACE_PRINT, TRACE_EVENT]))
+                r = (r[0], typ, TF_HAS_PAYLOAD, 0, 0, 0, 0, text)
+            recs2.append(r)
+        out.append((lost, recs2))
+    return out
+
+
+@st.composite
 def function_hits(draw):
     """A function tracer's slot: hits (callers known or not), some with their
     arguments' text (names and values joined by NULs, an odd last piece included)."""
@@ -291,6 +312,36 @@ def test_native_otlp_is_the_python_loop(tmp_path_factory, slots, min_duration, b
 
 @needs_native
 @settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(slots=st.dictionaries(st.integers(0, 5), graph_with_events(), min_size=1,
+                             max_size=3),
+       otel=st.booleans())
+def test_native_otlp_passes_events_over_as_the_python_loop(tmp_path_factory, slots, otel):
+    """An asyncio program's task switches (events, markers) are no spans: the native
+    walk passes them over; a --otel-context event is the loop's to read."""
+    pytest.importorskip("opentelemetry.proto", reason="LOUD SKIP: the opentelemetry-proto "
+                                                      "package (fntrace[otlp]) is not installed")
+    from fntrace.output import otlp
+    if otel:
+        first = next(iter(slots))
+        lost, recs = slots[first][0]
+        at = recs[0][0] if recs else 1
+        slots[first][0] = (lost, [(at, TRACE_EVENT, TF_HAS_PAYLOAD, 0, 0, 0, 0,
+                                   otlp.OTEL_EVENT + "\0trace_id=" + "1" * 32 + " span_id="
+                                   + "2" * 16)] + recs)
+    path = tmp_path_factory.mktemp("otlpev") / "t.dat"
+    write(path, slots)
+    walked = []
+    spans = otlp._native_spans
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(otlp, "_native_spans", lambda *a, **k: walked.append(spans(*a, **k))
+                   or walked[-1])
+        native, python = export_both(path, "otlp", {})
+    assert native == python
+    assert walked[0] is None if otel else walked[0] is not None
+
+
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
 @given(slots=st.dictionaries(st.integers(0, 5), slot_stream("EEEERRRRJX"), min_size=1,
                              max_size=3))
 def test_native_parquet_is_the_python_loop(tmp_path_factory, slots):
@@ -427,27 +478,6 @@ def test_native_function_text_is_the_python_printer(tmp_path_factory, slots, irq
     if not (flt and tf.lost()):
         assert sum(read) == sum(len(recs) for k, chunks in slots.items()
                                 if keep is None or k in keep for _, recs in chunks)
-
-
-@st.composite
-def graph_with_events(draw):
-    """A function_graph slot with markers and events among its calls (an asyncio
-    program's task switches), their texts as the file keeps them: "name\\0text" or the
-    text alone, trailing newlines, lines, text beyond ASCII."""
-    chunks = draw(slot_stream("EEERRRRJPPX"))
-    out = []
-    for lost, recs in chunks:
-        recs2 = []
-        for r in recs:
-            if r[1] == TRACE_PRINT:
-                text = draw(st.sampled_from([
-                    "asyncio:task_switch\0next=Task-1 id=7f00", "ev\0two\nlines\n", "plain",
-                    "", "mark\n", "é\0ü 😀"]))
-                typ = draw(st.sampled_from([TRACE_PRINT, TRACE_EVENT]))
-                r = (r[0], typ, TF_HAS_PAYLOAD, 0, 0, 0, 0, text)
-            recs2.append(r)
-        out.append((lost, recs2))
-    return out
 
 
 @needs_native

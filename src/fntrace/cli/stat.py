@@ -82,8 +82,10 @@ def stat_lines(source, args) -> Iterator[str]:
     walked = None
     # the native walk, when there is one: fed the threads kept, whole, and the other
     # filters applied to its blocks natively (or, when they cannot be, not used)
+    # (the task view left out of the stream only switch events, which no row counts:
+    # the walk, which counts no event, reads the trace as it is unless --task picks)
     split = (native_split(flt, source, graph=graph, time_in_ns=time_in_ns_of(source))
-             if entries is stream else None)
+             if entries is stream or not flt.tasks else None)
     if split is not None:
         keep, filt = split
         # (the blocks of the filter's window only, where the file's index says which)

@@ -1,7 +1,8 @@
 /* -- OtlpCalls: the OpenTelemetry export's spans -------------------------------------
  *
  * The native twin of output/otlp.py's loop for a trace of calls (the blocks text_ok
- * accepts: no arguments, return values or events, so no status and no --otel-context):
+ * accepts, or graph_events_ok's with no --otel-context event: the events and markers
+ * are passed over, as the loop passes them):
  * the records merged by time as GraphText merges them, each slot's calls paired as
  * CallBuilder pairs them, losses included (read_pair.c.h, as CallRows), and each call
  * that lasted ``min_ns`` or more written as its span when it ends, OTLP/JSON as
@@ -238,6 +239,8 @@ oc_step(OtlpCalls *c, PyObject *unused)
         }
         if (pair_marks(&c->pr, &c->m, best) < 0)
             return NULL;
+        if (r.type == FNT_TRACE_EVENT || r.type == FNT_TRACE_PRINT)
+            continue;           /* (no span: the caller checked none is --otel-context's) */
         uint32_t cid = id;
         if (canon_lookup(c->canon, &cid) < 0)
             return NULL;

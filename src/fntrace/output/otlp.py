@@ -274,12 +274,21 @@ def _native_spans(source, out, resource, scope, tid: bytes, pid: int, min_ns: in
     same protos and json.dumps as the loop's, and the walk puts them together."""
     import json
 
+    from .. import _env
     from .registry import name_of
-    from .walk import canon_ids, drive, native_for_calls
-    walkable = native_for_calls(source, values=True)
-    if walkable is None:
+    from .walk import calls_only, canon_ids, drive
+    native = _env.native()
+    if native is None:
         return None
-    native, slots = walkable
+    # events and markers are passed over, unless one is a span's context (the
+    # payloads are looked at as bytes: an argument holding the name declines too)
+    otel = OTEL_EVENT.encode() + b"\0"
+
+    def ok(records: bytes, payloads: bytes) -> bool:
+        return native.graph_events_ok(records, payloads) and otel not in payloads
+    slots = calls_only(source, ok, True)
+    if slots is None:
+        return None
     Request, ResourceSpans, ScopeSpans, Span, json_format = flush_request
     # a line of one span, cut around it: what comes before and after the spans
     probe = Span(trace_id=tid, span_id=b"\x01" * 8, name="-", kind=Span.SPAN_KIND_INTERNAL)
