@@ -432,6 +432,20 @@ def test_native_tui_index_with_values_is_the_python_index(tmp_path_factory, data
         assert native == index_both(path, limit)[0]
 
 
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(slots=st.dictionaries(st.integers(0, 5), graph_with_events(), min_size=1, max_size=3),
+       limit=st.sampled_from([None, 1, 7]), spill=st.sampled_from([None, (0, 1)]))
+def test_native_tui_index_with_events_is_the_python_index(tmp_path_factory, slots, limit,
+                                                          spill):
+    """An asyncio program's task switches and its markers: each thread's events, in
+    time order among its losses, as the Python index keeps them."""
+    path = tmp_path_factory.mktemp("indexev") / "t.dat"
+    write(path, slots)
+    native, python = index_both(path, limit, spill)
+    assert native == python
+
+
 GRAPH_OPTIONS = ("funcgraph-cpu", "funcgraph-overhead", "funcgraph-proc",
                  "funcgraph-duration", "funcgraph-abstime", "funcgraph-tail")
 

@@ -61,7 +61,7 @@ typedef struct {
     uint64_t *dirty;        /* keys of the stats changed in this batch */
     Py_ssize_t ndirty, capdirty;
     PyObject *updates;      /* [(slot, row, end, self, subend, flags)] */
-    PyObject *losses;       /* [(slot, ts, lost)] */
+    PyObject *losses;       /* [(slot, ts, lost)], and markers' and events' (slot, ts, text) */
     Py_ssize_t batch, nrec;
     int64_t first_ts;
     int has_first, done;
@@ -292,6 +292,43 @@ ir_losses(IndexRows *c, Py_ssize_t k)
     return 0;
 }
 
+/* a marker or an event: the thread's event text (TraceIndex's Python loop makes it of
+ * text_parts(payload): "name: text", a marker with no name "tracing_mark_write: text"),
+ * in the batch's list of losses and events, as (slot, ts, text) */
+static int
+ir_event(IndexRows *c, Py_ssize_t k, const record_t *r, const pvalue_t *v)
+{
+    irslot_t *s = &c->s[k];
+    const char *name = "", *text = v->has ? v->s : "";
+    Py_ssize_t nlen = 0, tlen = v->has ? v->len : 0;
+    const char *sep = tlen ? memchr(text, 0, (size_t)tlen) : NULL;
+    if (sep != NULL) {
+        name = text;
+        nlen = sep - text;
+        tlen -= nlen + 1;
+        text = sep + 1;
+    }
+    if (nlen == 0 && r->type == FNT_TRACE_PRINT) {
+        name = "tracing_mark_write";
+        nlen = 18;
+    }
+    c->t.blen = 0;
+    if (tb_reserve(&c->t, nlen + tlen + 2) < 0)
+        return -1;
+    tb_put(&c->t, name, nlen);
+    TB_LIT(&c->t, ": ");
+    tb_put(&c->t, text, tlen);
+    PyObject *u = Py_BuildValue("(nLs#)", k, (long long)r->ts, c->t.buf, c->t.blen);
+    if (u == NULL || PyList_Append(c->losses, u) < 0) {
+        Py_XDECREF(u);
+        return -1;
+    }
+    Py_DECREF(u);
+    s->last_ev = (int64_t)r->ts;
+    s->has_ev = 1;
+    return 0;
+}
+
 static PyObject *
 ir_batch(IndexRows *c)
 {
@@ -395,6 +432,13 @@ ir_step(IndexRows *c, PyObject *unused)
         if (!c->has_first) {
             c->has_first = 1;
             c->first_ts = (int64_t)r.ts;
+        }
+        if (r.type == FNT_TRACE_EVENT || r.type == FNT_TRACE_PRINT) {
+            /* (the blocks' check let them in only with their text) */
+            pvalue_t ev = record_value(&c->m, best, &r, 1);
+            if (ir_event(c, best, &r, &ev) < 0)
+                return NULL;
+            continue;
         }
         uint32_t cid;
         int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;

@@ -54,18 +54,21 @@ def calls_only(source, text_ok: Callable[..., bool], payloads: bool = False
     return slots
 
 
-def native_for_calls(source, values: bool = False, hits: bool = False):
+def native_for_calls(source, values: bool = False, hits: bool = False, events: bool = False):
     """(the native module, the thread slots) when a native walk may read ``source``: the
     twin is built and the trace is one of calls (``calls_only``; ``values``: the walk
     takes the arguments and return values recorded, as text or 64-bit ints, from the
-    blocks' payloads; ``hits``: and function tracer hits, with their arguments' text);
-    else None, and the view's Python loop reads it."""
+    blocks' payloads; ``hits``: and function tracer hits, with their arguments' text;
+    ``events``: and markers and events, with their text); else None, and the view's
+    Python loop reads it."""
     from .. import _env
     native = _env.native()
     if native is None:
         return None
     if hits:
         slots = calls_only(source, native.calls_hits_ok, True)
+    elif events:
+        slots = calls_only(source, native.graph_events_ok, True)
     elif values:
         slots = calls_only(source, native.graph_text_ok, True)
     else:

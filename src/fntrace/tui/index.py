@@ -282,13 +282,13 @@ class TraceIndex:
 
     def _native_walk(self):
         """The native walk of a trace of calls (with their arguments and return values
-        as text or 64-bit ints; no events or markers), with its blocks fed as it asks;
-        False when there is no native twin or the trace is not one of calls (the Python
-        loop reads it)."""
+        as text or 64-bit ints, markers and events with their text), with its blocks
+        fed as it asks; False when there is no native twin or the trace is not one of
+        calls (the Python loop reads it)."""
         from ..output.registry import name_of
         from ..output.walk import drive, native_for_calls
         source = self.source
-        walkable = native_for_calls(source, values=True)
+        walkable = native_for_calls(source, values=True, events=True)
         if walkable is None:
             return False
         native, slots = walkable
@@ -319,9 +319,12 @@ class TraceIndex:
                 if self.first_ts is None and first_ts is not None:
                     self.first_ts = first_ts
                 threads = self.threads
-                for k, ts, lost in losses:
+                for k, ts, what in losses:
                     t = threads.get(k) or self.thread(k)
-                    n = "some" if lost == LOST_EVENTS_UNKNOWN else str(lost)
+                    if type(what) is str:       # a marker's or an event's text
+                        self._event(t, ts, what)
+                        continue
+                    n = "some" if what == LOST_EVENTS_UNKNOWN else str(what)
                     self._event(t, ts, f"[LOST {n} EVENTS]")
                 for (k, n, func, depth, start, end, self_ns, parent, subend, flags, args,
                      ret) in rows:
