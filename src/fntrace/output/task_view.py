@@ -95,6 +95,11 @@ def tasks_as_threads(source):
             super().__init__(source.tf, source.name)
             self.threads = {}           # made as the Tasks are met
 
+        def record_blocks(self, *args, **kwargs) -> None:
+            """None: the slots are made of the entries, which no walk of the file's
+            blocks sees (TraceSource.record_blocks)."""
+            return None
+
         def entries(self, cpu: int | None = None):
             slots: dict[tuple[int, str | None], int] = {}
             current: dict[int, str | None] = {}
