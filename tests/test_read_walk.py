@@ -245,6 +245,22 @@ def test_native_folded_of_function_hits_is_the_python_walk(tmp_path_factory, slo
 
 @needs_native
 @settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(slots=st.dictionaries(st.integers(0, 5), graph_with_events(), min_size=1, max_size=3))
+def test_native_chrome_with_events_is_the_python_loop(tmp_path_factory, slots):
+    """Markers and events among the calls: instants named and annotated as the loop
+    names them (an event by its name, a marker by its text)."""
+    from fntrace.output import chrome_json
+    from fntrace.output.source import TraceSource
+    path = tmp_path_factory.mktemp("chromeev") / "t.dat"
+    write(path, slots)
+    native, python = export_both(path, "chrome", {})
+    assert native == python
+    assert chrome_json._native_calls(TraceSource(TraceFile.open(path)), io.StringIO(), 1,
+                                     None) is not None
+
+
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
 @given(slots=st.dictionaries(st.integers(0, 5), function_hits(), min_size=1, max_size=3))
 def test_native_chrome_of_function_hits_is_the_python_loop(tmp_path_factory, slots):
     """The default tracer's hits: instants with their caller and arguments, losses

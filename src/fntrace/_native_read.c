@@ -55,7 +55,7 @@ static PyMethodDef read_functions[] = {
      "graph_events_ok(records, payloads) -> bool: graph_text_ok, events and markers "
      "allowed (GraphText's comments)"},
     {"calls_hits_ok", (PyCFunction)(void (*)(void))calls_hits_ok, METH_FASTCALL,
-     "calls_hits_ok(records, payloads) -> bool: graph_text_ok, function tracer hits "
+     "calls_hits_ok(records, payloads) -> bool: graph_events_ok, function tracer hits "
      "allowed"},
     {"function_text_ok", (PyCFunction)(void (*)(void))function_text_ok, METH_FASTCALL,
      "function_text_ok(records, payloads) -> bool: FunctionText prints this block as the "

@@ -243,6 +243,61 @@ put_hit(ChromeCalls *c, Py_ssize_t slot, uint32_t id, uint32_t parent, uint64_t 
     return 0;
 }
 
+/* a marker or an event: an instant, as the loop writes them -- an event named by its
+ * name, its text in args.fields; a marker named by its text (its trailing newlines
+ * cut; "trace_marker" when none is left), its writer in args.writer.  The payload is
+ * "name\0text" or the text alone (ring_buffer.text_parts). */
+static int
+put_event(ChromeCalls *c, Py_ssize_t slot, const record_t *r, const pvalue_t *v)
+{
+    const char *name = "", *text = v->has ? v->s : "";
+    Py_ssize_t nlen = 0, tlen = v->has ? v->len : 0;
+    const char *sep = tlen ? memchr(text, 0, (size_t)tlen) : NULL;
+    if (sep != NULL) {
+        name = text;
+        nlen = sep - text;
+        tlen -= nlen + 1;
+        text = sep + 1;
+    }
+    cslot_t *s = &c->cs[slot];
+    if (tb_reserve(&c->t, 160 + s->tail_len + 6 * (nlen + tlen)) < 0)
+        return -1;
+    tbuf_t *t = &c->t;
+    TB_LIT(t, ",\n{\"ph\":\"i\",\"s\":\"t\",\"name\":");
+    int event = r->type == FNT_TRACE_EVENT;
+    if (event) {
+        put_json_str(t, 1, name, nlen);
+    } else {
+        Py_ssize_t shown = tlen;
+        while (shown && text[shown - 1] == '\n')
+            shown--;
+        if (shown)
+            put_json_str(t, 1, text, shown);
+        else
+            TB_LIT(t, "\"trace_marker\"");
+    }
+    if (event)
+        TB_LIT(t, ",\"cat\":\"event\",\"ts\":");
+    else
+        TB_LIT(t, ",\"cat\":\"marker\",\"ts\":");
+    put_us(t, r->ts, 0);
+    TB_LIT(t, ",");
+    tb_put(t, s->tail, s->tail_len);
+    if (event && tlen) {
+        TB_LIT(t, ",\"args\":{\"fields\":");
+        put_json_str(t, 1, text, tlen);
+        TB_LIT(t, "}}");
+    } else if (!event && nlen) {
+        TB_LIT(t, ",\"args\":{\"writer\":");
+        put_json_str(t, 1, name, nlen);
+        TB_LIT(t, "}}");
+    } else {
+        TB_LIT(t, "}");
+    }
+    c->n_instants++;
+    return 0;
+}
+
 /* a call ended: its complete event */
 static int
 cc_emit(void *ctx, Py_ssize_t slot, const paired_t *p)
@@ -295,6 +350,12 @@ cc_step(ChromeCalls *c, PyObject *unused)
                 return NULL;
         }
         pvalue_t v = record_value(&c->m, best, &r, c->values);
+        if (r.type == FNT_TRACE_EVENT || r.type == FNT_TRACE_PRINT) {
+            pvalue_t ev = record_value(&c->m, best, &r, 1);
+            if (put_event(c, best, &r, &ev) < 0)
+                return NULL;
+            continue;
+        }
         if (r.type == FNT_TRACE_FN) {
             /* (trace_set's ids: the process's base added to the caller too) */
             gblock_t *b = &g->q[g->head];

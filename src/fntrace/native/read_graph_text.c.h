@@ -623,12 +623,12 @@ graph_events_ok(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return calls_ok(args, nargs, 0, 1);
 }
 
-/* calls_hits_ok(records, payloads) -> bool: graph_text_ok's blocks, or function tracer
- * hits (ChromeCalls writes both) */
+/* calls_hits_ok(records, payloads) -> bool: graph_events_ok's blocks, or function
+ * tracer hits (ChromeCalls writes them all) */
 static PyObject *
 calls_hits_ok(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    return calls_ok(args, nargs, 1, 0);
+    return calls_ok(args, nargs, 1, 1);
 }
 
 static PyMethodDef gt_methods[] = {

@@ -296,12 +296,12 @@ class ChromeJsonExporter(Exporter):
 def _native_calls(source, out, pid: int, pids: dict[int, int] | None
                   ) -> tuple[int, int, int, int] | None:
     """The loop above for a trace of calls (graph entries and returns, with their
-    arguments and return values as text or 64-bit ints) or of function tracer hits (with
-    their arguments' text), made natively (_native_read.c's ChromeCalls) and written to
-    ``out``: (calls, incomplete calls, instants, lost events).  None, with nothing
-    written, when there is no native twin or the trace holds more than that (markers,
-    events, values kept as JSON, a thread the header does not name): the loop above
-    writes it."""
+    arguments and return values as text or 64-bit ints, markers and events with their
+    text) or of function tracer hits (with their arguments' text), made natively
+    (_native_read.c's ChromeCalls) and written to ``out``: (calls, incomplete calls,
+    instants, lost events).  None, with nothing written, when there is no native twin or
+    the trace holds more than that (stack traces, values kept as JSON, a thread the
+    header does not name): the loop above writes it."""
     from .walk import canon_ids, drive, native_for_calls
     walkable = native_for_calls(source, values=True, hits=True)
     if walkable is None:

@@ -58,9 +58,9 @@ def native_for_calls(source, values: bool = False, hits: bool = False, events: b
     """(the native module, the thread slots) when a native walk may read ``source``: the
     twin is built and the trace is one of calls (``calls_only``; ``values``: the walk
     takes the arguments and return values recorded, as text or 64-bit ints, from the
-    blocks' payloads; ``hits``: and function tracer hits, with their arguments' text;
-    ``events``: and markers and events, with their text); else None, and the view's
-    Python loop reads it."""
+    blocks' payloads; ``events``: and markers and events, with their text; ``hits``:
+    and those, and function tracer hits with their arguments' text); else None, and the
+    view's Python loop reads it."""
     from .. import _env
     native = _env.native()
     if native is None:
