@@ -13,7 +13,10 @@ left out with a note; trace-cmd's row needs the ``trace-cmd`` program.
                                    [--args]
 
 ``--args`` records with ``-A -R`` (every call's arguments and return value), the
-trace a user looking at values reads.
+trace a user looking at values reads.  ``--tracer function`` records with the default
+tracer (hits, no durations: each call one event).  ``--tasks N`` runs the calls in N
+asyncio Tasks that take turns every hundred iterations: the trace of an asyncio
+program, its task switches among the calls.
 
 The ratios are what count on a shared machine: every row of one run shares its load.
 """
@@ -33,6 +36,39 @@ from views import GROUP_BY, PROG, formats_here  # noqa: E402
 
 EXPORTS = ("perfetto", "chrome", "folded", "trace-cmd", "parquet", "otlp")
 
+
+ASYNC_PROG = """\
+import asyncio
+import sys
+
+def leaf(x):
+    return x + 1
+
+def mid(x):
+    return leaf(x) * 2
+
+async def task(n):
+    s = 0
+    for i in range(n):
+        s += mid(i)
+        s += leaf(i)
+        if i % 100 == 99:
+            await asyncio.sleep(0)
+    return s
+
+async def main(calls, tasks):
+    # three calls an iteration, as PROG's
+    per = max(1, (calls - 1) // 3 // tasks)
+    return sum(await asyncio.gather(*(task(per) for _ in range(tasks))))
+
+print(asyncio.run(main(int(sys.argv[1]), int(sys.argv[2]))))
+"""
+
+RECORDS = """\
+import sys
+from fntrace.output.source import open_trace
+print(open_trace(sys.argv[1]).nr_records())
+"""
 
 TUI_INDEX = """\
 import sys
@@ -67,8 +103,14 @@ def main(argv: list[str] | None = None) -> int:
                          "tui-index, trace-cmd-report, or an export format")
     ap.add_argument("--args", action="store_true",
                     help="record arguments and return values (-A -R)")
+    ap.add_argument("--tracer", choices=("function_graph", "function"),
+                    default="function_graph", help="the tracer recording the trace")
+    ap.add_argument("--tasks", type=int, default=0, metavar="N",
+                    help="run the calls in N asyncio Tasks (task switches in the trace)")
     ap.add_argument("--no-pure", action="store_true", help="leave out the pure column")
     opts = ap.parse_args(argv)
+    if opts.args and opts.tracer != "function_graph":
+        ap.error("--args needs --tracer function_graph")
     env = child_env()
     env["FNTRACE_PROGRESS"] = "0"
     pure_env = dict(env, FNTRACE_PURE="1")
@@ -80,15 +122,19 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[tuple[str, float | None, float | None, int, str]] = []
     with tempfile.TemporaryDirectory(prefix="fntrace-read-") as d:
         with open(os.path.join(d, "prog.py"), "w") as f:
-            f.write(PROG)
+            f.write(ASYNC_PROG if opts.tasks else PROG)
         buffer_kb = max(4096, events * 48 // 1024)
         fn = [opts.python, "-m", "fntrace"]
         status, rec_cpu, rss, err = run_cpu(
-            [*fn, "record", "-p", "function_graph", *(["-A", "-R"] if opts.args else []),
+            [*fn, "record", "-p", opts.tracer, *(["-A", "-R"] if opts.args else []),
              "-b", str(buffer_kb), "-F", "__main__.*",
-             "-o", "t.dat", "prog.py", str(opts.calls)], d, env)
+             "-o", "t.dat", "prog.py", str(opts.calls),
+             *([str(opts.tasks)] if opts.tasks else [])], d, env)
         if status != 0:
             raise SystemExit(f"record failed: {err}")
+        # the events the trace holds (hits are one a call; task switches add some)
+        events = int(subprocess.run([opts.python, "-c", RECORDS, "t.dat"], cwd=d, env=env,
+                                    capture_output=True, text=True, check=True).stdout)
         rows.append(("record (writing the trace)", rec_cpu, None, rss, ""))
         views: list[tuple[str, list[str]]] = []
         if wanted("report"):
@@ -143,9 +189,10 @@ def main(argv: list[str] | None = None) -> int:
                              cpu if status == 0 else None, None, rss,
                              "" if status == 0 else err))
 
-    print(f"# {python_label(opts.python)}: a function_graph trace of {fmt_int(opts.calls)} "
+    print(f"# {python_label(opts.python)}: a {opts.tracer} trace of {fmt_int(opts.calls)} "
           f"calls ({fmt_int(events)} events"
-          f"{', arguments and return values recorded' if opts.args else ''}); CPU seconds "
+          f"{', arguments and return values recorded' if opts.args else ''}"
+          f"{f', in {opts.tasks} asyncio Tasks' if opts.tasks else ''}); CPU seconds "
           "(user + system)")
     print()
     print("| view | CPU s | events per CPU s | ÷ record's CPU | pure CPU s | native speed-up "
