@@ -250,15 +250,9 @@ put_hit(ChromeCalls *c, Py_ssize_t slot, uint32_t id, uint32_t parent, uint64_t 
 static int
 put_event(ChromeCalls *c, Py_ssize_t slot, const record_t *r, const pvalue_t *v)
 {
-    const char *name = "", *text = v->has ? v->s : "";
-    Py_ssize_t nlen = 0, tlen = v->has ? v->len : 0;
-    const char *sep = tlen ? memchr(text, 0, (size_t)tlen) : NULL;
-    if (sep != NULL) {
-        name = text;
-        nlen = sep - text;
-        tlen -= nlen + 1;
-        text = sep + 1;
-    }
+    const char *name, *text;
+    Py_ssize_t nlen, tlen;
+    text_parts(v->has ? v->s : NULL, v->has ? v->len : 0, &name, &nlen, &text, &tlen);
     cslot_t *s = &c->cs[slot];
     if (tb_reserve(&c->t, 160 + s->tail_len + 6 * (nlen + tlen)) < 0)
         return -1;

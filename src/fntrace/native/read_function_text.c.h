@@ -206,41 +206,7 @@ ft_dealloc(FunctionText *f)
 static PyObject *
 function_text_ok(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2 || !PyBytes_Check(args[0]) || !PyBytes_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "function_text_ok(records: bytes, payloads: bytes)");
-        return NULL;
-    }
-    Py_ssize_t n = PyBytes_GET_SIZE(args[0]) / FNT_RECORD_SIZE;
-    if (PyBytes_GET_SIZE(args[0]) % FNT_RECORD_SIZE)
-        Py_RETURN_FALSE;
-    gblock_t b = {0};
-    b.rec = (const record_t *)PyBytes_AS_STRING(args[0]);
-    b.n = n;
-    if (PyBytes_GET_SIZE(args[1])) {
-        b.poff = PyMem_Malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
-        if (b.poff == NULL)
-            return PyErr_NoMemory();
-        b.pay = args[1];
-        if (pay_index((const unsigned char *)PyBytes_AS_STRING(args[1]),
-                      PyBytes_GET_SIZE(args[1]), n, b.poff) < 0) {
-            PyMem_Free(b.poff);
-            Py_RETURN_FALSE;
-        }
-    }
-    int ok = 1;
-    for (Py_ssize_t i = 0; ok && i < n; i++) {
-        record_t r;
-        memcpy(&r, &b.rec[i], sizeof(r));
-        ok = r.type == FNT_TRACE_FN && r.ts < ((uint64_t)1 << 62);
-        int kind;
-        const char *s = NULL;
-        Py_ssize_t len = 0;
-        int64_t iv;
-        if (ok && pay_get(&b, i, &r, &kind, &s, &len, &iv))
-            ok = kind == PAY_STR && utf8_ok((const unsigned char *)s, len);
-    }
-    PyMem_Free(b.poff);
-    return PyBool_FromLong(ok);
+    return calls_ok(args, nargs, OK_HITS);
 }
 
 static PyMethodDef ft_methods[] = {

@@ -229,15 +229,9 @@ put_comment(GraphText *g, Py_ssize_t cpu, gblock_t *b, const record_t *r)
     Py_ssize_t plen = 0;
     int64_t iv = 0;
     pay_get(b, b->pos, r, &kind, &ps, &plen, &iv);
-    const char *name = "", *text = ps;
-    Py_ssize_t nlen = 0, tlen = plen;
-    const char *sep = ps != NULL ? memchr(ps, 0, (size_t)plen) : NULL;
-    if (sep != NULL) {
-        name = ps;
-        nlen = sep - ps;
-        text = sep + 1;
-        tlen = plen - nlen - 1;
-    }
+    const char *name, *text;
+    Py_ssize_t nlen, tlen;
+    text_parts(ps, plen, &name, &nlen, &text, &tlen);
     if (tlen && text[tlen - 1] == '\n')
         tlen--;
     int64_t depth = s->cdepth;
@@ -552,9 +546,14 @@ utf8_ok(const unsigned char *s, Py_ssize_t n)
 /* graph_text_ok(records, payloads) -> bool: text_ok, with arguments and return values:
  * an entry's payload text, a return's text or 64-bit int, as GraphText prints them;
  * with ``hits``, function tracer hits too (their payload: the arguments' text) */
+#define OK_CALLS 1           /* graph entries and returns */
+#define OK_HITS 2            /* function tracer hits */
+#define OK_EVENTS 4          /* markers and events, with their text */
+
 static PyObject *
-calls_ok(PyObject *const *args, Py_ssize_t nargs, int hits, int events)
+calls_ok(PyObject *const *args, Py_ssize_t nargs, int kinds)
 {
+    int hits = kinds & OK_HITS, events = kinds & OK_EVENTS;
     if (nargs != 2 || !PyBytes_Check(args[0]) || !PyBytes_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError, "graph_text_ok(records: bytes, payloads: bytes)");
         return NULL;
@@ -586,7 +585,7 @@ calls_ok(PyObject *const *args, Py_ssize_t nargs, int hits, int events)
             ok = 1;
         else if (events && (r.type == FNT_TRACE_EVENT || r.type == FNT_TRACE_PRINT))
             ok = (r.flags & FNT_HAS_PAYLOAD) != 0;
-        else if (r.b > (1u << 16))
+        else if (!(kinds & OK_CALLS) || r.b > (1u << 16))
             ok = 0;
         else if (r.type == FNT_TRACE_GRAPH_RET)
             ok = r.d <= r.ts;
@@ -612,7 +611,7 @@ calls_ok(PyObject *const *args, Py_ssize_t nargs, int hits, int events)
 static PyObject *
 graph_text_ok(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    return calls_ok(args, nargs, 0, 0);
+    return calls_ok(args, nargs, OK_CALLS);
 }
 
 /* graph_events_ok(records, payloads) -> bool: graph_text_ok, events and markers (with
@@ -620,7 +619,7 @@ graph_text_ok(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 graph_events_ok(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    return calls_ok(args, nargs, 0, 1);
+    return calls_ok(args, nargs, OK_CALLS | OK_EVENTS);
 }
 
 /* calls_hits_ok(records, payloads) -> bool: graph_events_ok's blocks, or function
@@ -628,7 +627,7 @@ graph_events_ok(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 calls_hits_ok(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    return calls_ok(args, nargs, 1, 1);
+    return calls_ok(args, nargs, OK_CALLS | OK_HITS | OK_EVENTS);
 }
 
 static PyMethodDef gt_methods[] = {

@@ -299,15 +299,9 @@ static int
 ir_event(IndexRows *c, Py_ssize_t k, const record_t *r, const pvalue_t *v)
 {
     irslot_t *s = &c->s[k];
-    const char *name = "", *text = v->has ? v->s : "";
-    Py_ssize_t nlen = 0, tlen = v->has ? v->len : 0;
-    const char *sep = tlen ? memchr(text, 0, (size_t)tlen) : NULL;
-    if (sep != NULL) {
-        name = text;
-        nlen = sep - text;
-        tlen -= nlen + 1;
-        text = sep + 1;
-    }
+    const char *name, *text;
+    Py_ssize_t nlen, tlen;
+    text_parts(v->has ? v->s : NULL, v->has ? v->len : 0, &name, &nlen, &text, &tlen);
     if (nlen == 0 && r->type == FNT_TRACE_PRINT) {
         name = "tracing_mark_write";
         nlen = 18;

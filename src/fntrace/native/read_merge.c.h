@@ -411,6 +411,26 @@ pay_get(const gblock_t *b, Py_ssize_t i, const record_t *r, int *kind, const cha
     return 1;
 }
 
+/* ring_buffer.text_parts of a marker's or an event's payload text: "name\0text", or
+ * the text alone (no name) */
+static inline void
+text_parts(const char *s, Py_ssize_t len, const char **name, Py_ssize_t *nlen,
+           const char **text, Py_ssize_t *tlen)
+{
+    const char *sep = len ? memchr(s, 0, (size_t)len) : NULL;
+    if (sep == NULL) {
+        *name = "";
+        *nlen = 0;
+        *text = len ? s : "";
+        *tlen = len;
+        return;
+    }
+    *name = s;
+    *nlen = sep - s;
+    *text = sep + 1;
+    *tlen = len - *nlen - 1;
+}
+
 /* the payload of the record merge_next just took from ``slot`` (pay_get's answer) */
 static int
 merge_last_payload(merge_t *m, Py_ssize_t slot, const record_t *r, int *kind, const char **s,
