@@ -407,7 +407,8 @@ def index_both(path, limit: int | None = None, spill: tuple[int, int] | None = N
                 t.tid, t.comm, t.n,
                 [names[f] for f in t.func], list(t.depth), list(t.start), list(t.end),
                 list(t.self_ns), list(t.parent), list(t.subend), list(t.args), list(t.ret),
-                list(t.caller), bytes(t.flags), list(t.ev_ts), t.ev_text, t.nev,
+                [names[f] if f >= 0 else None for f in t.caller], bytes(t.flags),
+                list(t.ev_ts), t.ev_text, t.nev,
                 {names[f]: v for f, v in t.hit.items()},
                 {names[f]: v for f, v in t.total.items()},
                 {names[f]: v for f, v in t.self_total.items()})
@@ -446,6 +447,23 @@ def test_native_tui_index_with_values_is_the_python_index(tmp_path_factory, data
     assert native == python
     if spill is not None:
         assert native == index_both(path, limit)[0]
+
+
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(slots=st.one_of(
+           st.dictionaries(st.integers(0, 5), function_hits(), min_size=1, max_size=3),
+           st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJFFX"), min_size=1,
+                           max_size=3)),
+       limit=st.sampled_from([None, 1, 7]), spill=st.sampled_from([None, (0, 1)]))
+def test_native_tui_index_of_function_hits_is_the_python_index(tmp_path_factory, slots,
+                                                               limit, spill):
+    """The default tracer's hits (and hits among calls): a closed row each, its caller,
+    its arguments' text, a hit with no time in the function's sums."""
+    path = tmp_path_factory.mktemp("indexhits") / "t.dat"
+    write(path, slots, tracer="function")
+    native, python = index_both(path, limit, spill)
+    assert native == python
 
 
 @needs_native

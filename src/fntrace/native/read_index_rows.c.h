@@ -30,10 +30,11 @@
 #define IR_HAS_RETVAL 4
 
 typedef struct {
-    int32_t *func, *depth, *parent, *subend, *args, *ret;
+    int32_t *func, *depth, *parent, *subend, *args, *ret, *caller;
     int64_t *start, *end, *self;
     uint8_t *flags;
     Py_ssize_t n, cap;      /* rows of this batch */
+    int callers;            /* a row of this batch has a caller (a function hit's) */
     Py_ssize_t total;       /* rows of the slot so far (TraceIndex's t.n) */
     int64_t last_start;     /* t.start[t.n - 1] */
     int64_t last_ev;        /* t.ev_ts[t.nev - 1] */
@@ -44,6 +45,7 @@ typedef struct {
     uint64_t key;           /* (slot << 32 | fid) + 1; 0: empty */
     int64_t hit, total, self;
     int dirty;
+    int timed;              /* a call was closed (not only hits): total and self count */
 } irstat_t;
 
 typedef struct {
@@ -139,7 +141,7 @@ ir_ret(IndexRows *c, const pvalue_t *v, int32_t *out)
 }
 
 static int
-ir_stat(IndexRows *c, Py_ssize_t slot, int32_t fid, int64_t dur, int64_t self)
+ir_stat(IndexRows *c, Py_ssize_t slot, int32_t fid, int64_t dur, int64_t self, int timed)
 {
     if ((c->stn + 1) * 2 > c->stcap) {
         Py_ssize_t cap = c->stcap ? c->stcap * 2 : 1024;
@@ -172,6 +174,7 @@ ir_stat(IndexRows *c, Py_ssize_t slot, int32_t fid, int64_t dur, int64_t self)
     e->hit++;
     e->total += dur;
     e->self += self;
+    e->timed |= timed;
     if (!e->dirty) {
         if (c->ndirty == c->capdirty) {
             Py_ssize_t cap = c->capdirty ? c->capdirty * 2 : 256;
@@ -192,7 +195,8 @@ ir_stat(IndexRows *c, Py_ssize_t slot, int32_t fid, int64_t dur, int64_t self)
 /* a new row of the slot, open or whole; its number */
 static Py_ssize_t
 ir_row(IndexRows *c, Py_ssize_t slot, int32_t fid, int64_t depth, int64_t start, int64_t end,
-       int64_t self, int32_t parent, int32_t subend, uint8_t flags, int32_t args, int32_t ret)
+       int64_t self, int32_t parent, int32_t subend, uint8_t flags, int32_t args, int32_t ret,
+       int32_t caller)
 {
     irslot_t *s = &c->s[slot];
     if (s->n == s->cap) {
@@ -205,6 +209,7 @@ ir_row(IndexRows *c, Py_ssize_t slot, int32_t fid, int64_t depth, int64_t start,
         GROW(subend, 4);
         GROW(args, 4);
         GROW(ret, 4);
+        GROW(caller, 4);
         GROW(start, 8);
         GROW(end, 8);
         GROW(self, 8);
@@ -223,6 +228,8 @@ ir_row(IndexRows *c, Py_ssize_t slot, int32_t fid, int64_t depth, int64_t start,
     s->flags[i] = flags;
     s->args[i] = args;
     s->ret[i] = ret;
+    s->caller[i] = caller;
+    s->callers |= caller >= 0;
     s->last_start = start;
     return s->total++;
 }
@@ -265,10 +272,10 @@ ir_emit(void *ctx, Py_ssize_t slot, const paired_t *p)
         call_frame_t *top = pair_top(&c->pr, slot);
         Py_ssize_t r = s->total;
         if (ir_row(c, slot, fid, p->depth, p->start, p->end, p->self,
-                   top ? (int32_t)top->path : -1, (int32_t)(r + 1), flags, -1, ret) < 0)
+                   top ? (int32_t)top->path : -1, (int32_t)(r + 1), flags, -1, ret, -1) < 0)
             return -1;
     }
-    return ir_stat(c, slot, fid, dur, p->self);
+    return ir_stat(c, slot, fid, dur, p->self, 1);
 }
 
 static int
@@ -334,13 +341,17 @@ ir_batch(IndexRows *c)
         if (!s->n)
             continue;
         Py_ssize_t n = s->n;
-        PyObject *t = Py_BuildValue(
-            "(nny#y#y#y#y#y#y#y#y#y#)", k, n,
+        /* the callers: None when no row of the batch has one (all -1) */
+        PyObject *callers = s->callers
+            ? PyBytes_FromStringAndSize((const char *)s->caller, n * 4) : Py_NewRef(Py_None);
+        PyObject *t = callers == NULL ? NULL : Py_BuildValue(
+            "(nny#y#y#y#y#y#y#y#y#y#N)", k, n,
             (const char *)s->func, n * 4, (const char *)s->depth, n * 4,
             (const char *)s->start, n * 8, (const char *)s->end, n * 8,
             (const char *)s->self, n * 8, (const char *)s->parent, n * 4,
             (const char *)s->subend, n * 4, (const char *)s->flags, n,
-            (const char *)s->args, n * 4, (const char *)s->ret, n * 4);
+            (const char *)s->args, n * 4, (const char *)s->ret, n * 4, callers);
+        s->callers = 0;
         if (t == NULL || PyList_Append(rows, t) < 0) {
             Py_XDECREF(t);
             goto done;
@@ -355,9 +366,9 @@ ir_batch(IndexRows *c)
             h = (h + 1) & (c->stcap - 1);
         irstat_t *e = &c->st[h];
         e->dirty = 0;
-        PyObject *t = Py_BuildValue("(nlLLL)", (Py_ssize_t)((key - 1) >> 32),
+        PyObject *t = Py_BuildValue("(nlLLLi)", (Py_ssize_t)((key - 1) >> 32),
                                     (long)(int32_t)(uint32_t)(key - 1), (long long)e->hit,
-                                    (long long)e->total, (long long)e->self);
+                                    (long long)e->total, (long long)e->self, e->timed);
         if (t == NULL || PyList_Append(stats, t) < 0) {
             Py_XDECREF(t);
             goto done;
@@ -439,6 +450,30 @@ ir_step(IndexRows *c, PyObject *unused)
         int32_t fid;
         if (ir_fid(c, id, &fid) < 0)
             return NULL;
+        if (r.type == FNT_TRACE_FN) {
+            /* a function tracer hit: a row of its own, closed (no duration), its
+             * caller's name, counted as a hit (TraceIndex's Python loop) */
+            gslot_t *g = &c->m.slots[best];
+            uint32_t ibase = g->q[g->head].ibase;
+            int32_t args = -1, caller = -1;
+            pvalue_t hv = record_value(&c->m, best, &r, c->intern != NULL);
+            if (hv.has && hv.kind == PAY_STR) {
+                c->t.blen = 0;
+                if (tb_reserve(&c->t, 2 * hv.len + 4) < 0)
+                    return NULL;
+                put_args_text(&c->t, hv.s, hv.len);
+                if (ir_text(c, c->t.buf, c->t.blen, &args) < 0)
+                    return NULL;
+            }
+            if (r.b && ir_fid(c, r.b + ibase, &caller) < 0)
+                return NULL;
+            Py_ssize_t row = c->s[best].total;
+            if (ir_row(c, best, fid, 0, ts, ts, 0, -1, (int32_t)(row + 1), IR_ENTRY_SEEN, args,
+                       -1, caller) < 0
+                    || ir_stat(c, best, fid, 0, 0, 0) < 0)
+                return NULL;
+            continue;
+        }
         /* what pairs: the name (fid), as the Python index pairs by name */
         cid = (uint32_t)fid;
         pvalue_t v = record_value(&c->m, best, &r, c->intern != NULL);
@@ -457,7 +492,7 @@ ir_step(IndexRows *c, PyObject *unused)
             }
             call_frame_t *top = pair_top(&c->pr, best);
             Py_ssize_t row = ir_row(c, best, fid, depth, ts, -1, 0, top ? (int32_t)top->path : -1,
-                                    -1, IR_ENTRY_SEEN | IR_OPEN, args, -1);
+                                    -1, IR_ENTRY_SEEN | IR_OPEN, args, -1, -1);
             if (row < 0 || pair_push(&c->pr, best, id, cid, depth, ts, (uint32_t)row) < 0)
                 return NULL;
         } else if (pair_return_value(&c->pr, best, id, cid, depth, ts, (int64_t)r.d, &v) < 0) {
@@ -541,6 +576,7 @@ ir_dealloc(IndexRows *c)
             PyMem_Free(s->subend);
             PyMem_Free(s->args);
             PyMem_Free(s->ret);
+            PyMem_Free(s->caller);
             PyMem_Free(s->start);
             PyMem_Free(s->end);
             PyMem_Free(s->self);

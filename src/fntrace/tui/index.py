@@ -281,14 +281,14 @@ class TraceIndex:
     # -- the native twin (_native_read.c's IndexRows) ------------------------------
 
     def _native_walk(self):
-        """The native walk of a trace of calls (with their arguments and return values
-        as text or 64-bit ints, markers and events with their text), with its blocks
-        fed as it asks; False when there is no native twin or the trace is not one of
-        calls (the Python loop reads it)."""
+        """The native walk of a trace of calls or function hits (with their arguments
+        and return values as text or 64-bit ints, markers and events with their text),
+        with its blocks fed as it asks; False when there is no native twin or the trace
+        holds more (the Python loop reads it)."""
         from ..output.registry import name_of
         from ..output.walk import drive, native_for_calls
         source = self.source
-        walkable = native_for_calls(source, values=True, events=True)
+        walkable = native_for_calls(source, values=True, hits=True)
         if walkable is None:
             return False
         native, slots = walkable
@@ -327,7 +327,7 @@ class TraceIndex:
                     n = "some" if what == LOST_EVENTS_UNKNOWN else str(what)
                     self._event(t, ts, f"[LOST {n} EVENTS]")
                 for (k, n, func, depth, start, end, self_ns, parent, subend, flags, args,
-                     ret) in rows:
+                     ret, caller) in rows:
                     t = threads.get(k) or self.thread(k)
                     t.func.frombytes(func)
                     t.depth.frombytes(depth)
@@ -338,7 +338,10 @@ class TraceIndex:
                     t.subend.frombytes(subend)
                     t.args.frombytes(args)
                     t.ret.frombytes(ret)
-                    t.caller.extend_fill(n)
+                    if caller is None:          # (no function hit among them)
+                        t.caller.extend_fill(n)
+                    else:
+                        t.caller.frombytes(caller)
                     t.flags.frombytes(flags)
                     t.n += n
                 for k, r, end, self_ns, subend, flags, ret in updates:
@@ -348,11 +351,12 @@ class TraceIndex:
                     t.subend[r] = subend
                     t.flags[r] = flags
                     t.ret[r] = ret
-                for k, fid, hit, total, self_ns in stats:
+                for k, fid, hit, total, self_ns, timed in stats:
                     t = threads[k]
                     t.hit[fid] = hit
-                    t.total[fid] = total
-                    t.self_total[fid] = self_ns
+                    if timed:                   # (a function hit has no time)
+                        t.total[fid] = total
+                        t.self_total[fid] = self_ns
                 self.read += nrec
             if left is not None:
                 left -= nrec
