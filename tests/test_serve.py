@@ -305,13 +305,29 @@ def test_socket_removed_at_exit_and_not_served_by_a_forked_child(tmp_path):
     assert not os.path.exists(parent[2])        # removed when the parent exited
 
 
-def test_another_user_is_refused(served, tmp_path):
+def test_another_user_is_refused(served, tmp_path, monkeypatch):
     if os.getuid() != 0:
         pytest.skip("LOUD SKIP: needs root to run a client as another user (nobody)")
     import pwd
+    import shutil
+    import tempfile
     nobody = pwd.getpwnam("nobody")
+    # A runtime directory of its own (the program and `ctl` inherit it): the permissions
+    # opened below for once would hide the shared one, and every other test's program
+    # in it, from the clients of tests running meanwhile.  In /tmp, not under pytest's
+    # directory (0700): nobody must reach the socket.
+    xdg = tempfile.mkdtemp(prefix="fntrace-test-run-")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", xdg)
+    try:
+        _another_user_is_refused(served, nobody, xdg)
+    finally:
+        shutil.rmtree(xdg, ignore_errors=True)
+
+
+def _another_user_is_refused(served, nobody, xdg: str) -> None:
     p = served()
     path = endpoint.socket_path(p.pid)
+    assert path.startswith(xdg + os.sep), path
 
     def as_nobody(fn) -> tuple[int, str]:
         """fn() in a forked child that became nobody (the interpreter's own files may
@@ -361,6 +377,7 @@ def test_another_user_is_refused(served, tmp_path):
         print(recv_frame(s))
         return 0
     d = os.path.dirname(path)
+    os.chmod(xdg, 0o711)
     os.chmod(d, 0o711)
     os.chmod(path, 0o666)
     try:
@@ -368,6 +385,7 @@ def test_another_user_is_refused(served, tmp_path):
     finally:
         os.chmod(path, 0o600)
         os.chmod(d, 0o700)
+        os.chmod(xdg, 0o700)
     r = subprocess.CompletedProcess([], code, text, text)
     assert r.returncode == 0, r.stderr
     assert "'ok': False" in r.stdout and f"'errno': {errno.EACCES}" in r.stdout, r.stdout
