@@ -381,6 +381,34 @@ async def test_big_trace_shows_its_start_while_indexing(tmp_path, run_fntrace):
 
 
 @_sync
+async def test_the_index_ending_during_a_poll_still_shows_its_last_rows(tmp_path, run_fntrace):
+    """The index may end between a poll taking rows in and the poll asking whether it
+    has ended: the last rows must still come in (CI once lost a batch of them this way:
+    the poll saw the end, stopped polling, and the view kept 54,615 of 60,001 rows)."""
+    n = 30_000      # 180,000 events: more than the first screen's batch
+    path = _record(tmp_path, run_fntrace, BIG.replace("N", str(n)), "-p", "function_graph",
+                   "-b", "65536", "-F", "__main__.*")
+    app = TraceBrowser(open_trace(path), fold_depth=1, tick=0.05)
+    build = app.index.build
+    app.index.build = lambda limit=None: build(limit) if limit is not None else None
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert not app.index.done
+        graph = app.graph
+        take_in = graph.catch_up
+
+        def then_the_index_ends() -> None:
+            take_in()
+            graph.catch_up = take_in
+            build()             # the rest, while the poll is between the two
+        graph.catch_up = then_the_index_ends
+        app._poll()
+        assert app.index.done and graph.view.seen < graph.view.t.n
+        await _indexed(pilot)
+        v = graph.view
+        assert v.seen == v.t.n == 1 + 3 * n and len(v.vis) == 1 + n
+
+@_sync
 async def test_empty_trace(tmp_path, run_fntrace):
     path = _record(tmp_path, run_fntrace, "x = 1\n", "-p", "function_graph", "-F", "nosuch*")
     app = TraceBrowser(open_trace(path))

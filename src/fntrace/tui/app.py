@@ -131,6 +131,9 @@ class TraceBrowser(App):
 
     def _poll(self) -> None:
         ix = self.index
+        # read before the rows are taken in: the index may end between the two, and
+        # the poll that stops must have seen its last rows
+        done = ix.done
         if self.graph.view is None and ix.threads:
             # threads the file's table did not name appeared in the records
             self.cpus = sorted(ix.threads)
@@ -139,7 +142,7 @@ class TraceBrowser(App):
         self.graph.catch_up()
         bar = self.query_one("#progress", ProgressBar)
         bar.update(progress=round(ix.progress() * 100))
-        if ix.done:
+        if done:
             bar.add_class("done")
             self._timer.stop()
             if ix.error:
