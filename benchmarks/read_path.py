@@ -16,7 +16,10 @@ left out with a note; trace-cmd's row needs the ``trace-cmd`` program.
 trace a user looking at values reads.  ``--tracer function`` records with the default
 tracer (hits, no durations: each call one event).  ``--tasks N`` runs the calls in N
 asyncio Tasks that take turns every hundred iterations: the trace of an asyncio
-program, its task switches among the calls.
+program, its task switches among the calls.  ``--procs N`` runs them in N processes
+(os.fork): a run of N+1 trace files, one a process, read as one trace.  The wall
+column is each command's elapsed time (a view reading on more than one core would
+show it below its CPU time).
 
 The ratios are what count on a shared machine: every row of one run shares its load.
 """
@@ -28,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -64,6 +68,35 @@ async def main(calls, tasks):
 print(asyncio.run(main(int(sys.argv[1]), int(sys.argv[2]))))
 """
 
+PROCS_PROG = """\
+import os
+import sys
+
+def leaf(x):
+    return x + 1
+
+def mid(x):
+    return leaf(x) * 2
+
+def top(n):
+    s = 0
+    for i in range(n):
+        s += mid(i)
+        s += leaf(i)
+    return s
+
+calls, procs = int(sys.argv[1]), int(sys.argv[2])
+pids = []
+for _ in range(procs):
+    pid = os.fork()
+    if pid == 0:
+        top(max(1, (calls - 1) // 3 // procs))
+        os._exit(0)
+    pids.append(pid)
+for pid in pids:
+    os.waitpid(pid, 0)
+"""
+
 RECORDS = """\
 import sys
 from fntrace.output.source import open_trace
@@ -81,13 +114,19 @@ print(len(function_rows(ix)), ix.nr_rows())
 """
 
 
+WALL: dict[str, float] = {}     # command -> wall seconds of its last run
+
+
 def run_cpu(cmd: list[str], cwd: str, env: dict) -> tuple[int, float, int, str]:
-    """(exit status, CPU seconds, peak RSS bytes, stderr's end) of one child."""
+    """(exit status, CPU seconds, peak RSS bytes, stderr's end) of one child (its
+    wall time in WALL)."""
     err_path = os.path.join(cwd, ".stderr")
     with open(err_path, "wb") as err:
+        t0 = time.perf_counter()
         p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=err,
                              stdin=subprocess.DEVNULL)
         _, status, ru = os.wait4(p.pid, 0)
+        WALL[" ".join(cmd)] = time.perf_counter() - t0
     with open(err_path, encoding="utf-8", errors="replace") as f:
         text = f.read()
     return (os.waitstatus_to_exitcode(status), ru.ru_utime + ru.ru_stime,
@@ -107,10 +146,14 @@ def main(argv: list[str] | None = None) -> int:
                     default="function_graph", help="the tracer recording the trace")
     ap.add_argument("--tasks", type=int, default=0, metavar="N",
                     help="run the calls in N asyncio Tasks (task switches in the trace)")
+    ap.add_argument("--procs", type=int, default=0, metavar="N",
+                    help="run the calls in N forked processes (a trace file each)")
     ap.add_argument("--no-pure", action="store_true", help="leave out the pure column")
     opts = ap.parse_args(argv)
     if opts.args and opts.tracer != "function_graph":
         ap.error("--args needs --tracer function_graph")
+    if opts.tasks and opts.procs:
+        ap.error("--tasks and --procs are one or the other")
     env = child_env()
     env["FNTRACE_PROGRESS"] = "0"
     pure_env = dict(env, FNTRACE_PURE="1")
@@ -119,23 +162,24 @@ def main(argv: list[str] | None = None) -> int:
     def wanted(view: str) -> bool:
         return not opts.only or view in opts.only
 
-    rows: list[tuple[str, float | None, float | None, int, str]] = []
+    rows: list[tuple[str, float | None, float | None, int, str, float | None]] = []
     with tempfile.TemporaryDirectory(prefix="fntrace-read-") as d:
         with open(os.path.join(d, "prog.py"), "w") as f:
-            f.write(ASYNC_PROG if opts.tasks else PROG)
+            f.write(ASYNC_PROG if opts.tasks else PROCS_PROG if opts.procs else PROG)
         buffer_kb = max(4096, events * 48 // 1024)
         fn = [opts.python, "-m", "fntrace"]
         status, rec_cpu, rss, err = run_cpu(
             [*fn, "record", "-p", opts.tracer, *(["-A", "-R"] if opts.args else []),
              "-b", str(buffer_kb), "-F", "__main__.*",
              "-o", "t.dat", "prog.py", str(opts.calls),
-             *([str(opts.tasks)] if opts.tasks else [])], d, env)
+             *([str(opts.tasks or opts.procs)] if opts.tasks or opts.procs else [])],
+            d, env)
         if status != 0:
             raise SystemExit(f"record failed: {err}")
         # the events the trace holds (hits are one a call; task switches add some)
         events = int(subprocess.run([opts.python, "-c", RECORDS, "t.dat"], cwd=d, env=env,
                                     capture_output=True, text=True, check=True).stdout)
-        rows.append(("record (writing the trace)", rec_cpu, None, rss, ""))
+        rows.append(("record (writing the trace)", rec_cpu, None, rss, "", None))
         views: list[tuple[str, list[str]]] = []
         if wanted("report"):
             views.append(("report", [*fn, "report", "t.dat"]))
@@ -162,23 +206,25 @@ def main(argv: list[str] | None = None) -> int:
             if not wanted(fmt):
                 continue
             if fmt not in here:
-                rows.append((f"export {fmt}", None, None, 0, "exporter or library missing"))
+                rows.append((f"export {fmt}", None, None, 0, "exporter or library missing",
+                             None))
                 continue
             views.append((f"export {fmt}", [*fn, "export", "t.dat", "--format", fmt, "-o",
                                             f"out.{fmt}"]))
         for name, cmd in views:
             status, cpu, rss, err = run_cpu(cmd, d, env)
+            wall = WALL[" ".join(cmd)]
             pcpu = None
             if not opts.no_pure:
                 pstatus, pcpu, _, perr = run_cpu(cmd, d, pure_env)
                 if pstatus != 0:
                     pcpu, err = None, err or perr
             rows.append((name, cpu if status == 0 else None, pcpu, rss,
-                         "" if status == 0 else err))
+                         "" if status == 0 else err, wall if status == 0 else None))
         if wanted("trace-cmd-report"):
             if shutil.which("trace-cmd") is None:
                 rows.append(("trace-cmd report (on the trace-cmd export)", None, None, 0,
-                             "trace-cmd is not installed"))
+                             "trace-cmd is not installed", None))
             else:
                 status, _, _, err = run_cpu([*fn, "export", "t.dat", "--format", "trace-cmd",
                                              "-o", "tc.dat"], d, env)
@@ -187,24 +233,27 @@ def main(argv: list[str] | None = None) -> int:
                                                     d, env)
                 rows.append(("trace-cmd report (on the trace-cmd export)",
                              cpu if status == 0 else None, None, rss,
-                             "" if status == 0 else err))
+                             "" if status == 0 else err, None))
 
     print(f"# {python_label(opts.python)}: a {opts.tracer} trace of {fmt_int(opts.calls)} "
           f"calls ({fmt_int(events)} events"
           f"{', arguments and return values recorded' if opts.args else ''}"
-          f"{f', in {opts.tasks} asyncio Tasks' if opts.tasks else ''}); CPU seconds "
+          f"{f', in {opts.tasks} asyncio Tasks' if opts.tasks else ''}"
+          f"{f', in {opts.procs} processes' if opts.procs else ''}); CPU seconds "
           "(user + system)")
     print()
-    print("| view | CPU s | events per CPU s | ÷ record's CPU | pure CPU s | native speed-up "
-          "| peak RSS MB | note |")
-    print("|---|---:|---:|---:|---:|---:|---:|---|")
-    for name, cpu, pcpu, rss, note in rows:
+    print("| view | CPU s | wall s | events per CPU s | ÷ record's CPU | pure CPU s "
+          "| native speed-up | peak RSS MB | note |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for name, cpu, pcpu, rss, note, wall in rows:
         c = f"{cpu:.2f}" if cpu is not None else "—"
         rate = fmt_int(int(events / cpu)) if cpu else "—"
         ratio = f"{cpu / rec_cpu:.2f}" if cpu is not None and rec_cpu else "—"
         p = f"{pcpu:.2f}" if pcpu is not None else "—"
         up = f"{pcpu / cpu:.0f}×" if pcpu and cpu else "—"
-        print(f"| {name} | {c} | {rate} | {ratio} | {p} | {up} | {rss / 2**20:.0f} | {note} |")
+        w = f"{wall:.2f}" if wall is not None else "—"
+        print(f"| {name} | {c} | {w} | {rate} | {ratio} | {p} | {up} | {rss / 2**20:.0f} "
+              f"| {note} |")
     return 0
 
 
