@@ -373,6 +373,39 @@ def test_native_parquet_is_the_python_loop(tmp_path_factory, slots):
 
 @needs_native
 @settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(slots=st.one_of(
+           st.dictionaries(st.integers(0, 5), function_hits(), min_size=1, max_size=3),
+           st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJFFX"), min_size=1,
+                           max_size=3)))
+def test_native_parquet_of_function_hits_is_the_python_loop(tmp_path_factory, slots):
+    """The default tracer's hits (and hits among calls): a row each, of kind "hit", its
+    caller as the parent, its arguments' text, no duration, self time, depth or stack
+    (nulls): the same file as the Python loop's, and what sql is handed (the Arrow
+    stream) holds the same rows."""
+    import io
+
+    import pyarrow as pa
+
+    from fntrace.output import parquet
+    from fntrace.output.source import TraceSource
+    path = tmp_path_factory.mktemp("pqhits") / "t.dat"
+    write(path, slots, tracer="function")
+    native, python = export_both(path, "parquet", {})
+    assert native == python
+    # the native walk made it
+    src = TraceSource(TraceFile.open(path))
+    assert parquet._native_columns(src, lambda cpu: src.pid, src.places(), {}, 7) is not None
+    if hasattr(pa.RecordBatchReader, "from_stream"):
+        class Stream:
+            def __arrow_c_stream__(self, requested_schema=None):
+                return parquet.column_stream(TraceSource(TraceFile.open(path)), None, 7)
+        got = pa.RecordBatchReader.from_stream(Stream()).read_all()
+        import pyarrow.parquet as pq
+        assert got.to_pylist() == pq.read_table(io.BytesIO(python[0])).to_pylist()
+
+
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
 @given(slots=st.dictionaries(st.integers(0, 5), slot_stream("EEERRRRJFX", ids=(1, 2, 3, 4, 5, 6)),
                              min_size=1, max_size=3))
 def test_native_trace_dat_is_the_python_loop(tmp_path_factory, slots):

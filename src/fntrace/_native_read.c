@@ -57,6 +57,9 @@ static PyMethodDef read_functions[] = {
     {"calls_hits_ok", (PyCFunction)(void (*)(void))calls_hits_ok, METH_FASTCALL,
      "calls_hits_ok(records, payloads) -> bool: graph_events_ok, function tracer hits "
      "allowed"},
+    {"calls_or_hits_ok", (PyCFunction)(void (*)(void))calls_or_hits_ok, METH_FASTCALL,
+     "calls_or_hits_ok(records, payloads) -> bool: graph_text_ok, function tracer hits "
+     "allowed (CallRows' rows)"},
     {"function_text_ok", (PyCFunction)(void (*)(void))function_text_ok, METH_FASTCALL,
      "function_text_ok(records, payloads) -> bool: FunctionText prints this block as the "
      "Python printer does"},

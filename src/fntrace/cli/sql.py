@@ -98,7 +98,7 @@ class _TraceTable:
             source = open_trace(self.path)
             if self._walkable is None:
                 from ..output.walk import native_for_calls
-                self._walkable = native_for_calls(source, values=True) or ()
+                self._walkable = native_for_calls(source, values=True, hits=True) or ()
             stream = column_stream(source, None, STREAM_BATCH, self._walkable) \
                 if self._walkable else None
             if stream is not None:

@@ -10,6 +10,11 @@
  * (a trace recorded with -A/-R) each row also has its arguments' text and its return
  * value's, as the table prints them (function_args_text, str()), or null, as Arrow
  * string columns: validity bits, offsets, UTF-8 data.
+ *
+ * A function tracer hit (a trace of the default tracer) is a row when it is read: its
+ * path is [HIT_PATH, caller (0: none), function] in the same trie, so that the caller
+ * tells a hit's row (no duration, depth or stack; its caller's name as the parent) by
+ * its path; its arguments' text as a call's.  Its depth, dur and self_dur are 0.
  */
 
 /* a string column being made: each row's start in ``t`` and whether it has one */
@@ -92,6 +97,25 @@ cr_emit(void *ctx, Py_ssize_t slot, const paired_t *p)
     }
     return row_out(c, slot, path, p->depth, p->start, p->end - p->start, p->self, p->complete,
                    p);
+}
+
+/* a function tracer hit of function ``cid`` called from ``caller`` (0: not known),
+ * with its arguments' text (``v``) */
+static int
+cr_hit(CallRows *c, Py_ssize_t slot, uint32_t cid, uint32_t caller, int64_t ts,
+       const pvalue_t *v)
+{
+    uint32_t root = trie_path(&c->tr, 0, HIT_PATH);
+    uint32_t from = root ? trie_path(&c->tr, root, caller) : 0;
+    uint32_t path = from ? trie_path(&c->tr, from, cid) : 0;
+    if (path == 0)
+        return -1;
+    paired_t p = {0};
+    if (v->has && v->kind == PAY_STR) {
+        p.args = v->s;
+        p.alen = v->len;
+    }
+    return row_out(c, slot, path, 0, ts, 0, 0, 1, &p);
 }
 
 /* room for ``more`` rows */
@@ -240,6 +264,16 @@ cr_step(CallRows *c, PyObject *unused)
             return NULL;
         int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;
         pvalue_t v = record_value(&c->m, best, &r, c->values);
+        if (r.type == FNT_TRACE_FN) {
+            /* (trace_set's ids: the process's base added to the caller too) */
+            gslot_t *g = &c->m.slots[best];
+            uint32_t caller = r.b ? r.b + g->q[g->head].ibase : 0;
+            if (caller && canon_lookup(c->canon, &caller) < 0)
+                return NULL;
+            if (cr_hit(c, best, cid, caller, ts, &v) < 0)
+                return NULL;
+            continue;
+        }
         if (r.type == FNT_TRACE_GRAPH_ENT) {
             if (pair_enter_close(&c->pr, best, depth, ts) < 0)
                 return NULL;

@@ -630,6 +630,14 @@ calls_hits_ok(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return calls_ok(args, nargs, OK_CALLS | OK_HITS | OK_EVENTS);
 }
 
+/* calls_or_hits_ok(records, payloads) -> bool: graph_text_ok's blocks, or function
+ * tracer hits, no events (CallRows makes a row of each) */
+static PyObject *
+calls_or_hits_ok(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return calls_ok(args, nargs, OK_CALLS | OK_HITS);
+}
+
 static PyMethodDef gt_methods[] = {
     {"feed", (PyCFunction)(void (*)(void))gt_feed, METH_FASTCALL,
      "feed(cpu[, lost, records, ibase]): a slot's next block, or that it has no more"},

@@ -303,7 +303,7 @@ def _native_calls(source, out, pid: int, pids: dict[int, int] | None
     the trace holds more than that (stack traces, values kept as JSON, a thread the
     header does not name): the loop above writes it."""
     from .walk import canon_ids, drive, native_for_calls
-    walkable = native_for_calls(source, values=True, hits=True)
+    walkable = native_for_calls(source, values=True, hits=True, events=True)
     if walkable is None:
         return None
     native, slots = walkable

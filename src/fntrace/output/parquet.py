@@ -332,15 +332,16 @@ def _arrow_batches(walked: Iterator, sch) -> Iterator:
 def _native_columns(source, pid_of, where: dict[str, tuple], counts: dict,
                     batch_rows: int, walkable: tuple | None = None) -> Iterator | None:
     """record_batches' batches for a trace of calls (graph entries and returns, with
-    their arguments and return values as text or 64-bit ints), made natively
-    (_native_read.c's CallRows: the same rows, in the same batches), each as its
-    columns' buffers (_KINDS); None when there is no native twin or the trace holds
-    more than calls (events, markers, hits, values kept as JSON): the loop above
-    makes them.  Strings are made once per call path, and a batch's dictionaries are
-    taken from them by the paths in it (no Python object, no string per row)."""
+    their arguments and return values as text or 64-bit ints) or of function tracer
+    hits, made natively (_native_read.c's CallRows: the same rows, in the same
+    batches), each as its columns' buffers (_KINDS); None when there is no native twin
+    or the trace holds more (events, markers, values kept as JSON): the loop above
+    makes them.  Strings are made once per call path (a hit's path: [_HIT_PATH,
+    caller, function]), and a batch's dictionaries are taken from them by the paths
+    in it (no Python object, no string per row)."""
     from .walk import canon_ids, native_for_calls
     if walkable is None:
-        walkable = native_for_calls(source, values=True)
+        walkable = native_for_calls(source, values=True, hits=True)
     if not walkable:
         return None
     native, slots = walkable
@@ -352,16 +353,32 @@ def _native_columns(source, pid_of, where: dict[str, tuple], counts: dict,
     slot_tid = array("q", [t for t, _ in who]).tobytes()
     slot_name = _Strings([n for _, n in who])
     # per call path (index 0: the empty path, never a row's): its function, module,
-    # file, parent and stack (strings), and line
+    # file, parent, stack and kind (strings), its line, and what it is (_CALL, _HIT;
+    # _HIT_ROOT and _CALLER: the paths above hits', never a row's)
     names: list = [None]
     by_path = [_Strings([None]) for _ in _BY_PATH]
     lines: list = [None]
+    what: list = [_CALL]
     module_cache: dict[str, str | None] = {}
 
     def grow(new: list) -> None:
         for parent, ip in new:
-            name = name_of(ip, syms)
-            names.append(name)
+            up = what[parent]
+            if up == _HIT_ROOT:             # a hit's caller (0: none known)
+                names.append(name_of(ip, syms) if ip else None)
+                what.append(_CALLER)
+            elif parent == 0 and ip == _HIT_PATH:
+                names.append(None)
+                what.append(_HIT_ROOT)
+            else:
+                name = name_of(ip, syms)
+                names.append(name)
+                what.append(_HIT if up == _CALLER else _CALL)
+            if what[-1] in (_HIT_ROOT, _CALLER):
+                for col in by_path:
+                    col.add(None)
+                lines.append(None)
+                continue
             w = where.get(name)
             if w is None:
                 mod = file = line = None
@@ -371,22 +388,34 @@ def _native_columns(source, pid_of, where: dict[str, tuple], counts: dict,
                     mod = module_cache[name] = module_of(name, w[0])
                 file, line = w
             stacks = by_path[4]
-            for col, v in zip(by_path, (
-                    name, mod, file, None if parent == 0 else names[parent],
-                    name if parent == 0 else stacks.values[stacks.ids[parent]] + ";" + name)):
+            if up == _CALLER:
+                row = (name, mod, file, names[parent], None, "hit")
+            else:
+                row = (name, mod, file, None if parent == 0 else names[parent],
+                       name if parent == 0 else stacks.values[stacks.ids[parent]] + ";" + name,
+                       "call")
+            for col, v in zip(by_path, row):
                 col.add(v)
             lines.append(line)
-        # a function's line, by call path (-1: none, a null)
+        # a function's line, by call path (-1: none, a null); a call's 0 where a hit's
+        # is -1 (a hit has no duration, self time or depth: nulls)
         line_of[0] = array("i", [-1 if v is None else v for v in lines]).tobytes()
+        timed_of[0] = array("i", [0 if w == _CALL else -1 for w in what]).tobytes() \
+            if _HIT in what else None
 
     line_of = [b""]
+    timed_of: list = [None]
     rows = native.CallRows(nslots, canon_ids(syms), batch_rows, True)
     return _native_batches(native, rows, source, nslots, slot_pid, slot_tid, slot_name,
-                           names, grow, by_path, line_of, counts)
+                           names, grow, by_path, line_of, timed_of, counts)
 
 
 # the string columns that follow from a row's call path, in _Strings of by_path
-_BY_PATH = ("function", "module", "file", "parent", "stack")
+_BY_PATH = ("function", "module", "file", "parent", "stack", "kind")
+# what a path is (see _native_columns' grow)
+_CALL, _HIT, _HIT_ROOT, _CALLER = range(4)
+# the first id of a hit's path (read_stat.c.h's HIT_PATH)
+_HIT_PATH = 0xFFFFFFFF
 
 
 class _Strings:
@@ -445,12 +474,11 @@ class _Strings:
 
 
 def _native_batches(nat, rows, source, nslots, slot_pid, slot_tid, slot_name, names,
-                    grow, by_path, line_of, counts) -> Iterator:
+                    grow, by_path, line_of, timed_of, counts) -> Iterator:
     # Each batch as its columns' buffers (_KINDS), made by the native module's column
     # kernels (native/read_columns.c.h): neither pyarrow nor its compute is needed.
     from .walk import drive
     total = 0
-    call = (array("i", [0, 4]).tobytes(), b"call")
     empty = (bytes(4), b"")
     for batch in drive(rows, source, nslots, payloads=True):
         n, b_slot, b_ts, b_dur, b_self, b_depth, b_path, b_complete, b_args, b_ret = batch
@@ -459,14 +487,17 @@ def _native_batches(nat, rows, source, nslots, slot_pid, slot_tid, slot_name, na
             grow(new)
         path_rows, path_keys = nat.dict_encode_i32(b_path)
         slot_rows, slot_keys = nat.dict_encode_i32(b_slot)
-        function, module, file, parent, stack = (
+        function, module, file, parent, stack, kind = (
             col.column(nat, path_rows, path_keys) for col in by_path)
         zeros = bytes(4 * n)
         line_vals, line_valid = nat.gather_i32(line_of[0], b_path)
-        cols = ((None, zeros, *call), (None, nat.gather_i64(slot_pid, b_slot)),
+        # a hit's duration, self time and depth are nulls
+        timed = None if timed_of[0] is None else nat.gather_i32(timed_of[0], b_path)[1]
+        cols = (kind, (None, nat.gather_i64(slot_pid, b_slot)),
                 (None, nat.gather_i64(slot_tid, b_slot)),
                 slot_name.column(nat, slot_rows, slot_keys),
-                (None, b_slot), (None, b_ts), (None, b_dur), (None, b_self), (None, b_depth),
+                (None, b_slot), (None, b_ts), (timed, b_dur), (timed, b_self),
+                (timed, b_depth),
                 function, module, file, (line_valid, line_vals), parent, stack,
                 _text(nat, n, b_args), _text(nat, n, b_ret),
                 (None, nat.bits_of_bytes(b_complete)), (bytes((n + 7) // 8), zeros, *empty))

@@ -59,14 +59,16 @@ def native_for_calls(source, values: bool = False, hits: bool = False, events: b
     twin is built and the trace is one of calls (``calls_only``; ``values``: the walk
     takes the arguments and return values recorded, as text or 64-bit ints, from the
     blocks' payloads; ``events``: and markers and events, with their text; ``hits``:
-    and those, and function tracer hits with their arguments' text); else None, and the
-    view's Python loop reads it."""
+    and function tracer hits with their arguments' text); else None, and the view's
+    Python loop reads it."""
     from .. import _env
     native = _env.native()
     if native is None:
         return None
-    if hits:
+    if hits and events:
         slots = calls_only(source, native.calls_hits_ok, True)
+    elif hits:
+        slots = calls_only(source, native.calls_or_hits_ok, True)
     elif events:
         slots = calls_only(source, native.graph_events_ok, True)
     elif values:

@@ -288,7 +288,7 @@ class TraceIndex:
         from ..output.registry import name_of
         from ..output.walk import drive, native_for_calls
         source = self.source
-        walkable = native_for_calls(source, values=True, hits=True)
+        walkable = native_for_calls(source, values=True, hits=True, events=True)
         if walkable is None:
             return False
         native, slots = walkable
