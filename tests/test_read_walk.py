@@ -371,6 +371,61 @@ def test_native_parquet_is_the_python_loop(tmp_path_factory, slots):
     assert pq.read_table(io.BytesIO(native[0])).num_rows >= 0
 
 
+@st.composite
+def task_switches(draw, kinds: str):
+    """A slot of ``kinds`` whose markers (P) become markers, events and an asyncio
+    program's task switches (Tasks entered and left, outside any Task, texts with no
+    next=, names beyond ASCII)."""
+    chunks = draw(slot_stream(kinds))
+    out = []
+    for lost, recs in chunks:
+        recs2 = []
+        for r in recs:
+            if r[1] == TRACE_PRINT:
+                text = draw(st.sampled_from([
+                    "asyncio:task_switch\0next=Task-1 id=7f00",
+                    "asyncio:task_switch\0prev=Task-1 next=Task-2",
+                    "asyncio:task_switch\0prev=Task-2 next=-",
+                    "asyncio:task_switch\0next=Tâche-3\tid=1", "asyncio:task_switch\0",
+                    "ev\0two\nlines\n", "plain", "", "mark\n", "é\0ü 😀"]))
+                typ = draw(st.sampled_from([TRACE_PRINT, TRACE_EVENT, TRACE_EVENT]))
+                r = (r[0], typ, TF_HAS_PAYLOAD, 0, 0, 0, 0, text)
+            recs2.append(r)
+        out.append((lost, recs2))
+    return out
+
+
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(slots=st.one_of(
+           st.dictionaries(st.integers(0, 5), task_switches("EEERRRRJPPX"), min_size=1,
+                           max_size=3),
+           st.dictionaries(st.integers(0, 3), task_switches("FFFPP"), min_size=1,
+                           max_size=3)),
+       tracer=st.sampled_from(["function_graph", "function"]))
+def test_native_parquet_with_events_is_the_python_loop(tmp_path_factory, slots, tracer):
+    """An asyncio program's trace: markers and events a row each (kind, name, text in
+    args), and each row's asyncio Task (the task column) from its thread's switches;
+    the same file as the Python loop's, made by the native walk."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from fntrace.output import parquet
+    from fntrace.output.source import TraceSource
+    path = tmp_path_factory.mktemp("pqevents") / "t.dat"
+    write(path, slots, tracer=tracer)
+    native, python = export_both(path, "parquet", {})
+    assert native == python
+    src = TraceSource(TraceFile.open(path))
+    assert parquet._native_columns(src, lambda cpu: src.pid, src.places(), {}, 7) is not None
+    rows = pq.read_table(io.BytesIO(native[0])).to_pylist()
+    switches = sum(1 for chunks in slots.values() for _, recs in chunks for r in recs
+                   if r[1] == TRACE_EVENT and r[7].startswith("asyncio:task_switch\0"))
+    assert sum(r["kind"] == "event" and r["function"] == "asyncio:task_switch"
+               for r in rows) == switches
+
+
 @needs_native
 @settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
 @given(slots=st.one_of(

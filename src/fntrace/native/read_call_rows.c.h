@@ -15,7 +15,24 @@
  * path is [HIT_PATH, caller (0: none), function] in the same trie, so that the caller
  * tells a hit's row (no duration, depth or stack; its caller's name as the parent) by
  * its path; its arguments' text as a call's.  Its depth, dur and self_dur are 0.
+ *
+ * With ``on_event`` (a trace with markers and events: an asyncio program's task
+ * switches) each marker and event is a row when it is read, its path [EVENT_PATH or
+ * MARKER_PATH, the name's id] and its text in the args column.  ``on_event(marker,
+ * payload)`` -> (the name's id, the Task it switches to: -1 when it is no task switch,
+ * 0 outside any Task, else the Task's id) is asked of the caller, which keeps the
+ * names and says what a task switch is.  Each row's task (int32, 0: none) is the one
+ * its slot's switches say was running at the row's time (SwitchPoints.at).
  */
+#define EVENT_PATH (UINT32_MAX - 1)
+#define MARKER_PATH (UINT32_MAX - 2)
+
+/* a slot's task switches: their times and tasks, in time order */
+typedef struct {
+    int64_t *ts;
+    int32_t *task;
+    Py_ssize_t n, cap;
+} switches_t;
 
 /* a string column being made: each row's start in ``t`` and whether it has one */
 typedef struct {
@@ -31,7 +48,7 @@ typedef struct {
     PyObject *canon;
     trie_t tr;
     Py_ssize_t batch;       /* rows a batch */
-    int32_t *c_slot, *c_depth, *c_path;
+    int32_t *c_slot, *c_depth, *c_path, *c_task;
     int64_t *c_ts, *c_dur, *c_self;
     uint8_t *c_complete;
     int values;
@@ -40,7 +57,54 @@ typedef struct {
     int done, finished;
     long long lost;
     uint64_t incomplete;
+    PyObject *on_event;     /* NULL: the trace has no events */
+    switches_t *sw;         /* per slot (with on_event) */
+    Py_ssize_t nslots;
 } CallRows;
+
+/* SwitchPoints.at: the task of ``slot`` at ``ts`` (its last switch at or before ts) */
+static int32_t
+task_at(CallRows *c, Py_ssize_t slot, int64_t ts)
+{
+    if (c->sw == NULL)
+        return 0;
+    switches_t *w = &c->sw[slot];
+    Py_ssize_t lo = 0, hi = w->n;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (w->ts[mid] <= ts)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo ? w->task[lo - 1] : 0;
+}
+
+static int
+switch_add(CallRows *c, Py_ssize_t slot, int64_t ts, int32_t task)
+{
+    switches_t *w = &c->sw[slot];
+    if (w->n == w->cap) {
+        Py_ssize_t cap = w->cap ? 2 * w->cap : 16;
+        int64_t *t = PyMem_Realloc(w->ts, (size_t)cap * 8);
+        if (t == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        w->ts = t;
+        int32_t *k = PyMem_Realloc(w->task, (size_t)cap * 4);
+        if (k == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        w->task = k;
+        w->cap = cap;
+    }
+    w->ts[w->n] = ts;
+    w->task[w->n] = task;
+    w->n++;
+    return 0;
+}
 
 /* row i's text in a string column (NULL: a null) */
 static int
@@ -78,7 +142,56 @@ row_out(CallRows *c, Py_ssize_t slot, uint32_t path, int64_t depth, int64_t star
     c->c_depth[i] = (int32_t)depth;
     c->c_path[i] = (int32_t)path;
     c->c_complete[i] = (uint8_t)complete;
+    c->c_task[i] = task_at(c, slot, start);
     c->incomplete += !complete;
+    return 0;
+}
+
+/* a marker or an event: a row when it is read, its text in the args column */
+static int
+cr_event(CallRows *c, Py_ssize_t slot, const record_t *r, const pvalue_t *v)
+{
+    const char *name, *text;
+    Py_ssize_t nlen, tlen;
+    int marker = r->type == FNT_TRACE_PRINT;
+    PyObject *res = PyObject_CallFunction(c->on_event, "iy#", marker, v->s, v->len);
+    if (res == NULL)
+        return -1;
+    long nid, task;
+    int ok = PyArg_ParseTuple(res, "ll", &nid, &task);
+    Py_DECREF(res);
+    if (!ok)
+        return -1;
+    if (nid < 0 || nid > INT32_MAX || task > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "CallRows: on_event's ids are out of range");
+        return -1;
+    }
+    if (task >= 0 && switch_add(c, slot, (int64_t)r->ts, (int32_t)task) < 0)
+        return -1;
+    uint32_t root = trie_path(&c->tr, 0, marker ? MARKER_PATH : EVENT_PATH);
+    uint32_t path = root ? trie_path(&c->tr, root, (uint32_t)nid) : 0;
+    if (path == 0)
+        return -1;
+    text_parts(v->s, v->len, &name, &nlen, &text, &tlen);
+    pvalue_t t = {0};
+    t.has = 1;
+    t.kind = PAY_STR;
+    t.s = text;
+    t.len = tlen;
+    pvalue_t none = {0};
+    Py_ssize_t i = c->nrows;
+    if (strcol_put(&c->c_args, i, 0, NULL, 0, &t) < 0
+            || strcol_put(&c->c_ret, i, 0, NULL, 0, &none) < 0)
+        return -1;
+    c->nrows++;
+    c->c_slot[i] = (int32_t)slot;
+    c->c_ts[i] = (int64_t)r->ts;
+    c->c_dur[i] = 0;
+    c->c_self[i] = 0;
+    c->c_depth[i] = 0;
+    c->c_path[i] = (int32_t)path;
+    c->c_complete[i] = 1;
+    c->c_task[i] = task_at(c, slot, (int64_t)r->ts);
     return 0;
 }
 
@@ -132,6 +245,7 @@ cr_reserve(CallRows *c, Py_ssize_t more)
     GROW(c_slot, 4);
     GROW(c_depth, 4);
     GROW(c_path, 4);
+    GROW(c_task, 4);
     GROW(c_ts, 8);
     GROW(c_dur, 8);
     GROW(c_self, 8);
@@ -199,12 +313,12 @@ cr_batch(CallRows *c, Py_ssize_t n)
         }
     }
     PyObject *out = Py_BuildValue(
-        "(ny#y#y#y#y#y#y#NN)", n,
+        "(ny#y#y#y#y#y#y#NNy#)", n,
         (const char *)c->c_slot, n * 4, (const char *)c->c_ts, n * 8,
         (const char *)c->c_dur, n * 8, (const char *)c->c_self, n * 8,
         (const char *)c->c_depth, n * 4, (const char *)c->c_path, n * 4,
         (const char *)c->c_complete, n, args ? args : Py_NewRef(Py_None),
-        ret ? ret : Py_NewRef(Py_None));
+        ret ? ret : Py_NewRef(Py_None), (const char *)c->c_task, n * 4);
     if (out == NULL)
         return NULL;
     Py_ssize_t rest = c->nrows - n;
@@ -212,6 +326,7 @@ cr_batch(CallRows *c, Py_ssize_t n)
         memmove(c->c_slot, c->c_slot + n, (size_t)rest * 4);
         memmove(c->c_depth, c->c_depth + n, (size_t)rest * 4);
         memmove(c->c_path, c->c_path + n, (size_t)rest * 4);
+        memmove(c->c_task, c->c_task + n, (size_t)rest * 4);
         memmove(c->c_ts, c->c_ts + n, (size_t)rest * 8);
         memmove(c->c_dur, c->c_dur + n, (size_t)rest * 8);
         memmove(c->c_self, c->c_self + n, (size_t)rest * 8);
@@ -223,8 +338,8 @@ cr_batch(CallRows *c, Py_ssize_t n)
 
 /* step() -> (batch or None, need): a batch of ``rows`` rows each time that many have
  * been made (the last one shorter), as (n, slot, ts, dur, self_dur, depth, path,
- * complete) buffers -- write_parquet's row groups; need: the slot to feed before more
- * (-1: none); (None, -1): done */
+ * complete, args, retval, task) buffers -- write_parquet's row groups; need: the slot
+ * to feed before more (-1: none); (None, -1): done */
 static PyObject *
 cr_step(CallRows *c, PyObject *unused)
 {
@@ -264,6 +379,16 @@ cr_step(CallRows *c, PyObject *unused)
             return NULL;
         int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;
         pvalue_t v = record_value(&c->m, best, &r, c->values);
+        if (r.type == FNT_TRACE_EVENT || r.type == FNT_TRACE_PRINT) {
+            if (c->on_event == NULL) {
+                PyErr_SetString(PyExc_ValueError, "CallRows: an event, and no on_event");
+                return NULL;
+            }
+            pvalue_t ev = record_value(&c->m, best, &r, 1);
+            if (cr_event(c, best, &r, &ev) < 0)
+                return NULL;
+            continue;
+        }
         if (r.type == FNT_TRACE_FN) {
             /* (trace_set's ids: the process's base added to the caller too) */
             gslot_t *g = &c->m.slots[best];
@@ -325,19 +450,37 @@ cr_counts(CallRows *c, PyObject *unused)
     return Py_BuildValue("(LK)", c->lost, (unsigned long long)c->incomplete);
 }
 
-/* CallRows(slots, canon, rows, values=False) */
+/* CallRows(slots, canon, rows, values=False, on_event=None) */
 static int
 cr_init(CallRows *c, PyObject *args, PyObject *kw)
 {
     Py_ssize_t nslots, batch;
-    PyObject *canon;
+    PyObject *canon, *on_event = Py_None;
     int values = 0;
-    if (!PyArg_ParseTuple(args, "nOn|p:CallRows", &nslots, &canon, &batch, &values))
+    if (!PyArg_ParseTuple(args, "nOn|pO:CallRows", &nslots, &canon, &batch, &values,
+                          &on_event))
         return -1;
     c->values = values;
     if (c->m.slots != NULL || nslots < 0 || nslots > SLOT_LIMIT || batch < 1) {
         PyErr_SetString(PyExc_ValueError, "CallRows: bad slots or rows (or made twice)");
         return -1;
+    }
+    if (on_event != Py_None) {
+        if (!PyCallable_Check(on_event)) {
+            PyErr_SetString(PyExc_TypeError, "CallRows: on_event is callable or None");
+            return -1;
+        }
+        if (!values) {
+            PyErr_SetString(PyExc_ValueError, "CallRows: on_event needs values (the text)");
+            return -1;
+        }
+        c->sw = PyMem_Calloc((size_t)(nslots ? nslots : 1), sizeof(switches_t));
+        if (c->sw == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        c->nslots = nslots;
+        c->on_event = Py_NewRef(on_event);
     }
     if (canon != Py_None) {
         if (!PyDict_Check(canon)) {
@@ -362,6 +505,15 @@ cr_dealloc(CallRows *c)
     PyMem_Free(c->c_slot);
     PyMem_Free(c->c_depth);
     PyMem_Free(c->c_path);
+    PyMem_Free(c->c_task);
+    if (c->sw != NULL) {
+        for (Py_ssize_t k = 0; k < c->nslots; k++) {
+            PyMem_Free(c->sw[k].ts);
+            PyMem_Free(c->sw[k].task);
+        }
+        PyMem_Free(c->sw);
+    }
+    Py_XDECREF(c->on_event);
     PyMem_Free(c->c_ts);
     PyMem_Free(c->c_dur);
     PyMem_Free(c->c_self);

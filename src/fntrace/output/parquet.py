@@ -55,6 +55,8 @@ from .entry import (
 from .ftrace_text import function_args_text
 from .registry import Exporter, name_of, register_exporter
 from .task_view import EVENT as TASK_EVENT, SwitchPoints, task_of_text
+from ..ring_buffer import text_parts
+from ..tracefile.blocks import dec_text
 
 __all__ = ["ParquetExporter", "COLUMNS", "ROW_GROUP", "module_of", "write_parquet",
            "record_batches",
@@ -332,16 +334,18 @@ def _arrow_batches(walked: Iterator, sch) -> Iterator:
 def _native_columns(source, pid_of, where: dict[str, tuple], counts: dict,
                     batch_rows: int, walkable: tuple | None = None) -> Iterator | None:
     """record_batches' batches for a trace of calls (graph entries and returns, with
-    their arguments and return values as text or 64-bit ints) or of function tracer
-    hits, made natively (_native_read.c's CallRows: the same rows, in the same
+    their arguments and return values as text or 64-bit ints), of function tracer
+    hits, markers and events (an asyncio program's task switches give the task
+    column), made natively (_native_read.c's CallRows: the same rows, in the same
     batches), each as its columns' buffers (_KINDS); None when there is no native twin
-    or the trace holds more (events, markers, values kept as JSON): the loop above
+    or the trace holds more (stack traces, values kept as JSON): the loop above
     makes them.  Strings are made once per call path (a hit's path: [_HIT_PATH,
-    caller, function]), and a batch's dictionaries are taken from them by the paths
-    in it (no Python object, no string per row)."""
+    caller, function]; an event's [_EVENT_PATH or _MARKER_PATH, its name's id]), and
+    a batch's dictionaries are taken from them by the paths in it (no Python object,
+    no string per row)."""
     from .walk import canon_ids, native_for_calls
     if walkable is None:
-        walkable = native_for_calls(source, values=True, hits=True)
+        walkable = native_for_calls(source, values=True, hits=True, events=True)
     if not walkable:
         return None
     native, slots = walkable
@@ -367,14 +371,24 @@ def _native_columns(source, pid_of, where: dict[str, tuple], counts: dict,
             if up == _HIT_ROOT:             # a hit's caller (0: none known)
                 names.append(name_of(ip, syms) if ip else None)
                 what.append(_CALLER)
-            elif parent == 0 and ip == _HIT_PATH:
+            elif parent == 0 and ip in _ROOTS:
                 names.append(None)
-                what.append(_HIT_ROOT)
+                what.append(_ROOTS[ip])
+            elif up in (_EVENT_ROOT, _MARKER_ROOT):
+                name = ev_names[ip]
+                names.append(name)
+                what.append(_EVENT)
+                for col, v in zip(by_path, (
+                        name if up == _EVENT_ROOT else name or "print", None, None, None,
+                        None, "event" if up == _EVENT_ROOT else "marker")):
+                    col.add(v)
+                lines.append(None)
+                continue
             else:
                 name = name_of(ip, syms)
                 names.append(name)
                 what.append(_HIT if up == _CALLER else _CALL)
-            if what[-1] in (_HIT_ROOT, _CALLER):
+            if what[-1] in (_HIT_ROOT, _CALLER, _EVENT_ROOT, _MARKER_ROOT):
                 for col in by_path:
                     col.add(None)
                 lines.append(None)
@@ -398,24 +412,47 @@ def _native_columns(source, pid_of, where: dict[str, tuple], counts: dict,
                 col.add(v)
             lines.append(line)
         # a function's line, by call path (-1: none, a null); a call's 0 where a hit's
-        # is -1 (a hit has no duration, self time or depth: nulls)
+        # or an event's is -1 (they have no duration, self time or depth: nulls)
         line_of[0] = array("i", [-1 if v is None else v for v in lines]).tobytes()
         timed_of[0] = array("i", [0 if w == _CALL else -1 for w in what]).tobytes() \
-            if _HIT in what else None
+            if _HIT in what or _EVENT in what else None
 
     line_of = [b""]
     timed_of: list = [None]
-    rows = native.CallRows(nslots, canon_ids(syms), batch_rows, True)
+    # the names of markers and events by id (their paths' last ids), the asyncio Tasks
+    # the switches name (id 0: outside any Task)
+    ev_names: list = [None]
+    ev_ids: dict[str, int] = {}
+    task_ids: dict[str | None, int] = {None: 0}
+    tasks = _Strings([None])
+
+    def on_event(marker: int, payload: bytes) -> tuple[int, int]:
+        name, text = text_parts(dec_text(payload))
+        nid = ev_ids.get(name)
+        if nid is None:
+            nid = ev_ids[name] = len(ev_names)
+            ev_names.append(name)
+        if marker or name != TASK_EVENT:
+            return nid, -1
+        task = task_of_text(text)
+        tid = task_ids.get(task)
+        if tid is None:
+            tid = task_ids[task] = len(task_ids)
+            tasks.add(task)
+        return nid, tid
+    rows = native.CallRows(nslots, canon_ids(syms), batch_rows, True, on_event)
     return _native_batches(native, rows, source, nslots, slot_pid, slot_tid, slot_name,
-                           names, grow, by_path, line_of, timed_of, counts)
+                           names, grow, by_path, line_of, timed_of, tasks, counts)
 
 
 # the string columns that follow from a row's call path, in _Strings of by_path
 _BY_PATH = ("function", "module", "file", "parent", "stack", "kind")
 # what a path is (see _native_columns' grow)
-_CALL, _HIT, _HIT_ROOT, _CALLER = range(4)
-# the first id of a hit's path (read_stat.c.h's HIT_PATH)
-_HIT_PATH = 0xFFFFFFFF
+_CALL, _HIT, _HIT_ROOT, _CALLER, _EVENT, _EVENT_ROOT, _MARKER_ROOT = range(7)
+# the first id of a hit's, an event's and a marker's path (read_stat.c.h's HIT_PATH,
+# read_call_rows.c.h's EVENT_PATH and MARKER_PATH)
+_HIT_PATH, _EVENT_PATH, _MARKER_PATH = 0xFFFFFFFF, 0xFFFFFFFE, 0xFFFFFFFD
+_ROOTS = {_HIT_PATH: _HIT_ROOT, _EVENT_PATH: _EVENT_ROOT, _MARKER_PATH: _MARKER_ROOT}
 
 
 class _Strings:
@@ -474,14 +511,15 @@ class _Strings:
 
 
 def _native_batches(nat, rows, source, nslots, slot_pid, slot_tid, slot_name, names,
-                    grow, by_path, line_of, timed_of, counts) -> Iterator:
+                    grow, by_path, line_of, timed_of, tasks, counts) -> Iterator:
     # Each batch as its columns' buffers (_KINDS), made by the native module's column
     # kernels (native/read_columns.c.h): neither pyarrow nor its compute is needed.
     from .walk import drive
     total = 0
     empty = (bytes(4), b"")
     for batch in drive(rows, source, nslots, payloads=True):
-        n, b_slot, b_ts, b_dur, b_self, b_depth, b_path, b_complete, b_args, b_ret = batch
+        (n, b_slot, b_ts, b_dur, b_self, b_depth, b_path, b_complete, b_args, b_ret,
+         b_task) = batch
         new = rows.paths(len(names))
         if new:
             grow(new)
@@ -500,7 +538,9 @@ def _native_batches(nat, rows, source, nslots, slot_pid, slot_tid, slot_name, na
                 (timed, b_depth),
                 function, module, file, (line_valid, line_vals), parent, stack,
                 _text(nat, n, b_args), _text(nat, n, b_ret),
-                (None, nat.bits_of_bytes(b_complete)), (bytes((n + 7) // 8), zeros, *empty))
+                (None, nat.bits_of_bytes(b_complete)),
+                tasks.column(nat, *nat.dict_encode_i32(b_task)) if tasks.values
+                else (bytes((n + 7) // 8), zeros, *empty))
         total += n
         yield n, cols
     lost, incomplete = rows.counts()
