@@ -910,6 +910,40 @@ def test_native_perfetto_with_values_is_the_python_loop(tmp_path_factory, data, 
     assert trace.packet and trace.SerializeToString() == native[0]
 
 
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(slots=st.one_of(
+           st.dictionaries(st.integers(0, 5), function_hits(), min_size=1, max_size=3),
+           st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJFFX"), min_size=1,
+                           max_size=3)),
+       clock=st.sampled_from(["local", "counter"]))
+def test_native_perfetto_of_function_hits_is_the_python_loop(tmp_path_factory, slots, clock):
+    """The default tracer's hits (and hits among calls): an instant each, its caller an
+    interned "parent" value, its arguments "args"; the packets as the protobuf runtime
+    serializes them, written by the native walk."""
+    pytest.importorskip("perfetto", reason="LOUD SKIP: the perfetto package (fntrace[perfetto]) "
+                                           "is not installed")
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    from fntrace.output import perfetto
+    path = tmp_path_factory.mktemp("pfhits") / "t.dat"
+    write(path, slots, clock, tracer="function")
+    used = []
+    real = perfetto._Writer._native_calls
+
+    def spy(self, first_ts):
+        used.append(real(self, first_ts))
+        return used[-1]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(perfetto._Writer, "_native_calls", spy)
+        native, python = export_both(path, "perfetto", {})
+    assert native == python
+    assert used[0] is True
+    trace = pb.Trace()
+    trace.ParseFromString(native[0])
+    assert trace.packet and trace.SerializeToString() == native[0]
+
+
 _RAISED = st.sampled_from(["raised", "raised ", "raised ValueError: \"x\"\n\u00e9",
                            "raisedX", "raise", "Raised Foo"])
 

@@ -22,10 +22,15 @@
  *               50 name_iid
  *               58 track_uuid
  *        62 LEN InternedData   (12 LEN EventName | 1a LEN DebugAnnotationName: 08 iid
- *                               12 LEN name), the names this packet uses first
+ *                               12 LEN name | ea 01 LEN InternedString: 08 iid
+ *                               12 LEN str), the names this packet uses first
  *        68 02                 sequence_flags = SEQ_NEEDS_INCREMENTAL_STATE (interned
  *                              names used)
  *        d0 03 clock_id        timestamp_clock_id (an absolute timestamp)
+ *
+ * A function tracer hit (a trace of the default tracer) is an instant named after its
+ * function, with its caller's name as the interned string annotation "parent" (88 01
+ * string_value_iid) and its arguments as "args", as _Writer's loop writes it.
  */
 
 #define PF_BEGIN 1
@@ -69,11 +74,12 @@ typedef struct {
     names_t names;
     PyObject *canon;
     iidmap_t iids;
-    uint32_t next_name_iid, next_ann_iid;
+    uint32_t next_name_iid, next_ann_iid, next_val_iid;
     uint32_t lost_iid;                  /* "lost events" */
     annmap_t anns;                      /* annotation names: fixed ones and arguments' */
-    tbuf_t te, da, in;                  /* a packet's TrackEvent, an annotation, and the
-                                           annotation names it interns */
+    annmap_t vals;                      /* interned annotation values (hits' callers) */
+    tbuf_t te, da, in, sv;              /* a packet's TrackEvent, an annotation, and the
+                                           annotation names and values it interns */
     int values;                         /* the blocks come with their payloads */
     int64_t last;                       /* the last packet's time on the incremental clock */
     int incremental;                    /* 0: no clock: absolute timestamps, no clock id */
@@ -144,13 +150,13 @@ iid_get(PerfettoCalls *c, uint32_t cid, uint32_t *iid)
     return 0;
 }
 
-/* the iid of an annotation name (the Python writer's ann_iid: one numbering for the
- * fixed names and the arguments' names, in the order they are first used); a new
- * name is also written to ``c->in`` as an InternedData debug_annotation_names entry */
+/* the iid of a string in ``m`` (numbered by ``*next`` in the order first met); a new
+ * one is also written to ``to`` as an InternedData entry (field ``tag``: 08 iid 12
+ * LEN string) */
 static int
-ann_iid_of(PerfettoCalls *c, const char *name, Py_ssize_t len, uint32_t *out)
+intern_of(annmap_t *m, uint32_t *next, const char *tag, Py_ssize_t ntag, tbuf_t *to,
+          const char *name, Py_ssize_t len, uint32_t *out)
 {
-    annmap_t *m = &c->anns;
     if ((m->n + 1) * 2 > m->cap) {
         Py_ssize_t cap = m->cap ? m->cap * 2 : 64;
         annent_t *e = PyMem_Calloc((size_t)cap, sizeof(annent_t));
@@ -189,26 +195,36 @@ ann_iid_of(PerfettoCalls *c, const char *name, Py_ssize_t len, uint32_t *out)
     x->name = copy;
     x->len = len;
     x->hash = hash;
-    x->iid = ++c->next_ann_iid;
+    x->iid = ++*next;
     m->n++;
     *out = x->iid;
-    /* 1a LEN { 08 iid 12 LEN name } */
+    /* tag LEN { 08 iid 12 LEN name } */
     uint8_t body[24];
     Py_ssize_t nb = 0;
     body[nb++] = 0x08;
     nb += pb_varint(body + nb, x->iid);
     body[nb++] = 0x12;
     nb += pb_varint(body + nb, (uint64_t)len);
-    if (tb_reserve(&c->in, 12 + nb + len) < 0)
+    if (tb_reserve(to, 14 + nb + len) < 0)
         return -1;
-    uint8_t head[12];
+    uint8_t head[14];
     Py_ssize_t nh = 0;
-    head[nh++] = 0x1a;
+    memcpy(head, tag, (size_t)ntag);
+    nh = ntag;
     nh += pb_varint(head + nh, (uint64_t)(nb + len));
-    tb_put(&c->in, (const char *)head, nh);
-    tb_put(&c->in, (const char *)body, nb);
-    tb_put(&c->in, name, len);
+    tb_put(to, (const char *)head, nh);
+    tb_put(to, (const char *)body, nb);
+    tb_put(to, name, len);
     return 0;
+}
+
+/* the iid of an annotation name (the Python writer's ann_iid: one numbering for the
+ * fixed names and the arguments' names, in the order they are first used); a new
+ * name is also written to ``c->in`` as an InternedData debug_annotation_names entry */
+static int
+ann_iid_of(PerfettoCalls *c, const char *name, Py_ssize_t len, uint32_t *out)
+{
+    return intern_of(&c->anns, &c->next_ann_iid, "\x1a", 1, &c->in, name, len, out);
 }
 
 static inline Py_ssize_t
@@ -298,36 +314,18 @@ pf_annotation(PerfettoCalls *c, const char *name, char kind, long long iv, const
  * none for an end; ann: one of PF_ANN_* or -1; aval/astr: its value (an int; a string
  * when astr); args/alen: a begin's arguments (NULL: none), ret: an end's return value
  * (NULL: none) -- written before ann, as the Python writer annotates */
+static int pf_packet_end(PerfettoCalls *c, int type, int64_t ts, uint64_t uuid,
+                         int has_name, uint32_t id, uint32_t cid, int lost_name,
+                         int annotated);
+
 static int
 pf_packet(PerfettoCalls *c, int type, int64_t ts, uint64_t uuid, int has_name, uint32_t id,
           uint32_t cid, int lost_name, int ann, long long aval, const char *astr,
           const char *args, Py_ssize_t alen, const pvalue_t *ret)
 {
-    const char *name = NULL;
-    Py_ssize_t name_len = 0;
-    char tmp[24];
-    uint32_t name_iid = 0, new_name = 0;
-    if (has_name) {
-        if (lost_name) {
-            if (!c->lost_iid) {
-                c->lost_iid = ++c->next_name_iid;
-                new_name = 1;
-                name = "lost events";
-                name_len = 11;
-            }
-            name_iid = c->lost_iid;
-        } else {
-            if (iid_get(c, cid, &name_iid) < 0)
-                return -1;
-            if (!name_iid) {
-                new_name = 1;
-                name_iid = c->next_name_iid;
-                name = names_get(&c->names, id, &name_len, tmp, "0x%x");
-            }
-        }
-    }
     c->te.blen = 0;
     c->in.blen = 0;
+    c->sv.blen = 0;
     int annotated = 0;
     if (args != NULL && alen && memchr(args, 0, (size_t)alen) != NULL) {
         if (pf_annotation(c, "args", 'a', 0, args, alen) < 0)
@@ -352,6 +350,81 @@ pf_packet(PerfettoCalls *c, int type, int64_t ts, uint64_t uuid, int has_name, u
         if (err)
             return -1;
         annotated = 1;
+    }
+    return pf_packet_end(c, type, ts, uuid, has_name, id, cid, lost_name, annotated);
+}
+
+/* a function tracer hit of ``id`` (``cid``) called from ``parent`` (0: not known), its
+ * arguments' text ``args`` (NULL: none): an instant, annotated "parent" (interned)
+ * then "args" */
+static int
+pf_hit(PerfettoCalls *c, int64_t ts, uint64_t uuid, uint32_t id, uint32_t cid,
+       uint32_t parent, const char *args, Py_ssize_t alen)
+{
+    c->te.blen = 0;
+    c->in.blen = 0;
+    c->sv.blen = 0;
+    int annotated = 0;
+    if (parent) {
+        char ptmp[24];
+        Py_ssize_t plen;
+        const char *pname = names_get(&c->names, parent, &plen, ptmp, "0x%x");
+        uint32_t niid, viid;
+        if (ann_iid_of(c, "parent", 6, &niid) < 0
+                || intern_of(&c->vals, &c->next_val_iid, "\xea\x01", 2, &c->sv, pname, plen,
+                             &viid) < 0)
+            return -1;
+        /* 22 LEN { 08 name_iid 88 01 string_value_iid } */
+        uint8_t a[32];
+        Py_ssize_t n = 0, body = 1 + pb_varint_len(niid) + 2 + pb_varint_len(viid);
+        a[n++] = 0x22;
+        n += pb_varint(a + n, (uint64_t)body);
+        a[n++] = 0x08;
+        n += pb_varint(a + n, niid);
+        a[n++] = 0x88;
+        a[n++] = 0x01;
+        n += pb_varint(a + n, viid);
+        if (tb_reserve(&c->te, n) < 0)
+            return -1;
+        tb_put(&c->te, (const char *)a, n);
+        annotated = 1;
+    }
+    if (args != NULL && alen && memchr(args, 0, (size_t)alen) != NULL) {
+        if (pf_annotation(c, "args", 'a', 0, args, alen) < 0)
+            return -1;
+        annotated = 1;
+    }
+    return pf_packet_end(c, PF_INSTANT, ts, uuid, 1, id, cid, 0, annotated);
+}
+
+/* the packet whose annotations (c->te) and interned annotation names and values
+ * (c->in, c->sv) are made: its name, type, track and time */
+static int
+pf_packet_end(PerfettoCalls *c, int type, int64_t ts, uint64_t uuid, int has_name,
+              uint32_t id, uint32_t cid, int lost_name, int annotated)
+{
+    const char *name = NULL;
+    Py_ssize_t name_len = 0;
+    char tmp[24];
+    uint32_t name_iid = 0, new_name = 0;
+    if (has_name) {
+        if (lost_name) {
+            if (!c->lost_iid) {
+                c->lost_iid = ++c->next_name_iid;
+                new_name = 1;
+                name = "lost events";
+                name_len = 11;
+            }
+            name_iid = c->lost_iid;
+        } else {
+            if (iid_get(c, cid, &name_iid) < 0)
+                return -1;
+            if (!name_iid) {
+                new_name = 1;
+                name_iid = c->next_name_iid;
+                name = names_get(&c->names, id, &name_len, tmp, "0x%x");
+            }
+        }
     }
     if (tb_reserve(&c->te, 40) < 0)
         return -1;
@@ -383,8 +456,8 @@ pf_packet(PerfettoCalls *c, int type, int64_t ts, uint64_t uuid, int has_name, u
         memcpy(nhead + nnh, body, (size_t)nb);
         nnh += nb;
     }
-    Py_ssize_t nin = c->in.blen;
-    Py_ssize_t interned = (new_name ? nnh + name_len : 0) + nin;
+    Py_ssize_t nin = c->in.blen, nsv = c->sv.blen;
+    Py_ssize_t interned = (new_name ? nnh + name_len : 0) + nin + nsv;
     /* the timestamp */
     uint64_t tsv;
     int absolute = 0;
@@ -443,6 +516,7 @@ pf_packet(PerfettoCalls *c, int type, int64_t ts, uint64_t uuid, int has_name, u
             tb_put(t, name, name_len);
         }
         tb_put(t, c->in.buf, nin);
+        tb_put(t, c->sv.buf, nsv);
     }
     tb_put(t, (const char *)tail, nt);
     return 0;
@@ -554,6 +628,15 @@ pf_step(PerfettoCalls *c, PyObject *unused)
         if (canon_lookup(c->canon, &cid) < 0)
             return NULL;
         pvalue_t v = record_value(&c->m, best, &r, c->values);
+        if (r.type == FNT_TRACE_FN) {
+            /* (trace_set's ids: the process's base added to the caller too) */
+            uint32_t parent = r.b ? r.b + g->q[g->head].ibase : 0;
+            int has_args = v.has && v.kind == PAY_STR;
+            if (pf_hit(c, ts, s->uuid, id, cid, parent, has_args ? v.s : NULL,
+                       has_args ? v.len : 0) < 0)
+                return NULL;
+            continue;
+        }
         if (r.type == FNT_TRACE_GRAPH_ENT) {
             int has_args = v.has && v.kind == PAY_STR;
             if (pair_enter_close(&c->pr, best, depth, ts) < 0
@@ -667,12 +750,15 @@ pf_dealloc(PerfettoCalls *c)
     names_free(&c->names);
     PyMem_Free(c->iids.key);
     PyMem_Free(c->iids.val);
-    for (Py_ssize_t i = 0; i < c->anns.cap; i++)
-        PyMem_Free(c->anns.e[i].name);
-    PyMem_Free(c->anns.e);
+    for (annmap_t *m = &c->anns; m <= &c->vals; m++) {
+        for (Py_ssize_t i = 0; i < m->cap; i++)
+            PyMem_Free(m->e[i].name);
+        PyMem_Free(m->e);
+    }
     PyMem_Free(c->te.buf);
     PyMem_Free(c->da.buf);
     PyMem_Free(c->in.buf);
+    PyMem_Free(c->sv.buf);
     PyMem_Free(c->t.buf);
     Py_XDECREF(c->canon);
     tp->tp_free((PyObject *)c);

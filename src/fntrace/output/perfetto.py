@@ -419,18 +419,18 @@ class _Writer:
 
     def _native_calls(self, first_ts: int | None) -> bool:
         """The loop above for a trace of calls (graph entries and returns, with their
-        arguments and return values as text or 64-bit ints) after start(), made natively
-        (_native_read.c's PerfettoCalls) and written out; False, with nothing written,
-        when there is no native twin or the trace holds more than that (markers, events,
-        function hits, values kept as JSON, a thread the header does not name), or the
-        clock is scaled (uptime): the loop above writes it."""
+        arguments and return values as text or 64-bit ints) or function tracer hits
+        after start(), made natively (_native_read.c's PerfettoCalls) and written out;
+        False, with nothing written, when there is no native twin or the trace holds
+        more than that (markers, events, values kept as JSON, a thread the header does
+        not name), or the clock is scaled (uptime): the loop above writes it."""
         from .. import _env
         from .walk import calls_only, canon_ids, drive
         native = _env.native()
         src = self.source
         if native is None or self.task_tracks or self.scale != 1:
             return False
-        slots = calls_only(src, native.graph_text_ok, True)
+        slots = calls_only(src, native.calls_or_hits_ok, True)
         if slots is None or not slots.issubset(src.threads):
             return False
         nslots = max(slots | set(src.threads), default=-1) + 1
@@ -439,6 +439,10 @@ class _Writer:
                  else PROCESS_UUID for slot in range(nslots)}
         syms = src.symbols
         names = {ip: _utf8(sym[0]) for ip, sym in syms.items()}
+        if any(names[ip] != sym[0] for ip, sym in syms.items() if not sym[0].isascii()):
+            # a name with a lone surrogate: written '?' as an event name, but as its
+            # bytes as a hit's interned "parent" value (value_iid): the loop above
+            return False
         calls = native.PerfettoCalls(
             nslots, names, canon_ids(syms), uuids,
             None if self.last_ts is None else self.clock_id, self.last_ts or 0,
