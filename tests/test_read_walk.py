@@ -944,6 +944,49 @@ def test_native_perfetto_of_function_hits_is_the_python_loop(tmp_path_factory, s
     assert trace.packet and trace.SerializeToString() == native[0]
 
 
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(slots=st.one_of(
+           st.dictionaries(st.integers(0, 5), task_switches("EEERRRRJPPX"), min_size=1,
+                           max_size=3),
+           st.dictionaries(st.integers(0, 3), task_switches("FFFPP"), min_size=1,
+                           max_size=3)),
+       tracer=st.sampled_from(["function_graph", "function"]),
+       clock=st.sampled_from(["local", "counter"]))
+def test_native_perfetto_with_events_is_the_python_loop(tmp_path_factory, slots, tracer,
+                                                        clock):
+    """An asyncio program's trace: an event's instant (its name interned with the
+    functions': an event named as a function shares its iid; its text "fields"), a
+    marker's (its text as the name, its writer an interned "writer"), written by the
+    native walk as the protobuf runtime serializes the Python loop's packets."""
+    pytest.importorskip("perfetto", reason="LOUD SKIP: the perfetto package (fntrace[perfetto]) "
+                                           "is not installed")
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    from fntrace.output import perfetto
+    # an event named as a function (SYMBOLS' names), before or after its calls
+    named = {cpu: [(lost, [(r[0], r[1], r[2], *r[3:7],
+                            "m.a\0x" if r[7] == "plain" else r[7])
+                           if len(r) > 7 and r[1] == TRACE_EVENT else r for r in recs])
+                   for lost, recs in chunks] for cpu, chunks in slots.items()}
+    path = tmp_path_factory.mktemp("pfevents") / "t.dat"
+    write(path, named, clock, tracer=tracer)
+    used = []
+    real = perfetto._Writer._native_calls
+
+    def spy(self, first_ts):
+        used.append(real(self, first_ts))
+        return used[-1]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(perfetto._Writer, "_native_calls", spy)
+        native, python = export_both(path, "perfetto", {})
+    assert native == python
+    assert used[0] is True
+    trace = pb.Trace()
+    trace.ParseFromString(native[0])
+    assert trace.packet and trace.SerializeToString() == native[0]
+
+
 _RAISED = st.sampled_from(["raised", "raised ", "raised ValueError: \"x\"\n\u00e9",
                            "raisedX", "raise", "Raised Foo"])
 

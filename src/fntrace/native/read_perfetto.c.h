@@ -30,7 +30,9 @@
  *
  * A function tracer hit (a trace of the default tracer) is an instant named after its
  * function, with its caller's name as the interned string annotation "parent" (88 01
- * string_value_iid) and its arguments as "args", as _Writer's loop writes it.
+ * string_value_iid) and its arguments as "args", as _Writer's loop writes it; so are
+ * markers and events (pf_event).  ``cid_of_name`` (a function's name -> its id) lets an
+ * event named as a function share its name's iid, as name_iid does.
  */
 
 #define PF_BEGIN 1
@@ -46,6 +48,14 @@ typedef struct {
     int has_any;
     uint64_t uuid;          /* the thread's track */
 } pslot_t;
+
+/* an event's name, resolved by its caller (pf_event): its iid, and its bytes when
+ * this packet defines it */
+typedef struct {
+    uint32_t iid;
+    const char *fresh;
+    Py_ssize_t len;
+} pfname_t;
 
 /* annotation name -> iid (open addressing; iid 0: free) */
 typedef struct {
@@ -78,6 +88,8 @@ typedef struct {
     uint32_t lost_iid;                  /* "lost events" */
     annmap_t anns;                      /* annotation names: fixed ones and arguments' */
     annmap_t vals;                      /* interned annotation values (hits' callers) */
+    annmap_t evnames;                   /* events' names -> their iids */
+    PyObject *cid_of_name;              /* a function's name (bytes) -> its id */
     tbuf_t te, da, in, sv;              /* a packet's TrackEvent, an annotation, and the
                                            annotation names and values it interns */
     int values;                         /* the blocks come with their payloads */
@@ -310,13 +322,118 @@ pf_annotation(PerfettoCalls *c, const char *name, char kind, long long iv, const
     return 0;
 }
 
+/* a string annotation whose value repeats (a caller's name, a marker's writer): 22 LEN
+ * { 08 name_iid 88 01 string_value_iid }, the value interned (annotate_interned) */
+static int
+pf_interned_annotation(PerfettoCalls *c, const char *name, const char *value,
+                       Py_ssize_t vlen)
+{
+    uint32_t niid, viid;
+    if (ann_iid_of(c, name, (Py_ssize_t)strlen(name), &niid) < 0
+            || intern_of(&c->vals, &c->next_val_iid, "\xea\x01", 2, &c->sv, value, vlen,
+                         &viid) < 0)
+        return -1;
+    uint8_t a[32];
+    Py_ssize_t n = 0, body = 1 + pb_varint_len(niid) + 2 + pb_varint_len(viid);
+    a[n++] = 0x22;
+    n += pb_varint(a + n, (uint64_t)body);
+    a[n++] = 0x08;
+    n += pb_varint(a + n, niid);
+    a[n++] = 0x88;
+    a[n++] = 0x01;
+    n += pb_varint(a + n, viid);
+    if (tb_reserve(&c->te, n) < 0)
+        return -1;
+    tb_put(&c->te, (const char *)a, n);
+    return 0;
+}
+
+/* the iid of an event's name (the Python writer's name_iid, by the name: a function's
+ * of the same name is its iid) */
+static int
+pf_event_name(PerfettoCalls *c, const char *name, Py_ssize_t len, pfname_t *nm)
+{
+    annmap_t *m = &c->evnames;
+    if ((m->n + 1) * 2 > m->cap) {
+        Py_ssize_t cap = m->cap ? m->cap * 2 : 64;
+        annent_t *e = PyMem_Calloc((size_t)cap, sizeof(annent_t));
+        if (e == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < m->cap; i++)
+            if (m->e[i].iid) {
+                Py_ssize_t h = (Py_ssize_t)(m->e[i].hash & (uint64_t)(cap - 1));
+                while (e[h].iid)
+                    h = (h + 1) & (cap - 1);
+                e[h] = m->e[i];
+            }
+        PyMem_Free(m->e);
+        m->e = e;
+        m->cap = cap;
+    }
+    uint64_t hash = hash_bytes((const uint8_t *)name, len);
+    Py_ssize_t h = (Py_ssize_t)(hash & (uint64_t)(m->cap - 1));
+    while (m->e[h].iid) {
+        annent_t *x = &m->e[h];
+        if (x->hash == hash && x->len == len && !memcmp(x->name, name, (size_t)len)) {
+            nm->iid = x->iid;
+            return 0;
+        }
+        h = (h + 1) & (m->cap - 1);
+    }
+    /* new here: a function's name (cid_of_name: its iid, defined now if it was not),
+     * or a name of its own */
+    uint32_t iid = 0;
+    int fresh = 1;
+    if (c->cid_of_name != NULL) {
+        PyObject *key = PyBytes_FromStringAndSize(name, len);
+        if (key == NULL)
+            return -1;
+        PyObject *cid = PyDict_GetItemWithError(c->cid_of_name, key);
+        Py_DECREF(key);
+        if (cid == NULL && PyErr_Occurred())
+            return -1;
+        if (cid != NULL) {
+            unsigned long k = PyLong_AsUnsignedLong(cid);
+            if (k == (unsigned long)-1 && PyErr_Occurred())
+                return -1;
+            if (iid_get(c, (uint32_t)k, &iid) < 0)
+                return -1;
+            if (iid)
+                fresh = 0;
+            else
+                iid = c->next_name_iid;     /* (numbered by iid_get) */
+        }
+    }
+    if (!iid)
+        iid = ++c->next_name_iid;
+    char *copy = PyMem_Malloc(len ? (size_t)len : 1);
+    if (copy == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(copy, name, (size_t)len);
+    annent_t *x = &m->e[h];
+    x->name = copy;
+    x->len = len;
+    x->hash = hash;
+    x->iid = iid;
+    m->n++;
+    nm->iid = iid;
+    nm->fresh = fresh ? name : NULL;
+    nm->len = len;
+    return 0;
+}
+
 /* One packet.  name: the event's name (its id, or the lost events name when lost_name),
  * none for an end; ann: one of PF_ANN_* or -1; aval/astr: its value (an int; a string
  * when astr); args/alen: a begin's arguments (NULL: none), ret: an end's return value
  * (NULL: none) -- written before ann, as the Python writer annotates */
 static int pf_packet_end(PerfettoCalls *c, int type, int64_t ts, uint64_t uuid,
                          int has_name, uint32_t id, uint32_t cid, int lost_name,
-                         int annotated);
+                         int annotated, const pfname_t *given, const char *lit,
+                         Py_ssize_t llen);
 
 static int
 pf_packet(PerfettoCalls *c, int type, int64_t ts, uint64_t uuid, int has_name, uint32_t id,
@@ -351,7 +468,8 @@ pf_packet(PerfettoCalls *c, int type, int64_t ts, uint64_t uuid, int has_name, u
             return -1;
         annotated = 1;
     }
-    return pf_packet_end(c, type, ts, uuid, has_name, id, cid, lost_name, annotated);
+    return pf_packet_end(c, type, ts, uuid, has_name, id, cid, lost_name, annotated, NULL,
+                         NULL, 0);
 }
 
 /* a function tracer hit of ``id`` (``cid``) called from ``parent`` (0: not known), its
@@ -369,24 +487,8 @@ pf_hit(PerfettoCalls *c, int64_t ts, uint64_t uuid, uint32_t id, uint32_t cid,
         char ptmp[24];
         Py_ssize_t plen;
         const char *pname = names_get(&c->names, parent, &plen, ptmp, "0x%x");
-        uint32_t niid, viid;
-        if (ann_iid_of(c, "parent", 6, &niid) < 0
-                || intern_of(&c->vals, &c->next_val_iid, "\xea\x01", 2, &c->sv, pname, plen,
-                             &viid) < 0)
+        if (pf_interned_annotation(c, "parent", pname, plen) < 0)
             return -1;
-        /* 22 LEN { 08 name_iid 88 01 string_value_iid } */
-        uint8_t a[32];
-        Py_ssize_t n = 0, body = 1 + pb_varint_len(niid) + 2 + pb_varint_len(viid);
-        a[n++] = 0x22;
-        n += pb_varint(a + n, (uint64_t)body);
-        a[n++] = 0x08;
-        n += pb_varint(a + n, niid);
-        a[n++] = 0x88;
-        a[n++] = 0x01;
-        n += pb_varint(a + n, viid);
-        if (tb_reserve(&c->te, n) < 0)
-            return -1;
-        tb_put(&c->te, (const char *)a, n);
         annotated = 1;
     }
     if (args != NULL && alen && memchr(args, 0, (size_t)alen) != NULL) {
@@ -394,20 +496,62 @@ pf_hit(PerfettoCalls *c, int64_t ts, uint64_t uuid, uint32_t id, uint32_t cid,
             return -1;
         annotated = 1;
     }
-    return pf_packet_end(c, PF_INSTANT, ts, uuid, 1, id, cid, 0, annotated);
+    return pf_packet_end(c, PF_INSTANT, ts, uuid, 1, id, cid, 0, annotated, NULL, NULL, 0);
+}
+
+/* _Writer's loop for a marker or an event (the payload ``v``: "name\0text" or the text
+ * alone): an event is an instant named after it (interned as function names are: an
+ * event named as a function shares its iid) with its text as "fields"; a marker an
+ * instant named by its text (not interned; trailing newlines cut, "trace_marker" when
+ * none is left), its writer an interned "writer" value */
+static int
+pf_event(PerfettoCalls *c, const record_t *r, int64_t ts, uint64_t uuid, const pvalue_t *v)
+{
+    const char *name, *text;
+    Py_ssize_t nlen, tlen;
+    text_parts(v->s, v->len, &name, &nlen, &text, &tlen);
+    c->te.blen = 0;
+    c->in.blen = 0;
+    c->sv.blen = 0;
+    if (r->type == FNT_TRACE_EVENT) {
+        pfname_t nm = {0, NULL, 0};
+        if (pf_event_name(c, name, nlen, &nm) < 0
+                || pf_annotation(c, "fields", 's', 0, text, tlen) < 0)
+            return -1;
+        return pf_packet_end(c, PF_INSTANT, ts, uuid, 1, 0, 0, 0, 1, &nm, NULL, 0);
+    }
+    int annotated = 0;
+    if (nlen) {
+        if (pf_interned_annotation(c, "writer", name, nlen) < 0)
+            return -1;
+        annotated = 1;
+    }
+    Py_ssize_t shown = tlen;
+    while (shown && text[shown - 1] == '\n')
+        shown--;
+    return pf_packet_end(c, PF_INSTANT, ts, uuid, 0, 0, 0, 0, annotated, NULL,
+                         shown ? text : "trace_marker", shown ? shown : 12);
 }
 
 /* the packet whose annotations (c->te) and interned annotation names and values
  * (c->in, c->sv) are made: its name, type, track and time */
 static int
 pf_packet_end(PerfettoCalls *c, int type, int64_t ts, uint64_t uuid, int has_name,
-              uint32_t id, uint32_t cid, int lost_name, int annotated)
+              uint32_t id, uint32_t cid, int lost_name, int annotated, const pfname_t *given,
+              const char *lit, Py_ssize_t llen)
 {
     const char *name = NULL;
     Py_ssize_t name_len = 0;
     char tmp[24];
     uint32_t name_iid = 0, new_name = 0;
-    if (has_name) {
+    if (has_name && given != NULL) {
+        name_iid = given->iid;
+        if (given->fresh != NULL) {
+            new_name = 1;
+            name = given->fresh;
+            name_len = given->len;
+        }
+    } else if (has_name) {
         if (lost_name) {
             if (!c->lost_iid) {
                 c->lost_iid = ++c->next_name_iid;
@@ -438,7 +582,18 @@ pf_packet_end(PerfettoCalls *c, int type, int64_t ts, uint64_t uuid, int has_nam
     }
     te[nte++] = 0x58;
     nte += pb_varint(te + nte, uuid);
+    if (lit != NULL) {
+        /* ba 01 LEN name: a name not interned (a marker's text) */
+        te[nte++] = 0xba;
+        te[nte++] = 0x01;
+        nte += pb_varint(te + nte, (uint64_t)llen);
+    }
     tb_put(&c->te, (const char *)te, nte);
+    if (lit != NULL) {
+        if (tb_reserve(&c->te, llen) < 0)
+            return -1;
+        tb_put(&c->te, lit, llen);
+    }
     /* interned data: the event name (field 2) before the annotation names (field 3);
      * a name's bytes go straight to the output, so only the heads are made here */
     uint8_t nhead[24];
@@ -628,6 +783,12 @@ pf_step(PerfettoCalls *c, PyObject *unused)
         if (canon_lookup(c->canon, &cid) < 0)
             return NULL;
         pvalue_t v = record_value(&c->m, best, &r, c->values);
+        if (r.type == FNT_TRACE_EVENT || r.type == FNT_TRACE_PRINT) {
+            pvalue_t ev = record_value(&c->m, best, &r, 1);
+            if (pf_event(c, &r, ts, s->uuid, &ev) < 0)
+                return NULL;
+            continue;
+        }
         if (r.type == FNT_TRACE_FN) {
             /* (trace_set's ids: the process's base added to the caller too) */
             uint32_t parent = r.b ? r.b + g->q[g->head].ibase : 0;
@@ -667,7 +828,8 @@ pf_counts(PerfettoCalls *c, PyObject *unused)
     return Py_BuildValue("(LO)", c->lost_total, c->unknown_loss ? Py_True : Py_False);
 }
 
-/* PerfettoCalls(slots, names, canon, uuids, clock, t0, first_ts, unknown):
+/* PerfettoCalls(slots, names, canon, uuids, clock, t0, first_ts, unknown, values=False,
+ * cid_of_name=None):
  * names id -> its name (as the Python writer writes it), canon as StatWalk's, uuids
  * slot -> its thread's track uuid, clock the trace clock's id (None: no clock, absolute
  * timestamps), t0 the incremental clock's start, first_ts where a slot nothing was read
@@ -676,13 +838,20 @@ static int
 pf_init(PerfettoCalls *c, PyObject *args, PyObject *kw)
 {
     Py_ssize_t nslots;
-    PyObject *names, *canon, *uuids, *clock;
+    PyObject *names, *canon, *uuids, *clock, *cid_of_name = Py_None;
     long long t0, first_ts, unknown;
     int values = 0;
-    if (!PyArg_ParseTuple(args, "nO!OO!OLLL|p:PerfettoCalls", &nslots, &PyDict_Type, &names,
+    if (!PyArg_ParseTuple(args, "nO!OO!OLLL|pO:PerfettoCalls", &nslots, &PyDict_Type, &names,
                           &canon, &PyDict_Type, &uuids, &clock, &t0, &first_ts, &unknown,
-                          &values))
+                          &values, &cid_of_name))
         return -1;
+    if (cid_of_name != Py_None) {
+        if (!PyDict_Check(cid_of_name)) {
+            PyErr_SetString(PyExc_TypeError, "PerfettoCalls: cid_of_name is a dict or None");
+            return -1;
+        }
+        c->cid_of_name = Py_NewRef(cid_of_name);
+    }
     c->values = values;
     if (c->m.slots != NULL || nslots < 0 || nslots > SLOT_LIMIT) {
         PyErr_SetString(PyExc_ValueError, "PerfettoCalls: bad slot count (or made twice)");
@@ -750,7 +919,7 @@ pf_dealloc(PerfettoCalls *c)
     names_free(&c->names);
     PyMem_Free(c->iids.key);
     PyMem_Free(c->iids.val);
-    for (annmap_t *m = &c->anns; m <= &c->vals; m++) {
+    for (annmap_t *m = &c->anns; m <= &c->evnames; m++) {
         for (Py_ssize_t i = 0; i < m->cap; i++)
             PyMem_Free(m->e[i].name);
         PyMem_Free(m->e);
@@ -761,6 +930,7 @@ pf_dealloc(PerfettoCalls *c)
     PyMem_Free(c->sv.buf);
     PyMem_Free(c->t.buf);
     Py_XDECREF(c->canon);
+    Py_XDECREF(c->cid_of_name);
     tp->tp_free((PyObject *)c);
     Py_DECREF(tp);
 }
@@ -778,7 +948,8 @@ static PyMethodDef pf_methods[] = {
 
 static PyType_Slot pf_slots[] = {
     {Py_tp_doc, "PerfettoCalls(slots, names, canon, uuids, clock, t0, first_ts, unknown, "
-                "values=False): the Perfetto trace's call packets of a trace file "
+                "values=False, cid_of_name=None): the Perfetto trace's call packets of a "
+                "trace file "
                 "(output/perfetto.py's twin)"},
     {Py_tp_init, pf_init},
     {Py_tp_new, PyType_GenericNew},

@@ -419,18 +419,19 @@ class _Writer:
 
     def _native_calls(self, first_ts: int | None) -> bool:
         """The loop above for a trace of calls (graph entries and returns, with their
-        arguments and return values as text or 64-bit ints) or function tracer hits
-        after start(), made natively (_native_read.c's PerfettoCalls) and written out;
-        False, with nothing written, when there is no native twin or the trace holds
-        more than that (markers, events, values kept as JSON, a thread the header does
-        not name), or the clock is scaled (uptime): the loop above writes it."""
+        arguments and return values as text or 64-bit ints), function tracer hits,
+        markers and events after start(), made natively (_native_read.c's
+        PerfettoCalls) and written out; False, with nothing written, when there is no
+        native twin or the trace holds more than that (stack traces, values kept as
+        JSON, a thread the header does not name), the clock is scaled (uptime) or calls
+        go on their Tasks' tracks: the loop above writes it."""
         from .. import _env
         from .walk import calls_only, canon_ids, drive
         native = _env.native()
         src = self.source
         if native is None or self.task_tracks or self.scale != 1:
             return False
-        slots = calls_only(src, native.calls_or_hits_ok, True)
+        slots = calls_only(src, native.calls_hits_ok, True)
         if slots is None or not slots.issubset(src.threads):
             return False
         nslots = max(slots | set(src.threads), default=-1) + 1
@@ -443,10 +444,14 @@ class _Writer:
             # a name with a lone surrogate: written '?' as an event name, but as its
             # bytes as a hit's interned "parent" value (value_iid): the loop above
             return False
+        # an event named as a function shares its name's iid (name_iid keys by name)
+        cid_of_name: dict[bytes, int] = {}
+        for ip, name in names.items():
+            cid_of_name.setdefault(name.encode("utf-8"), ip)
         calls = native.PerfettoCalls(
             nslots, names, canon_ids(syms), uuids,
             None if self.last_ts is None else self.clock_id, self.last_ts or 0,
-            first_ts or 0, LOST_EVENTS_UNKNOWN, True)
+            first_ts or 0, LOST_EVENTS_UNKNOWN, True, cid_of_name)
         self.flush()            # the first packets, made by the protobuf runtime
         write = self.out.write
         for data in drive(calls, src, nslots, payloads=True):
