@@ -470,6 +470,64 @@ def test_native_trace_dat_is_the_python_loop(tmp_path_factory, slots):
     assert native == python
 
 
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(slots=st.one_of(
+           st.dictionaries(st.integers(0, 5), task_switches("EEERRRRJPPX"), min_size=1,
+                           max_size=3),
+           st.dictionaries(st.integers(0, 3), task_switches("FFFPP"), min_size=1,
+                           max_size=3)),
+       tracer=st.sampled_from(["function_graph", "function"]), stack=st.booleans())
+def test_native_trace_dat_with_events_is_the_python_loop(tmp_path_factory, slots, tracer,
+                                                         stack):
+    """Markers, events (their formats numbered as they are first met, their fields
+    named by the first one's text) and stack traces in trace-cmd's pages: made by the
+    native walk when they are all on one thread (an asyncio program's task switches),
+    by the Python loop otherwise; the same file either way."""
+    from fntrace.output import trace_dat
+    if stack:
+        # a stack trace among the markers (its frames' names are new symbols)
+        slots = {cpu: [(lost, [(r[0], TRACE_STACK, *r[2:7], "m.a\nm.b+0x10\nnew.f\n")
+                               if len(r) > 7 and r[7] == "plain" else r for r in recs])
+                       for lost, recs in chunks] for cpu, chunks in slots.items()}
+    path = tmp_path_factory.mktemp("datevents") / "t.dat"
+    write(path, slots, tracer=tracer)
+    used = []
+    real = trace_dat._native_pages
+
+    def spy(*args):
+        used.append(real(*args))
+        return used[-1]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(trace_dat, "_native_pages", spy)
+        native, python = export_both(path, "trace-cmd", {})
+    assert native == python
+    recs = [(cpu, r) for cpu, chunks in slots.items() for _, rs in chunks for r in rs]
+    texts = {cpu for cpu, r in recs if len(r) > 7}
+    known = {sym[0] for sym in SYMBOLS}
+    named = all(len(r) > 7 or (r[3] in known and (r[1] != TRACE_FN or r[4] in known | {0}))
+                for _, r in recs)
+    if len(texts) <= 1 and named:
+        assert used[0] is not None      # the native walk wrote it
+
+
+@needs_native
+def test_trace_dat_events_met_first_on_a_later_thread_are_numbered_first(tmp_path):
+    """The loop numbers events as it meets them in time; the native walk goes thread
+    by thread: events on two threads are left to the loop (thread 1's event is first
+    in time, thread 0's is walked first), and the file is the loop's."""
+    slots = {0: [(0, [(5, TRACE_GRAPH_ENT, 0, 1, 0, 0, 0),
+                      (6, TRACE_EVENT, TF_HAS_PAYLOAD, 0, 0, 0, 0, "zz\0(m.a) x=1"),
+                      (7, TRACE_GRAPH_RET, 0, 1, 0, 0, 5)])],
+             1: [(0, [(1, TRACE_EVENT, TF_HAS_PAYLOAD, 0, 0, 0, 0, "ev\0(m.b) y=2"),
+                      (2, TRACE_PRINT, TF_HAS_PAYLOAD, 0, 0, 0, 0, "new.writer\0hi")])]}
+    path = tmp_path / "t.dat"
+    write(path, slots)
+    native, python = export_both(path, "trace-cmd", {})
+    assert native == python
+    assert b"name: ev\nID: 1000\n" in native[0] and b"name: zz\nID: 1001\n" in native[0]
+
+
 def index_both(path, limit: int | None = None, spill: tuple[int, int] | None = None) -> list:
     """The browser's index of the trace at ``path`` (tui/index.py), natively and the
     Python way: every thread's columns, events and per-function sums.  ``spill``:

@@ -7,6 +7,11 @@
  * the event does not), a page after a loss flagged RB_MISSED_EVENTS with the count
  * when there is room.  A slot's pages depend on its own records only, so slots are
  * walked one after another.  The page layout's numbers come from trace_dat.py.
+ *
+ * Markers, events and stack traces (an asyncio program's task switches): with
+ * ``on_event`` and the blocks' payloads, each such record's payload is what
+ * ``on_event(slot, type, text, pid)`` makes of its text (the exporter's own code, which
+ * declines, with None, what depends on the order of the slots: see _native_pages).
  */
 
 typedef struct {
@@ -31,6 +36,7 @@ typedef struct {
     uint64_t missed_events, missed_stored;
     tbuf_t out;             /* the pages this call completed */
     int unsure;
+    PyObject *on_event;     /* NULL: markers and events are Python's to write */
 } DatPages;
 
 static int
@@ -90,8 +96,13 @@ dp_add(DatPages *d, dslot_t *s, uint64_t ts, const unsigned char *payload, Py_ss
             return 0;
         }
     }
-    /* _add: the payloads here are all small (at most 40 bytes) */
-    Py_ssize_t size = 4 + n;
+    /* _add: a payload above RB_MAX_SMALL_DATA has its length in array[0] (type_len 0) */
+    int big = n > d->max_small;
+    Py_ssize_t size = 4 + n + (big ? 4 : 0);
+    if (size > d->page_data) {
+        d->unsure = 1;              /* the Python writer refuses it */
+        return 0;
+    }
     if (s->len == 0)
         s->page_ts = s->last_ts = ts;
     uint64_t delta = ts >= s->last_ts ? ts - s->last_ts : 0;
@@ -112,11 +123,47 @@ dp_add(DatPages *d, dslot_t *s, uint64_t ts, const unsigned char *payload, Py_ss
         dp_u32(s, (uint32_t)(delta >> d->ts_shift));
         delta = 0;
     }
-    dp_u32(s, (uint32_t)((uint64_t)(n >> 2) | delta << 5));
+    dp_u32(s, (uint32_t)((uint64_t)(big ? 0 : n >> 2) | delta << 5));
+    if (big)
+        dp_u32(s, (uint32_t)(n + 4));
     memcpy(s->data + s->len, payload, (size_t)n);
     s->len += n;
     s->last_ts = ts;
     return 0;
+}
+
+/* a marker's, an event's or a stack trace's payload, made by on_event from record
+ * ``i``'s text (b's payloads), added at its time */
+static int
+dp_event(DatPages *d, dslot_t *s, const gblock_t *b, Py_ssize_t i, const record_t *r)
+{
+    int kind;
+    const char *text = NULL;
+    Py_ssize_t len = 0;
+    int64_t iv;
+    if (d->on_event == NULL || b->pay == NULL || !pay_get(b, i, r, &kind, &text, &len, &iv)
+            || kind != PAY_STR) {
+        d->unsure = 1;
+        return 0;
+    }
+    PyObject *res = PyObject_CallFunction(d->on_event, "niy#L", (Py_ssize_t)(s - d->slots),
+                                          (int)r->type, text, len, (long long)s->pid);
+    if (res == NULL)
+        return -1;
+    if (res == Py_None) {
+        Py_DECREF(res);
+        d->unsure = 1;
+        return 0;
+    }
+    if (!PyBytes_Check(res) || PyBytes_GET_SIZE(res) % 4) {
+        Py_DECREF(res);
+        PyErr_SetString(PyExc_TypeError, "DatPages: on_event makes bytes of whole words");
+        return -1;
+    }
+    int err = dp_add(d, s, r->ts, (const unsigned char *)PyBytes_AS_STRING(res),
+                     PyBytes_GET_SIZE(res));
+    Py_DECREF(res);
+    return err;
 }
 
 static int
@@ -168,13 +215,14 @@ dp_result(DatPages *d)
     return PyBytes_FromStringAndSize(d->out.buf, d->out.blen);
 }
 
-/* feed(cpu, lost, records, ibase) -> the pages completed (bytes), None: the trace holds
- * what the Python exporter writes (any other record, a name with no symbol) */
+/* feed(cpu, lost, records, ibase[, payloads]) -> the pages completed (bytes), None:
+ * the trace holds what the Python exporter writes (any other record, a name with no
+ * symbol) */
 static PyObject *
 dp_feed(DatPages *d, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "feed(cpu, lost, records, ibase)");
+    if (nargs != 4 && nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "feed(cpu, lost, records, ibase[, payloads])");
         return NULL;
     }
     Py_ssize_t cpu = PyLong_AsSsize_t(args[0]);
@@ -191,6 +239,7 @@ dp_feed(DatPages *d, PyObject *const *args, Py_ssize_t nargs)
     Py_buffer view;
     if (PyObject_GetBuffer(args[2], &view, PyBUF_SIMPLE) < 0)
         return NULL;
+    gblock_t b = {0};       /* the block's records and payloads' index (see below) */
     if (lost) {
         /* mark_lost */
         if (dp_flush(d, s) < 0)
@@ -203,6 +252,22 @@ dp_feed(DatPages *d, PyObject *const *args, Py_ssize_t nargs)
     }
     const record_t *rec = view.buf;
     Py_ssize_t n = view.len / FNT_RECORD_SIZE;
+    /* the payloads' index, for the markers' and events' texts */
+    b.rec = rec;
+    b.n = n;
+    if (nargs == 5 && PyBytes_Check(args[4]) && PyBytes_GET_SIZE(args[4])) {
+        b.poff = PyMem_Malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+        if (b.poff == NULL) {
+            PyErr_NoMemory();
+            goto error;
+        }
+        b.pay = args[4];
+        if (pay_index((const unsigned char *)PyBytes_AS_STRING(args[4]),
+                      PyBytes_GET_SIZE(args[4]), n, b.poff) < 0) {
+            d->unsure = 1;
+            b.pay = NULL;
+        }
+    }
     for (Py_ssize_t i = 0; i < n && !d->unsure; i++) {
         record_t r;
         memcpy(&r, &rec[i], sizeof(r));
@@ -246,6 +311,11 @@ dp_feed(DatPages *d, PyObject *const *args, Py_ssize_t nargs)
                 memcpy(pl + 32, &rettime, 8);
                 len = 40;
             }
+        } else if (r.type == FNT_TRACE_EVENT || r.type == FNT_TRACE_PRINT
+                   || r.type == FNT_TRACE_STACK) {
+            if (dp_event(d, s, &b, i, &r) < 0)
+                goto error;
+            continue;
         } else {
             d->unsure = 1;
             break;
@@ -253,9 +323,11 @@ dp_feed(DatPages *d, PyObject *const *args, Py_ssize_t nargs)
         if (!d->unsure && dp_add(d, s, r.ts, pl, len) < 0)
             goto error;
     }
+    PyMem_Free(b.poff);
     PyBuffer_Release(&view);
     return dp_result(d);
 error:
+    PyMem_Free(b.poff);
     PyBuffer_Release(&view);
     return NULL;
 }
@@ -276,8 +348,8 @@ dp_flush_slot(DatPages *d, PyObject *arg)
     return dp_result(d);
 }
 
-/* DatPages(slots, addrs, pids, layout): addrs id -> address, pids slot -> common_pid,
- * layout (PAGE_SIZE, PAGE_HEADER, TS_SHIFT, RINGBUF_TYPE_TIME_EXTEND,
+/* DatPages(slots, addrs, pids, layout, on_event=None): addrs id -> address, pids slot ->
+ * common_pid, layout (PAGE_SIZE, PAGE_HEADER, TS_SHIFT, RINGBUF_TYPE_TIME_EXTEND,
  * RB_MAX_SMALL_DATA, RB_MISSED_EVENTS, RB_MISSED_STORED) */
 static int
 dp_init(DatPages *d, PyObject *args, PyObject *kw)
@@ -286,11 +358,19 @@ dp_init(DatPages *d, PyObject *args, PyObject *kw)
     int ts_shift;
     unsigned int time_extend;
     unsigned long long missed_events, missed_stored;
-    PyObject *addrs, *pids;
-    if (!PyArg_ParseTuple(args, "nO!O!(nniInKK):DatPages", &nslots, &PyDict_Type, &addrs,
+    PyObject *addrs, *pids, *on_event = Py_None;
+    if (!PyArg_ParseTuple(args, "nO!O!(nniInKK)|O:DatPages", &nslots, &PyDict_Type, &addrs,
                           &PyDict_Type, &pids, &page_size, &page_header, &ts_shift,
-                          &time_extend, &max_small, &missed_events, &missed_stored))
+                          &time_extend, &max_small, &missed_events, &missed_stored,
+                          &on_event))
         return -1;
+    if (on_event != Py_None) {
+        if (!PyCallable_Check(on_event)) {
+            PyErr_SetString(PyExc_TypeError, "DatPages: on_event is callable or None");
+            return -1;
+        }
+        d->on_event = Py_NewRef(on_event);
+    }
     if (d->slots != NULL || nslots < 0 || nslots > SLOT_LIMIT || page_size <= page_header + 64
             || ts_shift < 1 || ts_shift > 32) {
         PyErr_SetString(PyExc_ValueError, "DatPages: bad arguments (or made twice)");
@@ -350,13 +430,15 @@ dp_dealloc(DatPages *d)
     PyMem_Free(d->out.buf);
     Py_XDECREF(d->addrs);
     Py_XDECREF(d->used);
+    Py_XDECREF(d->on_event);
     tp->tp_free((PyObject *)d);
     Py_DECREF(tp);
 }
 
 static PyMethodDef dp_methods[] = {
     {"feed", (PyCFunction)(void (*)(void))dp_feed, METH_FASTCALL,
-     "feed(cpu, lost, records, ibase) -> the pages completed, or None (Python's to write)"},
+     "feed(cpu, lost, records, ibase[, payloads]) -> the pages completed, or None "
+     "(Python's to write)"},
     {"flush", (PyCFunction)dp_flush_slot, METH_O,
      "flush(cpu) -> the slot's last page, b'' if none (None: Python's to write)"},
     {NULL}

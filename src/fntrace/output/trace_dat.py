@@ -44,6 +44,8 @@ from collections.abc import Mapping
 from .entry import (LostEvents, TRACE_EVENT, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET,
                     TRACE_PRINT, TRACE_STACK)
 from .registry import Exporter, register_exporter
+from ..ring_buffer import text_parts
+from ..tracefile.blocks import dec_text
 
 __all__ = ["TraceDatExporter", "PAGE_SIZE", "SYMBOL_BASE", "SYMBOL_STRIDE",
            "HEADER_PAGE", "HEADER_EVENT", "FTRACE_FORMATS", "symbol_address"]
@@ -395,6 +397,49 @@ class _DynEvent:
         return bytes(data)
 
 
+class _Texts:
+    """The payloads of markers, stack traces and dynamic events (written by the loop
+    and, through its on_event, by the native walk), and the events' formats: ``dyn``
+    by name, numbered in the order they are first met; ``unsplit``: the events whose
+    text did not split into their fields."""
+
+    def __init__(self, symbols: _Symbols, defs: dict[str, tuple[str, list[str] | None]]
+                 ) -> None:
+        self.symbols = symbols
+        self.defs = defs
+        self.dyn: dict[str, _DynEvent] = {}
+        self.unsplit = 0
+        self.mark = symbols.addr("tracing_mark_write")
+
+    def payload(self, t: int, pid: int, func: str, text: str) -> bytes:
+        symbols = self.symbols
+        if t == TRACE_PRINT:
+            ip = symbols.addr(func) if func else self.mark
+            text = text if text.endswith("\n") else text + "\n"
+            b = _PRINT_HEAD.pack(ID_PRINT, 0, 0, pid, ip) + text.encode("utf-8", "replace") + b"\0"
+            return b + bytes(_pad4(len(b)) - len(b))
+        if t == TRACE_STACK:
+            frames = [f for f in text.split("\n") if f]
+            # as many frames as fit a page (the kernel's stack entry is bounded too)
+            frames = frames[:(PAGE_DATA - 64) // 8]
+            return (_STACK_HEAD.pack(ID_KERNEL_STACK, 0, 0, pid, 8 * len(frames), 0)
+                    + b"".join(_U64.pack(symbols.addr(f)) for f in frames))
+        ev = self.dyn.get(func)
+        if ev is None:
+            group, names = self.defs.get(func, (DEFAULT_EVENT_GROUP, None))
+            if names is None:
+                # the names as this first record's text shows them
+                names = _ARG.findall(_HEAD.sub("", text, count=1))
+            ev = self.dyn[func] = _DynEvent(FIRST_DYNAMIC_ID + len(self.dyn), group, func,
+                                            names)
+        if ev.split(text) is None:
+            self.unsplit += 1
+        payload = ev.payload(pid, text, symbols)
+        if len(payload) + 8 > PAGE_DATA:
+            payload = ev.payload(pid, text[:PAGE_DATA // 2], symbols)
+        return payload
+
+
 def _definitions(definitions) -> dict[str, tuple[str, list[str] | None]]:
     """Event name -> (group, its fields' names, None where the definition alone does
     not tell them), from the recording's -e list: "f[:[GRP/][EVENT]] SYM[%return]
@@ -465,15 +510,38 @@ class TraceDatExporter(Exporter):
     def _write(self, source, out, pages: _Pages) -> dict:
         symbols = _Symbols(source.symbols)
         defs = _definitions(source.header.get("events"))
-        dyn: dict[str, _DynEvent] = {}
-        mark = symbols.addr("tracing_mark_write")
-        known = symbols.known
-        addr = symbols.addr
+        symbols.addr("tracing_mark_write")
         threads = dict(source.threads)
         notes: list[str] = []
-        unsplit = 0
-        walked = _native_pages(source, pages, symbols, threads)
-        for e in (() if walked else source.entries()):
+        walked = _native_pages(source, pages, symbols, threads, defs)
+        if walked:
+            symbols, texts = walked
+        else:
+            texts = _Texts(symbols, defs)
+            self._loop(source, pages, symbols, threads, texts)
+        dyn, unsplit = texts.dyn, texts.unsplit
+        for b in pages.cpus.values():
+            b.flush()
+        pages.file.flush()
+        hdr = source.header
+        if hdr.get("graph_args") or hdr.get("graph_retval"):
+            # funcgraph_entry/exit have no field for them (the kernel's own have none
+            # for Python values either)
+            notes.append("trace.dat: function arguments and return values are not "
+                         "exported (the kernel's graph events have no field for them)")
+        if unsplit:
+            notes.append(f"{unsplit} dynamic event(s) whose text did not split into their "
+                         "fields: written whole in the first field")
+        nr_cpus = max([*pages.cpus, *threads, -1]) + 1 if (pages.cpus or threads) else 1
+        clock = source.trace_clock
+        self._write_file(out, pages, symbols, dyn, threads, nr_cpus, clock)
+        return {"notes": notes}
+
+    def _loop(self, source, pages: _Pages, symbols: _Symbols,
+              threads: dict[int, tuple[int, str]], texts: _Texts) -> None:
+        known = symbols.known
+        addr = symbols.addr
+        for e in source.entries():
             if isinstance(e, LostEvents):
                 pages.cpu(e.cpu).mark_lost(e.lost)
                 continue
@@ -493,50 +561,11 @@ class TraceDatExporter(Exporter):
             elif t == TRACE_FN:
                 payload = _FUNCTION.pack(ID_FUNCTION, 0, 0, pid, ip,
                                          known.get(e.parent) or addr(e.parent))
-            elif t == TRACE_PRINT:
-                ip = symbols.addr(e.func) if e.func else mark
-                text = e.text if e.text.endswith("\n") else e.text + "\n"
-                b = _PRINT_HEAD.pack(ID_PRINT, 0, 0, pid, ip) + text.encode("utf-8", "replace") + b"\0"
-                payload = b + bytes(_pad4(len(b)) - len(b))
-            elif t == TRACE_STACK:
-                frames = [f for f in e.text.split("\n") if f]
-                # as many frames as fit a page (the kernel's stack entry is bounded too)
-                frames = frames[:(PAGE_DATA - 64) // 8]
-                payload = (_STACK_HEAD.pack(ID_KERNEL_STACK, 0, 0, pid, 8 * len(frames), 0)
-                           + b"".join(_U64.pack(symbols.addr(f)) for f in frames))
-            elif t == TRACE_EVENT:
-                ev = dyn.get(e.func)
-                if ev is None:
-                    group, names = defs.get(e.func, (DEFAULT_EVENT_GROUP, None))
-                    if names is None:
-                        # the names as this first record's text shows them
-                        names = _ARG.findall(_HEAD.sub("", e.text, count=1))
-                    ev = dyn[e.func] = _DynEvent(FIRST_DYNAMIC_ID + len(dyn), group,
-                                                 e.func, names)
-                if ev.split(e.text) is None:
-                    unsplit += 1
-                payload = ev.payload(pid, e.text, symbols)
-                if len(payload) + 8 > PAGE_DATA:
-                    payload = ev.payload(pid, e.text[:PAGE_DATA // 2], symbols)
+            elif t == TRACE_PRINT or t == TRACE_STACK or t == TRACE_EVENT:
+                payload = texts.payload(t, pid, e.func, e.text)
             else:
                 continue
             buf.add(e.ts, payload)
-        for b in pages.cpus.values():
-            b.flush()
-        pages.file.flush()
-        hdr = source.header
-        if hdr.get("graph_args") or hdr.get("graph_retval"):
-            # funcgraph_entry/exit have no field for them (the kernel's own have none
-            # for Python values either)
-            notes.append("trace.dat: function arguments and return values are not "
-                         "exported (the kernel's graph events have no field for them)")
-        if unsplit:
-            notes.append(f"{unsplit} dynamic event(s) whose text did not split into their "
-                         "fields: written whole in the first field")
-        nr_cpus = max([*pages.cpus, *threads, -1]) + 1 if (pages.cpus or threads) else 1
-        clock = source.trace_clock
-        self._write_file(out, pages, symbols, dyn, threads, nr_cpus, clock)
-        return {"notes": notes}
 
     def _write_file(self, out, pages: _Pages, symbols: _Symbols, dyn: dict[str, _DynEvent],
                     threads: Mapping[int, tuple[int, str]], nr_cpus: int, clock: str) -> None:
@@ -601,21 +630,39 @@ class TraceDatExporter(Exporter):
 
 
 def _native_pages(source, pages: _Pages, symbols: _Symbols,
-                  threads: dict[int, tuple[int, str]]) -> bool:
+                  threads: dict[int, tuple[int, str]],
+                  defs: dict[str, tuple[str, list[str] | None]]
+                  ) -> tuple[_Symbols, _Texts] | None:
     """The pages of a trace of calls and function hits made natively (_native_read.c's
     DatPages, slot by slot: a slot's pages depend on its own records only) into
-    ``pages``, the names they use into ``symbols``, their slots into ``threads``.
-    False, with ``pages`` as it was, when there is no native twin or the trace holds
-    more (markers, events, stacks, a name with no symbol): the loop writes it."""
+    ``pages``, their slots into ``threads``: (the symbols with the names they use,
+    the markers' and events' _Texts).  Markers, events and stack traces are made by
+    _Texts, as the loop makes them, when they are all on one slot: the order the loop
+    meets them in (by time, across slots) numbers the events and the names no symbol
+    has, and decides whose text names an event's fields.  None, with ``pages`` as it
+    was and ``symbols`` untouched, when there is no native twin or the trace holds
+    more (their texts on several slots, a name with no symbol): the loop writes it."""
+    import copy
     from .. import _env
     from ..errors import TraceFileError
     from .registry import name_of
     native = _env.native()
     if native is None:
-        return False
-    blocks = source.record_blocks()
+        return None
+    blocks = source.record_blocks(None, True)
     if blocks is None:
-        return False
+        return None
+    # what the texts add to the symbols stays apart until the walk is done
+    symbols = copy.deepcopy(symbols)
+    texts = _Texts(symbols, defs)
+    text_slot: list[int] = []
+
+    def on_event(slot: int, t: int, payload: bytes, pid: int) -> bytes | None:
+        if text_slot and text_slot[0] != slot:
+            return None
+        text_slot[:] = [slot]
+        func, text = text_parts(dec_text(payload))
+        return texts.payload(t, pid, func, text)
     syms = source.symbols
     addrs = {ip: symbol_address(symbols.by_name[str(sym[0])]) for ip, sym in syms.items()}
     slots = source.tf.cpus
@@ -623,7 +670,7 @@ def _native_pages(source, pages: _Pages, symbols: _Symbols,
     pids = {k: threads.get(k, (0, ""))[0] for k in range(nslots)}
     walker = native.DatPages(nslots, addrs, pids, (
         PAGE_SIZE, PAGE_HEADER, TS_SHIFT, RINGBUF_TYPE_TIME_EXTEND, RB_MAX_SMALL_DATA,
-        RB_MISSED_EVENTS, RB_MISSED_STORED))
+        RB_MISSED_EVENTS, RB_MISSED_STORED), on_event)
     touched: list[int] = []
 
     def put(cpu: int, data: bytes) -> None:
@@ -632,13 +679,13 @@ def _native_pages(source, pages: _Pages, symbols: _Symbols,
             buf.page_nos.append(pages.put(data[i:i + PAGE_SIZE]))
 
     try:
-        for cpu, lost, records, _ibase in blocks:
+        for cpu, lost, records, _ibase, payloads in blocks:
             if not lost and not records:
                 continue
             if cpu not in pages.cpus:
                 touched.append(cpu)
             pages.cpu(cpu)
-            data = walker.feed(cpu, lost, records, _ibase)
+            data = walker.feed(cpu, lost, records, _ibase, payloads)
             if data is None:
                 break
             put(cpu, data)
@@ -653,7 +700,7 @@ def _native_pages(source, pages: _Pages, symbols: _Symbols,
                     symbols.addr(name_of(ip, syms))
                 for cpu in touched:
                     threads.setdefault(cpu, (0, "<...>"))
-                return True
+                return symbols, texts
     except TraceFileError:
         pass                # the loop reads up to the damage, then says so
     finally:
@@ -663,7 +710,7 @@ def _native_pages(source, pages: _Pages, symbols: _Symbols,
     pages.file.truncate()
     pages.npages = 0
     pages.cpus.clear()
-    return False
+    return None
 
 
 register_exporter(TraceDatExporter())
