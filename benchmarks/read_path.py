@@ -68,23 +68,8 @@ async def main(calls, tasks):
 print(asyncio.run(main(int(sys.argv[1]), int(sys.argv[2]))))
 """
 
-PROCS_PROG = """\
-import os
-import sys
-
-def leaf(x):
-    return x + 1
-
-def mid(x):
-    return leaf(x) * 2
-
-def top(n):
-    s = 0
-    for i in range(n):
-        s += mid(i)
-        s += leaf(i)
-    return s
-
+# PROG's functions, the calls shared among ``procs`` forked processes
+PROCS_PROG = PROG[:PROG.index("calls = int")].replace("import sys", "import os\nimport sys") + """\
 calls, procs = int(sys.argv[1]), int(sys.argv[2])
 pids = []
 for _ in range(procs):

@@ -115,24 +115,33 @@ def write(path, slots: dict[int, list], clock: str | None = None,
 
 
 @st.composite
-def graph_with_events(draw):
-    """A function_graph slot with markers and events among its calls (an asyncio
-    program's task switches), their texts as the file keeps them: "name\\0text" or the
-    text alone, trailing newlines, lines, text beyond ASCII."""
-    chunks = draw(slot_stream("EEERRRRJPPX"))
+def task_switches(draw, kinds: str):
+    """A slot of ``kinds`` whose markers (P) become markers, events and an asyncio
+    program's task switches (Tasks entered and left, outside any Task, texts with no
+    next=, names beyond ASCII), their texts as the file keeps them: "name\\0text" or
+    the text alone, trailing newlines, lines, text beyond ASCII."""
+    chunks = draw(slot_stream(kinds))
     out = []
     for lost, recs in chunks:
         recs2 = []
         for r in recs:
             if r[1] == TRACE_PRINT:
                 text = draw(st.sampled_from([
-                    "asyncio:task_switch\0next=Task-1 id=7f00", "ev\0two\nlines\n", "plain",
-                    "", "mark\n", "é\0ü 😀"]))
-                typ = draw(st.sampled_from([TRACE_PRINT, TRACE_EVENT]))
+                    "asyncio:task_switch\0next=Task-1 id=7f00",
+                    "asyncio:task_switch\0prev=Task-1 next=Task-2",
+                    "asyncio:task_switch\0prev=Task-2 next=-",
+                    "asyncio:task_switch\0next=Tâche-3\tid=1", "asyncio:task_switch\0",
+                    "ev\0two\nlines\n", "plain", "", "mark\n", "é\0ü 😀"]))
+                typ = draw(st.sampled_from([TRACE_PRINT, TRACE_EVENT, TRACE_EVENT]))
                 r = (r[0], typ, TF_HAS_PAYLOAD, 0, 0, 0, 0, text)
             recs2.append(r)
         out.append((lost, recs2))
     return out
+
+
+def graph_with_events():
+    """A function_graph slot with markers and events among its calls."""
+    return task_switches("EEERRRRJPPX")
 
 
 @st.composite
@@ -151,6 +160,14 @@ def function_hits(draw):
             recs2.append(r)
         out.append((lost, recs2))
     return out
+
+
+def hits_traces():
+    """Traces of function tracer hits, or of hits among calls."""
+    return st.one_of(
+        st.dictionaries(st.integers(0, 5), function_hits(), min_size=1, max_size=3),
+        st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJFFX"), min_size=1,
+                        max_size=3))
 
 
 @needs_native
@@ -209,6 +226,32 @@ def export_both(path, fmt: str, options: dict) -> list:
     return outs
 
 
+def perfetto_both(path) -> list:
+    """The Perfetto export of the trace at ``path``, natively and the Python way (the
+    same bytes), the native one written by the native walk and parsed back by the
+    protos as it was written (every field known to them, in their order)."""
+    pytest.importorskip("perfetto", reason="LOUD SKIP: the perfetto package (fntrace[perfetto]) "
+                                           "is not installed")
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    from fntrace.output import perfetto
+    used = []
+    real = perfetto._Writer._native_calls
+
+    def spy(self, first_ts):
+        used.append(real(self, first_ts))
+        return used[-1]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(perfetto._Writer, "_native_calls", spy)
+        native, python = export_both(path, "perfetto", {})
+    assert native == python
+    assert used[0] is True          # the native walk wrote the first (native) export
+    trace = pb.Trace()
+    trace.ParseFromString(native[0])
+    assert trace.packet and trace.SerializeToString() == native[0]
+    return [native, python]
+
+
 @needs_native
 @settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
 @given(slots=st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJPX"), min_size=1,
@@ -223,10 +266,7 @@ def test_native_folded_is_the_python_walk(tmp_path_factory, slots, weight):
 
 @needs_native
 @settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
-@given(slots=st.one_of(
-           st.dictionaries(st.integers(0, 3), function_hits(), min_size=1, max_size=3),
-           st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJFFX"), min_size=1,
-                           max_size=3)),
+@given(slots=hits_traces(),
        weight=st.sampled_from(["time", "calls"]))
 def test_native_folded_of_function_hits_is_the_python_walk(tmp_path_factory, slots, weight):
     """Hits (alone, and among calls) fold to [caller;]function, counted: StatWalk's hit
@@ -371,37 +411,18 @@ def test_native_parquet_is_the_python_loop(tmp_path_factory, slots):
     assert pq.read_table(io.BytesIO(native[0])).num_rows >= 0
 
 
-@st.composite
-def task_switches(draw, kinds: str):
-    """A slot of ``kinds`` whose markers (P) become markers, events and an asyncio
-    program's task switches (Tasks entered and left, outside any Task, texts with no
-    next=, names beyond ASCII)."""
-    chunks = draw(slot_stream(kinds))
-    out = []
-    for lost, recs in chunks:
-        recs2 = []
-        for r in recs:
-            if r[1] == TRACE_PRINT:
-                text = draw(st.sampled_from([
-                    "asyncio:task_switch\0next=Task-1 id=7f00",
-                    "asyncio:task_switch\0prev=Task-1 next=Task-2",
-                    "asyncio:task_switch\0prev=Task-2 next=-",
-                    "asyncio:task_switch\0next=Tâche-3\tid=1", "asyncio:task_switch\0",
-                    "ev\0two\nlines\n", "plain", "", "mark\n", "é\0ü 😀"]))
-                typ = draw(st.sampled_from([TRACE_PRINT, TRACE_EVENT, TRACE_EVENT]))
-                r = (r[0], typ, TF_HAS_PAYLOAD, 0, 0, 0, 0, text)
-            recs2.append(r)
-        out.append((lost, recs2))
-    return out
+def event_traces():
+    """Traces whose threads have markers, events and task switches among calls, or
+    among function tracer hits."""
+    return st.one_of(
+        st.dictionaries(st.integers(0, 5), task_switches("EEERRRRJPPX"), min_size=1,
+                        max_size=3),
+        st.dictionaries(st.integers(0, 3), task_switches("FFFPP"), min_size=1, max_size=3))
 
 
 @needs_native
 @settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
-@given(slots=st.one_of(
-           st.dictionaries(st.integers(0, 5), task_switches("EEERRRRJPPX"), min_size=1,
-                           max_size=3),
-           st.dictionaries(st.integers(0, 3), task_switches("FFFPP"), min_size=1,
-                           max_size=3)),
+@given(slots=event_traces(),
        tracer=st.sampled_from(["function_graph", "function"]))
 def test_native_parquet_with_events_is_the_python_loop(tmp_path_factory, slots, tracer):
     """An asyncio program's trace: markers and events a row each (kind, name, text in
@@ -428,10 +449,7 @@ def test_native_parquet_with_events_is_the_python_loop(tmp_path_factory, slots, 
 
 @needs_native
 @settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
-@given(slots=st.one_of(
-           st.dictionaries(st.integers(0, 5), function_hits(), min_size=1, max_size=3),
-           st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJFFX"), min_size=1,
-                           max_size=3)))
+@given(slots=hits_traces())
 def test_native_parquet_of_function_hits_is_the_python_loop(tmp_path_factory, slots):
     """The default tracer's hits (and hits among calls): a row each, of kind "hit", its
     caller as the parent, its arguments' text, no duration, self time, depth or stack
@@ -472,11 +490,7 @@ def test_native_trace_dat_is_the_python_loop(tmp_path_factory, slots):
 
 @needs_native
 @settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
-@given(slots=st.one_of(
-           st.dictionaries(st.integers(0, 5), task_switches("EEERRRRJPPX"), min_size=1,
-                           max_size=3),
-           st.dictionaries(st.integers(0, 3), task_switches("FFFPP"), min_size=1,
-                           max_size=3)),
+@given(slots=event_traces(),
        tracer=st.sampled_from(["function_graph", "function"]), stack=st.booleans())
 def test_native_trace_dat_with_events_is_the_python_loop(tmp_path_factory, slots, tracer,
                                                          stack):
@@ -597,10 +611,7 @@ def test_native_tui_index_with_values_is_the_python_index(tmp_path_factory, data
 
 @needs_native
 @settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
-@given(slots=st.one_of(
-           st.dictionaries(st.integers(0, 5), function_hits(), min_size=1, max_size=3),
-           st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJFFX"), min_size=1,
-                           max_size=3)),
+@given(slots=hits_traces(),
        limit=st.sampled_from([None, 1, 7]), spill=st.sampled_from([None, (0, 1)]))
 def test_native_tui_index_of_function_hits_is_the_python_index(tmp_path_factory, slots,
                                                                limit, spill):
@@ -944,71 +955,28 @@ def test_native_perfetto_with_values_is_the_python_loop(tmp_path_factory, data, 
     """-A -R traces: a begin's "args" annotation (a dict entry per pair, names interned
     with the other annotation names) and an end's "retval" (an int or a string), the
     packets as the protobuf runtime serializes them."""
-    pytest.importorskip("perfetto", reason="LOUD SKIP: the perfetto package (fntrace[perfetto]) "
-                                           "is not installed")
-    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
-
-    from fntrace.output import perfetto
     slots = draw_values(data, 3, "EEERRRRJX")
     path = tmp_path_factory.mktemp("pfvalues") / "t.dat"
     write(path, slots, clock)
-    used = []
-    real = perfetto._Writer._native_calls
-
-    def spy(self, first_ts):
-        used.append(real(self, first_ts))
-        return used[-1]
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(perfetto._Writer, "_native_calls", spy)
-        native, python = export_both(path, "perfetto", {})
-    assert native == python
-    assert used[0] is True          # the native walk wrote the first (native) export
-    trace = pb.Trace()
-    trace.ParseFromString(native[0])
-    assert trace.packet and trace.SerializeToString() == native[0]
+    perfetto_both(path)
 
 
 @needs_native
 @settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
-@given(slots=st.one_of(
-           st.dictionaries(st.integers(0, 5), function_hits(), min_size=1, max_size=3),
-           st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJFFX"), min_size=1,
-                           max_size=3)),
+@given(slots=hits_traces(),
        clock=st.sampled_from(["local", "counter"]))
 def test_native_perfetto_of_function_hits_is_the_python_loop(tmp_path_factory, slots, clock):
     """The default tracer's hits (and hits among calls): an instant each, its caller an
     interned "parent" value, its arguments "args"; the packets as the protobuf runtime
     serializes them, written by the native walk."""
-    pytest.importorskip("perfetto", reason="LOUD SKIP: the perfetto package (fntrace[perfetto]) "
-                                           "is not installed")
-    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
-
-    from fntrace.output import perfetto
     path = tmp_path_factory.mktemp("pfhits") / "t.dat"
     write(path, slots, clock, tracer="function")
-    used = []
-    real = perfetto._Writer._native_calls
-
-    def spy(self, first_ts):
-        used.append(real(self, first_ts))
-        return used[-1]
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(perfetto._Writer, "_native_calls", spy)
-        native, python = export_both(path, "perfetto", {})
-    assert native == python
-    assert used[0] is True
-    trace = pb.Trace()
-    trace.ParseFromString(native[0])
-    assert trace.packet and trace.SerializeToString() == native[0]
+    perfetto_both(path)
 
 
 @needs_native
 @settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
-@given(slots=st.one_of(
-           st.dictionaries(st.integers(0, 5), task_switches("EEERRRRJPPX"), min_size=1,
-                           max_size=3),
-           st.dictionaries(st.integers(0, 3), task_switches("FFFPP"), min_size=1,
-                           max_size=3)),
+@given(slots=event_traces(),
        tracer=st.sampled_from(["function_graph", "function"]),
        clock=st.sampled_from(["local", "counter"]))
 def test_native_perfetto_with_events_is_the_python_loop(tmp_path_factory, slots, tracer,
@@ -1017,11 +985,6 @@ def test_native_perfetto_with_events_is_the_python_loop(tmp_path_factory, slots,
     functions': an event named as a function shares its iid; its text "fields"), a
     marker's (its text as the name, its writer an interned "writer"), written by the
     native walk as the protobuf runtime serializes the Python loop's packets."""
-    pytest.importorskip("perfetto", reason="LOUD SKIP: the perfetto package (fntrace[perfetto]) "
-                                           "is not installed")
-    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
-
-    from fntrace.output import perfetto
     # an event named as a function (SYMBOLS' names), before or after its calls
     named = {cpu: [(lost, [(r[0], r[1], r[2], *r[3:7],
                             "m.a\0x" if r[7] == "plain" else r[7])
@@ -1029,20 +992,7 @@ def test_native_perfetto_with_events_is_the_python_loop(tmp_path_factory, slots,
                    for lost, recs in chunks] for cpu, chunks in slots.items()}
     path = tmp_path_factory.mktemp("pfevents") / "t.dat"
     write(path, named, clock, tracer=tracer)
-    used = []
-    real = perfetto._Writer._native_calls
-
-    def spy(self, first_ts):
-        used.append(real(self, first_ts))
-        return used[-1]
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(perfetto._Writer, "_native_calls", spy)
-        native, python = export_both(path, "perfetto", {})
-    assert native == python
-    assert used[0] is True
-    trace = pb.Trace()
-    trace.ParseFromString(native[0])
-    assert trace.packet and trace.SerializeToString() == native[0]
+    perfetto_both(path)
 
 
 _RAISED = st.sampled_from(["raised", "raised ", "raised ValueError: \"x\"\n\u00e9",

@@ -162,19 +162,18 @@ iid_get(PerfettoCalls *c, uint32_t cid, uint32_t *iid)
     return 0;
 }
 
-/* the iid of a string in ``m`` (numbered by ``*next`` in the order first met); a new
- * one is also written to ``to`` as an InternedData entry (field ``tag``: 08 iid 12
- * LEN string) */
-static int
-intern_of(annmap_t *m, uint32_t *next, const char *tag, Py_ssize_t ntag, tbuf_t *to,
-          const char *name, Py_ssize_t len, uint32_t *out)
+/* the entry of ``name`` in ``m``: its own, or (iid 0) the free one it would take,
+ * with the name's hash (the map grown first when it is half full); NULL when memory
+ * runs out */
+static annent_t *
+annmap_find(annmap_t *m, const char *name, Py_ssize_t len, uint64_t *hash)
 {
     if ((m->n + 1) * 2 > m->cap) {
         Py_ssize_t cap = m->cap ? m->cap * 2 : 64;
         annent_t *e = PyMem_Calloc((size_t)cap, sizeof(annent_t));
         if (e == NULL) {
             PyErr_NoMemory();
-            return -1;
+            return NULL;
         }
         for (Py_ssize_t i = 0; i < m->cap; i++)
             if (m->e[i].iid) {
@@ -187,28 +186,54 @@ intern_of(annmap_t *m, uint32_t *next, const char *tag, Py_ssize_t ntag, tbuf_t 
         m->e = e;
         m->cap = cap;
     }
-    uint64_t hash = hash_bytes((const uint8_t *)name, len);
-    Py_ssize_t h = (Py_ssize_t)(hash & (uint64_t)(m->cap - 1));
+    *hash = hash_bytes((const uint8_t *)name, len);
+    Py_ssize_t h = (Py_ssize_t)(*hash & (uint64_t)(m->cap - 1));
     while (m->e[h].iid) {
         annent_t *x = &m->e[h];
-        if (x->hash == hash && x->len == len && !memcmp(x->name, name, (size_t)len)) {
-            *out = x->iid;
-            return 0;
-        }
+        if (x->hash == *hash && x->len == len && !memcmp(x->name, name, (size_t)len))
+            return x;
         h = (h + 1) & (m->cap - 1);
     }
+    return &m->e[h];
+}
+
+/* ``name`` into the free entry ``x`` of ``m`` (annmap_find's), as ``iid`` */
+static int
+annmap_put(annmap_t *m, annent_t *x, const char *name, Py_ssize_t len, uint64_t hash,
+           uint32_t iid)
+{
     char *copy = PyMem_Malloc(len ? (size_t)len : 1);
     if (copy == NULL) {
         PyErr_NoMemory();
         return -1;
     }
     memcpy(copy, name, (size_t)len);
-    annent_t *x = &m->e[h];
     x->name = copy;
     x->len = len;
     x->hash = hash;
-    x->iid = ++*next;
+    x->iid = iid;
     m->n++;
+    return 0;
+}
+
+/* the iid of a string in ``m`` (numbered by ``*next`` in the order first met); a new
+ * one is also written to ``to`` as an InternedData entry (field ``tag``: 08 iid 12
+ * LEN string) */
+static int
+intern_of(annmap_t *m, uint32_t *next, const char *tag, Py_ssize_t ntag, tbuf_t *to,
+          const char *name, Py_ssize_t len, uint32_t *out)
+{
+    uint64_t hash;
+    annent_t *x = annmap_find(m, name, len, &hash);
+    if (x == NULL)
+        return -1;
+    if (x->iid) {
+        *out = x->iid;
+        return 0;
+    }
+    if (annmap_put(m, x, name, len, hash, *next + 1) < 0)
+        return -1;
+    ++*next;
     *out = x->iid;
     /* tag LEN { 08 iid 12 LEN name } */
     uint8_t body[24];
@@ -353,34 +378,13 @@ pf_interned_annotation(PerfettoCalls *c, const char *name, const char *value,
 static int
 pf_event_name(PerfettoCalls *c, const char *name, Py_ssize_t len, pfname_t *nm)
 {
-    annmap_t *m = &c->evnames;
-    if ((m->n + 1) * 2 > m->cap) {
-        Py_ssize_t cap = m->cap ? m->cap * 2 : 64;
-        annent_t *e = PyMem_Calloc((size_t)cap, sizeof(annent_t));
-        if (e == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        for (Py_ssize_t i = 0; i < m->cap; i++)
-            if (m->e[i].iid) {
-                Py_ssize_t h = (Py_ssize_t)(m->e[i].hash & (uint64_t)(cap - 1));
-                while (e[h].iid)
-                    h = (h + 1) & (cap - 1);
-                e[h] = m->e[i];
-            }
-        PyMem_Free(m->e);
-        m->e = e;
-        m->cap = cap;
-    }
-    uint64_t hash = hash_bytes((const uint8_t *)name, len);
-    Py_ssize_t h = (Py_ssize_t)(hash & (uint64_t)(m->cap - 1));
-    while (m->e[h].iid) {
-        annent_t *x = &m->e[h];
-        if (x->hash == hash && x->len == len && !memcmp(x->name, name, (size_t)len)) {
-            nm->iid = x->iid;
-            return 0;
-        }
-        h = (h + 1) & (m->cap - 1);
+    uint64_t hash;
+    annent_t *x = annmap_find(&c->evnames, name, len, &hash);
+    if (x == NULL)
+        return -1;
+    if (x->iid) {
+        nm->iid = x->iid;
+        return 0;
     }
     /* new here: a function's name (cid_of_name: its iid, defined now if it was not),
      * or a name of its own */
@@ -408,18 +412,8 @@ pf_event_name(PerfettoCalls *c, const char *name, Py_ssize_t len, pfname_t *nm)
     }
     if (!iid)
         iid = ++c->next_name_iid;
-    char *copy = PyMem_Malloc(len ? (size_t)len : 1);
-    if (copy == NULL) {
-        PyErr_NoMemory();
+    if (annmap_put(&c->evnames, x, name, len, hash, iid) < 0)
         return -1;
-    }
-    memcpy(copy, name, (size_t)len);
-    annent_t *x = &m->e[h];
-    x->name = copy;
-    x->len = len;
-    x->hash = hash;
-    x->iid = iid;
-    m->n++;
     nm->iid = iid;
     nm->fresh = fresh ? name : NULL;
     nm->len = len;
