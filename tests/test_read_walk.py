@@ -144,6 +144,15 @@ def graph_with_events():
     return task_switches("EEERRRRJPPX")
 
 
+def event_traces():
+    """Traces whose threads have markers, events and task switches among calls, or
+    among function tracer hits."""
+    return st.one_of(
+        st.dictionaries(st.integers(0, 5), task_switches("EEERRRRJPPX"), min_size=1,
+                        max_size=3),
+        st.dictionaries(st.integers(0, 3), task_switches("FFFPP"), min_size=1, max_size=3))
+
+
 @st.composite
 def function_hits(draw):
     """A function tracer's slot: hits (callers known or not), some with their
@@ -368,12 +377,13 @@ def test_native_otlp_is_the_python_loop(tmp_path_factory, slots, min_duration, b
 
 @needs_native
 @settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
-@given(slots=st.dictionaries(st.integers(0, 5), graph_with_events(), min_size=1,
-                             max_size=3),
-       otel=st.booleans())
-def test_native_otlp_passes_events_over_as_the_python_loop(tmp_path_factory, slots, otel):
-    """An asyncio program's task switches (events, markers) are no spans: the native
-    walk passes them over; a --otel-context event is the loop's to read."""
+@given(slots=st.one_of(event_traces(), hits_traces()), otel=st.booleans(),
+       tracer=st.sampled_from(["function_graph", "function"]))
+def test_native_otlp_passes_events_over_as_the_python_loop(tmp_path_factory, slots, otel,
+                                                           tracer):
+    """An asyncio program's task switches (events, markers) and the default tracer's
+    hits are no spans: the native walk passes them over (a trace of hits alone: no
+    span at all); a --otel-context event is the loop's to read."""
     pytest.importorskip("opentelemetry.proto", reason="LOUD SKIP: the opentelemetry-proto "
                                                       "package (fntrace[otlp]) is not installed")
     from fntrace.output import otlp
@@ -385,7 +395,7 @@ def test_native_otlp_passes_events_over_as_the_python_loop(tmp_path_factory, slo
                                    otlp.OTEL_EVENT + "\0trace_id=" + "1" * 32 + " span_id="
                                    + "2" * 16)] + recs)
     path = tmp_path_factory.mktemp("otlpev") / "t.dat"
-    write(path, slots)
+    write(path, slots, tracer=tracer)
     walked = []
     spans = otlp._native_spans
     with pytest.MonkeyPatch.context() as mp:
@@ -409,15 +419,6 @@ def test_native_parquet_is_the_python_loop(tmp_path_factory, slots):
     assert native == python
     import io
     assert pq.read_table(io.BytesIO(native[0])).num_rows >= 0
-
-
-def event_traces():
-    """Traces whose threads have markers, events and task switches among calls, or
-    among function tracer hits."""
-    return st.one_of(
-        st.dictionaries(st.integers(0, 5), task_switches("EEERRRRJPPX"), min_size=1,
-                        max_size=3),
-        st.dictionaries(st.integers(0, 3), task_switches("FFFPP"), min_size=1, max_size=3))
 
 
 @needs_native

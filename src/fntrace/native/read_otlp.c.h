@@ -239,8 +239,9 @@ oc_step(OtlpCalls *c, PyObject *unused)
         }
         if (pair_marks(&c->pr, &c->m, best) < 0)
             return NULL;
-        if (r.type == FNT_TRACE_EVENT || r.type == FNT_TRACE_PRINT)
-            continue;           /* (no span: the caller checked none is --otel-context's) */
+        if (r.type == FNT_TRACE_EVENT || r.type == FNT_TRACE_PRINT || r.type == FNT_TRACE_FN)
+            continue;           /* (no span: the caller checked none is --otel-context's;
+                                 * a function tracer hit has no duration) */
         uint32_t cid = id;
         if (canon_lookup(c->canon, &cid) < 0)
             return NULL;

@@ -203,13 +203,12 @@ class OtlpExporter(Exporter):
             if len(spans) >= BATCH:
                 flush()
 
-        if source.tracer == "function_graph":
-            walked = _native_spans(source, out, resource, scope, tid, pid, min_ns, offset,
-                                   int(float(wall or 0) * 1e9), flush_request=(
-                                       ExportTraceServiceRequest, ResourceSpans, ScopeSpans,
-                                       Span, json_format))
-            if walked is not None:
-                return _result(notes, *walked, min_ns)
+        walked = _native_spans(source, out, resource, scope, tid, pid, min_ns, offset,
+                               int(float(wall or 0) * 1e9), flush_request=(
+                                   ExportTraceServiceRequest, ResourceSpans, ScopeSpans,
+                                   Span, json_format))
+        if walked is not None:
+            return _result(notes, *walked, min_ns)
 
         builder = CallBuilder()
         otel = SwitchPoints()
@@ -265,7 +264,8 @@ def _json(d) -> str:
 def _native_spans(source, out, resource, scope, tid: bytes, pid: int, min_ns: int,
                   offset: int | None, wall_ns: int, flush_request) -> tuple | None:
     """The export of a trace of calls (graph entries and returns, with their arguments
-    and return values as text or 64-bit ints; no events) by the native twin
+    and return values as text or 64-bit ints; events, markers and function tracer hits
+    passed over: they are no spans) by the native twin
     (_native_read.c's OtlpCalls): the same text as the loop in OtlpExporter.write.  (calls, spans, offset guessed); None, with
     nothing written, when there is no native twin or the trace holds more than calls.
 
@@ -285,7 +285,7 @@ def _native_spans(source, out, resource, scope, tid: bytes, pid: int, min_ns: in
     otel = OTEL_EVENT.encode() + b"\0"
 
     def ok(records: bytes, payloads: bytes) -> bool:
-        return native.graph_events_ok(records, payloads) and otel not in payloads
+        return native.calls_hits_ok(records, payloads) and otel not in payloads
     slots = calls_only(source, ok, True)
     if slots is None:
         return None
