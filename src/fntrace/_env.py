@@ -8,7 +8,7 @@ import os
 import sys
 import weakref
 
-__all__ = ["PYVERSION", "PYBEHAVIOR", "BACKEND", "DEBUG", "PURE", "native", "native_module", "public_dir",
+__all__ = ["PYVERSION", "PYBEHAVIOR", "BACKEND", "PURE", "native", "native_module", "public_dir",
            "fork_safe", "fork_safe_attr"]
 
 PYVERSION = sys.version_info
@@ -41,8 +41,6 @@ class PYBEHAVIOR:
 BACKEND = os.environ.get("FNTRACE_BACKEND") or ("monitoring" if PYBEHAVIOR.has_monitoring else "profile")
 if BACKEND not in ("monitoring", "profile") or (BACKEND == "monitoring" and not PYBEHAVIOR.has_monitoring):
     BACKEND = "monitoring" if PYBEHAVIOR.has_monitoring else "profile"
-
-DEBUG = bool(os.environ.get("FNTRACE_DEBUG"))
 
 # FNTRACE_PURE=1: run the pure-Python hot path even when the native twin is built.
 PURE = os.environ.get("FNTRACE_PURE", "") not in ("", "0")

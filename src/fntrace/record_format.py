@@ -10,7 +10,7 @@ Why Python is the source and C the copy: the Python side must work without the n
 twin (FNTRACE_PURE=1, no compiler), so it cannot read a header; the C side is always
 built by setup.py, which can write one.  The native module also exports
 ``RECORD_FORMAT_ID`` (this module's ``FORMAT_ID`` as it was at build time) so a stale
-build is caught (tests/test_record_format.py).
+build is caught (tests/test_record_codec.py).
 
 The in-memory record (32 bytes, little endian, written by the hot path)::
 

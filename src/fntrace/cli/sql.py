@@ -136,10 +136,6 @@ def _table_of(path: str):
     return _TraceTable(path)
 
 
-def _sql_string(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
-
-
 def run_sql(args) -> int:
     if args.max_rows < 0:
         raise UsageError(f"--max-rows must be 0 or more, not {args.max_rows}")

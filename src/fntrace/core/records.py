@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from types import BuiltinFunctionType, CodeType, FunctionType, ModuleType
 
 from .._env import fork_safe
@@ -580,10 +580,6 @@ def scan_code_as(code: CodeType, module: str) -> list[DynFtrace]:
 
 
 record_table = RecordTable()
-
-
-def iter_records() -> Iterable[DynFtrace]:
-    return record_table.records
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

@@ -255,7 +255,7 @@ class EventFile:
     def set_enabled(self, on: bool) -> None:
         self.enable_disable(on, False)
 
-    def soft_enable(self, enable_trigger: bool = True) -> None:
+    def soft_enable(self) -> None:
         """An enable_event or disable_event trigger now refers to this event."""
         self.enable_disable(True, True)
 

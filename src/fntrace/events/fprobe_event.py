@@ -15,7 +15,6 @@ where ``+N`` is the line offset from the function's first line (the kernel's +of
 """
 from __future__ import annotations
 
-import sys
 from types import FunctionType
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -372,12 +371,6 @@ def _on_module_load(module: str, new: list[DynFtrace]) -> None:
 record_table.listeners.append(_on_module_load)
 
 
-def _loaded_prefix(symbol: str) -> bool:
-    mods = set(record_table.loaded_modules())
-    parts = symbol.split(".")
-    return any(".".join(parts[:i]) in mods for i in range(1, len(parts)))
-
-
 def resolve_symbol(symbol: str):
     """The parser's Resolver (probe_parse.Resolver): SYM's FuncProto — its parameter
     names, and the types its annotations name in its source (btf.func_proto, which
@@ -493,10 +486,6 @@ def unbound_events() -> list[str]:
 
 
 dynevent.register_kind("f-", _create, default=True)
-
-
-def _debug(*a) -> None:  # pragma: no cover
-    print(*a, file=sys.stderr)
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

@@ -153,11 +153,6 @@ def safe_key(v: Any) -> int | str:
     return fetch.value_repr(v)
 
 
-def _num(v: Any) -> int | None:
-    k = safe_key(v)
-    return k if k.__class__ is int else None
-
-
 # -- fields and expressions --------------------------------------------------------------
 
 class Field:

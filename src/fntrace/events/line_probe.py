@@ -259,7 +259,7 @@ class _Listed:
         return " ".join([head] + [a.definition() for a in s.args])
 
 
-def _parse_location(tok: str, spos: int, cmd: str, want_return: bool):
+def _parse_location(tok: str, spos: int, cmd: str):
     """SYM[+N][%return] or FILE:LINE -> (symbol, offset, is_return, pos of +N)."""
     is_return = False
     pct = tok.find("%")
@@ -319,7 +319,7 @@ def _parse(cmd: str):
     if len(toks) < 2:
         raise ProbeError("No symbol to probe", pos=len(cmd.rstrip()), command=cmd)
     tok, spos = toks[1]
-    symbol, offset, is_return, opos = _parse_location(tok, spos, cmd, kind == "r")
+    symbol, offset, is_return, opos = _parse_location(tok, spos, cmd)
     is_return = is_return or kind == "r"
     if is_return and offset:
         raise _Fail("BAD_RETPROBE", spos)

@@ -38,7 +38,7 @@ import threading
 from .._env import fork_safe
 from ..core.fetch import static_getattr
 from .audit_events import audit_calls
-from .core import EventCall, _fntrace_code, event_calls, register_event_call
+from .core import EventCall, event_calls, register_event_call
 from .exception_events import exception_calls
 from .static_emit import emit, event_call as _call, print_fmt as _print_fmt, program_frame
 
@@ -225,11 +225,6 @@ def register_static_events() -> None:
             if (c.system, c.name) not in event_calls:
                 register_event_call(c)
             _registered.append(c)
-
-
-def own_code(filename: str) -> bool:
-    """fntrace's own code (its events are not the program's)."""
-    return _fntrace_code(filename)
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

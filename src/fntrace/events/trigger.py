@@ -250,7 +250,7 @@ def apply_trigger_command(ef: EventFile, text: str, files_of_tr) -> None:
             raise TriggerError(f"no such event {t.target[0]}:{t.target[1]}", pos=0, command=text)
         t.target_file = tf
         if t.cmd in ("enable_event", "disable_event"):
-            tf.soft_enable(t.cmd == "enable_event")
+            tf.soft_enable()
     ef.triggers.append(t)
     ef._sync()
 
