@@ -212,7 +212,7 @@ def parse_fn_line(line: str) -> FnLine | None:
                   m.group("ts"), func, parent if sep else None)
 
 
-def mask_line(line: str) -> str:
+def mask_fn_line(line: str) -> str:
     """A trace line with its pid and timestamp replaced by fixed text, for comparing
     lines of two runs."""
     m = _FN_LINE.match(line)

@@ -104,7 +104,7 @@ def is_header(line: str) -> bool:
     return line.startswith("#") and not re.match(r"^# \d", line)
 
 
-def mask_line(line: str) -> str:
+def mask_graph_line(line: str) -> str:
     """One graph line with its duration replaced by DUR and its pid by PID (the proc
     column is re-centred so its width stays 14)."""
     if is_header(line):
@@ -123,12 +123,12 @@ def mask_line(line: str) -> str:
 
 def mask_graph(text: str) -> list[str]:
     """Every line of a graph trace, masked; blank lines dropped."""
-    return [mask_line(l) for l in text.splitlines() if l.strip()]
+    return [mask_graph_line(l) for l in text.splitlines() if l.strip()]
 
 
 def body(text: str) -> list[str]:
     """The masked lines of a graph trace without its header."""
-    return [mask_line(l) for l in text.splitlines() if l.strip() and not is_header(l)]
+    return [mask_graph_line(l) for l in text.splitlines() if l.strip() and not is_header(l)]
 
 
 EXPECTED_MARGIN = 8

@@ -30,7 +30,6 @@ return or unwind, so every resume…yield is a call of its own and the stack sta
 """
 from __future__ import annotations
 
-import sys
 import threading
 import weakref
 from collections.abc import Callable

@@ -903,7 +903,7 @@ class Tracefs:
     # -- thread filters (core/pid_list.py) ---------------------------------------
     def _add_thread_filter_files(self) -> None:
         flt = self.tr.filter
-        show, write = pid_list.ThreadFilter.show, pid_list.ThreadFilter.write
+        show = pid_list.ThreadFilter.show
         for name, attr, empty in (("set_ftrace_pid", "ftrace", pid_list.FTRACE_NO_PIDS),
                                   ("set_ftrace_notrace_pid", "ftrace_no", pid_list.FTRACE_NO_PIDS),
                                   ("set_event_pid", "event", ""),
