@@ -473,6 +473,44 @@ def test_dynamic_events_have_their_own_format_and_group(tmp_path):
     assert "unsigned long __probe_ip;" in fprobes
 
 
+ASYNC = """\
+import asyncio
+
+async def worker(n):
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+async def main():
+    await asyncio.gather(asyncio.create_task(worker(2), name="alpha"),
+                         asyncio.create_task(worker(2), name="beta"))
+
+asyncio.run(main())
+"""
+
+
+@needs_trace_cmd
+def test_an_asyncio_programs_task_switches_are_events_of_their_group(tmp_path):
+    """An asyncio program's task switches (asyncio:task_switch) are trace-cmd events of
+    the asyncio system named task_switch, their fields split (not UNKNOWN EVENTs)."""
+    src, dat = record_and_export(tmp_path, ASYNC, "-p", "function_graph",
+                                 "-F", "__main__.*")
+    switches = [e for e in src.entries()
+                if isinstance(e, TraceEntry) and e.func == "asyncio:task_switch"]
+    assert switches
+    out = report(dat)
+    assert not any("UNKNOWN" in line for line in out)
+    lines = [m for m in map(TC_LINE.match, out) if m and m.group("event") == "task_switch"]
+    rests = [m.group("rest").strip() for m in lines]
+    # the format's fields are the first switch's (next, id); one that leaves every Task
+    # ("next=-") prints its id empty
+    assert [r if r != "next=- id=" else "next=-" for r in rests] == [e.text for e in switches]
+    assert any(r.startswith("next=alpha id=") for r in rests)
+    p = subprocess.run([TRACE_CMD, "report", "--events", str(dat)], capture_output=True,
+                       text=True, timeout=SUBPROCESS_TIMEOUT)
+    fmt = next(f for f in p.stdout.split("system: ") if f.startswith("asyncio\n"))
+    assert "name: task_switch" in fmt and "char[] next;" in fmt
+
+
 @needs_trace_cmd
 def test_a_trace_cut_short_exports_what_is_whole(tmp_path):
     (tmp_path / "loop.py").write_text(LOOP)

@@ -321,13 +321,17 @@ class _Symbols:
 
 class _DynEvent:
     """A dynamic event's own format: __probe_ip (the probed function), the text in the
-    parentheses, and one string per argument, named as its text names them."""
+    parentheses, and one string per argument, named as its text names them.  An event
+    whose text has no parentheses (``head`` False: an asyncio task switch's "next=...
+    id=...") prints its arguments alone; its __probe_at is empty."""
 
-    def __init__(self, event_id: int, group: str, name: str, args: list[str]) -> None:
+    def __init__(self, event_id: int, group: str, name: str, args: list[str],
+                 head: bool = True) -> None:
         self.id = event_id
         self.group = group
         self.name = name
         self.args = args
+        self.head = head
 
     def format_text(self) -> str:
         fields = ["\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;\n",
@@ -336,18 +340,23 @@ class _DynEvent:
         for a in self.args:
             fields.append(f"\tfield:__data_loc char[] {a};\toffset:{off};\tsize:4;\tsigned:1;\n")
             off += 4
-        fmt = " ".join(["(%s)"] + [f"{a}=%s" for a in self.args])
-        refs = ", ".join(["__get_str(__probe_at)"] + [f"__get_str({a})" for a in self.args])
+        at = ["(%s)"] if self.head else []
+        fmt = " ".join(at + [f"{a}=%s" for a in self.args])
+        refs = ", ".join((["__get_str(__probe_at)"] if self.head else [])
+                         + [f"__get_str({a})" for a in self.args])
         return (f"name: {self.name}\nID: {self.id}\nformat:\n{_COMMON}\n{''.join(fields)}\n"
                 f'print fmt: "{fmt}", {refs}\n')
 
     def split(self, text: str) -> tuple[str, list[str]] | None:
         """(head, [value per argument]) of one record's text; None if it does not
         name this event's arguments in order."""
-        m = _HEAD.match(text)
-        if m is None:
-            return None
-        head, rest = m.group(1), text[m.end():]
+        if not self.head:
+            head, rest = "", " " + text
+        else:
+            m = _HEAD.match(text)
+            if m is None:
+                return None
+            head, rest = m.group(1), text[m.end():]
         values = []
         pos = 0
         for i, a in enumerate(self.args):
@@ -370,8 +379,10 @@ class _DynEvent:
         if parts is None:
             # a text that does not name the arguments as expected: all after the
             # parentheses in the first field
-            m = _HEAD.match(text)
+            m = _HEAD.match(text) if self.head else None
             head, rest = (m.group(1), text[m.end():]) if m else ("", text)
+            if not self.head:
+                rest = " " + rest
             if self.args and rest.startswith(f" {self.args[0]}="):
                 rest = rest[len(self.args[0]) + 2:]
             values = [rest] + [""] * (len(self.args) - 1) if self.args else []
@@ -426,12 +437,24 @@ class _Texts:
                     + b"".join(_U64.pack(symbols.addr(f)) for f in frames))
         ev = self.dyn.get(func)
         if ev is None:
-            group, names = self.defs.get(func, (DEFAULT_EVENT_GROUP, None))
+            name = func
+            d = self.defs.get(func)
+            # a probe's text opens with its place in parentheses; a static event's may not
+            head = (d is not None and d[1] is not None) or _HEAD.match(text) is not None
+            if d is not None:
+                group, names = d
+            else:
+                # an event of its own group ("asyncio:task_switch", as the kernel names
+                # "sched:sched_switch"): trace-cmd looks a format up by its name, and
+                # one named "group:name" is an UNKNOWN EVENT to it
+                g, sep, rest = func.partition(":")
+                group, names = (g, None) if sep and g and rest else (DEFAULT_EVENT_GROUP, None)
+                name = rest if sep and g and rest else func
             if names is None:
                 # the names as this first record's text shows them
                 names = _ARG.findall(_HEAD.sub("", text, count=1))
-            ev = self.dyn[func] = _DynEvent(FIRST_DYNAMIC_ID + len(self.dyn), group, func,
-                                            names)
+            ev = self.dyn[func] = _DynEvent(FIRST_DYNAMIC_ID + len(self.dyn), group, name,
+                                            names, head)
         if ev.split(text) is None:
             self.unsplit += 1
         payload = ev.payload(pid, text, symbols)
