@@ -524,13 +524,42 @@ def test_an_exception_of_next_is_the_querys_error():
         _nat.arrow_stream(("x",), "q", fail)
 
 
-def test_sql_over_a_trace_of_calls_loads_no_pyarrow(recorded):
+ASYNC = """\
+import asyncio
+
+async def worker(n):
+    for i in range(n):
+        await asyncio.sleep(0)
+
+async def main():
+    await asyncio.gather(worker(3), worker(2))
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("kind", ["calls", "hits", "asyncio"])
+def test_sql_over_a_trace_loads_no_pyarrow(recorded, run_fntrace, tmp_path, kind):
     """DuckDB is handed the native walk's columns as an Arrow C stream: pyarrow (28 MB)
-    is not loaded (the pure twin's rows go through it)."""
+    is not loaded (the pure twin's rows go through it): for a trace of calls, of the
+    default tracer's hits, and of an asyncio program (task switches, the task column)."""
+    path = recorded
+    if kind != "calls":
+        (tmp_path / "prog.py").write_text(ASYNC if kind == "asyncio" else PROG)
+        tracer = ["-p", "function_graph"] if kind == "asyncio" else []
+        r = run_fntrace("record", *tracer, "-F", "__main__.*", "-o", "t.dat", "prog.py",
+                        cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        path = tmp_path / "t.dat"
+    query = ("SELECT count(*) FROM calls" if kind != "asyncio" else
+             "SELECT count(DISTINCT task) FROM calls WHERE task IS NOT NULL")
     code = ("import sys; from fntrace.cli.main import main; "
-            f"rc = main(['sql', {str(recorded)!r}, 'SELECT count(*) FROM calls', '--csv']); "
+            f"rc = main(['sql', {str(path)!r}, {query!r}, '--csv']); "
             "print(rc, 'pyarrow' in sys.modules)")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        timeout=SUBPROCESS_TIMEOUT)
     native = _env.native() is not None
-    assert p.stdout.split()[-2:] == ["0", "False" if native else "True"], p.stderr
+    out = p.stdout.split()
+    assert out[-2:] == ["0", "False" if native else "True"], p.stderr
+    if kind == "asyncio":
+        assert out[-3] == "3"           # main()'s Task and the two workers'

@@ -84,7 +84,7 @@ class _TraceTable:
     def __init__(self, path: str) -> None:
         self.path = path
         self.cut_short = False
-        # the native walk's verdict on the trace (walk.native_for_calls), taken once:
+        # the native walk's verdict on the trace (parquet.native_walkable), taken once:
         # DuckDB asks for the stream to read its schema, then again for each scan
         self._walkable: tuple | None = None
 
@@ -97,8 +97,8 @@ class _TraceTable:
         if requested_schema is None and self._walkable != ():
             source = open_trace(self.path)
             if self._walkable is None:
-                from ..output.walk import native_for_calls
-                self._walkable = native_for_calls(source, values=True, hits=True) or ()
+                from ..output.parquet import native_walkable
+                self._walkable = native_walkable(source) or ()
             stream = column_stream(source, None, STREAM_BATCH, self._walkable) \
                 if self._walkable else None
             if stream is not None:

@@ -59,7 +59,7 @@ from ..ring_buffer import text_parts
 from ..tracefile.blocks import dec_text
 
 __all__ = ["ParquetExporter", "COLUMNS", "ROW_GROUP", "module_of", "write_parquet",
-           "record_batches",
+           "record_batches", "native_walkable",
            "use_returning_pool"]
 
 ROW_GROUP = 65_536
@@ -331,6 +331,13 @@ def _arrow_batches(walked: Iterator, sch) -> Iterator:
         yield pa.RecordBatch.from_arrays(arrays, schema=sch)
 
 
+def native_walkable(source) -> tuple | None:
+    """What CallRows reads (walk.native_for_calls: calls with their values, hits,
+    markers and events): (the native module, the slots), or None."""
+    from .walk import native_for_calls
+    return native_for_calls(source, values=True, hits=True, events=True)
+
+
 def _native_columns(source, pid_of, where: dict[str, tuple], counts: dict,
                     batch_rows: int, walkable: tuple | None = None) -> Iterator | None:
     """record_batches' batches for a trace of calls (graph entries and returns, with
@@ -343,9 +350,9 @@ def _native_columns(source, pid_of, where: dict[str, tuple], counts: dict,
     caller, function]; an event's [_EVENT_PATH or _MARKER_PATH, its name's id]), and
     a batch's dictionaries are taken from them by the paths in it (no Python object,
     no string per row)."""
-    from .walk import canon_ids, native_for_calls
+    from .walk import canon_ids
     if walkable is None:
-        walkable = native_for_calls(source, values=True, hits=True, events=True)
+        walkable = native_walkable(source)
     if not walkable:
         return None
     native, slots = walkable
