@@ -17,9 +17,11 @@ trace a user looking at values reads.  ``--tracer function`` records with the de
 tracer (hits, no durations: each call one event).  ``--tasks N`` runs the calls in N
 asyncio Tasks that take turns every hundred iterations: the trace of an asyncio
 program, its task switches among the calls.  ``--procs N`` runs them in N processes
-(os.fork): a run of N+1 trace files, one a process, read as one trace.  The wall
-column is each command's elapsed time (a view reading on more than one core would
-show it below its CPU time).
+(os.fork): a run of N+1 trace files, one a process, read as one trace; stat and the
+folded export walk each file in a child process of their own (tracefile/parallel.py),
+and are measured again with FNTRACE_JOBS=1 (every file walked in one process).  The
+wall column is each command's elapsed time (a view reading on more than one core
+shows it below its CPU time).
 
 The ratios are what count on a shared machine: every row of one run shares its load.
 """
@@ -166,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
                                     capture_output=True, text=True, check=True).stdout)
         rows.append(("record (writing the trace)", rec_cpu, None, rss, "", None))
         views: list[tuple[str, list[str]]] = []
+        # the views that walk a trace of several processes' files in a child per file
+        # (tracefile/parallel.py), also walked in one process
+        one_by_one: list[tuple[str, list[str]]] = []
         if wanted("report"):
             views.append(("report", [*fn, "report", "t.dat"]))
         if wanted("report-filtered"):
@@ -177,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
                           [*fn, "report", "t.dat", "--from", "+0.5", "--to", "+0.6"]))
         if wanted("stat"):
             views.append(("stat", [*fn, "stat", "t.dat"]))
+            one_by_one.append(views[-1])
         if wanted("stat-filtered"):
             views.append(("stat -N __main__.leaf", [*fn, "stat", "t.dat", "-N", "__main__.leaf"]))
         if wanted("sql"):
@@ -196,11 +202,20 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             views.append((f"export {fmt}", [*fn, "export", "t.dat", "--format", fmt, "-o",
                                             f"out.{fmt}"]))
+            if fmt == "folded":
+                one_by_one.append(views[-1])
+        jobs_of = {name: None for name, _ in views}
+        if opts.procs > 1:
+            for name, cmd in one_by_one:
+                views.append((f"{name} (FNTRACE_JOBS=1: in one process)", cmd))
+                jobs_of[views[-1][0]] = "1"
         for name, cmd in views:
-            status, cpu, rss, err = run_cpu(cmd, d, env)
+            jobs = jobs_of[name]
+            status, cpu, rss, err = run_cpu(cmd, d, env if jobs is None else
+                                            dict(env, FNTRACE_JOBS=jobs))
             wall = WALL[" ".join(cmd)]
             pcpu = None
-            if not opts.no_pure:
+            if not opts.no_pure and jobs is None:
                 pstatus, pcpu, _, perr = run_cpu(cmd, d, pure_env)
                 if pstatus != 0:
                     pcpu, err = None, err or perr

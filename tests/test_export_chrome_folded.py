@@ -371,6 +371,9 @@ class FakeSource:
     def record_blocks(self, cpu=None, payloads=False, since=None, until=None):
         return None             # entries made here, not read from records
 
+    def part_sizes(self):
+        return None             # one process (TraceSource.part_sizes)
+
 
 def ent(ts, func, depth, cpu=0, args=None):
     return TraceEntry(ts, cpu, "T%d" % cpu, 100 + cpu, TRACE_GRAPH_ENT, func, depth=depth,

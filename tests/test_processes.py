@@ -7,12 +7,16 @@ reports, stat, exports and SQL read every process's file as one trace.
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 import textwrap
 
 import pytest
 
 from conftest import fn_lines, run_python
+from fntrace import _env
 
 MP = textwrap.dedent("""\
     import multiprocessing as mp, os, sys
@@ -389,6 +393,59 @@ def test_exports_and_sql_carry_each_process(tmp_path, run_fntrace):
     slices = [e for e in events if e.get("name") == "__main__.square"]
     assert {e["pid"] for e in slices} == set(by_pid)
     assert all(e["tid"] == e["pid"] for e in slices)   # each worker's main thread
+
+
+# The fntrace command, counting the children it forks (tracefile/parallel.py's walks).
+_COUNT_FORKS = """
+import atexit, os, runpy, sys
+forks = []
+real = os.fork
+def fork():
+    pid = real()
+    if pid:
+        forks.append(pid)
+    return pid
+os.fork = fork
+atexit.register(lambda: sys.stderr.write(f"forked {len(forks)}\\n"))
+sys.argv[0] = "fntrace"
+runpy.run_module("fntrace.cli.main", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("view", [
+    ("stat",), ("stat", "--per-thread"), ("stat", "-F", "*square", "--sort", "hit"),
+    ("stat", "--pid", "PARENT", "--pid", "CHILD"),
+    ("export", "--format", "folded", "-o", "-"),
+    ("export", "--format", "folded", "--weight", "calls", "-o", "-")])
+def test_stat_and_folded_read_the_processes_at_the_same_time(tmp_path, run_fntrace, view):
+    """A trace of several processes' files: stat and the folded export walk each file
+    in a child of their own (FNTRACE_JOBS=N: at most N; by default one per core for
+    a trace of 200,000 records or more) and print what the walk of them one after
+    the other prints, byte for byte; FNTRACE_JOBS=1 never forks."""
+    (tmp_path / "mp.py").write_text(MP)
+    r = run_fntrace("record", "-o", "t.dat", "-p", "function_graph", "-F", "*:mod:__main__",
+                    "mp.py", "fork")
+    assert r.returncode == 0, r.stderr
+    children = _child_files(tmp_path)
+    assert len(children) >= 2
+    args = [a.replace("PARENT", str(_parent(r.stdout)))
+            .replace("CHILD", str(_pid_of(children[0]))) for a in view]
+    out = {}
+    for jobs in ("1", "3"):
+        env = dict(os.environ, FNTRACE_JOBS=jobs, FNTRACE_PROGRESS="0")
+        p = subprocess.run([sys.executable, "-c", _COUNT_FORKS, args[0], "t.dat", *args[1:]],
+                           cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=120)
+        assert p.returncode == 0, p.stderr
+        out[jobs] = p.stdout, p.stderr
+    assert out["3"][0] == out["1"][0]
+    assert "__main__.square" in out["1"][0]
+    parts = 2 if "--pid" in view else 1 + len(children)
+    want = 0 if _env.native_module() is None or _env.PURE else min(3, parts)
+    # the same notes (a worker the pool's terminate() cut short), and no warning
+    notes, last = out["1"][1].rpartition("forked ")[::2]
+    assert last == "0\n"
+    assert out["3"][1] == f"{notes}forked {want}\n"
 
 
 def test_perfetto_has_a_process_track_per_process(tmp_path, run_fntrace):

@@ -221,3 +221,44 @@ def test_passes_side_by_side_share_one_display(big):
     assert status == 0, err
     assert "zipped (pass 2)" in err and "zipped (thread slot 0)" in err, err[:800]
     assert (big / "z.txt").read_text().split() == ["200000", "200000"]
+
+
+FORKING = """\
+import os, sys
+
+def leaf(i):
+    return i
+
+def run(n):
+    for i in range(n):
+        leaf(i)
+
+pid = os.fork()
+run(int(sys.argv[1]))
+if pid:
+    os.waitpid(pid, 0)
+"""
+
+
+def test_stat_of_processes_read_at_the_same_time_draws_one_bar(tmp_path):
+    """stat of a trace of two processes' files walks them in two children
+    (tracefile/parallel.py): the bar is the parent's, drawn from what the children
+    say they read, over every record; one pass, named once; no fork warning."""
+    (tmp_path / "fork.py").write_text(FORKING)
+    r = subprocess.run([sys.executable, "-m", "fntrace", "record", "-p", "function_graph",
+                        "-F", "__main__.leaf", "-o", "f.dat", "fork.py", "60000"],
+                       cwd=str(tmp_path), capture_output=True, text=True,
+                       timeout=SUBPROCESS_TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    plain = subprocess.run([sys.executable, "-m", "fntrace", "stat", "f.dat"],
+                           cwd=str(tmp_path), capture_output=True, text=True,
+                           env=_env(FNTRACE_JOBS="1"), timeout=SUBPROCESS_TIMEOUT)
+    assert plain.returncode == 0 and plain.stderr == "", plain.stderr
+    assert "120000" in plain.stdout                 # both processes' calls
+    with open(tmp_path / "stat_tty.txt", "wb") as out:
+        status, err = _run(["stat", "f.dat"], tmp_path, stderr_tty=True, stdout=out,
+                           FNTRACE_JOBS="2")
+    assert status == 0, err
+    assert BAR_WORD in err and "/240000" in err, err[:500]
+    assert "pass 2" not in err and "arning" not in err, err[:500]
+    assert (tmp_path / "stat_tty.txt").read_text() == plain.stdout

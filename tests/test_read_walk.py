@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 
 import pytest
 from hypothesis import given, settings
@@ -215,6 +216,119 @@ def test_the_walk_declines_what_it_cannot_do_exactly(tmp_path):
     assert walked_stats(TraceFile.open(path)) is None
     # the Python walk still reads both (the CLI falls back to it)
     assert function_stats(entries_from_file(TraceFile.open(path)), graph=True)
+
+
+# Reads a trace of several processes as ``fntrace stat`` and the folded export do, in a
+# process of its own (forking the test's, which runs other threads, would warn):
+# walked in this process, then each process's file in a forked child.
+_FORKED_DRIVER = """
+import json, os, sys
+from fntrace.output import folded
+from fntrace.output.source import open_trace
+from fntrace.output.stat import forked_stats, walked_stats
+from fntrace.tracefile import parallel
+src = open_trace(sys.argv[1])
+sizes = src.part_sizes()
+out = {"sizes": sizes, "workers": parallel.workers(len(sizes), sum(sizes))}
+for per_thread in (False, True):
+    one = walked_stats(src.tf, per_thread=per_thread)
+    apart = forked_stats(src.tf, sizes, 3, src.part_record_blocks, per_thread=per_thread)
+    out[f"stat{per_thread}"] = [repr(one), repr(apart)]
+forked = []
+def spy(*args, **kwargs):
+    got = real(*args, **kwargs)
+    forked.append(got is not None)
+    return got
+real, folded.map_forked = folded.map_forked, spy
+one = folded._walked_stacks(src)
+os.environ["FNTRACE_JOBS"] = "3"        # (forks for a trace of any size)
+out["jobs"] = parallel.workers(len(sizes), sum(sizes))
+apart = folded._walked_stacks(src)
+out["folded"] = [repr(one), repr(apart), forked]
+print(json.dumps(out))
+"""
+
+
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")) // 8 or 1, deadline=None)
+@given(procs=st.lists(st.dictionaries(st.integers(0, 2), slot_stream("EEERRRRJPX"),
+                                      min_size=1, max_size=2), min_size=2, max_size=4))
+def test_processes_walked_in_forked_children_add_up_to_one_walk(tmp_path_factory, procs):
+    """tracefile/parallel.py: a trace of several processes' files, each file walked
+    in a child of its own and the rows added up in file order, is the walk of them all
+    (stat's rows and their order, per thread too; folded's stacks; the counts of calls
+    without a return or an entry), names shared across processes (ids 5, 6) included."""
+    d = tmp_path_factory.mktemp("procs")
+    for k, slots in enumerate(procs):
+        path = d / ("t.dat" if k == 0 else f"t.dat.{1000 + k}")
+        w = TraceFileWriter(str(path), {"tracer": "function_graph", "pid": 1000 + k,
+                                        "run": "r1"})
+        w.add_symbols(SYMBOLS)
+        for cpu, chunks in slots.items():
+            w.add_thread(cpu, 100 * k + cpu, f"t{cpu}")
+            for seq, (lost, recs) in enumerate(chunks):
+                w.write_chunk(cpu, b"".join(RECORD.pack(*r[:7]) for r in recs), seq,
+                              lost=lost)
+        w.close({})
+    env = {k: v for k, v in os.environ.items() if k != "FNTRACE_JOBS"}
+    r = subprocess.run([sys.executable, "-c", _FORKED_DRIVER, str(d / "t.dat")], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and not r.stderr, r.stderr
+    out = json.loads(r.stdout)
+    assert len(out["sizes"]) == len(procs)
+    assert out["workers"] == 0          # a trace this small is walked in one process
+    for per_thread in (False, True):
+        one, apart = out[f"stat{per_thread}"]
+        assert one != "None", "the walk declined a trace it can walk"
+        assert apart == one
+    assert out["jobs"] == min(3, len(procs))
+    one, apart, forked = out["folded"]
+    assert one != "None" and apart == one
+    assert forked == [True], "the folded walk was not made in forked children"
+
+
+def test_forked_walks_hand_back_their_results_in_order(tmp_path):
+    """map_forked: results in the parts' order whichever child walked them, each part
+    walked outside the parent, progress summed in the parent, every child reaped; a
+    child that raises or dies makes the answer None (the caller walks it itself)."""
+    prog = tmp_path / "p.py"
+    prog.write_text(textwrap.dedent("""\
+        import json, os, signal, sys
+        from fntrace.tracefile.parallel import map_forked
+        parent = os.getpid()
+        seen = []
+        def work(i, progress):
+            progress(70000)
+            progress(5)
+            if sys.argv[1] == "raise" and i == 3:
+                raise ValueError("a damaged block")
+            if sys.argv[1] == "kill" and i == 1:
+                os.kill(os.getpid(), signal.SIGKILL)
+            # (an answer larger than a pipe holds: read while the others write)
+            return i, os.getpid() != parent, "x" * (i * 300000)
+        out = map_forked(work, [5, 50, 1, 20, 7], 2, seen.append)
+        try:
+            os.waitpid(-1, os.WNOHANG)
+            left = True             # a child not reaped
+        except ChildProcessError:
+            left = False
+        if out is not None:
+            out = [(i, apart, len(x)) for i, apart, x in out]
+        print(json.dumps([out, sum(seen), left]))
+        """))
+    ok = subprocess.run([sys.executable, str(prog), "ok"], capture_output=True, text=True,
+                        timeout=120)
+    assert ok.returncode == 0 and not ok.stderr, ok.stderr
+    out, progress, left = json.loads(ok.stdout)
+    assert out == [[i, True, i * 300000] for i in range(5)]
+    assert progress == 5 * 70005
+    assert not left
+    for how in ("raise", "kill"):
+        bad = subprocess.run([sys.executable, str(prog), how], capture_output=True,
+                             text=True, timeout=120)
+        assert bad.returncode == 0 and not bad.stderr, bad.stderr
+        out, _, left = json.loads(bad.stdout)
+        assert out is None and not left
 
 
 def export_both(path, fmt: str, options: dict) -> list:

@@ -41,7 +41,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["BATCH", "progress_wanted", "track_source", "track_tracefile", "ProgressBar"]
+__all__ = ["BATCH", "progress_wanted", "records_bar", "track_source", "track_tracefile", "ProgressBar"]
 
 # Entries read between two updates of the bar.
 BATCH = 10_000
@@ -193,8 +193,9 @@ class _TrackedSource:
         return self._what if self._passes == 1 else f"{self._what} (pass {self._passes})"
 
     def entries(self, cpu: int | None = None) -> Iterator[Any]:
+        # (a generator: a pass is counted, and named, when it is read, not asked for)
         total = self._source.nr_records() if cpu is None else self._source.tf.nr_records(cpu)
-        return _tracked(self._source.entries(cpu), self._label(cpu), total, ProgressBar)
+        yield from _tracked(self._source.entries(cpu), self._label(cpu), total, ProgressBar)
 
     def record_blocks(self, cpu: int | None = None, payloads: bool = False,
                       since: int | None = None, until: int | None = None
@@ -221,8 +222,36 @@ class _TrackedTraceFile(_TrackedSource):
     """A TraceFile whose ``records()`` draw a bar."""
 
     def records(self, cpu: int | None = None) -> Iterator[Any]:
-        return _tracked(self._source.records(cpu), self._label(cpu),
-                        self._source.nr_records(cpu), ProgressBar)
+        yield from _tracked(self._source.records(cpu), self._label(cpu),
+                            self._source.nr_records(cpu), ProgressBar)
+
+
+class _LateBar:
+    """A ProgressBar drawn from its first ``advance``: its display thread is not
+    running before (a reader forks children first, tracefile/parallel.py)."""
+
+    def __init__(self, source: _TrackedSource) -> None:
+        self._source = source
+        self._bar: ProgressBar | None = None
+
+    def advance(self, n: int) -> None:
+        if self._bar is None:           # (a pass counted, and named, when read)
+            self._bar = ProgressBar(self._source._label(None),
+                                    self._source._source.nr_records())
+        self._bar.advance(n)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def records_bar(source: Any) -> _LateBar | None:
+    """A bar over all the records of a source ``track_source`` gave, for a reader
+    that does not read them through it (several processes walked at the same time),
+    drawn from its first ``advance``; None for an untracked source."""
+    if not isinstance(source, _TrackedSource):
+        return None
+    return _LateBar(source)
 
 
 def track_source(source: Any, what: str, output: Any = None) -> Any:

@@ -587,12 +587,16 @@ first_order(const void *pa, const void *pb)
     return 0;
 }
 
-/* finish() -> (rows, no_return, no_entry): CallBuilder.finish's open calls counted,
- * then the rows in first-hit order, each (id, slot or None, hit, time, time_squared,
- * self_ns, timed) */
+/* finish(firsts=False) -> (rows, no_return, no_entry): CallBuilder.finish's open calls
+ * counted, then the rows in first-hit order, each (id, slot or None, hit, time,
+ * time_squared, self_ns, timed), and with ``firsts`` the first hit's (time, slot,
+ * index): what orders the rows of several walks added up (tracefile/parallel.py) */
 static PyObject *
-walk_finish(StatWalk *w, PyObject *unused)
+walk_finish(StatWalk *w, PyObject *args)
 {
+    int firsts = 0;
+    if (!PyArg_ParseTuple(args, "|p:finish", &firsts))
+        return NULL;
     for (Py_ssize_t c = 0; c < w->nslots; c++) {
         slot_t *s = &w->slots[c];
         close_deeper(w, s, -1, s->has_last ? s->last_ts : 0);
@@ -622,10 +626,16 @@ walk_finish(StatWalk *w, PyObject *unused)
     for (Py_ssize_t i = 0; i < w->nrows; i++) {
         row_t *r = &w->rows[i];
         PyObject *cpu = w->per_thread ? PyLong_FromLongLong(r->cpu) : Py_NewRef(Py_None);
-        PyObject *t = Py_BuildValue("(kNKNNNK)", (unsigned long)r->func, cpu,
-                                    (unsigned long long)r->hit, int128_long(r->time),
-                                    uint128_long(r->sq), int128_long(r->self),
-                                    (unsigned long long)r->timed);
+        PyObject *t = firsts
+            ? Py_BuildValue("(kNKNNNKKLK)", (unsigned long)r->func, cpu,
+                            (unsigned long long)r->hit, int128_long(r->time),
+                            uint128_long(r->sq), int128_long(r->self),
+                            (unsigned long long)r->timed, (unsigned long long)r->first_ts,
+                            (long long)r->first_cpu, (unsigned long long)r->first_seq)
+            : Py_BuildValue("(kNKNNNK)", (unsigned long)r->func, cpu,
+                            (unsigned long long)r->hit, int128_long(r->time),
+                            uint128_long(r->sq), int128_long(r->self),
+                            (unsigned long long)r->timed);
         if (t == NULL) {
             Py_DECREF(rows);
             return NULL;
@@ -696,8 +706,9 @@ walk_dealloc(StatWalk *w)
 static PyMethodDef walk_methods[] = {
     {"feed", (PyCFunction)(void (*)(void))walk_feed, METH_FASTCALL,
      "feed(cpu, records, lost, ibase) -> bool: one block of a slot's decoded records"},
-    {"finish", (PyCFunction)walk_finish, METH_NOARGS,
-     "finish() -> (rows, no_return, no_entry), or None when the walk cannot be exact"},
+    {"finish", (PyCFunction)walk_finish, METH_VARARGS,
+     "finish(firsts=False) -> (rows, no_return, no_entry), or None when the walk cannot "
+     "be exact"},
     {NULL}
 };
 

@@ -34,8 +34,9 @@ same trace always gives the same file.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 
+from ..tracefile.parallel import map_forked, workers
 from .calls import CallBuilder
 from .entry import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, LostEvents
 from .registry import Exporter, name_of, register_exporter
@@ -137,20 +138,53 @@ def _walked_stacks(source) -> tuple[dict, int, dict, int] | None:
     stack ("\0hit", [caller,] function) counted in both; or None when the native twin
     is not there or declines the trace (records out of time order)."""
     from .. import _env
-    native = _env.native()
-    if native is None:
+    if _env.native() is None:
         return None
-    syms = source.symbols
+    # a trace of several processes: its files walked at the same time, the stacks
+    # added up (a stack is one thread's, and no thread is in two files)
+    sizes = source.part_sizes()
+    nworkers = workers(len(sizes), sum(sizes)) if sizes else 0
+    if nworkers:
+        def work(part: int, progress: Callable[[int], None]):
+            blocks = source.part_record_blocks(part)
+            try:
+                return _stacks_of(source.symbols, blocks, progress)
+            finally:
+                blocks.close()
+        parts = map_forked(work, sizes, nworkers)
+        if parts is not None and None not in parts:
+            by_time: dict[tuple[str, ...], int] = {}
+            by_calls: dict[tuple[str, ...], int] = {}
+            incomplete = hits = 0
+            for t, inc, c, h in parts:
+                for stack, n in t.items():
+                    by_time[stack] = by_time.get(stack, 0) + n
+                for stack, n in c.items():
+                    by_calls[stack] = by_calls.get(stack, 0) + n
+                incomplete += inc
+                hits += h
+            return by_time, incomplete, by_calls, hits
     blocks = source.record_blocks()
     if blocks is None:
         return None
-    walk = native.StatWalk(False, canon_ids(syms), True)
     try:
-        for cpu, lost, records, ibase in blocks:
-            if not walk.feed(cpu, records, lost, ibase):
-                return None
+        return _stacks_of(source.symbols, blocks)
     finally:
         blocks.close()
+
+
+def _stacks_of(syms: Mapping[int, tuple], blocks: Iterable[tuple],
+               progress: Callable[[int], None] | None = None
+               ) -> tuple[dict, int, dict, int] | None:
+    """_walked_stacks' answer from these blocks (``progress(n)``: n records read)."""
+    from .. import _env
+    native = _env.native()
+    walk = native.StatWalk(False, canon_ids(syms), True)
+    for cpu, lost, records, ibase in blocks:
+        if progress is not None:
+            progress(len(records) // 32)
+        if not walk.feed(cpu, records, lost, ibase):
+            return None
     out = walk.finish()
     if out is None:
         return None

@@ -120,6 +120,22 @@ class TraceSource:
         memory) returns None: its views walk ``entries()``."""
         return self.tf.record_blocks(cpu, payloads, since, until)
 
+    def part_sizes(self) -> list[int] | None:
+        """The records of each process's file of a trace of several processes, for a
+        walk that reads them apart (``part_record_blocks``, tracefile/parallel.py);
+        None for one file, or a source whose views do not walk its blocks."""
+        if not isinstance(self.tf, TraceSet) or self.record_blocks() is None:
+            return None
+        return [f.nr_records() for f in self.tf.files]
+
+    def part_record_blocks(self, part: int, payloads: bool = False,
+                           since: int | None = None, until: int | None = None
+                           ) -> Iterator[tuple]:
+        """``record_blocks()`` of the ``part``-th process's file only, its slots and
+        ids numbered as in the whole trace (TraceSet.part_record_blocks)."""
+        assert isinstance(self.tf, TraceSet)
+        return self.tf.part_record_blocks(part, payloads, since, until)
+
     def events(self, cpu: int | None = None) -> Iterator[TraceEvent]:
         """The trace as typed events, in time order (one thread slot's with ``cpu``):
         FunctionHit, GraphEntry, GraphReturn, DynamicEvent, Marker, StackTrace, Lost

@@ -27,7 +27,7 @@ the number of functions, plus each thread's open call stack.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from .. import _env
@@ -38,7 +38,7 @@ from .function_stat import function_stat_variance
 from .registry import RenderContext, Renderer, name_of, register_renderer
 from .walk import canon_ids
 
-__all__ = ["FunctionStat", "StatCollector", "function_stats", "walked_stats", "sort_stats", "SORT_KEYS",
+__all__ = ["FunctionStat", "StatCollector", "function_stats", "walked_stats", "forked_stats", "sort_stats", "SORT_KEYS",
            "stat_headers", "stat_row", "stat_table", "StatRenderer"]
 
 # --sort words; "time" is function_stat_cmp's key with fgraph, "hit" without.
@@ -177,21 +177,75 @@ def walked_stats(tf, *, per_thread: bool = False, blocks: Iterable | None = None
     them, a progress bar's).  None when the native twin is not there
     (FNTRACE_PURE=1) or says its walk of this trace would not be exact (records out
     of time order, values out of its range): the caller walks the entries instead."""
-    native = _env.native()
-    if native is None:
-        return None
-    syms = tf.symbols
-    walk = native.StatWalk(per_thread, canon_ids(syms))
-    feed = walk.feed
-    for cpu, lost, records, ibase in (tf.record_blocks() if blocks is None else blocks):
-        if not feed(cpu, records, lost, ibase):
-            return None
-    out = walk.finish()
+    out = _walk(tf, per_thread, tf.record_blocks() if blocks is None else blocks)
     if out is None:
         return None
     rows, no_return, no_entry = out
+    syms = tf.symbols
     return ([FunctionStat(name_of(ip, syms), cpu, hit, time, sq, self_ns, timed)
              for ip, cpu, hit, time, sq, self_ns, timed in rows], no_return, no_entry)
+
+
+def _walk(tf, per_thread: bool, blocks: Iterable, firsts: bool = False):
+    """StatWalk's answer for these blocks of ``tf`` (``firsts``: each row's first hit
+    too), or None."""
+    native = _env.native()
+    if native is None:
+        return None
+    walk = native.StatWalk(per_thread, canon_ids(tf.symbols))
+    feed = walk.feed
+    for cpu, lost, records, ibase in blocks:
+        if not feed(cpu, records, lost, ibase):
+            return None
+    return walk.finish(firsts)
+
+
+def forked_stats(tf, sizes: list[int], nworkers: int, blocks_of: Callable[[int], Iterable], *,
+                 per_thread: bool = False, on_records: Callable[[int], None] | None = None
+                 ) -> tuple[list[FunctionStat], int, int] | None:
+    """``walked_stats`` of a trace of several processes (a TraceSet; ``sizes``: each
+    file's records), each process's blocks (``blocks_of(i)``: the i-th file's, as the
+    caller feeds them) walked in a forked child (tracefile/parallel.py) and the rows
+    added up: a row is one function's (on one thread, and no thread is in two files),
+    first hit where the first of its parts was (the rows' order, as one walk of them
+    all orders them).  None when a child's walk declined or failed: the caller walks
+    the trace itself."""
+    from ..tracefile.parallel import map_forked
+    if _env.native() is None:
+        return None
+    syms = tf.symbols
+
+    def work(part: int, progress: Callable[[int], None]):
+        def fed():
+            for block in blocks_of(part):
+                progress(len(block[2]) // 32)
+                yield block
+        return _walk(tf, per_thread, fed(), True)
+
+    parts = map_forked(work, sizes, nworkers, on_records)
+    if parts is None or None in parts:
+        return None
+    # (canonical id, slot) -> [first hit, FunctionStat]
+    merged: dict[tuple[int, int | None], list] = {}
+    no_return = no_entry = 0
+    for rows, nr, ne in parts:
+        no_return += nr
+        no_entry += ne
+        for ip, cpu, hit, time, sq, self_ns, timed, *first in rows:
+            m = merged.get((ip, cpu))
+            if m is None:
+                merged[ip, cpu] = [first, FunctionStat(name_of(ip, syms), cpu, hit, time,
+                                                       sq, self_ns, timed)]
+                continue
+            m[0] = min(m[0], first)
+            r = m[1]
+            r.hit += hit
+            r.time += time
+            r.time_squared += sq
+            r.self_ns += self_ns
+            r.timed += timed
+    rows = sorted(merged.values(), key=lambda m: m[0])
+    return [r for _, r in rows], no_return, no_entry
 
 
 _SORT = {

@@ -8,7 +8,8 @@ Everything that knows the file's bytes lives here, and nothing outside does:
     writer.py     TraceFileWriter: header, symbols, threads, chunks, index, stats, end
     sink.py       the writer thread the ring buffers hand their chunks to
     reader.py     TraceFile: the two-pass reader (a cut file reads to its last block)
-    tracefile/trace_set.py  a recording's files (one per process) read as one trace
+    trace_set.py  a recording's files (one per process) read as one trace
+    parallel.py   those files walked at the same time, in forked children
 
 The byte layout is described in ``docs/tracefile-format.md``.  The names below load
 their module on first use: a recording needs the writer, not the reader.

@@ -167,15 +167,25 @@ class TraceSet:
         """TraceFile.record_blocks() of every process (``cpu``: of that merged slot),
         under the merged slot numbers, with the process's symbol id base (what
         ``records`` adds to its ids)."""
-        if cpu is not None:
-            w = self._where(cpu)
-            parts = [] if w is None else [w]
-        else:
-            parts = self._parts
-        for tf, cb, ib in parts:
-            for block in tf.record_blocks(None if cpu is None else cpu - cb, payloads,
-                                          since, until):
+        if cpu is None:
+            for part in range(len(self._parts)):
+                yield from self.part_record_blocks(part, payloads, since, until)
+            return
+        w = self._where(cpu)
+        if w is not None:
+            tf, cb, ib = w
+            for block in tf.record_blocks(cpu - cb, payloads, since, until):
                 yield (block[0] + cb, block[1], block[2], ib, *block[4:])
+
+    def part_record_blocks(self, part: int, payloads: bool = False,
+                           since: int | None = None, until: int | None = None
+                           ) -> Iterator[tuple]:
+        """record_blocks() of the ``part``-th process only (``files[part]``), as the
+        whole set numbers its slots and ids: a walk that adds up what it reads may
+        read the processes apart (tracefile/parallel.py)."""
+        tf, cb, ib = self._parts[part]
+        for block in tf.record_blocks(None, payloads, since, until):
+            yield (block[0] + cb, block[1], block[2], ib, *block[4:])
 
     def first_time(self) -> int | None:
         """The first record's time, from the files' indexes: None if one has none."""
