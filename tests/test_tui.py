@@ -188,6 +188,30 @@ def test_index_of_a_cut_file(tmp_path, run_fntrace):
     assert ix.nr_rows() == sum(1 for _ in iter_calls(open_trace(cut).entries()))
 
 
+def _columns(ix: TraceIndex) -> dict:
+    return {cpu: [list(getattr(t, c)[0:t.n]) for c in ("func", "depth", "start", "end",
+                                                      "self_ns", "parent", "flags")]
+            for cpu, t in ix.threads.items()}
+
+
+@pytest.mark.parametrize("tracer", ["function_graph", "function"])
+def test_an_index_asked_its_verdict_before_is_the_same_index(tmp_path, run_fntrace, tracer):
+    """``fntrace tui`` has the trace's blocks checked in a thread while textual is
+    imported (TraceIndex.verdict): the index built on that answer is the one built
+    without it, calls and function hits, native (both walked by IndexRows) and pure
+    (FNTRACE_PURE=1: no native walk either way)."""
+    path = _record(tmp_path, run_fntrace, NESTED, "-p", tracer, "-F", "__main__.*")
+    src = open_trace(path)
+    plain = TraceIndex(src)
+    plain.build()
+    early = TraceIndex(src, verdict=TraceIndex.verdict(src))
+    early.build()
+    assert early.done and early.error is None
+    assert early.names == plain.names and early.nr_rows() == plain.nr_rows() > 0
+    assert _columns(early) == _columns(plain)
+    assert (early._walk is False) == (plain._walk is False)
+
+
 # ---------------------------------------------------------------------------------
 # The browser, headless
 # ---------------------------------------------------------------------------------

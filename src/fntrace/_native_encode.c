@@ -308,6 +308,9 @@ fntrace_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     char msg[120];
     msg[0] = 0;
     Py_ssize_t i = 0, sp = 0;
+    /* C over buffers this call holds: a block of any size is decoded without the GIL,
+     * so that another thread (the browser's screen, a reader's next step) runs meanwhile */
+    PyThreadState *unlocked = n >= 4096 ? PyEval_SaveThread() : NULL;
     uint64_t prev = get_uv(&in);
     uint64_t depth = get_uv(&in);
     while (i < n && !in.err) {
@@ -447,6 +450,8 @@ fntrace_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         snprintf(msg, sizeof msg, "%s", in.err);
     if (!msg[0] && in.pos != in.size)
         snprintf(msg, sizeof msg, "%zd stray bytes after the last record", in.size - in.pos);
+    if (unlocked != NULL)
+        PyEval_RestoreThread(unlocked);
     if (msg[0]) {
         PyErr_SetString(PyExc_ValueError, msg);
         Py_CLEAR(res);

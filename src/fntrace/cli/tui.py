@@ -34,20 +34,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_tui(args) -> int:
+    from importlib.util import find_spec
+
     from ..output.source import TraceSource
     if args.fold_depth < 0:
         raise FntraceError(f"tui: --fold-depth must be 0 or more, not {args.fold_depth}")
-    try:
-        import textual  # noqa: F401
-    except ImportError:
-        raise FntraceError("tui: needs the textual package: pip install 'fntrace[tui]'") from None
+    if find_spec("textual") is None:
+        raise FntraceError("tui: needs the textual package: pip install 'fntrace[tui]'")
     from .filters import open_traces_arg
     source = TraceSource(open_traces_arg(args.file, args), args.file)
     if args.tasks:
         from ..output.task_view import tasks_as_threads
         source = tasks_as_threads(source)
-    from ..tui import TraceBrowser
-    TraceBrowser(source, fold_depth=args.fold_depth).run()
+    # the trace's blocks checked for the native index while textual is imported (the
+    # check runs without the GIL: a big trace's first screen comes that much sooner)
+    from ..tui.index import TraceIndex
+    verdict = TraceIndex.verdict(source)
+    try:
+        from ..tui import TraceBrowser
+    except ImportError as e:
+        raise FntraceError(f"tui: the textual package does not import ({e}): "
+                           "pip install 'fntrace[tui]'") from None
+    TraceBrowser(source, fold_depth=args.fold_depth, verdict=verdict).run()
     return 0
 
 

@@ -492,6 +492,7 @@ text_ok(PyObject *self, PyObject *arg)
     const record_t *rec = view.buf;
     Py_ssize_t n = view.len / FNT_RECORD_SIZE;
     int ok = view.len % FNT_RECORD_SIZE == 0;
+    Py_BEGIN_ALLOW_THREADS          /* (C over a buffer this call holds) */
     for (Py_ssize_t i = 0; ok && i < n; i++) {
         record_t r;
         memcpy(&r, &rec[i], sizeof(r));
@@ -502,6 +503,7 @@ text_ok(PyObject *self, PyObject *arg)
         else
             ok = r.type == FNT_TRACE_GRAPH_ENT;
     }
+    Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     return PyBool_FromLong(ok);
 }
@@ -576,6 +578,8 @@ calls_ok(PyObject *const *args, Py_ssize_t nargs, int kinds)
         }
     }
     int ok = 1;
+    /* C over the two bytes objects the caller holds (pay_get reads them as buffers) */
+    Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; ok && i < n; i++) {
         record_t r;
         memcpy(&r, &b.rec[i], sizeof(r));
@@ -604,6 +608,7 @@ calls_ok(PyObject *const *args, Py_ssize_t nargs, int kinds)
             ok = 0;             /* (an event's text is its payload) */
         }
     }
+    Py_END_ALLOW_THREADS
     PyMem_Free(b.poff);
     return PyBool_FromLong(ok);
 }

@@ -14,7 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["canon_ids", "calls_only", "drive", "native_for_calls"]
+__all__ = ["canon_ids", "calls_only", "drive", "native_for_calls", "Verdict"]
 
 
 def canon_ids(symbols: Mapping[int, tuple]) -> dict[int, int] | None:
@@ -76,6 +76,31 @@ def native_for_calls(source, values: bool = False, hits: bool = False, events: b
     else:
         slots = calls_only(source, native.text_ok)
     return None if slots is None else (native, slots)
+
+
+class Verdict:
+    """``native_for_calls(source, ...)`` worked out in a thread of its own while the
+    caller goes on (the blocks' decoding and checks run without the GIL: the browser
+    imports textual meanwhile); ``result()`` waits for it and gives it."""
+
+    def __init__(self, source, **kinds: bool) -> None:
+        import threading
+        self._out = self._error = None
+        self._thread = threading.Thread(target=self._run, args=(source, kinds),
+                                        name="fntrace-verdict", daemon=True)
+        self._thread.start()
+
+    def _run(self, source, kinds: dict) -> None:
+        try:
+            self._out = native_for_calls(source, **kinds)
+        except BaseException as e:      # (the caller's to see, in its own thread)
+            self._error = e
+
+    def result(self):
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._out
 
 
 def drive(walker, source, nslots: int,

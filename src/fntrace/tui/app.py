@@ -21,6 +21,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import ContentSwitcher, DataTable, Footer, Input, ProgressBar, Static
 
 from ..output.source import TraceSource
+from ..output.walk import Verdict
 from .graph import CallGraph
 from .index import COMPLETE, ENTRY_SEEN, HAS_RETVAL, OPEN, FunctionRow, TraceIndex, format_ns, function_rows
 
@@ -72,10 +73,11 @@ class TraceBrowser(App):
         Binding("escape", "back", "back", show=False),
     ]
 
-    def __init__(self, source: TraceSource, fold_depth: int = 2, tick: float = 0.2) -> None:
+    def __init__(self, source: TraceSource, fold_depth: int = 2, tick: float = 0.2,
+                 verdict: Verdict | None = None) -> None:
         super().__init__()
         self.source = source
-        self.index = TraceIndex(source)
+        self.index = TraceIndex(source, verdict=verdict)
         self.fold_depth = fold_depth
         self.tick = tick
         self.cpus = sorted(self.index.threads)

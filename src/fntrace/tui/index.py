@@ -31,6 +31,7 @@ from ..output.entry import (
 )
 from ..output.ftrace_text import function_args_text
 from ..output.source import TraceSource
+from ..output.walk import Verdict
 from .column import CACHE_BYTES, CHUNK_SHIFT, Column, Spill
 
 __all__ = ["FunctionRow", "ThreadIndex", "TraceIndex", "function_rows", "format_ns",
@@ -46,6 +47,9 @@ OPEN = 8         # not closed yet (still being read)
 _BATCH = 4096
 #: The same for the native walk, which reads them about a hundred times as fast.
 _NATIVE_BATCH = 1 << 16
+# what IndexRows reads besides calls: arguments and return values, function hits,
+# markers and events (output/walk.py's native_for_calls)
+_WALKS = {"values": True, "hits": True, "events": True}
 
 
 class ThreadIndex:
@@ -127,8 +131,10 @@ class TraceIndex:
     """Every thread's rows, built by ``build`` (call it in a background thread)."""
 
     def __init__(self, source: TraceSource, cache_bytes: int = CACHE_BYTES,
-                 chunk_shift: int = CHUNK_SHIFT) -> None:
+                 chunk_shift: int = CHUNK_SHIFT, verdict: Verdict | None = None) -> None:
         self.source = source
+        # whether the native walk may read the trace, when already asked (``verdict()``)
+        self._verdict = verdict
         # the rows of every thread: in memory up to cache_bytes, the rest in a file
         self.spill = Spill(cache_bytes, chunk_shift)
         self.names: list[str] = []
@@ -280,6 +286,13 @@ class TraceIndex:
 
     # -- the native twin (_native_read.c's IndexRows) ------------------------------
 
+    @staticmethod
+    def verdict(source: TraceSource) -> Verdict:
+        """Whether the native walk may read ``source`` (every block decoded and checked),
+        asked now in a thread of its own: given to TraceIndex, its first step does not
+        wait for it (``fntrace tui`` asks before it imports textual)."""
+        return Verdict(source, **_WALKS)
+
     def _native_walk(self):
         """The native walk of a trace of calls or function hits (with their arguments
         and return values as text or 64-bit ints, markers and events with their text),
@@ -288,7 +301,8 @@ class TraceIndex:
         from ..output.registry import name_of
         from ..output.walk import drive, native_for_calls
         source = self.source
-        walkable = native_for_calls(source, values=True, hits=True, events=True)
+        walkable = (self._verdict.result() if self._verdict is not None
+                    else native_for_calls(source, **_WALKS))
         if walkable is None:
             return False
         native, slots = walkable
