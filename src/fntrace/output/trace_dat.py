@@ -35,7 +35,9 @@ symbols, threads and events the header lists are known.
 """
 from __future__ import annotations
 
+import os
 import re
+import stat
 import struct
 import tempfile
 from array import array
@@ -194,12 +196,65 @@ class _Pages:
         return b
 
     def put(self, page: bytes) -> int:
+        """Pages (one, or several back to back): the number of the first."""
+        if len(page) % PAGE_SIZE:
+            raise ValueError(f"{len(page)} bytes are not whole pages")
         self.file.write(page)
-        self.npages += 1
-        return self.npages - 1
+        first = self.npages
+        self.npages += len(page) // PAGE_SIZE
+        return first
+
+    def copy_to(self, out, put, page_nos) -> None:
+        """The pages numbered ``page_nos``, in that order, written to ``out`` after
+        what ``put`` wrote there: runs of pages that follow one another in the file (a
+        slot's pages, written a block at a time) copied by the kernel from file to file
+        (os.copy_file_range) when ``out`` is a file, else read and ``put`` a megabyte at
+        a time -- not a page at a time."""
+        f = self.file
+        f.flush()
+        src = f.fileno()
+        dst = _file_fd(out)
+        run = max(1, (1 << 20) // PAGE_SIZE)
+        i, n = 0, len(page_nos)
+        while i < n:
+            first = page_nos[i]
+            j = i + 1
+            while j < n and page_nos[j] == first + (j - i):
+                j += 1
+            at, end = first * PAGE_SIZE, (first + j - i) * PAGE_SIZE
+            while dst is not None and at < end:
+                try:
+                    done = os.copy_file_range(src, dst, end - at, at)
+                except OSError:
+                    done = 0        # (another file system, an old kernel: by hand)
+                if done <= 0:
+                    dst = None
+                at += done
+            while at < end:
+                data = os.pread(src, min(end - at, run * PAGE_SIZE), at)
+                if not data:
+                    raise OSError(f"the pages' scratch file is short at byte {at}")
+                put(data)
+                at += len(data)
+            i = j
 
     def close(self) -> None:
         self.file.close()
+
+
+def _file_fd(out) -> int | None:
+    """The descriptor of a regular file ``out`` writes to, flushed (pages may be
+    copied into it by the kernel from here on); None for anything else."""
+    if not hasattr(os, "copy_file_range"):
+        return None
+    try:
+        fd = out.fileno()
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        out.flush()
+    except (AttributeError, OSError, ValueError):
+        return None
+    return fd
 
 
 class _CpuBuffer:
@@ -642,14 +697,10 @@ class TraceDatExporter(Exporter):
             put(_U64.pack(off) + _U64.pack(size))
         put(_U64.pack(len(clock_text)) + clock_text)
         put(bytes(((pos + PAGE_SIZE - 1) // PAGE_SIZE * PAGE_SIZE) - pos))
-        f = pages.file
         for cpu in range(nr_cpus):
             b = pages.cpus.get(cpu)
-            if b is None:
-                continue
-            for no in b.page_nos:
-                f.seek(no * PAGE_SIZE)
-                put(f.read(PAGE_SIZE))
+            if b is not None:
+                pages.copy_to(out, put, b.page_nos)
 
 
 def _native_pages(source, pages: _Pages, symbols: _Symbols,
@@ -697,9 +748,9 @@ def _native_pages(source, pages: _Pages, symbols: _Symbols,
     touched: list[int] = []
 
     def put(cpu: int, data: bytes) -> None:
-        buf = pages.cpu(cpu)
-        for i in range(0, len(data), PAGE_SIZE):
-            buf.page_nos.append(pages.put(data[i:i + PAGE_SIZE]))
+        # (a block's pages in one write, numbered one after another)
+        first = pages.put(data)
+        pages.cpu(cpu).page_nos.extend(range(first, first + len(data) // PAGE_SIZE))
 
     try:
         for cpu, lost, records, _ibase, payloads in blocks:
