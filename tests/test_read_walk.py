@@ -239,7 +239,7 @@ def spy(*args, **kwargs):
     got = real(*args, **kwargs)
     forked.append(got is not None)
     return got
-real, folded.map_forked = folded.map_forked, spy
+real, parallel.map_forked = parallel.map_forked, spy
 one = folded._walked_stacks(src)
 os.environ["FNTRACE_JOBS"] = "3"        # (forks for a trace of any size)
 out["jobs"] = parallel.workers(len(sizes), sum(sizes))

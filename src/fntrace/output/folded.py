@@ -36,7 +36,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from ..tracefile.parallel import map_forked, workers
 from .calls import CallBuilder
 from .entry import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, LostEvents
 from .registry import Exporter, name_of, register_exporter
@@ -140,6 +139,7 @@ def _walked_stacks(source) -> tuple[dict, int, dict, int] | None:
     from .. import _env
     if _env.native() is None:
         return None
+    from ..tracefile.parallel import map_forked, workers
     # a trace of several processes: its files walked at the same time, the stacks
     # added up (a stack is one thread's, and no thread is in two files)
     sizes = source.part_sizes()
