@@ -61,7 +61,6 @@ def stat_lines(source, args) -> Iterator[str]:
 
     from ..output.filters import filter_entries, native_split
     from ..output.stat import StatCollector, forked_stats, stat_table, walked_stats
-    from ..tracefile.parallel import workers
     from .progress import records_bar
     from .filters import filter_from_args
     from .report import time_in_ns_of, trace_loss_notes
@@ -101,25 +100,21 @@ def stat_lines(source, args) -> Iterator[str]:
                           for c, lost, records, base in blocks)
             return blocks
 
-        tf = source.tf
-        # a trace of several processes: its files walked at the same time
-        sizes = source.part_sizes()
-        nworkers = workers(len(sizes), sum(sizes)) if sizes else 0
-        if nworkers:
-            # (the bar's thread starts once the children are forked)
-            bar = records_bar(source)
-            try:
-                walked = forked_stats(
-                    tf, sizes, nworkers,
-                    lambda part: fed(source.part_record_blocks(part, False, *window)),
-                    per_thread=args.per_thread, on_records=bar and bar.advance)
-            finally:
-                if bar is not None:
-                    bar.close()
+        # a trace of several processes: its files walked at the same time (the bar is
+        # drawn from its first advance: its thread starts once the children are forked)
+        bar = records_bar(source)
+        try:
+            walked = forked_stats(
+                source, lambda part: fed(source.part_record_blocks(part, False, *window)),
+                per_thread=args.per_thread, on_records=bar and bar.advance)
+        finally:
+            if bar is not None:
+                bar.close()
         blocks = None if walked is not None else source.record_blocks(None, False, *window)
         if blocks is not None:
             try:
-                walked = walked_stats(tf, per_thread=args.per_thread, blocks=fed(blocks))
+                walked = walked_stats(source.tf, per_thread=args.per_thread,
+                                      blocks=fed(blocks))
             finally:
                 blocks.close()      # a walk that declined half way: its bar goes
     if walked is not None:

@@ -139,31 +139,29 @@ def _walked_stacks(source) -> tuple[dict, int, dict, int] | None:
     from .. import _env
     if _env.native() is None:
         return None
-    from ..tracefile.parallel import map_forked, workers
+    from ..tracefile.parallel import map_parts
+
     # a trace of several processes: its files walked at the same time, the stacks
     # added up (a stack is one thread's, and no thread is in two files)
-    sizes = source.part_sizes()
-    nworkers = workers(len(sizes), sum(sizes)) if sizes else 0
-    if nworkers:
-        def work(part: int, progress: Callable[[int], None]):
-            blocks = source.part_record_blocks(part)
-            try:
-                return _stacks_of(source.symbols, blocks, progress)
-            finally:
-                blocks.close()
-        parts = map_forked(work, sizes, nworkers)
-        if parts is not None and None not in parts:
-            by_time: dict[tuple[str, ...], int] = {}
-            by_calls: dict[tuple[str, ...], int] = {}
-            incomplete = hits = 0
-            for t, inc, c, h in parts:
-                for stack, n in t.items():
-                    by_time[stack] = by_time.get(stack, 0) + n
-                for stack, n in c.items():
-                    by_calls[stack] = by_calls.get(stack, 0) + n
-                incomplete += inc
-                hits += h
-            return by_time, incomplete, by_calls, hits
+    def work(part: int, progress: Callable[[int], None]):
+        blocks = source.part_record_blocks(part)
+        try:
+            return _stacks_of(source.symbols, blocks, progress)
+        finally:
+            blocks.close()
+    parts = map_parts(source.part_sizes(), work)
+    if parts is not None:
+        by_time: dict[tuple[str, ...], int] = {}
+        by_calls: dict[tuple[str, ...], int] = {}
+        incomplete = hits = 0
+        for t, inc, c, h in parts:
+            for stack, n in t.items():
+                by_time[stack] = by_time.get(stack, 0) + n
+            for stack, n in c.items():
+                by_calls[stack] = by_calls.get(stack, 0) + n
+            incomplete += inc
+            hits += h
+        return by_time, incomplete, by_calls, hits
     blocks = source.record_blocks()
     if blocks is None:
         return None

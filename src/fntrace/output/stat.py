@@ -177,7 +177,8 @@ def walked_stats(tf, *, per_thread: bool = False, blocks: Iterable | None = None
     them, a progress bar's).  None when the native twin is not there
     (FNTRACE_PURE=1) or says its walk of this trace would not be exact (records out
     of time order, values out of its range): the caller walks the entries instead."""
-    out = _walk(tf, per_thread, tf.record_blocks() if blocks is None else blocks)
+    out = _walk(canon_ids(tf.symbols), per_thread,
+                tf.record_blocks() if blocks is None else blocks)
     if out is None:
         return None
     rows, no_return, no_entry = out
@@ -186,13 +187,14 @@ def walked_stats(tf, *, per_thread: bool = False, blocks: Iterable | None = None
              for ip, cpu, hit, time, sq, self_ns, timed in rows], no_return, no_entry)
 
 
-def _walk(tf, per_thread: bool, blocks: Iterable, firsts: bool = False):
-    """StatWalk's answer for these blocks of ``tf`` (``firsts``: each row's first hit
-    too), or None."""
+def _walk(canon: dict[int, int] | None, per_thread: bool, blocks: Iterable,
+          firsts: bool = False):
+    """StatWalk's answer for these blocks (``canon``: canon_ids of the trace's symbols;
+    ``firsts``: each row's first hit too), or None."""
     native = _env.native()
     if native is None:
         return None
-    walk = native.StatWalk(per_thread, canon_ids(tf.symbols))
+    walk = native.StatWalk(per_thread, canon)
     feed = walk.feed
     for cpu, lost, records, ibase in blocks:
         if not feed(cpu, records, lost, ibase):
@@ -200,30 +202,32 @@ def _walk(tf, per_thread: bool, blocks: Iterable, firsts: bool = False):
     return walk.finish(firsts)
 
 
-def forked_stats(tf, sizes: list[int], nworkers: int, blocks_of: Callable[[int], Iterable], *,
-                 per_thread: bool = False, on_records: Callable[[int], None] | None = None
+def forked_stats(source, blocks_of: Callable[[int], Iterable], *, per_thread: bool = False,
+                 on_records: Callable[[int], None] | None = None
                  ) -> tuple[list[FunctionStat], int, int] | None:
-    """``walked_stats`` of a trace of several processes (a TraceSet; ``sizes``: each
-    file's records), each process's blocks (``blocks_of(i)``: the i-th file's, as the
-    caller feeds them) walked in a forked child (tracefile/parallel.py) and the rows
-    added up: a row is one function's (on one thread, and no thread is in two files),
-    first hit where the first of its parts was (the rows' order, as one walk of them
-    all orders them).  None when a child's walk declined or failed: the caller walks
-    the trace itself."""
-    from ..tracefile.parallel import map_forked
+    """``walked_stats`` of a trace of several processes (a TraceSource of a TraceSet),
+    each process's blocks (``blocks_of(i)``: the i-th file's, as the caller feeds them)
+    walked in a forked child (tracefile/parallel.py's map_parts) and the rows added up:
+    a row is one function's (on one thread, and no thread is in two files), first hit
+    where the first of its parts was (the rows' order, as one walk of them all orders
+    them).  None when forking is not worth it, or a child's walk declined or failed:
+    the caller walks the trace itself."""
+    from ..tracefile.parallel import map_parts
     if _env.native() is None:
         return None
+    tf = source.tf
     syms = tf.symbols
+    canon = canon_ids(syms)     # (once, before the children are forked)
 
     def work(part: int, progress: Callable[[int], None]):
         def fed():
             for block in blocks_of(part):
                 progress(len(block[2]) // 32)
                 yield block
-        return _walk(tf, per_thread, fed(), True)
+        return _walk(canon, per_thread, fed(), True)
 
-    parts = map_forked(work, sizes, nworkers, on_records)
-    if parts is None or None in parts:
+    parts = map_parts(source.part_sizes(), work, on_records)
+    if parts is None:
         return None
     # (canonical id, slot) -> [first hit, FunctionStat]
     merged: dict[tuple[int, int | None], list] = {}

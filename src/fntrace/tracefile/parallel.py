@@ -38,7 +38,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["workers", "map_forked"]
+__all__ = ["workers", "map_forked", "map_parts"]
 
 # A trace smaller than this is walked by the caller unless FNTRACE_JOBS asks: a fork
 # and a pickled answer cost about a millisecond, a million records about a tenth of a
@@ -156,6 +156,20 @@ def map_forked(work: Callable[[int, Callable[[int], None]], Any], sizes: Sequenc
     if failed or len(results) != len(sizes):
         return None
     return [results[i] for i in range(len(sizes))]
+
+
+def map_parts(sizes: Sequence[int] | None,
+              work: Callable[[int, Callable[[int], None]], Any],
+              on_records: Callable[[int], None] | None = None) -> list | None:
+    """``map_forked`` of the parts of ``sizes`` records (a trace's files, its
+    ``part_sizes()``) when forking is worth it (``workers``), with every part's answer;
+    None when it is not (one file, a small trace, other threads running), or a child
+    failed or answered None: the caller walks the trace itself."""
+    n = workers(len(sizes), sum(sizes)) if sizes else 0
+    if not n:
+        return None
+    out = map_forked(work, sizes, n, on_records)
+    return None if out is None or None in out else out
 
 
 def _child(work: Callable[[int, Callable[[int], None]], Any], share: list[int],
