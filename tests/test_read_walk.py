@@ -554,7 +554,11 @@ def test_native_parquet_with_events_is_the_python_loop(tmp_path_factory, slots, 
     native, python = export_both(path, "parquet", {})
     assert native == python
     src = TraceSource(TraceFile.open(path))
-    assert parquet._native_columns(src, lambda cpu: src.pid, src.places(), {}, 7) is not None
+    counts: dict = {}
+    assert parquet._native_columns(src, lambda cpu: src.pid, src.places(), counts, 7) \
+        is not None
+    list(parquet.record_batches(src, counts, 7))
+    assert "declined" not in counts
     rows = pq.read_table(io.BytesIO(native[0])).to_pylist()
     switches = sum(1 for chunks in slots.values() for _, recs in chunks for r in recs
                    if r[1] == TRACE_EVENT and r[7].startswith("asyncio:task_switch\0"))
@@ -582,7 +586,11 @@ def test_native_parquet_of_function_hits_is_the_python_loop(tmp_path_factory, sl
     assert native == python
     # the native walk made it
     src = TraceSource(TraceFile.open(path))
-    assert parquet._native_columns(src, lambda cpu: src.pid, src.places(), {}, 7) is not None
+    counts: dict = {}
+    assert parquet._native_columns(src, lambda cpu: src.pid, src.places(), counts, 7) \
+        is not None
+    list(parquet.record_batches(src, counts, 7))
+    assert "declined" not in counts
     if hasattr(pa.RecordBatchReader, "from_stream"):
         class Stream:
             def __arrow_c_stream__(self, requested_schema=None):
@@ -590,6 +598,65 @@ def test_native_parquet_of_function_hits_is_the_python_loop(tmp_path_factory, sl
         got = pa.RecordBatchReader.from_stream(Stream()).read_all()
         import pyarrow.parquet as pq
         assert got.to_pylist() == pq.read_table(io.BytesIO(python[0])).to_pylist()
+
+
+@st.composite
+def stacks_later(draw):
+    """A trace of calls whose later chunks hold stack traces (TRACE_STACK, the text in
+    its payload): blocks CallRows declines after it made rows of the earlier ones."""
+    slots = draw(st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJFPX"),
+                                 min_size=1, max_size=3))
+    out = {}
+    for cpu, chunks in slots.items():
+        chunks = list(chunks)
+        if chunks and draw(st.booleans()):
+            lost, recs = chunks[-1]
+            at = draw(st.integers(0, len(recs)))
+            ts = recs[at - 1][0] if at else 1
+            stack = (ts, TRACE_STACK, TF_HAS_PAYLOAD, 0, 0, 0, 0,
+                     draw(st.sampled_from(["a\nb", "stack", "f (x.py:1)"])))
+            chunks[-1] = (lost, recs[:at] + [stack] + recs[at:])
+        out[cpu] = chunks
+    return out
+
+
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@given(slots=stacks_later(), batch=st.sampled_from([1, 3, 7, 64]))
+def test_parquet_walk_declines_a_block_and_the_python_twin_goes_on(tmp_path_factory, slots,
+                                                                     batch):
+    """No pass over the trace before the walk: CallRows looks at each block as it is
+    fed, and a block it does not take (a stack trace) hands the rest of the table to the
+    Python loop, whose batches already made are left out.  The batches, and the Arrow
+    stream sql reads, are the Python loop's from the first row to the last."""
+    import pyarrow as pa
+
+    from fntrace.output import parquet
+    from fntrace.output.source import TraceSource
+    path = tmp_path_factory.mktemp("decline") / "t.dat"
+    write(path, slots)
+    src = TraceSource(TraceFile.open(path))
+    pid_of = lambda cpu: src.pid  # noqa: E731
+    want_counts: dict = {}
+    want = list(parquet._python_batches(src, want_counts, batch, pid_of, src.places()))
+    got_counts: dict = {}
+    got = list(parquet.record_batches(src, got_counts, batch))
+    assert [b.num_rows for b in got] == [b.num_rows for b in want]
+    assert [b.to_pylist() for b in got] == [b.to_pylist() for b in want]
+    has_stack = any(r[1] == TRACE_STACK for chunks in slots.values() for _, recs in chunks
+                    for r in recs)
+    assert ("declined" in got_counts) == has_stack
+    assert {k: v for k, v in got_counts.items() if k != "declined"} == want_counts
+    if hasattr(pa.RecordBatchReader, "from_stream"):
+        for columns in (None, ("kind", "function", "dur", "args", "stack")):
+            class Stream:
+                def __arrow_c_stream__(self, requested_schema=None):
+                    return parquet.column_stream(src, None, batch, None, columns)
+            table = pa.RecordBatchReader.from_stream(Stream()).read_all()
+            names = [n for n, _ in parquet.COLUMNS if columns is None or n in columns]
+            assert table.column_names == names
+            assert table.to_pylist() == [{k: r[k] for k in names}
+                                         for b in want for r in b.to_pylist()]
 
 
 @needs_native

@@ -222,6 +222,19 @@ typedef struct {
 static inline uint64_t
 get_uv(ibuf *in)
 {
+    /* most of a trace's varints (ids, depths, small time steps) are one or two bytes */
+    if (in->pos + 1 < in->size) {
+        unsigned b0 = in->p[in->pos];
+        if (b0 < 0x80) {
+            in->pos++;
+            return b0;
+        }
+        unsigned b1 = in->p[in->pos + 1];
+        if (b1 < 0x80) {
+            in->pos += 2;
+            return (b0 & 0x7F) | ((uint64_t)b1 << 7);
+        }
+    }
     uint64_t v = 0;
     int shift = 0;
     for (;;) {

@@ -18,11 +18,12 @@
  *
  * With ``on_event`` (a trace with markers and events: an asyncio program's task
  * switches) each marker and event is a row when it is read, its path [EVENT_PATH or
- * MARKER_PATH, the name's id] and its text in the args column.  ``on_event(marker,
- * payload)`` -> (the name's id, the Task it switches to: -1 when it is no task switch,
- * 0 outside any Task, else the Task's id) is asked of the caller, which keeps the
- * names and says what a task switch is.  Each row's task (int32, 0: none) is the one
- * its slot's switches say was running at the row's time (SwitchPoints.at).
+ * MARKER_PATH, the name's id] and its text in the args column (made with ``values``
+ * only).  ``on_event(marker, payload)`` -> (the name's id, the Task it switches to:
+ * -1 when it is no task switch, 0 outside any Task, else the Task's id) is asked of
+ * the caller, which keeps the names and says what a task switch is.  Each row's task
+ * (int32, 0: none) is the one its slot's switches say was running at the row's time
+ * (SwitchPoints.at).
  */
 #define EVENT_PATH (UINT32_MAX - 1)
 #define MARKER_PATH (UINT32_MAX - 2)
@@ -55,6 +56,7 @@ typedef struct {
     strcol_t c_args, c_ret;
     Py_ssize_t nrows, caprows;
     int done, finished;
+    int declined;           /* a record it does not take was read: it reads no more */
     long long lost;
     uint64_t incomplete;
     PyObject *on_event;     /* NULL: the trace has no events */
@@ -180,8 +182,8 @@ cr_event(CallRows *c, Py_ssize_t slot, const record_t *r, const pvalue_t *v)
     t.len = tlen;
     pvalue_t none = {0};
     Py_ssize_t i = c->nrows;
-    if (strcol_put(&c->c_args, i, 0, NULL, 0, &t) < 0
-            || strcol_put(&c->c_ret, i, 0, NULL, 0, &none) < 0)
+    if (c->values && (strcol_put(&c->c_args, i, 0, NULL, 0, &t) < 0
+                      || strcol_put(&c->c_ret, i, 0, NULL, 0, &none) < 0))
         return -1;
     c->nrows++;
     c->c_slot[i] = (int32_t)slot;
@@ -336,10 +338,48 @@ cr_batch(CallRows *c, Py_ssize_t n)
     return out;
 }
 
+/* Whether the walk takes record ``r`` (calls_hits_ok's rules, looked at as it is
+ * read: no pass over the trace first): a time below 2**62; graph entries and returns
+ * at depths up to 65536, a return no earlier than its call; hits; markers and events
+ * with their text.  A value (``v``, when the walk takes values; an event's always) is
+ * UTF-8 text, or a return's int. */
+static inline int
+cr_takes(const record_t *r, const pvalue_t *v)
+{
+    if (r->ts >= ((uint64_t)1 << 62))
+        return 0;
+    switch (r->type) {
+    case FNT_TRACE_GRAPH_RET:
+        if (r->d > r->ts)
+            return 0;
+        /* fall through */
+    case FNT_TRACE_GRAPH_ENT:
+        if (r->b > (1u << 16))
+            return 0;
+        break;
+    case FNT_TRACE_FN:
+        break;
+    case FNT_TRACE_EVENT:
+    case FNT_TRACE_PRINT:
+        if (!v->has || v->kind != PAY_STR)
+            return 0;
+        break;
+    default:
+        return 0;
+    }
+    if (!v->has)
+        return 1;
+    if (v->kind == PAY_STR)
+        return utf8_ok((const unsigned char *)v->s, v->len);
+    return v->kind == PAY_INT && r->type == FNT_TRACE_GRAPH_RET;
+}
+
 /* step() -> (batch or None, need): a batch of ``rows`` rows each time that many have
  * been made (the last one shorter), as (n, slot, ts, dur, self_dur, depth, path,
  * complete, args, retval, task) buffers -- write_parquet's row groups; need: the slot
- * to feed before more (-1: none); (None, -1): done */
+ * to feed before more (-1: none); (None, -1): done; (None, -2): a record it does not
+ * take (cr_takes) was read -- it reads no more, and the rows made since the last
+ * batch are the caller's Python twin's to make again */
 static PyObject *
 cr_step(CallRows *c, PyObject *unused)
 {
@@ -378,14 +418,18 @@ cr_step(CallRows *c, PyObject *unused)
         if (canon_lookup(c->canon, &cid) < 0)
             return NULL;
         int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;
-        pvalue_t v = record_value(&c->m, best, &r, c->values);
-        if (r.type == FNT_TRACE_EVENT || r.type == FNT_TRACE_PRINT) {
+        int event = r.type == FNT_TRACE_EVENT || r.type == FNT_TRACE_PRINT;
+        pvalue_t v = record_value(&c->m, best, &r, c->values || event);
+        if (!cr_takes(&r, &v)) {
+            c->declined = 1;
+            return Py_BuildValue("(On)", Py_None, (Py_ssize_t)-2);
+        }
+        if (event) {
             if (c->on_event == NULL) {
                 PyErr_SetString(PyExc_ValueError, "CallRows: an event, and no on_event");
                 return NULL;
             }
-            pvalue_t ev = record_value(&c->m, best, &r, 1);
-            if (cr_event(c, best, &r, &ev) < 0)
+            if (cr_event(c, best, &r, &v) < 0)
                 return NULL;
             continue;
         }
@@ -416,7 +460,31 @@ cr_step(CallRows *c, PyObject *unused)
 static PyObject *
 cr_feed(CallRows *c, PyObject *const *args, Py_ssize_t nargs)
 {
-    return merge_feed(&c->m, args, nargs, &c->lost);
+    if (c->declined) {
+        PyErr_SetString(PyExc_ValueError, "CallRows: fed after it declined a record");
+        return NULL;
+    }
+    /* payloads the walk cannot index (damage the checksum missed): declined, for the
+     * Python twin to say what it makes of them */
+    if (nargs == 5 && PyBytes_Check(args[2]) && PyBytes_Check(args[4])
+            && PyBytes_GET_SIZE(args[4])) {
+        Py_ssize_t n = PyBytes_GET_SIZE(args[2]) / FNT_RECORD_SIZE;
+        int32_t *poff = PyMem_Malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+        if (poff == NULL)
+            return PyErr_NoMemory();
+        int bad = pay_index((const unsigned char *)PyBytes_AS_STRING(args[4]),
+                            PyBytes_GET_SIZE(args[4]), n, poff) < 0;
+        PyMem_Free(poff);
+        if (bad) {
+            c->declined = 1;
+            Py_RETURN_FALSE;
+        }
+    }
+    PyObject *r = merge_feed(&c->m, args, nargs, &c->lost);
+    if (r == NULL)
+        return NULL;
+    Py_DECREF(r);
+    Py_RETURN_TRUE;
 }
 
 /* paths(first) -> [(parent, id)] of paths first, first + 1, ... (path k: item k - first) */
@@ -468,10 +536,6 @@ cr_init(CallRows *c, PyObject *args, PyObject *kw)
     if (on_event != Py_None) {
         if (!PyCallable_Check(on_event)) {
             PyErr_SetString(PyExc_TypeError, "CallRows: on_event is callable or None");
-            return -1;
-        }
-        if (!values) {
-            PyErr_SetString(PyExc_ValueError, "CallRows: on_event needs values (the text)");
             return -1;
         }
         c->sw = PyMem_Calloc((size_t)(nslots ? nslots : 1), sizeof(switches_t));
@@ -531,9 +595,11 @@ cr_dealloc(CallRows *c)
 
 static PyMethodDef cr_methods[] = {
     {"feed", (PyCFunction)(void (*)(void))cr_feed, METH_FASTCALL,
-     "feed(cpu[, lost, records, ibase]): a slot's next block, or that it has no more"},
+     "feed(cpu[, lost, records, ibase[, payloads]]) -> bool: a slot's next block, or that "
+     "it has no more; False: payloads it cannot read (the walk stops)"},
     {"step", (PyCFunction)cr_step, METH_NOARGS,
-     "step() -> (batch or None, need): a batch of rows, and the slot to feed (-1: none)"},
+     "step() -> (batch or None, need): a batch of rows, and the slot to feed (-1: none; "
+     "-2: a record it does not take was read)"},
     {"paths", (PyCFunction)cr_paths, METH_O,
      "paths(first) -> [(parent, id)]: the call paths from path ``first`` on"},
     {"counts", (PyCFunction)cr_counts, METH_NOARGS,

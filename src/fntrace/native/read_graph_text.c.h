@@ -552,29 +552,27 @@ utf8_ok(const unsigned char *s, Py_ssize_t n)
 #define OK_HITS 2            /* function tracer hits */
 #define OK_EVENTS 4          /* markers and events, with their text */
 
-static PyObject *
-calls_ok(PyObject *const *args, Py_ssize_t nargs, int kinds)
+/* 1 when every record of a block (``n`` records, its payloads ``pay``: bytes, maybe
+ * empty, or NULL: none) is one a walk of ``kinds`` takes, 0 when one is not, -1 (an
+ * exception) when memory runs out */
+static int
+block_ok(const record_t *rec, Py_ssize_t n, PyObject *pay, int kinds)
 {
     int hits = kinds & OK_HITS, events = kinds & OK_EVENTS;
-    if (nargs != 2 || !PyBytes_Check(args[0]) || !PyBytes_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "graph_text_ok(records: bytes, payloads: bytes)");
-        return NULL;
-    }
-    Py_ssize_t n = PyBytes_GET_SIZE(args[0]) / FNT_RECORD_SIZE;
-    if (PyBytes_GET_SIZE(args[0]) % FNT_RECORD_SIZE)
-        Py_RETURN_FALSE;
     gblock_t b = {0};
-    b.rec = (const record_t *)PyBytes_AS_STRING(args[0]);
+    b.rec = rec;
     b.n = n;
-    if (PyBytes_GET_SIZE(args[1])) {
+    if (pay != NULL && PyBytes_GET_SIZE(pay)) {
         b.poff = PyMem_Malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
-        if (b.poff == NULL)
-            return PyErr_NoMemory();
-        b.pay = args[1];
-        if (pay_index((const unsigned char *)PyBytes_AS_STRING(args[1]),
-                      PyBytes_GET_SIZE(args[1]), n, b.poff) < 0) {
+        if (b.poff == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        b.pay = pay;
+        if (pay_index((const unsigned char *)PyBytes_AS_STRING(pay),
+                      PyBytes_GET_SIZE(pay), n, b.poff) < 0) {
             PyMem_Free(b.poff);
-            Py_RETURN_FALSE;
+            return 0;
         }
     }
     int ok = 1;
@@ -599,7 +597,7 @@ calls_ok(PyObject *const *args, Py_ssize_t nargs, int kinds)
         const char *s = NULL;
         Py_ssize_t len = 0;
         int64_t iv;
-        if (ok && pay_get(&b, i, &r, &kind, &s, &len, &iv)) {
+        if (ok && (r.flags & FNT_HAS_PAYLOAD) && pay_get(&b, i, &r, &kind, &s, &len, &iv)) {
             if (kind == PAY_STR)
                 ok = utf8_ok((const unsigned char *)s, len);
             else
@@ -610,7 +608,21 @@ calls_ok(PyObject *const *args, Py_ssize_t nargs, int kinds)
     }
     Py_END_ALLOW_THREADS
     PyMem_Free(b.poff);
-    return PyBool_FromLong(ok);
+    return ok;
+}
+
+static PyObject *
+calls_ok(PyObject *const *args, Py_ssize_t nargs, int kinds)
+{
+    if (nargs != 2 || !PyBytes_Check(args[0]) || !PyBytes_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "graph_text_ok(records: bytes, payloads: bytes)");
+        return NULL;
+    }
+    if (PyBytes_GET_SIZE(args[0]) % FNT_RECORD_SIZE)
+        Py_RETURN_FALSE;
+    int ok = block_ok((const record_t *)PyBytes_AS_STRING(args[0]),
+                      PyBytes_GET_SIZE(args[0]) / FNT_RECORD_SIZE, args[1], kinds);
+    return ok < 0 ? NULL : PyBool_FromLong(ok);
 }
 
 static PyObject *

@@ -31,10 +31,14 @@ typedef struct {
     int64_t cdepth;         /* GraphText: the depth a comment is indented under */
 } gslot_t;
 
-/* the slots of a time-ordered walk, their blocks fed as it asks */
+/* the slots of a time-ordered walk, their blocks fed as it asks; ``run``: the slot
+ * picked last (-1: none), which goes on being picked without a look at the others
+ * while its next record is before (run_ts, run_next), the least of theirs */
 typedef struct {
     gslot_t *slots;
     Py_ssize_t nslots;
+    Py_ssize_t run, run_next;
+    uint64_t run_ts;
 } merge_t;
 
 typedef struct {
@@ -306,6 +310,7 @@ merge_init(merge_t *m, Py_ssize_t nslots)
         return -1;
     }
     m->nslots = nslots;
+    m->run = -1;
     return 0;
 }
 
@@ -457,6 +462,7 @@ merge_feed(merge_t *m, PyObject *const *args, Py_ssize_t nargs, long long *lost_
         PyErr_SetString(PyExc_ValueError, "feed: not a slot of this trace");
         return NULL;
     }
+    m->run = -1;
     gslot_t *s = &m->slots[cpu];
     if (nargs == 1) {
         s->eof = 1;
@@ -521,12 +527,42 @@ merge_feed(merge_t *m, PyObject *const *args, Py_ssize_t nargs, long long *lost_
 
 /* heapq.merge's choice: the slot of the least (time, slot) among the slots' next
  * records.  1: ``*best`` is it; 0: every slot is read; -1: slot ``*need`` must be fed
- * first; -2: an exception */
-static int
+ * first; -2: an exception.
+ *
+ * The slot picked keeps being picked while its next record, in the block being read,
+ * comes before the others' next ones (which nothing but a pick or a feed moves): one
+ * comparison a record instead of a look at every slot -- a thread's run of calls
+ * between two of another thread's is read at the speed of a single slot. */
+static __attribute__((noinline)) int merge_pick_all(merge_t *m, Py_ssize_t *best,
+                                                   Py_ssize_t *need);
+
+static inline int
 merge_pick(merge_t *m, Py_ssize_t *best, Py_ssize_t *need)
 {
-    Py_ssize_t found = -1;
-    uint64_t best_ts = 0;
+    if (m->run >= 0) {
+        gslot_t *g = &m->slots[m->run];
+        if (g->n) {
+            gblock_t *b = &g->q[g->head];
+            /* (pos 0: a block's first record may carry a loss, slot_next's to note) */
+            if (b->pos > 0 && b->pos < b->n) {
+                uint64_t ts = b->rec[b->pos].ts;
+                if (ts < m->run_ts || (ts == m->run_ts && m->run < m->run_next)) {
+                    *best = m->run;
+                    return 1;
+                }
+            }
+        }
+    }
+    return merge_pick_all(m, best, need);
+}
+
+/* merge_pick's look at every slot */
+static __attribute__((noinline)) int
+merge_pick_all(merge_t *m, Py_ssize_t *best, Py_ssize_t *need)
+{
+    m->run = -1;
+    Py_ssize_t found = -1, second = -1;
+    uint64_t best_ts = 0, second_ts = 0;
     for (Py_ssize_t k = 0; k < m->nslots; k++) {
         gblock_t *b;
         int r = slot_next(&m->slots[k], &b);
@@ -540,13 +576,22 @@ merge_pick(merge_t *m, Py_ssize_t *best, Py_ssize_t *need)
             continue;
         uint64_t ts = b->rec[b->pos].ts;
         if (found < 0 || ts < best_ts) {
+            second = found;
+            second_ts = best_ts;
             found = k;
             best_ts = ts;
+        }
+        else if (second < 0 || ts < second_ts) {
+            second = k;
+            second_ts = ts;
         }
     }
     if (found < 0)
         return 0;
     *best = found;
+    m->run = found;
+    m->run_ts = second < 0 ? UINT64_MAX : second_ts;
+    m->run_next = second < 0 ? m->nslots : second;
     return 1;
 }
 
@@ -554,12 +599,14 @@ merge_pick(merge_t *m, Py_ssize_t *best, Py_ssize_t *need)
  * its id, the block's base added), 0 every slot is read, -1 slot ``*need`` must be fed
  * first, -2 an exception.  The loss notes met on the way stay queued on the slot
  * (``nmarks``) for the walk, which says where they go. */
-static int
+static inline int
 merge_next(merge_t *m, Py_ssize_t *slot, Py_ssize_t *need, record_t *r, uint32_t *id)
 {
     int picked = merge_pick(m, slot, need);
-    if (picked != 1)
+    if (picked != 1) {
+        *id = 0;                /* (never read: for the compiler that cannot tell) */
         return picked;
+    }
     gslot_t *g = &m->slots[*slot];
     gblock_t *b = &g->q[g->head];
     memcpy(r, &b->rec[b->pos], sizeof(*r));

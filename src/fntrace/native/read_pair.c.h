@@ -69,6 +69,7 @@ typedef struct {
     pair_emit_fn emit;
     void *ctx;
     pvalue_t ret;           /* the value of the return pair_return is given next */
+    Py_ssize_t nopen;       /* frames open on all the slots */
 } pair_t;
 
 static int
@@ -113,10 +114,7 @@ pair_top(pair_t *p, Py_ssize_t slot)
 static inline Py_ssize_t
 pair_open(const pair_t *p)
 {
-    Py_ssize_t n = 0;
-    for (Py_ssize_t k = 0; k < p->nslots; k++)
-        n += p->s[k].n;
-    return n;
+    return p->nopen;
 }
 
 /* CallBuilder._close_deeper: every open frame at ``depth`` or deeper, incomplete at ts */
@@ -126,6 +124,7 @@ pair_close_deeper(pair_t *p, Py_ssize_t slot, int64_t depth, int64_t ts)
     pair_slot_t *s = &p->s[slot];
     while (s->n && s->st[s->n - 1].depth >= depth) {
         call_frame_t f = s->st[--s->n];
+        p->nopen--;
         int64_t dur = ts - f.start;
         if (dur < 0)
             dur = 0;
@@ -193,6 +192,7 @@ pair_push(pair_t *p, Py_ssize_t slot, uint32_t id, uint32_t cid, int64_t depth, 
         s->cap = cap;
     }
     call_frame_t *f = &s->st[s->n++];
+    p->nopen++;
     f->id = id;
     f->cid = cid;
     f->path = path;
@@ -236,6 +236,7 @@ pair_return(pair_t *p, Py_ssize_t slot, uint32_t id, uint32_t cid, int64_t depth
     char *args = NULL;
     if (s->n && s->st[s->n - 1].depth == depth && s->st[s->n - 1].cid == cid) {
         call_frame_t f = s->st[--s->n];
+        p->nopen--;
         int64_t start = f.start <= ts ? f.start : calltime;
         dur = ts - start;
         int64_t self = dur - f.children;
@@ -273,10 +274,12 @@ pair_finish(pair_t *p)
 
 /* CallBuilder fed the LostEvents queued on a slot of the merge: each closes what is
  * open (the walks that pair with losses: CallRows, OtlpCalls) */
-static int
+static inline int
 pair_marks(pair_t *p, merge_t *m, Py_ssize_t slot)
 {
     gslot_t *g = &m->slots[slot];
+    if (g->nmarks == 0)         /* (every record of a walk asks) */
+        return 0;
     for (Py_ssize_t i = 0; i < g->nmarks; i++)
         if (pair_lost(p, slot) < 0)
             return -1;

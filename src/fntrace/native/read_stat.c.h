@@ -63,9 +63,11 @@ typedef struct {
     int64_t first_cpu;
 } row_t;
 
-/* Call paths: path 0 is the empty one, path k (k >= 1) is path parent[k] then func[k] */
+/* Call paths: path 0 is the empty one, path k (k >= 1) is path parent[k] then func[k].
+ * ``last[k]``: the path last found under path k (0: none yet) -- a loop calls the same
+ * function from the same place again and again, and is answered without the table. */
 typedef struct {
-    uint32_t *parent, *func;
+    uint32_t *parent, *func, *last;
     Py_ssize_t n, cap;          /* paths 1..n */
     Py_ssize_t *table;          /* open addressing by (parent, func): path, 0 empty */
     Py_ssize_t tcap;
@@ -180,8 +182,25 @@ row_of(StatWalk *w, uint32_t func, int64_t cpu, uint64_t ts, uint64_t seq)
 
 /* the path ``parent`` then ``func``, made when first seen; 0 and an exception when
  * memory runs out */
-static uint32_t
+static uint32_t trie_find(trie_t *t, uint32_t parent, uint32_t func);
+
+static inline uint32_t
 trie_path(trie_t *t, uint32_t parent, uint32_t func)
+{
+    if ((Py_ssize_t)parent <= t->n && t->last != NULL) {
+        uint32_t k = t->last[parent];
+        if (k && t->func[k] == func)
+            return k;
+    }
+    uint32_t k = trie_find(t, parent, func);
+    if (k && (Py_ssize_t)parent <= t->n)
+        t->last[parent] = k;
+    return k;
+}
+
+/* trie_path by the table (the path made when first seen) */
+static uint32_t
+trie_find(trie_t *t, uint32_t parent, uint32_t func)
 {
     uint64_t key = ((uint64_t)parent << 32) | func;
     if ((t->n + 1) * 2 >= t->tcap) {
@@ -227,11 +246,20 @@ trie_path(trie_t *t, uint32_t parent, uint32_t func)
             return 0;
         }
         t->func = f;
+        uint32_t *l = PyMem_Realloc(t->last, (size_t)cap * sizeof(uint32_t));
+        if (l == NULL) {
+            PyErr_NoMemory();
+            return 0;
+        }
+        if (t->last == NULL)
+            l[0] = 0;
+        t->last = l;
         t->cap = cap;
     }
     Py_ssize_t i = ++t->n;
     t->parent[i] = parent;
     t->func[i] = func;
+    t->last[i] = 0;
     t->table[h] = i;
     return (uint32_t)i;
 }
@@ -241,6 +269,7 @@ trie_free(trie_t *t)
 {
     PyMem_Free(t->parent);
     PyMem_Free(t->func);
+    PyMem_Free(t->last);
     PyMem_Free(t->table);
 }
 
@@ -343,11 +372,18 @@ slot_of(StatWalk *w, Py_ssize_t cpu)
 
 /* ``*id`` made the id its name is walked under (``canon``: id -> id for the ids that
  * share a name with another, or NULL when none do) */
-static int
+static int canon_find(PyObject *canon, uint32_t *id);
+
+static inline int
 canon_lookup(PyObject *canon, uint32_t *id)
 {
-    if (canon == NULL)
-        return 0;
+    return canon == NULL ? 0 : canon_find(canon, id);
+}
+
+/* canon_lookup's look in the dict (every record of a walk asks: most traces have none) */
+static int
+canon_find(PyObject *canon, uint32_t *id)
+{
     PyObject *k = PyLong_FromUnsignedLong(*id);
     if (k == NULL)
         return -1;

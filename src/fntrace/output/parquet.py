@@ -45,7 +45,7 @@ from __future__ import annotations
 import os
 import sys
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 
 from .calls import Call, CallBuilder
 from .entry import (
@@ -55,11 +55,12 @@ from .entry import (
 from .ftrace_text import function_args_text
 from .registry import Exporter, name_of, register_exporter
 from .task_view import EVENT as TASK_EVENT, SwitchPoints, task_of_text
+from ..errors import TraceFileError
 from ..ring_buffer import text_parts
 from ..tracefile.blocks import dec_text
 
 __all__ = ["ParquetExporter", "COLUMNS", "ROW_GROUP", "module_of", "write_parquet",
-           "record_batches", "native_walkable",
+           "record_batches", "native_walkable", "column_stream", "table_schema",
            "use_returning_pool"]
 
 ROW_GROUP = 65_536
@@ -229,15 +230,22 @@ def write_parquet(source, out) -> dict:
     return counts
 
 
-def record_batches(source, counts: dict | None = None, batch_rows: int = ROW_GROUP
-                   ) -> Iterator:
+def record_batches(source, counts: dict | None = None, batch_rows: int = ROW_GROUP,
+                   columns: Collection[str] | None = None) -> Iterator:
     """The table of ``source`` (a TraceSource) as pyarrow record batches of ``batch_rows``
     rows (the last one shorter), made as the trace is read: what write_parquet writes,
     and what ``fntrace sql`` scans.  At the end ``counts`` holds {"rows", "lost",
     "incomplete"}.  The string columns come dictionary-encoded, each batch with its
     own dictionaries, values in the order they first come in it (as a Parquet writer
-    would encode them), in ``schema(dictionary=True)``."""
+    would encode them), in ``schema(dictionary=True)``; ``columns``: those columns
+    only, in ``table_schema(columns)``."""
     counts = {} if counts is None else counts
+    if columns is not None:
+        keep = _keep(columns)
+        names = [COLUMNS[i][0] for i in keep]
+        for batch in record_batches(source, counts, batch_rows):
+            yield batch.select(names)
+        return
     sch = schema(dictionary=True)
     pid_of = getattr(source, "process_of", lambda cpu: source.pid)
     where = source.places()
@@ -245,6 +253,14 @@ def record_batches(source, counts: dict | None = None, batch_rows: int = ROW_GRO
     if walked is not None:
         yield from _arrow_batches(walked, sch)
         return
+    yield from _python_batches(source, counts, batch_rows, pid_of, where)
+
+
+def _python_batches(source, counts: dict, batch_rows: int, pid_of, where: dict
+                    ) -> Iterator:
+    """record_batches' loop over the entries: the Python twin of CallRows, and the
+    reference."""
+    sch = schema(dictionary=True)
     cols = _Columns(sch, pid_of, where, batch_rows)
     ready = cols.ready
     builder = CallBuilder()
@@ -290,20 +306,64 @@ def record_batches(source, counts: dict | None = None, batch_rows: int = ROW_GRO
 
 
 def column_stream(source, counts: dict | None = None, batch_rows: int = ROW_GROUP,
-                  walkable: tuple | None = None):
+                  walkable: tuple | None = None, columns: Collection[str] | None = None):
     """record_batches' table as an Arrow C stream (a PyCapsule, what
     ``__arrow_c_stream__`` returns), made natively with no pyarrow loaded (``fntrace
     sql``: DuckDB takes it as it is); None when no native walk reads ``source``.
-    ``walkable``: what walk.native_for_calls said of this trace before (it reads the
-    whole trace to say it)."""
+    ``walkable``: what native_walkable said of this source before.  ``columns``: the table's columns to make (a query's; in
+    the table's order), None for all: a column left out costs nothing, the walk
+    makes neither its buffers nor its strings."""
     counts = {} if counts is None else counts
     pid_of = getattr(source, "process_of", lambda cpu: source.pid)
-    walked = _native_columns(source, pid_of, source.places(), counts, batch_rows, walkable)
+    keep = _keep(columns)
+    walked = _native_columns(source, pid_of, source.places(), counts, batch_rows, walkable,
+                             keep)
     if walked is None:
         return None
     from .. import _env
-    return _env.native().arrow_stream(tuple(n for n, _ in COLUMNS), _KINDS,
-                                      lambda: next(walked, None))
+    kinds = "".join(_KINDS[i] for i in keep)
+
+    def next_batch():
+        item = next(walked, None)
+        # (the Python twin's pyarrow batch, once the walk declined a block)
+        return item if item is None or isinstance(item, tuple) else _buffers_of(item, kinds)
+    return _env.native().arrow_stream(tuple(COLUMNS[i][0] for i in keep), kinds,
+                                      next_batch)
+
+
+def _buffers_of(batch, kinds: str) -> tuple[int, tuple]:
+    """A pyarrow RecordBatch as arrow_stream's (n, columns): its arrays' own buffers
+    (whole batches, never slices: their arrays start at 0)."""
+    cols: list[tuple] = []
+    for kind, arr in zip(kinds, batch.columns):
+        if arr.offset:
+            raise ValueError("a slice of a batch, where whole batches are made")
+        if kind == "d":
+            valid, idx = arr.indices.buffers()
+            _, offsets, data = arr.dictionary.buffers()
+            cols.append((valid, idx, offsets[:4 * (len(arr.dictionary) + 1)],
+                         b"" if data is None else data))
+        else:
+            cols.append(tuple(arr.buffers()))
+    return batch.num_rows, tuple(cols)
+
+
+def _keep(columns: Collection[str] | None) -> tuple[int, ...]:
+    """The indices in COLUMNS of ``columns`` (None: all), in the table's order."""
+    if columns is None:
+        return tuple(range(len(COLUMNS)))
+    wanted = set(columns)
+    unknown = wanted - {n for n, _ in COLUMNS}
+    if unknown:
+        raise ValueError(f"no such column: {', '.join(sorted(unknown))}")
+    return tuple(i for i, (n, _) in enumerate(COLUMNS) if n in wanted)
+
+
+def table_schema(columns: Collection[str] | None = None):
+    """schema(dictionary=True) of ``columns`` only (None: all), in the table's order."""
+    import pyarrow as pa
+    sch = schema(dictionary=True)
+    return pa.schema([sch.field(i) for i in _keep(columns)])
 
 
 # the columns as arrow_stream and _arrow_batches take them: l int64, i int32, b bool,
@@ -313,11 +373,16 @@ _KINDS = "".join({"string": "d", "int64": "l", "int32": "i", "bool_": "b"}[typ]
 
 
 def _arrow_batches(walked: Iterator, sch) -> Iterator:
-    """pyarrow record batches of the native walk's (n, columns) buffers."""
+    """pyarrow record batches of the native walk's (n, columns) buffers (or, after
+    it declined, the Python twin's batches)."""
     import pyarrow as pa
     types = [sch.field(i).type for i in range(len(COLUMNS))]
     string = pa.string()
-    for n, cols in walked:
+    for item in walked:
+        if isinstance(item, pa.RecordBatch):
+            yield item
+            continue
+        n, cols = item
         arrays = []
         for kind, typ, col in zip(_KINDS, types, cols):
             valid = None if col[0] is None else pa.py_buffer(col[0])
@@ -332,24 +397,38 @@ def _arrow_batches(walked: Iterator, sch) -> Iterator:
 
 
 def native_walkable(source) -> tuple | None:
-    """What CallRows reads (walk.native_for_calls: calls with their values, hits,
-    markers and events): (the native module, the slots), or None."""
-    from .walk import native_for_calls
-    return native_for_calls(source, values=True, hits=True, events=True)
+    """(the native module, the thread slots) when CallRows may walk ``source``: the
+    twin is built and the source's entries are read from a file's blocks; else None.
+    Nothing is read to say so: CallRows looks at each block as it is fed (what
+    walk.native_for_calls would say of it: calls with their values, hits, markers and
+    events) and declines one that holds more (stack traces, values kept as JSON); the
+    Python twin then makes the rest of the table (_or_python)."""
+    from .. import _env
+    native = _env.native()
+    if native is None:
+        return None
+    blocks = source.record_blocks()
+    if blocks is None:
+        return None
+    blocks.close()
+    return native, set(source.cpus)
 
 
 def _native_columns(source, pid_of, where: dict[str, tuple], counts: dict,
-                    batch_rows: int, walkable: tuple | None = None) -> Iterator | None:
+                    batch_rows: int, walkable: tuple | None = None,
+                    keep: tuple[int, ...] | None = None) -> Iterator | None:
     """record_batches' batches for a trace of calls (graph entries and returns, with
     their arguments and return values as text or 64-bit ints), of function tracer
     hits, markers and events (an asyncio program's task switches give the task
     column), made natively (_native_read.c's CallRows: the same rows, in the same
     batches), each as its columns' buffers (_KINDS); None when there is no native twin
-    or the trace holds more (stack traces, values kept as JSON): the loop above
-    makes them.  Strings are made once per call path (a hit's path: [_HIT_PATH,
+    (the loop above makes them).  From a block CallRows declines (stack traces, values
+    kept as JSON) on, the batches are the Python twin's pyarrow RecordBatches
+    (_or_python).  Strings are made once per call path (a hit's path: [_HIT_PATH,
     caller, function]; an event's [_EVENT_PATH or _MARKER_PATH, its name's id]), and
     a batch's dictionaries are taken from them by the paths in it (no Python object,
-    no string per row)."""
+    no string per row).  ``keep``: the columns made (their indices in COLUMNS; None:
+    all)."""
     from .walk import canon_ids
     if walkable is None:
         walkable = native_walkable(source)
@@ -447,9 +526,36 @@ def _native_columns(source, pid_of, where: dict[str, tuple], counts: dict,
             tid = task_ids[task] = len(task_ids)
             tasks.add(task)
         return nid, tid
-    rows = native.CallRows(nslots, canon_ids(syms), batch_rows, True, on_event)
-    return _native_batches(native, rows, source, nslots, slot_pid, slot_tid, slot_name,
-                           names, grow, by_path, line_of, timed_of, tasks, counts)
+    keep = tuple(range(len(COLUMNS))) if keep is None else keep
+    # the arguments' and return values' text (an event's text is its args) made only
+    # when a column shows it
+    values = any(COLUMNS[i][0] in ("args", "retval") for i in keep)
+    rows = native.CallRows(nslots, canon_ids(syms), batch_rows, values, on_event)
+    made = _native_batches(native, rows, source, nslots, slot_pid, slot_tid, slot_name,
+                           names, grow, by_path, line_of, timed_of, tasks, counts, keep)
+    return _or_python(made, source, counts, batch_rows, pid_of, where, keep)
+
+
+def _or_python(made: Iterator, source, counts: dict, batch_rows: int, pid_of,
+               where: dict, keep: tuple[int, ...]) -> Iterator:
+    """The native walk's batches, and when it declines a block (or meets a damaged
+    one) the Python twin's from there: the twins make the same rows in the same
+    batches, and the walk has handed out whole batches only (the last, shorter one
+    comes at the end), so the twin's first batches, those already made, are left out.
+    ``counts["declined"]``: the rows the walk made before it declined."""
+    from .walk import Declined
+    done = 0
+    try:
+        for item in made:
+            yield item
+            done += 1
+    except (Declined, TraceFileError):
+        counts["declined"] = done * batch_rows
+        names = [COLUMNS[i][0] for i in keep]
+        for k, batch in enumerate(_python_batches(source, counts, batch_rows, pid_of,
+                                                  where)):
+            if k >= done:
+                yield batch if len(names) == len(COLUMNS) else batch.select(names)
 
 
 # the string columns that follow from a row's call path, in _Strings of by_path
@@ -518,40 +624,60 @@ class _Strings:
 
 
 def _native_batches(nat, rows, source, nslots, slot_pid, slot_tid, slot_name, names,
-                    grow, by_path, line_of, timed_of, tasks, counts) -> Iterator:
-    # Each batch as its columns' buffers (_KINDS), made by the native module's column
-    # kernels (native/read_columns.c.h): neither pyarrow nor its compute is needed.
+                    grow, by_path, line_of, timed_of, tasks, counts, keep) -> Iterator:
+    # Each batch as its kept columns' buffers (_KINDS), made by the native module's
+    # column kernels (native/read_columns.c.h): neither pyarrow nor its compute is
+    # needed.
     from .walk import drive
     total = 0
     empty = (bytes(4), b"")
+    kept = {COLUMNS[i][0] for i in keep}
+    path_cols = [(j, col) for j, (name, col) in enumerate(zip(_BY_PATH, by_path))
+                 if name in kept]
     for batch in drive(rows, source, nslots, payloads=True):
         (n, b_slot, b_ts, b_dur, b_self, b_depth, b_path, b_complete, b_args, b_ret,
          b_task) = batch
         new = rows.paths(len(names))
         if new:
             grow(new)
-        path_rows, path_keys = nat.dict_encode_i32(b_path)
-        slot_rows, slot_keys = nat.dict_encode_i32(b_slot)
-        function, module, file, parent, stack, kind = (
-            col.column(nat, path_rows, path_keys) for col in by_path)
-        zeros = bytes(4 * n)
-        line_vals, line_valid = nat.gather_i32(line_of[0], b_path)
+        # the columns that follow from the call path, each from the batch's distinct paths
+        by = [None] * len(_BY_PATH)
+        if path_cols:
+            path_rows, path_keys = nat.dict_encode_i32(b_path)
+            for j, col in path_cols:
+                by[j] = col.column(nat, path_rows, path_keys)
+        function, module, file, parent, stack, kind = by
         # a hit's duration, self time and depth are nulls
-        timed = None if timed_of[0] is None else nat.gather_i32(timed_of[0], b_path)[1]
-        cols = (kind, (None, nat.gather_i64(slot_pid, b_slot)),
-                (None, nat.gather_i64(slot_tid, b_slot)),
-                slot_name.column(nat, slot_rows, slot_keys),
-                (None, b_slot), (None, b_ts), (timed, b_dur), (timed, b_self),
-                (timed, b_depth),
-                function, module, file, (line_valid, line_vals), parent, stack,
-                _text(nat, n, b_args), _text(nat, n, b_ret),
-                (None, nat.bits_of_bytes(b_complete)),
-                tasks.column(nat, *nat.dict_encode_i32(b_task)) if tasks.values
-                else (bytes((n + 7) // 8), zeros, *empty))
+        timed = None
+        if timed_of[0] is not None and kept & {"dur", "self_dur", "depth"}:
+            timed = nat.gather_i32(timed_of[0], b_path)[1]
+        made = {
+            "kind": lambda: kind,
+            "pid": lambda: (None, nat.gather_i64(slot_pid, b_slot)),
+            "tid": lambda: (None, nat.gather_i64(slot_tid, b_slot)),
+            "thread": lambda: slot_name.column(nat, *nat.dict_encode_i32(b_slot)),
+            "cpu": lambda: (None, b_slot), "ts": lambda: (None, b_ts),
+            "dur": lambda: (timed, b_dur), "self_dur": lambda: (timed, b_self),
+            "depth": lambda: (timed, b_depth),
+            "function": lambda: function, "module": lambda: module,
+            "file": lambda: file,
+            "line": lambda: _valid_first(nat.gather_i32(line_of[0], b_path)),
+            "parent": lambda: parent, "stack": lambda: stack,
+            "args": lambda: _text(nat, n, b_args), "retval": lambda: _text(nat, n, b_ret),
+            "complete": lambda: (None, nat.bits_of_bytes(b_complete)),
+            "task": lambda: tasks.column(nat, *nat.dict_encode_i32(b_task))
+            if tasks.values else (bytes((n + 7) // 8), bytes(4 * n), *empty),
+        }
         total += n
-        yield n, cols
+        yield n, tuple(made[COLUMNS[i][0]]() for i in keep)
     lost, incomplete = rows.counts()
     counts.update(rows=total, lost=lost, incomplete=incomplete)
+
+
+def _valid_first(gathered: tuple) -> tuple:
+    """gather_i32's (values, validity) as a column's (validity, values)."""
+    vals, valid = gathered
+    return valid, vals
 
 
 def _text(nat, n: int, col: tuple) -> tuple:

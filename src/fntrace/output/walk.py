@@ -14,7 +14,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["canon_ids", "calls_only", "drive", "native_for_calls", "Verdict"]
+__all__ = ["canon_ids", "calls_only", "drive", "native_for_calls", "Verdict", "Declined"]
+
+
+class Declined(Exception):
+    """A walk that looks at each record as it reads it (CallRows) read one it does not
+    take, or was fed payloads it cannot read: its Python twin makes the rest
+    (output/parquet.py)."""
 
 
 def canon_ids(symbols: Mapping[int, tuple]) -> dict[int, int] | None:
@@ -112,7 +118,9 @@ def drive(walker, source, nslots: int,
     n records was fed); ``keep``: the slots read (the others are fed as empty: a
     --tid/--thread/--cpu filter); ``filt``: each block's records go through it first
     (output/filters.py's native_filter); ``payloads``: the walk is fed each block's
-    payloads too.  Memory: the blocks the walk holds, about one per slot."""
+    payloads too.  Memory: the blocks the walk holds, about one per slot.  A walk
+    whose feed says False, or whose step asks for slot -2, declines the trace from
+    there on: Declined."""
     # the blocks of the filter's window only, where the file's index says which
     more = (payloads, filt.since, filt.until) if filt is not None else \
         (True,) if payloads else ()
@@ -123,18 +131,22 @@ def drive(walker, source, nslots: int,
         item, need = step()
         if item:
             yield item
+        if need == -2:
+            raise Declined("a record the walk does not take")
         if need >= 0:
             block = next(blocks[need], None)
             if block is None:
                 feed(need)
                 continue
             if filt is None:
-                feed(need, *block[1:])
+                took = feed(need, *block[1:])
             elif payloads:
                 records, pay = filt(need, block[2], block[3], block[4])
-                feed(need, block[1], records, block[3], pay)
+                took = feed(need, block[1], records, block[3], pay)
             else:
-                feed(need, block[1], filt(need, block[2], block[3]), block[3])
+                took = feed(need, block[1], filt(need, block[2], block[3]), block[3])
+            if took is False:
+                raise Declined(f"thread slot {need}: payloads the walk cannot read")
             if on_block is not None:
                 on_block(len(block[2]) // 32)
         elif not item:
