@@ -126,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--only", action="append", metavar="VIEW",
                     help="report, report-filtered, report-window, stat, stat-filtered, sql, "
+                         "sql-parquet, "
                          "tui-index, trace-cmd-report, or an export format")
     ap.add_argument("--args", action="store_true",
                     help="record arguments and return values (-A -R)")
@@ -168,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                                     capture_output=True, text=True, check=True).stdout)
         rows.append(("record (writing the trace)", rec_cpu, None, rss, "", None))
         views: list[tuple[str, list[str]]] = []
+        twinless: set[str] = set()
         # the views that walk a trace of several processes' files in a child per file
         # (tracefile/parallel.py), also walked in one process
         one_by_one: list[tuple[str, list[str]]] = []
@@ -187,6 +189,21 @@ def main(argv: list[str] | None = None) -> int:
             views.append(("stat -N __main__.leaf", [*fn, "stat", "t.dat", "-N", "__main__.leaf"]))
         if wanted("sql"):
             views.append(("sql (GROUP BY over the .dat)", [*fn, "sql", "t.dat", GROUP_BY, "--csv"]))
+        if wanted("sql-parquet") and "parquet" in formats_here(opts.python, env):
+            # the same query over the Parquet export of the trace (made first, not
+            # timed): through fntrace sql (DuckDB's Parquet reader), and DuckDB alone
+            status, _, _, err = run_cpu([*fn, "export", "t.dat", "--format", "parquet",
+                                         "-o", "q.parquet"], d, env)
+            if status != 0:
+                raise SystemExit(f"export parquet failed: {err}")
+            views.append(("sql (the same GROUP BY over the Parquet export)",
+                          [*fn, "sql", "q.parquet", GROUP_BY, "--csv"]))
+            alone = GROUP_BY.replace("FROM calls", "FROM read_parquet('q.parquet') "
+                                     "WHERE kind IN ('call', 'hit')")
+            views.append(("DuckDB alone over the Parquet export (python -c)",
+                          [opts.python, "-c", f"import duckdb; duckdb.sql({alone!r}).fetchall()"]))
+            # (no pure twin reads a Parquet file)
+            twinless.update(name for name, _ in views[-2:])
         if wanted("tui-index"):
             # what `fntrace tui` does before its function table is complete: the index
             # of every call, then the table (no terminal: the index alone)
@@ -215,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
                                             dict(env, FNTRACE_JOBS=jobs))
             wall = WALL[" ".join(cmd)]
             pcpu = None
-            if not opts.no_pure and jobs is None:
+            if not opts.no_pure and jobs is None and name not in twinless:
                 pstatus, pcpu, _, perr = run_cpu(cmd, d, pure_env)
                 if pstatus != 0:
                     pcpu, err = None, err or perr

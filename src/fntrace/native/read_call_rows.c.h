@@ -65,7 +65,7 @@ typedef struct {
 } CallRows;
 
 /* SwitchPoints.at: the task of ``slot`` at ``ts`` (its last switch at or before ts) */
-static int32_t
+static inline int32_t
 task_at(CallRows *c, Py_ssize_t slot, int64_t ts)
 {
     if (c->sw == NULL)
@@ -128,7 +128,7 @@ strcol_put(strcol_t *sc, Py_ssize_t i, int args, const char *s, Py_ssize_t len,
     return 0;
 }
 
-static int
+static inline int
 row_out(CallRows *c, Py_ssize_t slot, uint32_t path, int64_t depth, int64_t start,
         int64_t dur, int64_t self, int complete, const paired_t *p)
 {

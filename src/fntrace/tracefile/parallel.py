@@ -34,6 +34,9 @@ import select
 import struct
 import threading
 from collections.abc import Callable, Sequence
+
+from ..errors import UsageError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -59,15 +62,20 @@ def _cores() -> int:
 def workers(nparts: int, nrecords: int) -> int:
     """How many children to walk ``nparts`` files of ``nrecords`` records in all with:
     0 to walk them in this process.  ``FNTRACE_JOBS=N`` sets the most (1: never fork;
-    given, it forks for a trace of any size)."""
-    if nparts < 2 or not hasattr(os, "fork"):
-        return 0
+    given, it forks for a trace of any size; 0: as unset); anything else is refused
+    (UsageError)."""
     env = os.environ.get("FNTRACE_JOBS", "").strip()
     try:
         jobs = int(env) if env else 0
     except ValueError:
-        jobs = 0
-    if jobs <= 0:
+        jobs = -1
+    if jobs < 0:
+        raise UsageError(f"FNTRACE_JOBS={env}: give the most processes to read a trace "
+                         "of several processes with, a whole number (1: this one alone; "
+                         "0 or unset: one per core)")
+    if nparts < 2 or not hasattr(os, "fork"):
+        return 0
+    if jobs == 0:
         if nrecords < MIN_RECORDS:
             return 0
         jobs = _cores()
