@@ -240,7 +240,7 @@ if pid:
 """
 
 
-def test_stat_of_processes_read_at_the_same_time_draws_one_bar(tmp_path):
+def test_stat_and_folded_of_processes_read_at_the_same_time_draw_one_bar(tmp_path):
     """stat of a trace of two processes' files walks them in two children
     (tracefile/parallel.py): the bar is the parent's, drawn from what the children
     say they read, over every record; one pass, named once; no fork warning."""
@@ -262,3 +262,14 @@ def test_stat_of_processes_read_at_the_same_time_draws_one_bar(tmp_path):
     assert BAR_WORD in err and "/240000" in err, err[:500]
     assert "pass 2" not in err and "arning" not in err, err[:500]
     assert (tmp_path / "stat_tty.txt").read_text() == plain.stdout
+    # the folded export of the same files, walked the same way, draws the same bar
+    plain = subprocess.run([sys.executable, "-m", "fntrace", "export", "f.dat", "--format",
+                            "folded", "-o", "-"], cwd=str(tmp_path), capture_output=True,
+                           text=True, env=_env(FNTRACE_JOBS="1"), timeout=SUBPROCESS_TIMEOUT)
+    assert plain.returncode == 0 and plain.stderr == "" and "leaf" in plain.stdout, plain.stderr
+    status, err = _run(["export", "f.dat", "--format", "folded", "-o", "f.folded"], tmp_path,
+                       stderr_tty=True, FNTRACE_JOBS="2")
+    assert status == 0, err
+    assert BAR_WORD in err and "/240000" in err, err[:500]
+    assert "pass 2" not in err and "arning" not in err, err[:500]
+    assert (tmp_path / "f.folded").read_text() == plain.stdout

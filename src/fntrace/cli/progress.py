@@ -32,6 +32,7 @@ and while the program runs the terminal is the program's, not fntrace's.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import sys
@@ -214,6 +215,18 @@ class _TrackedSource:
             for block in blocks:
                 yield block
                 bar.advance(len(block[2]) // 32)
+        finally:
+            bar.close()
+
+
+    @contextlib.contextmanager
+    def parts_progress(self) -> Iterator[Callable[[int], None]]:
+        """TraceSource.parts_progress: the bar of a reader that walks the parts in
+        other processes, drawn from the first advance (its display thread started
+        after the forks)."""
+        bar = _LateBar(self)
+        try:
+            yield bar.advance
         finally:
             bar.close()
 

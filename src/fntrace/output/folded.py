@@ -149,7 +149,11 @@ def _walked_stacks(source) -> tuple[dict, int, dict, int] | None:
             return _stacks_of(source.symbols, blocks, progress)
         finally:
             blocks.close()
-    parts = map_parts(source.part_sizes(), work)
+    sizes = source.part_sizes()
+    parts = None
+    if sizes is not None:
+        with source.parts_progress() as advance:
+            parts = map_parts(sizes, work, advance)
     if parts is not None:
         by_time: dict[tuple[str, ...], int] = {}
         by_calls: dict[tuple[str, ...], int] = {}

@@ -12,8 +12,10 @@ reader: ``fntrace.open_trace``), and ``calls()`` whole calls.
 """
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import ContextManager
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -135,6 +137,13 @@ class TraceSource:
         ids numbered as in the whole trace (TraceSet.part_record_blocks)."""
         assert isinstance(self.tf, TraceSet)
         return self.tf.part_record_blocks(part, payloads, since, until)
+
+    def parts_progress(self) -> ContextManager[Callable[[int], None] | None]:
+        """What a reader of the parts in other processes (tracefile/parallel.py's
+        map_parts) tells of the records read, ``advance(n)``: None here; a source the
+        CLI reads with a progress bar draws it (cli/progress.py), from the first
+        advance until the context ends."""
+        return contextlib.nullcontext(None)
 
     def events(self, cpu: int | None = None) -> Iterator[TraceEvent]:
         """The trace as typed events, in time order (one thread slot's with ``cpu``):
