@@ -603,7 +603,7 @@ def test_native_parquet_of_function_hits_is_the_python_loop(tmp_path_factory, sl
 @st.composite
 def stacks_later(draw):
     """A trace of calls whose later chunks hold stack traces (TRACE_STACK, the text in
-    its payload): blocks CallRows declines after it made rows of the earlier ones."""
+    its payload): records CallRows declines after it made rows of the earlier ones."""
     slots = draw(st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJFPX"),
                                  min_size=1, max_size=3))
     out = {}
@@ -623,11 +623,11 @@ def stacks_later(draw):
 @needs_native
 @settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
 @given(slots=stacks_later(), batch=st.sampled_from([1, 3, 7, 64]))
-def test_parquet_walk_declines_a_block_and_the_python_twin_goes_on(tmp_path_factory, slots,
+def test_parquet_walk_declines_a_record_and_the_python_twin_goes_on(tmp_path_factory, slots,
                                                                      batch):
-    """No pass over the trace before the walk: CallRows looks at each block as it is
-    fed, and a block it does not take (a stack trace) hands the rest of the table to the
-    Python loop, whose batches already made are left out.  The batches, and the Arrow
+    """No pass over the trace before the walk: CallRows looks at each record as it
+    reads it, and one it does not take (a stack trace) hands the rest of the table to
+    the Python loop, whose batches already made are left out.  The batches, and the Arrow
     stream sql reads, are the Python loop's from the first row to the last."""
     import pyarrow as pa
 

@@ -163,7 +163,8 @@ def query_columns(con, query: str) -> frozenset[str] | None:
     column by column).  ``kind`` is always there: the views select on it."""
     import json
     try:
-        tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [query]).fetchall()[0][0])
+        parsed = con.execute("SELECT json_serialize_sql(?)", [query]).fetchall()
+        tree = json.loads(parsed[0][0])
     except Exception:       # an older DuckDB, or a query it cannot parse: all columns
         return None
     if not isinstance(tree, dict) or tree.get("error") is not False:

@@ -384,6 +384,8 @@ static PyObject *
 cr_step(CallRows *c, PyObject *unused)
 {
     Py_ssize_t need = -1;
+    if (c->declined)
+        return Py_BuildValue("(On)", Py_None, (Py_ssize_t)-2);
     for (;;) {
         if (c->nrows >= c->batch) {
             PyObject *batch = cr_batch(c, c->batch);

@@ -310,9 +310,9 @@ def column_stream(source, counts: dict | None = None, batch_rows: int = ROW_GROU
     """record_batches' table as an Arrow C stream (a PyCapsule, what
     ``__arrow_c_stream__`` returns), made natively with no pyarrow loaded (``fntrace
     sql``: DuckDB takes it as it is); None when no native walk reads ``source``.
-    ``walkable``: what native_walkable said of this source before.  ``columns``: the table's columns to make (a query's; in
-    the table's order), None for all: a column left out costs nothing, the walk
-    makes neither its buffers nor its strings."""
+    ``walkable``: what native_walkable said of this source before.  ``columns``: the
+    table's columns to make (a query's; in the table's order), None for all: a column
+    left out costs nothing, the walk makes neither its buffers nor its strings."""
     counts = {} if counts is None else counts
     pid_of = getattr(source, "process_of", lambda cpu: source.pid)
     keep = _keep(columns)
@@ -325,7 +325,7 @@ def column_stream(source, counts: dict | None = None, batch_rows: int = ROW_GROU
 
     def next_batch():
         item = next(walked, None)
-        # (the Python twin's pyarrow batch, once the walk declined a block)
+        # (the Python twin's pyarrow batch, once the walk declined a record)
         return item if item is None or isinstance(item, tuple) else _buffers_of(item, kinds)
     return _env.native().arrow_stream(tuple(COLUMNS[i][0] for i in keep), kinds,
                                       next_batch)
@@ -374,7 +374,7 @@ _KINDS = "".join({"string": "d", "int64": "l", "int32": "i", "bool_": "b"}[typ]
 
 def _arrow_batches(walked: Iterator, sch) -> Iterator:
     """pyarrow record batches of the native walk's (n, columns) buffers (or, after
-    it declined, the Python twin's batches)."""
+    it declined a record, the Python twin's batches)."""
     import pyarrow as pa
     types = [sch.field(i).type for i in range(len(COLUMNS))]
     string = pa.string()
@@ -399,10 +399,10 @@ def _arrow_batches(walked: Iterator, sch) -> Iterator:
 def native_walkable(source) -> tuple | None:
     """(the native module, the thread slots) when CallRows may walk ``source``: the
     twin is built and the source's entries are read from a file's blocks; else None.
-    Nothing is read to say so: CallRows looks at each block as it is fed (what
-    walk.native_for_calls would say of it: calls with their values, hits, markers and
-    events) and declines one that holds more (stack traces, values kept as JSON); the
-    Python twin then makes the rest of the table (_or_python)."""
+    Nothing is read to say so: CallRows looks at each record as it reads it (what
+    walk.native_for_calls would say of its block: calls with their values, hits,
+    markers and events) and declines one that is more (a stack trace, a value kept as
+    JSON); the Python twin then makes the rest of the table (_or_python)."""
     from .. import _env
     native = _env.native()
     if native is None:
@@ -422,8 +422,8 @@ def _native_columns(source, pid_of, where: dict[str, tuple], counts: dict,
     hits, markers and events (an asyncio program's task switches give the task
     column), made natively (_native_read.c's CallRows: the same rows, in the same
     batches), each as its columns' buffers (_KINDS); None when there is no native twin
-    (the loop above makes them).  From a block CallRows declines (stack traces, values
-    kept as JSON) on, the batches are the Python twin's pyarrow RecordBatches
+    (the loop above makes them).  From a record CallRows declines (a stack trace, a
+    value kept as JSON) on, the batches are the Python twin's pyarrow RecordBatches
     (_or_python).  Strings are made once per call path (a hit's path: [_HIT_PATH,
     caller, function]; an event's [_EVENT_PATH or _MARKER_PATH, its name's id]), and
     a batch's dictionaries are taken from them by the paths in it (no Python object,
@@ -538,8 +538,8 @@ def _native_columns(source, pid_of, where: dict[str, tuple], counts: dict,
 
 def _or_python(made: Iterator, source, counts: dict, batch_rows: int, pid_of,
                where: dict, keep: tuple[int, ...]) -> Iterator:
-    """The native walk's batches, and when it declines a block (or meets a damaged
-    one) the Python twin's from there: the twins make the same rows in the same
+    """The native walk's batches, and when it declines a record (or meets a damaged
+    block) the Python twin's from there: the twins make the same rows in the same
     batches, and the walk has handed out whole batches only (the last, shorter one
     comes at the end), so the twin's first batches, those already made, are left out.
     ``counts["declined"]``: the rows the walk made before it declined."""
