@@ -94,7 +94,9 @@ def _default_output(path: str, suffix: str) -> str:
 
 def run_export(args) -> int:
     from ..output.source import TraceSource
+    from ..tracefile.parallel import jobs_setting
     from .progress import track_source
+    jobs_setting()                      # (a bad FNTRACE_JOBS refused before anything)
     if args.format == "parquet":
         from ..output.parquet import use_returning_pool
         use_returning_pool()            # before _exporter loads pyarrow

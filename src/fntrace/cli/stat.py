@@ -161,7 +161,9 @@ def stat_lines(source, args) -> Iterator[str]:
 
 def run_stat(args) -> int:
     from ..output.source import TraceSource
+    from ..tracefile.parallel import jobs_setting
     from .progress import track_source
+    jobs_setting()                      # (a bad FNTRACE_JOBS refused before anything)
     if not os.path.exists(args.file):
         raise UsageError(f"{args.file}: no such file")
     from .filters import open_traces_arg

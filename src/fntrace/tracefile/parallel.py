@@ -41,7 +41,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["workers", "map_forked", "map_parts"]
+__all__ = ["jobs_setting", "workers", "map_forked", "map_parts"]
 
 # A trace smaller than this is walked by the caller unless FNTRACE_JOBS asks: a fork
 # and a pickled answer cost about a millisecond, a million records about a tenth of a
@@ -59,11 +59,11 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def workers(nparts: int, nrecords: int) -> int:
-    """How many children to walk ``nparts`` files of ``nrecords`` records in all with:
-    0 to walk them in this process.  ``FNTRACE_JOBS=N`` sets the most (1: never fork;
-    given, it forks for a trace of any size; 0: as unset); anything else is refused
-    (UsageError)."""
+def jobs_setting() -> int:
+    """``FNTRACE_JOBS``: the most processes to read a trace of several processes with
+    (0: unset, one per core); anything but a whole number is refused (UsageError),
+    which the commands that read this way (stat, export) ask first, before they read:
+    native or not, the setting is wrong either way."""
     env = os.environ.get("FNTRACE_JOBS", "").strip()
     try:
         jobs = int(env) if env else 0
@@ -73,6 +73,15 @@ def workers(nparts: int, nrecords: int) -> int:
         raise UsageError(f"FNTRACE_JOBS={env}: give the most processes to read a trace "
                          "of several processes with, a whole number (1: this one alone; "
                          "0 or unset: one per core)")
+    return jobs
+
+
+def workers(nparts: int, nrecords: int) -> int:
+    """How many children to walk ``nparts`` files of ``nrecords`` records in all with:
+    0 to walk them in this process.  ``FNTRACE_JOBS=N`` sets the most (1: never fork;
+    given, it forks for a trace of any size; 0: as unset); anything else is refused
+    (UsageError)."""
+    jobs = jobs_setting()
     if nparts < 2 or not hasattr(os, "fork"):
         return 0
     if jobs == 0:
