@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import child_env, fmt_int, python_label  # noqa: E402
 from views import GROUP_BY, PROG, formats_here  # noqa: E402
 
-EXPORTS = ("perfetto", "chrome", "folded", "trace-cmd", "parquet", "otlp")
+EXPORTS = ("perfetto", "chrome", "folded", "trace-cmd", "parquet", "otlp", "otlp-proto")
 
 
 ASYNC_PROG = """\

@@ -1,4 +1,5 @@
-"""``fntrace export --format otlp``: OpenTelemetry spans as OTLP/JSON lines (output/otlp.py).
+"""``fntrace export --format otlp``: OpenTelemetry spans as OTLP/JSON lines (output/otlp.py),
+and ``--format otlp-proto``: the same requests as OTLP protobuf.
 
 Each line is parsed by the OpenTelemetry protos (``ExportTraceServiceRequest``, after the
 OTLP/JSON hex ids are turned back into protobuf JSON's base64, as a Collector's
@@ -150,6 +151,37 @@ def test_batches_of_spans_are_lines(tmp_script, run_fntrace, tmp_path):
     export(run_fntrace, "b.dat", "b.json")
     reqs = parse(tmp_path / "b.json")
     assert [len(spans_of([q])) for q in reqs] == [5000, 5000, 2000]
+    export_as("otlp-proto", run_fntrace, "b.dat", "b.pb")
+    assert parse_proto(tmp_path / "b.pb") == reqs
+
+
+def parse_proto(path) -> list[ExportTraceServiceRequest]:
+    """The requests of an otlp-proto export: each after its length, 4 bytes big-endian
+    (the Collector file exporter's ``format: proto``)."""
+    data = path.read_bytes()
+    reqs, at = [], 0
+    while at < len(data):
+        n = int.from_bytes(data[at:at + 4], "big")
+        assert at + 4 + n <= len(data), "a request cut short"
+        reqs.append(ExportTraceServiceRequest.FromString(data[at + 4:at + 4 + n]))
+        at += 4 + n
+    return reqs
+
+
+def test_protobuf_is_the_same_requests_as_json(recorded, run_fntrace, tmp_path):
+    export(run_fntrace, recorded, tmp_path / "s.json")
+    r = export_as("otlp-proto", run_fntrace, recorded, tmp_path / "s.pb")
+    assert r.returncode == 0, r.stderr
+    as_json, as_proto = parse(tmp_path / "s.json"), parse_proto(tmp_path / "s.pb")
+    assert as_proto == as_json and spans_of(as_proto)
+    assert (tmp_path / "s.pb").stat().st_size * 2 < (tmp_path / "s.json").stat().st_size
+    # --min-duration as for JSON; the default name: the trace's, .dat made .otlp.pb
+    cut = export_as("otlp-proto", run_fntrace, recorded, tmp_path / "cut.pb",
+                    "--min-duration", "1000000")
+    assert parse_proto(tmp_path / "cut.pb") == [] and "left out" in cut.stderr
+    r = run_fntrace("export", str(recorded), "--format", "otlp-proto")
+    assert r.returncode == 0, r.stderr
+    assert parse_proto(recorded.parent / (recorded.stem + ".otlp.pb")) == as_json
 
 
 def test_a_function_trace_has_no_spans(tmp_script, run_fntrace, tmp_path):

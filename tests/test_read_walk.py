@@ -470,12 +470,38 @@ def test_native_perfetto_is_the_python_loop(tmp_path_factory, slots, clock):
     assert trace.packet and trace.SerializeToString() == native[0]
 
 
+def check_otlp(fmt: str, text) -> None:
+    """Each OTLP/JSON line is JSON; each OTLP protobuf request (after its 4-byte length)
+    parses, with every field known to the protos and in their order."""
+    if fmt == "otlp":
+        # (lines end at "\n" only: a value may hold U+0085 or U+2028, JSON text as it is)
+        for line in text.split("\n")[:-1]:
+            json.loads(line)
+        return
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+    at = 0
+    while at < len(text):
+        n = int.from_bytes(text[at:at + 4], "big")
+        body = text[at + 4:at + 4 + n]
+        assert len(body) == n
+        req = ExportTraceServiceRequest.FromString(body)
+        assert req.resource_spans[0].scope_spans[0].spans
+        assert req.SerializeToString() == body
+        at += 4 + n
+
+
+_OTLP_FORMATS = st.sampled_from(["otlp", "otlp-proto"])
+
+
 @needs_native
 @settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
 @given(slots=st.dictionaries(st.integers(0, 5), slot_stream("EEEERRRRJX"), min_size=1,
                              max_size=3),
-       min_duration=st.sampled_from([0.0, 0.0, 0.02, 0.1]), batch=st.sampled_from([5000, 3]))
-def test_native_otlp_is_the_python_loop(tmp_path_factory, slots, min_duration, batch):
+       min_duration=st.sampled_from([0.0, 0.0, 0.02, 0.1]), batch=st.sampled_from([5000, 3]),
+       fmt=_OTLP_FORMATS)
+def test_native_otlp_is_the_python_loop(tmp_path_factory, slots, min_duration, batch, fmt):
     pytest.importorskip("opentelemetry.proto", reason="LOUD SKIP: the opentelemetry-proto "
                                                       "package (fntrace[otlp]) is not installed")
     from fntrace.output import otlp
@@ -483,18 +509,17 @@ def test_native_otlp_is_the_python_loop(tmp_path_factory, slots, min_duration, b
     write(path, slots)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(otlp, "BATCH", batch)        # lines of a few spans: their seams
-        native, python = export_both(path, "otlp", {"min_duration": min_duration})
+        native, python = export_both(path, fmt, {"min_duration": min_duration})
     assert native == python
-    for line in native[0].splitlines():
-        json.loads(line)
+    check_otlp(fmt, native[0])
 
 
 @needs_native
 @settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
 @given(slots=st.one_of(event_traces(), hits_traces()), otel=st.booleans(),
-       tracer=st.sampled_from(["function_graph", "function"]))
+       tracer=st.sampled_from(["function_graph", "function"]), fmt=_OTLP_FORMATS)
 def test_native_otlp_passes_events_over_as_the_python_loop(tmp_path_factory, slots, otel,
-                                                           tracer):
+                                                           tracer, fmt):
     """An asyncio program's task switches (events, markers) and the default tracer's
     hits are no spans: the native walk passes them over (a trace of hits alone: no
     span at all); a --otel-context event is the loop's to read."""
@@ -515,9 +540,10 @@ def test_native_otlp_passes_events_over_as_the_python_loop(tmp_path_factory, slo
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(otlp, "_native_spans", lambda *a, **k: walked.append(spans(*a, **k))
                    or walked[-1])
-        native, python = export_both(path, "otlp", {})
+        native, python = export_both(path, fmt, {})
     assert native == python
     assert walked[0] is None if otel else walked[0] is not None
+    check_otlp(fmt, native[0])
 
 
 @needs_native
@@ -1184,12 +1210,13 @@ _RAISED = st.sampled_from(["raised", "raised ", "raised ValueError: \"x\"\n\u00e
 @needs_native
 @settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
 @given(data=st.data(), min_duration=st.sampled_from([0.0, 0.02]),
-       batch=st.sampled_from([5000, 3]))
+       batch=st.sampled_from([5000, 3]), fmt=_OTLP_FORMATS)
 def test_native_otlp_with_values_is_the_python_loop(tmp_path_factory, data, min_duration,
-                                                     batch):
-    """-A -R traces: the spans' fntrace.args and fntrace.retval attributes, escaped as
-    json.dumps(ensure_ascii=False) escapes them, and a "raised ..." return value the
-    span's error status (an empty message left out, as json_format leaves it)."""
+                                                     batch, fmt):
+    """-A -R traces: the spans' fntrace.args and fntrace.retval attributes (in JSON
+    escaped as json.dumps(ensure_ascii=False) escapes them), and a "raised ..." return
+    value the span's error status (an empty message left out, as json_format and the
+    protobuf runtime leave it)."""
     pytest.importorskip("opentelemetry.proto", reason="LOUD SKIP: the opentelemetry-proto "
                                                       "package (fntrace[otlp]) is not installed")
     from fntrace.output import otlp
@@ -1210,12 +1237,10 @@ def test_native_otlp_with_values_is_the_python_loop(tmp_path_factory, data, min_
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(otlp, "BATCH", batch)
         mp.setattr(otlp, "_native_spans", spy)
-        native, python = export_both(path, "otlp", {"min_duration": min_duration})
+        native, python = export_both(path, fmt, {"min_duration": min_duration})
     assert native == python
     assert used[0] is not None          # the native walk wrote the first export
-    # (lines end at "\n" only: a value may hold U+0085 or U+2028, JSON text as it is)
-    for line in native[0].split("\n")[:-1]:
-        json.loads(line)
+    check_otlp(fmt, native[0])
 
 
 @needs_native
@@ -1356,7 +1381,7 @@ def test_stat_native_and_pure_give_the_same_bytes(tmp_script, run_fntrace, tmp_p
         assert "__main__.leaf" in native
         if tracer == "lossy" and not args:
             assert "calls have no entry in the trace" in native
-    for fmt in ("parquet", "trace-cmd", "perfetto", "otlp"):
+    for fmt in ("parquet", "trace-cmd", "perfetto", "otlp", "otlp-proto"):
         for pure in ("", "1"):
             env = dict(os.environ, FNTRACE_PURE=pure)
             r = subprocess.run([sys.executable, "-m", "fntrace.cli.main", "export", str(dat),

@@ -149,10 +149,13 @@ class IndexRows:
                                   list[tuple[int, int, int]]] | None, int]: ...
 
 class OtlpCalls:
-    def __init__(self, slots: int, names: Mapping[int, str], code: Mapping[int, str],
-                 canon: Mapping[int, int] | None, tails: Mapping[int, str], prefix: str,
-                 suffix: str, trace_id: str, pid: int, min_ns: int, offset: int | None,
-                 wall_ns: int, batch: int, values: bool = ..., /) -> None: ...
+    def __init__(self, slots: int, names: Mapping[int, str],
+                 code: Mapping[int, str] | Mapping[int, bytes],
+                 canon: Mapping[int, int] | None,
+                 tails: Mapping[int, str] | Mapping[int, bytes], prefix: str | bytes,
+                 suffix: str | bytes, trace_id: str, pid: int, min_ns: int,
+                 offset: int | None, wall_ns: int, batch: int, values: bool = ...,
+                 proto: bool = ..., /) -> None: ...
     def feed(self, cpu: int, lost: int = ..., records: bytes = ..., ibase: int = ...,
              /) -> None: ...
     def step(self) -> tuple[bytes, int]: ...

@@ -26,20 +26,23 @@ formats:
   trace-cmd   trace.dat: trace-cmd report, KernelShark
   parquet     Parquet, one row per call or event: fntrace sql, DuckDB, Spark, pandas
   otlp        OpenTelemetry spans (OTLP/JSON lines): the Collector, Jaeger, Tempo
+  otlp-proto  the same spans as OTLP protobuf, each request after its length (4
+              bytes): the Collector file exporter's "format: proto", OTLP/HTTP bodies
 
 examples:
   fntrace export run.dat --format perfetto -o run.perfetto-trace
   fntrace export run.dat --format folded --weight calls -o run.folded
   fntrace export run.dat --format trace-cmd -o trace.dat && trace-cmd report trace.dat
   fntrace export run.dat --format parquet -o run.parquet
-  fntrace export run.dat --format otlp --min-duration 100 -o spans.json"""
+  fntrace export run.dat --format otlp --min-duration 100 -o spans.json
+  fntrace export run.dat --format otlp-proto -o spans.otlp.pb"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", nargs="?", default="fntrace.dat",
                    help="trace file (default: fntrace.dat)")
     p.add_argument("--format", "-f", required=True, metavar="FORMAT",
-                   help="perfetto, chrome, folded, trace-cmd, parquet or otlp")
+                   help="perfetto, chrome, folded, trace-cmd, parquet, otlp or otlp-proto")
     p.add_argument("-o", "--output", default=None, metavar="OUT",
                    help="file to write (default: FILE with the format's suffix; - for "
                         "standard output)")
@@ -54,7 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="perfetto: each asyncio Task's calls on a track of its own, under "
                         "its thread's")
     p.add_argument("--min-duration", type=_usec, default=0.0, metavar="USEC",
-                   help="otlp: only calls of at least USEC microseconds")
+                   help="otlp, otlp-proto: only calls of at least USEC microseconds")
 
 
 def _usec(text: str) -> float:

@@ -42,7 +42,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["BATCH", "progress_wanted", "records_bar", "track_source", "track_tracefile", "ProgressBar"]
+__all__ = ["BATCH", "progress_wanted", "track_source", "track_tracefile", "ProgressBar"]
 
 # Entries read between two updates of the bar.
 BATCH = 10_000
@@ -256,15 +256,6 @@ class _LateBar:
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
-
-
-def records_bar(source: Any) -> _LateBar | None:
-    """A bar over all the records of a source ``track_source`` gave, for a reader
-    that does not read them through it (several processes walked at the same time),
-    drawn from its first ``advance``; None for an untracked source."""
-    if not isinstance(source, _TrackedSource):
-        return None
-    return _LateBar(source)
 
 
 def track_source(source: Any, what: str, output: Any = None) -> Any:

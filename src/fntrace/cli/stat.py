@@ -61,7 +61,6 @@ def stat_lines(source, args) -> Iterator[str]:
 
     from ..output.filters import filter_entries, native_split
     from ..output.stat import StatCollector, forked_stats, stat_table, walked_stats
-    from .progress import records_bar
     from .filters import filter_from_args
     from .report import time_in_ns_of, trace_loss_notes
 
@@ -102,14 +101,10 @@ def stat_lines(source, args) -> Iterator[str]:
 
         # a trace of several processes: its files walked at the same time (the bar is
         # drawn from its first advance: its thread starts once the children are forked)
-        bar = records_bar(source)
-        try:
+        with source.parts_progress() as advance:
             walked = forked_stats(
                 source, lambda part: fed(source.part_record_blocks(part, False, *window)),
-                per_thread=args.per_thread, on_records=bar and bar.advance)
-        finally:
-            if bar is not None:
-                bar.close()
+                per_thread=args.per_thread, on_records=advance)
         blocks = None if walked is not None else source.record_blocks(None, False, *window)
         if blocks is not None:
             try:

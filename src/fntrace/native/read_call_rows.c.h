@@ -468,24 +468,15 @@ cr_feed(CallRows *c, PyObject *const *args, Py_ssize_t nargs)
     }
     /* payloads the walk cannot index (damage the checksum missed): declined, for the
      * Python twin to say what it makes of them */
-    if (nargs == 5 && PyBytes_Check(args[2]) && PyBytes_Check(args[4])
-            && PyBytes_GET_SIZE(args[4])) {
-        Py_ssize_t n = PyBytes_GET_SIZE(args[2]) / FNT_RECORD_SIZE;
-        int32_t *poff = PyMem_Malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
-        if (poff == NULL)
-            return PyErr_NoMemory();
-        int bad = pay_index((const unsigned char *)PyBytes_AS_STRING(args[4]),
-                            PyBytes_GET_SIZE(args[4]), n, poff) < 0;
-        PyMem_Free(poff);
-        if (bad) {
-            c->declined = 1;
-            Py_RETURN_FALSE;
-        }
-    }
-    PyObject *r = merge_feed(&c->m, args, nargs, &c->lost);
+    int bad = 0;
+    PyObject *r = merge_feed_or_bad(&c->m, args, nargs, &c->lost, &bad);
     if (r == NULL)
         return NULL;
     Py_DECREF(r);
+    if (bad) {
+        c->declined = 1;
+        Py_RETURN_FALSE;
+    }
     Py_RETURN_TRUE;
 }
 

@@ -195,7 +195,8 @@ names_init(names_t *n, PyObject *names)
         unsigned long id = PyLong_AsUnsignedLong(k);
         if (id == (unsigned long)-1 && PyErr_Occurred())
             return -1;
-        PyObject *b = PyUnicode_AsEncodedString(v, "utf-8", "surrogateescape");
+        PyObject *b = PyBytes_Check(v) ? Py_NewRef(v)
+                      : PyUnicode_AsEncodedString(v, "utf-8", "surrogateescape");
         if (b == NULL || PyList_Append(n->keep, b) < 0) {
             Py_XDECREF(b);
             return -1;
@@ -447,9 +448,11 @@ merge_last_payload(merge_t *m, Py_ssize_t slot, const record_t *r, int *kind, co
 }
 
 /* a walk's feed(cpu[, lost, records, ibase[, payloads]]): the slot's next block, or
- * (cpu alone) that it has no more; ``*lost_sum`` counts the losses fed */
+ * (cpu alone) that it has no more; ``*lost_sum`` counts the losses fed.  Payloads it
+ * cannot index are a ValueError, or with ``bad``: *bad set and nothing fed. */
 static PyObject *
-merge_feed(merge_t *m, PyObject *const *args, Py_ssize_t nargs, long long *lost_sum)
+merge_feed_or_bad(merge_t *m, PyObject *const *args, Py_ssize_t nargs, long long *lost_sum,
+                  int *bad)
 {
     if (nargs != 1 && nargs != 4 && nargs != 5) {
         PyErr_SetString(PyExc_TypeError, "feed(cpu[, lost, records, ibase[, payloads]])");
@@ -491,6 +494,10 @@ merge_feed(merge_t *m, PyObject *const *args, Py_ssize_t nargs, long long *lost_
             if (pay_index((const unsigned char *)PyBytes_AS_STRING(pay), PyBytes_GET_SIZE(pay),
                           n, poff) < 0) {
                 PyMem_Free(poff);
+                if (bad != NULL) {
+                    *bad = 1;
+                    Py_RETURN_NONE;
+                }
                 PyErr_SetString(PyExc_ValueError, "feed: bad payloads");
                 return NULL;
             }
@@ -523,6 +530,12 @@ merge_feed(merge_t *m, PyObject *const *args, Py_ssize_t nargs, long long *lost_
     b->pay = poff != NULL ? Py_NewRef(pay) : NULL;
     s->n++;
     Py_RETURN_NONE;
+}
+
+static PyObject *
+merge_feed(merge_t *m, PyObject *const *args, Py_ssize_t nargs, long long *lost_sum)
+{
+    return merge_feed_or_bad(m, args, nargs, lost_sum, NULL);
 }
 
 /* heapq.merge's choice: the slot of the least (time, slot) among the slots' next

@@ -44,7 +44,7 @@ from .ftrace_text import function_args_text
 from .registry import Exporter, register_exporter
 from .task_view import SwitchPoints
 
-__all__ = ["OtlpExporter", "BATCH", "span_id", "trace_id"]
+__all__ = ["OtlpExporter", "OtlpProtoExporter", "BATCH", "span_id", "trace_id"]
 
 BATCH = 5_000
 
@@ -102,6 +102,7 @@ class OtlpExporter(Exporter):
     extra = "otlp"
     requires = ("opentelemetry.proto", "google.protobuf")
     options = {"min_duration": 0.0}
+    proto = False
 
     def write(self, source, out, options: Mapping[str, object]) -> dict | None:
         from google.protobuf import json_format
@@ -164,7 +165,11 @@ class OtlpExporter(Exporter):
                 return
             req = ExportTraceServiceRequest(resource_spans=[ResourceSpans(
                 resource=resource, scope_spans=[ScopeSpans(scope=scope, spans=spans)])])
-            out.write(_json(_request_dict(req, json_format)) + "\n")
+            if self.proto:
+                b = req.SerializeToString(deterministic=True)
+                out.write(len(b).to_bytes(4, "big") + b)
+            else:
+                out.write(_json(_request_dict(req, json_format)) + "\n")
             spans = []
 
         def span(c: Call) -> None:
@@ -204,7 +209,7 @@ class OtlpExporter(Exporter):
                 flush()
 
         walked = _native_spans(source, out, resource, scope, tid, pid, min_ns, offset,
-                               int(float(wall or 0) * 1e9), flush_request=(
+                               int(float(wall or 0) * 1e9), self.proto, flush_request=(
                                    ExportTraceServiceRequest, ResourceSpans, ScopeSpans,
                                    Span, json_format))
         if walked is not None:
@@ -262,7 +267,8 @@ def _json(d) -> str:
 
 
 def _native_spans(source, out, resource, scope, tid: bytes, pid: int, min_ns: int,
-                  offset: int | None, wall_ns: int, flush_request) -> tuple | None:
+                  offset: int | None, wall_ns: int, proto: bool,
+                  flush_request) -> tuple | None:
     """The export of a trace of calls (graph entries and returns, with their arguments
     and return values as text or 64-bit ints; events, markers and function tracer hits
     passed over: they are no spans) by the native twin
@@ -290,6 +296,9 @@ def _native_spans(source, out, resource, scope, tid: bytes, pid: int, min_ns: in
     if slots is None:
         return None
     Request, ResourceSpans, ScopeSpans, Span, json_format = flush_request
+    if proto:
+        return _native_proto_spans(native, source, out, slots, resource, scope, tid, pid,
+                                   min_ns, offset, wall_ns, ResourceSpans, ScopeSpans, Span)
     # a line of one span, cut around it: what comes before and after the spans
     probe = Span(trace_id=tid, span_id=b"\x01" * 8, name="-", kind=Span.SPAN_KIND_INTERNAL)
     d = _request_dict(Request(resource_spans=[ResourceSpans(
@@ -337,6 +346,51 @@ def _native_spans(source, out, resource, scope, tid: bytes, pid: int, min_ns: in
     return walker.counts()
 
 
+def _native_proto_spans(native, source, out, slots, resource, scope, tid: bytes, pid: int,
+                        min_ns: int, offset: int | None, wall_ns: int, ResourceSpans,
+                        ScopeSpans, Span) -> tuple:
+    """_native_spans for OTLP protobuf: the fields that are the same for many spans
+    (the resource's, the scope's, a thread's and a function's code attributes) are
+    serialized here by the protos, and the walk puts them together."""
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+    from .registry import name_of
+    from .walk import canon_ids, drive
+
+    def fields(**kw) -> bytes:
+        return Span(**kw).SerializeToString(deterministic=True)
+
+    def kv(key: str, value: object) -> KeyValue:
+        v = AnyValue(int_value=value) if isinstance(value, int) else \
+            AnyValue(string_value=str(value))
+        return KeyValue(key=key, value=v)
+    syms = source.symbols
+    where = source.places()
+    names: dict[int, str] = {}
+    code: dict[int, bytes] = {}
+    for ip in syms:
+        name = name_of(ip, syms)
+        names[ip] = name
+        w = where.get(name)
+        if w is not None:
+            code[ip] = fields(attributes=[kv("code.file.path", str(w[0])),
+                                          kv("code.line.number", int(w[1]))])
+    threads = source.threads
+    nslots = max(slots | set(threads), default=-1) + 1
+    tails = {}
+    for k in range(nslots):
+        t, comm = threads.get(k, (0, "<...>"))
+        tails[k] = fields(attributes=[kv("thread.id", int(t)), kv("thread.name", comm)])
+    walker = native.OtlpCalls(
+        nslots, names, code, canon_ids(syms), tails,
+        ResourceSpans(resource=resource).SerializeToString(deterministic=True),
+        ScopeSpans(scope=scope).SerializeToString(deterministic=True), tid.hex(),
+        pid & _M64, min_ns, offset, wall_ns, BATCH, True, True)
+    for data in drive(walker, source, nslots, payloads=True):
+        out.write(data)
+    return walker.counts()
+
+
 def _utf8_buffer(out):
     """The binary file under a text stream that writes UTF-8 (the CLI's), else None."""
     import codecs
@@ -364,7 +418,22 @@ def _b64_to_hex(s: str) -> str:
     return base64.b64decode(s).hex()
 
 
+class OtlpProtoExporter(OtlpExporter):
+    """The same spans as OTLP protobuf: each ExportTraceServiceRequest after its length
+    (4 bytes, big-endian), as the OpenTelemetry Collector's file exporter writes them
+    with ``format: proto``; one request is the body OTLP/HTTP posts as
+    application/x-protobuf.  A third of OTLP/JSON's size, and as quick to read as the
+    trace was to take."""
+    name = "otlp-proto"
+    summary = ("OpenTelemetry spans, OTLP protobuf (length-prefixed requests, the "
+               "Collector file exporter's format: proto)")
+    binary = True
+    suffix = ".otlp.pb"
+    proto = True
+
+
 register_exporter(OtlpExporter())
+register_exporter(OtlpProtoExporter())
 
 
 OTEL_EVENT = "otel:context"

@@ -283,6 +283,7 @@ EXPORT_MODULES: dict[str, str] = {
     "trace-cmd": "fntrace.output.trace_dat",
     "parquet": "fntrace.output.parquet",
     "otlp": "fntrace.output.otlp",
+    "otlp-proto": "fntrace.output.otlp",
 }
 
 
