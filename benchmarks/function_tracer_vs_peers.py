@@ -69,7 +69,7 @@ def child(mode: str, n: int, report: bool) -> int:
     elif mode == "fntrace":
         _common.import_fntrace()
         from fntrace.core.records import record_table
-        from fntrace.trace import TraceArray
+        from fntrace.trace_array import TraceArray
         from fntrace.tracers.function import FunctionTracer
         from fntrace.tracers.nop import NopTracer
         # Every function of every module loaded so far gets its record, as `fntrace

@@ -22,7 +22,7 @@ import pytest
 from fntrace import _env
 from fntrace.errors import FilterError, FntraceError
 from fntrace.fgraph import shadow_stack
-from fntrace.trace import thread_cpu
+from fntrace.trace_array import thread_cpu
 from fntrace.tracefs import Tracefs
 
 from fgraph_helpers import (  # noqa: F401  (fixtures)

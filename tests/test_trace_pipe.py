@@ -289,7 +289,7 @@ def test_recording_pipe_shows_copies_and_the_file_keeps_every_event(make_module,
 
     from fntrace.cli.record import flush_all
     from fntrace.tracefile.sink import FileSink
-    from fntrace.trace import TraceArray
+    from fntrace.trace_array import TraceArray
     from fntrace.tracefile import TraceFile, TraceFileWriter
 
     m = make_module(MOD, hint="tpr")

@@ -48,17 +48,9 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("DynamicEvent", "FunctionHit", "GraphEntry", "GraphReturn", "Lost",
                      "Marker", "StackTrace"), ".output.trace_events"),
     **dict.fromkeys(("TraceSession", "trace", "traced"), ".session"),
-    "TraceArray": ".trace",
+    "TraceArray": ".trace_array",
     "tracefs": ".tracefs",
 }
-
-
-# ``fntrace.trace`` is the session API's trace(), and also the name of a submodule
-# (TraceArray's): loading the submodule binds its name here, once, which would hide
-# the function.  So it is loaded now (it is small, and every tracer needs it) and its
-# binding dropped: the name is the function's, looked up below on first use.
-from . import trace as _trace_array  # noqa: E402,F401
-del globals()["trace"]
 
 
 def __getattr__(name: str):

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 TYPE_CHECKING = False
 
 from .core.task import thread_info
-from .trace import TraceArray
+from .trace_array import TraceArray
 from .tracefs.fs import Tracefs
 
 if TYPE_CHECKING:

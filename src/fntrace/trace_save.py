@@ -25,7 +25,7 @@ from .core.task import thread_info
 from .outfile import TRACE_MODE, replace_target
 from .record_format import TRACE_FN
 from .ring_buffer import RECORD
-from .trace import TraceArray
+from .trace_array import TraceArray
 from .tracefile.writer import TraceFileWriter
 
 __all__ = ["write_trace_file"]

@@ -27,7 +27,7 @@ import json
 import os
 
 from ..tracefile.blocks import MAGIC
-from ..tracefile.trace_set import child_files, child_path
+from ..tracefile.children import child_files, child_path
 
 __all__ = ["ENV", "SITE_DIR", "CHILD_OPTIONS", "Follow"]
 
@@ -101,9 +101,9 @@ class Follow:
 
     def children(self) -> list[str]:
         """The files of this run's other processes written so far."""
-        from ..tracefile.reader import TraceFile
         out = []
         for p in child_files(self.base):
+            from ..tracefile.reader import TraceFile    # (a program that starts none: no reader)
             try:
                 # the HEAD block is at the start: a prefix reads as a file cut short
                 with open(p, "rb") as f:

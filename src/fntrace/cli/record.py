@@ -25,7 +25,7 @@ from ..outfile import TRACE_MODE
 from ..outfile import create as create_output
 from ..printk import pr_warn
 from ..core.task import thread_info
-from ..trace import TraceArray
+from ..trace_array import TraceArray
 from ..tracefile import sink
 from ..tracefile.blocks import COMPRESS_HINT, compress_available
 from ..tracefile.sink import FileSink

@@ -21,7 +21,7 @@ never raised into the traced program.
 from __future__ import annotations
 
 import _signal
-import dis
+import opcode
 import sys
 from types import FunctionType, MethodType
 
@@ -350,11 +350,11 @@ def _scan(code, ops: frozenset, resume_after_yield: bool) -> frozenset:
     return frozenset(found)
 
 
-_EXTENDED_ARG = dis.opmap["EXTENDED_ARG"]
-_RESUME = dis.opmap["RESUME"]
-_RETURN_OPS = frozenset(dis.opmap[n] for n in ("RETURN_VALUE", "RETURN_CONST", "YIELD_VALUE")
-                        if n in dis.opmap)
-_YIELD_OPS = frozenset((dis.opmap["YIELD_VALUE"],))
+_EXTENDED_ARG = opcode.opmap["EXTENDED_ARG"]
+_RESUME = opcode.opmap["RESUME"]
+_RETURN_OPS = frozenset(opcode.opmap[n] for n in ("RETURN_VALUE", "RETURN_CONST", "YIELD_VALUE")
+                        if n in opcode.opmap)
+_YIELD_OPS = frozenset((opcode.opmap["YIELD_VALUE"],))
 
 
 def _return_offsets(code) -> frozenset:
@@ -531,7 +531,7 @@ _native = _env.native()
 def attach_native(ops_type: type) -> None:
     """Swap in the native twin.  Called by core/ops.py, which defines the ops type whose
     slots the twin reads: the layer above hands its type down instead of this module
-    importing it (the trace array's layout comes the same way, from trace.py)."""
+    importing it (the trace array's layout comes the same way, from trace_array.py)."""
     if _native is None:
         return
     from .records import DynFtrace

@@ -10,7 +10,7 @@ Like the kernel's per-CPU ``ftrace_ignore_pid`` / ``ignore_pid``, which the
 sched_switch probe sets when a task comes onto a CPU, the verdict is taken once per
 thread and per instance — at the thread's first event there (TraceArray.cpu_buffer /
 event_buffer) — and cached with the thread's buffer; a change of any list starts a new
-generation of the instance (trace.py TraceArray.pids_changed), which sends every thread
+generation of the instance (trace_array.py TraceArray.pids_changed), which sends every thread
 back to take it again.  An ignored thread then costs one check per call.
 
 The thread-name filters (``set_ftrace_comm``, ``set_event_comm``; ``fntrace record

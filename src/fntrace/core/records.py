@@ -82,7 +82,7 @@ _INLINED_COMPREHENSIONS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>"})
 _CO_GENLIKE = 0x20 | 0x80 | 0x200    # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
 
 
-_RESUME = __import__("dis").opmap["RESUME"]
+_RESUME = __import__("opcode").opmap["RESUME"]      # (dis would load far more)
 
 
 def _first_resume(code: CodeType) -> int:

@@ -89,7 +89,7 @@ def thread_cpu() -> int:
 own_threads: set[int] = set()
 
 
-# Run on a thread as it becomes fntrace's own (trace.py: it drops the verdicts the
+# Run on a thread as it becomes fntrace's own (trace_array.py: it drops the verdicts the
 # thread's earlier events left in each instance's cache).
 own_thread_hooks: list = []
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import heapq
 import os
-import re
 from collections.abc import Iterator
 from operator import itemgetter
 # typing is not imported at run time (the recorder's start-up); annotations are strings
@@ -39,34 +38,12 @@ if TYPE_CHECKING:
 
 from ..errors import TraceFileError
 from ..record_format import TRACE_EVENT, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET
+from .children import child_files, child_path
 from .reader import TraceFile
 
 __all__ = ["TraceSet", "open_traces", "child_files", "child_path"]
 
 _NAMED_BY_IP = (TRACE_GRAPH_ENT, TRACE_GRAPH_RET, TRACE_EVENT)
-
-
-def child_path(base: str, pid: int, image: int = 0) -> str:
-    """The file of process ``pid`` (its ``image``-th exec'd image after the first)."""
-    return f"{base}.{pid}" + (f".{image}" if image else "")
-
-
-def child_files(base: str) -> list[str]:
-    """The files beside ``base`` named as children's files are (any run's)."""
-    d, name = os.path.split(os.path.abspath(base))
-    pat = re.compile(re.escape(name) + r"\.(\d+)(?:\.(\d+))?\Z")
-    try:
-        names = os.listdir(d)
-    except OSError:
-        return []
-    found = []
-    prefix = name + "."
-    for n in names:
-        # (the prefix first: the directory may hold many files, /tmp does)
-        m = pat.match(n) if n.startswith(prefix) else None
-        if m:
-            found.append((int(m.group(1)), int(m.group(2) or 0), os.path.join(d, n)))
-    return [p for _, _, p in sorted(found)]
 
 
 class TraceSet:

@@ -39,7 +39,7 @@ from ..core.hash import hash_lines
 from ..core.records import record_table
 from ..errors import FilterError, FntraceError
 from ..ring_buffer import RECORD_SIZE, RingBuffer
-from ..trace import TRACE_CLOCKS, TraceArray
+from ..trace_array import TRACE_CLOCKS, TraceArray
 from ..tracers import available_tracers
 from ..tracers.function_cmds import FunctionCommands, filter_word_pos, split_commands
 from ..tracers.stack import stack_tracer
