@@ -143,6 +143,33 @@ def test_tracing_threads_does_not_change_their_names(tmp_script, run_fntrace):
     assert r.stdout == plain.stdout
 
 
+def test_every_short_thread_is_in_the_file_and_named(tmp_script, run_fntrace):
+    """A thread per task (a server's thread per request): each ended thread's last
+    records wait for the writer's next wake, and every one of them reaches the file
+    with its thread's name, the last ones written at the end."""
+    prog = tmp_script("""
+        import threading
+
+        def work(i):
+            return i + 1
+
+        for i in range(300):
+            t = threading.Thread(target=work, args=(i,), name=f"req{i}")
+            t.start()
+            t.join()
+    """)
+    r = run_fntrace("record", "-p", "function_graph", "-F", "__main__.work", "-o", "t.dat",
+                    prog)
+    assert r.returncode == 0, r.stderr
+    rep = run_fntrace("report", "t.dat", "-O", "funcgraph-proc")
+    assert rep.returncode == 0, rep.stderr
+    calls = [line for line in rep.stdout.splitlines() if "__main__.work();" in line]
+    assert len(calls) == 300
+    assert {re.search(r"req\d+", c).group() for c in calls} == {f"req{i}" for i in range(300)}
+    stat = run_fntrace("stat", "t.dat")
+    assert re.search(r"__main__\.work\s+300\s", stat.stdout), stat.stdout
+
+
 def test_live_records_and_reports(tmp_path, run_fntrace):
     plain = run_python(SHOP_DEMO, cwd=tmp_path)
     r = run_fntrace("live", "-F", "shop.cart.*", SHOP_DEMO)

@@ -112,6 +112,15 @@ def _py_trace_clock_now(clock: int) -> int:
     return time.monotonic_ns()
 
 
+def quiet_pending(limit: int) -> int:
+    """Pending bytes below which a quiet hand-over (a thread that ended hands its last
+    records over) does not wake the reader: a program of many short threads would
+    have it wake, and write a block, for each.  What waits is written at the reader's
+    next wake (a full buffer's hand-over, a tick, the end of the recording, a fork);
+    always below the limit a writer waits at (native/ring_buffer.c.h QUIET_PENDING)."""
+    return limit // 4 if limit > 0 else 1 << 18
+
+
 class ChunkQueue:
     """Where ring buffers in record mode hand their chunks.
 
@@ -220,13 +229,15 @@ class _PyRingBufferBase:
             self.payloads[seq] = payload
         return seq
 
-    def handoff(self, wait: bool = True) -> None:
+    def handoff(self, wait: bool = True, quiet: bool = False) -> None:
         """Hand every record not handed over yet to the sink as one chunk, in order.
 
         ``wait``: the buffer's own thread (it was full) waits for the reader while the
         queue is over its limit.  Another thread flushing the buffer (the reader, so
         that events of an idle thread reach it) passes False: no waiting, and a last
         record whose payload is still being stored stays for the next hand-over.
+        ``quiet``: the reader is not woken while less than QUIET_PENDING waits (a
+        thread's last records: see QUIET_PENDING).
 
         The reader-page swap must be whole for every other thread: here a thread switch
         may come between any two bytecodes, so the owner's and a flusher's hand-overs
@@ -253,7 +264,7 @@ class _PyRingBufferBase:
             with q.lock:
                 q.items.append((self.cpu, chunk, start, pay))
                 q.pending += len(chunk) + PAYLOAD_COST * len(pay)
-        if q.notify_fd >= 0:
+        if q.notify_fd >= 0 and not (quiet and q.pending < quiet_pending(q.limit)):
             try:
                 _os_write(q.notify_fd, CHUNK_NOTIFY)
             except OSError:         # the pipe is full: the reader is awake anyway
@@ -360,10 +371,10 @@ class RingBuffer(_Base):
             self.lock = _RLock()
 
     # -- the sink (record mode) -----------------------------------------------------
-    def flush(self) -> None:
+    def flush(self, quiet: bool = False) -> None:
         """Hand every record not handed over yet to the sink (``handoff``)."""
         if self.sink is not None:
-            self.handoff()
+            self.handoff(True, quiet)
 
     # -- reading ------------------------------------------------------------------------
     @property

@@ -240,7 +240,7 @@ class TraceArray:
                 return
             if self.sink is not None:
                 try:
-                    buf.flush()
+                    buf.flush(quiet=True)       # (the writer comes for it later)
                 except Exception:
                     return          # kept: nothing is lost, the end of the run takes it
                 del self.buffers[cpu]

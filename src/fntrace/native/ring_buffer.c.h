@@ -81,6 +81,13 @@ rb_payload_missing(RingBufferObject *rb, long long seq)
     return !has;
 }
 
+/* A quiet hand-over (a thread that ended hands its last records over) does not wake
+ * the reader while less than this is pending: a program of many short threads would
+ * have it wake, and write a block, for each.  What waits is written at the reader's
+ * next wake (a full buffer's hand-over, a tick, the end of the recording, a fork);
+ * always below the limit a writer waits at (ring_buffer.py QUIET_PENDING, its twin). */
+#define QUIET_PENDING(limit) ((limit) > 0 ? (limit) / 4 : (1LL << 18))
+
 /* RingBuffer.handoff (ring_buffer._PyRingBufferBase.handoff): the records not handed
  * over yet, copied out as one chunk and appended to the sink's ChunkQueue, its reader
  * poked through notify_fd.  No Python frame runs here: a thread at its recursion limit
@@ -96,7 +103,7 @@ rb_payload_missing(RingBufferObject *rb, long long seq)
  * buffer's state is read, and the state (read, payloads) is updated before anything
  * else can run.  0, or -1 with an exception set. */
 static int
-rb_handoff(RingBufferObject *rb, int wait)
+rb_handoff(RingBufferObject *rb, int wait, int quiet)
 {
     PyObject *q = rb->sink;
     if (q == NULL || q == Py_None)
@@ -230,15 +237,15 @@ rb_handoff(RingBufferObject *rb, int wait)
     long long fd = attr_ll(q, str_notify_fd);
     if (fd == -1 && PyErr_Occurred())
         return -1;
-    if (fd >= 0) {
+    long long limit = attr_ll(q, str_limit);
+    if (limit == -1 && PyErr_Occurred())
+        return -1;
+    if (fd >= 0 && !(quiet && pend < QUIET_PENDING(limit))) {
         ssize_t w = write((int)fd, "c", 1);     /* a full pipe: the reader is awake */
         (void)w;
     }
     if (!wait)
         return 0;
-    long long limit = attr_ll(q, str_limit);
-    if (limit == -1 && PyErr_Occurred())
-        return -1;
     /* A slow disk slows the program rather than losing records: wait, without the
      * GIL, for the reader to take chunks off (unless it has gone). */
     for (long held_ms = 0;; ) {
@@ -273,14 +280,16 @@ rb_handoff(RingBufferObject *rb, int wait)
 static PyObject *
 RingBuffer_handoff(RingBufferObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    int wait = 1;
-    if (nargs > 1) {
-        PyErr_SetString(PyExc_TypeError, "handoff(wait=True)");
+    int wait = 1, quiet = 0;
+    if (nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "handoff(wait=True, quiet=False)");
         return NULL;
     }
-    if (nargs == 1 && (wait = PyObject_IsTrue(args[0])) < 0)
+    if (nargs >= 1 && (wait = PyObject_IsTrue(args[0])) < 0)
         return NULL;
-    if (rb_handoff(self, wait) < 0)
+    if (nargs == 2 && (quiet = PyObject_IsTrue(args[1])) < 0)
+        return NULL;
+    if (rb_handoff(self, wait, quiet) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -365,7 +374,7 @@ rb_write(RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
     if (seq - rb->read >= rb->nrec) {
         /* the slot still holds a record nobody has read */
         if (rb->sink != NULL && rb->sink != Py_None) {
-            if (rb_handoff(rb, 1) < 0) {
+            if (rb_handoff(rb, 1, 0) < 0) {
                 /* out of memory, say: this record is lost, counted, never raised */
                 PyErr_Clear();
                 rb->dropped++;
@@ -514,7 +523,8 @@ static PyMethodDef RingBuffer_methods[] = {
     {"write_payload", (PyCFunction)(void (*)(void))RingBuffer_write_payload, METH_FASTCALL,
      "write_payload(ts, type, a, b, c, d, payload) -> seq"},
     {"handoff", (PyCFunction)(void (*)(void))RingBuffer_handoff, METH_FASTCALL,
-     "handoff(wait=True): the records not handed over yet, as one chunk, to the sink"},
+     "handoff(wait=True, quiet=False): the records not handed over yet, as one chunk, to "
+     "the sink"},
     {NULL}
 };
 

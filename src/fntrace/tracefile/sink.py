@@ -153,6 +153,7 @@ class FileSink:
         self.queue = ChunkQueue(self.wfd, max(PENDING_MIN, 2 * buffer_kb * 1024))
         self.next_ip = 1
         self.threads_written: set[int] = set()
+        self._threads_seen = 0            # thread_info's slots looked at
         self.lost = 0                     # records in chunks that could not be written
         self.error: str | None = None     # the first write error
         self.on_signal = None             # on_signal(signum): set by record()
@@ -377,9 +378,18 @@ class FileSink:
             self.next_ip = ip
             if syms:
                 self.writer.add_symbols(syms)
-        for cpu, (native, comm) in list(thread_info.items()):
+        # Slots are numbered in the order threads come (task.thread_cpu: the next is
+        # len(thread_info)): only the ones after those seen are new.  (Looking at all
+        # of them for every chunk made a program of thousands of short threads, a
+        # server's thread per request, quadratic.)
+        while self._threads_seen < len(thread_info):
+            info = thread_info.get(self._threads_seen)
+            if info is None:
+                break               # (being made: the next chunk takes it)
+            cpu = self._threads_seen
+            self._threads_seen += 1
             if cpu not in self.threads_written:
-                self.writer.add_thread(cpu, native, comm)
+                self.writer.add_thread(cpu, *info)
                 self.threads_written.add(cpu)
 
     def _close(self) -> None:
