@@ -48,7 +48,7 @@ from .record_format import (
 __all__ = ["RECORD", "RECORD_SIZE", "RingBuffer", "ChunkQueue", "TRACE_FN", "TRACE_GRAPH_ENT",
            "TRACE_GRAPH_RET", "TRACE_PRINT", "TRACE_STACK", "TRACE_EVENT", "HAS_PAYLOAD",
            "PAYLOAD_SEP", "args_pairs", "text_parts", "TRACE_CLOCKS", "CLOCK_IN_NS",
-           "trace_clock_now"]
+           "trace_clock_now", "quiet_pending"]
 
 # The record's layout, type numbers and flag bits: record_format.py, their one definition.
 RECORD = struct.Struct(FORMAT)
@@ -117,7 +117,8 @@ def quiet_pending(limit: int) -> int:
     records over) does not wake the reader: a program of many short threads would
     have it wake, and write a block, for each.  What waits is written at the reader's
     next wake (a full buffer's hand-over, a tick, the end of the recording, a fork);
-    always below the limit a writer waits at (native/ring_buffer.c.h QUIET_PENDING)."""
+    always below the limit a writer waits at (its native twin: ring_buffer.c.h's
+    QUIET_PENDING)."""
     return limit // 4 if limit > 0 else 1 << 18
 
 
@@ -236,8 +237,8 @@ class _PyRingBufferBase:
         queue is over its limit.  Another thread flushing the buffer (the reader, so
         that events of an idle thread reach it) passes False: no waiting, and a last
         record whose payload is still being stored stays for the next hand-over.
-        ``quiet``: the reader is not woken while less than QUIET_PENDING waits (a
-        thread's last records: see QUIET_PENDING).
+        ``quiet``: the reader is not woken while less than ``quiet_pending(limit)``
+        waits (a thread's last records: see quiet_pending).
 
         The reader-page swap must be whole for every other thread: here a thread switch
         may come between any two bytecodes, so the owner's and a flusher's hand-overs

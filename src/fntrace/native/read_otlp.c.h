@@ -108,30 +108,60 @@ put_i64(tbuf_t *t, int64_t v)
     t->blen = p - t->buf;
 }
 
+/* What both forms of a span start with: the call counted, and 0 when it is shorter
+ * than min_ns; else 1, its name (``fmt`` for an id without one) and code attributes
+ * (none: clen 0) in ``o``, its arguments' text (function_args_text) in c->a. */
+typedef struct {
+    const char *name, *code;
+    Py_ssize_t nlen, clen;
+    char tmp[24], ctmp[24];
+} ospan_t;
+
+static int
+oc_span_start(OtlpCalls *c, const paired_t *p, ospan_t *o, const char *fmt)
+{
+    c->total++;
+    if (p->end - p->start < c->min_ns)
+        return 0;
+    o->name = names_get(&c->names, p->id, &o->nlen, o->tmp, fmt);
+    o->code = names_get(&c->code, p->id, &o->clen, o->ctmp, "%.0u");
+    if (o->code == o->ctmp)
+        o->clen = 0;
+    c->a.blen = 0;
+    if (p->args != NULL) {
+        if (tb_reserve(&c->a, 2 * p->alen + 4) < 0)
+            return -1;
+        put_args_text(&c->a, p->args, p->alen);
+    }
+    return 1;
+}
+
+/* _status_error: the exception's text of a return value "raised" or "raised <what>"
+ * (NULL: the call returned) */
+static const char *
+oc_raised(const paired_t *p, Py_ssize_t *len)
+{
+    if (p->ret.kind == PAY_INT || p->ret.len < 6 || memcmp(p->ret.s, "raised", 6)
+            || (p->ret.len > 6 && p->ret.s[6] != ' '))
+        return NULL;
+    Py_ssize_t skip = p->ret.len == 6 ? 6 : 7;
+    *len = p->ret.len - skip;
+    return p->ret.s + skip;
+}
+
 static int
 oc_emit(void *ctx, Py_ssize_t slot, const paired_t *p)
 {
     OtlpCalls *c = (OtlpCalls *)ctx;
-    c->total++;
-    if (p->end - p->start < c->min_ns)
-        return 0;
-    char tmp[24];
-    Py_ssize_t nlen, clen;
-    const char *name = names_get(&c->names, p->id, &nlen, tmp, "\"0x%x\"");
-    char ctmp[24];
-    const char *code = names_get(&c->code, p->id, &clen, ctmp, "%.0u");
-    if (code == ctmp)
-        clen = 0;           /* no code attributes */
+    ospan_t o;
+    int go = oc_span_start(c, p, &o, "\"0x%x\"");
+    if (go <= 0)
+        return go;
+    const char *name = o.name, *code = o.code;
+    Py_ssize_t nlen = o.nlen, clen = o.clen;
     oslot_t *s = &c->os[slot];
-    /* the arguments' text first (function_args_text), then room for all of it */
-    Py_ssize_t more = 0;
-    if (p->args != NULL) {
-        c->a.blen = 0;
-        if (tb_reserve(&c->a, 2 * p->alen + 4) < 0)
-            return -1;
-        put_args_text(&c->a, p->args, p->alen);
-        more += 6 * c->a.blen + 64;
-    }
+    /* room for all of it */
+    Py_ssize_t more = p->args != NULL ? 6 * c->a.blen + 64 : 0;
     if (p->ret.has)
         more += 2 * 6 * p->ret.len + 160;
     if (tb_reserve(&c->t, 400 + 2 * nlen + clen + s->tail_len + c->prefix_len
@@ -187,12 +217,7 @@ oc_emit(void *ctx, Py_ssize_t slot, const paired_t *p)
             put_json_str(t, 0, num, n);
         } else {
             put_json_str(t, 0, p->ret.s, p->ret.len);
-            /* _status_error: "raised" or "raised <what>" */
-            if (p->ret.len >= 6 && !memcmp(p->ret.s, "raised", 6)
-                    && (p->ret.len == 6 || p->ret.s[6] == ' ')) {
-                raised = p->ret.s + (p->ret.len == 6 ? 6 : 7);
-                raised_len = p->ret.len - (p->ret.len == 6 ? 6 : 7);
-            }
+            raised = oc_raised(p, &raised_len);
         }
         TB_LIT(t, "}}");
     }
@@ -334,25 +359,14 @@ static int
 oc_emit_pb(void *ctx, Py_ssize_t slot, const paired_t *p)
 {
     OtlpCalls *c = (OtlpCalls *)ctx;
-    c->total++;
-    if (p->end - p->start < c->min_ns)
-        return 0;
-    char tmp[24];
-    Py_ssize_t nlen, clen;
-    const char *name = names_get(&c->names, p->id, &nlen, tmp, "0x%x");
-    char ctmp[24];
-    const char *code = names_get(&c->code, p->id, &clen, ctmp, "%.0u");
-    if (code == ctmp)
-        clen = 0;           /* no code attributes */
+    ospan_t o;
+    int go = oc_span_start(c, p, &o, "0x%x");
+    if (go <= 0)
+        return go;
+    const char *name = o.name, *code = o.code;
+    Py_ssize_t nlen = o.nlen, clen = o.clen;
     oslot_t *s = &c->os[slot];
-    Py_ssize_t more = 0;
-    if (p->args != NULL) {
-        c->a.blen = 0;
-        if (tb_reserve(&c->a, 2 * p->alen + 4) < 0)
-            return -1;
-        put_args_text(&c->a, p->args, p->alen);
-        more += c->a.blen + 64;
-    }
+    Py_ssize_t more = p->args != NULL ? c->a.blen + 64 : 0;
     if (p->ret.has)
         more += 2 * p->ret.len + 160;
     tbuf_t *sp = &c->sp;
@@ -398,12 +412,7 @@ oc_emit_pb(void *ctx, Py_ssize_t slot, const paired_t *p)
             q = PB_STR_ATTR(q, "fntrace.retval", num, n);
         } else {
             q = PB_STR_ATTR(q, "fntrace.retval", p->ret.s, p->ret.len);
-            /* _status_error: "raised" or "raised <what>" */
-            if (p->ret.len >= 6 && !memcmp(p->ret.s, "raised", 6)
-                    && (p->ret.len == 6 || p->ret.s[6] == ' ')) {
-                raised = p->ret.s + (p->ret.len == 6 ? 6 : 7);
-                raised_len = p->ret.len - (p->ret.len == 6 ? 6 : 7);
-            }
+            raised = oc_raised(p, &raised_len);
         }
     }
     if (!p->complete)       /* 4a LEN {0a "fntrace.incomplete", 12 02 {10 01}} */

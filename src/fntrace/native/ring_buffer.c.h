@@ -85,7 +85,7 @@ rb_payload_missing(RingBufferObject *rb, long long seq)
  * the reader while less than this is pending: a program of many short threads would
  * have it wake, and write a block, for each.  What waits is written at the reader's
  * next wake (a full buffer's hand-over, a tick, the end of the recording, a fork);
- * always below the limit a writer waits at (ring_buffer.py QUIET_PENDING, its twin). */
+ * always below the limit a writer waits at (its twin: ring_buffer.py quiet_pending). */
 #define QUIET_PENDING(limit) ((limit) > 0 ? (limit) / 4 : (1LL << 18))
 
 /* RingBuffer.handoff (ring_buffer._PyRingBufferBase.handoff): the records not handed

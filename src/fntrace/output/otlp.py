@@ -28,6 +28,10 @@ enums as integers, field names in lowerCamelCase::
 - ``--min-duration USEC`` keeps only calls that long or longer.  A parent lasts at
   least as long as its children, so a kept span's parent is kept too.
 
+``--format otlp-proto`` writes the same requests as OTLP protobuf, each after its
+length (4 bytes, big-endian): the Collector's file exporter's ``format: proto``, and
+each request the body OTLP/HTTP posts as ``application/x-protobuf``.
+
 A trace of calls alone (no arguments, return values or events) is written by the
 native twin (_native_read.c's OtlpCalls, native/read_otlp.c.h) from the same pieces of
 JSON, made here by the protos: the same bytes, a hundred times as fast.
@@ -422,8 +426,8 @@ class OtlpProtoExporter(OtlpExporter):
     """The same spans as OTLP protobuf: each ExportTraceServiceRequest after its length
     (4 bytes, big-endian), as the OpenTelemetry Collector's file exporter writes them
     with ``format: proto``; one request is the body OTLP/HTTP posts as
-    application/x-protobuf.  A third of OTLP/JSON's size, and as quick to read as the
-    trace was to take."""
+    application/x-protobuf.  Under half of OTLP/JSON's size (about 220 bytes a span
+    against 530), and its walk and encoding a fraction of the JSON's."""
     name = "otlp-proto"
     summary = ("OpenTelemetry spans, OTLP protobuf (length-prefixed requests, the "
                "Collector file exporter's format: proto)")
