@@ -108,6 +108,8 @@ def _payload_tails(mv: memoryview, first_seq: int, payloads: Mapping[int, Any],
 
 
 def _varints(*vals: int) -> bytes:
+    if max(vals) < 0x80:
+        return bytes(vals)          # (each its own byte: most block heads)
     out = bytearray()
     for v in vals:
         put_uvarint(out, v)
@@ -419,14 +421,11 @@ class TraceFileWriter:
             raise
 
     def _write_block(self, tag: bytes, *parts: bytes | memoryview) -> None:
-        length = sum(memoryview(p).nbytes for p in parts)
-        head = BLOCK_HEAD.pack(tag, length)
-        crc = crc32(head)
-        for p in parts:
-            crc = crc32(p, crc)
+        body = b"".join(parts)
+        head = BLOCK_HEAD.pack(tag, len(body))
         # one write a block: each write lets the GIL go, and a busy thread of the
         # program may keep it a switch interval before the writer has it again
-        self._write(b"".join((head, *parts, CRC.pack(crc))))
+        self._write(b"".join((head, body, CRC.pack(crc32(body, crc32(head))))))
 
     def _write_index(self) -> None:
         """INDX: each chunk block's cpu, records, first and last time, in the order
