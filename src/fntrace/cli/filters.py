@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from ..output.filters import TraceFilter
 
 __all__ = ["add_filter_arguments", "add_pid_argument", "filter_from_args", "check_matches",
-           "pids_from_args",
+           "pids_from_args", "check_depth", "check_thresh",
            "open_traces_arg"]
 
 
@@ -89,10 +89,29 @@ def _ints(values: list[str], what: str, check) -> frozenset[int]:
     return frozenset(out)
 
 
+def check_depth(text: str) -> int:
+    try:
+        n = int(text, 0)
+    except ValueError:
+        raise UsageError(f"bad max depth {text!r}: not a number") from None
+    if n < 0:
+        raise UsageError(f"bad max depth {n}: must be 0 (unlimited) or more")
+    return n
+
+
+def check_thresh(text: str) -> int:
+    try:
+        n = int(text, 0)
+    except ValueError:
+        raise UsageError(f"bad threshold {text!r}: not a whole number of microseconds") from None
+    if n < 0:
+        raise UsageError(f"bad threshold {n}: must be 0 (off) or more microseconds")
+    return n
+
+
 def filter_from_args(args, *, graph_display: bool = True) -> "TraceFilter":
     """The TraceFilter of the command line (UsageError, one line, for a bad value)."""
     from ..output.filters import TraceFilter, check_glob, parse_time
-    from .record import check_depth, check_thresh
     max_depth = thresh_ns = 0
     if graph_display:
         max_depth = check_depth(args.max_depth)

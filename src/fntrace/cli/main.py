@@ -336,7 +336,7 @@ def split_target(sub: argparse.ArgumentParser, argv: list[str]
 def _report_opts(args) -> dict:
     """-O options as {tracefs option name: on}: the words of a trace_options write
     (the same grammar and errors), limited to the options that change the text."""
-    from ..tracefs.fs import parse_trace_options
+    from ..output.trace_options import parse_trace_options
     out: dict = {}
     known = ", ".join(REPORT_OPTIONS)
     for o in args.option:

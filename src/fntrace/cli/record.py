@@ -36,7 +36,7 @@ from .guard import Guard
 from .target import (Outcome, Target, _native_launch, callback_credit, finish_program,
                      run_target)
 
-__all__ = ["RecordOptions", "Recording", "record", "check_depth", "check_thresh",
+__all__ = ["RecordOptions", "Recording", "record",
            "unmatched_patterns", "flush_all", "ENDING_SIGNALS"]
 
 
@@ -79,26 +79,6 @@ class RecordOptions:
 
     def __repr__(self) -> str:
         return f"RecordOptions({vars(self)!r})"
-
-
-def check_depth(text: str) -> int:
-    try:
-        n = int(text, 0)
-    except ValueError:
-        raise UsageError(f"bad max depth {text!r}: not a number") from None
-    if n < 0:
-        raise UsageError(f"bad max depth {n}: must be 0 (unlimited) or more")
-    return n
-
-
-def check_thresh(text: str) -> int:
-    try:
-        n = int(text, 0)
-    except ValueError:
-        raise UsageError(f"bad threshold {text!r}: not a whole number of microseconds") from None
-    if n < 0:
-        raise UsageError(f"bad threshold {n}: must be 0 (off) or more microseconds")
-    return n
 
 
 def flush_all(tr: TraceArray) -> bool:

@@ -38,6 +38,7 @@ from ..core import pid_list, task
 from ..core.hash import hash_lines
 from ..core.records import record_table
 from ..errors import FilterError, FntraceError
+from ..output.trace_options import GRAPH_OPTIONS, OPTIONS, parse_trace_options
 from ..ring_buffer import RECORD_SIZE, RingBuffer
 from ..trace_array import TRACE_CLOCKS, TraceArray
 from ..tracers import available_tracers
@@ -299,30 +300,11 @@ def _bool(data: str, name: str) -> bool:
     raise FntraceError(f"{name}: expected 0 or 1, got {s!r}")
 
 
-def parse_trace_options(data: str) -> list[tuple[str, bool]]:
-    """The words of a ``trace_options`` write: [(option, on)], ``noNAME`` turning
-    NAME off; an unknown name is an error (EINVAL) at its position, nothing applied."""
-    out = []
-    for word in data.split():
-        on = not word.startswith("no")
-        name = word[2:] if not on else word
-        if name not in Tracefs.OPTIONS and name not in Tracefs.GRAPH_OPTIONS:
-            raise FntraceError(f"no such option {word!r}", command=data, pos=data.find(word))
-        out.append((name, on))
-    return out
-
-
 class Tracefs:
     """One directory of the tree (the top level, or an instance)."""
 
-    OPTIONS = ("print-parent", "irq-info", "overwrite", "markers", "function-trace",
-               "object-repr", "function-fork", "event-fork")
-    # function_graph's options (trace_functions_graph.c trace_opts) and their defaults.
-    GRAPH_OPTIONS = {"funcgraph-overrun": False, "funcgraph-cpu": True,
-                     "funcgraph-overhead": True, "funcgraph-proc": False,
-                     "funcgraph-duration": True, "funcgraph-abstime": False,
-                     "funcgraph-tail": False, "funcgraph-retval": False,
-                     "funcgraph-retval-hex": False, "funcgraph-args": False}
+    OPTIONS = OPTIONS
+    GRAPH_OPTIONS = GRAPH_OPTIONS       # (output/trace_options.py: their one definition)
 
     def __init__(self, tr: TraceArray | None = None, *, top: bool = True):
         # the interpreter's own tracepoints: events/<system>/<event>/ from the start
