@@ -225,6 +225,7 @@ def test_the_program_meets_its_recursion_limit_where_python_does(tmp_path, trace
 
 OWN_AUDIT_EVENTS = """\
     import sys
+    import time
 
     def work(i):
         return i + 1
@@ -236,6 +237,7 @@ OWN_AUDIT_EVENTS = """\
     sys.addaudithook(hook)
     for i in range(3):
         work(i)
+    time.sleep(0.1)     # (live's writer thread ticks meanwhile: fntrace's own code runs)
     sys.monitoring.register_callback(1, 1, None) if hasattr(sys, "monitoring") else None
     print("end")
 """

@@ -189,19 +189,32 @@ def _install_callback_shell() -> bool:
     whose callbacks are C)."""
     if _env.native() is not None or _native_launch is None:
         return False
-    from .. import fgraph
-    from ..core import dispatch, fetch, records
+    from ..core import dispatch
     if dispatch.callback_shell is None:
         _native_launch.callback_shell_setup(
             os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
             dispatch.from_signal_handler)
         dispatch.callback_shell = _native_launch.callback_shell
-        # id() raises an audit event ("builtins.id") that the program's audit hooks
-        # would see at every traced call: the modules the callbacks run in get an id()
-        # that does not (a module global is found before the builtin)
-        for mod in (dispatch, fetch, records, fgraph):
-            mod.id = _native_launch.ident       # type: ignore[attr-defined]
     return True
+
+
+def _quiet_id() -> None:
+    """id() raises an audit event ("builtins.id") that the program's audit hooks see,
+    on whatever thread calls it: the modules of fntrace's code that runs while the
+    program does get an id() that does not (a module global is found before the
+    builtin).  The pure hot path's callbacks run there at every traced call, and the
+    discovery trap, native or pure, on fntrace's own threads too (the writer's
+    functions, first seen at a tick of `live` or of an open trace_pipe)."""
+    if _native_launch is None:
+        return
+    from .. import fgraph
+    from ..arch import lines, monitoring
+    from ..core import dispatch, fetch, records
+    for mod in (dispatch, fetch, records, fgraph, monitoring, lines):
+        mod.id = _native_launch.ident       # type: ignore[attr-defined]
+
+
+_quiet_id()
 
 
 _CREDIT = 0 if _env.native() is not None or _install_callback_shell() else PURE_CALLBACK_FRAMES
