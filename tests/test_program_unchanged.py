@@ -944,6 +944,82 @@ def test_a_child_forked_while_another_thread_holds_fntraces_locks(tmp_path, run_
     assert out == "7\n"
 
 
+HELD_AT_FORK_HOOKS = """\
+import os, threading, warnings
+{start}
+from fntrace.core.records import record_table
+
+ns = {{"__name__": "made"}}
+exec("def helper():\\n    return 1\\n", ns)
+held, done = threading.Event(), threading.Event()
+
+
+class Holder(threading.Thread):
+    def run(self):
+        # the record table's lock, as a thread listing a module holds it
+        with record_table.lock:
+            held.set()
+            done.wait()
+
+    # threading's own at-fork hook calls these in the child, for the threads gone
+    # there: code never run before, which the discovery trap lists (3.11-3.12, 3.13)
+    def _reset_internal_locks(self, *a):
+        ns["helper"]()
+        super()._reset_internal_locks(*a)
+
+    def _after_fork(self, *a, **k):
+        ns["helper"]()
+        super()._after_fork(*a, **k)
+
+
+# 3.12+ warns of a fork in a threaded process: the warning's code, never run before,
+# would wait for the lock this program holds itself
+warnings.simplefilter("ignore", DeprecationWarning)
+t = Holder()
+t.start()
+held.wait()
+pid = os.fork()
+if pid == 0:
+    os._exit(7)
+done.set()
+t.join()
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork")
+@pytest.mark.parametrize("how", ["record", "api"])
+def test_a_child_runs_threadings_fork_hook_while_a_gone_thread_held_fntraces_lock(
+        tmp_path, how):
+    # CPython runs the at-fork hooks in the order they were registered, and threading's
+    # (traced code) ran before the one that gave the child fntrace's locks back: a
+    # thread listing a module at the fork left the child waiting for the record table
+    # for ever (test_threads_that_fork_or_end..., once in a few hundred runs).  Under
+    # `record` fntrace's hook is registered before threading is imported; a program
+    # that imported threading first and turns tracing on itself has the trap take the
+    # locks back.
+    if how == "record":
+        prog = HELD_AT_FORK_HOOKS.format(start="")
+        cmd = [*FNTRACE, "record", "-p", "function_graph", "-o", "t.dat", "held.py"]
+    else:
+        prog = HELD_AT_FORK_HOOKS.format(
+            start="import fntrace\nfntrace.tracefs().write('current_tracer', 'function_graph')")
+        cmd = [sys.executable, "held.py"]
+    (tmp_path / "held.py").write_text(prog)
+    p = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        pytest.fail("the forked child hung on fntrace's lock, held at fork by a thread "
+                    "gone in the child")
+    assert p.returncode == 0, err
+    assert out == "7\n"
+
+
 SIGNAL_AT_RESUME = """\
 import _testcapi
 

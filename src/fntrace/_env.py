@@ -9,7 +9,7 @@ import sys
 import weakref
 
 __all__ = ["PYVERSION", "PYBEHAVIOR", "BACKEND", "PURE", "native", "native_module", "public_dir",
-           "fork_safe", "fork_safe_attr"]
+           "fork_safe", "fork_safe_attr", "forked_check"]
 
 PYVERSION = sys.version_info
 
@@ -83,15 +83,25 @@ def native():
 # (a thread's CPU index, a miss in the record table, a hist hit).  As CPython does for
 # its own (threading, logging), the child gets each lock back new.  A lock with a
 # long-lived owner is registered once; a short-lived owner's by a weak reference.
+#
+# All of them are made new by one at-fork hook, registered when this module is imported:
+# before threading is (nothing here imports it), so it runs in the child before
+# threading's own _after_fork — Python code, traced, that must not find a lock of
+# fntrace's held by a thread that is gone (CPython's at-fork hooks run in the order
+# they were registered).  Each lock's own hook, registered by its module after that
+# module imported threading, ran too late.  ``forked_check`` is the same for a
+# program that imported threading before fntrace: a slow path calls it before it
+# takes a lock.
+
+_locks: list = []
+_owners: list = []      # (weak reference to the owner, attribute of its lock)
+_pid = [os.getpid()]    # the process whose locks these are
+
 
 def fork_safe(lock):
     """``lock``, made new in a forked child (a module's lock)."""
-    if hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=lock._at_fork_reinit)
+    _locks.append(lock)
     return lock
-
-
-_owners: list = []      # (weak reference to the owner, attribute of its lock)
 
 
 def fork_safe_attr(owner, attr: str = "lock") -> None:
@@ -101,7 +111,12 @@ def fork_safe_attr(owner, attr: str = "lock") -> None:
     _owners.append((weakref.ref(owner), attr))
 
 
-def _reinit_owners() -> None:
+def _reinit_locks() -> None:
+    if _pid[0] == os.getpid():
+        return          # done already in this child (forked_check)
+    _pid[0] = os.getpid()
+    for lock in _locks:
+        lock._at_fork_reinit()
     for r, attr in _owners:
         o = r()
         lock = getattr(o, attr, None) if o is not None else None
@@ -109,5 +124,12 @@ def _reinit_owners() -> None:
             lock._at_fork_reinit()
 
 
+def forked_check() -> None:
+    """In a forked child whose at-fork hooks have not reached fntrace's yet (another
+    module's hook, registered first, runs traced code): its locks made new now."""
+    if _pid[0] != os.getpid():
+        _reinit_locks()
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reinit_owners)
+    os.register_at_fork(after_in_child=_reinit_locks)

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Iterator
 from types import BuiltinFunctionType, CodeType, FunctionType, ModuleType
 
-from .._env import fork_safe
+from .._env import fork_safe, forked_check
 
 __all__ = [
     "FTRACE_FL", "FTRACE_REF_MAX", "DynFtrace", "RecordTable", "record_table", "ROOT",
@@ -440,6 +440,7 @@ class RecordTable:
         name = glb.get("__name__") if type(glb) is dict else None
         if type(name) is not str or _own_module(name) or not self.in_scope(name):
             return
+        forked_check()
         if code.co_name == "<module>":
             if code.co_filename.startswith("<"):
                 # exec of a string (dataclasses' _create_fn, namedtuple): what it defines

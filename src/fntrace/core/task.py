@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 
-from .._env import fork_safe
+from .._env import fork_safe, forked_check
 from .fetch import caller_frame
 
 __all__ = ["wait_thread_gone", "TASK_COMM_LEN", "thread_cpu", "thread_info", "forget_threads", "new_thread_hooks",
@@ -71,6 +71,7 @@ def thread_cpu() -> int:
     key = (ident, threading.get_native_id())
     cpu = _cpu_of.get(key)
     if cpu is None:
+        forked_check()
         with _cpu_lock:
             cpu = _cpu_of.get(key)
             if cpu is None:
