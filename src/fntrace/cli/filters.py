@@ -89,24 +89,24 @@ def _ints(values: list[str], what: str, check) -> frozenset[int]:
     return frozenset(out)
 
 
-def check_depth(text: str) -> int:
+def _whole(text: str, what: str, unit: str, at_least: str) -> int:
+    """A whole number of 0 or more (int()'s bases), or one line saying what it is not."""
     try:
         n = int(text, 0)
     except ValueError:
-        raise UsageError(f"bad max depth {text!r}: not a number") from None
+        raise UsageError(f"bad {what} {text!r}: not a {unit}") from None
     if n < 0:
-        raise UsageError(f"bad max depth {n}: must be 0 (unlimited) or more")
+        raise UsageError(f"bad {what} {n}: must be {at_least}")
     return n
+
+
+def check_depth(text: str) -> int:
+    return _whole(text, "max depth", "number", "0 (unlimited) or more")
 
 
 def check_thresh(text: str) -> int:
-    try:
-        n = int(text, 0)
-    except ValueError:
-        raise UsageError(f"bad threshold {text!r}: not a whole number of microseconds") from None
-    if n < 0:
-        raise UsageError(f"bad threshold {n}: must be 0 (off) or more microseconds")
-    return n
+    return _whole(text, "threshold", "whole number of microseconds",
+                  "0 (off) or more microseconds")
 
 
 def filter_from_args(args, *, graph_display: bool = True) -> "TraceFilter":
