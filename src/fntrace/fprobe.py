@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
 from ._env import fork_safe
 from .core.dispatch import caller_frame, contain
-from .core.hash import FtraceHash, ftrace_match, filter_parse_regex, glob_match
-from .core.ops import (FTRACE_OPS_FL, OFL, Ops, _move_hash, ftrace_lock, register_ftrace_function,
+from .core.hash import FtraceHash, glob_match
+from .core.ops import (OFL, Ops, _move_hash, ftrace_lock, register_ftrace_function,
                        unregister_ftrace_function)
 from .core.records import DynFtrace, record_table
 from .errors import FilterError, FntraceError, NoSpaceError, NotFoundError

@@ -30,7 +30,6 @@ are counted in ``settings.repr_faults``.
 """
 from __future__ import annotations
 
-import sys
 from time import perf_counter_ns as _clock
 from types import BuiltinFunctionType, CodeType, FunctionType, MethodType, ModuleType
 

@@ -18,7 +18,6 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable
-from types import CodeType
 # typing is not imported at run time (it is a fifth of fntrace's import cost);
 # the annotations are strings (from __future__ import annotations).
 TYPE_CHECKING = False
@@ -27,13 +26,13 @@ if TYPE_CHECKING:
 
 from .._env import fork_safe
 from ..arch import Backend, make_backend
-from ..errors import BusyError, FilterError, FntraceError, NotFoundError, UsageError
+from ..errors import BusyError, FilterError, FntraceError, NotFoundError
 from . import dispatch
 from . import stub as _stub
 from .stub import sync_stub
 from .hash import (EMPTY_HASH, FtraceHash, ModCacheEntry, PendingPattern, apply_mod_cache,
                    apply_pending, ftrace_process_regex, module_scope)
-from .records import (FL, FTRACE_FL, FTRACE_NOCLEAR_FLAGS, FTRACE_REF_MAX, DynFtrace, _Ints,
+from .records import (FL, FTRACE_NOCLEAR_FLAGS, FTRACE_REF_MAX, DynFtrace, _Ints,
                       record_table)
 
 __all__ = [

@@ -7,9 +7,9 @@ column of every output format and the key of their ring buffer in each instance.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
+import weakref
 
 from .._env import fork_safe, forked_check
 from .fetch import caller_frame
@@ -189,7 +189,6 @@ def follow_forks() -> None:
     global _following, _parent_of_thread
     if _following:
         return
-    import weakref
     _parent_of_thread = weakref.WeakKeyDictionary()
     for name in _START_NAMES:
         orig = getattr(threading, name, None)
