@@ -33,19 +33,23 @@ from collections import deque
 from collections.abc import Callable, Iterable
 
 from ..core import fetch
-from ..core import ops as core_ops
-from ..core import pid_list, task
-from ..core.hash import hash_lines
-from ..core.records import record_table
-from ..errors import FilterError, FntraceError
+from ..core import task
+from ..errors import FntraceError
 from ..output.trace_options import GRAPH_OPTIONS, OPTIONS, parse_trace_options
 from ..ring_buffer import RECORD_SIZE, RingBuffer
 from ..trace_array import TRACE_CLOCKS, TraceArray
 from ..tracers import available_tracers
-from ..tracers.function_cmds import FunctionCommands, filter_word_pos, split_commands
-from ..tracers.stack import stack_tracer
+from ..tracers.function_cmds import FunctionCommands
 from .dynamic_events import register_dynamic_events
+from .ftrace_files import register_ftrace_files
+from .pid_filter import register_pid_filter
+from .readme import README
+from .trace_stack import register_stack_tracer
 from .trace_stat import register_function_profiler
+from .values import errno_error as _err
+from .values import parse_bool as _bool
+from .values import short as _short
+from .values import ulong as _ulong
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -53,185 +57,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Tracefs", "tracefs", "ErrorLog", "parse_trace_options"]
 
-README = """\
-tracing mini-HOWTO (fntrace: ftrace for Python programs):
-
-# echo 0 > tracing_on : quick way to disable tracing
-# echo 1 > tracing_on : quick way to re-enable tracing
-
- Important files:
-  trace\t\t\t- The static contents of the buffer
-\t\t\t  To clear the buffer write into this file: echo > trace
-  trace_pipe\t\t- A consuming read to see the contents of the buffer
-  current_tracer\t- function and latency tracers
-  available_tracers\t- list of configured tracers for current_tracer
-  error_log\t- error log for failed commands (that support it)
-  buffer_size_kb\t- view and modify size of per thread buffer
-  buffer_total_size_kb  - view total size of all thread buffers
-
-  trace_clock\t\t- change the clock used to order events
-       local:   Per cpu clock but may not be synced across CPUs
-      global:   Synced across CPUs but slows tracing down.
-     counter:   Not a clock, but just an increment
-      uptime:   Jiffy counter from time of boot
-        perf:   Same clock that perf events use
-        mono:   Monotonic clock (CLOCK_MONOTONIC)
-    mono_raw:   Monotonic clock not adjusted by NTP (CLOCK_MONOTONIC_RAW)
-        boot:   Monotonic clock that counts suspend too (CLOCK_BOOTTIME)
-\t\t\t  (in one process local, global, perf and mono are one clock)
-\t\t\t  Setting a clock clears the buffers and the snapshot
-
-  trace_marker\t\t- Writes into this file writes into the trace buffer
-  tracing_cpumask\t- Limit which threads to trace (by thread index, the CPU column)
-  instances\t\t- Make sub-buffers with: mkdir instances/foo
-\t\t\t  Remove sub-buffer with rmdir
-  trace_options\t\t- Set format or modify how tracing happens
-\t\t\t  Disable an option by prefixing 'no' to the
-\t\t\t  option name
-  saved_cmdlines\t- the thread id and name of every thread seen: "<tid> <comm>"
-  saved_cmdlines_size\t- echo command number in here to store comm-pid list
-  per_thread/<tid>/\t- one thread's buffer (the kernel's per_cpu/cpuN/):
-      trace\t\t- like trace, that thread's events only
-      trace_pipe\t- like trace_pipe, that thread's events only
-      stats\t\t- entries, overrun, bytes, timestamps, dropped and read events
-      buffer_size_kb\t- that thread's buffer size (buffer_size_kb then reads X)
-
-  available_filter_functions - list of functions that can be filtered on
-  available_filter_functions_addrs - list of functions that can be filtered on, with
-\t\t\t  the id fntrace gives each (in place of an address)
-  dyn_ftrace_total_info\t- how many functions are known (records)
-  set_ftrace_filter\t- echo function name in here to only trace these
-\t\t\t  functions
-\t     accepts: func_full_name or glob-matching-pattern
-\t     modules: Can select a group via module
-\t      Format: :mod:<module-name>
-\t     example: echo :mod:json > set_ftrace_filter
-\t    triggers: a command to perform when function is hit
-\t      Format: <function>:<trigger>[:count]
-\t     trigger: traceon, traceoff
-\t\t      enable_event:<system>:<event>
-\t\t      disable_event:<system>:<event>
-\t\t      stacktrace
-\t\t      snapshot
-\t\t      dump
-\t\t      cpudump
-\t     example: echo json.loads:traceoff > set_ftrace_filter
-\t              echo json.dumps:traceoff:3 > set_ftrace_filter
-\t     The first one will disable tracing every time json.loads is hit
-\t     The second will disable tracing at most 3 times when json.dumps is hit
-\t       The first time json.dumps is hit and it disables tracing, the
-\t       counter will decrement to 2. If tracing is already disabled,
-\t       the counter will not decrement. It only decrements when the
-\t       trigger did work
-\t     To remove trigger without count:
-\t       echo '!<function>:<trigger> > set_ftrace_filter
-\t     To remove trigger with a count:
-\t       echo '!<function>:<trigger>:0 > set_ftrace_filter
-\t\t    To remove a function: echo '!<function>' >> set_ftrace_filter
-  set_ftrace_notrace\t- echo function name in here to never trace.
-\t    accepts: func_full_name, *func_end, func_begin*, *func_middle*
-\t    modules: Can select a group via module command :mod:
-\t    Does not accept triggers
-  set_ftrace_pid\t- Write pid(s) to only function trace those pids
-\t\t    (function)
-\t\t    (here: native thread ids; options/function-fork adds new threads)
-  set_ftrace_notrace_pid\t- Write pid(s) to not function trace those pids
-\t\t    (function)
-  set_event_pid\t\t- Write pid(s) to only trace events of those pids
-\t\t    (options/event-fork adds new threads)
-  set_event_notrace_pid\t- Write pid(s) to not trace events of those pids
-  set_ftrace_comm\t- thread-name globs, one a line: those threads are traced as if
-\t\t\t  their ids were in set_ftrace_pid (not in the kernel)
-  set_event_comm\t- the same for events (set_event_pid)
-  enabled_functions\t- list of functions with a callback attached
-  touched_functions\t- list of functions that ever had a callback attached
-  function_profile_enabled - echo 1 to start the function profiler, 0 to stop it
-  trace_stat/function<N>\t- the profile of thread N: Function, Hit, Time, Avg, s^2
-  set_graph_function\t- Trace the nested calls of a function (function_graph)
-  set_graph_notrace\t- Do not trace the nested calls of a function (function_graph)
-  max_graph_depth\t- Trace a limited depth of nested calls (0 is unlimited)
-  tracing_thresh\t- function_graph: only returns that took longer (usecs)
-
-  snapshot\t\t- Like 'trace' but shows the content of the static
-\t\t\t  snapshot buffer. Read the contents for more
-\t\t\t  information
-  stack_trace\t\t- Shows the max stack trace when active
-  stack_max_size\t- Shows current max stack size that was traced
-\t\t\t  Write into this file to reset the max size (trigger a
-\t\t\t  new trace)
-  stack_trace_filter\t- Like set_ftrace_filter but limits what stack_trace
-\t\t\t  traces
-  dynamic_events\t\t- Create/append/remove/show the generic dynamic events
-\t\t\t  Write into this file to define/undefine new trace events.
-\t  Format: f[:[<group>/][<event>]] <func-name>[%return] [<args>]
-\t\t    args: <name>=fetcharg[:type]
-\t\tfetcharg: <argname>[->field[->field|.field...]], $arg<N>, $arg*, $comm,
-\t\t\t  $retval, $stack<index>, $stack, \\imm-value, \\"imm-string"
-\t\t\t  (<argname> a parameter by name: the signature is the BTF)
-\t\t    type: s8/16/32/64, u8/16/32/64, x8/16/32/64, char, string, symbol,
-\t\t\t  bool, repr, len, b<bit-width>@<bit-offset>/<container-size>
-\t\t  p[:[<group>/][<event>]] <func-name>[+<lines>]|<file>:<line> [<args>]
-\t\t\t  (a line probe; <args> may name local variables)
-\t\t  r[:[<group>/][<event>]] <func-name> [<args>] (a return probe)
-\t\t  e[:[<egroup>/][<eevent>]] <system>.<event> [<args>] [if <filter>] (an event probe;
-\t\t\t  args: $<field>, $comm, \\imm-value)
-\t\t  s:[synthetic/]<event> <field>[;field] (a synthetic event)
-  synthetic_events\t- Create/append/remove/show synthetic events
-\t\t\t  Write into this file to define/undefine new synthetic events.
-\t\t\t  example: echo 'myevent u64 lat; char name[]' >> synthetic_events
-\t\t\t  (a field may also be long[], a stack trace)
-  kprobe_events\t\t- Create/append/remove/show the p: and r: probes
-  kprobe_profile\t- each p:/r: probe's hits and misses
-  available_events\t- list of the events that can be enabled
-  set_event\t\t- enables events by name written into it
-\t\t\t  Format: [<system>:]<event> ('!' in front disables it)
-
-  events/\t\t- Directory containing all trace event subsystems:
-      enable\t\t- Write 0/1 to enable/disable tracing of all events
-  events/<system>/\t- Directory containing all trace events for <system>:
-      enable\t\t- Write 0/1 to enable/disable tracing of all <system>
-\t\t\t  events
-  events/<system>/<event>/\t- Directory containing control files for
-\t\t\t  <event>:
-      enable\t\t- Write 0/1 to enable/disable tracing of <event>
-      filter\t\t- If set, only events passing filter are traced
-      trigger\t\t- If set, a command to perform when event is hit
-\t    Format: <trigger>[:count][if <filter>]
-\t   trigger: traceon, traceoff
-\t            enable_event:<system>:<event>
-\t            disable_event:<system>:<event>
-\t            enable_hist:<system>:<event>
-\t            disable_hist:<system>:<event>
-\t\t    stacktrace
-\t\t    snapshot
-\t\t    hist (see below)
-\t   To remove a trigger without a count:
-\t     echo '!<trigger> > <system>/<event>/trigger
-\t   To remove a trigger with a count:
-\t     echo '!<trigger>:0 > <system>/<event>/trigger
-\t   Filters can be ignored when removing a trigger.
-      hist trigger\t- If set, event hits are aggregated into a hash table
-\t    Format: hist:keys=<field1[,field2,...]>
-\t            [:<var1>=<field|var_ref|numeric_literal>[,<var2>=...]]
-\t            [:values=<field1[,field2,...]>]
-\t            [:sort=<field1[,field2,...]>]
-\t            [:size=#entries]
-\t            [:pause][:continue][:clear]
-\t            [:name=histname1]
-\t            [:nohitcount]
-\t            [:<handler>.<action>]
-\t            [if <filter>]
-\t    The available handlers are:
-\t        onmatch(matching.event)  - invoke on addition or update
-\t        onmax(var)               - invoke if var exceeds current max
-\t        onchange(var)            - invoke action if var changes
-\t    The available actions are:
-\t        trace(<synthetic_event>,param list)  - generate synthetic event
-\t        save(field,...)                      - save current event fields
-\t        snapshot()                           - snapshot the trace buffer
-  stack_tracer_enabled\t- 1 to measure stacks (sizes in bytes of the Python
-\t\t\t  frames on the thread's data stack), 0 to stop
-"""
 
 ERROR_LOG_MAX = 8
 # tracefs takes any name a directory can have (NAME_MAX bytes)
@@ -243,27 +68,6 @@ PID_MAX_DEFAULT = 0x8000
 PER_THREAD_FILES = ("buffer_size_kb", "stats", "trace", "trace_pipe")
 # the files of each events/<system>/<event>/ directory
 EVENT_LEAVES = ("enable", "filter", "trigger", "format", "id", "hist")
-
-
-def _ulong(s: str) -> int | None:
-    """kstrtoul: an unsigned long in decimal, or None (EINVAL; the kernel's ERANGE for
-    one past 2**64 - 1 is EINVAL here, as the write's other failures).  The length is
-    looked at before int(), which refuses strings of more than 4300 digits."""
-    if not s.isdigit() or not s.isascii() or len(s.lstrip("0")) > 20:
-        return None
-    n = int(s)
-    return n if n < 1 << 64 else None
-
-
-def _short(s: str) -> str:
-    """A value for a message: a 9,600-digit write is not quoted whole."""
-    return s if len(s) <= 40 else s[:40] + "..."
-
-
-def _err(code: int, msg: str, command: str = "") -> FntraceError:
-    e = FntraceError(msg, command=command)
-    e.errno = code
-    return e
 
 
 class ErrorLog:
@@ -291,13 +95,6 @@ class ErrorLog:
     def clear(self) -> None:
         with self.lock:
             self.entries.clear()
-
-
-def _bool(data: str, name: str) -> bool:
-    s = data.strip()
-    if s in ("0", "1"):
-        return s == "1"
-    raise FntraceError(f"{name}: expected 0 or 1, got {s!r}")
 
 
 class Tracefs:
@@ -358,8 +155,6 @@ class Tracefs:
             "buffer_total_size_kb": (self._r_buffer_total_size_kb, None),
             "trace_clock": (self._r_trace_clock, self._w_trace_clock),
             "trace_options": (self._r_trace_options, self._w_trace_options),
-            "set_ftrace_filter": (lambda: self._r_hash(True), lambda d, a: self._w_hash(d, a, True)),
-            "set_ftrace_notrace": (lambda: self._r_hash(False), lambda d, a: self._w_hash(d, a, False)),
             "error_log": (self.error_log.read, lambda d, a: self.error_log.clear()),
         }
         if top:
@@ -367,28 +162,7 @@ class Tracefs:
                 "saved_cmdlines": (self._r_saved_cmdlines, None),
                 "saved_cmdlines_size": (lambda: f"{self.saved_cmdlines_size}\n",
                                         self._w_saved_cmdlines_size),
-                "available_filter_functions": (self._r_available, None),
-                "available_filter_functions_addrs": (self._r_available_addrs, None),
-                "enabled_functions": (lambda: "".join(l + "\n" for l in core_ops.enabled_functions()), None),
-                "touched_functions": (lambda: "".join(l + "\n" for l in core_ops.touched_functions()), None),
-                "dyn_ftrace_total_info": (lambda: f"{len(record_table.records)}\n", None),
-                # the stack tracer is the process's, as the kernel's is global
-                "stack_trace": (lambda: stack_tracer().table(), None),
-                "stack_max_size": (lambda: f"{stack_tracer().max_size}\n", self._w_stack_max_size),
-                "stack_trace_filter": (self._r_stack_filter, self._w_stack_filter),
-                "stack_tracer_enabled": (lambda: f"{int(stack_tracer().enabled)}\n",
-                                         lambda d, a: stack_tracer().set_enabled(
-                                             _bool(d, "stack_tracer_enabled"))),
             })
-        # function_graph's files: every instance has its own graph filters and limits
-        # (the TraceArray keeps them), so sessions and recordings set them the same way.
-        self._files.update({
-            "set_graph_function": (lambda: self._r_graph(True), lambda d, a: self._w_graph(d, a, True)),
-            "set_graph_notrace": (lambda: self._r_graph(False), lambda d, a: self._w_graph(d, a, False)),
-            "max_graph_depth": (lambda: f"{self.tr.max_graph_depth}\n", self._w_max_graph_depth),
-        })
-        self._files["tracing_thresh"] = (lambda: f"{self.tr.tracing_thresh // 1000}\n",
-                                         self._w_tracing_thresh)
         self._files["set_event"] = (self._r_set_event, self._w_set_event)
         if top:
             # event_trace_init(): the top level's only
@@ -396,7 +170,8 @@ class Tracefs:
         self._files["snapshot"] = (self._r_snapshot, self._w_snapshot)
         if top:
             self._files["README"] = (lambda: README, None)
-        self._add_thread_filter_files()
+        # set_ftrace_pid, set_event_pid (and notrace), set_*_comm, tracing_cpumask
+        register_pid_filter(self)
         for name in self.OPTIONS + tuple(self.GRAPH_OPTIONS):
             self._files[f"options/{name}"] = (
                 (lambda n=name: f"{int(self.tr.options.get(n, False))}\n"),
@@ -405,10 +180,16 @@ class Tracefs:
         # (``module.add_files(self)``, reading ``self.top`` for top-level-only files):
         # ``self._files[path] = (read() -> str | None, write(data, append) | None)``,
         # and ``self.teardown_hooks.append(fn)`` for state to drop at rmdir.
+        # set_ftrace_filter/notrace, set_graph_function/notrace, max_graph_depth,
+        # tracing_thresh; the top level's available_filter_functions(_addrs),
+        # enabled_functions, touched_functions, dyn_ftrace_total_info
+        register_ftrace_files(self)
         if top:     # function_profile_enabled, trace_stat/, options/graph-time, sleep-time
             register_function_profiler(self)
         if top:     # dynamic_events, synthetic_events, kprobe_events, kprobe_profile
             register_dynamic_events(self)
+        if top:     # stack_trace, stack_max_size, stack_trace_filter, stack_tracer_enabled
+            register_stack_tracer(self)
 
     # -- instances (trace.c instance_mkdir / instance_rmdir) --------------------------
     def mkdir(self, path: str) -> "Tracefs":
@@ -882,144 +663,6 @@ class Tracefs:
             setattr(self.tr.filter, name.replace("-", "_"), on)
             self.tr.pids_changed()
 
-    # -- thread filters (core/pid_list.py) ---------------------------------------
-    def _add_thread_filter_files(self) -> None:
-        flt = self.tr.filter
-        show = pid_list.ThreadFilter.show
-        for name, attr, empty in (("set_ftrace_pid", "ftrace", pid_list.FTRACE_NO_PIDS),
-                                  ("set_ftrace_notrace_pid", "ftrace_no", pid_list.FTRACE_NO_PIDS),
-                                  ("set_event_pid", "event", ""),
-                                  ("set_event_notrace_pid", "event_no", "")):
-            self._files[name] = (
-                (lambda a=attr, e=empty: show(getattr(flt, a), e)),
-                (lambda d, ap, a=attr, n=name: self._w_pids(n, getattr(flt, a), d, ap)))
-        # Not in the kernel: threads by name (their comm), see core/pid_list.py.
-        for name, attr in (("set_ftrace_comm", "ftrace"), ("set_event_comm", "event")):
-            self._files[name] = (
-                (lambda a=attr: "".join(g + "\n" for g in getattr(flt, a).comms)),
-                (lambda d, ap, a=attr: self._w_comms(getattr(flt, a), d, ap)))
-        self._files["tracing_cpumask"] = (self._r_cpumask, self._w_cpumask)
-        self._cpumask_all_shown: set[int] = set()     # widths "every thread" was read as
-
-    def _w_pids(self, name: str, lst, data: str, append: bool) -> None:
-        with self.tr.filter.lock:
-            try:
-                pid_list.ThreadFilter.write(lst, data, append)
-            except FntraceError as e:
-                self.error_log.add(name, "Invalid pid", data.rstrip("\n"), e.pos or 0)
-                raise
-        self.tr.pids_changed()
-
-    def _w_comms(self, lst, data: str, append: bool) -> None:
-        with self.tr.filter.lock:
-            pid_list.ThreadFilter.write_comms(lst, data, append)
-        self.tr.pids_changed()
-
-    def _nr_cpus(self) -> int:
-        # nr_cpu_ids: the thread indices handed out so far, in whole 32-bit groups
-        return max(32, (len(task.thread_info) + 31) // 32 * 32)
-
-    def _r_cpumask(self) -> str:
-        nr = self._nr_cpus()
-        if self.tr.filter.cpumask is None:
-            # Every thread, as this many bits: remembered, so that writing it back
-            # means every thread again once more threads have come (the kernel's CPUs
-            # are fixed at boot; threads are not, and a script's save-and-restore of
-            # the mask would otherwise leave the threads started meanwhile out).
-            self._cpumask_all_shown.add(nr)
-        return pid_list.cpumask_show(self.tr.filter.cpumask, nr)
-
-    def _w_cpumask(self, data: str, append: bool) -> None:
-        try:
-            mask = pid_list.parse_cpumask(data)
-        except FntraceError as e:
-            self.error_log.add("tracing_cpumask", "Invalid cpumask", data.rstrip("\n"), e.pos or 0)
-            raise
-        nr = self._nr_cpus()
-        # every thread selected, later ones too: the default again (also as it was
-        # read when fewer threads had come)
-        every = mask == (1 << nr) - 1 or any(mask == (1 << w) - 1
-                                             for w in self._cpumask_all_shown)
-        self.tr.filter.cpumask = None if every else mask
-        self.tr.pids_changed()
-
-    def _r_graph(self, enable: bool) -> str:
-        ops = self.tr.graph_fops if enable else self.tr.graph_notrace_fops
-        empty = "#### all functions enabled ####" if enable else "#### no functions disabled ####"
-        lines = hash_lines(ops.filter_hash, record_table.records, ops.mod_cache, empty_line=empty)
-        return "".join(l + "\n" for l in lines)
-
-    def _w_graph(self, data: str, append: bool, enable: bool) -> None:
-        ops = self.tr.graph_fops if enable else self.tr.graph_notrace_fops
-        text = data.rstrip("\n")
-        try:
-            core_ops.ftrace_set_filter(ops, text if text.strip() else None, reset=not append,
-                                       keep_unmatched=self.keep_unmatched)
-        except FilterError as e:
-            self.error_log.add("ftrace", e.msg, text, e.pos or 0)
-            raise
-
-    def _w_max_graph_depth(self, data: str, append: bool) -> None:
-        s = data.strip()
-        depth = _ulong(s)
-        if depth is None:
-            self.error_log.add("max_graph_depth", "Invalid depth", s, 0)
-            raise FntraceError(f"max_graph_depth: {_short(s)!r} is not a depth (0 = "
-                               "unlimited)", command=s, pos=0)
-        self.tr.max_graph_depth = depth
-
-    def _w_tracing_thresh(self, data: str, append: bool) -> None:
-        s = data.strip()
-        us = _ulong(s)
-        if us is None:
-            self.error_log.add("tracing_thresh", "Invalid threshold", s, 0)
-            raise FntraceError(f"tracing_thresh: {_short(s)!r} is not a number of "
-                               "microseconds", command=s, pos=0)
-        self.tr.tracing_thresh = us * 1000
-
-    def _r_hash(self, enable: bool) -> str:
-        ops = self.tr.ops
-        if ops.mod_cache or ops.pending or ops.notrace_mod_cache or ops.notrace_pending:
-            # ':mod:' entries wait for their module: one imported since the last look
-            # (with no tracer on, nothing was watching imports) is taken in now, as
-            # the kernel's module notifier would have at load time
-            record_table.refresh()
-        if enable:
-            lines = hash_lines(ops.filter_hash, record_table.records, ops.mod_cache,
-                               empty_line="#### all functions enabled ####")
-            lines += self.func_cmds.lines()           # t_probe_show(), after the rest
-        else:
-            lines = hash_lines(ops.notrace_hash, record_table.records, ops.notrace_mod_cache,
-                               empty_line="#### no functions disabled ####")
-        return "".join(l + "\n" for l in lines)
-
-    def _w_hash(self, data: str, append: bool, enable: bool) -> None:
-        setter = core_ops.ftrace_set_filter if enable else core_ops.ftrace_set_notrace
-        text = data.rstrip("\n")
-        cmds = []
-        try:
-            if enable:
-                # GLOB:CMD words are function commands, checked before anything
-                # changes and applied after the filter words (tracers/function_cmds.py)
-                text_f, words = split_commands(text)
-                for word, pos in words:
-                    fc = self.func_cmds.parse(word, pos, text)
-                    cmds.append((fc, self.func_cmds.check(fc, text)))
-            else:
-                text_f = text
-            if text_f.strip() or not append:
-                # ('>>' of commands alone leaves the filter, and its sites, alone)
-                setter(self.tr.ops, text_f if text_f.strip() else None, reset=not append,
-                       keep_unmatched=self.keep_unmatched)
-        except FilterError as e:
-            pos = e.pos or 0
-            if enable and e.command is not None and e.command != text:
-                pos = filter_word_pos(text, pos)
-            self.error_log.add("ftrace", e.msg, text, pos)
-            raise
-        for fc, recs in cmds:
-            self.func_cmds.apply(fc, recs)
-
     def destroy_function_files(self) -> None:
         """ftrace_destroy_function_files(): an instance going away takes its function
         commands with it (their ops would otherwise stay registered, holding it)."""
@@ -1058,37 +701,6 @@ class Tracefs:
                 data = data[n:]
         except OSError:
             pass
-
-    def _w_stack_max_size(self, data: str, append: bool) -> None:
-        s = data.strip()
-        try:
-            val = int(s)
-        except ValueError:
-            raise FntraceError(f"stack_max_size: {s!r} is not a number") from None
-        stack_tracer().set_max_size(val)
-
-    def _r_stack_filter(self) -> str:
-        ops = stack_tracer().ops
-        lines = hash_lines(ops.filter_hash, record_table.records, ops.mod_cache,
-                           empty_line="#### all functions enabled ####")
-        return "".join(l + "\n" for l in lines)
-
-    def _w_stack_filter(self, data: str, append: bool) -> None:
-        text = data.rstrip("\n")
-        try:
-            stack_tracer().set_filter(text if text.strip() else None, not append,
-                                      self.keep_unmatched)
-        except FilterError as e:
-            self.error_log.add("ftrace", e.msg, text, e.pos or 0)
-            raise
-
-    def _r_available(self) -> str:
-        record_table.refresh()
-        return "".join(r.name + "\n" for r in record_table.records)
-
-    def _r_available_addrs(self) -> str:
-        record_table.refresh()
-        return "".join(f"{r.ip:x} {r.name}\n" for r in record_table.records)
 
     # -- events ---------------------------------------------------------------------
     def _calls(self, system: str | None = None):
