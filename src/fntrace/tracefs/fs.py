@@ -44,6 +44,7 @@ from .dynamic_events import register_dynamic_events
 from .ftrace_files import register_ftrace_files
 from .pid_filter import register_pid_filter
 from .readme import README
+from .trace_events import EVENT_LEAVES, event_path, register_trace_events
 from .trace_stack import register_stack_tracer
 from .trace_stat import register_function_profiler
 from .values import errno_error as _err
@@ -66,8 +67,6 @@ SAVED_CMDLINES_DEFAULT = 128
 PID_MAX_DEFAULT = 0x8000
 # per_thread/<tid>/: the kernel's per_cpu/cpuN/ files that apply to a thread's buffer
 PER_THREAD_FILES = ("buffer_size_kb", "stats", "trace", "trace_pipe")
-# the files of each events/<system>/<event>/ directory
-EVENT_LEAVES = ("enable", "filter", "trigger", "format", "id", "hist")
 
 
 class ErrorLog:
@@ -163,10 +162,8 @@ class Tracefs:
                 "saved_cmdlines_size": (lambda: f"{self.saved_cmdlines_size}\n",
                                         self._w_saved_cmdlines_size),
             })
-        self._files["set_event"] = (self._r_set_event, self._w_set_event)
-        if top:
-            # event_trace_init(): the top level's only
-            self._files["available_events"] = (self._r_available_events, None)
+        # set_event, the top level's available_events; events/ is routed below
+        register_trace_events(self)
         self._files["snapshot"] = (self._r_snapshot, self._w_snapshot)
         if top:
             self._files["README"] = (lambda: README, None)
@@ -430,7 +427,7 @@ class Tracefs:
         path = path.strip("/")
         f = self._files.get(path)
         if f is None and (path == "events" or path.startswith("events/")):
-            f = self._event_path(path)
+            f = event_path(self, path)
         if f is None and path.startswith("per_thread/"):
             f = self._per_thread_path(path)
         return f
@@ -701,119 +698,6 @@ class Tracefs:
                 data = data[n:]
         except OSError:
             pass
-
-    # -- events ---------------------------------------------------------------------
-    def _calls(self, system: str | None = None):
-        from ..events.core import event_calls
-        return [c for (sy, _), c in list(event_calls.items()) if system in (None, sy)]
-
-    def _event_path(self, path: str):
-        from ..events.core import find_event_call
-        parts = path.split("/")
-        if parts == ["events", "enable"]:
-            return (lambda: self._r_enable_many(self._calls()),
-                    lambda d, a: self._w_enable_many(self._calls(), d))
-        if len(parts) == 3 and parts[2] == "enable":
-            calls = self._calls(parts[1])
-            if not calls:
-                return None
-            return (lambda: self._r_enable_many(calls), lambda d, a: self._w_enable_many(calls, d))
-        if len(parts) != 4:
-            return None
-        call = find_event_call(parts[1], parts[2])
-        if call is None:
-            return None
-        ef = self.tr.event_file(call)
-        leaf = parts[3]
-        if leaf == "enable":
-            return (lambda: ef.enable_text() + "\n",
-                    lambda d, a: ef.set_enabled(_bool(d, "enable")))
-        if leaf == "filter":
-            return ((lambda: (ef.filter_text or "none") + "\n"),
-                    lambda d, a: self._w_event_filter(ef, d))
-        if leaf == "trigger":
-            return (lambda: self._r_trigger(ef), lambda d, a: self._w_trigger(ef, d))
-        if leaf == "hist":
-            from ..events.hist import hist_text
-            return (lambda: hist_text(ef), None)
-        if leaf == "format":
-            return (call.format_text, None)
-        if leaf == "id":
-            return (lambda: f"{call.id}\n", None)
-        return None
-
-    def _r_enable_many(self, calls) -> str:
-        states = {self.tr.event_file(c).enable_text()[0] for c in calls}
-        if not states:
-            return "0\n"
-        return ("X" if len(states) > 1 else states.pop()) + "\n"
-
-    def _w_enable_many(self, calls, data: str) -> None:
-        on = _bool(data, "enable")
-        for c in calls:
-            self.tr.event_file(c).set_enabled(on)
-
-    def _w_event_filter(self, ef, data: str) -> None:
-        from ..events.filter import FilterParseError
-        text = data.strip()
-        try:
-            ef.set_filter(text)
-        except FilterParseError as e:
-            self.error_log.add("event filter parse error", e.msg, text, e.pos or 0)
-            raise
-
-    def _r_trigger(self, ef) -> str:
-        if not ef.triggers:
-            return ("# Available triggers:\n# traceon traceoff snapshot stacktrace enable_event "
-                    "disable_event enable_hist disable_hist hist\n")
-        return "".join(f"{t}\n" for t in ef.triggers)
-
-    def _w_trigger(self, ef, data: str) -> None:
-        from ..events.core import find_event_call
-        from ..events.hist import HistError
-        from ..events.trigger import TriggerError, apply_trigger_command
-
-        def files_of_tr(system, event):
-            c = find_event_call(system, event)
-            return self.tr.event_file(c) if c is not None else None
-        text = data.rstrip("\n")
-        try:
-            apply_trigger_command(ef, text, files_of_tr)
-        except TriggerError as e:
-            self.error_log.add("event trigger", e.msg, text, e.pos or 0)
-            raise
-        except HistError as e:
-            # hist_err(): logged as hist:SYSTEM:EVENT with the command and its caret
-            self.error_log.add(f"hist:{ef.call.system}:{ef.call.name}", e.msg, text, e.pos or 0)
-            raise
-
-    def _r_set_event(self) -> str:
-        return "".join(f"{c.system}:{c.name}\n" for c in self._calls()
-                       if self.tr.event_file(c).enabled)
-
-    def _w_set_event(self, data: str, append: bool) -> None:
-        from ..core.hash import glob_match
-        words = data.split()
-        plan = []
-        for w in words:
-            on = not w.startswith("!")
-            pat = w.lstrip("!")
-            sysp, _, evp = pat.rpartition(":")
-            if not sysp:
-                sysp = "*"
-            matched = [c for c in self._calls() if glob_match(sysp, c.system) and glob_match(evp or "*", c.name)]
-            if not matched:
-                raise FntraceError(f"set_event: no event matches {w!r}", command=data)
-            plan.append((on, matched))
-        if not append:
-            for c in self._calls():
-                self.tr.event_file(c).set_enabled(False)
-        for on, matched in plan:
-            for c in matched:
-                self.tr.event_file(c).set_enabled(on)
-
-    def _r_available_events(self) -> str:
-        return "".join(f"{c.system}:{c.name}\n" for c in self._calls())
 
     def _r_snapshot(self) -> str:
         """s_show() on the snapshot buffer: what ``trace`` prints of its own buffer,
