@@ -32,16 +32,15 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 
-from ..core import fetch
-from ..core import task
 from ..errors import FntraceError
-from ..output.trace_options import GRAPH_OPTIONS, OPTIONS, parse_trace_options
+from ..output.trace_options import parse_trace_options
 from ..ring_buffer import RECORD_SIZE, RingBuffer
 from ..trace_array import TRACE_CLOCKS, TraceArray
 from ..tracers import available_tracers
 from ..tracers.function_cmds import FunctionCommands
 from .dynamic_events import register_dynamic_events
 from .ftrace_files import register_ftrace_files
+from .options import register_options
 from .pid_filter import register_pid_filter
 from .readme import README
 from .trace_events import EVENT_LEAVES, event_path, register_trace_events
@@ -99,9 +98,6 @@ class ErrorLog:
 class Tracefs:
     """One directory of the tree (the top level, or an instance)."""
 
-    OPTIONS = OPTIONS
-    GRAPH_OPTIONS = GRAPH_OPTIONS       # (output/trace_options.py: their one definition)
-
     def __init__(self, tr: TraceArray | None = None, *, top: bool = True):
         # the interpreter's own tracepoints: events/<system>/<event>/ from the start
         from ..events.static_events import register_static_events
@@ -137,11 +133,6 @@ class Tracefs:
         # need from the layers above is handed in here.
         self.func_cmds = FunctionCommands(self.tr, find_event_file=self._event_file_of,
                                           stack_text=_stack_text, dump=self._ftrace_dump)
-        self.tr.options.setdefault("overwrite", True)
-        self.tr.options.setdefault("markers", True)
-        self.tr.options.setdefault("function-trace", True)
-        for name, default in self.GRAPH_OPTIONS.items():
-            self.tr.options.setdefault(name, default)
         self._files: dict[str, tuple[Callable[[], str] | None, Callable[[str, bool], None] | None]] = {
             "available_tracers": (lambda: " ".join(sorted(available_tracers(), reverse=False)) + "\n", None),
             "current_tracer": (lambda: self.tr.tracer.name + "\n", self._w_current_tracer),
@@ -153,7 +144,6 @@ class Tracefs:
             "buffer_size_kb": (self._r_buffer_size_kb, self._w_buffer_size_kb),
             "buffer_total_size_kb": (self._r_buffer_total_size_kb, None),
             "trace_clock": (self._r_trace_clock, self._w_trace_clock),
-            "trace_options": (self._r_trace_options, self._w_trace_options),
             "error_log": (self.error_log.read, lambda d, a: self.error_log.clear()),
         }
         if top:
@@ -169,10 +159,8 @@ class Tracefs:
             self._files["README"] = (lambda: README, None)
         # set_ftrace_pid, set_event_pid (and notrace), set_*_comm, tracing_cpumask
         register_pid_filter(self)
-        for name in self.OPTIONS + tuple(self.GRAPH_OPTIONS):
-            self._files[f"options/{name}"] = (
-                (lambda n=name: f"{int(self.tr.options.get(n, False))}\n"),
-                (lambda d, a, n=name: self._set_option(n, _bool(d, n))))
+        # trace_options and options/NAME
+        register_options(self)
         # Other mechanisms add their files below, one line each
         # (``module.add_files(self)``, reading ``self.top`` for top-level-only files):
         # ``self._files[path] = (read() -> str | None, write(data, append) | None)``,
@@ -627,38 +615,6 @@ class Tracefs:
                 f"now ts: {ts(now)}\n"
                 f"dropped events: {buf.dropped}\n"
                 f"read events: {getattr(buf, 'read_events', 0)}\n")
-
-    def _r_trace_options(self) -> str:
-        return "".join(f"{'' if self.tr.options.get(n, False) else 'no'}{n}\n"
-                       for n in self.OPTIONS + tuple(self.GRAPH_OPTIONS))
-
-    def _w_trace_options(self, data: str, append: bool) -> None:
-        try:
-            words = parse_trace_options(data)
-        except FntraceError as e:
-            self.error_log.add("trace_options", "No such option", data.rstrip("\n"),
-                               e.pos or 0)
-            raise
-        for name, on in words:
-            self._set_option(name, on)
-
-    def _set_option(self, name: str, on: bool) -> None:
-        self.tr.options[name] = on
-        if name == "object-repr":
-            # The program's own __repr__/properties for -A/-R values and fetchargs
-            # (core/fetch.py): one switch for the process, as the values are.
-            fetch.settings.allow_program_code = on
-        if name == "overwrite":
-            self.tr.set_overwrite(on)
-        elif name == "funcgraph-args":
-            self.tr.graph_args = on
-        elif name == "funcgraph-retval":
-            self.tr.graph_retval = on
-        elif name in ("function-fork", "event-fork"):
-            if on:
-                task.follow_forks()
-            setattr(self.tr.filter, name.replace("-", "_"), on)
-            self.tr.pids_changed()
 
     def destroy_function_files(self) -> None:
         """ftrace_destroy_function_files(): an instance going away takes its function
