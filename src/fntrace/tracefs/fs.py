@@ -34,10 +34,10 @@ from collections.abc import Callable, Iterable
 
 from ..errors import FntraceError
 from ..output.trace_options import parse_trace_options
-from ..ring_buffer import RECORD_SIZE, RingBuffer
 from ..trace_array import TRACE_CLOCKS, TraceArray
 from ..tracers import available_tracers
 from ..tracers.function_cmds import FunctionCommands
+from .buffer_files import PER_THREAD_FILES, per_thread_path, register_buffer_files, thread_buffers
 from .dynamic_events import register_dynamic_events
 from .ftrace_files import register_ftrace_files
 from .options import register_options
@@ -64,8 +64,6 @@ NAME_MAX = 255
 # trace.c SAVED_CMDLINES_DEFAULT; saved_cmdlines_size accepts 1 .. PID_MAX_DEFAULT
 SAVED_CMDLINES_DEFAULT = 128
 PID_MAX_DEFAULT = 0x8000
-# per_thread/<tid>/: the kernel's per_cpu/cpuN/ files that apply to a thread's buffer
-PER_THREAD_FILES = ("buffer_size_kb", "stats", "trace", "trace_pipe")
 
 
 class ErrorLog:
@@ -140,9 +138,6 @@ class Tracefs:
             "trace": (self._r_trace, self._w_trace),
             "trace_pipe": (self._r_trace_pipe, None),
             "trace_marker": (None, self._w_trace_marker),
-            # tracing_entries_read(): "%lu\n", the size of each (per-thread) buffer
-            "buffer_size_kb": (self._r_buffer_size_kb, self._w_buffer_size_kb),
-            "buffer_total_size_kb": (self._r_buffer_total_size_kb, None),
             "trace_clock": (self._r_trace_clock, self._w_trace_clock),
             "error_log": (self.error_log.read, lambda d, a: self.error_log.clear()),
         }
@@ -154,7 +149,8 @@ class Tracefs:
             })
         # set_event, the top level's available_events; events/ is routed below
         register_trace_events(self)
-        self._files["snapshot"] = (self._r_snapshot, self._w_snapshot)
+        # buffer_size_kb, buffer_total_size_kb, snapshot; per_thread/ is routed below
+        register_buffer_files(self)
         if top:
             self._files["README"] = (lambda: README, None)
         # set_ftrace_pid, set_event_pid (and notrace), set_*_comm, tracing_cpumask
@@ -344,7 +340,7 @@ class Tracefs:
             names += [f"events/{sysname}/{ev}/{leaf}" for leaf in EVENT_LEAVES]
         if not p:
             out.add("per_thread")        # there before any thread has written
-        for tid in self._thread_buffers():
+        for tid in thread_buffers(self.tr):
             names += [f"per_thread/{tid}/{leaf}" for leaf in PER_THREAD_FILES]
         for name in names:
             if name.startswith(prefix):
@@ -399,7 +395,7 @@ class Tracefs:
             raise _err(errno.ENOENT, f"{path}: no such file", path)
         parts = sub.split("/")
         if parts[0] == "per_thread":
-            buf = fs._thread_buffers().get(int(parts[1]))
+            buf = thread_buffers(fs.tr).get(int(parts[1]))
             if buf is None:
                 raise _err(errno.ENOENT, f"{path}: no such file", path)
             cpus, sub = {buf.cpu}, "trace_pipe"
@@ -417,7 +413,7 @@ class Tracefs:
         if f is None and (path == "events" or path.startswith("events/")):
             f = event_path(self, path)
         if f is None and path.startswith("per_thread/"):
-            f = self._per_thread_path(path)
+            f = per_thread_path(self, path)
         return f
 
     def read(self, path: str) -> str:
@@ -488,45 +484,6 @@ class Tracefs:
         buf = self.tr.thread_buffer()
         buf.write_payload(time.monotonic_ns(), TRACE_PRINT, 0, 0, 0, 0, PAYLOAD_SEP + text)
 
-    @staticmethod
-    def _buffer_kb(data: str) -> int:
-        s = data.strip()
-        try:
-            kb = int(s)
-        except ValueError:
-            raise FntraceError(f"buffer_size_kb: {s!r} is not a number") from None
-        if kb < 1 or kb > (1 << 20):
-            err = FntraceError(f"buffer_size_kb: {kb} is out of range (1 to {1 << 20} KB)")
-            err.errno = errno.ENOMEM if kb > 0 else errno.EINVAL
-            raise err
-        return kb
-
-    def _r_buffer_size_kb(self) -> str:
-        """tracing_entries_read(): the size of each thread's buffer, or "X" when a
-        per_thread/<tid>/buffer_size_kb write has made them differ."""
-        kb = self.tr.buffer_size_kb
-        with self.tr.lock:
-            live = set(self.tr.buffers)
-        differ = any(c in live and v != kb for c, v in self._thread_kb.items())
-        return "X\n" if differ else f"{kb}\n"
-
-    def _w_buffer_size_kb(self, data: str, append: bool) -> None:
-        self.tr.set_buffer_size_kb(self._buffer_kb(data))
-        self._thread_kb.clear()
-
-    def _w_thread_buffer_size_kb(self, buf):
-        def write(data: str, append: bool) -> None:
-            kb = self._buffer_kb(data)
-            buf.resize(kb)
-            self._thread_kb[buf.cpu] = kb
-        return write
-
-    def _r_buffer_total_size_kb(self) -> str:
-        """tracing_total_entries_read(): the KB of every thread's buffer, added up."""
-        with self.tr.lock:
-            bufs = list(self.tr.buffers.values())
-        return f"{sum((b.nrec * RECORD_SIZE) >> 10 for b in bufs)}\n"
-
     def _r_trace_clock(self) -> str:
         """tracing_clock_show(): every clock, the current one in brackets."""
         cur = self.tr.clock_id
@@ -557,64 +514,6 @@ class Tracefs:
             raise _err(errno.EINVAL, f"saved_cmdlines_size: {_short(s)!r} is not a size "
                        f"(1 to {PID_MAX_DEFAULT})", data)
         self.saved_cmdlines_size = int(s)
-
-    # -- per_thread/<tid>/ (the kernel's per_cpu/cpuN/) ------------------------------
-    def _thread_buffers(self) -> dict[int, "RingBuffer"]:
-        """native thread id -> this instance's buffer of that thread (the newest
-        thread, if an id was used again)."""
-        from ..core.task import thread_info
-        with self.tr.lock:
-            bufs = sorted(self.tr.buffers.items())
-        out = {}
-        for cpu, buf in bufs:
-            info = thread_info.get(cpu)
-            if info is not None:
-                out[info[0]] = buf
-        return out
-
-    def _per_thread_path(self, path: str):
-        parts = path.split("/")
-        if len(parts) != 3 or not parts[1].isdigit() or parts[2] not in PER_THREAD_FILES:
-            return None
-        buf = self._thread_buffers().get(int(parts[1]))
-        if buf is None:
-            return None
-        leaf = parts[2]
-        if leaf == "buffer_size_kb":
-            return (lambda: f"{(buf.nrec * RECORD_SIZE) >> 10}\n",
-                    self._w_thread_buffer_size_kb(buf))
-        if leaf == "trace":
-            return (lambda: self._render(buffers=[buf]), self._w_per_thread_trace(buf))
-        if leaf == "trace_pipe":
-            return (lambda: self._render(buffers=[buf], consume=True), None)
-        return (lambda: self._per_thread_stats(buf), None)
-
-    def _w_per_thread_trace(self, buf):
-        def write(data: str, append: bool) -> None:
-            if not append:
-                buf.reset()          # echo > per_cpu/cpuN/trace clears that CPU only
-        return write
-
-    def _per_thread_stats(self, buf) -> str:
-        """tracing_stats_read(): the kernel's per_cpu/cpuN/stats, line for line."""
-        entries = buf.entries
-        oldest = next(buf.records(), None)
-        oldest_ts = oldest[1] if oldest is not None else 0
-        now = self.tr.clock_now()
-        if self.tr.clock_in_ns:
-            def ts(ns: int) -> str:
-                secs, usecs = divmod((ns + 500) // 1000, 1_000_000)   # ns2usecs()
-                return f"{secs:5d}.{usecs:06d}"
-        else:
-            ts = str
-        return (f"entries: {entries}\n"
-                f"overrun: {buf.overrun}\n"
-                f"commit overrun: 0\n"
-                f"bytes: {entries * RECORD_SIZE}\n"
-                f"oldest event ts: {ts(oldest_ts)}\n"
-                f"now ts: {ts(now)}\n"
-                f"dropped events: {buf.dropped}\n"
-                f"read events: {getattr(buf, 'read_events', 0)}\n")
 
     def destroy_function_files(self) -> None:
         """ftrace_destroy_function_files(): an instance going away takes its function
@@ -654,35 +553,6 @@ class Tracefs:
                 data = data[n:]
         except OSError:
             pass
-
-    def _r_snapshot(self) -> str:
-        """s_show() on the snapshot buffer: what ``trace`` prints of its own buffer,
-        in the current tracer's format; print_snapshot_help() instead when there is no
-        snapshot buffer or it is empty."""
-        tr = self.tr
-        snap = tr.snapshot
-        if snap is None or not any(b.entries for b in snap):
-            state = "allocated" if snap is not None else "freed"
-            return (f"# tracer: {tr.tracer.name}\n#\n"
-                    f"#\n# * Snapshot is {state} *\n#\n"
-                    "# Snapshot commands:\n"
-                    "# echo 0 > snapshot : Clears and frees snapshot buffer\n"
-                    "# echo 1 > snapshot : Allocates snapshot buffer, if not already allocated.\n"
-                    "#                      Takes a snapshot of the main buffer.\n"
-                    "# echo 2 > snapshot : Clears snapshot buffer (but does not allocate or free)\n"
-                    "#                      (Doesn't have to be '2' works with any number that\n"
-                    "#                       is not a '0' or '1')\n")
-        return self._render(buffers=snap)
-
-    def _w_snapshot(self, data: str, append: bool) -> None:
-        v = data.strip()
-        if v == "0":
-            self.tr.snapshot = None
-        elif v == "1":
-            self.tr.take_snapshot()
-        elif self.tr.snapshot is not None:
-            for b in self.tr.snapshot:
-                b.reset()
 
     def _render(self, **kw) -> str:
         """A read of trace, trace_pipe or snapshot: the renderer registry's view for
