@@ -2,11 +2,13 @@
 controllable without restarting it, and leave it as it was (tracefs/attach.py)."""
 from __future__ import annotations
 
+import argparse
 import sys
 
 from ..tracefs.attach import attach, detach
+from .ctl import pid_arg
 
-__all__ = ["run_attach", "run_detach"]
+__all__ = ["run_attach", "run_detach", "EPILOG", "add_arguments", "run"]
 
 
 def run_attach(pid: int, timeout: float) -> int:
@@ -32,6 +34,28 @@ def run_detach(pid: int, timeout: float) -> int:
     print(f"fntrace: detached from process {pid}: nothing traced, its control endpoint "
           "removed")
     return 0
+
+
+# -- the command ---------------------------------------------------------------------
+EPILOG = """\
+the program must run the same Python version as this fntrace (else run
+`python3.X -m fntrace attach PID` with fntrace installed for that Python) and belong
+to you; ptrace must be allowed (kernel.yama.ptrace_scope).
+
+examples:
+  fntrace attach 4242                          # then: fntrace ctl 4242 ...
+  fntrace attach 4242 && fntrace ctl 4242 current_tracer function_graph
+  fntrace attach --timeout 60 4242             # a program slow to let go of the GIL"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("pid", type=pid_arg, metavar="PID", help="the program's process id")
+    p.add_argument("--timeout", type=float, default=10.0, metavar="SEC",
+                   help="how long to wait for its control endpoint (default: 10)")
+
+
+def run(args, at_exit: bool) -> int:
+    return run_attach(args.pid, args.timeout)
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

@@ -14,6 +14,7 @@ and exits with status 1.
 """
 from __future__ import annotations
 
+import argparse
 import errno
 import os
 import signal
@@ -21,13 +22,13 @@ import sys
 
 from ..errors import FntraceError, UsageError
 
-# The client and its sockets are loaded by run_ctl: the parser of every fntrace
+# The client and its sockets are loaded by run(): the parser of every fntrace
 # command reads this module's arguments.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..tracefs.client import ClientPipe
 
-__all__ = ["EPILOG", "add_arguments", "parse_pid", "run_ctl"]
+__all__ = ["EPILOG", "add_arguments", "parse_pid", "pid_arg", "run"]
 
 EPILOG = """\
 examples:
@@ -94,7 +95,14 @@ def _stream(pipe: "ClientPipe", out) -> int:
         pipe.close()
 
 
-def run_ctl(args, out=None, err=None) -> int:
+def pid_arg(text: str) -> int:
+    try:
+        return parse_pid(text)
+    except UsageError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def run(args, at_exit: bool, out=None, err=None) -> int:
     from ..tracefs.client import Client, ClientPipe
     from ..tracefs.endpoint import list_endpoints
     out = out or sys.stdout

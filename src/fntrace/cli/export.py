@@ -16,7 +16,7 @@ from ..errors import FntraceError, UsageError
 from ..outfile import TRACE_MODE, check_name, replace_target, shared_sticky_dir
 from ..outfile import create as create_output
 
-__all__ = ["EPILOG", "add_arguments", "run_export"]
+__all__ = ["EPILOG", "add_arguments", "run"]
 
 EPILOG = """\
 formats:
@@ -95,7 +95,7 @@ def _default_output(path: str, suffix: str) -> str:
     return (base if ext == ".dat" else path) + suffix
 
 
-def run_export(args) -> int:
+def run(args, at_exit: bool) -> int:
     from ..output.source import TraceSource
     from ..tracefile.parallel import jobs_setting
     from .progress import track_source

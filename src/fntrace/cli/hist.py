@@ -13,7 +13,7 @@ from ..core.hash import glob_match
 from ..errors import UsageError
 from .filters import add_pid_argument, open_traces_arg
 
-__all__ = ["EPILOG", "add_arguments", "run_hist", "hist_sections"]
+__all__ = ["EPILOG", "add_arguments", "run", "hist_sections"]
 
 EPILOG = """\
 hist triggers are set with -e EVENT -T 'hist:keys=...' on record or live (or written
@@ -62,7 +62,7 @@ def _matches(pattern: str, sysname: str, ev: str) -> bool:
     return glob_match(sp or "*", sysname) and glob_match(ep or "*", ev)
 
 
-def run_hist(args) -> int:
+def run(args, at_exit: bool) -> int:
     if not os.path.exists(args.file):
         raise UsageError(f"{args.file}: no such file")
     tf = open_traces_arg(args.file, args)

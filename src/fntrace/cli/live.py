@@ -27,21 +27,25 @@ Two ways to print, chosen by how long the program runs:
 """
 from __future__ import annotations
 
+import argparse
 import io
 import os
 import signal
+import sys
 import time
 
 from ..core.task import thread_info
+from ..errors import FntraceError
 from ..output.pipe import PipeRenderer
 from ..output.registry import name_of, nr_cpus_of
 from ..output.render import render_trace
 from ..tracefile.reader import TraceFile
 from ..tracefile.trace_set import TraceSet, child_files
 from ..tracefile.writer import TraceFileWriter
+from .args import add_record_options, add_report_options, add_target, report_opts
 from .report import loss_notes, report_text
 
-__all__ = ["LivePrinter", "HOLD", "GRACE"]
+__all__ = ["LivePrinter", "HOLD", "GRACE", "EPILOG", "add_arguments", "run"]
 
 # Seconds after the first event that the output is held, so that a program that ends
 # by then prints exactly the ``trace`` text (FNTRACE_LIVE_HOLD overrides).
@@ -257,6 +261,92 @@ class LivePrinter:
             if tf.header.get("run") == self.header.get("run"):
                 out.append(tf)
         return out
+
+
+# -- the command ---------------------------------------------------------------------
+EPILOG = """\
+examples:
+  fntrace live -F 'shop.*' -F '*:mod:__main__' examples/shop_demo.py
+  fntrace live -p function_graph -F 'textwrap.*' -c 'import textwrap; textwrap.dedent("  x")'
+  fntrace live -e 'f shop.cart.Cart.add_item product.sku quantity' examples/shop_demo.py
+  fntrace live -F 'pydoc.*' -m pydoc -w json     # everything after -m MOD is the program's"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_record_options(p)
+    add_report_options(p)
+    add_target(p)
+
+
+def run(args, at_exit: bool) -> int:
+    """record with a printer in place of the trace file (cli/live.py): the trace
+    streams while the program runs, and nothing is kept once printed."""
+    import secrets
+    import shutil
+    import tempfile
+    from .record import record_from_args
+    ropts = report_opts(args)
+    out_fd = os.dup(1) if _fd_ok(1) else os.open(os.devnull, os.O_WRONLY)
+    printers: list = []
+    # the followed processes' traces, reported with the first one's at the end
+    # (made by the first child that needs it: a program that starts none leaves
+    # nothing behind, not even for a moment)
+    scratch = (os.path.join(tempfile.gettempdir(),
+                            f"fntrace-live-{os.getpid()}-{secrets.token_hex(4)}")
+               if args.follow else None)
+    follow = os.path.join(scratch, "live.dat") if scratch else None
+    first_pid = os.getpid()
+
+    def make_writer(header, tr):
+        p = LivePrinter(header, tr, ropts.get("options") or {}, out_fd, follow)
+        printers.append(p)
+        return p
+
+    def on_finished(guard, how) -> None:
+        # The program's output first, then the rest of the trace, on the streams it
+        # started with.
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+        out, err = guard.stdout(), guard.stderr()
+        try:
+            for p in printers:
+                p.report(out, err)
+        except BrokenPipeError:
+            pass
+        except FntraceError as e:
+            err.write(f"fntrace: {e.msg}\n")
+        finally:
+            for s in (out, err):
+                try:
+                    s.close()
+                except BaseException:
+                    pass
+            # (os._exit does not come back to run); only the first process: the
+            # scratch directory holds the files of its children, which may still run
+            if scratch is not None and os.getpid() == first_pid:
+                shutil.rmtree(scratch, ignore_errors=True)
+
+    try:
+        outcome = record_from_args(args, "", at_exit, on_finished, make_writer, follow)
+    finally:
+        try:
+            os.close(out_fd)
+        except OSError:
+            pass
+        if scratch is not None and os.getpid() == first_pid:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return outcome.status
+
+
+def _fd_ok(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+        return True
+    except OSError:
+        return False
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

@@ -7,6 +7,7 @@ so what a filter may name is known before tracing.  ``--run`` runs the program f
 """
 from __future__ import annotations
 
+import argparse
 import ast
 import importlib
 import sys
@@ -15,9 +16,10 @@ from collections.abc import Iterator
 from ..core.hash import FtraceHash, ftrace_process_regex, hash_contains
 from ..core.records import record_table, scan_code_as
 from ..errors import FilterError, UsageError
+from .args import add_target, target_of
 from .target import Target, run_target
 
-__all__ = ["list_functions"]
+__all__ = ["list_functions", "EPILOG", "add_arguments", "run"]
 
 
 def _top_level_imports(code_source: str) -> list[str]:
@@ -79,6 +81,30 @@ def list_functions(target: Target, filters: list[str], notrace: list[str],
     for rec in record_table.records:
         if hash_contains(rec, flt, nt):
             yield rec.name
+
+
+# -- the command ---------------------------------------------------------------------
+EPILOG = """\
+examples:
+  fntrace ls examples/shop_demo.py              # available_filter_functions of a script
+  fntrace ls -F 'shop.pricing.*' examples/shop_demo.py
+  fntrace ls --run -m json.tool data.json       # what it imports while it runs"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-F", "--filter", action="append", default=[], metavar="GLOB",
+                   help="list only what this filter selects")
+    p.add_argument("-N", "--notrace", action="append", default=[], metavar="GLOB",
+                   help="leave out what this selects")
+    p.add_argument("--run", action="store_true",
+                   help="run the target first (lists what it imports at run time)")
+    add_target(p)
+
+
+def run(args, at_exit: bool) -> int:
+    for line in list_functions(target_of(args), args.filter, args.notrace, args.run):
+        sys.stdout.write(line + "\n")
+    return 0
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

@@ -21,7 +21,7 @@ import shutil
 from ..errors import FntraceError, UsageError
 from .ctl import parse_pid
 
-__all__ = ["EPILOG", "add_arguments", "parse_mount_options", "run_mount"]
+__all__ = ["EPILOG", "add_arguments", "parse_mount_options", "run"]
 
 EPILOG = """\
 mount options (-o, comma separated, as tracefs has them):
@@ -193,7 +193,7 @@ def _background(pid: int, mountpoint: str, opts: dict) -> int:
     raise FntraceError(msg)
 
 
-def run_mount(args) -> int:
+def run(args, at_exit: bool) -> int:
     pid = parse_pid(args.pid)
     opts = parse_mount_options(args.options)
     mountpoint = _check_dir(args.dir)

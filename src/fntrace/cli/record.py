@@ -9,6 +9,7 @@ over, the STAT and END blocks written; then the report for ``live``.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import sys
@@ -32,12 +33,13 @@ from ..tracefile.sink import FileSink
 from ..tracefile.writer import TraceFileWriter
 from ..tracefs import control
 from ..tracefs.fs import Tracefs
+from .args import add_mode_argument, add_record_options, add_target, choose_tracer, target_of
 from .guard import Guard
 from .target import (Outcome, Target, _native_launch, callback_credit, finish_program,
                      run_target)
 
 __all__ = ["RecordOptions", "Recording", "record",
-           "unmatched_patterns", "flush_all", "ENDING_SIGNALS"]
+           "unmatched_patterns", "flush_all", "ENDING_SIGNALS", "EPILOG", "add_arguments", "run", "record_from_args"]
 
 
 class RecordOptions:
@@ -708,6 +710,63 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
             ef.set_enabled(False)
             ef.clear_triggers()
     return outcome
+
+
+# -- the command ---------------------------------------------------------------------
+EPILOG = """\
+each option is written to a control file of the trace's tracefs instance, and takes
+that file's grammar and errors:
+  -p current_tracer  -F set_ftrace_filter  -N set_ftrace_notrace
+  -g set_graph_function  --graph-notrace set_graph_notrace  -D max_graph_depth
+  --thresh tracing_thresh  -A options/funcgraph-args  -R options/funcgraph-retval
+  --repr options/object-repr  -b buffer_size_kb  -e dynamic_events, events/GRP/EVENT/enable
+  --tid set_ftrace_pid, set_event_pid  --thread set_ftrace_comm, set_event_comm
+  -f events/GRP/EVENT/filter  -T events/GRP/EVENT/trigger
+
+examples:
+  fntrace record -F 'shop.*' examples/shop_demo.py           # trace a package's functions
+  fntrace record -p function_graph -F '*:mod:__main__' app.py --port 8000
+  fntrace record -g 'json.encoder.*' -A -R -m json.tool data.json
+  fntrace report                                              # then read fntrace.dat"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_record_options(p)
+    p.add_argument("-o", "--output", default="fntrace.dat", metavar="FILE",
+                   help="trace file to write (default: fntrace.dat)")
+    p.add_argument("--compress", action="store_true",
+                   help="zstd-compress the trace file's blocks (pip install fntrace[compress])")
+    add_mode_argument(p)
+    add_target(p)
+
+
+def run(args, at_exit: bool) -> int:
+    return record_from_args(args, args.output, at_exit).status
+
+
+def record_from_args(args, output: str, at_exit: bool, on_finished=None, make_writer=None,
+                     follow: str | None = None) -> Outcome:
+    """The recording the command line asks for (record's, live's)."""
+    tracer = choose_tracer(args)
+    # The numbers go as typed: the control files they are written to check them
+    # (tracefs/control.py), before the program runs.
+    opts = RecordOptions(tracer=tracer, filters=args.filter, notrace=args.notrace,
+                         buffer_kb=args.buffer_size_kb, output=output,
+                         graph_functions=args.graph_function, graph_notrace=args.graph_notrace,
+                         max_depth=args.max_depth, thresh_us=args.thresh,
+                         args=args.args, retval=args.retval, events=args.events or [],
+                         patches=args.patch, object_repr=args.object_repr,
+                         tids=args.tid, threads=args.thread)
+    opts.compress = getattr(args, "compress", False)
+    opts.mode = getattr(args, "mode", None) or opts.mode
+    opts.serve = getattr(args, "serve", False)
+    opts.otel_context = getattr(args, "otel_context", False)
+    target = target_of(args)
+    if follow is None and output:
+        follow = output
+    return record(target, opts, at_exit=at_exit, on_finished=on_finished,
+                  make_writer=make_writer, follow=follow if args.follow else None,
+                  scratch=make_writer is not None)
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

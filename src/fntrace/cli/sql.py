@@ -27,7 +27,7 @@ import sys
 
 from ..errors import FntraceError, UsageError
 
-__all__ = ["EPILOG", "add_arguments", "run_sql", "VIEWS"]
+__all__ = ["EPILOG", "add_arguments", "run", "VIEWS"]
 
 EPILOG = """\
 views:
@@ -223,7 +223,7 @@ def query_columns(con, query: str) -> frozenset[str] | None:
     return frozenset(columns)
 
 
-def run_sql(args) -> int:
+def run(args, at_exit: bool) -> int:
     if args.max_rows < 0:
         raise UsageError(f"--max-rows must be 0 or more, not {args.max_rows}")
     if not args.query.strip():

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from ..errors import UsageError
 from .filters import add_filter_arguments
 
-__all__ = ["EPILOG", "add_arguments", "run_stat"]
+__all__ = ["EPILOG", "add_arguments", "run"]
 
 EPILOG = """\
 the columns are the function profiler's (trace_stat/functionN): Hit, Time (the calls'
@@ -154,7 +154,7 @@ def stat_lines(source, args) -> Iterator[str]:
                               tracing_thresh=thresh_ns, wide=args.wide)
 
 
-def run_stat(args) -> int:
+def run(args, at_exit: bool) -> int:
     from ..output.source import TraceSource
     from ..tracefile.parallel import jobs_setting
     from .progress import track_source

@@ -5,7 +5,7 @@ import argparse
 
 from ..errors import FntraceError
 
-__all__ = ["EPILOG", "add_arguments", "run_tui"]
+__all__ = ["EPILOG", "add_arguments", "run"]
 
 EPILOG = """\
 keys:
@@ -33,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="calls at depth N or deeper start folded (default: 2)")
 
 
-def run_tui(args) -> int:
+def run(args, at_exit: bool) -> int:
     from importlib.util import find_spec
 
     from ..output.source import TraceSource
