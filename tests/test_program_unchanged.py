@@ -845,6 +845,20 @@ def test_the_programs_audit_hooks_see_only_its_own_events(tmp_path, tracer):
     assert r.stdout.count("__main__.f") >= 50, r.stdout[-500:]
 
 
+def run_or_fail_hung(cmd: list, cwd, timeout: float, why: str):
+    """(stdout, stderr, returncode) of ``cmd``, run in a session of its own; a run that
+    outlasts ``timeout`` is killed with its children and the test fails with ``why``."""
+    p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)      # the hung children too
+        p.communicate()
+        pytest.fail(why)
+    return out, err, p.returncode
+
+
 FORKS = """\
 import os, sys, threading
 
@@ -880,16 +894,10 @@ def test_threads_that_fork_or_end_do_not_hang_or_crash(tmp_path, run_fntrace, fo
     # 3.13, nofork too: an ending thread's finalizers, traced after its buffer was
     # freed, wrote to the freed buffer (a segfault).
     (tmp_path / "forks.py").write_text(FORKS)
-    p = subprocess.Popen([*FNTRACE, "record", "-p", "function_graph", "-A", "-R", "-o", "t.dat",
-                          "forks.py", fork], cwd=tmp_path, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = p.communicate(timeout=SUBPROCESS_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)      # the hung children too
-        p.communicate()
-        pytest.fail("the program or its forked children hung")
-    assert p.returncode == 0, err
+    out, err, rc = run_or_fail_hung(
+        [*FNTRACE, "record", "-p", "function_graph", "-A", "-R", "-o", "t.dat", "forks.py", fork],
+        tmp_path, SUBPROCESS_TIMEOUT, "the program or its forked children hung")
+    assert rc == 0, err
     assert out == "done\n"
     rep = run_fntrace("report", "t.dat", cwd=tmp_path)
     assert rep.returncode == 0, rep.stderr
@@ -931,16 +939,10 @@ def test_a_child_forked_while_another_thread_holds_fntraces_locks(tmp_path, run_
     # The holder thread does not exist in the child: a lock it held stayed held there,
     # and the child's first traced call waited for it for ever.
     (tmp_path / "held.py").write_text(FORK_WHILE_HELD)
-    p = subprocess.Popen([*FNTRACE, "record", "-p", "function_graph", "-o", "t.dat", "held.py"],
-                         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, start_new_session=True)
-    try:
-        out, err = p.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.communicate()
-        pytest.fail("the forked child hung on a lock held at fork")
-    assert p.returncode == 0, err
+    out, err, rc = run_or_fail_hung(
+        [*FNTRACE, "record", "-p", "function_graph", "-o", "t.dat", "held.py"],
+        tmp_path, 60, "the forked child hung on a lock held at fork")
+    assert rc == 0, err
     assert out == "7\n"
 
 
@@ -1007,16 +1009,9 @@ def test_a_child_runs_threadings_fork_hook_while_a_gone_thread_held_fntraces_loc
             start="import fntrace\nfntrace.tracefs().write('current_tracer', 'function_graph')")
         cmd = [sys.executable, "held.py"]
     (tmp_path / "held.py").write_text(prog)
-    p = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, start_new_session=True)
-    try:
-        out, err = p.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.communicate()
-        pytest.fail("the forked child hung on fntrace's lock, held at fork by a thread "
-                    "gone in the child")
-    assert p.returncode == 0, err
+    out, err, rc = run_or_fail_hung(cmd, tmp_path, 60, "the forked child hung on fntrace's "
+                                    "lock, held at fork by a thread gone in the child")
+    assert rc == 0, err
     assert out == "7\n"
 
 

@@ -48,10 +48,12 @@ examples:
   fntrace attach --timeout 60 4242             # a program slow to let go of the GIL"""
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
+def add_arguments(p: argparse.ArgumentParser,
+                  wait_for: str = "its control endpoint") -> None:
+    """PID and --timeout (attach's; detach's, which waits for the endpoint to go)."""
     p.add_argument("pid", type=pid_arg, metavar="PID", help="the program's process id")
     p.add_argument("--timeout", type=float, default=10.0, metavar="SEC",
-                   help="how long to wait for its control endpoint (default: 10)")
+                   help=f"how long to wait for {wait_for} (default: 10)")
 
 
 def run(args, at_exit: bool) -> int:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .ctl import pid_arg
-from .attach import run_detach
+from . import attach
 
 __all__ = ["EPILOG", "add_arguments", "run"]
 
@@ -16,13 +15,11 @@ examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("pid", type=pid_arg, metavar="PID", help="the program's process id")
-    p.add_argument("--timeout", type=float, default=10.0, metavar="SEC",
-                   help="how long to wait for the endpoint to go (default: 10)")
+    attach.add_arguments(p, wait_for="the endpoint to go")
 
 
 def run(args, at_exit: bool) -> int:
-    return run_detach(args.pid, args.timeout)
+    return attach.run_detach(args.pid, args.timeout)
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

@@ -45,7 +45,7 @@ import time
 from ..printk import pr_warn, set_console
 from .target import _native_launch
 
-__all__ = ["Guard", "FATAL_SIGNALS"]
+__all__ = ["Guard", "FATAL_SIGNALS", "fd_ok"]
 
 # Signals whose default action ends the process and that a user or a supervisor sends
 # to stop a program (SIGINT only while nobody handles it: see the module docstring).
@@ -99,8 +99,8 @@ class Guard:
         self._lock = threading.Lock()
         self._done = threading.Event()
         self.how = None
-        self.out_fd = os.dup(1) if _fd_ok(1) else -1
-        self.err_fd = os.dup(2) if _fd_ok(2) else -1
+        self.out_fd = os.dup(1) if fd_ok(1) else -1
+        self.err_fd = os.dup(2) if fd_ok(2) else -1
         if self.err_fd >= 0:
             set_console(self.err_fd)      # fntrace's messages, whatever the program does
         self.signals: list[int] = []
@@ -369,7 +369,8 @@ class Guard:
         (self._real_exit or os._exit)(128 + signum)
 
 
-def _fd_ok(fd: int) -> bool:
+def fd_ok(fd: int) -> bool:
+    """Is ``fd`` an open file descriptor (a program may start with 1 or 2 closed)?"""
     try:
         os.fstat(fd)
         return True

@@ -43,6 +43,7 @@ from ..tracefile.reader import TraceFile
 from ..tracefile.trace_set import TraceSet, child_files
 from ..tracefile.writer import TraceFileWriter
 from .args import add_record_options, add_report_options, add_target, report_opts
+from .guard import fd_ok
 from .report import loss_notes, report_text
 
 __all__ = ["LivePrinter", "HOLD", "GRACE", "EPILOG", "add_arguments", "run"]
@@ -286,7 +287,7 @@ def run(args, at_exit: bool) -> int:
     import tempfile
     from .record import record_from_args
     ropts = report_opts(args)
-    out_fd = os.dup(1) if _fd_ok(1) else os.open(os.devnull, os.O_WRONLY)
+    out_fd = os.dup(1) if fd_ok(1) else os.open(os.devnull, os.O_WRONLY)
     printers: list = []
     # the followed processes' traces, reported with the first one's at the end
     # (made by the first child that needs it: a program that starts none leaves
@@ -339,14 +340,6 @@ def run(args, at_exit: bool) -> int:
         if scratch is not None and os.getpid() == first_pid:
             shutil.rmtree(scratch, ignore_errors=True)
     return outcome.status
-
-
-def _fd_ok(fd: int) -> bool:
-    try:
-        os.fstat(fd)
-        return True
-    except OSError:
-        return False
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

@@ -115,24 +115,24 @@ def _w_graph(fs, data: str, append: bool, enable: bool) -> None:
         raise
 
 
-def _w_max_graph_depth(fs, data: str) -> None:
+def _ulong_of(fs, file: str, data: str, log_msg: str, what: str) -> int:
+    """The number a write of ``file`` gives (kstrtoul), or its error, logged."""
     s = data.strip()
-    depth = ulong(s)
-    if depth is None:
-        fs.error_log.add("max_graph_depth", "Invalid depth", s, 0)
-        raise FntraceError(f"max_graph_depth: {short(s)!r} is not a depth (0 = "
-                           "unlimited)", command=s, pos=0)
-    fs.tr.max_graph_depth = depth
+    n = ulong(s)
+    if n is None:
+        fs.error_log.add(file, log_msg, s, 0)
+        raise FntraceError(f"{file}: {short(s)!r} is not {what}", command=s, pos=0)
+    return n
+
+
+def _w_max_graph_depth(fs, data: str) -> None:
+    fs.tr.max_graph_depth = _ulong_of(fs, "max_graph_depth", data, "Invalid depth",
+                                      "a depth (0 = unlimited)")
 
 
 def _w_tracing_thresh(fs, data: str) -> None:
-    s = data.strip()
-    us = ulong(s)
-    if us is None:
-        fs.error_log.add("tracing_thresh", "Invalid threshold", s, 0)
-        raise FntraceError(f"tracing_thresh: {short(s)!r} is not a number of "
-                           "microseconds", command=s, pos=0)
-    fs.tr.tracing_thresh = us * 1000
+    fs.tr.tracing_thresh = 1000 * _ulong_of(fs, "tracing_thresh", data, "Invalid threshold",
+                                            "a number of microseconds")
 
 
 def _r_available() -> str:
