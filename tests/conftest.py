@@ -156,16 +156,27 @@ def tmp_script(tmp_path):
     return make
 
 
+def fntrace_cli(*args, cwd: Path | str | None = None, input: str | None = None,
+                env: dict | None = None, timeout: float = SUBPROCESS_TIMEOUT,
+                check: bool = False) -> subprocess.CompletedProcess:
+    """The ``fntrace`` command (``python -m fntrace.cli.main ARGS``) run in a
+    subprocess, its output captured as text; ``check``: its exit status must be 0.
+    Every test that runs the command runs it through this."""
+    p = subprocess.run([sys.executable, "-m", "fntrace.cli.main", *map(str, args)],
+                       cwd=None if cwd is None else str(cwd), input=input, env=env,
+                       capture_output=True, text=True, timeout=timeout)
+    if check:
+        assert p.returncode == 0, p.stderr
+    return p
+
+
 @pytest.fixture
 def run_fntrace(tmp_path):
-    """``run_fntrace(*args, cwd=tmp_path, input=None)``: run the ``fntrace`` command
-    (``python -m fntrace.cli.main``) in a subprocess; returns the CompletedProcess."""
+    """``run_fntrace(*args, cwd=tmp_path, input=None)``: fntrace_cli in the test's
+    directory."""
     def run(*args: str, cwd: Path | str | None = None, input: str | None = None
             ) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "fntrace.cli.main", *map(str, args)],
-            cwd=str(cwd if cwd is not None else tmp_path), input=input,
-            capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+        return fntrace_cli(*args, cwd=cwd if cwd is not None else tmp_path, input=input)
     return run
 
 

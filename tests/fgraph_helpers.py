@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import SUBPROCESS_TIMEOUT, fntrace_cli  # noqa: F401 (SUBPROCESS_TIMEOUT: for the tests)
+
 from fntrace import fgraph
 from fntrace.core import ops as core_ops
 
-SUBPROCESS_TIMEOUT = 300
 
 def _unregister_leftover_graph_users() -> None:
     for gops in list(fgraph.fgraph_array):
@@ -83,9 +83,7 @@ class Recorder:
 
 def run_cli(*args: str, cwd: Path | str) -> subprocess.CompletedProcess:
     """``python -m fntrace.cli.main ARGS`` in ``cwd``."""
-    return subprocess.run([sys.executable, "-m", "fntrace.cli.main", *map(str, args)],
-                          cwd=str(cwd), capture_output=True, text=True,
-                          timeout=SUBPROCESS_TIMEOUT)
+    return fntrace_cli(*args, cwd=cwd)
 
 
 # The duration cell is 14 columns followed by "|  ": a mark, a space, the number, " us "

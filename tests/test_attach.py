@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import fntrace_cli
+
 from fntrace.tracefs import attach as attach_mod
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -72,8 +74,7 @@ def _target_env() -> dict:
 
 
 def fntrace(*args, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fntrace", *map(str, args)],
-                          capture_output=True, text=True, env=_env(), timeout=timeout)
+    return fntrace_cli(*args, env=_env(), timeout=timeout)
 
 
 class Program:

@@ -13,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
+from conftest import fntrace_cli
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHOP_DEMO = REPO_ROOT / "examples" / "shop_demo.py"
 TIMEOUT = 300
 
 
 def run(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "fntrace.cli.main", *map(str, args)],
-                          cwd=str(cwd), capture_output=True, text=True, timeout=TIMEOUT)
+    return fntrace_cli(*args, cwd=cwd, timeout=TIMEOUT)
 
 
 def run_python(*args, cwd):

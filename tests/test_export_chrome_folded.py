@@ -23,7 +23,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import threading
 import tracemalloc
 from collections import Counter, defaultdict
@@ -40,7 +39,7 @@ from fntrace.output.entry import (
 from fntrace.output.registry import get_exporter
 from fntrace.output.source import open_trace
 
-from conftest import REPO_ROOT, SUBPROCESS_TIMEOUT
+from conftest import REPO_ROOT, SUBPROCESS_TIMEOUT, fntrace_cli
 
 KNOWN = '''\
 import threading
@@ -95,8 +94,7 @@ main()
 
 
 def fntrace(*args, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fntrace", *map(str, args)], cwd=str(cwd),
-                          capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    return fntrace_cli(*args, cwd=cwd)
 
 
 def ok(r: subprocess.CompletedProcess) -> subprocess.CompletedProcess:

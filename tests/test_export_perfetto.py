@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SUBPROCESS_TIMEOUT
+from conftest import SUBPROCESS_TIMEOUT, fntrace_cli
 
 try:
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
@@ -44,8 +44,7 @@ NEEDS = pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
 
 
 def run(*args, cwd, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run([*FNTRACE, *map(str, args)], cwd=str(cwd), capture_output=True,
-                          text=True, timeout=SUBPROCESS_TIMEOUT, env=env)
+    return fntrace_cli(*args, cwd=cwd, env=env)
 
 
 def record(tmp_path: Path, source: str, *opts: str, name: str = "prog.py") -> Path:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SUBPROCESS_TIMEOUT
+from conftest import SUBPROCESS_TIMEOUT, fntrace_cli
 from fntrace.output.entry import (LostEvents, TraceEntry, TRACE_EVENT, TRACE_FN,
                                   TRACE_GRAPH_ENT, TRACE_GRAPH_RET, TRACE_PRINT, TRACE_STACK)
 from fntrace.output.source import open_trace
@@ -31,11 +31,7 @@ needs_trace_cmd = pytest.mark.skipif(
 
 
 def fntrace(*args, cwd, check=True):
-    p = subprocess.run([sys.executable, "-m", "fntrace", *map(str, args)], cwd=str(cwd),
-                       capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
-    if check:
-        assert p.returncode == 0, p.stderr
-    return p
+    return fntrace_cli(*args, cwd=cwd, check=check)
 
 
 def report(path, *options) -> list[str]:

@@ -18,6 +18,8 @@ import time
 
 import pytest
 
+from conftest import fntrace_cli
+
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 
 
@@ -356,8 +358,7 @@ PROGRAM = textwrap.dedent("""
 
 
 def _fntrace(*args, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fntrace", *args], capture_output=True,
-                          text=True, env=_env(), timeout=timeout)
+    return fntrace_cli(*args, env=_env(), timeout=timeout)
 
 
 @pytest.fixture

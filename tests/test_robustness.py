@@ -14,7 +14,7 @@ import pytest
 
 from fntrace import _env as fntrace_env
 
-from conftest import SUBPROCESS_TIMEOUT, run_python
+from conftest import SUBPROCESS_TIMEOUT, fntrace_cli, run_python
 
 EXOTIC = textwrap.dedent("""\
     import threading
@@ -91,10 +91,7 @@ def _env(pure: bool) -> dict:
 
 
 def _fntrace(args, cwd, env):
-    p = subprocess.run([sys.executable, "-m", "fntrace.cli.main", *args], cwd=cwd, env=env,
-                       capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
-    assert p.returncode == 0, p.stderr
-    return p
+    return fntrace_cli(*args, cwd=cwd, env=env, check=True)
 
 
 _DURATION = re.compile(r"^\s*(\d+)\)\s.*?\|(.*)$")
