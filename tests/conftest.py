@@ -187,6 +187,27 @@ def run_python(*args: str, cwd: Path | str, input: str | None = None
                           capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
 
 
+# a function-tracer line's pid and timestamp; a graph line's cpu and duration cell
+_FN_CTX = re.compile(r"^( *)(.*)-\d+( +\[)\d+(\] (?:.{4,5} )?) *\d+\.\d{6}(: .*)$")
+_GRAPH_CELLS = re.compile(r"^( *)\d+(\) ).{14}(\|  .*)$")
+
+
+def masked(text: str) -> list[str]:
+    """The lines of a trace with what differs between two runs of the same calls
+    masked: pids, timestamps, cpu numbers (N), durations (DUR) and the #P count."""
+    out = []
+    for line in text.splitlines():
+        m = _FN_CTX.match(line)
+        if m:
+            line = f"{m.group(2).strip()}-PID [CPU{m.group(4)}TS{m.group(5)}"
+        else:
+            m = _GRAPH_CELLS.match(line)
+            if m:
+                line = f"{m.group(1)}N{m.group(2)}{'DUR':14}{m.group(3)}"
+        out.append(re.sub(r"#P:\d+", "#P:N", line))
+    return out
+
+
 # ---------------------------------------------------------------------------------
 # Function-tracer lines
 # ---------------------------------------------------------------------------------

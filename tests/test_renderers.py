@@ -5,7 +5,6 @@ prints its graph; views are registered and chosen by name; one ``name_of``.
 """
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import textwrap
@@ -16,7 +15,7 @@ from fntrace.output import registry
 from fntrace.output.entry import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, TraceEntry
 from fntrace.output.render import render_trace
 
-from conftest import SUBPROCESS_TIMEOUT
+from conftest import SUBPROCESS_TIMEOUT, masked
 
 WORK = """
 def leaf(x):
@@ -31,26 +30,6 @@ def main():
         total += middle(i)
     return leaf(total)
 """
-
-# a function-tracer line's pid and timestamp; a graph line's cpu and duration cell
-_FN_CTX = re.compile(r"^( *)(.*)-\d+( +\[)\d+(\] (?:.{4,5} )?) *\d+\.\d{6}(: .*)$")
-_GRAPH = re.compile(r"^( *)\d+(\) ).{14}(\|  .*)$")
-
-
-def masked(text: str) -> list[str]:
-    """The text with what differs between two runs of the same calls masked: pids,
-    timestamps, cpu numbers, durations and the #P count."""
-    out = []
-    for line in text.splitlines():
-        m = _FN_CTX.match(line)
-        if m:
-            line = f"{m.group(2).strip()}-PID [CPU{m.group(4)}TS{m.group(5)}"
-        else:
-            m = _GRAPH.match(line)
-            if m:
-                line = f"N{m.group(2)}{'DUR':14}{m.group(3)}"
-        out.append(re.sub(r"#P:\d+", "#P:N", line))
-    return out
 
 
 def _python(code: str, cwd) -> subprocess.CompletedProcess:
@@ -72,10 +51,10 @@ def test_trace_session_with_function_graph_prints_the_graph(tmp_path):
     lines = masked(r.stdout)
     assert lines[0] == "# tracer: function_graph"
     body = [l for l in lines if not l.startswith("#")]
-    assert body[0] == f"N) {'DUR':14}|  work.main() {{"
-    assert f"N) {'DUR':14}|    work.middle() {{" in body
-    assert f"N) {'DUR':14}|      work.leaf();" in body
-    assert body[-1] == f"N) {'DUR':14}|  }}"
+    assert body[0] == f" N) {'DUR':14}|  work.main() {{"
+    assert f" N) {'DUR':14}|    work.middle() {{" in body
+    assert f" N) {'DUR':14}|      work.leaf();" in body
+    assert body[-1] == f" N) {'DUR':14}|  }}"
     assert len([l for l in body if "work.leaf();" in l]) == 4
 
 

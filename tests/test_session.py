@@ -9,6 +9,8 @@ import re
 
 import pytest
 
+from conftest import masked
+
 import fntrace
 import fntrace.session
 from fntrace.output.entry import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET
@@ -29,17 +31,6 @@ GRAPH_HEADER = [
     "# |     |   |                     |   |   |   |",
 ]
 
-# " 3)   1.382 us    |    func();": cpu, the 14-column duration cell, the rest
-_GRAPH_LINE = re.compile(r"^( *)\d+(\) ).{14}(\|  .*)$")
-
-
-def masked(text: str) -> list[str]:
-    """A graph trace's lines with the cpu number and the duration cell masked."""
-    out = []
-    for line in text.splitlines():
-        m = _GRAPH_LINE.match(line)
-        out.append(f"{m.group(1)}N{m.group(2)}{'DUR':14}{m.group(3)}" if m else line)
-    return out
 
 
 SOURCE = """
