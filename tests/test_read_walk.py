@@ -183,24 +183,49 @@ def hits_traces():
 @needs_native
 @settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
 @given(slots=st.dictionaries(st.integers(0, 3), slot_stream(), min_size=1, max_size=3),
-       per_thread=st.booleans())
-def test_native_walk_is_the_python_walk(tmp_path_factory, slots, per_thread):
+       per_thread=st.booleans(), dist=st.booleans())
+def test_native_walk_is_the_python_walk(tmp_path_factory, slots, per_thread, dist):
+    """The rows, and with ``dist`` each row's min, max and histogram and the calls of
+    each caller -> callee edge."""
     path = tmp_path_factory.mktemp("walk") / "t.dat"
     write(path, slots)
     tf = TraceFile.open(path)
     from fntrace.output.stat import StatCollector
-    col = StatCollector(True, per_thread)
+    col = StatCollector(True, per_thread, dist)
     for e in entries_from_file(tf):
         col.feed(e)
     want = col.finish()
-    got = walked_stats(tf, per_thread=per_thread)
+    got = walked_stats(tf, per_thread=per_thread, dist=dist)
     if got is None:
         # the walk may decline, never differ; these streams are in time order with
         # calltimes before their returns, so it has no reason to
         pytest.fail("the native walk declined a trace it can walk")
-    rows, no_return, no_entry = got
+    rows, no_return, no_entry, edges = got
     assert rows == want
     assert (no_return, no_entry) == (col.no_return, col.no_entry)
+    assert edges == (col.edges if dist else None)
+    if dist:
+        assert all(r.hist is not None and sum(r.hist.values()) == r.timed for r in rows)
+
+
+@needs_native
+@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")) // 2, deadline=None)
+@given(slots=hits_traces())
+def test_native_walk_of_function_hits_counts_the_python_edges(tmp_path_factory, slots):
+    """A function tracer's hits name their callers: the walk's caller -> callee edges
+    are the Python walk's, hits among calls included."""
+    path = tmp_path_factory.mktemp("walkhits") / "t.dat"
+    write(path, slots, tracer="function")
+    tf = TraceFile.open(path)
+    from fntrace.output.stat import StatCollector
+    col = StatCollector(None, False, True)
+    for e in entries_from_file(tf):
+        col.feed(e)
+    want = col.finish()
+    got = walked_stats(tf, dist=True)
+    assert got is not None
+    assert got.rows == want
+    assert got.edges == col.edges
 
 
 @needs_native
@@ -243,6 +268,9 @@ out["jobs"] = parallel.workers(len(sizes), sum(sizes))
 for per_thread in (False, True):
     apart = forked_stats(src, src.part_record_blocks, per_thread=per_thread)
     out[f"stat{per_thread}"] = [repr(one[per_thread]), repr(apart)]
+# with the distributions: the histograms and edges added up (dicts: compared as such)
+out["dist"] = (forked_stats(src, src.part_record_blocks, dist=True)
+               == walked_stats(src.tf, dist=True))
 out["folded"] = [repr(fone), repr(folded._walked_stacks(src)), forked]
 print(json.dumps(out))
 """
@@ -281,6 +309,7 @@ def test_processes_walked_in_forked_children_add_up_to_one_walk(tmp_path_factory
         assert one != "None", "the walk declined a trace it can walk"
         assert apart == one
     assert out["jobs"] == min(3, len(procs))
+    assert out["dist"] is True
     one, apart, forked = out["folded"]
     assert one != "None" and apart == one
     # (a small trace: forked only with FNTRACE_JOBS; stat twice, then folded)
@@ -943,15 +972,16 @@ def test_native_walks_of_some_threads_are_the_filtered_python_ones(tmp_path_fact
 
 def assert_walk_is_the_filtered_python_one(tf, flt, graph: bool, blocks) -> None:
     """The native profile of ``blocks`` (a filtered walk's) is StatCollector's of the
-    entries filter_entries lets through."""
+    entries filter_entries lets through: its rows with their distributions, and the
+    calls of each caller -> callee edge."""
     from fntrace.output.filters import filter_entries
     from fntrace.output.stat import StatCollector
-    walked = walked_stats(tf, per_thread=True, blocks=blocks)
-    col = StatCollector(graph, True)
+    walked = walked_stats(tf, per_thread=True, blocks=blocks, dist=True)
+    col = StatCollector(graph, True, True)
     for e in filter_entries(entries_from_file(tf), flt, graph=graph, threads=tf.threads):
         col.feed(e)
     assert walked is not None
-    assert walked == (col.finish(), col.no_return, col.no_entry)
+    assert walked == (col.finish(), col.no_return, col.no_entry, col.edges)
 
 
 GLOBS = ("m.a", "m.*", "m.[bc]", "*d", "0x*", "nosuch")

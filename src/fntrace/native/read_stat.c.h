@@ -25,6 +25,16 @@
  * With ``stacks`` the same walk counts call paths instead of functions (folded
  * stacks, output/folded.py): a trie of paths (trie_t, shared with CallRows), the self
  * time and calls of each.
+ *
+ * With ``dist`` each row also keeps its calls' durations as a distribution (the
+ * shortest, the longest, and a log-linear histogram: ``fntrace stat``'s percentiles,
+ * ``fntrace diff``) and the walk counts the calls of each caller -> callee edge.
+ * The histogram is output/stat.py's (hist_index there says why it is shaped so):
+ *
+ *     duration (ns)   0 .. 63        64 .. 127     128 .. 255    ...   2^e .. 2^(e+1)-1
+ *     bucket          one per ns     32, 2 ns      32, 4 ns            32, 2^(e-5) ns
+ *
+ * kept per row as the run of buckets between its least and greatest used one.
  */
 
 /* |durations| at or above this leave the walk to Python: the sums of their squares
@@ -61,7 +71,24 @@ typedef struct {
     unsigned __int128 sq;
     uint64_t first_ts, first_seq;
     int64_t first_cpu;
+    /* dist: the least and greatest duration, and the buckets h_lo .. h_lo + h_n - 1 */
+    int64_t min, max;
+    uint64_t *h;
+    int32_t h_lo, h_n;
 } row_t;
+
+/* output/stat.py's hist_index: exact below 64 ns, then 32 buckets per power of two */
+#define HIST_SUB_BITS 5
+
+static inline int32_t
+hist_index(int64_t d)
+{
+    if (d < (1 << (HIST_SUB_BITS + 1)))
+        return d < 0 ? 0 : (int32_t)d;
+    int e = 63 - __builtin_clzll((uint64_t)d);
+    return (int32_t)(((e - HIST_SUB_BITS + 1) << HIST_SUB_BITS)
+                     | ((d >> (e - HIST_SUB_BITS)) & ((1 << HIST_SUB_BITS) - 1)));
+}
 
 /* Call paths: path 0 is the empty one, path k (k >= 1) is path parent[k] then func[k].
  * ``last[k]``: the path last found under path k (0: none yet) -- a loop calls the same
@@ -94,6 +121,12 @@ typedef struct {
     uint64_t *n_calls;
     Py_ssize_t capcounts;
     uint64_t incomplete;
+    /* dist: the distributions in the rows, and the calls per edge: edge k of ``ed`` is
+     * (caller id + 1, or 0 for none: the trie's parent) -> callee */
+    int dist;
+    trie_t ed;
+    uint64_t *e_calls;
+    Py_ssize_t cape;
 } StatWalk;
 
 static void
@@ -306,6 +339,65 @@ node_of(StatWalk *w, uint32_t parent, uint32_t func)
     return k;
 }
 
+/* dist: one more call of caller -> callee (``from``: the caller's id + 1, 0 for none) */
+static int
+edge_add(StatWalk *w, uint32_t from, uint32_t callee)
+{
+    uint32_t k = trie_path(&w->ed, from, callee);
+    if (k == 0)
+        return -1;
+    if (w->cape <= (Py_ssize_t)k) {
+        Py_ssize_t cap = w->ed.cap;
+        uint64_t *c = PyMem_Realloc(w->e_calls, (size_t)cap * sizeof(uint64_t));
+        if (c == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memset(c + w->cape, 0, (size_t)(cap - w->cape) * sizeof(uint64_t));
+        w->e_calls = c;
+        w->cape = cap;
+    }
+    w->e_calls[k]++;
+    return 0;
+}
+
+/* dist: one timed call of row ``r`` took ``dur`` */
+static int
+row_dist(row_t *r, int64_t dur)
+{
+    if (r->timed == 0 || dur < r->min)
+        r->min = dur;
+    if (r->timed == 0 || dur > r->max)
+        r->max = dur;
+    int32_t i = hist_index(dur);
+    if (r->h_n == 0 || i < r->h_lo || i >= r->h_lo + r->h_n) {
+        /* the run grows to take i, with room on the side it grew (a few more calls
+         * further out do not each copy it) */
+        int32_t lo = r->h_n ? (i < r->h_lo ? i : r->h_lo) : i;
+        int32_t hi = r->h_n ? (i >= r->h_lo + r->h_n ? i + 1 : r->h_lo + r->h_n) : i + 1;
+        if (r->h_n && i < r->h_lo)
+            lo = lo > 16 ? lo - 16 : 0;
+        else
+            hi += 16;
+        uint64_t *h = PyMem_Calloc((size_t)(hi - lo), sizeof(uint64_t));
+        if (h == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        if (r->h_n)
+            memcpy(h + (r->h_lo - lo), r->h, (size_t)r->h_n * sizeof(uint64_t));
+        PyMem_Free(r->h);
+        r->h = h;
+        r->h_lo = lo;
+        r->h_n = hi - lo;
+    }
+    r->h[i - r->h_lo]++;
+    return 0;
+}
+
+/* edge_add's ``from`` of a call ending on slot ``s``: the frame open under it */
+#define CALLER_OF(s) ((s)->n ? (s)->st[(s)->n - 1].func + 1 : 0)
+
 static int
 push(slot_t *s, uint32_t func, int64_t depth, int64_t start, uint32_t node)
 {
@@ -331,11 +423,13 @@ push(slot_t *s, uint32_t func, int64_t depth, int64_t start, uint32_t node)
 /* CallBuilder._close_deeper then StatCollector._add of each call it makes: the calls
  * are incomplete (no return read), entered (their rows exist), so they count only as
  * calls with no return; their durations go to the frames under them */
-static void
+static int
 close_deeper(StatWalk *w, slot_t *s, int64_t depth, int64_t ts)
 {
     while (s->n && s->st[s->n - 1].depth >= depth) {
         frame_t *f = &s->st[--s->n];
+        if (w->dist && edge_add(w, CALLER_OF(s), f->func) < 0)
+            return -1;
         int64_t dur = ts - f->start;
         if (dur < 0)
             dur = 0;
@@ -351,6 +445,7 @@ close_deeper(StatWalk *w, slot_t *s, int64_t depth, int64_t ts)
         if (s->n)
             s->st[s->n - 1].children += dur;
     }
+    return 0;
 }
 
 static slot_t *
@@ -434,7 +529,8 @@ walk_feed(StatWalk *w, PyObject *const *args, Py_ssize_t nargs)
         /* CallBuilder.feed(LostEvents): close what is open at the slot's last time */
         s->gap = s->last_ts;
         s->has_gap = 1;
-        close_deeper(w, s, -1, s->last_ts);
+        if (close_deeper(w, s, -1, s->last_ts) < 0)
+            goto error;
     }
     const record_t *rec = (const record_t *)view.buf;
     Py_ssize_t n = view.len / FNT_RECORD_SIZE;
@@ -479,6 +575,14 @@ walk_feed(StatWalk *w, PyObject *const *args, Py_ssize_t nargs)
             if (row == NULL)
                 goto error;
             row->hit++;
+            if (w->dist) {
+                /* the function tracer's record names its caller */
+                uint32_t caller = r.b ? r.b + (uint32_t)ibase : 0;
+                if (caller && dups && canon_lookup(w->canon, &caller) < 0)
+                    goto error;
+                if (edge_add(w, caller ? caller + 1 : 0, func) < 0)
+                    goto error;
+            }
             continue;
         }
         int64_t depth = (int64_t)r.b;
@@ -491,8 +595,9 @@ walk_feed(StatWalk *w, PyObject *const *args, Py_ssize_t nargs)
                     goto error;
                 row->hit++;
             }
-            if (s->n && s->st[s->n - 1].depth >= depth)
-                close_deeper(w, s, depth, ts);
+            if (s->n && s->st[s->n - 1].depth >= depth
+                    && close_deeper(w, s, depth, ts) < 0)
+                goto error;
             uint32_t node = 0;
             if (w->stacks) {
                 node = node_of(w, s->n ? s->st[s->n - 1].node : 0, func);
@@ -504,10 +609,11 @@ walk_feed(StatWalk *w, PyObject *const *args, Py_ssize_t nargs)
             continue;
         }
         /* a return */
-        if (s->n && s->st[s->n - 1].depth > depth)
-            close_deeper(w, s, depth + 1, ts);
-        if (s->n && s->st[s->n - 1].depth == depth && s->st[s->n - 1].func != func)
-            close_deeper(w, s, depth, ts);          /* its return was lost */
+        if (s->n && s->st[s->n - 1].depth > depth && close_deeper(w, s, depth + 1, ts) < 0)
+            goto error;
+        if (s->n && s->st[s->n - 1].depth == depth && s->st[s->n - 1].func != func
+                && close_deeper(w, s, depth, ts) < 0)       /* its return was lost */
+            goto error;
         if (r.d > r.ts) {
             /* calltime after the return: the Python walk's arithmetic, not ours */
             walk_fail(w, "a calltime after its return");
@@ -545,6 +651,8 @@ walk_feed(StatWalk *w, PyObject *const *args, Py_ssize_t nargs)
         }
         if (s->n)
             s->st[s->n - 1].children += dur;
+        if (w->dist && edge_add(w, CALLER_OF(s), func) < 0)
+            goto error;
         if (w->stacks) {
             w->n_self[node] += self;
             w->n_calls[node]++;
@@ -560,6 +668,8 @@ walk_feed(StatWalk *w, PyObject *const *args, Py_ssize_t nargs)
         row->time += dur;
         row->sq += (unsigned __int128)((__int128)dur * dur);
         row->self += self;
+        if (w->dist && row_dist(row, dur) < 0)
+            goto error;
         row->timed++;
     }
     PyBuffer_Release(&view);
@@ -610,6 +720,24 @@ uint128_long(unsigned __int128 v)
     return out;
 }
 
+/* a row's histogram as output/stat.py keeps it: {bucket: calls} of the used buckets */
+static PyObject *
+hist_dict(const row_t *r)
+{
+    PyObject *d = PyDict_New();
+    for (int32_t i = 0; d != NULL && i < r->h_n; i++) {
+        if (r->h[i] == 0)
+            continue;
+        PyObject *k = PyLong_FromLong(r->h_lo + i);
+        PyObject *v = PyLong_FromUnsignedLongLong(r->h[i]);
+        if (k == NULL || v == NULL || PyDict_SetItem(d, k, v) < 0)
+            Py_CLEAR(d);
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+    }
+    return d;
+}
+
 static int
 first_order(const void *pa, const void *pb)
 {
@@ -635,7 +763,8 @@ walk_finish(StatWalk *w, PyObject *args)
         return NULL;
     for (Py_ssize_t c = 0; c < w->nslots; c++) {
         slot_t *s = &w->slots[c];
-        close_deeper(w, s, -1, s->has_last ? s->last_ts : 0);
+        if (close_deeper(w, s, -1, s->has_last ? s->last_ts : 0) < 0)
+            return NULL;
     }
     if (w->unsure)
         Py_RETURN_NONE;
@@ -662,16 +791,23 @@ walk_finish(StatWalk *w, PyObject *args)
     for (Py_ssize_t i = 0; i < w->nrows; i++) {
         row_t *r = &w->rows[i];
         PyObject *cpu = w->per_thread ? PyLong_FromLongLong(r->cpu) : Py_NewRef(Py_None);
-        PyObject *t = firsts
-            ? Py_BuildValue("(kNKNNNKKLK)", (unsigned long)r->func, cpu,
-                            (unsigned long long)r->hit, int128_long(r->time),
-                            uint128_long(r->sq), int128_long(r->self),
-                            (unsigned long long)r->timed, (unsigned long long)r->first_ts,
-                            (long long)r->first_cpu, (unsigned long long)r->first_seq)
-            : Py_BuildValue("(kNKNNNK)", (unsigned long)r->func, cpu,
-                            (unsigned long long)r->hit, int128_long(r->time),
-                            uint128_long(r->sq), int128_long(r->self),
-                            (unsigned long long)r->timed);
+        PyObject *t = Py_BuildValue("(kNKNNNK)", (unsigned long)r->func, cpu,
+                                    (unsigned long long)r->hit, int128_long(r->time),
+                                    uint128_long(r->sq), int128_long(r->self),
+                                    (unsigned long long)r->timed);
+        if (t != NULL && firsts) {
+            PyObject *more = Py_BuildValue("(KLK)", (unsigned long long)r->first_ts,
+                                           (long long)r->first_cpu,
+                                           (unsigned long long)r->first_seq);
+            Py_XSETREF(t, more ? PySequence_Concat(t, more) : NULL);
+            Py_XDECREF(more);
+        }
+        if (t != NULL && w->dist) {
+            PyObject *more = Py_BuildValue("(LLN)", (long long)r->min, (long long)r->max,
+                                           hist_dict(r));
+            Py_XSETREF(t, more ? PySequence_Concat(t, more) : NULL);
+            Py_XDECREF(more);
+        }
         if (t == NULL) {
             Py_DECREF(rows);
             return NULL;
@@ -686,6 +822,26 @@ walk_finish(StatWalk *w, PyObject *args)
     if (w->unsure) {
         Py_DECREF(rows);
         Py_RETURN_NONE;
+    }
+    if (w->dist) {
+        PyObject *edges = PyList_New(w->ed.n);
+        if (edges == NULL) {
+            Py_DECREF(rows);
+            return NULL;
+        }
+        for (Py_ssize_t i = 1; i <= w->ed.n; i++) {
+            PyObject *t = Py_BuildValue("(kkK)", (unsigned long)w->ed.parent[i],
+                                        (unsigned long)w->ed.func[i],
+                                        (unsigned long long)w->e_calls[i]);
+            if (t == NULL) {
+                Py_DECREF(rows);
+                Py_DECREF(edges);
+                return NULL;
+            }
+            PyList_SET_ITEM(edges, i - 1, t);
+        }
+        return Py_BuildValue("(NKKN)", rows, (unsigned long long)w->no_return,
+                             (unsigned long long)w->no_entry, edges);
     }
     return Py_BuildValue("(NKK)", rows, (unsigned long long)w->no_return,
                          (unsigned long long)w->no_entry);
@@ -702,17 +858,18 @@ walk_why(StatWalk *w, void *closure)
 static int
 walk_init(StatWalk *w, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"per_thread", "canon", "stacks", NULL};
-    int per_thread = 0, stacks = 0;
+    static char *names[] = {"per_thread", "canon", "stacks", "dist", NULL};
+    int per_thread = 0, stacks = 0, dist = 0;
     PyObject *canon = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|pOp:StatWalk", names, &per_thread, &canon,
-                                     &stacks))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|pOpp:StatWalk", names, &per_thread, &canon,
+                                     &stacks, &dist))
         return -1;
     if (w->tr.n || w->nrows) {
         PyErr_SetString(PyExc_ValueError, "StatWalk: made twice");
         return -1;
     }
     w->stacks = stacks;
+    w->dist = dist && !stacks;
     if (canon != Py_None && !PyDict_Check(canon)) {
         PyErr_SetString(PyExc_TypeError, "StatWalk: canon is a dict or None");
         return -1;
@@ -729,7 +886,11 @@ walk_dealloc(StatWalk *w)
     for (Py_ssize_t c = 0; c < w->nslots; c++)
         PyMem_Free(w->slots[c].st);
     PyMem_Free(w->slots);
+    for (Py_ssize_t i = 0; i < w->nrows; i++)
+        PyMem_Free(w->rows[i].h);
     PyMem_Free(w->rows);
+    trie_free(&w->ed);
+    PyMem_Free(w->e_calls);
     PyMem_Free(w->table);
     trie_free(&w->tr);
     PyMem_Free(w->n_self);
@@ -754,10 +915,12 @@ static PyGetSetDef walk_getset[] = {
 };
 
 static PyType_Slot walk_slots[] = {
-    {Py_tp_doc, "StatWalk(per_thread=False, canon=None, stacks=False): fntrace stat's walk "
-                "over decoded records (output/stat.py's twin); with stacks, folded's "
-                "(output/folded.py's): finish() -> ([(parent, id, self_ns, calls)], "
-                "incomplete), path k being list item k - 1"},
+    {Py_tp_doc, "StatWalk(per_thread=False, canon=None, stacks=False, dist=False): fntrace "
+                "stat's walk over decoded records (output/stat.py's twin); with stacks, "
+                "folded's (output/folded.py's): finish() -> ([(parent, id, self_ns, calls)], "
+                "incomplete), path k being list item k - 1; with dist, each row ends in "
+                "(min, max, {bucket: calls}) and finish() adds [(caller id + 1 or 0, id, "
+                "calls)]"},
     {Py_tp_init, walk_init},
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_dealloc, walk_dealloc},
