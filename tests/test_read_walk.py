@@ -313,7 +313,7 @@ def test_processes_walked_in_forked_children_add_up_to_one_walk(tmp_path_factory
     one, apart, forked = out["folded"]
     assert one != "None" and apart == one
     # (a small trace: forked only with FNTRACE_JOBS; stat twice, then folded)
-    assert forked == [True] * 3, "the walks were not made in forked children"
+    assert forked == [True] * 4, "the walks were not made in forked children"
 
 
 def test_forked_walks_hand_back_their_results_in_order(tmp_path):
