@@ -27,6 +27,7 @@ import tracemalloc
 import pytest
 
 from fntrace.output.entry import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, TraceEntry
+from fntrace.output.function_graph import trace_print_graph_duration
 from fntrace.output.function_stat import function_stat_headers, function_stat_show
 from fntrace.output.stat import FunctionStat, function_stats, stat_headers, stat_row
 
@@ -405,6 +406,110 @@ def test_bad_input(graph_dat, run_fntrace, tmp_path):
     cut.write_bytes(data[:len(data) * 2 // 3])
     r = run_fntrace("stat", cut)
     assert r.returncode == 0 and "cut short" in r.stderr and "Traceback" not in r.stderr
+
+
+DIST = """
+import time
+
+def spin(n):
+    t = time.perf_counter_ns() + n
+    while time.perf_counter_ns() < t:
+        pass
+
+def tiny():
+    return 1
+
+def main():
+    for i in range(300):
+        spin((i * 7919) % 97 * 1000)    # 0 .. 96 us, each about 3 times
+        tiny()
+
+main()
+"""
+
+
+def _exact(durations: list[int], p: float) -> int:
+    """The nearest-rank percentile."""
+    import math
+    d = sorted(durations)
+    return d[max(1, math.ceil(len(d) * p / 100)) - 1]
+
+
+def _ns(cell: str) -> int:
+    """A duration cell (``12.345``, in us, to the ns) in ns."""
+    whole, _, frac = cell.partition(".")
+    return int(whole) * 1000 + int((frac + "000")[:3])
+
+
+def _cut(ns: int) -> int:
+    """The most trace_print_graph_duration drops of ``ns``: it prints at most seven
+    digits of microseconds and their decimals (3 below 10 ms, none from 1 s)."""
+    usecs = len(str(ns // 1000))
+    return 10 ** (3 - max(0, min(3, 7 - usecs)))
+
+
+def _printed(ns: int) -> int:
+    """``ns`` as the table prints it, read back."""
+    return _ns(trace_print_graph_duration(ns).split()[0])
+
+
+def test_distribution_columns_are_the_calls_durations(tmp_script, run_fntrace, tmp_path):
+    """Min, Max and Stdev exactly; p50/p90/p99 within the histogram's 1/64 of the
+    exact nearest-rank percentile of the calls' durations (read from the trace by the
+    call builder every view uses); Where the def's file:line."""
+    import statistics
+
+    from fntrace.output.calls import iter_calls
+    from fntrace.output.source import open_trace
+    prog = tmp_script(DIST)
+    r = run_fntrace("record", "-p", "function_graph", "-F", "__main__.*", "-o", "d.dat", prog)
+    assert r.returncode == 0, r.stderr
+    cols = "hit,min,p50,p90,p99,max,stdev,where"
+    r = run_fntrace("stat", "d.dat", "-c", cols)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["Function", "Hit", "Min", "p50", "p90", "p99", "Max",
+                                "Stdev", "Where"]
+    got = table(r.stdout)
+    by: dict[str, list[int]] = {}
+    for c in iter_calls(open_trace(str(tmp_path / "d.dat")).entries()):
+        by.setdefault(c.func, []).append(c.duration)
+    assert set(got) == set(by) == {"__main__.main", "__main__.spin", "__main__.tiny"}
+    for func, durs in by.items():
+        hit, mn, p50, p90, p99, mx, sd, where = got[func]
+        assert int(hit) == len(durs)
+        assert (_ns(mn), _ns(mx)) == (_printed(min(durs)), _printed(max(durs))), func
+        for cell, p in ((p50, 50), (p90, 90), (p99, 99)):
+            want = _exact(durs, p)
+            assert abs(_ns(cell) - want) <= want / 64 + _cut(want), (func, p, cell, want)
+        want_sd = statistics.stdev(durs) if len(durs) > 1 else 0
+        assert abs(_ns(sd) - want_sd) <= 1 + _cut(int(want_sd)), (func, sd, want_sd)
+    line = {"__main__.spin": 4, "__main__.tiny": 9, "__main__.main": 12}
+    assert {f: got[f][-1] for f in got} == {f: f"prog.py:{n}" for f, n in line.items()}
+    # --dist is those columns and the kernel's sums; its Stdev is the one above
+    r = run_fntrace("stat", "d.dat", "--dist", "--where")
+    assert r.stdout.splitlines()[0].split() == [
+        "Function", "Hit", "Time", "Avg", "Stdev", "Min", "p50", "p90", "p99", "Max",
+        "Self", "Where"]
+    assert table(r.stdout)["__main__.spin"][3] == got["__main__.spin"][6]
+
+
+def test_sort_by_any_column(graph_dat, run_fntrace):
+    cols = ["hit", "time", "avg", "s2", "stdev", "min", "p50", "p90", "p99", "max", "self"]
+    for i, c in enumerate(cols):
+        r = run_fntrace("stat", graph_dat, "-c", ",".join(cols), "--sort", c)
+        assert r.returncode == 0, r.stderr
+        v = [float(row[i]) for row in table(r.stdout).values()]
+        assert v == sorted(v, reverse=True), (c, v)
+    r = run_fntrace("stat", graph_dat, "--sort", "function")
+    assert names(r.stdout) == sorted(names(r.stdout))
+    r = run_fntrace("stat", graph_dat, "--sort", "where", "--where")
+    assert names(r.stdout) == ["__main__.leaf", "__main__.mid", "__main__.other",
+                               "__main__.main"]
+    for args, words in ((["-c", "hit,p95"], "no column 'p95'"),
+                        (["--sort", "p95"], "invalid choice")):
+        r = run_fntrace("stat", graph_dat, *args)
+        assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr
 
 
 def test_empty_trace_is_an_empty_table(tmp_script, run_fntrace, tmp_path):
