@@ -1,53 +1,26 @@
-"""``fntrace diff BASE NEW`` through the command line: two recorded runs of a program
-that got slower in one function, calls another more often, gained a function and lost
-one; the numbers checked against ``fntrace stat`` of each run, ``--fail-if`` as a CI
+"""``fntrace diff BASE NEW`` through the command line: two recorded runs of
+examples/diff_demo.py, a program that got slower in one function, calls another more
+often, gained a function and lost one; the numbers checked against ``fntrace stat`` of each run, ``--fail-if`` as a CI
 step would use it, and what it refuses."""
 from __future__ import annotations
 
 import json
 import math
+import shutil
 
 import pytest
 
-from conftest import fntrace_cli
+from conftest import REPO_ROOT, fntrace_cli
 from fntrace.output.diff import FuncDiff, parse_fail_if
 from fntrace.output.function_graph import trace_print_graph_duration
 from fntrace.output.stat import FunctionStat
 
-PROGRAM = """\
-import sys, time
-NEW = sys.argv[1] == "new"
-
-def slow(i):
-    time.sleep(0.003 if NEW else 0.0002)
-
-def query(i):
-    return i * 2
-
-def audit(i):
-    return i
-
-def legacy(i):
-    return -i
-
-def main():
-    for i in range(50):
-        slow(i)
-        for _ in range(3 if NEW else 1):       # an N+1 query
-            query(i)
-        if NEW:
-            audit(i)
-        else:
-            legacy(i)
-
-main()
-"""
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     d = tmp_path_factory.mktemp("diff")
-    (d / "prog.py").write_text(PROGRAM)
+    shutil.copy(REPO_ROOT / "examples" / "diff_demo.py", d / "prog.py")
     for side in ("base", "new"):
         fntrace_cli("record", "-p", "function_graph", "-F", "__main__.*", "-o",
                     f"{side}.dat", "prog.py", side, cwd=d, check=True)
