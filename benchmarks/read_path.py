@@ -125,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calls", type=int, default=1_000_000)
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--only", action="append", metavar="VIEW",
-                    help="report, report-filtered, report-window, stat, stat-filtered, sql, "
+                    help="report, report-filtered, report-window, stat, stat-filtered, "
+                         "stat-dist, diff, sql, "
                          "sql-parquet, "
                          "tui-index, trace-cmd-report, or an export format")
     ap.add_argument("--args", action="store_true",
@@ -187,6 +188,13 @@ def main(argv: list[str] | None = None) -> int:
             one_by_one.append(views[-1])
         if wanted("stat-filtered"):
             views.append(("stat -N __main__.leaf", [*fn, "stat", "t.dat", "-N", "__main__.leaf"]))
+        if wanted("stat-dist"):
+            # each function's distribution too (a histogram bucket a call) and Where
+            views.append(("stat --dist --where", [*fn, "stat", "t.dat", "--dist", "--where"]))
+        if wanted("diff"):
+            # both sides walked with their distributions and edges (the trace against
+            # itself: twice stat --dist's reading)
+            views.append(("diff t.dat t.dat", [*fn, "diff", "t.dat", "t.dat"]))
         if wanted("sql"):
             views.append(("sql (GROUP BY over the .dat)", [*fn, "sql", "t.dat", GROUP_BY, "--csv"]))
         if wanted("sql-parquet") and "parquet" in formats_here(opts.python, env):

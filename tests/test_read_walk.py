@@ -191,11 +191,11 @@ def test_native_walk_is_the_python_walk(tmp_path_factory, slots, per_thread, dis
     write(path, slots)
     tf = TraceFile.open(path)
     from fntrace.output.stat import StatCollector
-    col = StatCollector(True, per_thread, dist)
+    col = StatCollector(True, per_thread, dist, dist)
     for e in entries_from_file(tf):
         col.feed(e)
     want = col.finish()
-    got = walked_stats(tf, per_thread=per_thread, dist=dist)
+    got = walked_stats(tf, per_thread=per_thread, dist=dist, edges=dist)
     if got is None:
         # the walk may decline, never differ; these streams are in time order with
         # calltimes before their returns, so it has no reason to
@@ -218,11 +218,11 @@ def test_native_walk_of_function_hits_counts_the_python_edges(tmp_path_factory, 
     write(path, slots, tracer="function")
     tf = TraceFile.open(path)
     from fntrace.output.stat import StatCollector
-    col = StatCollector(None, False, True)
+    col = StatCollector(None, False, True, True)
     for e in entries_from_file(tf):
         col.feed(e)
     want = col.finish()
-    got = walked_stats(tf, dist=True)
+    got = walked_stats(tf, dist=True, edges=True)
     assert got is not None
     assert got.rows == want
     assert got.edges == col.edges
@@ -269,8 +269,8 @@ for per_thread in (False, True):
     apart = forked_stats(src, src.part_record_blocks, per_thread=per_thread)
     out[f"stat{per_thread}"] = [repr(one[per_thread]), repr(apart)]
 # with the distributions: the histograms and edges added up (dicts: compared as such)
-out["dist"] = (forked_stats(src, src.part_record_blocks, dist=True)
-               == walked_stats(src.tf, dist=True))
+out["dist"] = (forked_stats(src, src.part_record_blocks, dist=True, edges=True)
+               == walked_stats(src.tf, dist=True, edges=True))
 out["folded"] = [repr(fone), repr(folded._walked_stacks(src)), forked]
 print(json.dumps(out))
 """
@@ -976,8 +976,8 @@ def assert_walk_is_the_filtered_python_one(tf, flt, graph: bool, blocks) -> None
     calls of each caller -> callee edge."""
     from fntrace.output.filters import filter_entries
     from fntrace.output.stat import StatCollector
-    walked = walked_stats(tf, per_thread=True, blocks=blocks, dist=True)
-    col = StatCollector(graph, True, True)
+    walked = walked_stats(tf, per_thread=True, blocks=blocks, dist=True, edges=True)
+    col = StatCollector(graph, True, True, True)
     for e in filter_entries(entries_from_file(tf), flt, graph=graph, threads=tf.threads):
         col.feed(e)
     assert walked is not None

@@ -113,7 +113,7 @@ def _open(path: str, args):
 
 def _profile(source, flt):
     from .stat import collect_stats
-    return collect_stats(source, flt, dist=True)
+    return collect_stats(source, flt, dist=True, edges=True)
 
 
 def _check_filters(flt, sources) -> None:

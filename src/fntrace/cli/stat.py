@@ -169,7 +169,8 @@ def stat_lines(source, args) -> Iterator[str]:
                               where=where)
 
 
-def collect_stats(source, flt, *, per_thread: bool = False, dist: bool = False):
+def collect_stats(source, flt, *, per_thread: bool = False, dist: bool = False,
+                  edges: bool = False):
     """The rows of an open TraceSource under filter ``flt`` (output/stat.py's
     StatWalked): by the native walk where it can (its blocks filtered natively, the
     processes of a trace walked in forked children), else by the entries."""
@@ -204,17 +205,17 @@ def collect_stats(source, flt, *, per_thread: bool = False, dist: bool = False):
         with source.parts_progress() as advance:
             walked = forked_stats(
                 source, lambda part: fed(source.part_record_blocks(part, False, *window)),
-                per_thread=per_thread, on_records=advance, dist=dist)
+                per_thread=per_thread, on_records=advance, dist=dist, edges=edges)
         blocks = None if walked is not None else source.record_blocks(None, False, *window)
         if blocks is not None:
             try:
                 walked = walked_stats(source.tf, per_thread=per_thread,
-                                      blocks=fed(blocks), dist=dist)
+                                      blocks=fed(blocks), dist=dist, edges=edges)
             finally:
                 blocks.close()      # a walk that declined half way: its bar goes
     if walked is not None:
         return walked
-    col = StatCollector(graph, per_thread, dist)
+    col = StatCollector(graph, per_thread, dist, edges)
     feed = col.feed
     for e in filter_entries(entries, flt, graph=graph,
                             time_in_ns=time_in_ns_of(source), threads=source.threads):

@@ -28,7 +28,8 @@
  *
  * With ``dist`` each row also keeps its calls' durations as a distribution (the
  * shortest, the longest, and a log-linear histogram: ``fntrace stat``'s percentiles,
- * ``fntrace diff``) and the walk counts the calls of each caller -> callee edge.
+ * ``fntrace diff``); with ``edges`` the walk counts the calls of each caller -> callee
+ * edge (``fntrace diff``'s call paths that appear or vanish).
  * The histogram is output/stat.py's (hist_index there says why it is shaped so):
  *
  *     duration (ns)   0 .. 63        64 .. 127     128 .. 255    ...   2^e .. 2^(e+1)-1
@@ -121,9 +122,9 @@ typedef struct {
     uint64_t *n_calls;
     Py_ssize_t capcounts;
     uint64_t incomplete;
-    /* dist: the distributions in the rows, and the calls per edge: edge k of ``ed`` is
-     * (caller id + 1, or 0 for none: the trie's parent) -> callee */
-    int dist;
+    /* dist: the distributions in the rows; edges: the calls per edge, edge k of ``ed``
+     * being (caller id + 1, or 0 for none: the trie's parent) -> callee */
+    int dist, edges;
     trie_t ed;
     uint64_t *e_calls;
     Py_ssize_t cape;
@@ -339,7 +340,7 @@ node_of(StatWalk *w, uint32_t parent, uint32_t func)
     return k;
 }
 
-/* dist: one more call of caller -> callee (``from``: the caller's id + 1, 0 for none) */
+/* edges: one more call of caller -> callee (``from``: the caller's id + 1, 0 for none) */
 static int
 edge_add(StatWalk *w, uint32_t from, uint32_t callee)
 {
@@ -428,7 +429,7 @@ close_deeper(StatWalk *w, slot_t *s, int64_t depth, int64_t ts)
 {
     while (s->n && s->st[s->n - 1].depth >= depth) {
         frame_t *f = &s->st[--s->n];
-        if (w->dist && edge_add(w, CALLER_OF(s), f->func) < 0)
+        if (w->edges && edge_add(w, CALLER_OF(s), f->func) < 0)
             return -1;
         int64_t dur = ts - f->start;
         if (dur < 0)
@@ -575,7 +576,7 @@ walk_feed(StatWalk *w, PyObject *const *args, Py_ssize_t nargs)
             if (row == NULL)
                 goto error;
             row->hit++;
-            if (w->dist) {
+            if (w->edges) {
                 /* the function tracer's record names its caller */
                 uint32_t caller = r.b ? r.b + (uint32_t)ibase : 0;
                 if (caller && dups && canon_lookup(w->canon, &caller) < 0)
@@ -651,7 +652,7 @@ walk_feed(StatWalk *w, PyObject *const *args, Py_ssize_t nargs)
         }
         if (s->n)
             s->st[s->n - 1].children += dur;
-        if (w->dist && edge_add(w, CALLER_OF(s), func) < 0)
+        if (w->edges && edge_add(w, CALLER_OF(s), func) < 0)
             goto error;
         if (w->stacks) {
             w->n_self[node] += self;
@@ -823,7 +824,7 @@ walk_finish(StatWalk *w, PyObject *args)
         Py_DECREF(rows);
         Py_RETURN_NONE;
     }
-    if (w->dist) {
+    if (w->edges) {
         PyObject *edges = PyList_New(w->ed.n);
         if (edges == NULL) {
             Py_DECREF(rows);
@@ -858,11 +859,11 @@ walk_why(StatWalk *w, void *closure)
 static int
 walk_init(StatWalk *w, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"per_thread", "canon", "stacks", "dist", NULL};
-    int per_thread = 0, stacks = 0, dist = 0;
+    static char *names[] = {"per_thread", "canon", "stacks", "dist", "edges", NULL};
+    int per_thread = 0, stacks = 0, dist = 0, edges = 0;
     PyObject *canon = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|pOpp:StatWalk", names, &per_thread, &canon,
-                                     &stacks, &dist))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|pOppp:StatWalk", names, &per_thread, &canon,
+                                     &stacks, &dist, &edges))
         return -1;
     if (w->tr.n || w->nrows) {
         PyErr_SetString(PyExc_ValueError, "StatWalk: made twice");
@@ -870,6 +871,7 @@ walk_init(StatWalk *w, PyObject *args, PyObject *kw)
     }
     w->stacks = stacks;
     w->dist = dist && !stacks;
+    w->edges = edges && !stacks;
     if (canon != Py_None && !PyDict_Check(canon)) {
         PyErr_SetString(PyExc_TypeError, "StatWalk: canon is a dict or None");
         return -1;
@@ -915,12 +917,12 @@ static PyGetSetDef walk_getset[] = {
 };
 
 static PyType_Slot walk_slots[] = {
-    {Py_tp_doc, "StatWalk(per_thread=False, canon=None, stacks=False, dist=False): fntrace "
-                "stat's walk over decoded records (output/stat.py's twin); with stacks, "
-                "folded's (output/folded.py's): finish() -> ([(parent, id, self_ns, calls)], "
-                "incomplete), path k being list item k - 1; with dist, each row ends in "
-                "(min, max, {bucket: calls}) and finish() adds [(caller id + 1 or 0, id, "
-                "calls)]"},
+    {Py_tp_doc, "StatWalk(per_thread=False, canon=None, stacks=False, dist=False, "
+                "edges=False): fntrace stat's walk over decoded records (output/stat.py's "
+                "twin); with stacks, folded's (output/folded.py's): finish() -> ([(parent, "
+                "id, self_ns, calls)], incomplete), path k being list item k - 1; with dist, "
+                "each row ends in (min, max, {bucket: calls}); with edges, finish() adds "
+                "[(caller id + 1 or 0, id, calls)]"},
     {Py_tp_init, walk_init},
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_dealloc, walk_dealloc},

@@ -27,8 +27,8 @@ the number of functions, plus each thread's open call stack.
 
 With ``dist`` a row also keeps the distribution of its calls' durations -- the
 shortest, the longest, and a log-linear histogram -- for the percentile, min, max and
-stdev columns and ``fntrace diff``; and the walk counts the calls of each caller ->
-callee edge.  The histogram (uftrace's and HdrHistogram's idea) is exact below 64 ns
+stdev columns and ``fntrace diff``; with ``edges`` the walk counts the calls of each
+caller -> callee edge (diff's call paths).  The histogram (uftrace's and HdrHistogram's idea) is exact below 64 ns
 and has 32 buckets per power of two above, so a percentile read from it, the middle
 of its bucket, is within 1/64 (1.6%) of the exact one; a row of one bucket, or a
 percentile at either end, is exact (its min or max).  A row's buckets are the ones its
@@ -190,14 +190,15 @@ class StatCollector:
     no_return  calls whose return was not in the trace (hits without time)
     no_entry   calls whose entry was not (counted from their return)
     lost       events the trace's LostEvents markers say were dropped (-1: some)
-    edges      with ``dist``: {(caller, callee): calls}, caller "" for none
+    edges      with ``edges``: {(caller, callee): calls}, caller "" for none
     """
 
     def __init__(self, graph: bool | None = None, per_thread: bool = False,
-                 dist: bool = False) -> None:
+                 dist: bool = False, edges: bool = False) -> None:
         self.graph = graph
         self.per_thread = per_thread
         self.dist = dist
+        self.count_edges = edges
         self._rows: dict[object, FunctionStat] = {}
         self._calls = CallBuilder()
         self.no_return = 0
@@ -227,7 +228,7 @@ class StatCollector:
         typ = e.type
         if typ == TRACE_FN:
             self._row(e.func, e.cpu).hit += 1
-            if self.dist:
+            if self.count_edges:
                 k = (e.parent, e.func)
                 self.edges[k] = self.edges.get(k, 0) + 1
             return
@@ -243,7 +244,7 @@ class StatCollector:
 
     def _add(self, c: Call) -> None:
         r = self._row(c.func, c.cpu)
-        if self.dist:
+        if self.count_edges:
             st = c.stack
             k = (st[-2] if len(st) > 1 else "", c.func)
             self.edges[k] = self.edges.get(k, 0) + 1
@@ -291,7 +292,7 @@ def function_stats(entries: Iterable[TraceEntry | LostEvents], *, graph: bool | 
 
 class StatWalked(NamedTuple):
     """A walk's answer: the rows, StatCollector's ``no_return`` and ``no_entry``, and
-    with ``dist`` its ``edges`` (else None)."""
+    with ``edges`` its ``edges`` (else None)."""
     rows: list[FunctionStat]
     no_return: int
     no_entry: int
@@ -301,26 +302,27 @@ class StatWalked(NamedTuple):
 def collected(col: StatCollector) -> StatWalked:
     """A StatCollector's rows and counts, as the walks below give them."""
     rows = col.finish()
-    return StatWalked(rows, col.no_return, col.no_entry, col.edges if col.dist else None)
+    return StatWalked(rows, col.no_return, col.no_entry,
+                      col.edges if col.count_edges else None)
 
 
 def walked_stats(tf, *, per_thread: bool = False, blocks: Iterable | None = None,
-                 dist: bool = False) -> StatWalked | None:
+                 dist: bool = False, edges: bool = False) -> StatWalked | None:
     """``function_stats`` of a whole trace file (a TraceFile or TraceSet, no filter, no
     task view) by the native walk (_native_read.c's StatWalk): the same rows in the
     same order, with StatCollector's ``no_return`` and ``no_entry`` (and ``edges``
-    with ``dist``), without an entry or a call object per record (``blocks``:
+    with ``edges``), without an entry or a call object per record (``blocks``:
     ``tf.record_blocks()`` as the caller reads them, a progress bar's).  None when the
     native twin is not there (FNTRACE_PURE=1) or says its walk of this trace would not
     be exact (records out of time order, values out of its range): the caller walks
     the entries instead."""
     out = _walk(canon_ids(tf.symbols), per_thread,
-                tf.record_blocks() if blocks is None else blocks, dist=dist)
+                tf.record_blocks() if blocks is None else blocks, dist=dist, edges=edges)
     if out is None:
         return None
     syms = tf.symbols
     return StatWalked([_row(t, syms, False, dist) for t in out[0]], out[1], out[2],
-                      _edges(out[3], syms) if dist else None)
+                      _edges(out[3], syms) if edges else None)
 
 
 def _row(t: tuple, syms, firsts: bool, dist: bool) -> FunctionStat:
@@ -343,13 +345,13 @@ def _edges(pairs: Iterable[tuple[int, int, int]], syms) -> dict[tuple[str, str],
 
 
 def _walk(canon: dict[int, int] | None, per_thread: bool, blocks: Iterable,
-          firsts: bool = False, dist: bool = False):
+          firsts: bool = False, dist: bool = False, edges: bool = False):
     """StatWalk's answer for these blocks (``canon``: canon_ids of the trace's symbols;
     ``firsts``: each row's first hit too), or None."""
     native = _env.native()
     if native is None:
         return None
-    walk = native.StatWalk(per_thread, canon, False, dist)
+    walk = native.StatWalk(per_thread, canon, False, dist, edges)
     feed = walk.feed
     for cpu, lost, records, ibase in blocks:
         if not feed(cpu, records, lost, ibase):
@@ -358,8 +360,8 @@ def _walk(canon: dict[int, int] | None, per_thread: bool, blocks: Iterable,
 
 
 def forked_stats(source, blocks_of: Callable[[int], Iterable], *, per_thread: bool = False,
-                 on_records: Callable[[int], None] | None = None, dist: bool = False
-                 ) -> StatWalked | None:
+                 on_records: Callable[[int], None] | None = None, dist: bool = False,
+                 edges: bool = False) -> StatWalked | None:
     """``walked_stats`` of a trace of several processes (a TraceSource of a TraceSet),
     each process's blocks (``blocks_of(i)``: the i-th file's, as the caller feeds them)
     walked in a forked child (tracefile/parallel.py's map_parts) and the rows added up:
@@ -379,7 +381,7 @@ def forked_stats(source, blocks_of: Callable[[int], Iterable], *, per_thread: bo
             for block in blocks_of(part):
                 progress(len(block[2]) // 32)
                 yield block
-        return _walk(canon, per_thread, fed(), True, dist)
+        return _walk(canon, per_thread, fed(), True, dist, edges)
 
     parts = map_parts(source.part_sizes(), work, on_records)
     if parts is None:
@@ -387,13 +389,13 @@ def forked_stats(source, blocks_of: Callable[[int], Iterable], *, per_thread: bo
     # (canonical id, slot) -> [first hit, FunctionStat]
     merged: dict[tuple[int, int | None], list] = {}
     no_return = no_entry = 0
-    edges: dict[tuple[str, str], int] = {}
+    counts: dict[tuple[str, str], int] = {}
     for part in parts:
         no_return += part[1]
         no_entry += part[2]
-        if dist:
+        if edges:
             for k, n in _edges(part[3], syms).items():
-                edges[k] = edges.get(k, 0) + n
+                counts[k] = counts.get(k, 0) + n
         for t in part[0]:
             first = list(t[7:10])
             m = merged.get((t[0], t[1]))
@@ -403,7 +405,7 @@ def forked_stats(source, blocks_of: Callable[[int], Iterable], *, per_thread: bo
             m[0] = min(m[0], first)
             m[1].add(_row(t, syms, True, dist))
     rows = sorted(merged.values(), key=lambda m: m[0])
-    return StatWalked([r for _, r in rows], no_return, no_entry, edges if dist else None)
+    return StatWalked([r for _, r in rows], no_return, no_entry, counts if edges else None)
 
 
 _SORT: dict[str, Callable[[FunctionStat], object]] = {
