@@ -30,7 +30,7 @@ textual = pytest.importorskip("textual", reason="LOUD SKIP: textual is not insta
 from fntrace.output.calls import iter_calls  # noqa: E402
 from fntrace.output.source import open_trace  # noqa: E402
 from fntrace.tui import TraceBrowser  # noqa: E402
-from fntrace.tui.index import OPEN, TraceIndex, function_rows  # noqa: E402
+from fntrace.tui.index import OPEN, TraceIndex, format_ns, function_rows  # noqa: E402
 
 BROWSE = GOLD / "tui" / "browse.dat"
 SIZE = (120, 36)
@@ -250,6 +250,51 @@ async def test_graph_folds_and_unfolds():
         assert len(app.graph.view.vis) == 7
 
 
+async def _distributed(pilot) -> None:
+    """Wait for the function table's distributions (walked in a thread once the index
+    is whole) and for the table showing them."""
+    for _ in range(200):
+        if pilot.app.dists is not None:
+            break
+        await pilot.pause(0.05)
+    assert pilot.app.dists is not None, "the distributions were not walked"
+    await pilot.pause()
+
+
+@_sync
+async def test_function_table_shows_each_functions_distribution():
+    """Min, p50, p90, p99, Max and Stdev: fntrace stat --dist's, per thread and for all
+    threads, once the walk that makes them is done ("…" before)."""
+    from fntrace.output.stat import function_stats
+    want = {(r.cpu, r.func): r for r in function_stats(open_trace(BROWSE).entries(),
+                                                       per_thread=True, dist=True)}
+    app = TraceBrowser(open_trace(BROWSE))
+    async with app.run_test(size=SIZE) as pilot:
+        await _indexed(pilot)
+        await pilot.press("f")
+        await _distributed(pilot)
+        rows = {r.func: r for r in app.table_rows}
+        assert rows and all(r.dist is not None for r in rows.values())
+        for f, r in rows.items():
+            w = want[app.cpu, f]
+            assert (r.dist.min, r.dist.max, r.dist.stdev) == (w.min, w.max, w.stdev)
+            assert [r.pct(p) for p in (50, 90, 99)] == [w.percentile(p) for p in (50, 90, 99)]
+        table = app.query_one("#table")
+        leaf = rows["__main__.leaf"]
+        cells = table.get_row("__main__.leaf")
+        assert cells[5:] == [format_ns(leaf.dist.min), format_ns(leaf.pct(50)),
+                             format_ns(leaf.pct(90)), format_ns(leaf.pct(99)),
+                             format_ns(leaf.dist.max), format_ns(leaf.dist.stdev)]
+        assert "p99" in str(app.query_one("#detail").render())
+        # every thread's: the threads' calls together
+        await pilot.press("a")
+        leaf_all = {r.func: r for r in app.table_rows}["__main__.leaf"]
+        assert leaf_all.dist.timed == sum(w.timed for (c, f), w in want.items()
+                                          if f == "__main__.leaf")
+        assert leaf_all.dist.max == max(w.max for (c, f), w in want.items()
+                                        if f == "__main__.leaf")
+
+
 @_sync
 async def test_detail_pane_shows_args_retval_and_events():
     app = TraceBrowser(open_trace(BROWSE))
@@ -280,8 +325,9 @@ async def test_function_table_sorts_and_leads_to_each_call_and_back():
                                                  "__main__.mid": 5, "__main__.leaf": 10}
         assert [r.time for r in rows] == sorted((r.time for r in rows), reverse=True)
         assert app._table_row().func == "__main__.mid"   # the function we came from
-        # s: the next column (avg), then self, then function, then hit
-        for key in ("avg", "self", "function", "hit"):
+        # s: the next column (avg), then self, the distribution's, function, then hit
+        for key in ("avg", "self", "min", "p50", "p90", "p99", "max", "stdev", "function",
+                    "hit"):
             await pilot.press("s")
             assert app.sort_key == key
         assert [r.func for r in app.table_rows][:2] == ["__main__.leaf", "__main__.mid"]
@@ -465,7 +511,7 @@ def test_snapshot_function_table(snap_compare):
     async def ready(pilot):
         await _indexed(pilot)
         await pilot.press("f", "s")
-        await pilot.pause()
+        await _distributed(pilot)
     assert snap_compare(TraceBrowser(open_trace(BROWSE)), terminal_size=SIZE, run_before=ready)
 
 

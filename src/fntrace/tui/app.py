@@ -8,6 +8,10 @@ Keys (uftrace tui's where it has one): j/k or arrows move, enter/space folds, h/
 fold/unfold or go to the parent, [ and ] the previous/next call of the same function,
 / search (n/N next/previous match), t/T next/previous thread, f the function table
 (enter on a function goes to its first call; f again comes back), q quits.
+
+The function table's distribution columns (Min, p50, p90, p99, Max, Stdev: fntrace stat
+--dist's) come from one walk of the trace made in another thread once the index is
+whole; they show ``…`` until then.
 """
 from __future__ import annotations
 
@@ -23,7 +27,8 @@ from textual.widgets import ContentSwitcher, DataTable, Footer, Input, ProgressB
 from ..output.source import TraceSource
 from ..output.walk import Verdict
 from .graph import CallGraph
-from .index import COMPLETE, ENTRY_SEEN, HAS_RETVAL, OPEN, FunctionRow, TraceIndex, format_ns, function_rows
+from .index import (COMPLETE, ENTRY_SEEN, HAS_RETVAL, OPEN, Distributions, FunctionRow,
+                    TraceIndex, format_ns, function_distributions, function_rows)
 
 __all__ = ["TraceBrowser", "SORT_KEYS"]
 
@@ -34,7 +39,15 @@ SORT_KEYS = {
     "time": (lambda r: r.time, True),
     "avg": (lambda r: r.avg, True),
     "self": (lambda r: r.self_ns, True),
+    "min": (lambda r: r.dist.min if r.dist else -1, True),
+    "p50": (lambda r: r.pct(50), True),
+    "p90": (lambda r: r.pct(90), True),
+    "p99": (lambda r: r.pct(99), True),
+    "max": (lambda r: r.dist.max if r.dist else -1, True),
+    "stdev": (lambda r: r.dist.stdev if r.dist else -1, True),
 }
+# the columns' titles (the others: the key capitalised)
+_TITLES = {"p50": "p50", "p90": "p90", "p99": "p99"}
 
 _MAX_EVENTS_SHOWN = 3
 #: Entries indexed before the first screen (a few milliseconds' work).
@@ -88,6 +101,8 @@ class TraceBrowser(App):
         self.pattern = ""
         self._match_ids: set[int] = set()
         self._came_from_func: str | None = None
+        # the distributions, once walked (function_distributions)
+        self.dists: Distributions | None = None
 
     # -- layout -----------------------------------------------------------------
 
@@ -107,7 +122,7 @@ class TraceBrowser(App):
     def on_mount(self) -> None:
         table = self.query_one("#table", DataTable)
         for key in SORT_KEYS:
-            table.add_column(key.capitalize() if key != "self" else "Self", key=key)
+            table.add_column(_TITLES.get(key, key.capitalize()), key=key)
         # The first screenful is indexed here, the rest in a thread once it shows (a
         # thread started now would slow the first screen down: one GIL for both).
         self.index.build(_FIRST_ENTRIES)
@@ -147,6 +162,9 @@ class TraceBrowser(App):
         if done:
             bar.add_class("done")
             self._timer.stop()
+            if self.dists is None and self.source.tracer == "function_graph":
+                self.run_worker(self._walk_distributions, thread=True, exit_on_error=False,
+                                name="distributions")
             if ix.error:
                 self.notify(f"the trace is damaged: {ix.error}; showing what was read",
                             severity="error", timeout=10)
@@ -154,6 +172,22 @@ class TraceBrowser(App):
                 self._fill_table()
         self._status()
         self._detail()
+
+    def _walk_distributions(self) -> None:
+        try:
+            dists = function_distributions(self.source)
+        except Exception as e:          # a damaged trace: the columns stay "…"
+            self.call_from_thread(self.notify, f"no distributions: {e}", severity="warning")
+            return
+        self.call_from_thread(self._distributions_in, dists)
+
+    def _distributions_in(self, dists: Distributions) -> None:
+        self.dists = dists
+        if self.query_one("#views", ContentSwitcher).current == "table":
+            row = self._table_row()
+            self._came_from_func = row.func if row else None
+            self._fill_table()
+            self._detail()
 
     def _status(self) -> None:
         ix = self.index
@@ -223,10 +257,14 @@ class TraceBrowser(App):
             return "[dim]no function[/dim]"
         t = self.index.threads.get(self.cpu)
         scope = "all threads" if self.table_all or t is None else f"thread {t.label}"
+        d = row.dist
+        spread = (f"min {format_ns(d.min)}   p50 {format_ns(row.pct(50))}   "
+                  f"p90 {format_ns(row.pct(90))}   p99 {format_ns(row.pct(99))}   "
+                  f"max {format_ns(d.max)}   stdev {format_ns(d.stdev)}\n") if d else ""
         return (f"[b]{escape(row.func)}[/b]   {scope}\n"
                 f"hit {row.hit:,}   time {format_ns(row.time)}   avg {format_ns(row.avg)}   "
-                f"self {format_ns(row.self_ns)}\n"
-                "[dim]enter: its first call in the graph (then ] and [ for the next and "
+                f"self {format_ns(row.self_ns)}\n" + spread +
+                "[dim]enter: its first call in the graph (then ] and \\[ for the next and "
                 "previous)   s: sort by the next column   a: all threads / this one[/dim]")
 
     # -- threads ------------------------------------------------------------------
@@ -277,17 +315,24 @@ class TraceBrowser(App):
     def _fill_table(self) -> None:
         with self.index.lock:
             whole = self.table_all or self.cpu not in self.index.threads
-            rows = function_rows(self.index, None if whole else self.cpu)
+            rows = function_rows(self.index, None if whole else self.cpu, self.dists)
         key, rev = SORT_KEYS[self.sort_key]
         rows.sort(key=key, reverse=rev)
         self.table_rows = rows
         table = self.query_one("#table", DataTable)
         table.clear()
         timed = self.source.tracer != "function"
+
+        def dist(v: int) -> str:
+            return "" if not timed else ("…" if v < 0 else format_ns(v))
         for r in rows:
+            d = r.dist
             table.add_row(r.func, f"{r.hit:,}",
                           format_ns(r.time) if timed else "", format_ns(r.avg) if timed else "",
-                          format_ns(r.self_ns) if timed else "", key=r.func)
+                          format_ns(r.self_ns) if timed else "",
+                          dist(d.min if d else -1), dist(r.pct(50)), dist(r.pct(90)),
+                          dist(r.pct(99)), dist(d.max if d else -1),
+                          dist(d.stdev if d else -1), key=r.func)
         for col in table.columns.values():
             label = str(col.label).rstrip(" ▼▲")
             col.label = label + (" ▼" if col.key.value == self.sort_key else "")

@@ -31,11 +31,12 @@ from ..output.entry import (
 )
 from ..output.ftrace_text import function_args_text
 from ..output.source import TraceSource
+from ..output.stat import FunctionStat
 from ..output.walk import Verdict
 from .column import CACHE_BYTES, CHUNK_SHIFT, Column, Spill
 
 __all__ = ["FunctionRow", "ThreadIndex", "TraceIndex", "function_rows", "format_ns",
-           "COMPLETE", "ENTRY_SEEN", "HAS_RETVAL", "OPEN"]
+           "function_distributions", "Distributions", "COMPLETE", "ENTRY_SEEN", "HAS_RETVAL", "OPEN"]
 
 # Row flags.
 COMPLETE = 1     # the call's return was read
@@ -119,12 +120,41 @@ class ThreadIndex:
 
 @dataclass(slots=True)
 class FunctionRow:
-    """One line of the function table (the kernel's function profile, plus self time)."""
+    """One line of the function table (the kernel's function profile, plus self time,
+    and the distribution of the calls' durations once it is known: ``dist``, fntrace
+    stat's row of the function with its histogram, None until then)."""
     func: str
     hit: int
     time: int       # ns, all calls
     avg: float      # ns
     self_ns: int    # ns
+    dist: FunctionStat | None = None
+
+    def pct(self, p: float) -> int:
+        """ns: the p-th percentile of the calls' durations (-1: not known yet)."""
+        return -1 if self.dist is None else self.dist.percentile(p)
+
+
+#: (thread slot, or None for all threads; function) -> its row in fntrace stat
+Distributions = dict
+
+
+def function_distributions(source: TraceSource) -> Distributions:
+    """Each function's distribution per thread and over all threads, as ``fntrace
+    stat --per-thread --dist`` makes them (the native walk, or the entries where it
+    cannot read the trace): the table's Min, p50, p90, p99, Max and Stdev."""
+    from ..output.stat import function_stats, walked_stats
+    walked = walked_stats(source.tf, per_thread=True, dist=True)
+    rows = (walked.rows if walked is not None
+            else function_stats(source.entries(), per_thread=True, dist=True))
+    out: Distributions = {}
+    for r in rows:
+        out[r.cpu, r.func] = r
+        a = out.get((None, r.func))
+        if a is None:
+            a = out[None, r.func] = FunctionStat(r.func, None, hist={})
+        a.add(r)
+    return out
 
 
 class TraceIndex:
@@ -427,9 +457,11 @@ def _retval_text(v: object) -> str:
     return str(v)
 
 
-def function_rows(index: TraceIndex, cpu: int | None = None) -> list[FunctionRow]:
+def function_rows(index: TraceIndex, cpu: int | None = None,
+                  dists: Distributions | None = None) -> list[FunctionRow]:
     """The function table of one thread slot (``cpu``) or of all: hits, total time,
-    average and self time per function, from the calls indexed so far.
+    average and self time per function, from the calls indexed so far; with ``dists``
+    (function_distributions of the whole trace) each row's distribution.
 
     Kept small and separate so a shared table builder can take its place."""
     hit: dict[int, int] = {}
@@ -444,8 +476,10 @@ def function_rows(index: TraceIndex, cpu: int | None = None) -> list[FunctionRow
         for fid, v in list(t.self_total.items()):
             self_t[fid] = self_t.get(fid, 0) + v
     names = index.names
+    dists = dists or {}
     rows = [FunctionRow(names[fid], h, total.get(fid, 0), total.get(fid, 0) / h if h else 0.0,
-                        self_t.get(fid, 0)) for fid, h in hit.items()]
+                        self_t.get(fid, 0), dists.get((cpu, names[fid])))
+            for fid, h in hit.items()]
     rows.sort(key=lambda r: (-r.time, -r.hit, r.func))
     return rows
 
