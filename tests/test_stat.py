@@ -71,6 +71,7 @@ if __name__ == "__main__":
     fs = Tracefs()
     fs.write("set_ftrace_filter", "__main__.leaf __main__.mid __main__.rec __main__.work")
     fs.write("options/graph-time", sys.argv[2])
+    fs.write("options/profile-dist", sys.argv[3])
     fs.write("function_profile_enabled", "1")
     main()
     fs.write("function_profile_enabled", "0")
@@ -119,12 +120,12 @@ def profiler_rows(text: str) -> dict[str, str]:
 def profiled(tmp_script, run_fntrace, tmp_path):
     """record PROG with function_graph over FUNCS while it profiles itself with
     options/graph-time ``gt``: (the profiler's tables, the trace's path)."""
-    def run(gt: str, tracer: str = "function_graph"):
+    def run(gt: str, tracer: str = "function_graph", dist: str = "0"):
         prog = tmp_script(PROG)
         out = tmp_path / f"prof{gt}.json"
         dat = tmp_path / f"g{gt}{tracer}.dat"
         r = run_fntrace("record", "-p", tracer, *[a for f in FUNCS for a in ("-F", f)],
-                        "-o", dat, prog, out, gt)
+                        "-o", dat, prog, out, gt, dist)
         assert r.returncode == 0, r.stderr
         tables = {int(k): v for k, v in json.loads(out.read_text()).items()}
         return tables, dat
@@ -150,6 +151,28 @@ def test_same_numbers_as_trace_stat_function(profiled, run_fntrace):
         # Ordered as the kernel's stat file (by Time, largest first).
         assert [line[2:32].rstrip() for line in ours[cpu]] == \
             [line[2:32].rstrip() for line in tables[cpu].splitlines()[2:]]
+
+
+def test_profile_dist_is_stats_distribution(profiled, run_fntrace):
+    """options/profile-dist 1: trace_stat/functionN gains Min, p50, p90, p99 and Max
+    after s^2, and they are fntrace stat's of the same calls, to the nanosecond (the
+    same measurements into the same histogram, log_hist)."""
+    tables, dat = profiled("1", dist="1")
+    r = run_fntrace("stat", "--per-thread", "-c", "hit,time,avg,s2,min,p50,p90,p99,max", dat)
+    assert r.returncode == 0, r.stderr
+    ours = per_thread_tables(r.stdout)
+    for cpu, text in tables.items():
+        lines = text.splitlines()
+        assert "\n".join(lines[:2]) + "\n" == function_stat_headers(True, dist=True)
+        assert lines[0].split()[-5:] == ["Min", "p50", "p90", "p99", "Max"]
+        krows = rows_by_name(lines[2:])
+        if not krows:
+            continue
+        mine = rows_by_name(ours[cpu])
+        assert set(mine) == set(krows)
+        for name, krow in krows.items():
+            assert krow.rstrip() == mine[name], (krow, mine[name])
+            assert len(krow.split()) == 2 + 8 * 2     # name, hits, 8 durations with units
 
 
 def test_self_is_the_profilers_time_without_graph_time(profiled, run_fntrace):

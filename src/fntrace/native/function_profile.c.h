@@ -25,15 +25,23 @@
  * a Python program's main() easily is; the s^2 shown is the kernel's formula on the
  * exact sums (tracers/function_profile.py).
  *
+ * With options/profile-dist a record also keeps its calls' times as a distribution
+ * (log_hist.h's histogram, and the shortest and longest: ``timed`` calls of them).
+ *
  * The profiler object (gops.private, the lane's data) is read through its slots:
- * graph_time, sleep_time (bools) and serial (unique for each profiler: the per-thread
- * cache below is valid while it matches). */
+ * graph_time, sleep_time, dist (bools) and serial (unique for each profiler: the
+ * per-thread cache below is valid while it matches). */
+
+#include "log_hist.h"
 
 typedef struct {
     unsigned long ip;
     unsigned long counter;
     unsigned long long time;
     unsigned __int128 time_squared;
+    /* options/profile-dist */
+    unsigned long long timed, min, max;
+    log_hist hist;
 } prof_rec;
 
 typedef struct {
@@ -55,7 +63,8 @@ typedef struct {
 
 static PyTypeObject *ProfileStat_Type;
 static PyTypeObject *g_prof_type;       /* FunctionProfiler: its slots are read below */
-static Py_ssize_t off_prof_graph_time = -1, off_prof_sleep_time = -1, off_prof_serial = -1;
+static Py_ssize_t off_prof_graph_time = -1, off_prof_sleep_time = -1, off_prof_serial = -1,
+    off_prof_dist = -1;
 static PyObject *str_thread_stat;
 
 /* The calling thread's table, cached: borrowed (the profiler keeps every thread's table
@@ -153,12 +162,23 @@ prof_hit(ProfileStatObject *st, unsigned long ip)
 }
 
 static inline void
-prof_add_time(ProfileStatObject *st, unsigned long ip, unsigned long long t)
+prof_add_time(ProfileStatObject *st, unsigned long ip, unsigned long long t, int dist)
 {
     prof_rec *r = prof_find(st, ip);
     if (r != NULL) {           /* none: reset while the call ran (the kernel's "if (rec)") */
         r->time += t;
         r->time_squared += (unsigned __int128)t * t;
+        if (__builtin_expect(dist, 0)) {
+            if (r->timed == 0 || t < r->min)
+                r->min = t;
+            if (r->timed == 0 || t > r->max)
+                r->max = t;
+            r->timed++;
+            /* no memory for a bucket: the call is in the sums, not the histogram */
+            if (hist_add(&r->hist, t > (unsigned long long)INT64_MAX ? INT64_MAX
+                                                                     : (long long)t) < 0)
+                PyErr_Clear();
+        }
     }
 }
 
@@ -250,7 +270,7 @@ prof_return(PyObject *prof, ProfileStatObject *st, unsigned long ip, long depth,
     }
     if (s != NULL)
         s->live = 0;
-    prof_add_time(st, ip, (unsigned long long)calltime);
+    prof_add_time(st, ip, (unsigned long long)calltime, !ll_zero(SLOT(prof, off_prof_dist)));
 }
 
 /* The lane pair (fg_lane_ops): the profiler is fgraph's only user. */
@@ -354,6 +374,7 @@ bind_function_profiler(PyObject *self, PyObject *type)
     OFF(type, "graph_time", off_prof_graph_time);
     OFF(type, "sleep_time", off_prof_sleep_time);
     OFF(type, "serial", off_prof_serial);
+    OFF(type, "dist", off_prof_dist);
     Py_XSETREF(g_prof_type, (PyTypeObject *)Py_NewRef(type));
     Py_RETURN_NONE;
 }
@@ -376,6 +397,8 @@ ProfileStat_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 static void
 ProfileStat_dealloc(ProfileStatObject *st)
 {
+    for (Py_ssize_t i = 0; i < st->n; i++)
+        hist_free(&st->recs[i].hist);
     PyMem_RawFree(st->recs);
     PyMem_RawFree(st->index);
     PyMem_RawFree(st->slots);
@@ -398,15 +421,18 @@ ProfileStat_hit(ProfileStatObject *st, PyObject *ip)
 static PyObject *
 ProfileStat_add_time(ProfileStatObject *st, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "add_time(ip, ns)");
+    if (nargs != 2 && nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "add_time(ip, ns, dist=False)");
         return NULL;
     }
     unsigned long ip = PyLong_AsUnsignedLong(args[0]);
     unsigned long long t = PyLong_AsUnsignedLongLong(args[1]);
     if (PyErr_Occurred())
         return NULL;
-    prof_add_time(st, ip, t);
+    int dist = nargs == 3 ? PyObject_IsTrue(args[2]) : 0;
+    if (dist < 0)
+        return NULL;
+    prof_add_time(st, ip, t, dist);
     Py_RETURN_NONE;
 }
 
@@ -428,16 +454,28 @@ u128_to_py(unsigned __int128 v)
 }
 
 static PyObject *
-ProfileStat_items(ProfileStatObject *st, PyObject *unused)
+ProfileStat_items(ProfileStatObject *st, PyObject *const *args, Py_ssize_t nargs)
 {
-    /* [(ip, counter, time, time_squared)] in the order the functions were first hit */
+    /* [(ip, counter, time, time_squared)] in the order the functions were first hit;
+     * with dist, each ends in (min, max, {bucket: calls}) */
+    int dist = nargs >= 1 ? PyObject_IsTrue(args[0]) : 0;
+    if (dist < 0)
+        return NULL;
     PyObject *out = PyList_New(st->n);
     if (out == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < st->n; i++) {
         prof_rec *r = &st->recs[i];
         PyObject *sq = u128_to_py(r->time_squared);
-        PyObject *item = sq ? Py_BuildValue("(kkKN)", r->ip, r->counter, r->time, sq) : NULL;
+        PyObject *item = NULL;
+        if (sq != NULL && dist) {
+            PyObject *h = hist_dict(&r->hist);
+            item = h ? Py_BuildValue("(kkKNKKN)", r->ip, r->counter, r->time, sq,
+                                     r->timed ? r->min : 0ULL, r->timed ? r->max : 0ULL, h)
+                     : (Py_DECREF(sq), NULL);
+        }
+        else if (sq != NULL)
+            item = Py_BuildValue("(kkKN)", r->ip, r->counter, r->time, sq);
         if (item == NULL) {
             Py_DECREF(out);
             return NULL;
@@ -451,6 +489,8 @@ static PyObject *
 ProfileStat_reset(ProfileStatObject *st, PyObject *unused)
 {
     /* ftrace_profile_reset(): no records; no call is running for the profiler */
+    for (Py_ssize_t i = 0; i < st->n; i++)
+        hist_free(&st->recs[i].hist);
     st->n = 0;
     if (st->index != NULL)
         memset(st->index, 0, (st->mask + 1) * sizeof(Py_ssize_t));
@@ -468,9 +508,11 @@ ProfileStat_len(ProfileStatObject *st)
 static PyMethodDef ProfileStat_methods[] = {
     {"hit", (PyCFunction)ProfileStat_hit, METH_O, "hit(ip): one more hit of the function"},
     {"add_time", (PyCFunction)(void (*)(void))ProfileStat_add_time, METH_FASTCALL,
-     "add_time(ip, ns): one call's time, if the function has a record"},
-    {"items", (PyCFunction)ProfileStat_items, METH_NOARGS,
-     "items() -> [(ip, hits, time, time_squared)], in the order first hit"},
+     "add_time(ip, ns, dist=False): one call's time, if the function has a record "
+     "(dist: into its distribution too)"},
+    {"items", (PyCFunction)(void (*)(void))ProfileStat_items, METH_FASTCALL,
+     "items(dist=False) -> [(ip, hits, time, time_squared)], in the order first hit; "
+     "with dist each ends in (min, max, {bucket: calls})"},
     {"reset", (PyCFunction)ProfileStat_reset, METH_NOARGS, "reset(): forget every record"},
     {NULL}
 };

@@ -30,13 +30,10 @@
  * shortest, the longest, and a log-linear histogram: ``fntrace stat``'s percentiles,
  * ``fntrace diff``); with ``edges`` the walk counts the calls of each caller -> callee
  * edge (``fntrace diff``'s call paths that appear or vanish).
- * The histogram is output/stat.py's (hist_index there says why it is shaped so):
- *
- *     duration (ns)   0 .. 63        64 .. 127     128 .. 255    ...   2^e .. 2^(e+1)-1
- *     bucket          one per ns     32, 2 ns      32, 4 ns            32, 2^(e-5) ns
- *
- * kept per row as the run of buckets between its least and greatest used one.
+ * The histogram is log_hist.h's.
  */
+
+#include "log_hist.h"
 
 /* |durations| at or above this leave the walk to Python: the sums of their squares
  * must stay exact in 128 bits (2^48 ns is more than three days) */
@@ -72,28 +69,11 @@ typedef struct {
     unsigned __int128 sq;
     uint64_t first_ts, first_seq;
     int64_t first_cpu;
-    /* dist: the least and greatest duration, and the buckets h_lo .. h_lo + h_n - 1 */
+    /* dist: the least and greatest duration, and their histogram */
     int64_t min, max;
-    uint64_t *h;
-    int32_t h_lo, h_n;
+    log_hist h;
 } row_t;
 
-/* output/stat.py's hist_index: exact below 64 ns, then 32 buckets per power of two */
-#define HIST_SUB_BITS 5
-
-static inline int32_t
-hist_index(int64_t d)
-{
-    if (d < (1 << (HIST_SUB_BITS + 1)))
-        return d < 0 ? 0 : (int32_t)d;
-    int e = 63 - __builtin_clzll((uint64_t)d);
-    return (int32_t)(((e - HIST_SUB_BITS + 1) << HIST_SUB_BITS)
-                     | ((d >> (e - HIST_SUB_BITS)) & ((1 << HIST_SUB_BITS) - 1)));
-}
-
-/* Call paths: path 0 is the empty one, path k (k >= 1) is path parent[k] then func[k].
- * ``last[k]``: the path last found under path k (0: none yet) -- a loop calls the same
- * function from the same place again and again, and is answered without the table. */
 typedef struct {
     uint32_t *parent, *func, *last;
     Py_ssize_t n, cap;          /* paths 1..n */
@@ -363,37 +343,14 @@ edge_add(StatWalk *w, uint32_t from, uint32_t callee)
 }
 
 /* dist: one timed call of row ``r`` took ``dur`` */
-static int
+static inline int
 row_dist(row_t *r, int64_t dur)
 {
     if (r->timed == 0 || dur < r->min)
         r->min = dur;
     if (r->timed == 0 || dur > r->max)
         r->max = dur;
-    int32_t i = hist_index(dur);
-    if (r->h_n == 0 || i < r->h_lo || i >= r->h_lo + r->h_n) {
-        /* the run grows to take i, with room on the side it grew (a few more calls
-         * further out do not each copy it) */
-        int32_t lo = r->h_n ? (i < r->h_lo ? i : r->h_lo) : i;
-        int32_t hi = r->h_n ? (i >= r->h_lo + r->h_n ? i + 1 : r->h_lo + r->h_n) : i + 1;
-        if (r->h_n && i < r->h_lo)
-            lo = lo > 16 ? lo - 16 : 0;
-        else
-            hi += 16;
-        uint64_t *h = PyMem_Calloc((size_t)(hi - lo), sizeof(uint64_t));
-        if (h == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        if (r->h_n)
-            memcpy(h + (r->h_lo - lo), r->h, (size_t)r->h_n * sizeof(uint64_t));
-        PyMem_Free(r->h);
-        r->h = h;
-        r->h_lo = lo;
-        r->h_n = hi - lo;
-    }
-    r->h[i - r->h_lo]++;
-    return 0;
+    return hist_add(&r->h, dur);
 }
 
 /* edge_add's ``from`` of a call ending on slot ``s``: the frame open under it */
@@ -721,24 +678,6 @@ uint128_long(unsigned __int128 v)
     return out;
 }
 
-/* a row's histogram as output/stat.py keeps it: {bucket: calls} of the used buckets */
-static PyObject *
-hist_dict(const row_t *r)
-{
-    PyObject *d = PyDict_New();
-    for (int32_t i = 0; d != NULL && i < r->h_n; i++) {
-        if (r->h[i] == 0)
-            continue;
-        PyObject *k = PyLong_FromLong(r->h_lo + i);
-        PyObject *v = PyLong_FromUnsignedLongLong(r->h[i]);
-        if (k == NULL || v == NULL || PyDict_SetItem(d, k, v) < 0)
-            Py_CLEAR(d);
-        Py_XDECREF(k);
-        Py_XDECREF(v);
-    }
-    return d;
-}
-
 static int
 first_order(const void *pa, const void *pb)
 {
@@ -805,7 +744,7 @@ walk_finish(StatWalk *w, PyObject *args)
         }
         if (t != NULL && w->dist) {
             PyObject *more = Py_BuildValue("(LLN)", (long long)r->min, (long long)r->max,
-                                           hist_dict(r));
+                                           hist_dict(&r->h));
             Py_XSETREF(t, more ? PySequence_Concat(t, more) : NULL);
             Py_XDECREF(more);
         }
@@ -889,7 +828,7 @@ walk_dealloc(StatWalk *w)
         PyMem_Free(w->slots[c].st);
     PyMem_Free(w->slots);
     for (Py_ssize_t i = 0; i < w->nrows; i++)
-        PyMem_Free(w->rows[i].h);
+        hist_free(&w->rows[i].h);
     PyMem_Free(w->rows);
     trie_free(&w->ed);
     PyMem_Free(w->e_calls);

@@ -23,8 +23,10 @@ header and ``"  %-30.30s  %10lu"`` rows.
 """
 from __future__ import annotations
 
+from ..log_hist import hist_percentile
+
 __all__ = ["function_stat_headers", "function_stat_show", "function_stat_key",
-           "function_stat_variance"]
+           "function_stat_variance", "DIST_COLUMNS"]
 
 _HEADERS_GRAPH = ("  Function                               "
                   "Hit    Time            Avg             s^2\n"
@@ -34,9 +36,21 @@ _HEADERS_HITS = ("  Function                               Hit\n"
                  "  --------                               ---\n")
 
 
-def function_stat_headers(graph: bool = True) -> str:
-    """function_stat_headers(): the header lines, with or without the time columns."""
-    return _HEADERS_GRAPH if graph else _HEADERS_HITS
+# options/profile-dist: the distribution's columns after s^2 (fntrace's, not the kernel's)
+DIST_COLUMNS = ("Min", "p50", "p90", "p99", "Max")
+
+
+def function_stat_headers(graph: bool = True, dist: bool = False) -> str:
+    """function_stat_headers(): the header lines, with or without the time columns;
+    ``dist``: with the distribution's (DIST_COLUMNS) after them."""
+    if not graph:
+        return _HEADERS_HITS
+    if not dist:
+        return _HEADERS_GRAPH
+    top, dash = _HEADERS_GRAPH.splitlines()
+    top = f"{top:<92}" + "".join(f"    {c:<12}" for c in DIST_COLUMNS)
+    dash = f"{dash:<92}" + "".join("    " + f"{'-' * len(c):<12}" for c in DIST_COLUMNS)
+    return top.rstrip() + "\n" + dash.rstrip() + "\n"
 
 
 def function_stat_key(graph: bool = True):
@@ -54,9 +68,11 @@ def function_stat_variance(counter: int, time: int, time_squared: int) -> int:
 
 
 def function_stat_show(name: str, counter: int, time: int, time_squared: int, *,
-                       graph: bool = True, tracing_thresh: int = 0) -> str:
+                       graph: bool = True, tracing_thresh: int = 0,
+                       dist: tuple[int, int, dict[int, int]] | None = None) -> str:
     """function_stat_show(): one row with its newline; "" for a row not shown (no hits:
-    reset while it was read; or its average below tracing_thresh, in ns)."""
+    reset while it was read; or its average below tracing_thresh, in ns).  ``dist``:
+    the calls' (shortest, longest, histogram), shown after s^2 (options/profile-dist)."""
     if counter == 0:
         return ""
     line = f"  {name[:30]:<30}  {counter:10d}"
@@ -69,9 +85,17 @@ def function_stat_show(name: str, counter: int, time: int, time_squared: int, *,
     # the graph renderer loads when a table is first read, not with tracefs (which
     # every recording makes)
     from .function_graph import trace_print_graph_duration
-    return (line + "    " + trace_print_graph_duration(time) + "    "
-            + trace_print_graph_duration(avg) + "    "
-            + trace_print_graph_duration(stddev) + "\n")
+    line += ("    " + trace_print_graph_duration(time) + "    "
+             + trace_print_graph_duration(avg) + "    "
+             + trace_print_graph_duration(stddev))
+    if dist is not None:
+        least, most, hist = dist
+        calls = sum(hist.values())
+        for v in (least if calls else 0, hist_percentile(hist, calls, least, most, 50),
+                  hist_percentile(hist, calls, least, most, 90),
+                  hist_percentile(hist, calls, least, most, 99), most if calls else 0):
+            line += "    " + trace_print_graph_duration(v)
+    return line + "\n"
 
 
 from .._env import public_dir as _public_dir  # noqa: E402

@@ -45,6 +45,7 @@ from .. import _env
 from .calls import Call, CallBuilder
 from .entry import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, LostEvents, TraceEntry
 from .function_graph import trace_print_graph_duration
+from ..log_hist import hist_index, hist_percentile, hist_value
 from .function_stat import function_stat_variance
 from .registry import RenderContext, Renderer, name_of, register_renderer
 from .walk import canon_ids
@@ -66,34 +67,7 @@ _DIST_NEEDED = frozenset(("stdev", "min", "p50", "p90", "p99", "max"))
 # with fgraph, "hit" without.
 SORT_KEYS = COLUMNS + ("function",)
 
-# hist_index: exact below 2 << _SUB_BITS ns, then 1 << _SUB_BITS buckets per power of two
-_SUB_BITS = 5
-_SUB = 1 << _SUB_BITS
-_SUB_MASK = _SUB - 1
-_EXACT = _SUB << 1
-
-
-def hist_index(d: int) -> int:
-    """The histogram bucket of a duration of ``d`` ns (read_stat.c.h's hist_index).
-
-    Below 64 ns a bucket per ns; above, the top six bits of ``d`` (its power of two and
-    the next five): 32 buckets per power of two, each 1/32 of its lower end wide."""
-    if d < _EXACT:
-        return d if d > 0 else 0
-    e = d.bit_length() - 1
-    return ((e - _SUB_BITS + 1) << _SUB_BITS) | ((d >> (e - _SUB_BITS)) & _SUB_MASK)
-
-
-def hist_value(i: int) -> int:
-    """The duration bucket ``i`` stands for: the middle of the ones it holds."""
-    if i < _EXACT:
-        return i
-    e = (i >> _SUB_BITS) + _SUB_BITS - 1
-    low = (_SUB | (i & _SUB_MASK)) << (e - _SUB_BITS)
-    return low + ((1 << (e - _SUB_BITS)) >> 1)
-
 _NAME_WIDTH = 30            # "%-30.30s": the kernel cuts symbols to 30 characters
-
 
 @dataclass(slots=True)
 class FunctionStat:
@@ -142,22 +116,9 @@ class FunctionStat:
 
     def percentile(self, p: float) -> int:
         """ns: the ``p``-th percentile (0 < p <= 100) of the timed calls' durations, the
-        nearest rank's (the least duration at least p% of the calls took no longer
-        than), read from the histogram (see above for its error); 0 without calls or
-        a distribution."""
-        if not self.hist or not self.timed:
-            return 0
-        rank = max(1, math.ceil(self.timed * p / 100))
-        if rank >= self.timed:
-            return self.max
-        seen = 0
-        for i in sorted(self.hist):
-            seen += self.hist[i]
-            if seen >= rank:
-                if i < _EXACT:
-                    return i
-                return min(self.max, max(self.min, hist_value(i)))
-        return self.max
+        nearest rank's, read from the histogram (function_stat.hist_percentile); 0
+        without calls or a distribution."""
+        return hist_percentile(self.hist, self.timed, self.min, self.max, p)
 
     def add(self, o: FunctionStat) -> None:
         """Add row ``o``'s calls to this one's (the same function's in another part of

@@ -9,6 +9,9 @@ ftrace.c ftrace_profile_tracefs).
     options/graph-time         1: a function's time includes the functions it calls
     options/sleep-time         1: and the time its thread was not running
                                (tracers/function_profile.py says what 0 measures)
+    options/profile-dist       1: each function's calls kept as a distribution, and
+                               Min, p50, p90, p99 and Max shown after s^2 (fntrace's;
+                               0 by default, the kernel's table)
 
 A stat file is made when it is read (stat_seq_init): its rows sorted by the tracer's
 key, largest first.  The kernel inserts each row into an rbtree before every row it does
@@ -97,12 +100,14 @@ def _add_stat_files(fs, cpus: Iterable[int] | None = None) -> None:
 
 def _read_function_stat(prof: FunctionProfiler, cpu: int) -> str:
     """A read of trace_stat/function<cpu>."""
-    return stat_text(StatTracer(f"function{cpu}", lambda: prof.rows(cpu),
+    dist = prof.dist and prof.graph         # (one answer for the whole read)
+    return stat_text(StatTracer(f"function{cpu}", lambda: prof.rows(cpu, dist),
                                 lambda r: function_stat_key(prof.graph)(r),
                                 lambda r: function_stat_show(
                                     r[0], r[1], r[2], r[3], graph=prof.graph,
-                                    tracing_thresh=prof.tr.tracing_thresh),
-                                lambda: function_stat_headers(prof.graph)))
+                                    tracing_thresh=prof.tr.tracing_thresh,
+                                    dist=r[4:7] if dist else None),
+                                lambda: function_stat_headers(prof.graph, dist)))
 
 
 def _new_thread(cpu: int) -> None:
@@ -138,9 +143,13 @@ def register_function_profiler(fs) -> FunctionProfiler:
     def w_sleep_time(data: str, append: bool) -> None:
         prof.sleep_time = _option(data, "sleep-time")
 
+    def w_profile_dist(data: str, append: bool) -> None:
+        prof.dist = _option(data, "profile-dist")
+
     fs._files["function_profile_enabled"] = (lambda: f"{int(prof.enabled)}\n", w_enabled)
     fs._files["options/graph-time"] = (lambda: f"{int(prof.graph_time)}\n", w_graph_time)
     fs._files["options/sleep-time"] = (lambda: f"{int(prof.sleep_time)}\n", w_sleep_time)
+    fs._files["options/profile-dist"] = (lambda: f"{int(prof.dist)}\n", w_profile_dist)
     _add_stat_files(fs)
     with _hook_lock:
         _registered[id(fs)] = weakref.ref(fs, _forget)

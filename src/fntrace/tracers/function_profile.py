@@ -26,6 +26,12 @@ kept when the thread ends.  When all 16 fgraph slots are taken the profiler fall
 a plain ops that counts hits only (the kernel without the graph tracer), and the files
 show hits only.
 
+options/profile-dist (fntrace's; 0 by default): each function's record also keeps its
+calls' times as a distribution -- the shortest, the longest, and fntrace's log-linear
+histogram (log_hist.py) -- and trace_stat/functionN shows Min, p50, p90, p99 and Max
+after s^2.  Calls that return while it is 1 are counted; function_profile_enabled
+starts every table anew, as it does the sums.
+
 options/sleep-time: the kernel's excludes the time a task was scheduled out.  Here, with
 sleep-time 0, a call's time is the CPU time its thread spent in it (the thread CPU
 clock, time.thread_time_ns), so time blocked in sleep, I/O, a lock or waiting for the GIL
@@ -50,6 +56,7 @@ from ..core.ops import (FTRACE_OPS_FL, Ops, ftrace_ops_set_global_filter,
 from ..core.records import record_table
 from ..core.task import thread_cpu
 from ..errors import NoSpaceError
+from ..log_hist import hist_index
 from ..fgraph import (FgraphOps, fgraph_reserve_data, fgraph_retrieve_data,
                       fgraph_retrieve_parent_data, register_ftrace_graph, unregister_ftrace_graph)
 
@@ -65,7 +72,8 @@ _PDATA = struct.Struct("=qq")
 
 class ProfileStat:
     """One thread's profile (struct ftrace_profile_stat): per function ip, [hits, time,
-    time_squared], in the order the functions were first hit (the kernel's pages)."""
+    time_squared] (and with a distribution: min, max, {bucket: calls}), in the order the
+    functions were first hit (the kernel's pages)."""
     __slots__ = ("cpu", "recs")
 
     def __init__(self, cpu: int = 0) -> None:
@@ -80,15 +88,31 @@ class ProfileStat:
         else:
             r[0] += 1
 
-    def add_time(self, ip: int, ns: int) -> None:
-        """One call's time; none if the record went with a reset while the call ran."""
+    def add_time(self, ip: int, ns: int, dist: bool = False) -> None:
+        """One call's time; none if the record went with a reset while the call ran.
+        ``dist``: into the record's distribution too (options/profile-dist)."""
         r = self.recs.get(ip)
         if r is not None:
             r[1] += ns
             r[2] += ns * ns
+            if dist:
+                if len(r) == 3:
+                    r += (ns, ns, {})
+                elif ns < r[3]:
+                    r[3] = ns
+                elif ns > r[4]:
+                    r[4] = ns
+                h = r[5]
+                i = hist_index(ns)
+                h[i] = h.get(i, 0) + 1
 
-    def items(self) -> list[tuple[int, int, int, int]]:
-        return [(ip, r[0], r[1], r[2]) for ip, r in list(self.recs.items())]
+    def items(self, dist: bool = False) -> list[tuple]:
+        """[(ip, hits, time, time_squared)], and with ``dist`` (min, max, {bucket:
+        calls}) after them (0, 0, {}: no call counted in one)."""
+        if not dist:
+            return [(ip, r[0], r[1], r[2]) for ip, r in list(self.recs.items())]
+        return [(ip, r[0], r[1], r[2], r[3], r[4], dict(r[5])) if len(r) > 3
+                else (ip, r[0], r[1], r[2], 0, 0, {}) for ip, r in list(self.recs.items())]
 
     def reset(self) -> None:
         self.recs = {}
@@ -129,23 +153,25 @@ def profile_graph_return(trace, gops, fregs) -> None:
             psub, pcpu0 = _PDATA.unpack_from(parent)
             _PDATA.pack_into(parent, 0, psub + calltime, pcpu0)
         calltime = calltime - sub if sub < calltime else 0
-    st.add_time(trace.func.ip, calltime)
+    st.add_time(trace.func.ip, calltime, prof.dist)
 
 
 class FunctionProfiler:
     """The profiler of one top-level trace array (the kernel has one, global).
 
     The slots are read by the native callbacks: ``graph_time`` (options/graph-time),
-    ``sleep_time`` (options/sleep-time), ``serial`` (unique per profiler).
+    ``sleep_time`` (options/sleep-time), ``dist`` (options/profile-dist), ``serial``
+    (unique per profiler).
     """
 
-    __slots__ = ("graph_time", "sleep_time", "serial", "__dict__", "__weakref__")
+    __slots__ = ("graph_time", "sleep_time", "dist", "serial", "__dict__", "__weakref__")
 
     def __init__(self, tr) -> None:
         self.tr = tr
         self.serial = next(_serials)
         self.graph_time = True          # the kernel's defaults
         self.sleep_time = True
+        self.dist = False               # fntrace's: the distributions kept and shown
         self.enabled = False
         # Whether the tables hold times (fgraph) or hits only (a plain ops): decided
         # at each enable.
@@ -179,16 +205,17 @@ class FunctionProfiler:
         self._local.stat = st
         return st
 
-    def rows(self, cpu: int) -> list[tuple[str, int, int, int]]:
+    def rows(self, cpu: int, dist: bool = False) -> list[tuple]:
         """Thread ``cpu``'s table as (function name, hits, time ns, time_squared), in
-        the order first hit."""
+        the order first hit; with ``dist`` each row ends in its (min, max, {bucket:
+        calls})."""
         st = self.stats.get(cpu)
         if st is None:
             return []
         out = []
-        for ip, hits, t, t2 in st.items():
+        for ip, *rest in st.items(dist):
             rec = record_table.by_ip.get(ip)
-            out.append((rec.name if rec is not None else f"{ip:#x}", hits, t, t2))
+            out.append((rec.name if rec is not None else f"{ip:#x}", *rest))
         return out
 
     # -- function_profile_enabled ---------------------------------------------------------
