@@ -228,6 +228,7 @@ def run(args, at_exit: bool) -> int:
     from ..tracefile.parallel import jobs_setting
     from .progress import track_source
     jobs_setting()                      # (a bad FNTRACE_JOBS refused before anything)
+    columns_of(args)                    # (and a bad -c before the trace is opened)
     if not os.path.exists(args.file):
         raise UsageError(f"{args.file}: no such file")
     from .filters import open_traces_arg

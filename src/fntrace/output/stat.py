@@ -26,13 +26,10 @@ no returns) only Function and Hit, the two-column table of a profiler without fg
 the number of functions, plus each thread's open call stack.
 
 With ``dist`` a row also keeps the distribution of its calls' durations -- the
-shortest, the longest, and a log-linear histogram -- for the percentile, min, max and
-stdev columns and ``fntrace diff``; with ``edges`` the walk counts the calls of each
-caller -> callee edge (diff's call paths).  The histogram (uftrace's and HdrHistogram's idea) is exact below 64 ns
-and has 32 buckets per power of two above, so a percentile read from it, the middle
-of its bucket, is within 1/64 (1.6%) of the exact one; a row of one bucket, or a
-percentile at either end, is exact (its min or max).  A row's buckets are the ones its
-calls used: a few dozen for a function whose calls vary tenfold.
+shortest, the longest, and a log-linear histogram (log_hist.py) -- for the percentile,
+min, max and stdev columns and ``fntrace diff``: a percentile read from it is within
+1/64 (1.6%) of the exact one, and exact at either end.  With ``edges`` the walk counts
+the calls of each caller -> callee edge (diff's call paths).
 """
 from __future__ import annotations
 
@@ -42,17 +39,17 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from .. import _env
+from ..log_hist import hist_index, hist_percentile
 from .calls import Call, CallBuilder
 from .entry import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, LostEvents, TraceEntry
 from .function_graph import trace_print_graph_duration
-from ..log_hist import hist_index, hist_percentile, hist_value
 from .function_stat import function_stat_variance
 from .registry import RenderContext, Renderer, name_of, register_renderer
 from .walk import canon_ids
 
 __all__ = ["FunctionStat", "StatCollector", "StatWalked", "function_stats", "walked_stats",
            "forked_stats", "sort_stats", "SORT_KEYS", "COLUMNS", "DIST_COLUMNS",
-           "KERNEL_COLUMNS", "hist_index", "hist_value", "needs_dist", "collected",
+           "KERNEL_COLUMNS", "needs_dist", "collected",
            "stat_headers", "stat_row", "stat_table", "StatRenderer"]
 
 # The table's columns, in the order they print; the kernel's five by default.
@@ -68,6 +65,7 @@ _DIST_NEEDED = frozenset(("stdev", "min", "p50", "p90", "p99", "max"))
 SORT_KEYS = COLUMNS + ("function",)
 
 _NAME_WIDTH = 30            # "%-30.30s": the kernel cuts symbols to 30 characters
+
 
 @dataclass(slots=True)
 class FunctionStat:
@@ -116,7 +114,7 @@ class FunctionStat:
 
     def percentile(self, p: float) -> int:
         """ns: the ``p``-th percentile (0 < p <= 100) of the timed calls' durations, the
-        nearest rank's, read from the histogram (function_stat.hist_percentile); 0
+        nearest rank's, read from the histogram (log_hist.hist_percentile); 0
         without calls or a distribution."""
         return hist_percentile(self.hist, self.timed, self.min, self.max, p)
 
