@@ -199,19 +199,19 @@ def parse_fail_if(text: str, *, graph: bool = True, option: str = "--fail-if") -
         i += 1
         return t
 
-    def expr():
-        parts = [term()]
-        while peek()[0] == "word" and peek()[1] == "or":
+    def joined(word: str, operand):
+        """operand (word operand)*: one node, or (word, [its operands])."""
+        parts = [operand()]
+        while peek()[0] == "word" and peek()[1] == word:
             take()
-            parts.append(term())
-        return parts[0] if len(parts) == 1 else ("or", parts)
+            parts.append(operand())
+        return parts[0] if len(parts) == 1 else (word, parts)
+
+    def expr():
+        return joined("or", term)
 
     def term():
-        parts = [factor()]
-        while peek()[0] == "word" and peek()[1] == "and":
-            take()
-            parts.append(factor())
-        return parts[0] if len(parts) == 1 else ("and", parts)
+        return joined("and", factor)
 
     def factor():
         kind, val, pos = peek()
