@@ -23,7 +23,9 @@ PER_THREAD_FILES = ("buffer_size_kb", "stats", "trace", "trace_pipe")
 
 def register_buffer_files(fs) -> None:
     """Add buffer_size_kb, buffer_total_size_kb and snapshot to ``fs`` (a Tracefs: its
-    ``tr``, ``_thread_kb`` and ``_render``)."""
+    ``tr`` and ``_render``), and what they keep: ``fs._thread_kb``, thread slot -> the
+    KB a per_thread/<tid>/buffer_size_kb write gave that thread's buffer."""
+    fs._thread_kb = {}
     fs._files.update({
         # tracing_entries_read(): "%lu\n", the size of each (per-thread) buffer
         "buffer_size_kb": (lambda: _r_buffer_size_kb(fs), lambda d, a: _w_buffer_size_kb(fs, d)),

@@ -103,8 +103,6 @@ class Tracefs:
         self.tr = tr if tr is not None else TraceArray()
         self.top = top
         self.error_log = ErrorLog()
-        # cpu -> KB a per_thread/<tid>/buffer_size_kb write gave that thread's buffer
-        self._thread_kb: dict[int, int] = {}
         # instances/: name -> Tracefs (top level only).  The lock orders mkdir, rmdir
         # and the look-ups that route a path to an instance (trace_types_lock).
         self.instances: dict[str, Tracefs] = {}
