@@ -183,19 +183,27 @@ def hits_traces():
 @needs_native
 @settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
 @given(slots=st.dictionaries(st.integers(0, 3), slot_stream(), min_size=1, max_size=3),
-       per_thread=st.booleans(), dist=st.booleans())
-def test_native_walk_is_the_python_walk(tmp_path_factory, slots, per_thread, dist):
+       per_thread=st.booleans(), dist=st.booleans(), cpu=st.booleans())
+def test_native_walk_is_the_python_walk(tmp_path_factory, slots, per_thread, dist, cpu):
     """The rows, and with ``dist`` each row's min, max and histogram and the calls of
-    each caller -> callee edge."""
+    each caller -> callee edge; with ``cpu`` the durations from the returns' calltimes
+    (stat --cpu-time)."""
+    if cpu:
+        # a CPU-time trace: each return's calltime later than its call's start, by
+        # some of the time the call took (the time its thread did not run)
+        slots = {c: [(lost, [r if r[1] != TRACE_GRAPH_RET or r[6] >= r[0] else
+                             r[:6] + (r[6] + (r[0] - r[6]) * ((r[0] + r[3]) % 4) // 4,)
+                             + r[7:] for r in recs]) for lost, recs in chunks]
+                 for c, chunks in slots.items()}
     path = tmp_path_factory.mktemp("walk") / "t.dat"
     write(path, slots)
     tf = TraceFile.open(path)
     from fntrace.output.stat import StatCollector
-    col = StatCollector(True, per_thread, dist, dist)
+    col = StatCollector(True, per_thread, dist, dist, cpu)
     for e in entries_from_file(tf):
         col.feed(e)
     want = col.finish()
-    got = walked_stats(tf, per_thread=per_thread, dist=dist, edges=dist)
+    got = walked_stats(tf, per_thread=per_thread, dist=dist, edges=dist, cpu=cpu)
     if got is None:
         # the walk may decline, never differ; these streams are in time order with
         # calltimes before their returns, so it has no reason to

@@ -95,8 +95,8 @@ class TraceArray:
     """
 
     __slots__ = ("tracing_on", "local", "graph_fops", "graph_notrace_fops", "max_graph_depth",
-                 "tracing_thresh", "graph_args", "graph_retval", "serial", "__dict__",
-                 "__weakref__")
+                 "tracing_thresh", "graph_args", "graph_retval", "sleep_time", "serial",
+                 "__dict__", "__weakref__")
 
     def __init__(self, name: str = "", buffer_size_kb: int = DEFAULT_BUFFER_KB,
                  overwrite: bool = True, sink: Callable | None = None):
@@ -143,6 +143,12 @@ class TraceArray:
         self.tracing_thresh = 0
         self.graph_args = False
         self.graph_retval = False
+        # options/sleep-time (the kernel's fgraph_sleep_time): False, a graph return
+        # records as its calltime its return time less the thread's CPU time in the call
+        self.sleep_time = True
+        # the top level's function profiler (tracefs/trace_stat.py), which follows
+        # sleep-time too
+        self.profiler = None
         self.event_files: dict = {}          # (system, event) -> EventFile
         self.snapshot: list | None = None     # copies of the buffers (the snapshot file)
         self.tracer = None

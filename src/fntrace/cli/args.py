@@ -34,7 +34,8 @@ REPORT_OPTIONS = ("print-parent", "irq-info", "funcgraph-cpu", "funcgraph-overhe
 
 # Options that only the function_graph tracer has (trace-cmd record -g etc.).
 _GRAPH_ONLY = (("graph_function", "-g"), ("graph_notrace", "--graph-notrace"),
-               ("args", "-A"), ("retval", "-R"), ("max_depth", "-D"), ("thresh", "--thresh"))
+               ("args", "-A"), ("retval", "-R"), ("max_depth", "-D"), ("thresh", "--thresh"),
+               ("cpu_time", "--cpu-time"))
 
 
 def add_target(p: argparse.ArgumentParser) -> None:
@@ -112,6 +113,10 @@ def add_record_options(p: argparse.ArgumentParser) -> None:
                    help="record arguments (funcgraph-args)")
     g.add_argument("-R", "--retval", action="store_true",
                    help="record return values (funcgraph-retval)")
+    g.add_argument("--cpu-time", action="store_true",
+                   help="also record each call's CPU time (trace option nosleep-time): "
+                        "report prints it as the duration, as the kernel's; stat --cpu "
+                        "shows it, stat the wall time")
 
 
 class _EventAction(argparse.Action):

@@ -55,6 +55,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fail-if", action="append", default=[], metavar="EXPR",
                    help="exit status 1 if EXPR holds for any function (repeatable: any of "
                         "them)")
+    p.add_argument("--cpu-time", action="store_true",
+                   help="compare the calls' CPU time (both traces recorded with --cpu-time)")
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="text (a table) or json (every metric of every function)")
     add_filter_arguments(p, graph_display=False)
@@ -111,9 +113,9 @@ def _open(path: str, args):
     return track_source(TraceSource(open_traces_arg(path, args), path), "diff")
 
 
-def _profile(source, flt):
+def _profile(source, flt, cpu: bool):
     from .stat import collect_stats
-    return collect_stats(source, flt, dist=True, edges=True)
+    return collect_stats(source, flt, dist=True, edges=True, cpu=cpu)
 
 
 def _check_filters(flt, sources) -> None:
@@ -174,7 +176,11 @@ def run(args, at_exit: bool) -> int:
             sort = "hits"
     metrics = _metrics(args.columns, graph)
     _check_filters(flt, (base, new))
-    a, b = _profile(base, flt), _profile(new, flt)
+    if args.cpu_time:
+        from .stat import check_cpu_time
+        check_cpu_time(base)
+        check_cpu_time(new)
+    a, b = _profile(base, flt, args.cpu_time), _profile(new, flt, args.cpu_time)
     diffs = diff_rows(a.rows, b.rows)
     if sort == "function":
         diffs.sort(key=lambda d: d.func)

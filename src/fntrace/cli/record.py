@@ -61,7 +61,7 @@ class RecordOptions:
                  thresh_us: int | str | None = 0, args: bool = False, retval: bool = False,
                  events: list | None = None, patches: list | None = None,
                  object_repr: bool = False, tids: list | None = None,
-                 threads: list[str] | None = None) -> None:
+                 threads: list[str] | None = None, cpu_time: bool = False) -> None:
         self.tracer = tracer
         self.filters = list(filters or ())
         self.notrace = list(notrace or ())
@@ -78,6 +78,7 @@ class RecordOptions:
         self.object_repr = object_repr
         self.tids = list(tids or ())            # --tid: set_ftrace_pid, set_event_pid
         self.threads = list(threads or ())      # --thread: set_ftrace_comm, set_event_comm
+        self.cpu_time = cpu_time                # --cpu-time: options/sleep-time 0
 
     def __repr__(self) -> str:
         return f"RecordOptions({vars(self)!r})"
@@ -130,6 +131,8 @@ def _setting_writes(opts: RecordOptions) -> list:
         options["funcgraph-args"] = True
     if opts.retval:
         options["funcgraph-retval"] = True
+    if opts.cpu_time:
+        options["sleep-time"] = False
     # the process's one switch, set either way as the recording always did
     options["object-repr"] = bool(opts.object_repr)
     return control.setting_writes(buffer_kb=opts.buffer_kb, max_depth=opts.max_depth,
@@ -275,6 +278,8 @@ def _header(opts: RecordOptions, tr: TraceArray, argv: list[str]) -> dict:
         "tracing_thresh_us": tr.tracing_thresh // 1000,
         "graph_args": tr.graph_args,
         "graph_retval": tr.graph_retval,
+        # False: each return's calltime is its rettime less the call's CPU time
+        "sleep_time": tr.sleep_time,
         "events": [e["event"] for e in opts.events],
         "object_repr": opts.object_repr,
         "start_wall": time.time(),
@@ -719,6 +724,7 @@ that file's grammar and errors:
   -p current_tracer  -F set_ftrace_filter  -N set_ftrace_notrace
   -g set_graph_function  --graph-notrace set_graph_notrace  -D max_graph_depth
   --thresh tracing_thresh  -A options/funcgraph-args  -R options/funcgraph-retval
+  --cpu-time options/sleep-time 0
   --repr options/object-repr  -b buffer_size_kb  -e dynamic_events, events/GRP/EVENT/enable
   --tid set_ftrace_pid, set_event_pid  --thread set_ftrace_comm, set_event_comm
   -f events/GRP/EVENT/filter  -T events/GRP/EVENT/trigger
@@ -756,7 +762,8 @@ def record_from_args(args, output: str, at_exit: bool, on_finished=None, make_wr
                          max_depth=args.max_depth, thresh_us=args.thresh,
                          args=args.args, retval=args.retval, events=args.events or [],
                          patches=args.patch, object_repr=args.object_repr,
-                         tids=args.tid, threads=args.thread)
+                         tids=args.tid, threads=args.thread,
+                         cpu_time=getattr(args, "cpu_time", False))
     opts.compress = getattr(args, "compress", False)
     opts.mode = getattr(args, "mode", None) or opts.mode
     opts.serve = getattr(args, "serve", False)

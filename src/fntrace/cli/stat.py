@@ -31,7 +31,9 @@ examples:
   fntrace stat run.dat --per-thread             # one table per thread (functionN)
   fntrace stat run.dat -F 'json.decoder.*' --wide   # under json's decoder, whole names
   fntrace stat run.dat --dist --sort p99        # latency distributions, worst tail first
-  fntrace stat run.dat -c hit,avg,p99,where     # the columns asked for, in that order"""
+  fntrace stat run.dat -c hit,avg,p99,where     # the columns asked for, in that order
+  fntrace stat cpu.dat --cpu-time --sort self   # CPU time (record --cpu-time): compare
+                                                # with plain stat to see who waits"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -49,6 +51,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the distribution columns: " + ",".join(DIST_COLUMNS))
     p.add_argument("--where", action="store_true",
                    help="add the Where column: each function's file:line")
+    p.add_argument("--cpu-time", action="store_true",
+                   help="durations as the threads' CPU time (a trace recorded with "
+                        "--cpu-time); default: wall time, the time a thread waited "
+                        "(sleep, I/O, a lock, the GIL) included")
     p.add_argument("-l", "--limit", default="0", metavar="N",
                    help="show the first N rows of each table (default: all)")
     p.add_argument("--per-thread", action="store_true",
@@ -132,8 +138,11 @@ def stat_lines(source, args) -> Iterator[str]:
         raise UsageError(f"--columns/--dist: a {source.tracer} trace has hits only "
                          "(record with -p function_graph for times)")
     dist = needs_dist(columns or (), args.sort)
+    cpu = args.cpu_time
+    if cpu:
+        check_cpu_time(source)
     rows, no_return, no_entry, _ = collect_stats(source, flt, per_thread=args.per_thread,
-                                                 dist=dist)
+                                                 dist=dist, cpu=cpu)
     where = where_of(source) if "where" in (columns or ()) or args.sort == "where" else None
 
     # What the table cannot show whole, above it (as report's header says it).
@@ -146,6 +155,8 @@ def stat_lines(source, args) -> Iterator[str]:
     if no_entry:
         notes.append(f"# {no_entry} calls have no entry in the trace: counted from "
                      "their return")
+    if cpu:
+        notes.append("# durations: the threads' CPU time (recorded with --cpu-time)")
     if notes:
         yield from notes
         yield "#"
@@ -169,11 +180,20 @@ def stat_lines(source, args) -> Iterator[str]:
                               where=where)
 
 
+def check_cpu_time(source) -> None:
+    """--cpu-time: the trace must hold the calls' CPU time (recorded with sleep-time
+    0)."""
+    if source.header.get("sleep_time", True) is not False:
+        raise UsageError(f"--cpu-time: {source.name} holds wall time only (record with "
+                         "--cpu-time, the trace option nosleep-time)")
+
+
 def collect_stats(source, flt, *, per_thread: bool = False, dist: bool = False,
-                  edges: bool = False):
+                  edges: bool = False, cpu: bool = False):
     """The rows of an open TraceSource under filter ``flt`` (output/stat.py's
     StatWalked): by the native walk where it can (its blocks filtered natively, the
-    processes of a trace walked in forked children), else by the entries."""
+    processes of a trace walked in forked children), else by the entries.  ``cpu``:
+    durations from the returns' calltimes (a trace recorded with sleep-time 0)."""
     from ..output.filters import filter_entries, native_split
     from ..output.stat import StatCollector, collected, forked_stats, walked_stats
     from .report import task_stream, time_in_ns_of
@@ -205,17 +225,19 @@ def collect_stats(source, flt, *, per_thread: bool = False, dist: bool = False,
         with source.parts_progress() as advance:
             walked = forked_stats(
                 source, lambda part: fed(source.part_record_blocks(part, False, *window)),
-                per_thread=per_thread, on_records=advance, dist=dist, edges=edges)
+                per_thread=per_thread, on_records=advance, dist=dist, edges=edges,
+                cpu=cpu)
         blocks = None if walked is not None else source.record_blocks(None, False, *window)
         if blocks is not None:
             try:
                 walked = walked_stats(source.tf, per_thread=per_thread,
-                                      blocks=fed(blocks), dist=dist, edges=edges)
+                                      blocks=fed(blocks), dist=dist, edges=edges,
+                                      cpu=cpu)
             finally:
                 blocks.close()      # a walk that declined half way: its bar goes
     if walked is not None:
         return walked
-    col = StatCollector(graph, per_thread, dist, edges)
+    col = StatCollector(graph, per_thread, dist, edges, cpu)
     feed = col.feed
     for e in filter_entries(entries, flt, graph=graph,
                             time_in_ns=time_in_ns_of(source), threads=source.threads):

@@ -10,7 +10,7 @@
 
 /* Its pair for fgraph's fast lane (graph_lane): the user's data is the trace array.  A
  * call qualifies while nothing per call needs Python: no set_graph_function/notrace,
- * max depth or threshold.  -A/-R stay on the lane: their text rides beside the records
+ * max depth, threshold or sleep-time 0.  -A/-R stay on the lane: their text rides beside the records
  * (lane_write_args, lane_write_retval: out of line, so plain function_graph's path is
  * as short as without them). */
 LANE_INLINE int
@@ -32,7 +32,8 @@ graph_lane_enter(PyObject *tr, thread_rec *t, const fkey *k, unsigned long ip, i
     if (BUF_IGNORED(buf))
         r = 2;
     else if (!ll_zero(SLOT(tr, off_tr_max_graph_depth))
-             || !ll_zero(SLOT(tr, off_tr_tracing_thresh)))
+             || !ll_zero(SLOT(tr, off_tr_tracing_thresh))
+             || ll_zero(SLOT(tr, off_tr_sleep_time)))
         r = 0;
     else {
         PyObject *gf = SLOT(tr, off_tr_graph_fops), *gn = SLOT(tr, off_tr_graph_notrace_fops);

@@ -444,6 +444,11 @@ graph_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *tr = PyObject_GetAttr(gops, str_private);
     if (tr == NULL)
         return NULL;
+    if (ll_zero(SLOT(tr, off_tr_sleep_time))) {
+        /* sleep-time 0: the thread's CPU clock kept on the shadow stack, by the twin */
+        Py_DECREF(tr);
+        return PyObject_Vectorcall(g_graph_entry_py, args, nargs, NULL);
+    }
     {
         /* the thread filters first: an ignored thread's calls are not pushed */
         RingBufferObject *b = cpu_buffer(tr);
@@ -562,6 +567,10 @@ graph_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *tr = PyObject_GetAttr(gops, str_private);
     if (tr == NULL)
         return NULL;
+    if (ll_zero(SLOT(tr, off_tr_sleep_time))) {
+        Py_DECREF(tr);
+        return PyObject_Vectorcall(g_graph_return_py, args, nargs, NULL);
+    }
     PyObject *tv = graph_var(gops);
     if (tv == NULL) {
         Py_DECREF(tr);
@@ -633,14 +642,15 @@ out:
 static PyObject *
 set_graph_twins(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
+    if (nargs != 4) {
         PyErr_SetString(PyExc_TypeError,
-                        "set_graph_twins(graph_entry, safe_repr, retval_payload)");
+                        "set_graph_twins(graph_entry, safe_repr, retval_payload, graph_return)");
         return NULL;
     }
     Py_XSETREF(g_graph_entry_py, Py_NewRef(args[0]));
     Py_XSETREF(g_safe_repr, Py_NewRef(args[1]));
     Py_XSETREF(g_retval_payload, Py_NewRef(args[2]));
+    Py_XSETREF(g_graph_return_py, Py_NewRef(args[3]));
     Py_RETURN_NONE;
 }
 

@@ -105,6 +105,7 @@ typedef struct {
     /* dist: the distributions in the rows; edges: the calls per edge, edge k of ``ed``
      * being (caller id + 1, or 0 for none: the trie's parent) -> callee */
     int dist, edges;
+    int calltime;           /* durations from the returns' calltimes (stat --cpu) */
     trie_t ed;
     uint64_t *e_calls;
     Py_ssize_t cape;
@@ -583,7 +584,9 @@ walk_feed(StatWalk *w, PyObject *const *args, Py_ssize_t nargs)
         if (s->n && s->st[s->n - 1].depth == depth && s->st[s->n - 1].func == func) {
             frame_t *f = &s->st[--s->n];
             node = f->node;
-            if (f->start <= ts)
+            /* CallBuilder's: the return's calltime (calltime mode) when it lies
+             * between the entry and the return, else the entry's time */
+            if (!(w->calltime && f->start <= start) && f->start <= ts)
                 start = f->start;
             dur = ts - start;
             self = dur - f->children;
@@ -798,11 +801,12 @@ walk_why(StatWalk *w, void *closure)
 static int
 walk_init(StatWalk *w, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"per_thread", "canon", "stacks", "dist", "edges", NULL};
-    int per_thread = 0, stacks = 0, dist = 0, edges = 0;
+    static char *names[] = {"per_thread", "canon", "stacks", "dist", "edges", "calltime",
+                            NULL};
+    int per_thread = 0, stacks = 0, dist = 0, edges = 0, calltime = 0;
     PyObject *canon = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|pOppp:StatWalk", names, &per_thread, &canon,
-                                     &stacks, &dist, &edges))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|pOpppp:StatWalk", names, &per_thread,
+                                     &canon, &stacks, &dist, &edges, &calltime))
         return -1;
     if (w->tr.n || w->nrows) {
         PyErr_SetString(PyExc_ValueError, "StatWalk: made twice");
@@ -811,6 +815,7 @@ walk_init(StatWalk *w, PyObject *args, PyObject *kw)
     w->stacks = stacks;
     w->dist = dist && !stacks;
     w->edges = edges && !stacks;
+    w->calltime = calltime;
     if (canon != Py_None && !PyDict_Check(canon)) {
         PyErr_SetString(PyExc_TypeError, "StatWalk: canon is a dict or None");
         return -1;
@@ -857,7 +862,7 @@ static PyGetSetDef walk_getset[] = {
 
 static PyType_Slot walk_slots[] = {
     {Py_tp_doc, "StatWalk(per_thread=False, canon=None, stacks=False, dist=False, "
-                "edges=False): fntrace stat's walk over decoded records (output/stat.py's "
+                "edges=False, calltime=False): fntrace stat's walk over decoded records (output/stat.py's "
                 "twin); with stacks, folded's (output/folded.py's): finish() -> ([(parent, "
                 "id, self_ns, calls)], incomplete), path k being list item k - 1; with dist, "
                 "each row ends in (min, max, {bucket: calls}); with edges, finish() adds "

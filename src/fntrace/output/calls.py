@@ -104,9 +104,15 @@ class CallBuilder:
     returns are ignored (the caller handles them: events, markers); a LostEvents
     marker closes what is open on its thread slot (see above).
     ``last_ts[cpu]`` is the last time seen per thread slot.
+
+    ``calltime``: a call whose entry was read starts at its return's calltime when that
+    lies between the entry and the return (a trace recorded with sleep-time 0, whose
+    calltimes leave out the time the thread did not run: ``stat --cpu``), else at its
+    entry as always.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, calltime: bool = False) -> None:
+        self.calltime = calltime
         self._stacks: dict[int, list[_Frame]] = {}
         self._who: dict[int, tuple[int, str]] = {}
         self._gap: dict[int, int] = {}          # cpu -> where its last loss began
@@ -148,7 +154,8 @@ class CallBuilder:
         start = e.calltime
         if st and st[-1].depth == e.depth and st[-1].func == e.func:
             f = st.pop()
-            start = f.start if f.start <= e.ts else start
+            if not (self.calltime and f.start <= start <= e.ts):
+                start = f.start if f.start <= e.ts else start
             dur = e.ts - start
             c = Call(cpu, pid, comm, e.func, e.depth, start, e.ts, max(0, dur - f.children),
                      f.stack, f.args, e.retval, e.has_retval, True, True,

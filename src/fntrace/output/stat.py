@@ -153,13 +153,14 @@ class StatCollector:
     """
 
     def __init__(self, graph: bool | None = None, per_thread: bool = False,
-                 dist: bool = False, edges: bool = False) -> None:
+                 dist: bool = False, edges: bool = False, cpu: bool = False) -> None:
         self.graph = graph
         self.per_thread = per_thread
         self.dist = dist
         self.count_edges = edges
         self._rows: dict[object, FunctionStat] = {}
-        self._calls = CallBuilder()
+        # cpu: durations from the returns' calltimes (CallBuilder's calltime)
+        self._calls = CallBuilder(calltime=cpu)
         self.no_return = 0
         self.no_entry = 0
         self.lost = 0
@@ -266,7 +267,8 @@ def collected(col: StatCollector) -> StatWalked:
 
 
 def walked_stats(tf, *, per_thread: bool = False, blocks: Iterable | None = None,
-                 dist: bool = False, edges: bool = False) -> StatWalked | None:
+                 dist: bool = False, edges: bool = False, cpu: bool = False
+                 ) -> StatWalked | None:
     """``function_stats`` of a whole trace file (a TraceFile or TraceSet, no filter, no
     task view) by the native walk (_native_read.c's StatWalk): the same rows in the
     same order, with StatCollector's ``no_return`` and ``no_entry`` (and ``edges``
@@ -276,7 +278,8 @@ def walked_stats(tf, *, per_thread: bool = False, blocks: Iterable | None = None
     be exact (records out of time order, values out of its range): the caller walks
     the entries instead."""
     out = _walk(canon_ids(tf.symbols), per_thread,
-                tf.record_blocks() if blocks is None else blocks, dist=dist, edges=edges)
+                tf.record_blocks() if blocks is None else blocks, dist=dist, edges=edges,
+                cpu=cpu)
     if out is None:
         return None
     syms = tf.symbols
@@ -304,13 +307,14 @@ def _edges(pairs: Iterable[tuple[int, int, int]], syms) -> dict[tuple[str, str],
 
 
 def _walk(canon: dict[int, int] | None, per_thread: bool, blocks: Iterable,
-          firsts: bool = False, dist: bool = False, edges: bool = False):
+          firsts: bool = False, dist: bool = False, edges: bool = False,
+          cpu: bool = False):
     """StatWalk's answer for these blocks (``canon``: canon_ids of the trace's symbols;
     ``firsts``: each row's first hit too), or None."""
     native = _env.native()
     if native is None:
         return None
-    walk = native.StatWalk(per_thread, canon, False, dist, edges)
+    walk = native.StatWalk(per_thread, canon, False, dist, edges, cpu)
     feed = walk.feed
     for cpu, lost, records, ibase in blocks:
         if not feed(cpu, records, lost, ibase):
@@ -320,7 +324,7 @@ def _walk(canon: dict[int, int] | None, per_thread: bool, blocks: Iterable,
 
 def forked_stats(source, blocks_of: Callable[[int], Iterable], *, per_thread: bool = False,
                  on_records: Callable[[int], None] | None = None, dist: bool = False,
-                 edges: bool = False) -> StatWalked | None:
+                 edges: bool = False, cpu: bool = False) -> StatWalked | None:
     """``walked_stats`` of a trace of several processes (a TraceSource of a TraceSet),
     each process's blocks (``blocks_of(i)``: the i-th file's, as the caller feeds them)
     walked in a forked child (tracefile/parallel.py's map_parts) and the rows added up:
@@ -340,7 +344,7 @@ def forked_stats(source, blocks_of: Callable[[int], Iterable], *, per_thread: bo
             for block in blocks_of(part):
                 progress(len(block[2]) // 32)
                 yield block
-        return _walk(canon, per_thread, fed(), True, dist, edges)
+        return _walk(canon, per_thread, fed(), True, dist, edges, cpu)
 
     parts = map_parts(source.part_sizes(), work, on_records)
     if parts is None:

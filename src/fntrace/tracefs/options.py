@@ -6,7 +6,8 @@ options/NAME): one switch each, on the instance's TraceArray.
 
 Their names and the words' grammar are defined once, in output/trace_options.py
 (the report's -O takes the same words).  The function profiler's options/graph-time
-and options/sleep-time are its own (tracefs/trace_stat.py).
+is its own (tracefs/trace_stat.py); sleep-time, as the kernel's fgraph_sleep_time, is
+the function_graph tracer's and the profiler's.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ def register_options(fs) -> None:
     opts.setdefault("overwrite", True)
     opts.setdefault("markers", True)
     opts.setdefault("function-trace", True)
+    opts.setdefault("sleep-time", True)
     for name, default in GRAPH_OPTIONS.items():
         opts.setdefault(name, default)
     fs._files["trace_options"] = (lambda: _r_trace_options(fs),
@@ -62,6 +64,10 @@ def set_option(tr, name: str, on: bool) -> None:
         tr.graph_args = on
     elif name == "funcgraph-retval":
         tr.graph_retval = on
+    elif name == "sleep-time":
+        tr.sleep_time = on
+        if tr.profiler is not None:
+            tr.profiler.sleep_time = on
     elif name in ("function-fork", "event-fork"):
         if on:
             task.follow_forks()

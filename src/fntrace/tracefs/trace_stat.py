@@ -8,7 +8,9 @@ ftrace.c ftrace_profile_tracefs).
                                index, and function0 always)
     options/graph-time         1: a function's time includes the functions it calls
     options/sleep-time         1: and the time its thread was not running
-                               (tracers/function_profile.py says what 0 measures)
+                               (tracers/function_profile.py says what 0 measures;
+                               the option is the function_graph tracer's too:
+                               tracefs/options.py)
     options/profile-dist       1: each function's calls kept as a distribution, and
                                Min, p50, p90, p99 and Max shown after s^2 (fntrace's;
                                0 by default, the kernel's table)
@@ -133,6 +135,9 @@ def _forget(ref: "weakref.ref") -> None:
 def register_function_profiler(fs) -> FunctionProfiler:
     """Give a top-level Tracefs the profiler and its files (``fs.profiler``)."""
     prof = fs.profiler = FunctionProfiler(fs.tr)
+    # options/sleep-time (tracefs/options.py) is the function_graph tracer's too
+    fs.tr.profiler = prof
+    prof.sleep_time = fs.tr.sleep_time
 
     def w_enabled(data: str, append: bool) -> None:
         prof.set_enabled(kstrtoul(data, "function_profile_enabled") != 0)
@@ -140,15 +145,11 @@ def register_function_profiler(fs) -> FunctionProfiler:
     def w_graph_time(data: str, append: bool) -> None:
         prof.graph_time = _option(data, "graph-time")
 
-    def w_sleep_time(data: str, append: bool) -> None:
-        prof.sleep_time = _option(data, "sleep-time")
-
     def w_profile_dist(data: str, append: bool) -> None:
         prof.dist = _option(data, "profile-dist")
 
     fs._files["function_profile_enabled"] = (lambda: f"{int(prof.enabled)}\n", w_enabled)
     fs._files["options/graph-time"] = (lambda: f"{int(prof.graph_time)}\n", w_graph_time)
-    fs._files["options/sleep-time"] = (lambda: f"{int(prof.sleep_time)}\n", w_sleep_time)
     fs._files["options/profile-dist"] = (lambda: f"{int(prof.dist)}\n", w_profile_dist)
     _add_stat_files(fs)
     with _hook_lock:

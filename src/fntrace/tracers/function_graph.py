@@ -6,14 +6,25 @@
 
 Its fgraph user shares the instance's ops, so set_ftrace_filter/set_ftrace_notrace still
 decide which functions are hooked; set_graph_function, set_graph_notrace, max_graph_depth
-and tracing_thresh are applied here, per thread, through the user's task variable:
+and tracing_thresh are applied here, per thread, through the user's task variable.
+
+options/sleep-time 0 (the kernel's fgraph_sleep_time, which shifts a sleeping task's
+calltimes by the time it slept): the thread's CPU clock is kept on the shadow stack at
+entry (fgraph_reserve_data) and the return record's calltime is its rettime less the CPU
+time the thread spent in the call.  The entry's timestamp stays the wall clock's, so a
+trace holds both: report prints rettime - calltime (CPU time, as the kernel's does), the
+timelines and ``stat`` the wall time from the entry, ``stat --cpu`` the CPU time.  The
+native twins hand such calls to these (sleep-time 0 is off the fast lane).
+
+The task variable's bits:
 
     task var bits   FL       inside a set_graph_function function (its depth kept)
                     NOTRACE  inside a set_graph_notrace function (its depth kept)
 """
 from __future__ import annotations
 
-from time import monotonic_ns
+import struct
+from time import monotonic_ns, thread_time_ns
 # typing is not imported at run time (it is a fifth of fntrace's import cost);
 # the annotations are strings (from __future__ import annotations).
 TYPE_CHECKING = False
@@ -21,7 +32,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 from ..core.fetch import int_payload, value_repr
-from ..fgraph import (FgraphOps, _tls, fgraph_switch_ops, register_ftrace_graph, shadow_stack,
+from ..fgraph import (FgraphOps, _tls, fgraph_reserve_data, fgraph_retrieve_data,
+                      fgraph_switch_ops, register_ftrace_graph, shadow_stack,
                       unregister_ftrace_graph)
 from .. import _env
 from ..ring_buffer import PAYLOAD_SEP as _NUL, TRACE_GRAPH_ENT, TRACE_GRAPH_RET
@@ -32,6 +44,10 @@ TRACE_GRAPH_FL = 1
 TRACE_GRAPH_NOTRACE = 2
 _DEPTH_SHIFT = 2
 _DEPTH_MASK = (1 << 20) - 1
+# sleep-time 0: the thread's CPU clock at entry, reserved on the shadow stack
+_CPU0 = struct.Struct("=q")
+
+
 def safe_repr(v: Any) -> str:
     """A short repr that runs none of the program's code (core/fetch.py)."""
     return value_repr(v)
@@ -104,6 +120,10 @@ def graph_entry(trace, gops, fregs) -> bool:
     # One reading, after the set-up above (a thread's first buffer, the arguments): the
     # entry's timestamp and the call's start, so neither counts in its duration.
     ts = monotonic_ns()
+    if not tr.sleep_time:
+        data = fgraph_reserve_data(gops.idx, _CPU0.size)
+        if data is not None:
+            _CPU0.pack_into(data, 0, thread_time_ns())
     cur = _tls.st.cur
     if cur is not None:
         cur.calltime = ts
@@ -135,12 +155,19 @@ def graph_return(trace, gops, fregs) -> None:
         buf = tr.cpu_buffer()
     if buf is None:
         return                  # ignored since its entry (a thread filter changed)
+    calltime = trace.calltime
+    if not tr.sleep_time:
+        data = fgraph_retrieve_data(gops.idx)
+        if data is not None:
+            # the return less the CPU time of the call (never before its entry)
+            ran = thread_time_ns() - _CPU0.unpack_from(data)[0]
+            calltime = max(calltime, trace.rettime - max(0, ran))
     if tr.graph_retval:
         buf.write_payload(trace.rettime, TRACE_GRAPH_RET, trace.func.ip, depth,
-                          trace.overrun, trace.calltime, retval_payload(trace.retval, trace.unwind))
+                          trace.overrun, calltime, retval_payload(trace.retval, trace.unwind))
     else:
         buf.write(trace.rettime, TRACE_GRAPH_RET, 0, trace.func.ip, depth, trace.overrun,
-                  trace.calltime)
+                  calltime)
 
 
 # The native twins, when built; the Python ones stay for the rare path (the lazy
@@ -150,7 +177,7 @@ py_graph_entry = graph_entry
 py_graph_return = graph_return
 _native = _env.native()
 if _native is not None and hasattr(_native, "graph_entry"):
-    _native.set_graph_twins(py_graph_entry, safe_repr, retval_payload)
+    _native.set_graph_twins(py_graph_entry, safe_repr, retval_payload, py_graph_return)
     graph_entry = _native.graph_entry        # noqa: F811
     graph_return = _native.graph_return      # noqa: F811
 # fgraph's fast lane (docs/internals.md): the native pair that writes both records with
