@@ -212,6 +212,8 @@ fg_fast_enter(PyObject *rec, fkey k)
     f->ip = (unsigned int)ip;
     f->depth = (unsigned int)depth;
     f->calltime = calltime;
+    f->cpu0 = t->lane_cpu0;
+    t->lane_cpu0 = 0;
     return 1;
 }
 

@@ -10,7 +10,10 @@
 
 /* Its pair for fgraph's fast lane (graph_lane): the user's data is the trace array.  A
  * call qualifies while nothing per call needs Python: no set_graph_function/notrace,
- * max depth, threshold or sleep-time 0.  -A/-R stay on the lane: their text rides beside the records
+ * max depth or threshold.  sleep-time 0 (tracers/function_graph.py): the enter leaves
+ * the thread's CPU clock in t->lane_cpu0, which the lane keeps in the frame it pushes
+ * (its cpu0), and the return's calltime is its rettime less the CPU time since.
+ * -A/-R stay on the lane: their text rides beside the records
  * (lane_write_args, lane_write_retval: out of line, so plain function_graph's path is
  * as short as without them). */
 LANE_INLINE int
@@ -32,8 +35,7 @@ graph_lane_enter(PyObject *tr, thread_rec *t, const fkey *k, unsigned long ip, i
     if (BUF_IGNORED(buf))
         r = 2;
     else if (!ll_zero(SLOT(tr, off_tr_max_graph_depth))
-             || !ll_zero(SLOT(tr, off_tr_tracing_thresh))
-             || ll_zero(SLOT(tr, off_tr_sleep_time)))
+             || !ll_zero(SLOT(tr, off_tr_tracing_thresh)))
         r = 0;
     else {
         PyObject *gf = SLOT(tr, off_tr_graph_fops), *gn = SLOT(tr, off_tr_graph_notrace_fops);
@@ -65,6 +67,8 @@ graph_lane_enter(PyObject *tr, thread_rec *t, const fkey *k, unsigned long ip, i
     }
     else
         *calltime = now_ns();
+    if (__builtin_expect(ll_zero(SLOT(tr, off_tr_sleep_time)), 0))
+        t->lane_cpu0 = thread_cpu_ns();
     Py_DECREF(buf);
     Py_DECREF(tr);
     return r;
@@ -76,14 +80,23 @@ graph_lane_return(PyObject *tr, thread_rec *t, const fg_frame *f, PyObject *retv
     PyObject *on = SLOT(tr, off_tr_tracing_on);
     if (on == Py_True || (on != NULL && on != Py_False && PyObject_IsTrue(on) == 1)) {
         long long rettime = now_ns();
+        long long calltime = f->calltime;
+        if (__builtin_expect(f->cpu0 != 0, 0)) {
+            /* sleep-time 0: the return less the CPU time of the call (never before
+             * its entry), as graph_return's twin */
+            long long ran = thread_cpu_ns() - f->cpu0;
+            long long c = rettime - (ran < 0 ? 0 : ran);
+            if (c > calltime)
+                calltime = c;
+        }
         long long thresh = slot_ll(tr, off_tr_tracing_thresh);
         if (!thresh || rettime - f->calltime >= thresh) {
             /* funcgraph-retval: graph_return's payload */
             long long w = __builtin_expect(!ll_zero(SLOT(tr, off_tr_graph_retval)), 0)
                 ? lane_write_retval(t, tr, rettime, f->ip, f->depth, (unsigned long)t->overrun,
-                                    (unsigned long long)f->calltime, retval, unwind)
+                                    (unsigned long long)calltime, retval, unwind)
                 : lane_write(t, tr, rettime, FNT_TRACE_GRAPH_RET, f->ip, f->depth,
-                             (unsigned long)t->overrun, (unsigned long long)f->calltime);
+                             (unsigned long)t->overrun, (unsigned long long)calltime);
             if (w == -2)
                 return -1;
         }

@@ -72,15 +72,6 @@ static PyObject *str_thread_stat;
 static _Thread_local ProfileStatObject *tl_prof_stat TLS_FAST;
 static _Thread_local long long tl_prof_serial TLS_FAST;
 
-static inline long long
-thread_cpu_ns(void)
-{
-    /* time.thread_time_ns() reads the same clock: both twins agree */
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 static inline size_t
 prof_bucket(unsigned long ip, size_t mask)
 {

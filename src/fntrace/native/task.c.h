@@ -16,6 +16,7 @@ typedef struct {
     unsigned int ip;
     unsigned int depth;
     long long calltime;
+    long long cpu0;            /* sleep-time 0: the thread's CPU clock at entry (0: none) */
 } fg_frame;
 
 typedef struct thread_rec {
@@ -27,6 +28,8 @@ typedef struct thread_rec {
     fg_frame *fs;
     int fs_n, fs_cap;
     int npy;                   /* frames on the thread's Python ShadowStack */
+    long long lane_cpu0;       /* the CPU clock the lane's enter took for the frame it
+                                * pushes next (0: none): its cpu0 */
     long fs_epoch;
     long long overrun;         /* the ShadowStack's overrun, mirrored */
 } thread_rec;

@@ -13,8 +13,9 @@ calltimes by the time it slept): the thread's CPU clock is kept on the shadow st
 entry (fgraph_reserve_data) and the return record's calltime is its rettime less the CPU
 time the thread spent in the call.  The entry's timestamp stays the wall clock's, so a
 trace holds both: report prints rettime - calltime (CPU time, as the kernel's does), the
-timelines and ``stat`` the wall time from the entry, ``stat --cpu`` the CPU time.  The
-native twins hand such calls to these (sleep-time 0 is off the fast lane).
+timelines and ``stat`` the wall time from the entry, ``stat --cpu-time`` the CPU time.
+On fgraph's fast lane the native pair does the same (native/function_graph.c.h); the
+general path's native callbacks hand such calls to these.
 
 The task variable's bits:
 
