@@ -11,6 +11,7 @@ work).  Every configuration runs the same script:
   fntrace function  fntrace record -p function -o FILE
   fntrace graph     fntrace record -p function_graph -o FILE
   fntrace graph -A -R   the same with arguments and return values
+  fntrace graph --cpu-time   function_graph keeping each call's CPU time too
   fntrace cold      fntrace record -p function -F _workload.never_called (nothing calls it)
   cProfile          python -m cProfile -o FILE
   viztracer         python -m viztracer --quiet -o FILE.json
@@ -103,13 +104,14 @@ def _child(mode, n, extra):
 
 # -- the driver ------------------------------------------------------------------------
 
-CONFIGS = ("untraced", "function", "graph", "graph-args", "cold", "cprofile", "viztracer",
-           "pyftrace", "yappi")
+CONFIGS = ("untraced", "function", "graph", "graph-args", "graph-cpu", "cold", "cprofile",
+           "viztracer", "pyftrace", "yappi")
 LABELS = {
     "untraced": "untraced",
     "function": "fntrace record -p function",
     "graph": "fntrace record -p function_graph",
     "graph-args": "fntrace record -p function_graph -A -R",
+    "graph-cpu": "fntrace record -p function_graph --cpu-time",
     "cold": "fntrace record -F never_called (cold filter)",
     "cprofile": "python -m cProfile -o FILE",
     "viztracer": "viztracer -o FILE.json",
@@ -132,6 +134,8 @@ def _cmd(py, config, n, out):
         return [*rec, "-p", "function_graph", *work], None
     if config == "graph-args":
         return [*rec, "-p", "function_graph", "-A", "-R", *work], None
+    if config == "graph-cpu":
+        return [*rec, "-p", "function_graph", "--cpu-time", *work], None
     if config == "cold":
         return [*rec, "-p", "function", "-F", "_workload.never_called", *work], None
     if config == "cprofile":
