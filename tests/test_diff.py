@@ -106,8 +106,10 @@ def test_fail_if_catches_an_n_plus_one_query_and_a_slower_tail(runs):
         "fntrace diff: __main__.query: hits 50 -> 150 (+100, +200.0%) [hits > +0]"]
     # -F applied to both sides: only query's row
     assert set(table(p.stdout)) == {"__main__.query"}
+    # (p50, not p99: of 50 calls the p99 is the slowest, which one late wake-up of a
+    # loaded machine can make as slow in BASE as in NEW)
     p = fntrace_cli("diff", "base.dat", "new.dat",
-                    "--fail-if", "p99 > +20% and total > 1ms", cwd=runs)
+                    "--fail-if", "p50 > +20% and total > 1ms", cwd=runs)
     assert p.returncode == 1
     failed = [line.split(":")[0] + ":" + line.split(":")[1] for line in p.stderr.splitlines()]
     assert "fntrace diff: __main__.slow" in failed
