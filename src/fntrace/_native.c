@@ -6,6 +6,7 @@
 #include "native/native.h"
 #include "native/task.c.h"
 #include "native/dispatch.c.h"
+#include "native/c_calls.c.h"
 #include "native/profile.c.h"
 #include "native/ring_buffer.c.h"
 #include "native/function.c.h"
@@ -37,6 +38,9 @@ native_init(PyObject *self, PyObject *ns)
     g_sites_dict_for_cache = g_sites;
     g_by_code_dict_for_cache = g_by_code;
     g_no_site_dict_for_cache = g_no_site;
+    GET("c_calls", g_c_calls);
+    g_c_calls_dict_for_cache = g_c_calls;
+    GET("c_sym", g_c_sym);
     GET("ROOT", g_root);
     GET("G", g_G);
     GET("contain", g_contain);
@@ -68,6 +72,7 @@ native_init(PyObject *self, PyObject *ns)
     OFF(G_type, "ret_handler", off_G_ret_handler);
     OFF(G_type, "resume_handler", off_G_resume_handler);
     OFF(G_type, "trap", off_G_trap);
+    OFF(G_type, "c_calls", off_G_c_calls);
     OFF(regs_type, "frame", off_regs_frame);
     OFF(regs_type, "rec", off_regs_rec);
     OFF(regs_type, "regs", off_regs_regs);
@@ -113,6 +118,9 @@ static PyMethodDef native_methods[] = {
     {"on_py_unwind", (PyCFunction)(void (*)(void))on_py_unwind, METH_FASTCALL, NULL},
     {"on_py_resume", (PyCFunction)(void (*)(void))on_py_resume, METH_FASTCALL, NULL},
     {"on_py_throw", (PyCFunction)(void (*)(void))on_py_throw, METH_FASTCALL, NULL},
+    {"on_call", (PyCFunction)(void (*)(void))on_call, METH_FASTCALL, NULL},
+    {"on_c_return", (PyCFunction)(void (*)(void))on_c_return, METH_FASTCALL, NULL},
+    {"on_c_raise", (PyCFunction)(void (*)(void))on_c_raise, METH_FASTCALL, NULL},
     {"function_trace_call", (PyCFunction)(void (*)(void))function_trace_call, METH_FASTCALL, NULL},
     {"forget_cpu_buffer", forget_cpu_buffer, METH_NOARGS, NULL},
     {"busy_threads", busy_threads, METH_NOARGS, NULL},

@@ -80,7 +80,30 @@ class MonitoringBackend:
         ev = E.PY_START
         if rec.flags & _RET:
             ev |= E.PY_RETURN | E.PY_YIELD | E.PY_RESUME
+        if dispatch.G.c_calls:
+            # the C functions it calls (C_RETURN and C_RAISE come with CALL: they
+            # cannot be set on their own)
+            ev |= E.CALL
         return ev
+
+    # -- C calls (--c-calls: dispatch.on_call) ------------------------------------------
+    def _register_c_calls(self) -> None:
+        mon = sys.monitoring
+        E = mon.events
+        reg = dispatch.as_registered
+        mon.register_callback(TOOL_ID, E.CALL, reg(dispatch.on_call))
+        mon.register_callback(TOOL_ID, E.C_RETURN, reg(dispatch.on_c_return))
+        mon.register_callback(TOOL_ID, E.C_RAISE, reg(dispatch.on_c_raise))
+        self._c_registered = True
+
+    def set_c_calls(self, on: bool) -> None:
+        """CALL on every patched site from now on (or off): their C calls are seen."""
+        if not self.active:
+            return
+        if on and not getattr(self, "_c_registered", False):
+            self._register_c_calls()
+        for rec, code in list(self._patched.values()):
+            sys.monitoring.set_local_events(TOOL_ID, code, self._events(rec) | _lines.line_events(code))
 
     def start(self, call_ops: bool = True) -> None:
         if self.active:
@@ -97,6 +120,8 @@ class MonitoringBackend:
         mon.register_callback(TOOL_ID, E.PY_RETURN, on_return)
         mon.register_callback(TOOL_ID, E.PY_YIELD, on_return)
         mon.register_callback(TOOL_ID, E.PY_RESUME, reg(dispatch.on_py_resume))
+        if dispatch.G.c_calls:
+            self._register_c_calls()
         self.active = True
         if self._want_unwind:
             self.set_unwind(True)
@@ -171,6 +196,7 @@ class MonitoringBackend:
                 mon.register_callback(TOOL_ID, ev, extra_callbacks[ev])
         _lines.release_tool("backend")
         self._unwind = False
+        self._c_registered = False
         self.active = False
 
     def kill(self) -> None:
@@ -201,6 +227,8 @@ class MonitoringBackend:
     # -- the arch ops of the update path ------------------------------------------------
     def make_call(self, rec: DynFtrace) -> None:
         code = rec.site_code
+        if code is None:
+            return      # a C function (--c-calls): its callers' CALL events reach it
         dispatch.sites[id(code)] = rec
         self._patched[rec.ip] = (rec, code)
         sys.monitoring.set_local_events(TOOL_ID, code, self._events(rec) | _lines.line_events(code))
@@ -215,6 +243,8 @@ class MonitoringBackend:
     def modify_call(self, rec: DynFtrace) -> None:
         # The slot (rec.func / rec.ops) was already rewritten; the event set, or the code
         # patched (a stub came or went), may change.
+        if rec.site_code is None:
+            return      # a C function: nothing patched
         old = self._patched.get(rec.ip)
         if old is not None and old[1] is not rec.site_code:
             self._unpatch(old[1])
@@ -234,7 +264,7 @@ class MonitoringBackend:
         old = self._patched.pop(rec.ip, None)
         if old is not None:
             self._unpatch(old[1])
-        else:
+        elif rec.site_code is not None:
             self._unpatch(rec.site_code)
 
 

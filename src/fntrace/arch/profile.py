@@ -267,7 +267,13 @@ class ProfileBackend:
             p = self._patched = {}
         return p
 
+    def set_c_calls(self, on: bool) -> None:
+        """The hook sees every C call anyway (c_call, c_return, c_exception): it acts on
+        them while dispatch.G.c_calls is set."""
+
     def make_call(self, rec: DynFtrace) -> None:
+        if rec.site_code is None:
+            return      # a C function (--c-calls): the hook's c_call finds it
         patched = self.__init_patched()
         old = patched.get(rec.ip)
         if old is not None and old is not rec.site_code:
@@ -291,6 +297,8 @@ class ProfileBackend:
         self.make_call(rec)
 
     def make_nop(self, rec: DynFtrace) -> None:
+        if rec.site_code is None:
+            return
         code = self.__init_patched().pop(rec.ip, rec.site_code)
         dispatch.forget(dispatch.sites, id(code))
 

@@ -73,6 +73,11 @@ def add_record_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--thread", action="append", default=[], metavar="NAME",
                    help="trace only threads whose name matches the glob NAME when they "
                         "start (set_ftrace_comm and set_event_comm; repeatable)")
+    p.add_argument("--c-calls", action="store_true",
+                   help="also trace the C functions the traced functions call (builtins, "
+                        "methods of C types, C-accelerated modules: builtins.len, "
+                        "time.sleep), named and filtered like Python functions "
+                        "(trace option func-c-calls)")
     e = p.add_argument_group("events")
     p.set_defaults(events=None)
     e.add_argument("-e", "--event", action=_EventAction, dest="event", metavar="EVENT",

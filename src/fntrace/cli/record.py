@@ -61,7 +61,8 @@ class RecordOptions:
                  thresh_us: int | str | None = 0, args: bool = False, retval: bool = False,
                  events: list | None = None, patches: list | None = None,
                  object_repr: bool = False, tids: list | None = None,
-                 threads: list[str] | None = None, cpu_time: bool = False) -> None:
+                 threads: list[str] | None = None, cpu_time: bool = False,
+                 c_calls: bool = False) -> None:
         self.tracer = tracer
         self.filters = list(filters or ())
         self.notrace = list(notrace or ())
@@ -79,6 +80,7 @@ class RecordOptions:
         self.tids = list(tids or ())            # --tid: set_ftrace_pid, set_event_pid
         self.threads = list(threads or ())      # --thread: set_ftrace_comm, set_event_comm
         self.cpu_time = cpu_time                # --cpu-time: options/sleep-time 0
+        self.c_calls = c_calls                  # --c-calls: options/func-c-calls
 
     def __repr__(self) -> str:
         return f"RecordOptions({vars(self)!r})"
@@ -133,6 +135,8 @@ def _setting_writes(opts: RecordOptions) -> list:
         options["funcgraph-retval"] = True
     if opts.cpu_time:
         options["sleep-time"] = False
+    if opts.c_calls:
+        options["func-c-calls"] = True
     # the process's one switch, set either way as the recording always did
     options["object-repr"] = bool(opts.object_repr)
     return control.setting_writes(buffer_kb=opts.buffer_kb, max_depth=opts.max_depth,
@@ -763,7 +767,8 @@ def record_from_args(args, output: str, at_exit: bool, on_finished=None, make_wr
                          args=args.args, retval=args.retval, events=args.events or [],
                          patches=args.patch, object_repr=args.object_repr,
                          tids=args.tid, threads=args.thread,
-                         cpu_time=getattr(args, "cpu_time", False))
+                         cpu_time=getattr(args, "cpu_time", False),
+                         c_calls=getattr(args, "c_calls", False))
     opts.compress = getattr(args, "compress", False)
     opts.mode = getattr(args, "mode", None) or opts.mode
     opts.serve = getattr(args, "serve", False)

@@ -35,7 +35,8 @@ from .regs import FtraceRegs
 __all__ = [
     "sites", "on_py_start", "on_py_start_global", "profile_hook",
     "ftrace_ops_list_func", "ftrace_stub", "DISPATCH_CODES", "callback_errors", "contain",
-    "as_registered", "from_signal_handler",
+    "as_registered", "from_signal_handler", "on_call", "on_c_return", "on_c_raise",
+    "c_calls",
 ]
 
 # id(code) -> record, for patched sites only.
@@ -55,7 +56,7 @@ OPS_FL_STUB = 1 << 5
 # function_trace_op).  Written by core/ops.update_ftrace_function().
 class _Global:
     __slots__ = ("trace_function", "trace_op", "ops_list", "ret_handler", "resume_handler",
-                 "trap")
+                 "trap", "c_calls")
 
     def __init__(self) -> None:
         self.trace_function = None
@@ -64,6 +65,7 @@ class _Global:
         self.ret_handler = None            # fgraph's return path, when a graph user is on
         self.resume_handler = None         # fgraph's generator-resume path
         self.trap = None                   # trap(code, globals) -> is a site now (arch)
+        self.c_calls = False               # C calls of patched sites are traced (--c-calls)
 
 
 G = _Global()
@@ -327,6 +329,112 @@ def on_py_unwind(code, offset, exc):
     return None
 
 
+# -- C calls (--c-calls) ----------------------------------------------------------------
+#
+#   traced Python function (a patched site, CALL on)      C function (no code object)
+#   ──CALL(code, offset, callable, arg0)──> on_call ──> rec = c_calls[key] ──> rec.func(...)
+#   ──C_RETURN / C_RAISE ─────────────────> on_c_return ──> G.ret_handler (fgraph)
+#
+# A C function's record is made at its first call from a traced function (records.c_sym)
+# and then is a function like any other: the ops' filters decide whether it is traced,
+# and its site is "patched" when rec.func is set.  Its call has no frame: the callable
+# object stands for one in FtraceRegs.frame, the identity the shadow stack matches its
+# return by (the same object at C_RETURN; nested calls of it return innermost first).
+#
+# c_calls: key -> record.  The key is the PyMethodDef in the native twin (one for a
+# method however it is reached); here, the callable itself where it lives as long as
+# what defines it (a module's function, a type's method descriptor), else its name.
+c_calls: dict = {}
+_c_sym = record_table.c_sym
+_BUILTIN = type(len)
+_METHOD_DESCR = type(str.join)
+_ModuleType = type(sys)
+
+
+def _c_rec(func):
+    t = type(func)
+    if t is _METHOD_DESCR or (t is _BUILTIN and (func.__self__ is None
+                                                  or type(func.__self__) is _ModuleType)):
+        rec = c_calls.get(func)
+        if rec is None:
+            rec = _c_sym(func)
+            if rec is None:
+                return None
+            c_calls[func] = rec
+        return rec
+    if not isinstance(func, _BUILTIN):
+        return None
+    return _c_sym(func)          # a bound method: named each time (a new object each time)
+
+
+def on_call(code, offset, func, arg0):
+    """sys.monitoring CALL in a patched site's code (--c-calls): a C function called
+    from a traced function is traced as its leaf."""
+    if not G.c_calls:
+        return None
+    t = type(func)
+    if t is not _BUILTIN and t is not _METHOD_DESCR and not isinstance(func, _BUILTIN):
+        return None                  # Python functions report themselves (PY_START)
+    caller = _sites_get(id(code))
+    if caller is None:
+        return None
+    rec = _c_rec(func)
+    if rec is None or rec.func is None:
+        return None
+    op, fn = rec.ops, rec.func
+    try:
+        fn(rec, caller, op, FtraceRegs(func, rec, False))
+    except (Exception, SystemExit) as exc:
+        if contain(op, exc):
+            raise
+    return None
+
+
+def _c_return(func, unwind: bool) -> None:
+    h = G.ret_handler
+    if h is None:
+        return
+    t = type(func)
+    if t is not _BUILTIN and t is not _METHOD_DESCR and not isinstance(func, _BUILTIN):
+        return
+    rec = _c_rec(func)
+    if rec is None or rec.func is None:
+        return
+    try:
+        h(rec, func, None, unwind)
+    except (Exception, SystemExit) as exc:
+        if contain(h, exc):
+            raise
+
+
+def on_c_return(code, offset, func, arg0):
+    """sys.monitoring C_RETURN (where CALL is on): the C call's return (its value is
+    not reported)."""
+    _c_return(func, False)
+
+
+def on_c_raise(code, offset, func, arg0):
+    """sys.monitoring C_RAISE: the C call ended by an exception (not reported either)."""
+    _c_return(func, True)
+
+
+def _profile_c_call(frame, func) -> None:
+    """setprofile 'c_call' (3.11): the profile hook is handed a bound method for a
+    method descriptor, as cProfile is."""
+    caller = _sites_get(id(frame.f_code))
+    if caller is None:
+        return
+    rec = _c_rec(func)
+    if rec is None or rec.func is None:
+        return
+    op, fn = rec.ops, rec.func
+    try:
+        fn(rec, caller, op, FtraceRegs(func, rec, False))
+    except (Exception, SystemExit) as exc:
+        if contain(op, exc):
+            raise
+
+
 _ret_offs: dict = {}
 
 
@@ -495,6 +603,12 @@ def _make_profile_hook(call_ops: bool):
             rec = _sites_get(id(frame.f_code))
             if rec is not None:
                 _profile_return(rec, frame, arg)
+        elif g.c_calls:
+            if event == "c_call":
+                _profile_c_call(frame, arg)
+            elif event == "c_return" or event == "c_exception":
+                if _sites_get(id(frame.f_code)) is not None:
+                    _c_return(arg, event == "c_exception")
     return profile_hook
 
 
@@ -517,7 +631,8 @@ def chained(hook):
 DISPATCH_CODES = {f.__code__ for f in (on_py_start, on_py_start_global, _miss, on_py_return,
                                         on_py_unwind, on_py_resume, on_py_throw, profile_hook,
                                         ftrace_ops_list_func, _profile_resume, _profile_return,
-                                        _profile_miss)}
+                                        _profile_miss, on_call, on_c_return, on_c_raise,
+                                        _c_return, _c_rec, _profile_c_call)}
 
 
 # -- the native twin -------------------------------------------------------------------
@@ -545,11 +660,11 @@ def attach_native(ops_type: type) -> None:
         "NO_RETVAL": _NO_RETVAL, "FtraceRegs": FtraceRegs, "DynFtrace": DynFtrace,
         "Global": _Global, "Ops": ops_type,
         "REGS_EN": _REGS_EN, "RET_EN": _RET_EN, "DISABLE": _DISABLE,
-        "callback_errors": callback_errors,
+        "callback_errors": callback_errors, "c_calls": c_calls, "c_sym": _c_sym,
     })
     g = globals()
     for name in ("on_py_start", "on_py_start_global", "on_py_return", "on_py_unwind",
-                 "on_py_resume", "on_py_throw"):
+                 "on_py_resume", "on_py_throw", "on_call", "on_c_return", "on_c_raise"):
         g[name] = getattr(_native, name)
     hook, hook_global = _native.ProfileHook(), _native.ProfileHook()
     hook.call_ops, hook_global.call_ops = 1, 0

@@ -41,7 +41,8 @@ __all__ = [
     "ftrace_free_filter", "ftrace_ops_test", "ftrace_lock", "ftrace_config", "ftrace_enabled",
     "set_ftrace_enabled", "enabled_functions", "touched_functions", "ftrace_ops_list",
     "backend", "synchronize", "sync_discovery", "FTRACE_OPS_CMD",
-    "ftrace_ops_set_global_filter", "ftrace_ops_clear_global_filter",
+    "ftrace_ops_set_global_filter", "ftrace_ops_clear_global_filter", "set_c_calls",
+    "c_calls_on",
 ]
 
 
@@ -849,6 +850,39 @@ def _install_module_listener() -> None:
 
 
 record_table.listeners.append(_on_module_load)
+
+
+# ---------------------------------------------------------------------------------
+# C calls (options/func-c-calls, record --c-calls)
+# ---------------------------------------------------------------------------------
+
+# Who wants C calls traced (an instance's option, the API): one switch for the process,
+# as the sites it changes are shared; on while anyone wants it.
+_c_calls_users: set = set()
+
+
+def set_c_calls(key: object, on: bool) -> None:
+    """Calls of C functions made by traced Python functions are traced too (``key`` says
+    who asks; C calls stay on while some key wants them).  Their records are made at
+    their first call and filtered as any function (core/records.c_sym)."""
+    with ftrace_lock:
+        if on:
+            _c_calls_users.add(key)
+        else:
+            _c_calls_users.discard(key)
+        want = bool(_c_calls_users)
+        if want == dispatch.G.c_calls:
+            return
+        dispatch.G.c_calls = want
+        if not want:
+            dispatch.forget(dispatch.c_calls)
+        set_c = getattr(backend, "set_c_calls", None)
+        if set_c is not None:
+            set_c(want)
+
+
+def c_calls_on() -> bool:
+    return dispatch.G.c_calls
 
 
 # ---------------------------------------------------------------------------------

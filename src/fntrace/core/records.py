@@ -24,6 +24,7 @@ from .._env import fork_safe, forked_check
 
 __all__ = [
     "FTRACE_FL", "FTRACE_REF_MAX", "DynFtrace", "RecordTable", "record_table", "ROOT",
+    "C_FUNCTION_TYPES", "c_function_name",
 ]
 
 
@@ -171,6 +172,68 @@ _LEAF_TYPES = frozenset({
 })
 
 
+# -- C functions (record/live --c-calls) -------------------------------------------------
+# A C function has no code object to patch: its record is made the first time a traced
+# Python function calls it, named where it is defined, as a Python function is
+# (builtins.len, time.sleep, _socket.socket.recv, xml.etree.ElementTree.XMLParser.feed),
+# and handed to the module-load listeners like a new module's functions, so that the
+# filters, pending patterns and the ops' hashes treat it as any function.
+#
+# What counts as a C function is what cProfile counts: builtin functions and methods
+# (PyCFunction, PyCMethod) and method descriptors.  Types (a constructor may run
+# Python code: not a leaf) and slot wrappers are not.
+_BUILTIN = BuiltinFunctionType                  # also PyCMethod's builtin_method
+_METHOD_DESCR = type(str.join)
+_CLASSMETHOD_DESCR = type(dict.__dict__["fromkeys"])
+C_FUNCTION_TYPES = (_BUILTIN, _METHOD_DESCR)
+C_FILENAME = "<built-in>"
+# Attributes read through type's own descriptors and the C types' getters only: the
+# program's metaclass or class cannot run code here (a callback runs this).
+_type_module = type.__dict__["__module__"].__get__
+_type_qualname = type.__dict__["__qualname__"].__get__
+_type_mro = type.__dict__["__mro__"].__get__
+_type_dict = type.__dict__["__dict__"].__get__
+_b_self = _BUILTIN.__dict__["__self__"].__get__
+_b_name = _BUILTIN.__dict__["__name__"].__get__
+_b_module = _BUILTIN.__dict__["__module__"].__get__
+_d_objclass = _METHOD_DESCR.__dict__["__objclass__"].__get__
+_d_name = _METHOD_DESCR.__dict__["__name__"].__get__
+
+
+def _defining_class(owner: type, name: str) -> type:
+    """The class of ``owner``'s MRO whose namespace holds the C method ``name`` (a
+    bound builtin method knows its object, not the class that defines it)."""
+    for k in _type_mro(owner):
+        v = _type_dict(k).get(name)
+        if v is not None:
+            t = type(v)
+            if t is _METHOD_DESCR or t is _CLASSMETHOD_DESCR or t is staticmethod or t is _BUILTIN:
+                return k
+            break
+    return owner
+
+
+def c_function_name(func: object) -> tuple[str, str] | None:
+    """(module, qualname) of a C function, or None for anything else."""
+    t = type(func)
+    if t is _METHOD_DESCR:
+        owner = _d_objclass(func)
+        name = _d_name(func)
+    elif isinstance(func, _BUILTIN):
+        name = _b_name(func)
+        obj = _b_self(func)
+        if obj is None or isinstance(obj, ModuleType):
+            mod = _b_module(func)
+            if type(mod) is not str:
+                mod = obj.__dict__.get("__name__") if obj is not None else None
+            return (mod if type(mod) is str else "builtins"), name
+        owner = _defining_class(obj if isinstance(obj, type) else type(obj), name)
+    else:
+        return None
+    mod = _type_module(owner)
+    return (mod if type(mod) is str else "builtins"), f"{_type_qualname(owner)}.{name}"
+
+
 class RecordTable:
     """All records, the ip -> record map and the module-load notifier.
 
@@ -201,6 +264,8 @@ class RecordTable:
         # or None for every module.
         self.scopes: dict[object, Callable[[str], bool] | None] = {}
         self._scope_cache: dict[str, bool] = {}
+        # C functions met (--c-calls): "module.qualname" -> record
+        self.by_c_name: dict[str, DynFtrace] = {}
 
     def _module_name(self, module: str) -> tuple[str, str]:
         """(the name records of ``module`` get, their alias)."""
@@ -261,6 +326,34 @@ class RecordTable:
                 self.by_code[id(code)] = rec
                 self.by_ip[rec.ip] = rec
             return rec
+
+    def c_sym(self, func: object) -> DynFtrace | None:
+        """The record of a C function (see C_FUNCTION_TYPES), made and listed on first
+        sight, or None for what is not one.  Not fntrace's own: its C functions are
+        named _native/_launch, whose callers are never traced anyway."""
+        named = c_function_name(func)
+        if named is None:
+            return None
+        module, qualname = named
+        full = f"{module}.{qualname}"
+        rec = self.by_c_name.get(full)
+        if rec is not None:
+            return rec
+        with self.lock:
+            rec = self.by_c_name.get(full)
+            if rec is not None:
+                return rec
+            traceable = not _own_module(module)
+            rec = DynFtrace(self._next_ip, None, module, qualname, C_FILENAME, 0,
+                            index=len(self.records) + 1 if traceable else 0)
+            self._next_ip += 1
+            self.by_ip[rec.ip] = rec
+            self.by_c_name[full] = rec
+            if traceable:
+                self.records.append(rec)
+        if traceable:
+            self._notify(module, [rec])
+        return rec
 
     def lookup(self, obj: object) -> DynFtrace | None:
         """The traceable record for a function, method, code object or record."""

@@ -65,7 +65,9 @@ class FtraceRegs:
     """The arguments and return value of one traced call.
 
     Slots: ``frame`` the traced function's frame, ``rec`` its record, ``regs`` whether the
-    site saves the full frame, ``retval`` the return value (exit callbacks only).
+    site saves the full frame, ``retval`` the return value (exit callbacks only).  A C
+    function's call (--c-calls) has no frame: ``frame`` is the callable, and the call
+    shows no parameters (CPython hands a profiler none of a C call's arguments).
     """
     __slots__ = ("frame", "rec", "regs", "retval")
 
@@ -78,7 +80,8 @@ class FtraceRegs:
     # -- arguments ------------------------------------------------------------------
     @property
     def param_names(self) -> tuple[str, ...]:
-        return _param_names(self.frame.f_code)
+        frame = self.frame
+        return _param_names(frame.f_code) if type(frame) is FrameType else ()
 
     def get_argument(self, n: int) -> Any:
         """The n-th parameter's value (0-based, like ftrace_regs_get_argument).
@@ -86,14 +89,14 @@ class FtraceRegs:
         Parameters are those of the signature, in order: positional, keyword-only, then
         *args and **kwargs.  On a return callback this is the parameter's current value.
         """
-        names = _param_names(self.frame.f_code)
+        names = self.param_names
         if not 0 <= n < len(names):
             raise IndexError(f"{self.rec.name if self.rec else '?'} has no argument {n}")
         return _frame_var(self.frame, names[n])
 
     def arg(self, name: str) -> Any:
         """A parameter by name."""
-        if name not in _param_names(self.frame.f_code):
+        if name not in self.param_names:
             raise KeyError(name)
         try:
             return _frame_var(self.frame, name)
@@ -106,7 +109,7 @@ class FtraceRegs:
         without the frame's f_locals snapshot where the native twin can (fetch.py)."""
         frame = self.frame
         out = []
-        for n in _param_names(frame.f_code):
+        for n in self.param_names:
             try:
                 out.append((n, _frame_var(frame, n)))
             except (NameError, KeyError):
@@ -124,6 +127,8 @@ class FtraceRegs:
 
     @property
     def caller_frame_code(self):
+        if type(self.frame) is not FrameType:
+            return None
         back = self.frame.f_back
         return back.f_code if back is not None else None
 

@@ -125,7 +125,10 @@ lane_write_args(thread_rec *t, PyObject *tr, fkey k, unsigned long ip,
         Py_DECREF(tr);
         return -1;
     }
-    if (buf != NULL) {
+    if (buf != NULL && k.code != NULL && !PyCode_Check(k.code))
+        /* a C call (--c-calls): no arguments are handed to a profiler */
+        payload = PyUnicode_FromStringAndSize(NULL, 0);
+    else if (buf != NULL) {
         /* the interpreter frame under sys.monitoring, else a frame object */
         if (k.ref == NULL && k.code != NULL)
             payload = args_payload_iframe(k.key, k.code);

@@ -182,6 +182,8 @@ slot_ll(PyObject *obj, Py_ssize_t off)
 static PyObject *g_sites;          /* dispatch.sites: id(code) -> record */
 static PyObject *g_no_site;        /* dispatch.no_site: id(code) -> code the trap turned away */
 static PyObject *g_by_code;        /* record_table.by_code */
+static PyObject *g_c_calls;        /* dispatch.c_calls: address of a PyMethodDef -> record */
+static PyObject *g_c_sym;          /* record_table.c_sym(callable): a C function's record */
 static PyObject *g_root;           /* records.ROOT */
 static PyObject *g_G;              /* dispatch.G */
 static PyTypeObject *g_regs_type;  /* core.regs.FtraceRegs */
@@ -197,7 +199,7 @@ static long long g_REGS_EN, g_RET_EN;
 /* slot offsets */
 static Py_ssize_t off_rec_func, off_rec_ops, off_rec_flags, off_rec_ip, off_rec_gen_start;
 static Py_ssize_t off_G_trace_function, off_G_trace_op, off_G_ret_handler, off_G_resume_handler,
-                  off_G_trap;
+                  off_G_trap, off_G_c_calls;
 static PyObject *g_disable;         /* sys.monitoring.DISABLE */
 static Py_ssize_t off_regs_frame, off_regs_rec, off_regs_regs, off_regs_retval;
 static Py_ssize_t off_ops_private;
@@ -230,8 +232,9 @@ slot_offset(PyObject *type, const char *name)
 #define PCACHE_SIZE 4096            /* power of two */
 typedef struct { void *key; PyObject *value; } pcache_entry;
 typedef struct { pcache_entry e[PCACHE_SIZE]; } pcache;
-static pcache cache_sites, cache_by_code, cache_no_site;
-static PyObject *g_sites_dict_for_cache, *g_by_code_dict_for_cache, *g_no_site_dict_for_cache;
+static pcache cache_sites, cache_by_code, cache_no_site, cache_c_calls;
+static PyObject *g_sites_dict_for_cache, *g_by_code_dict_for_cache, *g_no_site_dict_for_cache,
+                *g_c_calls_dict_for_cache;
 
 static inline size_t
 phash(void *p)
@@ -258,7 +261,8 @@ lookup_id(PyObject *dict, void *ptr)
     /* dict keyed by id(obj): borrowed result, NULL if absent (no error set). */
     pcache *c = dict == g_sites_dict_for_cache ? &cache_sites
               : dict == g_by_code_dict_for_cache ? &cache_by_code
-              : dict == g_no_site_dict_for_cache ? &cache_no_site : NULL;
+              : dict == g_no_site_dict_for_cache ? &cache_no_site
+              : dict == g_c_calls_dict_for_cache ? &cache_c_calls : NULL;
     if (c == NULL)
         return lookup_id_slow(dict, ptr);
     size_t h = phash(ptr);
@@ -285,8 +289,8 @@ cache_forget(PyObject *self, PyObject *arg)
     void *ptr = PyLong_AsVoidPtr(arg);
     if (ptr == NULL && PyErr_Occurred())
         return NULL;
-    pcache *caches[3] = {&cache_sites, &cache_by_code, &cache_no_site};
-    for (int c = 0; c < 3; c++) {
+    pcache *caches[4] = {&cache_sites, &cache_by_code, &cache_no_site, &cache_c_calls};
+    for (int c = 0; c < 4; c++) {
         size_t h = phash(ptr);
         for (int probe = 0; probe < 4; probe++) {
             pcache_entry *e = &caches[c]->e[(h + probe) & (PCACHE_SIZE - 1)];
@@ -305,6 +309,7 @@ cache_clear(PyObject *self, PyObject *unused)
     memset(&cache_sites, 0, sizeof(cache_sites));
     memset(&cache_by_code, 0, sizeof(cache_by_code));
     memset(&cache_no_site, 0, sizeof(cache_no_site));
+    memset(&cache_c_calls, 0, sizeof(cache_c_calls));
     Py_RETURN_NONE;
 }
 

@@ -93,8 +93,12 @@ c_profile(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 static int
 c_profile_fntrace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 {
-    if (what != PyTrace_CALL && what != PyTrace_RETURN)
+    if (what != PyTrace_CALL && what != PyTrace_RETURN) {
+        if ((what == PyTrace_C_CALL || what == PyTrace_C_RETURN || what == PyTrace_C_EXCEPTION)
+                && c_calls_on())
+            return profile_c_event(frame, what, arg);
         return 0;
+    }
     PyCodeObject *code = PyFrame_GetCode(frame);
     PyObject *rec = lookup_id(g_sites, code);
     if (rec == NULL && !PyErr_Occurred() && what == PyTrace_CALL

@@ -9,7 +9,7 @@ from ..errors import FntraceError
 __all__ = ["OPTIONS", "GRAPH_OPTIONS", "parse_trace_options"]
 
 OPTIONS = ("print-parent", "irq-info", "overwrite", "markers", "function-trace",
-           "object-repr", "function-fork", "event-fork", "sleep-time")
+           "object-repr", "function-fork", "event-fork", "sleep-time", "func-c-calls")
 # function_graph's options (trace_functions_graph.c trace_opts) and their defaults.
 GRAPH_OPTIONS = {"funcgraph-overrun": False, "funcgraph-cpu": True,
                  "funcgraph-overhead": True, "funcgraph-proc": False,

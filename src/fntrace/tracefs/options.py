@@ -11,7 +11,7 @@ the function_graph tracer's and the profiler's.
 """
 from __future__ import annotations
 
-from ..core import fetch, task
+from ..core import fetch, ops, task
 from ..errors import FntraceError
 from ..output.trace_options import GRAPH_OPTIONS, OPTIONS, parse_trace_options
 from .values import parse_bool
@@ -64,6 +64,10 @@ def set_option(tr, name: str, on: bool) -> None:
         tr.graph_args = on
     elif name == "funcgraph-retval":
         tr.graph_retval = on
+    elif name == "func-c-calls":
+        # C functions are traced like Python ones: one switch for the process, as the
+        # sites it changes are (core/ops.set_c_calls), on while any instance wants it
+        ops.set_c_calls(("tracefs", id(tr)), on)
     elif name == "sleep-time":
         tr.sleep_time = on
         if tr.profiler is not None:
