@@ -688,6 +688,7 @@ def _set_regex(ops: Ops, buf: str | None, reset: bool, enable: bool, keep_unmatc
         if buf:
             # only the modules the words can reach are listed (module_scope)
             record_table.refresh(module_scope(buf))
+            _name_c_functions(buf)
         if enable:
             cur, mod_cache, pending = ops.filter_hash, ops.mod_cache, ops.pending
         else:
@@ -717,6 +718,15 @@ def _set_regex(ops: Ops, buf: str | None, reset: bool, enable: bool, keep_unmatc
             ops.notrace_pending[:] = new_pending
             _move_hash(ops, None, new)
         ops.flags |= OFL.INITIALIZED
+
+
+def _name_c_functions(buf: str) -> None:
+    """A C function a word names in full (``builtins.len``) gets its record now: C
+    functions are listed at their first call (--c-calls), and a filter may come first."""
+    for word in buf.split():
+        w = word[1:] if word[:1] == "!" else word
+        if "." in w and not any(c in w for c in "*?[\\:") and not w[:1].isdigit():
+            record_table.c_sym_named(w)
 
 
 def _check_owned_filter(ops: Ops, new: FtraceHash) -> None:

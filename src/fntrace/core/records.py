@@ -355,6 +355,36 @@ class RecordTable:
             self._notify(module, [rec])
         return rec
 
+    def c_sym_named(self, name: str) -> DynFtrace | None:
+        """The record of the C function a loaded module's namespace names ``name``
+        (``builtins.len``, ``builtins.dict.pop``), made now if it was not met yet, so
+        that a filter written before its first call can name it; None if the name is
+        not one (looked up in the namespaces' dicts only: no program code runs)."""
+        rec = self.by_c_name.get(name)
+        if rec is not None:
+            return rec
+        parts = name.split(".")
+        for i in range(len(parts) - 1, 0, -1):
+            mod = sys.modules.get(".".join(parts[:i]))
+            if mod is None:
+                continue
+            ns = getattr(mod, "__dict__", None)
+            obj = None
+            for attr in parts[i:]:
+                if type(ns) is not dict and not isinstance(obj, type):
+                    return None
+                obj = (ns if type(ns) is dict else _type_dict(obj)).get(attr)
+                if obj is None:
+                    return None
+                ns = None
+            if not isinstance(obj, C_FUNCTION_TYPES):
+                return None
+            named = c_function_name(obj)
+            if named is None or f"{named[0]}.{named[1]}" != name:
+                return None         # defined elsewhere (os.getpid is posix.getpid)
+            return self.c_sym(obj)
+        return None
+
     def lookup(self, obj: object) -> DynFtrace | None:
         """The traceable record for a function, method, code object or record."""
         if isinstance(obj, DynFtrace):
