@@ -12,6 +12,8 @@ work).  Every configuration runs the same script:
   fntrace graph     fntrace record -p function_graph -o FILE
   fntrace graph -A -R   the same with arguments and return values
   fntrace graph --cpu-time   function_graph keeping each call's CPU time too
+  fntrace graph --c-calls    function_graph with the C functions called (as cProfile,
+                    which always counts them)
   fntrace cold      fntrace record -p function -F _workload.never_called (nothing calls it)
   cProfile          python -m cProfile -o FILE
   viztracer         python -m viztracer --quiet -o FILE.json
@@ -24,7 +26,8 @@ then run 2 of each ...), and the size of what it wrote.
 
   per call      (Ir(config) - Ir(untraced)) / calls   whole process: set-up, the run,
                                                       the write-out, tear-down
-  calls         Python calls and generator resumptions in the workload (setprofile)
+  calls         Python calls and generator resumptions in the workload (setprofile);
+                the C calls (setprofile's c_call) are counted beside them
 
 A peer that is not installed in the measured interpreter's environment is skipped with
 a note (peers are not fntrace dependencies: pip install viztracer yappi pyftrace into a
@@ -84,14 +87,18 @@ def _child(mode, n, extra):
     elif mode == "count":
         counts = [0]
 
+        c_calls = [0]
+
         def prof(frame, event, arg):
             if event == "call":
                 counts[0] += 1
+            elif event == "c_call":
+                c_calls[0] += 1
 
         sys.setprofile(prof)
         run(n)
         sys.setprofile(None)
-        print(counts[0] - 1)           # run() itself
+        print(c_calls[0] - 1, counts[0] - 1)   # (setprofile(None), run() itself)
     elif mode == "yappi":
         import yappi
         yappi.start()
@@ -104,7 +111,8 @@ def _child(mode, n, extra):
 
 # -- the driver ------------------------------------------------------------------------
 
-CONFIGS = ("untraced", "function", "graph", "graph-args", "graph-cpu", "cold", "cprofile",
+CONFIGS = ("untraced", "function", "graph", "graph-args", "graph-cpu", "graph-c", "cold",
+           "cprofile",
            "viztracer", "pyftrace", "yappi")
 LABELS = {
     "untraced": "untraced",
@@ -112,6 +120,7 @@ LABELS = {
     "graph": "fntrace record -p function_graph",
     "graph-args": "fntrace record -p function_graph -A -R",
     "graph-cpu": "fntrace record -p function_graph --cpu-time",
+    "graph-c": "fntrace record -p function_graph --c-calls",
     "cold": "fntrace record -F never_called (cold filter)",
     "cprofile": "python -m cProfile -o FILE",
     "viztracer": "viztracer -o FILE.json",
@@ -136,6 +145,8 @@ def _cmd(py, config, n, out):
         return [*rec, "-p", "function_graph", "-A", "-R", *work], None
     if config == "graph-cpu":
         return [*rec, "-p", "function_graph", "--cpu-time", *work], None
+    if config == "graph-c":
+        return [*rec, "-p", "function_graph", "--c-calls", *work], None
     if config == "cold":
         return [*rec, "-p", "function", "-F", "_workload.never_called", *work], None
     if config == "cprofile":
@@ -193,9 +204,9 @@ def measure(py, n, configs, runs, callgrind=True, variant="native"):
         raise SystemExit(f"{py}: fntrace's native twin is not built for it (pip install "
                          "-e ., or python setup.py build_ext --inplace): refusing to "
                          "measure the pure hot path as native; --variant pure measures it")
-    calls = int(subprocess.run([py, os.path.abspath(__file__), "--child", "count", str(n)],
-                               env=env, stdout=subprocess.PIPE, text=True,
-                               check=True).stdout.split()[-1])
+    c_calls, calls = map(int, subprocess.run(
+        [py, os.path.abspath(__file__), "--child", "count", str(n)], env=env,
+        stdout=subprocess.PIPE, text=True, check=True).stdout.split()[-2:])
     todo = []
     for c in configs:
         if _available(py, c, env):
@@ -223,7 +234,7 @@ def measure(py, n, configs, runs, callgrind=True, variant="native"):
         res[c]["wall_median"] = statistics.median(res[c]["wall"])
         res[c]["rss_median"] = statistics.median(res[c]["rss"])
     return {"python": f"{info['version']} ({info['backend']}, {variant} hot path)",
-            "n": n, "calls": calls,
+            "n": n, "calls": calls, "c_calls": c_calls,
             "runs": runs, "results": res}
 
 
@@ -231,8 +242,8 @@ def table(m):
     res = m["results"]
     calls = m["calls"]
     u = res.get("untraced", {})
-    lines = [f"Python {m['python']}: workload x{m['n']}, {calls:,} Python calls; "
-             f"median of {m['runs']} interleaved runs",
+    lines = [f"Python {m['python']}: workload x{m['n']}, {calls:,} Python calls "
+             f"(and {m.get('c_calls', 0):,} C calls); median of {m['runs']} interleaved runs",
              "",
              "| configuration | instructions | vs untraced | per call (whole process) "
              "| vs cProfile | wall (median) | peak RSS | output |",

@@ -82,7 +82,7 @@ def _reset_top_tracefs() -> None:
         return
     for path, data in (("current_tracer", "nop"), ("set_ftrace_filter", ""),
                        ("set_ftrace_notrace", ""), ("tracing_on", "1"), ("buffer_size_kb", "1408"),
-                       ("trace_options", "print-parent noirq-info overwrite markers"),
+                       ("trace_options", "print-parent noirq-info overwrite markers nofunc-c-calls"),
                        ("trace", ""), ("error_log", ""), ("stack_tracer_enabled", "0"),
                        ("stack_trace_filter", ""), ("stack_max_size", "0"),
                        ("function_profile_enabled", "0")):

@@ -189,3 +189,39 @@ print("".join(l + "\\n" for l in s.lines(header=False)))
     # the first and last calls leaves, the middle one with its C calls
     assert lines == ["__main__.nap();", "__main__.nap() {", "time.sleep();",
                      "builtins.len();", "}", "__main__.nap();"], p.stdout
+
+
+def test_function_profiler_and_the_listings(tmp_path):
+    code = """\
+import time
+from fntrace.tracefs import Tracefs
+
+def nap():
+    time.sleep(0)
+    return len("abc")
+
+fs = Tracefs()
+fs.write("options/func-c-calls", "1")
+fs.write("set_ftrace_filter", "*nap builtins.len")
+fs.write("function_profile_enabled", "1")
+for _ in range(5):
+    nap()
+fs.write("function_profile_enabled", "0")
+print(fs.read("trace_stat/function0"))
+print("listed:", [l for l in fs.read("available_filter_functions").splitlines()
+                  if l in ("builtins.len", "time.sleep")])
+print("filter:", fs.read("set_ftrace_filter").split())
+"""
+    (tmp_path / "prof.py").write_text(code)
+    p = run_python("prof.py", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    rows = {}
+    for line in p.stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[1].isdigit():
+            rows[parts[0]] = int(parts[1])
+    assert rows == {"__main__.nap": 5, "builtins.len": 5}, p.stdout
+    # listed once met (time.sleep too, though no filter takes it), and in the filter
+    # file as any function
+    assert "listed: ['builtins.len', 'time.sleep']" in p.stdout
+    assert "filter: ['__main__.nap', 'builtins.len']" in p.stdout

@@ -980,6 +980,8 @@ def reset_for_tests() -> None:
         for op in list(ftrace_ops_list):
             unregister_ftrace_function(op)
         _state["enabled"] = True
+        for key in list(_c_calls_users):
+            set_c_calls(key, False)
 
 
 # The native twin of the hot path, if built (core/dispatch.py).
