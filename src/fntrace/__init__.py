@@ -48,6 +48,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("DynamicEvent", "FunctionHit", "GraphEntry", "GraphReturn", "Lost",
                      "Marker", "StackTrace"), ".output.trace_events"),
     **dict.fromkeys(("TraceSession", "trace", "traced"), ".session"),
+    **dict.fromkeys(("record_calls", "TracedCalls", "TracedCall", "Shown"), ".traced_calls"),
     "TraceArray": ".trace_array",
     "tracefs": ".tracefs",
 }

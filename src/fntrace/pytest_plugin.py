@@ -37,7 +37,8 @@ import pytest
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["pytest_addoption", "pytest_configure", "FntracePlugin", "trace_file_name"]
+__all__ = ["pytest_addoption", "pytest_configure", "FntracePlugin", "trace_file_name",
+           "fntrace_calls"]
 
 DEFAULT_DIR = ".fntrace"
 TRACERS = ("function_graph", "function")
@@ -91,6 +92,21 @@ def pytest_configure(config: pytest.Config) -> None:
                       config.getoption("fntrace_tracer"),
                       config.getoption("fntrace_on_fail")),
         "fntrace-tracing")
+
+
+@pytest.fixture
+def fntrace_calls():
+    """Trace the functions a test names while a block of it runs, and assert on the
+    calls (fntrace/traced_calls.py)::
+
+        def test_checkout_prices_once(fntrace_calls):
+            with fntrace_calls("shop.pricing.*", "shop.cart.Cart.add_item") as calls:
+                checkout(cart)
+            assert calls.count("shop.pricing.price_cart") == 1
+            assert calls.calls("shop.cart.Cart.add_item")[0].args["quantity"] == 2
+    """
+    from .traced_calls import record_calls     # the tracer loads for a test that asks
+    return record_calls
 
 
 def trace_file_name(nodeid: str) -> str:
