@@ -139,3 +139,14 @@ def test_record_calls_outside_pytest(tmp_path):
     assert repr(calls) == "<TracedCalls json.dumps: 1 calls>"
     with pytest.raises(fntrace.UsageError):
         fntrace.record_calls()
+
+
+def test_calls_a_full_buffer_could_not_hold_are_counted():
+    import fntrace
+    import json
+    with fntrace.record_calls("json.*", buffer_size_kb=4) as calls:
+        for i in range(2000):
+            json.dumps(i)
+    assert calls.lost > 0
+    assert 0 < calls.count("json.dumps") < 2000
+    assert f"{calls.lost} LOST" in repr(calls)
