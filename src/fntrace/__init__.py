@@ -49,6 +49,7 @@ _LAZY: dict[str, str] = {
                      "Marker", "StackTrace"), ".output.trace_events"),
     **dict.fromkeys(("TraceSession", "trace", "traced"), ".session"),
     **dict.fromkeys(("record_calls", "TracedCalls", "TracedCall", "Shown"), ".traced_calls"),
+    **dict.fromkeys(("flight_recorder", "FlightRecorder"), ".flight"),
     "TraceArray": ".trace_array",
     "tracefs": ".tracefs",
 }

@@ -57,6 +57,9 @@ class TraceSession:
     ``filter`` and the other pattern arguments take one string (the whole write) or a
     list of them (the first replaces, the others add, as ``>`` then ``>>``).
 
+    ``pending``: patterns that match no loaded function are kept for modules imported
+    later (as ``fntrace record -F``) instead of refused.
+
     ``output``: a trace file written when the session stops (``save``), which
     ``fntrace report``, ``fntrace export`` and ``fntrace.open_trace`` read.  It holds
     what the buffers hold then: in overwrite mode a thread that wrote more than
@@ -70,7 +73,7 @@ class TraceSession:
                  graph_notrace: str | Iterable[str] | None = None,
                  max_graph_depth: int | None = None, tracing_thresh: int | None = None,
                  options: Mapping[str, bool] | None = None,
-                 output: str | os.PathLike[str] | None = None):
+                 output: str | os.PathLike[str] | None = None, pending: bool = False):
         from .tracefs import control       # loaded by the first session, not by import
         self.tr = TraceArray(name="session")
         self.fs = Tracefs(self.tr, top=False)
@@ -81,9 +84,16 @@ class TraceSession:
         control.apply_writes(self.fs, control.setting_writes(
             buffer_kb=buffer_size_kb, max_depth=max_graph_depth, thresh_us=tracing_thresh,
             options=opts))
-        control.apply_writes(self.fs, control.filter_writes(
-            filters=_patterns(filter), notrace=_patterns(notrace),
-            graph_functions=_patterns(graph_function), graph_notrace=_patterns(graph_notrace)))
+        # pending: a pattern that matches nothing loaded yet is kept for the modules
+        # the program imports later (as record's -F), not refused
+        self.fs.keep_unmatched = bool(pending)
+        try:
+            control.apply_writes(self.fs, control.filter_writes(
+                filters=_patterns(filter), notrace=_patterns(notrace),
+                graph_functions=_patterns(graph_function),
+                graph_notrace=_patterns(graph_notrace)))
+        finally:
+            self.fs.keep_unmatched = False
         self.active = False
         self._stopped = False
         # where the file goes is fixed now: the program may change directory meanwhile
@@ -114,7 +124,7 @@ class TraceSession:
             if self.output is not None:
                 self.save(self.output)
 
-    def save(self, path: str | os.PathLike[str]) -> None:
+    def save(self, path: str | os.PathLike[str], extra: dict | None = None) -> None:
         """Write the trace the buffers hold to a trace file at ``path`` (the format
         ``fntrace record`` writes: tracefile/), replacing it whole: the file is
         made beside it and renamed into place, so a reader never sees half of one."""
@@ -130,6 +140,7 @@ class TraceSession:
             "start_wall": self._start_wall,
             "start_mono": self._start_mono,
             **self._settings,
+            **(extra or {}),
         }
         write_trace_file(self.tr, path, header)
 

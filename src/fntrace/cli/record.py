@@ -746,12 +746,71 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="trace file to write (default: fntrace.dat)")
     p.add_argument("--compress", action="store_true",
                    help="zstd-compress the trace file's blocks (pip install fntrace[compress])")
+    g = p.add_argument_group("flight recorder (nothing is written until a dump)")
+    g.add_argument("--flight-recorder", default=None, metavar="KB",
+                   help="trace into overwrite buffers of KB per thread and write only "
+                        "dumps: the last calls of every thread when --dump-on fires, "
+                        "in fntrace-PID-TIME-REASON.dat")
+    g.add_argument("--dump-on", action="append", default=[], metavar="WHEN",
+                   help="exception (uncaught, any thread; the default), exception:TYPE "
+                        "(any raise of it), 'SYS:EVENT [if FILTER]', signal:SIGUSR2, "
+                        "slow:FUNC>MS, exit:nonzero (repeatable)")
+    g.add_argument("--max-dumps", type=int, default=10, metavar="N",
+                   help="write at most N dumps (default 10; the others are counted)")
+    g.add_argument("--dump-dir", default=".", metavar="DIR",
+                   help="where the dumps go (default: the current directory)")
     add_mode_argument(p)
     add_target(p)
 
 
 def run(args, at_exit: bool) -> int:
+    if args.flight_recorder is not None:
+        return fly(args).status
     return record_from_args(args, args.output, at_exit).status
+
+
+def fly(args) -> Outcome:
+    """--flight-recorder: the program runs traced into overwrite buffers, and only the
+    dumps its triggers ask for are written (fntrace/flight.py)."""
+    from ..flight import FlightRecorder
+    try:
+        size = int(args.flight_recorder)
+    except ValueError:
+        raise UsageError(f"--flight-recorder {args.flight_recorder!r}: a size in KB "
+                         "(each thread's buffer)") from None
+    if size < 1:
+        raise UsageError(f"--flight-recorder {size}: at least 1 KB")
+    if args.max_dumps < 1:
+        raise UsageError(f"--max-dumps {args.max_dumps}: at least 1")
+    tracer = choose_tracer(args)
+    if tracer == "function" and args.tracer is None:
+        tracer = "function_graph"       # the durations and the nesting of the last calls
+    target = target_of(args)
+    fr = FlightRecorder(args.filter or None, args.notrace or None, size_kb=size,
+                        dump_on=args.dump_on or ["exception"], directory=args.dump_dir,
+                        max_dumps=args.max_dumps, tracer=tracer, args=args.args, cli=True)
+    if sys.path:
+        sys.path[0] = target.path0
+    record_table.main_pending = True
+
+    def start(mod, code):
+        record_table.main_alias = target.module if target.module != "__main__" else None
+        record_table.main_pending = False
+        record_table.scanned.add("__main__")
+        record_table.module_ids["__main__"] = id(mod)
+        scan_code_as(code, "__main__")
+        fr.start()
+        return code
+
+    outcome = Outcome(1)
+    try:
+        outcome = run_target(target, start)
+        finish_program()
+        if ("exit",) in fr.triggers and outcome.status != 0:
+            fr.dump(f"exit {outcome.status}")
+    finally:
+        fr.stop()
+    return outcome
 
 
 def record_from_args(args, output: str, at_exit: bool, on_finished=None, make_writer=None,

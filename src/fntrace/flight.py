@@ -1,0 +1,310 @@
+"""The flight recorder: tracing always on into overwrite buffers, nothing written until
+something goes wrong, then the last calls of every thread saved as a trace file.
+
+    import fntrace
+    fntrace.flight_recorder("myapp.*", size_kb=2048,
+                            dump_on=["exception", "signal:SIGUSR2", "slow:myapp.handle>200"])
+
+The kernel's way of debugging what cannot be reproduced (a ring buffer in overwrite mode
+and ``snapshot``), made one thing.  An instance of its own (a TraceSession) runs the
+function_graph tracer over the filter; each thread's buffer keeps its newest records in
+``size_kb`` (overwrite mode: the memory stays the same however long the program runs).
+A dump writes what the buffers hold then (trace_save.py, the format every reader reads),
+with the reason and, for an exception, its traceback as markers at the end of the
+thread's records, and says where on stderr, one line; the program goes on, or ends as
+it would have.
+
+When (``dump_on``; each is checked before anything starts, a bad one refused with its
+place):
+
+    exception          an uncaught exception in any thread, before the program's own
+                       hook prints it (sys.excepthook and threading.excepthook are
+                       chained: a hook the program sets afterwards replaces fntrace's)
+    exception:TYPE     any raise of TYPE (module.Class outside builtins), caught or not:
+                       the exceptions:raise event with a snapshot trigger
+    SYS:EVENT [if F]   any event of the instance, with an optional filter (the
+                       kernel's trigger grammar: the snapshot trigger dumps)
+    signal:NAME        the signal NAME (SIGUSR2): fntrace's handler dumps and calls the
+                       one it replaced unless that was the default (which would end the
+                       program) or ignore
+    slow:FUNC>MS       a call of FUNC that took longer than MS milliseconds
+    exit:nonzero       the program ends with a non-zero status (fntrace record only)
+
+``max_dumps`` (default 10) bounds the files a storm of triggers can write; the dumps not
+written are counted and said when the recorder stops.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal as _signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Iterable
+
+from .core.ops import ftrace_set_filter
+from .errors import UsageError
+from .fgraph import FgraphOps, register_ftrace_graph, unregister_ftrace_graph
+from .session import TraceSession
+
+__all__ = ["FlightRecorder", "flight_recorder", "parse_dump_on"]
+
+MAX_DUMPS = 10
+_SLOW = re.compile(r"slow:(?P<func>[^>\s]+)>(?P<ms>\d+(?:\.\d+)?)$")
+_EVENT = re.compile(r"(?P<sys>[A-Za-z_][\w]*):(?P<event>[A-Za-z_][\w]*)(?:\s+if\s+(?P<flt>.+))?$")
+
+
+def _refuse(spec: str, pos: int, why: str) -> UsageError:
+    return UsageError(f"--dump-on {why}\n  {spec}\n  {' ' * pos}^")
+
+
+def parse_dump_on(spec: str) -> tuple:
+    """One ``dump_on`` word as (kind, ...); UsageError with a caret when it is not one."""
+    s = spec.strip()
+    if s == "exception":
+        return ("exception",)
+    if s.startswith("exception:"):
+        t = s[len("exception:"):]
+        if not re.fullmatch(r"[A-Za-z_][\w.]*", t):
+            raise _refuse(spec, len("exception:"), "exception:TYPE needs an exception class name")
+        return ("event", "exceptions", "raise", f'type == "{t}"', s)
+    if s.startswith("signal:"):
+        name = s[len("signal:"):]
+        sig = getattr(_signal, name if name.startswith("SIG") else "SIG" + name, None)
+        if not isinstance(sig, _signal.Signals):
+            raise _refuse(spec, len("signal:"), f"no such signal {name!r}")
+        if sig in (_signal.SIGKILL, _signal.SIGSTOP):
+            raise _refuse(spec, len("signal:"), f"{sig.name} cannot be caught")
+        return ("signal", sig)
+    if s.startswith("slow:"):
+        m = _SLOW.match(s)
+        if m is None:
+            raise _refuse(spec, len("slow:"), "slow:FUNC>MS wants a function and milliseconds, "
+                                              "as slow:myapp.handle>200")
+        return ("slow", m.group("func"), float(m.group("ms")))
+    if s.startswith("exit:"):
+        if s != "exit:nonzero":
+            raise _refuse(spec, len("exit:"), "exit: takes nonzero")
+        return ("exit",)
+    m = _EVENT.match(s)
+    if m is not None:
+        return ("event", m.group("sys"), m.group("event"), m.group("flt"), s)
+    raise _refuse(spec, 0, "wants exception, exception:TYPE, SYS:EVENT [if FILTER], "
+                           "signal:NAME or slow:FUNC>MS")
+
+
+def _slug(reason: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", reason).strip("_")[:60] or "dump"
+
+
+class FlightRecorder:
+    """See the module docstring; ``start()``, ``dump(reason)``, ``stop()``."""
+
+    def __init__(self, filter: str | Iterable[str] | None = None,
+                 notrace: str | Iterable[str] | None = None, *, size_kb: int = 4096,
+                 dump_on: Iterable[str] = ("exception",), directory: str = ".",
+                 max_dumps: int = MAX_DUMPS, tracer: str = "function_graph",
+                 args: bool = False, cli: bool = False) -> None:
+        self.triggers = [parse_dump_on(w) for w in dump_on]
+        if ("exit",) in self.triggers and not cli:
+            raise UsageError("--dump-on exit:nonzero is fntrace record's (the program's "
+                             "exit status is known there)")
+        if not self.triggers:
+            raise UsageError("the flight recorder needs at least one --dump-on")
+        if max_dumps < 1:
+            raise UsageError(f"--max-dumps {max_dumps}: at least 1")
+        self.directory = os.path.abspath(directory)
+        self.max_dumps = max_dumps
+        self.dumps: list[str] = []
+        self.skipped = 0
+        self.failed = 0
+        self._lock = threading.Lock()
+        self._busy = threading.local()
+        options = {"funcgraph-args": bool(args)}
+        # (a service starts it before it imports its modules: the filter waits for them)
+        self.session = TraceSession(filter, notrace, tracer=tracer, buffer_size_kb=size_kb,
+                                    overwrite=True, options=options, pending=True)
+        self.fs = self.session.fs
+        self._undo: list = []
+        self.active = False
+        # Checked now, before the program runs: the events and their filters, the slow
+        # function's filter.
+        for t in self.triggers:
+            if t[0] == "event":
+                self._event_trigger(t[1], t[2], t[3], check_only=True)
+
+    # -- the triggers ---------------------------------------------------------------------
+    def _event_trigger(self, system: str, event: str, flt: str | None,
+                       check_only: bool = False) -> None:
+        base = f"events/{system}/{event}"
+        trig = "snapshot" + (f" if {flt}" if flt else "")
+        self.fs.write(f"{base}/trigger", trig)
+        if check_only:
+            self.fs.write(f"{base}/trigger", "!snapshot")
+            return
+        self.fs.write(f"{base}/enable", "1")
+        self._undo.append(lambda: (self.fs.write(f"{base}/enable", "0"),
+                                   self.fs.write(f"{base}/trigger", "!snapshot")))
+
+    def _install(self) -> None:
+        tr = self.session.tr
+        # the snapshot trigger of the instance's events dumps
+        reasons = {t[1:3]: t[4] for t in self.triggers if t[0] == "event"}
+
+        def on_snapshot() -> None:
+            self.dump(next(iter(reasons.values())) if len(reasons) == 1 else "event")
+        tr.snapshot_hook = on_snapshot
+        for t in self.triggers:
+            kind = t[0]
+            if kind == "exception":
+                self._hook_exceptions()
+            elif kind == "event":
+                self._event_trigger(t[1], t[2], t[3])
+            elif kind == "signal":
+                self._hook_signal(t[1])
+            elif kind == "slow":
+                self._watch_slow(t[1], t[2])
+
+    def _hook_exceptions(self) -> None:
+        prev_sys, prev_thr = sys.excepthook, threading.excepthook
+
+        # (the traceback is formatted inside the dump: what that raises -- linecache's
+        # own KeyErrors -- must not fire the recorder's other triggers)
+        def excepthook(tp, value, tb):
+            self.dump(f"exception {tp.__name__}",
+                      lambda: "".join(traceback.format_exception(tp, value, tb)))
+            prev_sys(tp, value, tb)
+
+        def thread_excepthook(a):
+            if a.exc_type is not SystemExit:
+                name = a.thread.name if a.thread is not None else "?"
+                self.dump(f"exception {a.exc_type.__name__} in {name}",
+                          lambda: "".join(traceback.format_exception(
+                              a.exc_type, a.exc_value, a.exc_traceback)))
+            prev_thr(a)
+        sys.excepthook, threading.excepthook = excepthook, thread_excepthook
+
+        def undo():
+            if sys.excepthook is excepthook:
+                sys.excepthook = prev_sys
+            if threading.excepthook is thread_excepthook:
+                threading.excepthook = prev_thr
+        self._undo.append(undo)
+
+    def _hook_signal(self, sig) -> None:
+        prev = _signal.getsignal(sig)
+
+        def handler(signum, frame):
+            self.dump(f"signal {sig.name}")
+            if callable(prev):
+                prev(signum, frame)
+        _signal.signal(sig, handler)
+
+        def undo():
+            if _signal.getsignal(sig) is handler:
+                _signal.signal(sig, prev)
+        self._undo.append(undo)
+
+    def _watch_slow(self, func: str, ms: float) -> None:
+        limit = int(ms * 1_000_000)
+
+        def entry(trace, gops, fregs) -> bool:
+            return True
+
+        def ret(trace, gops, fregs) -> None:
+            took = trace.rettime - trace.calltime
+            if took > limit:
+                self.dump(f"slow {trace.func.name} {took / 1e6:.1f}ms>{ms:g}ms")
+        gops = FgraphOps(entry, ret, name="flight-recorder-slow")
+        ftrace_set_filter(gops.ops, func)
+        register_ftrace_graph(gops)
+        self._undo.append(lambda: unregister_ftrace_graph(gops))
+
+    # -- running ---------------------------------------------------------------------------
+    def start(self) -> "FlightRecorder":
+        if self.active:
+            return self
+        self.session.start()
+        try:
+            self._install()
+        except BaseException:
+            self.stop()
+            raise
+        self.active = True
+        return self
+
+    def stop(self) -> None:
+        for undo in reversed(self._undo):
+            try:
+                undo()
+            except Exception:
+                pass
+        self._undo.clear()
+        self.session.tr.__dict__.pop("snapshot_hook", None)
+        if self.session.active:
+            self.session.stop()
+        if self.active and self.skipped:
+            sys.stderr.write(f"fntrace: flight recorder: {self.skipped} more dump"
+                             f"{'s' if self.skipped != 1 else ''} not written "
+                             f"(--max-dumps {self.max_dumps})\n")
+        self.active = False
+
+    def dump(self, reason: str, detail=None) -> str | None:
+        """Write what the buffers hold now, named after the pid, the time and ``reason``
+        (``detail``: text, or a function giving it, written as markers after the
+        reason); the path, or None when max_dumps were written already (counted) or
+        writing failed (said on stderr, counted).  Never raises into the program."""
+        if getattr(self._busy, "on", False):
+            return None                 # a trigger fired by the dump itself
+        self._busy.on = True
+        try:
+            with self._lock:
+                if len(self.dumps) >= self.max_dumps:
+                    self.skipped += 1
+                    return None
+                stamp = time.strftime("%Y%m%dT%H%M%S")
+                base = os.path.join(self.directory,
+                                    f"fntrace-{os.getpid()}-{stamp}-{_slug(reason)}")
+                path, n = base + ".dat", 1
+                while os.path.exists(path) or path in self.dumps:
+                    n += 1
+                    path = f"{base}-{n}.dat"
+                try:
+                    if callable(detail):
+                        detail = detail()
+                    self.fs.write("trace_marker", f"flight recorder: {reason}")
+                    for line in (detail or "").splitlines():
+                        self.fs.write("trace_marker", line)
+                    self.session.save(path, {"flight_recorder": reason})
+                except Exception as e:
+                    self.failed += 1
+                    sys.stderr.write(f"fntrace: flight recorder: cannot write {path}: "
+                                     f"{type(e).__name__}: {e}\n")
+                    return None
+                self.dumps.append(path)
+            sys.stderr.write(f"fntrace: flight recorder ({reason}): {path}\n")
+            return path
+        finally:
+            self._busy.on = False
+
+    def __enter__(self) -> "FlightRecorder":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def flight_recorder(filter: str | Iterable[str] | None = None, *,
+                    size_kb: int = 4096, dump_on: Iterable[str] = ("exception",),
+                    directory: str = ".", max_dumps: int = MAX_DUMPS, **kw) -> FlightRecorder:
+    """Start a flight recorder for this process (a service's entry point calls it once)
+    and return it; ``stop()`` ends it.  See the module docstring."""
+    return FlightRecorder(filter, size_kb=size_kb, dump_on=dump_on, directory=directory,
+                          max_dumps=max_dumps, **kw).start()
+
+
+from ._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())
