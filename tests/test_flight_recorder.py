@@ -160,7 +160,10 @@ def test_a_bad_trigger_is_refused_before_the_program_runs(svc):
     assert "serving" not in p.stdout and "Traceback" not in p.stderr
     p = fly(svc, "--dump-on", "signal:SIGNOPE")
     assert p.returncode == 2 and "no such signal 'SIGNOPE'" in p.stderr
-    assert dumps(svc) == []
+    # what a flight recording cannot honour is refused, not ignored
+    p = fly(svc, "-o", "x.dat", "-R")
+    assert p.returncode == 2 and "--flight-recorder does not take -o, -R" in p.stderr
+    assert dumps(svc) == [] and not (svc / "x.dat").exists()
 
 
 def test_the_api_in_a_service(tmp_path):

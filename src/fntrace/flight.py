@@ -106,7 +106,7 @@ class FlightRecorder:
                  notrace: str | Iterable[str] | None = None, *, size_kb: int = 4096,
                  dump_on: Iterable[str] = ("exception",), directory: str = ".",
                  max_dumps: int = MAX_DUMPS, tracer: str = "function_graph",
-                 args: bool = False, cli: bool = False) -> None:
+                 args: bool = False, c_calls: bool = False, cli: bool = False) -> None:
         self.triggers = [parse_dump_on(w) for w in dump_on]
         if ("exit",) in self.triggers and not cli:
             raise UsageError("--dump-on exit:nonzero is fntrace record's (the program's "
@@ -122,7 +122,7 @@ class FlightRecorder:
         self.failed = 0
         self._lock = threading.Lock()
         self._busy = threading.local()
-        options = {"funcgraph-args": bool(args)}
+        options = {"funcgraph-args": bool(args), "func-c-calls": bool(c_calls)}
         # (a service starts it before it imports its modules: the filter waits for them)
         self.session = TraceSession(filter, notrace, tracer=tracer, buffer_size_kb=size_kb,
                                     overwrite=True, options=options, pending=True)
@@ -284,7 +284,12 @@ class FlightRecorder:
                                      f"{type(e).__name__}: {e}\n")
                     return None
                 self.dumps.append(path)
-            sys.stderr.write(f"fntrace: flight recorder ({reason}): {path}\n")
+            try:
+                shown = os.path.relpath(path)
+            except ValueError:
+                shown = path
+            shown = path if shown.startswith("..") else shown
+            sys.stderr.write(f"fntrace: flight recorder ({reason}): {shown}\n")
             return path
         finally:
             self._busy.on = False

@@ -782,13 +782,30 @@ def fly(args) -> Outcome:
         raise UsageError(f"--flight-recorder {size}: at least 1 KB")
     if args.max_dumps < 1:
         raise UsageError(f"--max-dumps {args.max_dumps}: at least 1")
+    defaults = {"output": "fntrace.dat", "buffer_size_kb": "1408", "events": None,
+                "patch": [], "serve": False, "tid": [], "thread": [], "graph_function": [],
+                "graph_notrace": [], "max_depth": None, "thresh": None, "retval": False,
+                "cpu_time": False, "compress": False, "otel_context": False,
+                "object_repr": False, "mode": None}
+    flags = {"output": "-o", "buffer_size_kb": "-b (the size is --flight-recorder's)",
+             "events": "-e", "patch": "--patch", "serve": "--serve", "tid": "--tid",
+             "thread": "--thread", "graph_function": "-g", "graph_notrace": "--graph-notrace",
+             "max_depth": "-D", "thresh": "--thresh", "retval": "-R", "cpu_time": "--cpu-time",
+             "compress": "--compress", "otel_context": "--otel-context", "object_repr": "--repr",
+             "mode": "--mode"}
+    given = [flags[k] for k, v in defaults.items() if getattr(args, k, v) not in (v, None, [])
+             and getattr(args, k, v) != v]
+    if given:
+        raise UsageError(f"--flight-recorder does not take {', '.join(given)} (it writes "
+                         "only dumps, named after the reason, in --dump-dir)")
     tracer = choose_tracer(args)
     if tracer == "function" and args.tracer is None:
         tracer = "function_graph"       # the durations and the nesting of the last calls
     target = target_of(args)
     fr = FlightRecorder(args.filter or None, args.notrace or None, size_kb=size,
                         dump_on=args.dump_on or ["exception"], directory=args.dump_dir,
-                        max_dumps=args.max_dumps, tracer=tracer, args=args.args, cli=True)
+                        max_dumps=args.max_dumps, tracer=tracer, args=args.args, cli=True,
+                        c_calls=args.c_calls)
     if sys.path:
         sys.path[0] = target.path0
     record_table.main_pending = True
