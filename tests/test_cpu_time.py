@@ -115,6 +115,17 @@ def test_report_prints_the_cpu_time_as_the_kernels_nosleep_time_does(traces):
     assert len(sleeps) == 3 and min(sleeps) >= 45 * MS
 
 
+def test_the_threshold_is_on_the_cpu_time(traces):
+    # --thresh writes only the returns that took longer: with --cpu-time, longer in CPU
+    # time (the kernel's trace_graph_thresh_return after its nosleep-time adjustment):
+    # the 50 ms sleeps are under 20 ms of CPU, the 30 ms spins over it
+    fntrace_cli("record", "-p", "function_graph", "-F", "__main__.*", "--cpu-time",
+                "--thresh", "20000", "-o", "thresh.dat", "prog.py", cwd=traces, check=True)
+    out = fntrace_cli("report", "thresh.dat", cwd=traces, check=True).stdout
+    assert out.count("__main__.spinner") == 4, out
+    assert "__main__.sleeper" not in out
+
+
 def test_diff_of_cpu_time(traces):
     p = fntrace_cli("diff", "cpu.dat", "cpu.dat", "--cpu-time", "--format", "json",
                     cwd=traces)

@@ -110,9 +110,13 @@ def graph_entry(trace, gops, fregs) -> bool:
         tv.value = v
     if tr.max_graph_depth and depth >= tr.max_graph_depth:
         return False
-    if tr.tracing_thresh:
-        return True              # only returns are written (graph_entry: thresh)
-    if not tr.tracing_on:
+    if tr.tracing_thresh or not tr.tracing_on:
+        # only returns are written (graph_entry: thresh); with sleep-time 0 they need
+        # the CPU clock at entry too (the threshold is on the CPU time then)
+        if not tr.sleep_time:
+            data = fgraph_reserve_data(gops.idx, _CPU0.size)
+            if data is not None:
+                _CPU0.pack_into(data, 0, thread_time_ns())
         return True
     # One str, names and values between NULs (ring_buffer.args_text): not a container
     # the cyclic GC tracks, so what waits in the buffer is not in gc.get_objects().
@@ -146,7 +150,16 @@ def graph_return(trace, gops, fregs) -> None:
         return
     if v & TRACE_GRAPH_FL and (v >> _DEPTH_SHIFT) & _DEPTH_MASK == depth:
         tv.value = v & ~TRACE_GRAPH_FL & ~(_DEPTH_MASK << _DEPTH_SHIFT)
-    if tr.tracing_thresh and trace.rettime - trace.calltime < tr.tracing_thresh:
+    calltime = trace.calltime
+    if not tr.sleep_time:
+        data = fgraph_retrieve_data(gops.idx)
+        if data is not None:
+            # the return less the CPU time of the call (never before its entry)
+            ran = thread_time_ns() - _CPU0.unpack_from(data)[0]
+            calltime = max(calltime, trace.rettime - max(0, ran))
+    # (the kernel's trace_graph_thresh_return: the threshold is on the duration the
+    # return records, the CPU time with sleep-time 0)
+    if tr.tracing_thresh and trace.rettime - calltime < tr.tracing_thresh:
         return
     if not tr.tracing_on:
         return
@@ -156,13 +169,6 @@ def graph_return(trace, gops, fregs) -> None:
         buf = tr.cpu_buffer()
     if buf is None:
         return                  # ignored since its entry (a thread filter changed)
-    calltime = trace.calltime
-    if not tr.sleep_time:
-        data = fgraph_retrieve_data(gops.idx)
-        if data is not None:
-            # the return less the CPU time of the call (never before its entry)
-            ran = thread_time_ns() - _CPU0.unpack_from(data)[0]
-            calltime = max(calltime, trace.rettime - max(0, ran))
     if tr.graph_retval:
         buf.write_payload(trace.rettime, TRACE_GRAPH_RET, trace.func.ip, depth,
                           trace.overrun, calltime, retval_payload(trace.retval, trace.unwind))
