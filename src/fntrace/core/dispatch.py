@@ -375,19 +375,24 @@ def on_call(code, offset, func, arg0):
     t = type(func)
     if t is not _BUILTIN and t is not _METHOD_DESCR and not isinstance(func, _BUILTIN):
         return None                  # Python functions report themselves (PY_START)
+    _c_entry(code, func)
+    return None
+
+
+def _c_entry(code, func) -> None:
+    """``code`` (a patched site's, or not) calls the C function ``func``."""
     caller = _sites_get(id(code))
     if caller is None:
-        return None
+        return
     rec = _c_rec(func)
     if rec is None or rec.func is None:
-        return None
+        return
     op, fn = rec.ops, rec.func
     try:
         fn(rec, caller, op, FtraceRegs(func, rec, False))
     except (Exception, SystemExit) as exc:
         if contain(op, exc):
             raise
-    return None
 
 
 def _c_return(func, unwind: bool) -> None:
@@ -421,18 +426,7 @@ def on_c_raise(code, offset, func, arg0):
 def _profile_c_call(frame, func) -> None:
     """setprofile 'c_call' (3.11): the profile hook is handed a bound method for a
     method descriptor, as cProfile is."""
-    caller = _sites_get(id(frame.f_code))
-    if caller is None:
-        return
-    rec = _c_rec(func)
-    if rec is None or rec.func is None:
-        return
-    op, fn = rec.ops, rec.func
-    try:
-        fn(rec, caller, op, FtraceRegs(func, rec, False))
-    except (Exception, SystemExit) as exc:
-        if contain(op, exc):
-            raise
+    _c_entry(frame.f_code, func)
 
 
 _ret_offs: dict = {}
@@ -632,7 +626,7 @@ DISPATCH_CODES = {f.__code__ for f in (on_py_start, on_py_start_global, _miss, o
                                         on_py_unwind, on_py_resume, on_py_throw, profile_hook,
                                         ftrace_ops_list_func, _profile_resume, _profile_return,
                                         _profile_miss, on_call, on_c_return, on_c_raise,
-                                        _c_return, _c_rec, _profile_c_call)}
+                                        _c_return, _c_rec, _c_entry, _profile_c_call)}
 
 
 # -- the native twin -------------------------------------------------------------------
