@@ -195,3 +195,37 @@ except fntrace.UsageError as e:
     rep = fntrace_cli("report", name, cwd=tmp_path, check=True).stdout
     # app was imported after the recorder started: its functions were traced
     assert rep.count("app.step();") == 3
+
+
+def test_a_task_exception_never_retrieved_dumps_before_asyncio_logs_it(tmp_path):
+    (tmp_path / "aio.py").write_text("""\
+import asyncio
+import gc
+
+async def boom():
+    raise ConnectionError("peer went away")
+
+async def main():
+    t = asyncio.ensure_future(boom())
+    await asyncio.sleep(0.01)
+    del t
+    gc.collect()
+    await asyncio.sleep(0)
+
+asyncio.run(main())
+print("ok")
+""")
+    p = fntrace_cli("record", "--flight-recorder", "64", "-F", "__main__.*", "aio.py",
+                    cwd=tmp_path)
+    plain = run_python("aio.py", cwd=tmp_path)
+    assert (p.returncode, p.stdout) == (plain.returncode, plain.stdout) == (0, "ok\n")
+    assert "Task exception was never retrieved" in p.stderr
+    # the dump is said before asyncio's own report of it
+    assert p.stderr.index("fntrace: flight recorder (exception ConnectionError in asyncio)") \
+        < p.stderr.index("Task exception was never retrieved")
+    names = dumps(tmp_path)
+    assert len(names) == 1 and names[0].endswith("-exception_ConnectionError_in_asyncio.dat")
+    rep = fntrace_cli("report", names[0], cwd=tmp_path, check=True).stdout
+    assert "__main__.boom();" in rep
+    assert "/* asyncio: Task exception was never retrieved */" in rep
+    assert "/* ConnectionError: peer went away */" in rep

@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+from importlib.metadata import entry_points
 
 import pytest
 
@@ -53,6 +54,20 @@ def test_the_readme_has_the_examples_this_file_runs():
 
 @pytest.mark.parametrize("block", PYTHON, ids=[f"python{i}" for i in range(len(PYTHON))])
 def test_python_example(tmp_path, block):
+    if re.search(r"^def test_", block, re.M):
+        # a test module (the fntrace_calls fixture): pytest runs it, beside a copy of
+        # examples/, with the plugin as a user has it
+        shutil.copytree(REPO_ROOT / "examples", tmp_path / "examples")
+        (tmp_path / "test_example.py").write_text(block)
+        plugin = [] if any(ep.value == "fntrace.pytest_plugin"
+                           for ep in entry_points(group="pytest11")) \
+            else ["-p", "fntrace.pytest_plugin"]
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                            *plugin, "test_example.py"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=SUBPROCESS_TIMEOUT)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+        assert re.search(r"^\d+ passed", r.stdout, re.M), r.stdout
+        return
     r = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True,
                        text=True, timeout=SUBPROCESS_TIMEOUT)
     assert r.returncode == 0, r.stderr

@@ -19,7 +19,9 @@ place):
 
     exception          an uncaught exception in any thread, before the program's own
                        hook prints it (sys.excepthook and threading.excepthook are
-                       chained: a hook the program sets afterwards replaces fntrace's)
+                       chained: a hook the program sets afterwards replaces fntrace's),
+                       and what asyncio hands its loop's exception handler (a Task's
+                       exception never retrieved)
     exception:TYPE     any raise of TYPE (module.Class outside builtins), caught or not:
                        the exceptions:raise event with a snapshot trigger
     SYS:EVENT [if F]   any event of the instance, with an optional filter (the
@@ -44,7 +46,8 @@ import time
 import traceback
 from collections.abc import Iterable
 
-from .core.ops import ftrace_set_filter
+from .core.ops import (Ops, ftrace_set_filter, register_ftrace_function,
+                       unregister_ftrace_function)
 from .errors import UsageError
 from .fgraph import FgraphOps, register_ftrace_graph, unregister_ftrace_graph
 from .session import TraceSession
@@ -52,6 +55,7 @@ from .session import TraceSession
 __all__ = ["FlightRecorder", "flight_recorder", "parse_dump_on"]
 
 MAX_DUMPS = 10
+_ASYNCIO_HANDLER = "asyncio.base_events.BaseEventLoop.call_exception_handler"
 _SLOW = re.compile(r"slow:(?P<func>[^>\s]+)>(?P<ms>\d+(?:\.\d+)?)$")
 _EVENT = re.compile(r"(?P<sys>[A-Za-z_][\w]*):(?P<event>[A-Za-z_][\w]*)(?:\s+if\s+(?P<flt>.+))?$")
 
@@ -192,6 +196,35 @@ class FlightRecorder:
             if threading.excepthook is thread_excepthook:
                 threading.excepthook = prev_thr
         self._undo.append(undo)
+        self._hook_asyncio()
+
+    def _hook_asyncio(self) -> None:
+        """asyncio hands what no one awaited (a Task's exception never retrieved, a
+        callback's) to the loop's call_exception_handler, which calls the program's
+        handler or logs it: an ops of the recorder's own on that method (a pattern
+        kept for when asyncio is imported) dumps at its entry, before either."""
+        def on_handler(ip, parent_ip, op, fregs) -> None:
+            try:
+                context = fregs.arg("context")
+            except KeyError:
+                return
+            if type(context) is not dict:
+                return
+            exc = context.get("exception")
+            msg = context.get("message")
+            what = type(exc).__name__ if isinstance(exc, BaseException) else "error"
+
+            def detail() -> str:
+                head = f"asyncio: {msg}\n" if type(msg) is str else ""
+                if isinstance(exc, BaseException):
+                    return head + "".join(traceback.format_exception(
+                        type(exc), exc, exc.__traceback__))
+                return head
+            self.dump(f"exception {what} in asyncio", detail)
+        ops = Ops(on_handler, name="flight-recorder-asyncio")
+        ftrace_set_filter(ops, _ASYNCIO_HANDLER, keep_unmatched=True)
+        register_ftrace_function(ops)
+        self._undo.append(lambda: unregister_ftrace_function(ops))
 
     def _hook_signal(self, sig) -> None:
         prev = _signal.getsignal(sig)
@@ -218,7 +251,8 @@ class FlightRecorder:
             if took > limit:
                 self.dump(f"slow {trace.func.name} {took / 1e6:.1f}ms>{ms:g}ms")
         gops = FgraphOps(entry, ret, name="flight-recorder-slow")
-        ftrace_set_filter(gops.ops, func)
+        # (FUNC's module may be imported later, as the filter's)
+        ftrace_set_filter(gops.ops, func, keep_unmatched=True)
         register_ftrace_graph(gops)
         self._undo.append(lambda: unregister_ftrace_graph(gops))
 
