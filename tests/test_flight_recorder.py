@@ -6,10 +6,15 @@ any trace; the program's output and exit status are those of its untraced run.""
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
 from conftest import fntrace_cli, run_python
+import test_serve
+from test_serve import _pure_311, ctl, ok, wait_for
+
+served = test_serve.served      # the served program's fixture, shared
 
 SERVICE = """\
 import os
@@ -229,3 +234,31 @@ print("ok")
     assert "__main__.boom();" in rep
     assert "/* asyncio: Task exception was never retrieved */" in rep
     assert "/* ConnectionError: peer went away */" in rep
+
+
+def test_from_another_shell_through_ctl(served, tmp_path):
+    # a served program (fntrace.serve(): as an attached one is) gets a recorder, dumps on
+    # demand, refuses a bad write with a caret, and stops it -- and goes on running
+    p = served()
+    ok(ctl(p.pid, "flight_recorder", "size=64 dump_on=exception filter=__main__.work"))
+    state = ok(ctl(p.pid, "flight_recorder"))
+    assert "size=64" in state and "dump_on=exception" in state and "dumps=0" in state
+    time.sleep(0.2)
+    ok(ctl(p.pid, "flight_recorder", "dump"))
+    names = wait_for(lambda: dumps(tmp_path), what="a dump")
+    assert len(names) == 1 and names[0].endswith("-requested.dat")
+    assert names[0] in ok(ctl(p.pid, "flight_recorder"))
+    rep = fntrace_cli("report", names[0], cwd=tmp_path, check=True).stdout
+    assert "__main__.other" not in rep
+    # (3.11's pure hook cannot be put on a thread already running: the recorder, started
+    # from the control thread, does not reach the program's main thread there)
+    assert ("__main__.work();" in rep) != _pure_311()
+    r = ctl(p.pid, "flight_recorder", "size=64 dump_on=exception")
+    assert r.returncode != 0 and "write 0 first" in r.stderr
+    ok(ctl(p.pid, "flight_recorder", "0"))
+    assert ok(ctl(p.pid, "flight_recorder")) == "0\n"
+    r = ctl(p.pid, "flight_recorder", "size=64 dump_on=slow:x")
+    assert r.returncode != 0 and "slow:FUNC>MS" in r.stderr and "^" in r.stderr
+    r = ctl(p.pid, "flight_recorder", "dump_on=signal:SIGUSR2")
+    assert r.returncode != 0 and "main thread" in r.stderr
+    assert "flight_recorder" in ok(ctl(p.pid, "error_log"))

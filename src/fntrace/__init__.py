@@ -73,8 +73,11 @@ def serve(fs: "tracefs.Tracefs | None" = None):
     """Serve this process's tracefs (``fs``, default the top level) on a control socket
     of its own user: ``fntrace ctl PID FILE [VALUE]`` reads and writes its files from
     another shell.  Returns the Server (``.path``, ``.stop()``); see tracefs/server.py."""
+    from .flight import register_flight_file
     from .tracefs.server import serve as _serve     # sockets are loaded by the first use
-    return _serve(fs)
+    srv = _serve(fs)
+    register_flight_file(srv.fs)        # (a flight recorder started from another shell)
+    return srv
 
 def open_trace(path):
     """Open a trace file (``fntrace record -o``, ``trace(output=...)``, ``pytest

@@ -52,7 +52,7 @@ from .errors import UsageError
 from .fgraph import FgraphOps, register_ftrace_graph, unregister_ftrace_graph
 from .session import TraceSession
 
-__all__ = ["FlightRecorder", "flight_recorder", "parse_dump_on"]
+__all__ = ["FlightRecorder", "flight_recorder", "parse_dump_on", "register_flight_file"]
 
 MAX_DUMPS = 10
 _ASYNCIO_HANDLER = "asyncio.base_events.BaseEventLoop.call_exception_handler"
@@ -117,10 +117,17 @@ class FlightRecorder:
                              "exit status is known there)")
         if not self.triggers:
             raise UsageError("the flight recorder needs at least one --dump-on")
+        if (any(t[0] == "signal" for t in self.triggers)
+                and threading.current_thread() is not threading.main_thread()):
+            raise UsageError("signal: triggers are set from the program's main thread (a "
+                             "signal handler can be set nowhere else); from another shell, "
+                             "write dump to flight_recorder for a dump now")
         if max_dumps < 1:
             raise UsageError(f"--max-dumps {max_dumps}: at least 1")
         self.directory = os.path.abspath(directory)
         self.max_dumps = max_dumps
+        self.size_kb = size_kb
+        self.dump_on = [str(w) for w in dump_on]
         self.dumps: list[str] = []
         self.skipped = 0
         self.failed = 0
@@ -333,6 +340,93 @@ class FlightRecorder:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# -- the tracefs file: a served or attached program's recorder, from another shell -----
+#
+#   fntrace ctl PID flight_recorder 'size=4096 dump_on=exception dump_on=signal:SIGUSR2 filter=app.*'
+#   fntrace ctl PID flight_recorder            # what it does, the dumps written so far
+#   fntrace ctl PID flight_recorder dump       # a dump now
+#   fntrace ctl PID flight_recorder 0          # stop
+#
+# Words are key=value: size (KB per thread, default 4096), dump_on (repeatable; default
+# exception), filter and notrace (repeatable), dir (default: the program's working
+# directory), max_dumps, tracer.  exit:nonzero is fntrace record's, and signal: the
+# program's main thread's (a handler is set nowhere else): not here.
+
+_KEYS = ("size", "dump_on", "filter", "notrace", "dir", "max_dumps", "tracer")
+
+
+def _parse_file_words(text: str) -> dict:
+    out: dict = {"dump_on": [], "filter": [], "notrace": []}
+    for m in re.finditer(r"\S+", text):
+        word, pos = m.group(), m.start()
+        key, eq, value = word.partition("=")
+        if not eq or key not in _KEYS or not value:
+            raise UsageError(f"'{word}': words are {', '.join(k + '=' for k in _KEYS)}",
+                             pos=pos, command=text)
+        if key in ("dump_on", "filter", "notrace"):
+            if key == "dump_on":
+                try:
+                    parse_dump_on(value)
+                except UsageError as e:
+                    raise UsageError(e.msg.splitlines()[0], pos=pos + len("dump_on="),
+                                     command=text) from None
+            out[key].append((value, pos))
+        else:
+            if key in ("size", "max_dumps") and not (value.isdigit() and int(value) > 0):
+                raise UsageError(f"'{word}': a positive number", pos=pos + len(key) + 1,
+                                 command=text)
+            out[key] = value
+    return out
+
+
+def register_flight_file(fs) -> None:
+    """The ``flight_recorder`` file of a served tracefs (``fntrace.serve()``,
+    ``record --serve``, an attached program): start, read and stop a recorder in the
+    program from another shell, through ``ctl`` or the mount."""
+    if "flight_recorder" in fs._files:
+        return
+    state: dict = {"rec": None}
+
+    def read() -> str:
+        rec = state["rec"]
+        if rec is None or not rec.active:
+            return "0\n"
+        lines = [f"size={rec.size_kb} max_dumps={rec.max_dumps} dir={rec.directory}",
+                 *(f"dump_on={w}" for w in rec.dump_on),
+                 f"dumps={len(rec.dumps)} skipped={rec.skipped}", *rec.dumps]
+        return "".join(line + "\n" for line in lines)
+
+    def write(data: str, append: bool) -> None:
+        text = data.strip()
+        rec = state["rec"]
+        if text in ("0", ""):
+            if rec is not None:
+                rec.stop()
+                state["rec"] = None
+            return
+        try:
+            if text == "dump":
+                # on demand, from another shell (what signal: does in the program)
+                if rec is None or not rec.active:
+                    raise UsageError("no flight recorder runs", pos=0, command=text)
+                rec.dump("requested")
+                return
+            if rec is not None and rec.active:
+                raise UsageError("a flight recorder runs: write 0 first", pos=0,
+                                 command=text)
+            w = _parse_file_words(text)
+            state["rec"] = FlightRecorder(
+                [v for v, _ in w["filter"]] or None, [v for v, _ in w["notrace"]] or None,
+                size_kb=int(w.get("size", 4096)),
+                dump_on=[v for v, _ in w["dump_on"]] or ["exception"],
+                directory=w.get("dir", "."), max_dumps=int(w.get("max_dumps", MAX_DUMPS)),
+                tracer=w.get("tracer", "function_graph")).start()
+        except UsageError as e:
+            fs.error_log.add("flight_recorder", e.msg.splitlines()[0], text, e.pos or 0)
+            raise
+    fs._files["flight_recorder"] = (read, write)
 
 
 def flight_recorder(filter: str | Iterable[str] | None = None, *,

@@ -396,6 +396,8 @@ class Recording:
             from ..tracefs.server import serve
             try:
                 self.server = serve(self.fs)
+                from ..flight import register_flight_file
+                register_flight_file(self.fs)
             except (FntraceError, OSError) as e:
                 # The control endpoint is a convenience: a runtime directory another
                 # user made first (or any other reason it cannot be had) turns control
