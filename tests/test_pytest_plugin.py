@@ -12,7 +12,13 @@ from importlib.metadata import entry_points
 import pytest
 
 import fntrace
+# The readers loaded now, before any test: pytester puts sys.modules back as it was
+# after each test, and fntrace.FunctionHit (cached on the package at first use) must
+# stay the class the readers make events of.
+from fntrace import FunctionHit, GraphEntry
 from fntrace.pytest_plugin import trace_file_name
+
+_EVENT_TYPES = (FunctionHit, GraphEntry)
 
 from conftest import SUBPROCESS_TIMEOUT
 
@@ -44,8 +50,7 @@ def run(pytester, *args: str):
 
 
 def funcs(path) -> set[str]:
-    return {e.func for e in fntrace.open_trace(path)
-            if isinstance(e, (fntrace.GraphEntry, fntrace.FunctionHit))}
+    return {e.func for e in fntrace.open_trace(path) if isinstance(e, _EVENT_TYPES)}
 
 
 def test_one_trace_per_test(pytester):
