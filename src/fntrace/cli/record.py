@@ -795,8 +795,7 @@ def fly(args) -> Outcome:
              "max_depth": "-D", "thresh": "--thresh", "retval": "-R", "cpu_time": "--cpu-time",
              "compress": "--compress", "otel_context": "--otel-context", "object_repr": "--repr",
              "mode": "--mode"}
-    given = [flags[k] for k, v in defaults.items() if getattr(args, k, v) not in (v, None, [])
-             and getattr(args, k, v) != v]
+    given = [flags[k] for k, v in defaults.items() if getattr(args, k, v) not in (v, None, [])]
     if given:
         raise UsageError(f"--flight-recorder does not take {', '.join(given)} (it writes "
                          "only dumps, named after the reason, in --dump-dir)")

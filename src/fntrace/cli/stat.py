@@ -100,7 +100,8 @@ def where_of(source) -> Callable[[str], str]:
         f = str(sym[1])
         if f.startswith(cwd):
             f = f[len(cwd):]
-        places[sym[0]] = f"{f}:{sym[2]}" if f else ""
+        # (a C function has a file, <built-in>, and no line)
+        places[sym[0]] = f"{f}:{sym[2]}" if f and sym[2] else f
     return lambda func: places.get(func, "")
 
 

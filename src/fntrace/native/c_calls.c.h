@@ -180,16 +180,16 @@ on_call(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 on_c_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs < 3 || c_call_return(args[2], NULL, 0) < 0)
-        return nargs < 3 ? Py_NewRef(Py_None) : NULL;
+    if (nargs >= 3 && c_call_return(args[2], NULL, 0) < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
 static PyObject *
 on_c_raise(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs < 3 || c_call_return(args[2], NULL, 1) < 0)
-        return nargs < 3 ? Py_NewRef(Py_None) : NULL;
+    if (nargs >= 3 && c_call_return(args[2], NULL, 1) < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
