@@ -107,13 +107,15 @@ def test_fail_if_catches_an_n_plus_one_query_and_a_slower_tail(runs):
     # -F applied to both sides: only query's row
     assert set(table(p.stdout)) == {"__main__.query"}
     # (p50, not p99: of 50 calls the p99 is the slowest, which one late wake-up of a
-    # loaded machine can make as slow in BASE as in NEW)
+    # loaded machine can make as slow in BASE as in NEW.  The total's bar, 50 ms, sits
+    # far from both: slow's 150 ms in NEW, query's ~0.2 ms, which preemption on a
+    # loaded machine has taken past 1 ms)
     p = fntrace_cli("diff", "base.dat", "new.dat",
-                    "--fail-if", "p50 > +20% and total > 1ms", cwd=runs)
+                    "--fail-if", "p50 > +20% and total > 50ms", cwd=runs)
     assert p.returncode == 1
     failed = [line.split(":")[0] + ":" + line.split(":")[1] for line in p.stderr.splitlines()]
     assert "fntrace diff: __main__.slow" in failed
-    assert "fntrace diff: __main__.query" not in failed       # under 1 ms in all
+    assert "fntrace diff: __main__.query" not in failed
     # nothing holds: status 0, nothing on stderr
     p = fntrace_cli("diff", "base.dat", "new.dat", "--fail-if", "hits > +1000",
                     "--fail-if", "self < -1s", cwd=runs)
