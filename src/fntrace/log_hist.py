@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["hist_index", "hist_value", "hist_percentile"]
+__all__ = ["hist_index", "hist_value", "hist_low", "hist_percentile"]
 
 # hist_index: exact below 2 << _SUB_BITS ns, then 1 << _SUB_BITS buckets per power of two
 _SUB_BITS = 5
@@ -35,6 +35,14 @@ def hist_index(d: int) -> int:
         return d if d > 0 else 0
     e = d.bit_length() - 1
     return ((e - _SUB_BITS + 1) << _SUB_BITS) | ((d >> (e - _SUB_BITS)) & _SUB_MASK)
+
+
+def hist_low(i: int) -> int:
+    """The shortest duration bucket ``i`` holds."""
+    if i < _EXACT:
+        return i
+    e = (i >> _SUB_BITS) + _SUB_BITS - 1
+    return (_SUB | (i & _SUB_MASK)) << (e - _SUB_BITS)
 
 
 def hist_value(i: int) -> int:

@@ -34,7 +34,8 @@ examples:
   fntrace diff base.dat new.dat -c total,p50,p99 --sort p99 --limit 20
   fntrace diff base.dat new.dat --fail-if 'p99 > +20%% and total > 1ms'
   fntrace diff base.dat new.dat -F 'db.*' --fail-if 'hits > +0'   # an N+1 query
-  fntrace diff base.dat new.dat --format json"""
+  fntrace diff base.dat new.dat --format json
+  fntrace diff base.dat new.dat --format html -o changes.html   # open in a browser"""
 
 _DEFAULT_COLUMNS = ("self", "total", "hits")
 
@@ -57,8 +58,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "them)")
     p.add_argument("--cpu-time", action="store_true",
                    help="compare the calls' CPU time (both traces recorded with --cpu-time)")
-    p.add_argument("--format", choices=("text", "json"), default="text",
-                   help="text (a table) or json (every metric of every function)")
+    p.add_argument("--format", choices=("text", "json", "html"), default="text",
+                   help="text (a table), json (every metric of every function) or html "
+                        "(NEW's flame graph coloured by change, and the table of changes: "
+                        "a file, -o)")
+    p.add_argument("-o", "--output", default=None, metavar="OUT",
+                   help="--format html: the report to write (default: NEW with .diff.html)")
     add_filter_arguments(p, graph_display=False)
 
 
@@ -154,6 +159,12 @@ def run(args, at_exit: bool) -> int:
                          "nor function")
     limit = _limit(args.limit)
     flt = filter_from_args(args, graph_display=False)
+    if args.output is not None and args.format != "html":
+        raise UsageError("-o: only --format html writes a file (text and json go to "
+                         "standard output)")
+    if args.format == "html" and not flt.empty:
+        raise UsageError("--format html draws the whole runs: -F/-N/--tid/--thread/"
+                         "--cpu/--from/--to apply to the text and json tables only")
     if args.columns is not None:
         _metrics(args.columns, True)
     base, new = _open(args.base, args), _open(args.new, args)
@@ -190,7 +201,9 @@ def run(args, at_exit: bool) -> int:
     appeared, vanished = edge_changes(a.edges or {}, b.edges or {})
     violations = [(d, e) for d in diffs for e in exprs if e.holds(d)]
     out = sys.stdout
-    if args.format == "json":
+    if args.format == "html":
+        _html(args, base, new, diffs)
+    elif args.format == "json":
         json.dump(_json(args, base, new, a, b, diffs, appeared, vanished, violations,
                         graph), out, indent=1)
         out.write("\n")
@@ -209,6 +222,29 @@ def run(args, at_exit: bool) -> int:
                              "the last whole chunk\n")
     sys.stderr.flush()
     return 1 if violations else 0
+
+
+def _html(args, base, new, diffs) -> None:
+    """NEW's report (output/html_report.py) with BASE's totals per call path and the
+    table of changes, written whole to -o (as export writes its files)."""
+    from ..output.html_report import diff_data, report_data, write_page
+    from ..outfile import TRACE_MODE
+    from .export import _default_output, _write_whole
+    if new.tracer != "function_graph":
+        raise FntraceError(f"--format html: {args.new} is a {new.tracer} trace; its "
+                           "flame graph needs durations (record with -p function_graph)")
+    data = diff_data(report_data(base), report_data(new), os.path.basename(args.base),
+                     os.path.basename(args.new), diffs)
+    out_path = args.output or _default_output(args.new, ".diff.html")
+
+    class Page:
+        binary = False
+
+        def write(self, source, out, options):
+            write_page(data, out)
+
+    _write_whole(Page(), None, out_path, {}, TRACE_MODE)
+    print(out_path)
 
 
 def _said(d, metric: str) -> str:

@@ -20,6 +20,8 @@ __all__ = ["EPILOG", "add_arguments", "run"]
 
 EPILOG = """\
 formats:
+  html        one self-contained HTML report (flame graph, timeline, function
+              table) that opens in any browser, offline: fntrace view FILE
   perfetto    Perfetto trace (protobuf): open in ui.perfetto.dev
   chrome      Chrome trace JSON: chrome://tracing, Perfetto, speedscope
   folded      folded stacks (a;b;c N): flamegraph.pl, speedscope, inferno
@@ -30,6 +32,7 @@ formats:
               bytes): the Collector file exporter's "format: proto", OTLP/HTTP bodies
 
 examples:
+  fntrace export run.dat --format html -o run.html
   fntrace export run.dat --format perfetto -o run.perfetto-trace
   fntrace export run.dat --format folded --weight calls -o run.folded
   fntrace export run.dat --format trace-cmd -o trace.dat && trace-cmd report trace.dat
@@ -42,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", nargs="?", default="fntrace.dat",
                    help="trace file (default: fntrace.dat)")
     p.add_argument("--format", "-f", required=True, metavar="FORMAT",
-                   help="perfetto, chrome, folded, trace-cmd, parquet, otlp or otlp-proto")
+                   help="html, perfetto, chrome, folded, trace-cmd, parquet, otlp or otlp-proto")
     p.add_argument("-o", "--output", default=None, metavar="OUT",
                    help="file to write (default: FILE with the format's suffix; - for "
                         "standard output)")

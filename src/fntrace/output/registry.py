@@ -284,6 +284,7 @@ EXPORT_MODULES: dict[str, str] = {
     "parquet": "fntrace.output.parquet",
     "otlp": "fntrace.output.otlp",
     "otlp-proto": "fntrace.output.otlp",
+    "html": "fntrace.output.html_report",
 }
 
 

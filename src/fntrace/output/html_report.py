@@ -1,0 +1,432 @@
+"""One self-contained HTML report: ``fntrace export FILE --format html``, ``fntrace view
+FILE`` and ``fntrace diff A B --format html``.
+
+A page that opens in any browser with no network: its script and styles are inline,
+the trace's summary is a JSON island in it, and its Content-Security-Policy forbids
+fetching anything at all.  It shows:
+
+- a flame graph (an icicle: the outermost calls on top) of the whole run and of each
+  thread -- click to zoom, search to highlight, hover for the calls, total, self,
+  average and p99 of a frame and its ``file:line``;
+- a timeline, one lane per thread, of the calls themselves: wheel to zoom, drag to
+  pan;
+- the function table (``fntrace stat``'s columns, sortable);
+- with ``diff``: the NEW run's flame graph coloured by change (slower red, faster
+  blue, new purple) and the table of the functions' changes.
+
+What the file carries, and its bounds::
+
+    flame graph   one node per distinct (thread, call path): calls, total ns, self ns
+    timeline      the BAR_LIMIT longest calls of the trace, exact (a call's caller is
+                  at least as long, so every kept call's callers are kept too); a
+                  trace of fewer calls has every one.  Shorter calls are inside their
+                  callers' bars, and the page says how many are not drawn.
+    functions     one row per function (the stat walk's, with its distribution)
+
+so the file grows with the program's distinct call paths and functions, not with its
+calls: at BAR_LIMIT bars of about 40 bytes, the timeline stays under 10 MB however
+long the trace, and the page parses and draws it in a second or two.
+
+The walk is one pass over the calls: natively (_native_read.c's CallRows, the Parquet
+table's walk) where the twin is built, else output/calls.py's CallBuilder.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from importlib import resources
+
+from ..errors import FntraceError
+from .calls import Call
+from .registry import Exporter, name_of, register_exporter
+
+__all__ = ["HtmlExporter", "BAR_LIMIT", "report_data", "diff_data", "write_page"]
+
+# The timeline's bars: the longest calls, at most this many in a file.
+BAR_LIMIT = 200_000
+# Rows of the function table kept in the page (the rest are counted).
+FUNCTION_LIMIT = 20_000
+
+
+class _Profile:
+    """What the walks make: the call paths, each thread's flame graph nodes and the
+    timeline's calls."""
+
+    def __init__(self, bar_limit: int = BAR_LIMIT, floor: int = 0) -> None:
+        self.names: list[str] = []
+        self.name_ids: dict[str, int] = {}
+        # stack k: (parent stack, name id); stack 0 is the root (no call)
+        self.stacks: list[tuple[int, int]] = [(0, -1)]
+        self.by_names: dict[tuple[str, ...], int] = {(): 0}
+        # (slot, stack) -> [calls, total ns, self ns]
+        self.nodes: dict[tuple[int, int], list[int]] = {}
+        self.bar_limit = bar_limit
+        # the calls of at least ``floor`` ns: (dur, slot, start, depth, stack, complete)
+        self.floor = floor
+        self.bars: list[tuple[int, int, int, int, int, int]] = []
+        self.incomplete = 0
+
+    def name_id(self, name: str) -> int:
+        i = self.name_ids.get(name)
+        if i is None:
+            i = self.name_ids[name] = len(self.names)
+            self.names.append(name)
+        return i
+
+    def stack_of(self, names: tuple[str, ...]) -> int:
+        k = self.by_names.get(names)
+        if k is None:
+            parent = self.stack_of(names[:-1])
+            k = self.by_names[names] = len(self.stacks)
+            self.stacks.append((parent, self.name_id(names[-1])))
+        return k
+
+    def longest(self) -> None:
+        """Keep the ``bar_limit`` longest calls (ties: the earlier, then the thread's
+        and the depth's order, so that every walk keeps the same ones)."""
+        if len(self.bars) > self.bar_limit:
+            self.bars.sort(key=lambda b: (-b[0], b[2], b[1], b[3]))
+            del self.bars[self.bar_limit:]
+
+    @property
+    def calls(self) -> int:
+        return sum(n[0] for n in self.nodes.values())
+
+    def span(self) -> tuple[int, int]:
+        """The time the kept calls cover (the outermost calls are the longest: kept)."""
+        if not self.bars:
+            return 0, 0
+        return (min(b[2] for b in self.bars), max(b[2] + b[0] for b in self.bars))
+
+
+def _floor(rows: Iterable, limit: int) -> int:
+    """The shortest duration the timeline needs, from the function rows' duration
+    histograms: the calls of that many ns or more are the ``limit`` longest and those
+    of one bucket (1/32 of a power of two wide) more; 0 when all fit."""
+    from ..log_hist import hist_low
+    hist: dict[int, int] = {}
+    n = 0
+    for r in rows:
+        for i, k in (r.hist or {}).items():
+            hist[i] = hist.get(i, 0) + k
+            n += k
+    if n <= limit:
+        return 0
+    seen = 0
+    for i in sorted(hist, reverse=True):
+        seen += hist[i]
+        if seen >= limit:
+            return hist_low(i)
+    return 0
+
+
+def _python_pass(source, prof: _Profile) -> None:
+    """The calls by output/calls.py (the pure twin of the native walks)."""
+    stack_of, nodes, bars, floor = prof.stack_of, prof.nodes, prof.bars, prof.floor
+    c: Call
+    for c in source.calls():
+        k = stack_of(c.stack)
+        dur = c.end - c.start
+        node = nodes.get((c.cpu, k))
+        if node is None:
+            nodes[c.cpu, k] = [1, dur, c.self_ns]
+        else:
+            node[0] += 1
+            node[1] += dur
+            node[2] += c.self_ns
+        prof.incomplete += not c.complete
+        if dur >= floor:
+            bars.append((dur, c.cpu, c.start, c.depth, k, int(c.complete)))
+            if len(bars) > 4 * prof.bar_limit:
+                prof.longest()
+
+
+def _native_nodes(native, source, prof: _Profile) -> bool:
+    """Each thread's nodes by the stat walk of its records with stacks (the folded
+    export's walk: self time and calls per call path); a node's total is its self
+    time and its callees' totals.  False when a walk declines."""
+    from .walk import canon_ids
+    syms = source.symbols
+    canon = canon_ids(syms)
+    for slot in source.cpus:
+        walk = native.StatWalk(False, canon, True)
+        blocks = source.record_blocks(slot)
+        try:
+            for cpu, lost, records, ibase in blocks:
+                if not walk.feed(cpu, records, lost, ibase):
+                    return False
+        finally:
+            blocks.close()
+        out = walk.finish()
+        if out is None:
+            return False
+        made, incomplete = out
+        prof.incomplete += incomplete
+        ours = [0]                 # the walk's path -> our stack (-1: a hit's path)
+        names: list[tuple[str, ...]] = [()]
+        for parent, ip, _, _ in made:
+            up = ours[parent]
+            if up < 0 or (parent == 0 and ip in _NOT_CALLS):
+                ours.append(-1)
+                names.append(())
+                continue
+            names.append(names[parent] + (name_of(ip, syms),))
+            ours.append(prof.stack_of(names[-1]))
+        total = [0] * (len(made) + 1)
+        for i in range(len(made), 0, -1):       # callees come after their callers
+            parent, _, self_ns, _ = made[i - 1]
+            total[i] += self_ns
+            total[parent] += total[i]
+        for i, (_, _, self_ns, calls) in enumerate(made, 1):
+            if ours[i] > 0 and calls:
+                node = prof.nodes.setdefault((slot, ours[i]), [0, 0, 0])
+                node[0] += calls
+                node[1] += total[i]
+                node[2] += self_ns
+    return True
+
+
+def _native_bars(native, source, prof: _Profile) -> bool:
+    """The calls of at least prof.floor ns by the native walk of calls (CallRows, the
+    Parquet table's); False when it declines the trace."""
+    from .walk import Declined, canon_ids, drive
+    syms = source.symbols
+    nslots = max(set(source.cpus) | set(source.threads), default=-1) + 1
+    rows = native.CallRows(nslots, canon_ids(syms), 65536, False, lambda m, p: (0, -1))
+    ours = [0]                     # the walk's path -> our stack (-1: not a call's)
+    names: list[tuple[str, ...]] = [()]
+    floor, bars, limit = prof.floor, prof.bars, 4 * prof.bar_limit
+    try:
+        for batch in drive(rows, source, nslots, payloads=True):
+            n, b_slot, b_ts, b_dur, _, b_depth, b_path, b_complete = batch[:8]
+            for parent, ip in rows.paths(len(ours)):
+                up = ours[parent]
+                if up < 0 or (parent == 0 and ip in _NOT_CALLS):
+                    ours.append(-1)
+                    names.append(())
+                    continue
+                names.append(names[parent] + (name_of(ip, syms),))
+                ours.append(prof.stack_of(names[-1]))
+            dur = memoryview(b_dur).cast("q")
+            picked = range(n) if not floor else [i for i in range(n) if dur[i] >= floor]
+            if not picked:
+                continue
+            slot = memoryview(b_slot).cast("i")
+            ts = memoryview(b_ts).cast("q")
+            depth = memoryview(b_depth).cast("i")
+            path = memoryview(b_path).cast("i")
+            for i in picked:
+                k = ours[path[i]]
+                if k > 0:
+                    bars.append((dur[i], slot[i], ts[i], depth[i], k, b_complete[i]))
+            if len(bars) > limit:
+                prof.longest()
+    except Declined:
+        return False
+    return True
+
+
+# the first id of a hit's, an event's and a marker's path (read_stat.c.h's HIT_PATH,
+# read_call_rows.c.h's EVENT_PATH and MARKER_PATH)
+_NOT_CALLS = frozenset((0xFFFFFFFF, 0xFFFFFFFE, 0xFFFFFFFD))
+
+
+def _profile(source, rows: list, bar_limit: int = BAR_LIMIT) -> _Profile:
+    from .. import _env
+    floor = _floor(rows, bar_limit)
+    native = _env.native()
+    if native is not None and source.record_blocks() is not None:
+        prof = _Profile(bar_limit, floor)
+        if _native_nodes(native, source, prof) and _native_bars(native, source, prof):
+            prof.longest()
+            return prof
+    prof = _Profile(bar_limit, floor)
+    _python_pass(source, prof)
+    prof.longest()
+    return prof
+
+
+def _function_rows(source) -> list:
+    """The stat walk's rows with their distribution (as ``fntrace stat`` counts them):
+    natively where it can (the processes of a trace walked in forked children)."""
+    from .stat import forked_stats, function_stats, walked_stats
+    walked = None
+    if source.record_blocks() is not None:
+        if source.part_sizes() is not None:
+            walked = forked_stats(source, lambda part: source.part_record_blocks(part),
+                                  dist=True)
+        if walked is None:
+            walked = walked_stats(source.tf, dist=True)
+    if walked is not None:
+        return walked.rows
+    return function_stats(source.entries(), graph=source.tracer == "function_graph",
+                          dist=True)
+
+
+def report_data(source, *, bar_limit: int = BAR_LIMIT) -> dict:
+    """The page's data for one trace (the JSON island of the report)."""
+    from .chrome_json import _process_name
+    rows = _function_rows(source)
+    prof = _profile(source, rows, bar_limit)
+    places = source.places()
+    t0, t1 = prof.span()
+    rows.sort(key=lambda r: (-r.time, -r.hit, r.func))
+    functions = []
+    for r in rows[:FUNCTION_LIMIT]:
+        file, line = places.get(r.func, ("", 0))
+        functions.append([prof.name_id(r.func), r.hit, r.time, r.self_ns, r.avg,
+                          r.percentile(50), r.percentile(99), r.max,
+                          f"{file}:{line}" if file and file != "<built-in>" else file])
+    # names and call paths in one order (A to Z), whichever walk made them: the same
+    # trace always gives the same file
+    paths: list[tuple[str, ...]] = [()]
+    for parent, nid in prof.stacks[1:]:
+        paths.append(paths[parent] + (prof.names[nid],))
+    names = sorted(prof.names)
+    name_at = {n: i for i, n in enumerate(names)}
+    order = sorted(range(len(paths)), key=paths.__getitem__)     # () first, then A to Z
+    path_at = [0] * len(paths)
+    for i, k in enumerate(order):
+        path_at[k] = i
+    flat_stacks: list[int] = []
+    for k in order:
+        flat_stacks.extend((path_at[prof.stacks[k][0]], name_at[paths[k][-1]])
+                           if k else (0, -1))
+    for f in functions:
+        f[0] = name_at[prof.names[f[0]]]
+    threads = []
+    slots = sorted({s for s, _ in prof.nodes} | set(source.threads))
+    for s in slots:
+        tid, tname = source.threads.get(s, (0, "<...>"))
+        threads.append({"slot": s, "tid": tid, "name": tname, "pid": source.process_of(s)})
+    nodes: dict[str, list[int]] = {}
+    for (s, k), (calls, total, self_ns) in sorted(prof.nodes.items(),
+                                                   key=lambda kv: (kv[0][0], path_at[kv[0][1]])):
+        nodes.setdefault(str(s), []).extend((path_at[k], calls, total, self_ns))
+    bars: dict[str, list[int]] = {}
+    for dur, s, start, depth, k, complete in sorted(
+            prof.bars, key=lambda b: (b[1], b[2], b[3], path_at[b[4]])):
+        bars.setdefault(str(s), []).extend((start - t0, dur, depth, path_at[k], int(complete)))
+    header = source.header
+    calls = prof.calls
+    return {
+        "version": 1,
+        "title": _process_name(header, source.pid),
+        "file": os.path.basename(source.name),
+        "tracer": source.tracer,
+        "argv": [str(a) for a in header.get("argv") or ()],
+        "calls": calls,
+        "incomplete": prof.incomplete,
+        "lost": source.lost(),
+        "functions_total": len(rows),
+        "t0": t0,
+        "span": t1 - t0,
+        "threads": threads,
+        "names": names,
+        "stacks": flat_stacks,
+        "nodes": nodes,
+        "bars": bars,
+        "bars_dropped": calls - len(prof.bars),
+        "bar_floor": min(b[0] for b in prof.bars) if calls > len(prof.bars) else 0,
+        "functions": functions,
+        "diff": None,
+    }
+
+
+def _stack_names(data: Mapping) -> list[tuple[str, ...]]:
+    st, names = data["stacks"], data["names"]
+    out: list[tuple[str, ...]] = [()]
+    for k in range(1, len(st) // 2):
+        out.append(out[st[2 * k]] + (names[st[2 * k + 1]],))
+    return out
+
+
+def _totals_by_stack(data: Mapping) -> dict[tuple[str, ...], int]:
+    """Call path (names) -> total ns over every thread."""
+    paths = _stack_names(data)
+    out: dict[tuple[str, ...], int] = {}
+    for flat in data["nodes"].values():
+        for i in range(0, len(flat), 4):
+            p = paths[flat[i]]
+            out[p] = out.get(p, 0) + flat[i + 2]
+    return out
+
+
+def diff_data(base: dict, new: dict, base_name: str, new_name: str,
+              changes: Iterable) -> dict:
+    """The NEW run's page data with the BASE run's totals per call path (the flame
+    graph's colours) and the functions' changes (output/diff.py's FuncDiff)."""
+    base_totals = _totals_by_stack(base)
+    paths = _stack_names(new)
+    by_stack = [base_totals.get(p, -1) if p else 0 for p in paths]
+    rows = []
+    for d in changes:
+        a, b = d.base, d.new
+        rows.append([d.func, a.hit if a else 0, b.hit if b else 0, a.time if a else 0,
+                     b.time if b else 0, a.self_ns if a else 0, b.self_ns if b else 0,
+                     a.percentile(99) if a else 0, b.percentile(99) if b else 0,
+                     0 if a is None else 1, 0 if b is None else 1])
+    out = dict(new)
+    out["diff"] = {"base": base_name, "new": new_name, "base_calls": base["calls"],
+                   "base_span": base["span"], "by_stack": by_stack, "changes": rows}
+    return out
+
+
+def _json_island(data: Mapping) -> str:
+    # "</" would end the script element early: escaped as JSON allows
+    return json.dumps(data, ensure_ascii=True, separators=(",", ":")).replace("</", "<\\/")
+
+
+def _asset(name: str) -> str:
+    return resources.files(__package__).joinpath("html", name).read_text("utf-8")
+
+
+def write_page(data: Mapping, out) -> None:
+    """The page: the template with its script, styles and data inline."""
+    page = _asset("report.html")
+    title = f"fntrace: {data.get('title') or data.get('file')}"
+    from html import escape
+    parts = page.split("/*STYLE*/", 1)
+    head, rest = parts[0], parts[1]
+    js_at = rest.split("/*SCRIPT*/", 1)
+    out.write(head.replace("<!--TITLE-->", escape(title)))
+    out.write(_asset("report.css"))
+    data_at = js_at[0].split("<!--DATA-->", 1)
+    out.write(data_at[0])
+    out.write(_json_island(data))
+    out.write(data_at[1])
+    out.write(_asset("report.js"))
+    out.write(js_at[1])
+
+
+class HtmlExporter(Exporter):
+    name = "html"
+    summary = "one self-contained HTML report: flame graph, timeline, function table"
+    binary = False
+    suffix = ".html"
+
+    def write(self, source, out, options: Mapping[str, object]) -> dict | None:
+        if source.tracer not in ("function_graph", "function"):
+            raise FntraceError(f"a {source.tracer} trace has no function calls to show "
+                             "(record with -p function_graph)")
+        data = report_data(source)
+        write_page(data, out)
+        return {"notes": list(_notes(data))} if any(True for _ in _notes(data)) else None
+
+
+def _notes(data: Mapping) -> Iterator[str]:
+    if data["bars_dropped"] and data["bar_floor"]:
+        yield (f"timeline: the {BAR_LIMIT:,} longest calls are drawn; "
+               f"{data['bars_dropped']:,} shorter ones (under {data['bar_floor']:,} ns) "
+               "are inside their callers' bars")
+    if data["tracer"] == "function":
+        yield "a function tracer trace has no durations: the report shows its hits only"
+
+
+register_exporter(HtmlExporter())
+
+
+from .._env import public_dir as _public_dir  # noqa: E402
+
+__dir__ = _public_dir(globals())
