@@ -80,16 +80,34 @@ def record(tmp_path: Path, name: str = "run.dat", *argv: str) -> Path:
     return out
 
 
-def stat_rows(trace: Path) -> dict[str, tuple[int, int]]:
-    """fntrace stat's Hit and Time (ns: its µs printed with three decimals)."""
+def stat_rows(trace: Path) -> dict[str, tuple[int, int, int]]:
+    """fntrace stat's Hit and Time in ns, and the Time's resolution (the kernel's
+    column prints fewer decimals of a larger number)."""
     r = fntrace_cli("stat", trace, "-c", "hit,time", check=True)
     rows = {}
     for line in r.stdout.splitlines():
         m = re.match(r"\s*(\S+)\s+(\d+)\s+([\d.]+) us\s*$", line)
         if m:
-            rows[m.group(1)] = (int(m.group(2)), int(Decimal(m.group(3)) * 1000))
+            decimals = len(m.group(3).partition(".")[2])
+            rows[m.group(1)] = (int(m.group(2)), int(Decimal(m.group(3)) * 1000),
+                                10 ** (3 - decimals))
     assert rows, r.stdout
     return rows
+
+
+def same_as_stat(table: dict[str, tuple[int, int]], trace: Path) -> None:
+    stat = stat_rows(trace)
+    assert table.keys() == stat.keys()
+    for name, (hit, ns) in table.items():
+        s_hit, s_ns, res = stat[name]
+        assert hit == s_hit and s_ns <= ns < s_ns + res, (name, table[name], stat[name])
+
+
+def page_total(data: dict, func: str) -> int:
+    """The summed total of the call paths that end in ``func`` (none recurses)."""
+    paths = stacks_of(data)
+    return sum(flat[i + 2] for flat in data["nodes"].values()
+               for i in range(0, len(flat), 4) if paths[flat[i]][-1] == func)
 
 
 def stacks_of(data: dict) -> list[tuple[str, ...]]:
@@ -116,7 +134,7 @@ def test_the_report_holds_what_stat_and_the_calls_say(run):
     names = data["names"]
     # the function table: stat's rows, to the nanosecond
     table = {names[r[0]]: (r[1], r[2]) for r in data["functions"]}
-    assert table == stat_rows(trace)
+    same_as_stat(table, trace)
     assert data["functions_total"] == len(table)
     assert table["__main__.leaf"][0] == 3 * (20 + 30)
     where = {names[r[0]]: r[8] for r in data["functions"]}
@@ -377,14 +395,14 @@ def dom(text: str) -> _Dom:
 @pytest.mark.once
 def test_the_page_in_a_browser_shows_the_trace(run, tmp_path):
     tmp, trace, out = run
-    want = stat_rows(trace)
+    want = {name: (hit, ns) for name, (hit, ns, _) in stat_rows(trace).items()}
     # the function table: every function with stat's hits and total
     d = dom(browse(out, "view=functions", tmp_path, "functions.png"))
     rows = d.tables["function-table"]
     head = [c for c, _ in rows[0]]
     assert head[:4] == ["Function", "Hits", "Total", "Self"] and head[-1] == "Where"
     shown = {r[0][0]: (int(r[1][1]), int(r[2][1])) for r in rows[1:]}
-    assert shown == want
+    same_as_stat(shown, trace)
     # sorted by total, the largest first
     totals = [int(r[2][1]) for r in rows[1:]]
     assert totals == sorted(totals, reverse=True)
@@ -394,7 +412,7 @@ def test_the_page_in_a_browser_shows_the_trace(run, tmp_path):
     d = dom(browse(out, "view=flame&search=slow", tmp_path, "search.png"))
     matched = d.by_id["matched"]
     assert matched["data-functions"] == "1"
-    assert int(matched["data-ns"]) == want["__main__.slow"][1]
+    assert int(matched["data-ns"]) == page_total(page_data(out), "__main__.slow")
     assert "".join(d.text["matched"]).startswith("Matched: ")
     assert int(d.by_id["flame-canvas"]["data-drawn"]) >= 6     # all, work, mid, leaf, slow...
 
@@ -427,3 +445,57 @@ def test_the_diff_page_in_a_browser_lists_the_changes(tmp_path):
     d = dom(browse(out, "view=flame", tmp_path, "diff-flame.png"))
     assert "hidden" not in d.by_id["diff-legend"]
     assert "base.dat" in "".join(d.text["title"])
+
+
+FORKS = '''\
+import os
+
+
+def leaf(i):
+    return i * 2
+
+
+def work(n):
+    return [leaf(i) for i in range(n)]
+
+
+def main():
+    pid = os.fork()
+    if pid == 0:
+        work(7)
+        os._exit(0)
+    work(5)
+    os.waitpid(pid, 0)
+
+
+main()
+'''
+
+
+def test_a_trace_of_two_processes_has_a_flame_graph_each(tmp_path):
+    (tmp_path / "forks.py").write_text(FORKS)
+    trace = tmp_path / "f.dat"
+    fntrace_cli("record", "-p", "function_graph", "-F", "__main__.*", "-o", trace,
+                "forks.py", cwd=tmp_path, check=True)
+    out = _export(trace, tmp_path / "f.html")
+    data = page_data(out)
+    pids = {t["pid"] for t in data["threads"]}
+    assert len(pids) == 2, data["threads"]
+    table = {data["names"][r[0]]: (r[1], r[2]) for r in data["functions"]}
+    same_as_stat(table, trace)
+    assert table["__main__.leaf"][0] == 12
+    # each process's leaf calls under its own thread
+    paths = stacks_of(data)
+    leafs = {}
+    for t in data["threads"]:
+        flat = data["nodes"].get(str(t["slot"]), [])
+        leafs[t["pid"]] = sum(flat[i + 1] for i in range(0, len(flat), 4)
+                              if paths[flat[i]][-1] == "__main__.leaf")
+    assert sorted(leafs.values()) == [5, 7]
+    child = next(p for p, n in leafs.items() if n == 7)
+    d = dom(browse(out, f"view=flame&thread=p{child}", tmp_path)) if shutil.which(
+        "chromium") and os.environ.get("FNTRACE_TEST_ONCE") in (None, "here") else None
+    if d is not None:
+        info = "".join(d.text["flame-info"])
+        # work and its 7 leafs: the child's trace starts after the fork, inside main
+        assert info.startswith(f"process {child}: 8 calls"), info

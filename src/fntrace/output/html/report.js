@@ -54,7 +54,8 @@ function readHash() {
   for (const k of Object.keys(state)) if (h.has(k)) state[k] = h.get(k);
   if (!["flame", "timeline", "functions", "changes"].includes(state.view)) state.view = "flame";
   if (state.view === "changes" && !D.diff) state.view = "flame";
-  if (state.thread !== "all" && !threadOf.has(state.thread)) state.thread = "all";
+  if (state.thread !== "all" && !threadOf.has(state.thread) &&
+      !D.threads.some((t) => "p" + t.pid === state.thread)) state.thread = "all";
 }
 function writeHash() {
   const h = new URLSearchParams();
@@ -70,6 +71,16 @@ function setSearch(text) {
   }
 }
 const matches = (id) => searchRe !== null && id >= 0 && searchRe.test(D.names[id]);
+
+// the thread slots a selection shows: "all", "pPID" (a process's threads) or a slot
+function slotsOf(sel) {
+  if (sel === "all") return D.threads.map((t) => String(t.slot));
+  if (sel[0] === "p") return D.threads.filter((t) => "p" + t.pid === sel).map((t) => String(t.slot));
+  return [sel];
+}
+function selectionLabel(sel) {
+  return sel === "all" ? "all threads" : sel[0] === "p" ? "process " + sel.slice(1) : threadLabel(threadOf.get(sel));
+}
 
 // ---- the flame graph's tree of one thread (or all) -------------------------------
 function buildTree(thread) {
@@ -87,8 +98,7 @@ function buildTree(thread) {
     byPath.set(p, n);
     return n;
   }
-  const slots = thread === "all" ? Object.keys(D.nodes) : [thread];
-  for (const s of slots) {
+  for (const s of slotsOf(thread)) {
     const flat = D.nodes[s] || [];
     for (let i = 0; i < flat.length; i += 4) {
       const n = get(flat[i]);
@@ -182,7 +192,7 @@ function drawFlame() {
   flame.rects = rects;
   cv.dataset.drawn = drawn;
   cv.dataset.focus = nameOf(focus.name);
-  const who = state.thread === "all" ? "all threads" : threadLabel(threadOf.get(state.thread));
+  const who = selectionLabel(state.thread);
   $("flame-info").textContent = (focus === flame.root
     ? `${who}: ${fmtInt(flame.root.calls)} calls, ${fmtNs(flame.root.total)}. Click a frame to zoom in, the top row to zoom out.`
     : `${who}, zoomed to ${nameOf(focus.name)}: ${fmtNs(focus.total)}, ${pct(focus.total, flame.root.total)} of the run. Click the top row to zoom out.`)
@@ -215,7 +225,7 @@ function showMatched() {
 
 // ---- the timeline -----------------------------------------------------------------
 const tl = {v0: 0, v1: Math.max(D.span, 1), lanes: []};
-function laneSlots() { return state.thread === "all" ? D.threads.map((t) => String(t.slot)).filter((s) => D.bars[s]) : [state.thread]; }
+function laneSlots() { return slotsOf(state.thread).filter((s) => D.bars[s]); }
 function drawTimeline() {
   const cv = $("timeline-canvas");
   const slots = laneSlots();
@@ -428,7 +438,9 @@ function start() {
   if (D.tracer === "function") warn.push("A function tracer trace has no durations: see the function table's hits.");
   $("warnings").textContent = warn.join(" ");
   const sel = $("thread");
+  const pids = [...new Set(D.threads.map((t) => t.pid))];
   sel.innerHTML = `<option value="all">all threads</option>` +
+    (pids.length > 1 ? pids.map((p) => `<option value="p${p}">process ${p}</option>`).join("") : "") +
     D.threads.map((t) => `<option value="${t.slot}">${esc(threadLabel(t))}</option>`).join("");
   sel.value = state.thread;
   sel.onchange = () => { state.thread = sel.value; state.zoom = ""; flame = null; show(); };
@@ -472,4 +484,6 @@ function start() {
   show();
 }
 start();
+// how long the page took to open and draw (benchmarks/html_report.py reads it)
+document.body.dataset.loadMs = Math.round(performance.now());
 })();
