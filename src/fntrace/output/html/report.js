@@ -256,7 +256,7 @@ function drawTimeline() {
   for (let t = Math.ceil(tl.v0 / tick) * tick; t <= tl.v1; t += tick) {
     const x = (t - tl.v0) * scale;
     g.beginPath(); g.moveTo(x + 0.5, 14); g.lineTo(x + 0.5, H); g.stroke();
-    g.fillText(fmtNs(Math.round(t)), x + 3, 7);
+    g.fillText(fmtNs(Math.round(t)).replace(/(\.\d*?)0+ /, "$1 ").replace(". ", " "), x + 3, 7);
   }
   let drawn = 0;
   for (const lane of lanes) {
