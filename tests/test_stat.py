@@ -154,17 +154,19 @@ def test_same_numbers_as_trace_stat_function(profiled, run_fntrace):
 
 
 def test_profile_dist_is_stats_distribution(profiled, run_fntrace):
-    """options/profile-dist 1: trace_stat/functionN gains Min, p50, p90, p99 and Max
-    after s^2, and they are fntrace stat's of the same calls, to the nanosecond (the
-    same measurements into the same histogram, log_hist)."""
+    """options/profile-dist 1: trace_stat/functionN gains Min, p50, p90, p99, Max and
+    Self after s^2, and they are fntrace stat's of the same calls, to the nanosecond
+    (the same measurements into the same histogram, log_hist; the same children's
+    durations taken off)."""
     tables, dat = profiled("1", dist="1")
-    r = run_fntrace("stat", "--per-thread", "-c", "hit,time,avg,s2,min,p50,p90,p99,max", dat)
+    r = run_fntrace("stat", "--per-thread", "-c", "hit,time,avg,s2,min,p50,p90,p99,max,self",
+                    dat)
     assert r.returncode == 0, r.stderr
     ours = per_thread_tables(r.stdout)
     for cpu, text in tables.items():
         lines = text.splitlines()
         assert "\n".join(lines[:2]) + "\n" == function_stat_headers(True, dist=True)
-        assert lines[0].split()[-5:] == ["Min", "p50", "p90", "p99", "Max"]
+        assert lines[0].split()[-6:] == ["Min", "p50", "p90", "p99", "Max", "Self"]
         krows = rows_by_name(lines[2:])
         if not krows:
             continue
@@ -172,7 +174,7 @@ def test_profile_dist_is_stats_distribution(profiled, run_fntrace):
         assert set(mine) == set(krows)
         for name, krow in krows.items():
             assert krow.rstrip() == mine[name], (krow, mine[name])
-            assert len(krow.split()) == 2 + 8 * 2     # name, hits, 8 durations with units
+            assert len(krow.split()) == 2 + 9 * 2     # name, hits, 9 durations with units
 
 
 def test_self_is_the_profilers_time_without_graph_time(profiled, run_fntrace):

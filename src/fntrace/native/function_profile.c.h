@@ -42,6 +42,7 @@ typedef struct {
     /* options/profile-dist */
     unsigned long long timed, min, max;
     log_hist hist;
+    unsigned long long self_time;   /* the calls' time less their callees' (with dist) */
 } prof_rec;
 
 typedef struct {
@@ -153,13 +154,15 @@ prof_hit(ProfileStatObject *st, unsigned long ip)
 }
 
 static inline void
-prof_add_time(ProfileStatObject *st, unsigned long ip, unsigned long long t, int dist)
+prof_add_time(ProfileStatObject *st, unsigned long ip, unsigned long long t, int dist,
+              unsigned long long self_t)
 {
     prof_rec *r = prof_find(st, ip);
     if (r != NULL) {           /* none: reset while the call ran (the kernel's "if (rec)") */
         r->time += t;
         r->time_squared += (unsigned __int128)t * t;
         if (__builtin_expect(dist, 0)) {
+            r->self_time += self_t;
             if (r->timed == 0 || t < r->min)
                 r->min = t;
             if (r->timed == 0 || t > r->max)
@@ -252,16 +255,22 @@ prof_return(PyObject *prof, ProfileStatObject *st, unsigned long ip, long depth,
         calltime = thread_cpu_ns() - s->cpu0;
     if (calltime < 0)
         calltime = 0;
-    if (ll_zero(SLOT(prof, off_prof_graph_time))) {
-        /* the whole call counts in its parent's children; its own, less its children */
+    int graph_time = !ll_zero(SLOT(prof, off_prof_graph_time));
+    int dist = !ll_zero(SLOT(prof, off_prof_dist));
+    long long self_t = calltime;
+    if (!graph_time || dist) {
+        /* the whole call counts in its parent's children; its own, less its children
+         * (graph-time 0: the call's time; profile-dist: its Self column) */
         if (depth > 0 && depth - 1 < st->nslots && st->slots[depth - 1].live)
             st->slots[depth - 1].sub += calltime;
         long long sub = s != NULL ? s->sub : 0;
-        calltime = sub < calltime ? calltime - sub : 0;
+        self_t = sub < calltime ? calltime - sub : 0;
+        if (!graph_time)
+            calltime = self_t;
     }
     if (s != NULL)
         s->live = 0;
-    prof_add_time(st, ip, (unsigned long long)calltime, !ll_zero(SLOT(prof, off_prof_dist)));
+    prof_add_time(st, ip, (unsigned long long)calltime, dist, (unsigned long long)self_t);
 }
 
 /* The lane pair (fg_lane_ops): the profiler is fgraph's only user. */
@@ -412,18 +421,19 @@ ProfileStat_hit(ProfileStatObject *st, PyObject *ip)
 static PyObject *
 ProfileStat_add_time(ProfileStatObject *st, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2 && nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "add_time(ip, ns, dist=False)");
+    if (nargs < 2 || nargs > 4) {
+        PyErr_SetString(PyExc_TypeError, "add_time(ip, ns, dist=False, self_ns=0)");
         return NULL;
     }
     unsigned long ip = PyLong_AsUnsignedLong(args[0]);
     unsigned long long t = PyLong_AsUnsignedLongLong(args[1]);
+    unsigned long long self_t = nargs == 4 ? PyLong_AsUnsignedLongLong(args[3]) : 0;
     if (PyErr_Occurred())
         return NULL;
-    int dist = nargs == 3 ? PyObject_IsTrue(args[2]) : 0;
+    int dist = nargs >= 3 ? PyObject_IsTrue(args[2]) : 0;
     if (dist < 0)
         return NULL;
-    prof_add_time(st, ip, t, dist);
+    prof_add_time(st, ip, t, dist, self_t);
     Py_RETURN_NONE;
 }
 
@@ -448,7 +458,7 @@ static PyObject *
 ProfileStat_items(ProfileStatObject *st, PyObject *const *args, Py_ssize_t nargs)
 {
     /* [(ip, counter, time, time_squared)] in the order the functions were first hit;
-     * with dist, each ends in (min, max, {bucket: calls}) */
+     * with dist, each ends in (min, max, {bucket: calls}, self time) */
     int dist = nargs >= 1 ? PyObject_IsTrue(args[0]) : 0;
     if (dist < 0)
         return NULL;
@@ -461,8 +471,9 @@ ProfileStat_items(ProfileStatObject *st, PyObject *const *args, Py_ssize_t nargs
         PyObject *item = NULL;
         if (sq != NULL && dist) {
             PyObject *h = hist_dict(&r->hist);
-            item = h ? Py_BuildValue("(kkKNKKN)", r->ip, r->counter, r->time, sq,
-                                     r->timed ? r->min : 0ULL, r->timed ? r->max : 0ULL, h)
+            item = h ? Py_BuildValue("(kkKNKKNK)", r->ip, r->counter, r->time, sq,
+                                     r->timed ? r->min : 0ULL, r->timed ? r->max : 0ULL, h,
+                                     r->self_time)
                      : (Py_DECREF(sq), NULL);
         }
         else if (sq != NULL)
@@ -499,11 +510,11 @@ ProfileStat_len(ProfileStatObject *st)
 static PyMethodDef ProfileStat_methods[] = {
     {"hit", (PyCFunction)ProfileStat_hit, METH_O, "hit(ip): one more hit of the function"},
     {"add_time", (PyCFunction)(void (*)(void))ProfileStat_add_time, METH_FASTCALL,
-     "add_time(ip, ns, dist=False): one call's time, if the function has a record "
-     "(dist: into its distribution too)"},
+     "add_time(ip, ns, dist=False, self_ns=0): one call's time, if the function has a "
+     "record (dist: into its distribution too, and self_ns into its self time)"},
     {"items", (PyCFunction)(void (*)(void))ProfileStat_items, METH_FASTCALL,
      "items(dist=False) -> [(ip, hits, time, time_squared)], in the order first hit; "
-     "with dist each ends in (min, max, {bucket: calls})"},
+     "with dist each ends in (min, max, {bucket: calls}, self time)"},
     {"reset", (PyCFunction)ProfileStat_reset, METH_NOARGS, "reset(): forget every record"},
     {NULL}
 };

@@ -36,8 +36,9 @@ _HEADERS_HITS = ("  Function                               Hit\n"
                  "  --------                               ---\n")
 
 
-# options/profile-dist: the distribution's columns after s^2 (fntrace's, not the kernel's)
-DIST_COLUMNS = ("Min", "p50", "p90", "p99", "Max")
+# options/profile-dist: the distribution's columns after s^2, and the calls' time less
+# their callees' (fntrace's, not the kernel's)
+DIST_COLUMNS = ("Min", "p50", "p90", "p99", "Max", "Self")
 
 
 def function_stat_headers(graph: bool = True, dist: bool = False) -> str:
@@ -69,10 +70,11 @@ def function_stat_variance(counter: int, time: int, time_squared: int) -> int:
 
 def function_stat_show(name: str, counter: int, time: int, time_squared: int, *,
                        graph: bool = True, tracing_thresh: int = 0,
-                       dist: tuple[int, int, dict[int, int]] | None = None) -> str:
+                       dist: tuple[int, int, dict[int, int], int] | None = None) -> str:
     """function_stat_show(): one row with its newline; "" for a row not shown (no hits:
     reset while it was read; or its average below tracing_thresh, in ns).  ``dist``:
-    the calls' (shortest, longest, histogram), shown after s^2 (options/profile-dist)."""
+    the calls' (shortest, longest, histogram, self time), shown after s^2
+    (options/profile-dist)."""
     if counter == 0:
         return ""
     line = f"  {name[:30]:<30}  {counter:10d}"
@@ -89,11 +91,12 @@ def function_stat_show(name: str, counter: int, time: int, time_squared: int, *,
              + trace_print_graph_duration(avg) + "    "
              + trace_print_graph_duration(stddev))
     if dist is not None:
-        least, most, hist = dist
+        least, most, hist, self_ns = dist
         calls = sum(hist.values())
         for v in (least if calls else 0, hist_percentile(hist, calls, least, most, 50),
                   hist_percentile(hist, calls, least, most, 90),
-                  hist_percentile(hist, calls, least, most, 99), most if calls else 0):
+                  hist_percentile(hist, calls, least, most, 99), most if calls else 0,
+                  self_ns):
             line += "    " + trace_print_graph_duration(v)
     return line + "\n"
 

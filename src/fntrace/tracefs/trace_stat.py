@@ -12,8 +12,9 @@ ftrace.c ftrace_profile_tracefs).
                                the option is the function_graph tracer's too:
                                tracefs/options.py)
     options/profile-dist       1: each function's calls kept as a distribution, and
-                               Min, p50, p90, p99 and Max shown after s^2 (fntrace's;
-                               0 by default, the kernel's table)
+                               Min, p50, p90, p99, Max and Self (the time less the
+                               callees') shown after s^2 (fntrace's; 0 by default,
+                               the kernel's table)
 
 A stat file is made when it is read (stat_seq_init): its rows sorted by the tracer's
 key, largest first.  The kernel inserts each row into an rbtree before every row it does
@@ -108,7 +109,7 @@ def _read_function_stat(prof: FunctionProfiler, cpu: int) -> str:
                                 lambda r: function_stat_show(
                                     r[0], r[1], r[2], r[3], graph=prof.graph,
                                     tracing_thresh=prof.tr.tracing_thresh,
-                                    dist=r[4:7] if dist else None),
+                                    dist=r[4:8] if dist else None),
                                 lambda: function_stat_headers(prof.graph, dist)))
 
 

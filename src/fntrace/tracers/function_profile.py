@@ -28,8 +28,9 @@ show hits only.
 
 options/profile-dist (fntrace's; 0 by default): each function's record also keeps its
 calls' times as a distribution -- the shortest, the longest, and fntrace's log-linear
-histogram (log_hist.py) -- and trace_stat/functionN shows Min, p50, p90, p99 and Max
-after s^2.  Calls that return while it is 1 are counted; function_profile_enabled
+histogram (log_hist.py) -- and its self time (the calls' time less their callees', the
+children's sums of graph-time 0 kept for it), and trace_stat/functionN shows Min, p50,
+p90, p99, Max and Self after s^2.  Calls that return while it is 1 are counted; function_profile_enabled
 starts every table anew, as it does the sums.
 
 options/sleep-time: the kernel's excludes the time a task was scheduled out.  Here, with
@@ -88,16 +89,17 @@ class ProfileStat:
         else:
             r[0] += 1
 
-    def add_time(self, ip: int, ns: int, dist: bool = False) -> None:
+    def add_time(self, ip: int, ns: int, dist: bool = False, self_ns: int = 0) -> None:
         """One call's time; none if the record went with a reset while the call ran.
-        ``dist``: into the record's distribution too (options/profile-dist)."""
+        ``dist``: into the record's distribution too (options/profile-dist), and its
+        time less its callees' (``self_ns``) into the record's self time."""
         r = self.recs.get(ip)
         if r is not None:
             r[1] += ns
             r[2] += ns * ns
             if dist:
                 if len(r) == 3:
-                    r += (ns, ns, {})
+                    r += (ns, ns, {}, 0)
                 elif ns < r[3]:
                     r[3] = ns
                 elif ns > r[4]:
@@ -105,14 +107,15 @@ class ProfileStat:
                 h = r[5]
                 i = hist_index(ns)
                 h[i] = h.get(i, 0) + 1
+                r[6] += self_ns
 
     def items(self, dist: bool = False) -> list[tuple]:
         """[(ip, hits, time, time_squared)], and with ``dist`` (min, max, {bucket:
-        calls}) after them (0, 0, {}: no call counted in one)."""
+        calls}, self time) after them (0, 0, {}, 0: no call counted in one)."""
         if not dist:
             return [(ip, r[0], r[1], r[2]) for ip, r in list(self.recs.items())]
-        return [(ip, r[0], r[1], r[2], r[3], r[4], dict(r[5])) if len(r) > 3
-                else (ip, r[0], r[1], r[2], 0, 0, {}) for ip, r in list(self.recs.items())]
+        return [(ip, r[0], r[1], r[2], r[3], r[4], dict(r[5]), r[6]) if len(r) > 3
+                else (ip, r[0], r[1], r[2], 0, 0, {}, 0) for ip, r in list(self.recs.items())]
 
     def reset(self) -> None:
         self.recs = {}
@@ -146,14 +149,18 @@ def profile_graph_return(trace, gops, fregs) -> None:
         calltime = thread_time_ns() - cpu0
     if calltime < 0:
         calltime = 0
-    if not prof.graph_time:
-        # Append this call time to the parent time to subtract (ftrace.c)
+    self_ns = calltime
+    if not prof.graph_time or prof.dist:
+        # Append this call time to the parent time to subtract (ftrace.c); the call's
+        # own is its time with graph-time 0, and its Self column with profile-dist
         parent = fgraph_retrieve_parent_data(gops.idx, 1)
         if parent is not None:
             psub, pcpu0 = _PDATA.unpack_from(parent)
             _PDATA.pack_into(parent, 0, psub + calltime, pcpu0)
-        calltime = calltime - sub if sub < calltime else 0
-    st.add_time(trace.func.ip, calltime, prof.dist)
+        self_ns = calltime - sub if sub < calltime else 0
+        if not prof.graph_time:
+            calltime = self_ns
+    st.add_time(trace.func.ip, calltime, prof.dist, self_ns)
 
 
 class FunctionProfiler:
@@ -208,7 +215,7 @@ class FunctionProfiler:
     def rows(self, cpu: int, dist: bool = False) -> list[tuple]:
         """Thread ``cpu``'s table as (function name, hits, time ns, time_squared), in
         the order first hit; with ``dist`` each row ends in its (min, max, {bucket:
-        calls})."""
+        calls}, self time ns)."""
         st = self.stats.get(cpu)
         if st is None:
             return []
