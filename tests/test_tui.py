@@ -478,6 +478,56 @@ async def test_the_index_ending_during_a_poll_still_shows_its_last_rows(tmp_path
         v = graph.view
         assert v.seen == v.t.n == 1 + 3 * n and len(v.vis) == 1 + n
 
+
+THREAD_NAMES = """\
+import threading
+def leaf(s):
+    return s + "]"
+def work(n):
+    return [leaf("[" * i + "/dim") for i in range(n)]
+for name in ("pool [2", "job [b]x[/b]", "q [$x] [/]"):
+    t = threading.Thread(target=work, args=(2,), name=name)
+    t.start(); t.join()
+"""
+
+
+@_sync
+async def test_names_and_values_from_the_trace_are_shown_as_they_are(tmp_path, run_fntrace):
+    """Thread names, arguments and return values are text, not markup: a "[" in them
+    neither styles what follows nor breaks the pane (a lone "[" in a thread's name
+    crashed the browser: MarkupError); the function table's key help reads as it is
+    written, its "[" included, with no "[/dim]" left over."""
+    path = _record(tmp_path, run_fntrace, THREAD_NAMES, "-p", "function_graph", "-A", "-R",
+                   "-F", "__main__.*")
+    app = TraceBrowser(open_trace(path))
+    async with app.run_test(size=SIZE) as pilot:
+        await _indexed(pilot)
+        seen = []
+        for _ in range(len(app.cpus)):
+            t = app.index.threads[app.cpu]
+            if t.comm != "MainThread":
+                seen.append(t.comm)
+                assert t.label.startswith(t.comm)
+                status = str(app.query_one("#status").render())
+                assert f"{app.cpu}: {t.label} (" in status
+                await pilot.press("j", "j")        # work's second leaf: leaf(s='[/dim')
+                assert _name(app) == "__main__.leaf"
+                detail = str(app.query_one("#detail").render())
+                assert detail.startswith(f"__main__.leaf   thread {t.label}   start ")
+                assert "args: s='[/dim'" in detail and "retval: '[/dim]'" in detail
+                await pilot.press("f")
+                await _distributed(pilot)
+                detail = str(app.query_one("#detail").render())
+                assert detail.splitlines()[0] == f"__main__.leaf   thread {t.label}"
+                assert detail.splitlines()[-1] == (
+                    "enter: its first call in the graph (then ] and [ for the next and "
+                    "previous)   s: sort by the next column   a: all threads / this one")
+                assert "[/dim]" not in detail and "[/b]" not in detail.splitlines()[-1]
+                await pilot.press("f")
+            await pilot.press("t")
+        assert sorted(seen) == ["job [b]x[/b]", "pool [2", "q [$x] [/]"]
+
+
 @_sync
 async def test_empty_trace(tmp_path, run_fntrace):
     path = _record(tmp_path, run_fntrace, "x = 1\n", "-p", "function_graph", "-F", "nosuch*")

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import os
 
-from rich.markup import escape
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.widgets import ContentSwitcher, DataTable, Footer, Input, ProgressBar, Static
 
 from ..output.source import TraceSource
@@ -52,6 +52,17 @@ _TITLES = {"p50": "p50", "p90": "p90", "p99": "p99"}
 _MAX_EVENTS_SHOWN = 3
 #: Entries indexed before the first screen (a few milliseconds' work).
 _FIRST_ENTRIES = 2000
+
+
+def _markup(template: str, **values: object) -> Content:
+    """Content of textual markup with each ``$name`` of the template put in as plain
+    text: names, thread names, arguments and event texts come from the traced program
+    and may hold a ``[`` that markup would take for a tag (a lone one fails the whole
+    pane: MarkupError), which no escaping of the values covers in every case."""
+    # Content(...).plain: without the control codes textual strips from the whole text
+    # afterwards (which would shift the styles after them)
+    return Content.from_markup(template,
+                               **{k: Content(str(v)).plain for k, v in values.items()})
 
 
 class TraceBrowser(App):
@@ -167,7 +178,7 @@ class TraceBrowser(App):
                                 name="distributions")
             if ix.error:
                 self.notify(f"the trace is damaged: {ix.error}; showing what was read",
-                            severity="error", timeout=10)
+                            severity="error", timeout=10, markup=False)
             if self.query_one("#views", ContentSwitcher).current == "table":
                 self._fill_table()
         self._status()
@@ -177,7 +188,8 @@ class TraceBrowser(App):
         try:
             dists = function_distributions(self.source)
         except Exception as e:          # a damaged trace: the columns stay "…"
-            self.call_from_thread(self.notify, f"no distributions: {e}", severity="warning")
+            self.call_from_thread(self.notify, f"no distributions: {e}", severity="warning",
+                                  markup=False)
             return
         self.call_from_thread(self._distributions_in, dists)
 
@@ -191,21 +203,23 @@ class TraceBrowser(App):
 
     def _status(self) -> None:
         ix = self.index
-        parts = [f"[b]{escape(os.path.basename(self.source.name))}[/b]  {self.source.tracer}"]
+        parts = [_markup("[b]$name[/b]  $tracer", name=os.path.basename(self.source.name),
+                         tracer=self.source.tracer)]
         if not ix.done:
             parts.append(f"indexing… {ix.progress():.0%}")
         if self.cpus:
             t = ix.threads[self.cpu]
-            parts.append(f"thread [b]{self.cpu}: {escape(t.label)}[/b] "
-                         f"({self.cpus.index(self.cpu) + 1}/{len(self.cpus)})")
+            parts.append(_markup(f"thread [b]{self.cpu}: $label[/b] "
+                                 f"({self.cpus.index(self.cpu) + 1}/{len(self.cpus)})",
+                                 label=t.label))
             parts.append(f"{t.n:,} calls")
         else:
             parts.append("no threads in this trace")
         if ix.done and self.source.truncated:
-            parts.append("[red]file cut short[/red]")
+            parts.append(_markup("[red]file cut short[/red]"))
         if self.pattern:
-            parts.append(f"search: {escape(self.pattern)}")
-        self.query_one("#status", Static).update("  │  ".join(parts))
+            parts.append(_markup("search: $pattern", pattern=self.pattern))
+        self.query_one("#status", Static).update(Content("  │  ").join(parts))
 
     # -- detail pane --------------------------------------------------------------
 
@@ -224,10 +238,11 @@ class TraceBrowser(App):
         t = v.t
         first = ix.first_ts or 0
         flags = t.flags[r]
-        lines = [f"[b]{escape(ix.names[t.func[r]])}[/b]   thread {escape(t.label)}   "
-                 f"start {(t.start[r] - first) / 1e9:.6f} s"]
+        lines = [_markup(f"[b]$func[/b]   thread $label   "
+                         f"start {(t.start[r] - first) / 1e9:.6f} s",
+                         func=ix.names[t.func[r]], label=t.label)]
         if t.caller[r] >= 0:
-            lines.append(f"called from {escape(ix.names[t.caller[r]])}")
+            lines.append(_markup("called from $func", func=ix.names[t.caller[r]]))
         elif flags & OPEN:
             lines.append("still running where the index has got to")
         else:
@@ -236,9 +251,9 @@ class TraceBrowser(App):
             lines.append(f"duration {format_ns(t.end[r] - t.start[r])}   "
                          f"self {format_ns(t.self_ns[r])}{note}")
         if t.args[r] >= 0:
-            lines.append(f"args: {escape(ix.texts[t.args[r]]) or '(none)'}")
+            lines.append(_markup("args: $args", args=ix.texts[t.args[r]] or "(none)"))
         if flags & HAS_RETVAL and t.ret[r] >= 0:
-            lines.append(f"retval: {escape(ix.texts[t.ret[r]])}")
+            lines.append(_markup("retval: $ret", ret=ix.texts[t.ret[r]]))
         end = t.start[r] if t.caller[r] >= 0 else (t.end[r] if t.end[r] >= 0 else 1 << 62)
         with ix.lock:
             lo, hi = t.events_between(t.start[r], end)
@@ -246,12 +261,13 @@ class TraceBrowser(App):
         if hi > lo:
             lines.append(f"events in this call: {hi - lo}")
             for ts, text in shown:
-                lines.append(f"  {(ts - first) / 1e9:.6f}  {escape(text.splitlines()[0] if text else '')}")
+                lines.append(_markup(f"  {(ts - first) / 1e9:.6f}  $text",
+                                     text=text.splitlines()[0] if text else ""))
             if hi - lo > len(shown):
                 lines.append(f"  … {hi - lo - len(shown)} more")
-        pane.update("\n".join(lines))
+        pane.update(Content("\n").join(lines))
 
-    def _table_detail(self) -> str:
+    def _table_detail(self) -> Content | str:
         row = self._table_row()
         if row is None:
             return "[dim]no function[/dim]"
@@ -261,11 +277,13 @@ class TraceBrowser(App):
         spread = (f"min {format_ns(d.min)}   p50 {format_ns(row.pct(50))}   "
                   f"p90 {format_ns(row.pct(90))}   p99 {format_ns(row.pct(99))}   "
                   f"max {format_ns(d.max)}   stdev {format_ns(d.stdev)}\n") if d else ""
-        return (f"[b]{escape(row.func)}[/b]   {scope}\n"
-                f"hit {row.hit:,}   time {format_ns(row.time)}   avg {format_ns(row.avg)}   "
-                f"self {format_ns(row.self_ns)}\n" + spread +
-                "[dim]enter: its first call in the graph (then ] and \\[ for the next and "
-                "previous)   s: sort by the next column   a: all threads / this one[/dim]")
+        return _markup("[b]$func[/b]   $scope\n"
+                       f"hit {row.hit:,}   time {format_ns(row.time)}   "
+                       f"avg {format_ns(row.avg)}   self {format_ns(row.self_ns)}\n" + spread +
+                       "[dim]enter: its first call in the graph (then ] and \\[ for the "
+                       "next and previous)   s: sort by the next column   a: all threads / "
+                       "this one[/dim]",
+                       func=row.func, scope=scope)
 
     # -- threads ------------------------------------------------------------------
 
@@ -400,7 +418,7 @@ class TraceBrowser(App):
                 self.graph.goto_row(r)
                 self._status()
                 return
-        self.notify(f"no call of {row.func} indexed yet")
+        self.notify(f"no call of {row.func} indexed yet", markup=False)
 
     # -- search -----------------------------------------------------------------------
 
@@ -445,7 +463,7 @@ class TraceBrowser(App):
                         break
         self._status()
         if found < 0:
-            self.notify(f"no call matching {self.pattern!r} on this thread")
+            self.notify(f"no call matching {self.pattern!r} on this thread", markup=False)
             return
         self.graph.goto_row(found)
 

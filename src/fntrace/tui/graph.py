@@ -315,7 +315,7 @@ class CallGraph(ScrollView, can_focus=True):
         nxt = v.t.find(fid, r + 1, v.seen) if d > 0 else v.t.rfind(fid, r)
         if nxt < 0:
             self.app.notify(f"no {'next' if d > 0 else 'previous'} call of "
-                            f"{self.index.names[fid]} on this thread")
+                            f"{self.index.names[fid]} on this thread", markup=False)
             return
         self.goto_row(nxt)
 
