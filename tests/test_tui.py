@@ -397,6 +397,20 @@ async def test_search_and_threads():
         assert v.row() == here                 # each thread keeps its place
 
 
+def _held(app: TraceBrowser) -> threading.Event:
+    """Hold the background indexing back until the event is set (the first screenful
+    is indexed at once)."""
+    gate = threading.Event()
+    build = app.index.build
+
+    def held_build(limit=None):
+        if limit is None:
+            gate.wait(60)
+        build(limit)
+    app.index.build = held_build
+    return gate
+
+
 BIG = """\
 def leaf(x):
     return x
@@ -419,14 +433,7 @@ async def test_big_trace_shows_its_start_while_indexing(tmp_path, run_fntrace):
     app = TraceBrowser(open_trace(path), fold_depth=1, tick=0.05)
     # The background indexing is held back until the first screen has been looked at:
     # the native index reads this trace in a blink, and a race against it says nothing.
-    gate = threading.Event()
-    build = app.index.build
-
-    def held_build(limit=None):
-        if limit is None:
-            gate.wait(60)
-        build(limit)
-    app.index.build = held_build
+    gate = _held(app)
     try:
         async with app.run_test(size=SIZE) as pilot:
             for _ in range(500):
@@ -477,6 +484,110 @@ async def test_the_index_ending_during_a_poll_still_shows_its_last_rows(tmp_path
         await _indexed(pilot)
         v = graph.view
         assert v.seen == v.t.n == 1 + 3 * n and len(v.vis) == 1 + n
+
+
+# 300 functions, each called N times by main.  first() is the trace's first call (the
+# graph's cursor starts on it) and not the function table's first row: slow(), which
+# sleeps, is listed above it (and main, once it has returned).
+MANY = """\
+import time
+FS = []
+for i in range(300):
+    exec(f"def f{i}(x):\\n    return sum(range(300)) + x")
+    FS.append(globals()[f"f{i}"])
+def first():
+    return 0
+def slow():
+    time.sleep(0.2)
+def main():
+    for k in range(N):
+        for f in FS:
+            f(k)
+first()
+slow()
+main()
+"""
+
+
+def _table_at(app: TraceBrowser) -> tuple[int, int]:
+    """The function table's cursor row and the first row it shows."""
+    table = app.query_one("#table")
+    return table.cursor_row, round(table.scroll_y)
+
+
+@_sync
+async def test_function_table_opens_at_its_top_and_stays_there_while_indexing(tmp_path,
+                                                                             run_fntrace):
+    """Opened while the trace is indexed, the function table starts on its first row
+    (the graph's cursor is still on the trace's first call, which is no choice of the
+    user's and may be listed anywhere), and stays there as the index and the
+    distributions' walk fill it in; a row the user moved to stays selected instead."""
+    path = _record(tmp_path, run_fntrace, MANY.replace("N", "10"), "-p", "function_graph",
+                   "-F", "__main__.*")
+    for moved in (0, 3):
+        app = TraceBrowser(open_trace(path), tick=0.05)
+        gate = _held(app)
+        try:
+            async with app.run_test(size=SIZE) as pilot:
+                await pilot.pause()
+                assert not app.index.done and _name(app) == "__main__.first"
+                await pilot.press("f")
+                await pilot.pause()
+                names = [r.func for r in app.table_rows]
+                # (what makes the test: the function under the graph's cursor is not
+                # the table's first)
+                assert names[0] == "__main__.slow" and "__main__.first" in names[1:]
+                assert _table_at(app) == (0, 0)
+                assert app._table_row().func == names[0]
+                await pilot.press(*["down"] * moved)
+                chosen = app._table_row().func
+                gate.set()
+                await _indexed(pilot)
+                await _distributed(pilot)
+                assert len(app.table_rows) == 303
+                if moved:
+                    assert app._table_row().func == chosen
+                else:
+                    # slow's or main's: which took longer depends on the machine's load
+                    assert _table_at(app) == (0, 0)
+                    top = app.table_rows[0].func
+                    assert app._table_row().func == top in ("__main__.slow", "__main__.main")
+                    assert str(app.query_one("#detail").render()).startswith(top)
+        finally:
+            gate.set()
+
+
+@_sync
+async def test_home_and_end_in_the_function_table(tmp_path, run_fntrace):
+    """Home and End go to the table's first and last row, as in the graph (a DataTable's
+    own go to its first and last column, which a row cursor has not)."""
+    path = _record(tmp_path, run_fntrace, MANY.replace("N", "2"), "-p", "function_graph",
+                   "-F", "__main__.*")
+    app = TraceBrowser(open_trace(path))
+    async with app.run_test(size=SIZE) as pilot:
+        await _indexed(pilot)
+        await pilot.press("f")
+        await _distributed(pilot)
+        table = app.query_one("#table")
+        last = table.row_count - 1
+        assert last == 302 and table.max_scroll_y > 0
+        await pilot.press("end")
+        await pilot.pause()
+        assert table.cursor_row == last and app._table_row() is app.table_rows[-1]
+        assert round(table.scroll_y) == table.max_scroll_y      # the last row on screen
+        assert str(app.query_one("#detail").render()).startswith(app.table_rows[-1].func)
+        await pilot.press("home")
+        await pilot.pause()
+        assert table.cursor_row == 0 and round(table.scroll_y) == 0
+        assert app._table_row() is app.table_rows[0]
+        # page down, then Home again; End and Home in the graph as before
+        await pilot.press("pagedown", "pagedown", "home")
+        await pilot.pause()
+        assert table.cursor_row == 0 and round(table.scroll_y) == 0
+        await pilot.press("f", "end")
+        assert app.graph.view.cursor == len(app.graph.view.vis) - 1
+        await pilot.press("home")
+        assert app.graph.view.cursor == 0
 
 
 THREAD_NAMES = """\

@@ -7,7 +7,9 @@ first screen shows at once and the status line's bar says how far the index has 
 Keys (uftrace tui's where it has one): j/k or arrows move, enter/space folds, h/l
 fold/unfold or go to the parent, [ and ] the previous/next call of the same function,
 / search (n/N next/previous match), t/T next/previous thread, f the function table
-(enter on a function goes to its first call; f again comes back), q quits.
+(enter on a function goes to its first call; f again comes back), q quits.  The table
+opens on the function of the call the graph's cursor was put on, at its top when the
+cursor has not moved; Home/End go to its first/last row.
 
 The function table's distribution columns (Min, p50, p90, p99, Max, Stdev: fntrace stat
 --dist's) come from one walk of the trace made in another thread once the index is
@@ -63,6 +65,16 @@ def _markup(template: str, **values: object) -> Content:
     # afterwards (which would shift the styles after them)
     return Content.from_markup(template,
                                **{k: Content(str(v)).plain for k, v in values.items()})
+
+
+class FunctionTable(DataTable):
+    """The function table: Home and End go to its first and last row (DataTable's own
+    go to the first and last column, which a row cursor does not have)."""
+
+    BINDINGS = [
+        Binding("home", "scroll_top", "first row", show=False),
+        Binding("end", "scroll_bottom", "last row", show=False),
+    ]
 
 
 class TraceBrowser(App):
@@ -125,7 +137,7 @@ class TraceBrowser(App):
             with Vertical(id="calls"):
                 yield Static(f"{'TOTAL TIME':>12} {'SELF TIME':>12} │ FUNCTION", id="ghead")
                 yield CallGraph(self.index, self.fold_depth, id="graph")
-            yield DataTable(id="table", cursor_type="row", zebra_stripes=True)
+            yield FunctionTable(id="table", cursor_type="row", zebra_stripes=True)
         yield Static(id="detail")
         yield Input(placeholder="search: part of a function name", id="search")
         yield Footer()
@@ -180,7 +192,7 @@ class TraceBrowser(App):
                 self.notify(f"the trace is damaged: {ix.error}; showing what was read",
                             severity="error", timeout=10, markup=False)
             if self.query_one("#views", ContentSwitcher).current == "table":
-                self._fill_table()
+                self._refill_table()
         self._status()
         self._detail()
 
@@ -196,9 +208,7 @@ class TraceBrowser(App):
     def _distributions_in(self, dists: Distributions) -> None:
         self.dists = dists
         if self.query_one("#views", ContentSwitcher).current == "table":
-            row = self._table_row()
-            self._came_from_func = row.func if row else None
-            self._fill_table()
+            self._refill_table()
             self._detail()
 
     def _status(self) -> None:
@@ -307,8 +317,11 @@ class TraceBrowser(App):
         if sw.current == "table":
             self._to_graph()
             return
+        # on the function of the call the graph's cursor was put on; at the top when the
+        # cursor is where the view started (the thread's first call: not a choice, and
+        # its function may be anywhere in the list)
         v = self.graph.view
-        r = v.row() if v else -1
+        r = v.row() if v and v.chosen else -1
         self._came_from_func = self.index.names[v.t.func[r]] if r >= 0 else None
         sw.current = "table"
         self._fill_table()
@@ -359,6 +372,15 @@ class TraceBrowser(App):
             if self._came_from_func in names:
                 table.move_cursor(row=names.index(self._came_from_func))
         table.refresh()
+
+    def _refill_table(self) -> None:
+        """The table again, with what the index or the distributions' walk added: the
+        cursor stays on the function it was on, or on the first row if it was there (the
+        rows coming in reorder the list: the function first before may go anywhere)."""
+        table = self.query_one("#table", DataTable)
+        row = self._table_row()
+        self._came_from_func = row.func if row is not None and table.cursor_row > 0 else None
+        self._fill_table()
 
     def _table_row(self) -> FunctionRow | None:
         table = self.query_one("#table", DataTable)

@@ -86,6 +86,8 @@ class ThreadView:
         self.seen = 0           # rows looked at so far (the index may hold more)
         self.cursor = 0         # position in vis
         self.scroll_y = 0
+        # the cursor was put on its call (a key, a jump), not left on the first one
+        self.chosen = False
 
     def folded(self, r: int) -> bool:
         return (self.t.depth[r] >= self.fold_depth) != (r in self.toggled)
@@ -245,6 +247,7 @@ class CallGraph(ScrollView, can_focus=True):
         if p < 0:
             return
         v.cursor = p
+        v.chosen = True
         self._resize()
         self._follow(center=True)
         self.refresh()
@@ -268,6 +271,7 @@ class CallGraph(ScrollView, can_focus=True):
         if not v or not v.vis:
             return
         v.cursor = max(0, min(len(v.vis) - 1, v.cursor + d))
+        v.chosen = True
         self._follow()
         self.refresh()
         self.post_message(self.Moved())
