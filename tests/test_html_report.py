@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
@@ -395,7 +394,6 @@ def dom(text: str) -> _Dom:
 @pytest.mark.once
 def test_the_page_in_a_browser_shows_the_trace(run, tmp_path):
     tmp, trace, out = run
-    want = {name: (hit, ns) for name, (hit, ns, _) in stat_rows(trace).items()}
     # the function table: every function with stat's hits and total
     d = dom(browse(out, "view=functions", tmp_path, "functions.png"))
     rows = d.tables["function-table"]

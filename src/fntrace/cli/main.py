@@ -1,12 +1,12 @@
-"""The ``fntrace`` command: record, report, stat, diff, export, view, tui, sql, live, ls,
-ctl, mount, attach, detach (also ``python -m fntrace``).
+"""The ``fntrace`` command: record, report, stat, diff, export, view, tui, top, sql, live,
+ls, ctl, mount, attach, detach (also ``python -m fntrace``).
 
 Every step raises UsageError (or another FntraceError) with a one-line message; only
 ``main()`` prints it and picks the exit status:
 
     0..255  the traced program's own status (record, live); or fntrace dies of the
             signal the program died of (SIGTERM, an uncaught KeyboardInterrupt ...)
-    1       report/stat/diff/export/view/tui/sql/ls/ctl/mount/attach/detach failed (a bad
+    1       report/stat/diff/export/view/tui/top/sql/ls/ctl/mount/attach/detach failed (a bad
             trace file, a bad filter, a refused write, a process that cannot be
             attached); diff: a --fail-if expression held
     2       bad command line
@@ -40,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("write a trace file in another tool's format", "export"),
     "view": ("write a trace's HTML report and open it in the browser", "view"),
     "tui": ("browse a trace file in the terminal", "tui"),
+    "top": ("a running program's functions, live: calls/s, time, self, p99", "top"),
     "sql": ("SQL over trace files (DuckDB)", "sql"),
     "hist": ("the hist trigger tables of a recording", "hist"),
     "live": ("record and report in one go", "live"),

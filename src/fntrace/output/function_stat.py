@@ -26,7 +26,7 @@ from __future__ import annotations
 from ..log_hist import hist_percentile
 
 __all__ = ["function_stat_headers", "function_stat_show", "function_stat_key",
-           "function_stat_variance", "DIST_COLUMNS"]
+           "function_stat_variance", "DIST_COLUMNS", "NAME_WIDTH"]
 
 _HEADERS_GRAPH = ("  Function                               "
                   "Hit    Time            Avg             s^2\n"
@@ -36,21 +36,31 @@ _HEADERS_HITS = ("  Function                               Hit\n"
                  "  --------                               ---\n")
 
 
+# "%-30.30s": the kernel cuts a symbol to 30 characters (options/profile-wide: not cut)
+NAME_WIDTH = 30
+
 # options/profile-dist: the distribution's columns after s^2, and the calls' time less
 # their callees' (fntrace's, not the kernel's)
 DIST_COLUMNS = ("Min", "p50", "p90", "p99", "Max", "Self")
 
 
-def function_stat_headers(graph: bool = True, dist: bool = False) -> str:
+def function_stat_headers(graph: bool = True, dist: bool = False,
+                          name_width: int = NAME_WIDTH) -> str:
     """function_stat_headers(): the header lines, with or without the time columns;
-    ``dist``: with the distribution's (DIST_COLUMNS) after them."""
+    ``dist``: with the distribution's (DIST_COLUMNS) after them; ``name_width``: the
+    Function column's (options/profile-wide)."""
+    if name_width == NAME_WIDTH and not dist:
+        return _HEADERS_GRAPH if graph else _HEADERS_HITS
+    w = name_width
     if not graph:
-        return _HEADERS_HITS
-    if not dist:
-        return _HEADERS_GRAPH
-    top, dash = _HEADERS_GRAPH.splitlines()
-    top = f"{top:<92}" + "".join(f"    {c:<12}" for c in DIST_COLUMNS)
-    dash = f"{dash:<92}" + "".join("    " + f"{'-' * len(c):<12}" for c in DIST_COLUMNS)
+        return f"  {'Function':<{w}}  {'Hit':>10}\n  {'--------':<{w}}  {'---':>10}\n"
+    top = f"  {'Function':<{w}}  {'Hit':>10}    {'Time':<12}    {'Avg':<12}    s^2"
+    dash = f"  {'--------':<{w}}  {'---':>10}    {'----':<12}    {'---':<12}    ---"
+    if dist:
+        # (a row's first four columns: the name, the hits and three durations)
+        top = f"{top:<{62 + w}}" + "".join(f"    {c:<12}" for c in DIST_COLUMNS)
+        dash = f"{dash:<{62 + w}}" + "".join("    " + f"{'-' * len(c):<12}"
+                                              for c in DIST_COLUMNS)
     return top.rstrip() + "\n" + dash.rstrip() + "\n"
 
 
@@ -70,14 +80,15 @@ def function_stat_variance(counter: int, time: int, time_squared: int) -> int:
 
 def function_stat_show(name: str, counter: int, time: int, time_squared: int, *,
                        graph: bool = True, tracing_thresh: int = 0,
-                       dist: tuple[int, int, dict[int, int], int] | None = None) -> str:
+                       dist: tuple[int, int, dict[int, int], int] | None = None,
+                       name_width: int = NAME_WIDTH) -> str:
     """function_stat_show(): one row with its newline; "" for a row not shown (no hits:
     reset while it was read; or its average below tracing_thresh, in ns).  ``dist``:
     the calls' (shortest, longest, histogram, self time), shown after s^2
-    (options/profile-dist)."""
+    (options/profile-dist).  ``name_width``: the Function column's, the name cut to it."""
     if counter == 0:
         return ""
-    line = f"  {name[:30]:<30}  {counter:10d}"
+    line = f"  {name[:name_width]:<{name_width}}  {counter:10d}"
     if not graph:
         return line + "\n"
     avg = time // counter

@@ -37,6 +37,7 @@ import time
 from collections import deque
 from itertools import takewhile
 
+from .. import _env
 from ..core import ops as core_ops
 from ..core import task
 from ..errors import BusyError, FntraceError
@@ -364,7 +365,9 @@ class Server:
                 if op == "info":
                     return {"ok": True, "data": {
                         "pid": os.getpid(), "python": sys.version.split()[0],
-                        "argv": list(sys.argv), "executable": sys.executable}}
+                        "argv": list(sys.argv), "executable": sys.executable,
+                        "backend": _env.BACKEND,
+                        "hot_path": "pure" if _env.native() is None else "native"}}
                 if op == "detach":
                     return {"ok": True, "data": self._detach()}
                 before = self._log(log_path)

@@ -15,6 +15,10 @@ ftrace.c ftrace_profile_tracefs).
                                Min, p50, p90, p99, Max and Self (the time less the
                                callees') shown after s^2 (fntrace's; 0 by default,
                                the kernel's table)
+    trace_stat/threads         "N TID NAME" of each thread N with a table (fntrace's)
+    options/profile-wide       1: the Function column holds whole names, as wide as
+                               the longest (fntrace's; 0 by default: cut to 30
+                               characters as the kernel cuts a symbol)
 
 A stat file is made when it is read (stat_seq_init): its rows sorted by the tracer's
 key, largest first.  The kernel inserts each row into an rbtree before every row it does
@@ -34,7 +38,8 @@ from functools import partial
 from .._env import fork_safe
 from ..core import task
 from ..errors import FntraceError
-from ..output.function_stat import function_stat_headers, function_stat_key, function_stat_show
+from ..output.function_stat import (NAME_WIDTH, function_stat_headers, function_stat_key,
+                                     function_stat_show)
 from ..tracers.function_profile import FunctionProfiler
 
 __all__ = ["StatTracer", "stat_text", "register_function_profiler", "kstrtoul"]
@@ -104,13 +109,32 @@ def _add_stat_files(fs, cpus: Iterable[int] | None = None) -> None:
 def _read_function_stat(prof: FunctionProfiler, cpu: int) -> str:
     """A read of trace_stat/function<cpu>."""
     dist = prof.dist and prof.graph         # (one answer for the whole read)
-    return stat_text(StatTracer(f"function{cpu}", lambda: prof.rows(cpu, dist),
-                                lambda r: function_stat_key(prof.graph)(r),
+    graph, wide = prof.graph, prof.wide
+    width = [NAME_WIDTH]
+
+    def rows() -> list[tuple]:
+        out = prof.rows(cpu, dist)
+        if wide:                            # the column as wide as the longest name
+            width[0] = max([NAME_WIDTH, *(len(r[0]) for r in out)])
+        return out
+    return stat_text(StatTracer(f"function{cpu}", rows,
+                                lambda r: function_stat_key(graph)(r),
                                 lambda r: function_stat_show(
-                                    r[0], r[1], r[2], r[3], graph=prof.graph,
+                                    r[0], r[1], r[2], r[3], graph=graph,
                                     tracing_thresh=prof.tr.tracing_thresh,
-                                    dist=r[4:8] if dist else None),
-                                lambda: function_stat_headers(prof.graph, dist)))
+                                    dist=r[4:8] if dist else None, name_width=width[0]),
+                                lambda: function_stat_headers(graph, dist, width[0])))
+
+
+def _read_threads(prof: FunctionProfiler) -> str:
+    """A read of trace_stat/threads (fntrace's: a CPU needs no name, a thread does):
+    ``N TID NAME`` of each thread N with a table, for the reader of functionN."""
+    out = []
+    for cpu in sorted(list(prof.stats)):
+        info = task.thread_info.get(cpu)
+        if info is not None:
+            out.append(f"{cpu} {info[0]} {info[1]}\n")
+    return "".join(out)
 
 
 def _new_thread(cpu: int) -> None:
@@ -149,9 +173,14 @@ def register_function_profiler(fs) -> FunctionProfiler:
     def w_profile_dist(data: str, append: bool) -> None:
         prof.dist = _option(data, "profile-dist")
 
+    def w_profile_wide(data: str, append: bool) -> None:
+        prof.wide = _option(data, "profile-wide")
+
     fs._files["function_profile_enabled"] = (lambda: f"{int(prof.enabled)}\n", w_enabled)
     fs._files["options/graph-time"] = (lambda: f"{int(prof.graph_time)}\n", w_graph_time)
     fs._files["options/profile-dist"] = (lambda: f"{int(prof.dist)}\n", w_profile_dist)
+    fs._files["options/profile-wide"] = (lambda: f"{int(prof.wide)}\n", w_profile_wide)
+    fs._files["trace_stat/threads"] = (partial(_read_threads, prof), None)
     _add_stat_files(fs)
     with _hook_lock:
         _registered[id(fs)] = weakref.ref(fs, _forget)

@@ -179,6 +179,7 @@ class FunctionProfiler:
         self.graph_time = True          # the kernel's defaults
         self.sleep_time = True
         self.dist = False               # fntrace's: the distributions kept and shown
+        self.wide = False               # fntrace's: whole names in trace_stat
         self.enabled = False
         # Whether the tables hold times (fgraph) or hits only (a plain ops): decided
         # at each enable.
