@@ -768,3 +768,60 @@ def test_speedscope_draws_the_chrome_json(recorded, speedscope_site, tmp_path):
         for cell, want in ((total, want_total[func]), (self_, want_self[func])):
             got, tol = _time_ns(cell)
             assert abs(got - want) <= tol + 1, (func, cell, want)
+
+
+# ---------------------------------------------------------------------------------
+# --min-duration: the short calls left out (chrome), or refused where they cannot be
+# ---------------------------------------------------------------------------------
+
+SLEEPY = '''\
+import time
+
+
+def quick(i):
+    return i + 1
+
+
+def slow():
+    time.sleep(0.003)
+    return [quick(i) for i in range(5)]
+
+
+def main():
+    for _ in range(3):
+        slow()
+    return [quick(i) for i in range(20)]
+
+
+main()
+'''
+
+
+def test_min_duration_leaves_the_short_calls_out_of_the_chrome_json(tmp_path):
+    (tmp_path / "sleepy.py").write_text(SLEEPY)
+    trace = tmp_path / "s.dat"
+    fntrace_cli("record", "-p", "function_graph", "-F", "__main__.*", "-o", trace,
+                "sleepy.py", cwd=tmp_path, check=True)
+    env = {k: v for k, v in os.environ.items() if k != "FNTRACE_PURE"}
+    docs = []
+    for pure in ("0", "1"):
+        out = tmp_path / f"s{pure}.json"
+        r = fntrace_cli("export", trace, "--format", "chrome", "--min-duration", "1000",
+                        "-o", out, env=dict(env, FNTRACE_PURE=pure))
+        assert r.returncode == 0, r.stderr
+        assert "35 call(s) shorter than 1000 us left out (--min-duration)" in r.stderr
+        docs.append(out.read_bytes())
+    assert docs[0] == docs[1]           # the native walk and the pure loop agree
+    doc = json.loads(docs[0])
+    kept = sorted(e["name"] for e in doc["traceEvents"] if e["ph"] == "X")
+    assert kept == ["__main__.main"] + ["__main__.slow"] * 3
+    assert all(Decimal(e["dur"]) >= 1000 for e in doc["traceEvents"] if e["ph"] == "X")
+    # quick's 3 * 5 + 20 calls, each well under a millisecond
+    assert doc["otherData"]["calls_left_out"] == 35 and doc["otherData"]["calls"] == 4
+    assert doc["otherData"]["min_duration_ns"] == 1_000_000
+    # the formats that write every call refuse it, in one line, writing nothing
+    for fmt in ("folded", "trace-cmd", "parquet", "html"):
+        out = tmp_path / f"x.{fmt}"
+        r = fntrace_cli("export", trace, "--format", fmt, "--min-duration", "10", "-o", out)
+        assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
+        assert f"--format {fmt} writes every call" in r.stderr and not out.exists()

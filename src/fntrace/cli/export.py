@@ -60,7 +60,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="perfetto: each asyncio Task's calls on a track of its own, under "
                         "its thread's")
     p.add_argument("--min-duration", type=_usec, default=0.0, metavar="USEC",
-                   help="otlp, otlp-proto: only calls of at least USEC microseconds")
+                   help="chrome, otlp, otlp-proto: only calls of at least USEC "
+                        "microseconds")
 
 
 def _usec(text: str) -> float:
@@ -107,6 +108,9 @@ def run(args, at_exit: bool) -> int:
         from ..output.parquet import use_returning_pool
         use_returning_pool()            # before _exporter loads pyarrow
     exp = _exporter(args.format)
+    if getattr(args, "min_duration", 0) and "min_duration" not in exp.options:
+        raise UsageError(f"--min-duration: --format {args.format} writes every call "
+                         "(chrome, otlp and otlp-proto leave the short ones out)")
     if not os.path.exists(args.file):
         raise FntraceError(f"{args.file}: no such file")
     from .filters import open_traces_arg

@@ -30,6 +30,8 @@ typedef struct {
     int values;             /* the blocks come with their payloads */
     uint64_t n_calls, n_incomplete, n_instants;
     long long lost_total;
+    long long min_ns;       /* --min-duration: shorter calls are left out (counted) */
+    uint64_t n_short;
 } ChromeCalls;
 
 static inline void
@@ -127,6 +129,10 @@ put_call(ChromeCalls *c, Py_ssize_t slot, uint32_t id, int64_t start, int64_t en
          int incomplete, int entry_lost, const char *args, Py_ssize_t alen,
          const pvalue_t *ret)
 {
+    if (end - start < c->min_ns) {
+        c->n_short++;
+        return 0;
+    }
     char tmp[24];
     Py_ssize_t nlen;
     const char *name = names_get(&c->names, id, &nlen, tmp, "\"0x%x\"");
@@ -385,24 +391,27 @@ cc_feed(ChromeCalls *c, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 cc_counts(ChromeCalls *c, PyObject *unused)
 {
-    return Py_BuildValue("(KKKL)", (unsigned long long)c->n_calls,
+    return Py_BuildValue("(KKKLK)", (unsigned long long)c->n_calls,
                          (unsigned long long)c->n_incomplete,
-                         (unsigned long long)c->n_instants, c->lost_total);
+                         (unsigned long long)c->n_instants, c->lost_total,
+                         (unsigned long long)c->n_short);
 }
 
-/* ChromeCalls(slots, names, canon, tails, last): names id -> the name as a JSON string,
- * canon as StatWalk's, tails slot -> '"pid":P,"tid":T', last slot -> the time the
- * exporter's last[slot] starts at */
+/* ChromeCalls(slots, names, canon, tails, values=False, min_ns=0): names id -> the name
+ * as a JSON string, canon as StatWalk's, tails slot -> '"pid":P,"tid":T'; a call shorter
+ * than min_ns is not written (counted: counts()'s last) */
 static int
 cc_init(ChromeCalls *c, PyObject *args, PyObject *kw)
 {
     Py_ssize_t nslots;
     PyObject *names, *canon, *tails;
     int values = 0;
-    if (!PyArg_ParseTuple(args, "nO!OO!|p:ChromeCalls", &nslots, &PyDict_Type, &names, &canon,
-                          &PyDict_Type, &tails, &values))
+    long long min_ns = 0;
+    if (!PyArg_ParseTuple(args, "nO!OO!|pL:ChromeCalls", &nslots, &PyDict_Type, &names, &canon,
+                          &PyDict_Type, &tails, &values, &min_ns))
         return -1;
     c->values = values;
+    c->min_ns = min_ns;
     if (c->m.slots != NULL || nslots < 0 || nslots > SLOT_LIMIT) {
         PyErr_SetString(PyExc_ValueError, "ChromeCalls: bad slot count (or made twice)");
         return -1;
@@ -474,12 +483,12 @@ static PyMethodDef cc_methods[] = {
     {"step", (PyCFunction)cc_step, METH_NOARGS,
      "step() -> (text, need): events, and the slot to feed before more (-1: none)"},
     {"counts", (PyCFunction)cc_counts, METH_NOARGS,
-     "counts() -> (calls, incomplete calls, instants, lost events)"},
+     "counts() -> (calls, incomplete calls, instants, lost events, calls left out)"},
     {NULL}
 };
 
 static PyType_Slot cc_slots[] = {
-    {Py_tp_doc, "ChromeCalls(slots, names, canon, tails, values=False): the Chrome trace "
+    {Py_tp_doc, "ChromeCalls(slots, names, canon, tails, values=False, min_ns=0): the Chrome trace "
                 "JSON's calls of a trace file (output/chrome_json.py's twin)"},
     {Py_tp_init, cc_init},
     {Py_tp_new, PyType_GenericNew},

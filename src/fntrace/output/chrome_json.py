@@ -18,6 +18,9 @@ The format chrome://tracing, Perfetto's UI and speedscope read::
   were recorded; a call the trace does not hold whole says so (``args.incomplete``:
   no return was read, the slice ends where its thread's trace ends;
   ``args.entry_lost``: made from its return alone);
+- ``--min-duration USEC`` leaves out the calls shorter than that (``otherData`` counts
+  them: ``calls_left_out``), for a file a browser opens at once; a call's callers are
+  at least as long, so what is kept still nests;
 - a function tracer hit (no duration to show) is a thread-scoped instant (``ph: "i"``)
   named after the function, its caller in ``args.parent``;
 - dynamic and static events, trace markers, stack traces and lost-event notices are
@@ -167,8 +170,12 @@ class ChromeJsonExporter(Exporter):
     summary = "Chrome trace JSON: chrome://tracing, Perfetto, speedscope"
     binary = False
     suffix = ".json"
+    options: Mapping[str, object] = {"min_duration": 0.0}
 
     def write(self, source, out, options: Mapping[str, object]) -> dict | None:
+        min_ns = int(float(options.get("min_duration") or 0) * 1000)
+        if min_ns < 0:
+            raise ValueError("min_duration must be 0 or more")
         header = source.header or {}
         pid = int(source.pid or 0)
         procs = getattr(source, "processes", None) or [{"pid": pid,
@@ -198,7 +205,7 @@ class ChromeJsonExporter(Exporter):
         last = {slot: (0, tid) for slot, (tid, _) in source.threads.items()}  # slot -> ts, tid
         pending_lost: dict[int, int] = {}   # slot -> events lost before its next entry
         uncounted: set[int] = set()         # slots with a loss of unknown size pending
-        n_calls = n_incomplete = n_instants = lost_total = 0
+        n_calls = n_incomplete = n_instants = lost_total = n_short = 0
         lost_any_uncounted = False
 
         def lost_instant(slot: int, ts: int, tid: int) -> None:
@@ -208,7 +215,7 @@ class ChromeJsonExporter(Exporter):
                 args["at_least"] = True     # the buffer only knew that it dropped some
             w.instant("lost events", "lost", ts, tid, args)
 
-        walked = _native_calls(source, out, pid, pids)
+        walked = _native_calls(source, out, pid, pids, min_ns)
         for e in (source.entries() if walked is None else ()):
             if isinstance(e, LostEvents):
                 # Shown at the next entry of that thread: the kernel reports a CPU's
@@ -229,6 +236,9 @@ class ChromeJsonExporter(Exporter):
                 n_instants += 1
             if typ == TRACE_GRAPH_ENT or typ == TRACE_GRAPH_RET:
                 for c in feed(e):
+                    if c.end - c.start < min_ns:
+                        n_short += 1
+                        continue
                     n_calls += 1
                     n_incomplete += not c.complete
                     w.call(c)
@@ -253,6 +263,9 @@ class ChromeJsonExporter(Exporter):
                 w.instant(e.func or f"entry type {typ}", "other", ts, tid,
                           {"text": e.text} if e.text else None)
         for c in builder.finish():
+            if c.end - c.start < min_ns:
+                n_short += 1
+                continue
             n_calls += 1
             n_incomplete += not c.complete
             w.call(c)
@@ -263,7 +276,7 @@ class ChromeJsonExporter(Exporter):
             n_instants += 1
 
         if walked is not None:
-            n_calls, n_incomplete, n_instants, lost_total = walked
+            n_calls, n_incomplete, n_instants, lost_total, n_short = walked
 
         other = {
             "source": "fntrace",
@@ -274,6 +287,8 @@ class ChromeJsonExporter(Exporter):
             "argv": [str(a) for a in header.get("argv") or []],
             "start_wall": header.get("start_wall"),
             "calls": n_calls,
+            "calls_left_out": n_short,
+            "min_duration_ns": min_ns,
             "incomplete_calls": n_incomplete,
             "instants": n_instants,
             "lost_events": lost_total,
@@ -283,6 +298,9 @@ class ChromeJsonExporter(Exporter):
         out.write(f'\n],\n"otherData":{_dumps(other)}}}\n')
 
         notes = []
+        if n_short:
+            notes.append(f"{n_short} call(s) shorter than {min_ns / 1000:g} us left out "
+                         "(--min-duration)")
         if n_incomplete:
             notes.append(f"{n_incomplete} call(s) had no return in the trace: their "
                          "slices end where the thread's trace ends (args.incomplete)")
@@ -293,13 +311,13 @@ class ChromeJsonExporter(Exporter):
         return {"notes": notes} if notes else None
 
 
-def _native_calls(source, out, pid: int, pids: dict[int, int] | None
-                  ) -> tuple[int, int, int, int] | None:
+def _native_calls(source, out, pid: int, pids: dict[int, int] | None, min_ns: int = 0
+                  ) -> tuple[int, int, int, int, int] | None:
     """The loop above for a trace of calls (graph entries and returns, with their
     arguments and return values as text or 64-bit ints, markers and events with their
     text) or of function tracer hits (with their arguments' text), made natively
     (_native_read.c's ChromeCalls) and written to ``out``: (calls, incomplete calls,
-    instants, lost events).  None, with nothing written, when there is no native twin or
+    instants, lost events, calls shorter than ``min_ns`` left out).  None, with nothing written, when there is no native twin or
     the trace holds more than that (stack traces, values kept as JSON, a thread the
     header does not name): the loop above writes it."""
     from .walk import canon_ids, drive, native_for_calls
@@ -317,7 +335,7 @@ def _native_calls(source, out, pid: int, pids: dict[int, int] | None
         tails[slot] = f'"pid":{(pids or {}).get(tid, pid)},"tid":{tid}'
     syms = source.symbols
     names = {ip: _dumps(sym[0]) for ip, sym in syms.items()}
-    calls = native.ChromeCalls(nslots, names, canon_ids(syms), tails, True)
+    calls = native.ChromeCalls(nslots, names, canon_ids(syms), tails, True, min_ns)
     write = out.write
     for text in drive(calls, source, nslots, payloads=True):
         write(text)
