@@ -7,12 +7,13 @@ Black-box: ``fntrace record`` of programs running named Tasks, then ``report``
 from __future__ import annotations
 
 import json
+import os
 import re
 import textwrap
 
 import pytest
 
-from conftest import fn_lines, run_python
+from conftest import fn_lines, fntrace_cli, run_python
 
 AIO = textwrap.dedent("""\
     import asyncio
@@ -220,3 +221,37 @@ def test_task_comm_names_the_task_in_the_task_column(tmp_path, run_fntrace):
     plain = run_fntrace("report", "f.dat")
     assert {f.comm for f in fn_lines(plain.stdout) if f.func == "__main__.parse"} == \
         {"MainThread"}
+
+
+def test_html_report_has_a_flame_graph_per_task(recorded, run_fntrace, tmp_path):
+    """The HTML report's Tasks: each Task's calls, as `report --task` shows them, and the
+    timeline's bars each tagged with its Task; the native walk and the pure one agree."""
+    env = {k: v for k, v in os.environ.items() if k != "FNTRACE_PURE"}
+    pages = []
+    for pure in ("0", "1"):
+        out = recorded / f"r{pure}.html"
+        r = fntrace_cli("export", "t.dat", "--format", "html", "-o", out, cwd=recorded,
+                        env=dict(env, FNTRACE_PURE=pure))
+        assert r.returncode == 0, r.stderr
+        pages.append(out.read_bytes())
+    assert pages[0] == pages[1]
+    data = json.loads(re.search(rb'<script id="data" type="application/json">(.*?)</script>',
+                                pages[0], re.S).group(1))
+    names, st = data["names"], data["stacks"]
+    tasks = [t["name"] for t in data["tasks"]]
+    assert tasks == sorted(tasks) and {"Task-1", "alpha", "beta"} <= set(tasks)
+    for t in data["tasks"]:
+        flat = t["nodes"]
+        fetch = sum(flat[i + 1] for i in range(0, len(flat), 4)
+                    if names[st[2 * flat[i] + 1]] == "__main__.fetch")
+        rep = run_fntrace("report", "t.dat", "--task", t["name"])
+        assert fetch == _graph_calls(rep.stdout, "__main__.fetch"), t["name"]
+        assert (fetch > 0) == (t["name"] in ("alpha", "beta")), t["name"]
+    # every bar has its Task; fetch's bars are the Tasks'
+    bars = sum(len(b) // 5 for b in data["bars"].values())
+    assert sum(len(t) for t in data["bar_tasks"].values()) == bars
+    fetch_tasks = {data["tasks"][task - 1]["name"]
+                   for slot, flat in data["bars"].items()
+                   for i, task in enumerate(data["bar_tasks"][slot])
+                   if names[st[2 * flat[5 * i + 3] + 1]] == "__main__.fetch"}
+    assert fetch_tasks == {"alpha", "beta"}

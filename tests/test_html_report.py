@@ -497,3 +497,23 @@ def test_a_trace_of_two_processes_has_a_flame_graph_each(tmp_path):
         info = "".join(d.text["flame-info"])
         # work and its 7 leafs: the child's trace starts after the fork, inside main
         assert info.startswith(f"process {child}: 8 calls"), info
+
+
+@pytest.mark.once
+def test_an_asyncio_task_in_the_browser(tmp_path):
+    from test_asyncio_tasks import AIO
+    (tmp_path / "aio.py").write_text(AIO)
+    trace = tmp_path / "a.dat"
+    fntrace_cli("record", "-p", "function_graph", "-F", "__main__.*", "-o", trace, "aio.py",
+                cwd=tmp_path, check=True)
+    out = _export(trace, tmp_path / "a.html")
+    data = page_data(out)
+    alpha = [t["name"] for t in data["tasks"]].index("alpha")
+    d = dom(browse(out, f"view=flame&thread=t{alpha}", tmp_path, "task-flame.png"))
+    info = "".join(d.text["flame-info"])
+    calls = sum(data["tasks"][alpha]["nodes"][i + 1]
+                for i in range(0, len(data["tasks"][alpha]["nodes"]), 4))
+    assert info.startswith(f"task alpha: {calls} calls"), info
+    d = dom(browse(out, f"view=timeline&thread=t{alpha}", tmp_path, "task-timeline.png"))
+    shown = sum(1 for s in data["bar_tasks"].values() for t in s if t == alpha + 1)
+    assert f": {shown} calls." in "".join(d.text["timeline-info"])

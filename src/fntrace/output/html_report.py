@@ -38,7 +38,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from importlib import resources
 
 from ..errors import FntraceError
-from .calls import Call
+from .calls import Call, CallBuilder
 from .registry import Exporter, name_of, register_exporter
 
 __all__ = ["HtmlExporter", "BAR_LIMIT", "report_data", "diff_data", "write_page"]
@@ -62,10 +62,34 @@ class _Profile:
         # (slot, stack) -> [calls, total ns, self ns]
         self.nodes: dict[tuple[int, int], list[int]] = {}
         self.bar_limit = bar_limit
-        # the calls of at least ``floor`` ns: (dur, slot, start, depth, stack, complete)
+        # the calls of at least ``floor`` ns: (dur, slot, start, depth, stack, complete,
+        # task: 0 none, else tasks[task - 1])
         self.floor = floor
-        self.bars: list[tuple[int, int, int, int, int, int]] = []
+        self.bars: list[tuple[int, int, int, int, int, int, int]] = []
         self.incomplete = 0
+        # the asyncio Tasks by name, and (task, stack) -> [calls, total ns, self ns] of
+        # the calls each ran (a call's Task is the one its entry ran in)
+        self.tasks: list[str] = []
+        self.task_ids: dict[str, int] = {}
+        self.task_nodes: dict[tuple[int, int], list[int]] = {}
+
+    def task_id(self, name: str | None) -> int:
+        if name is None:
+            return 0
+        i = self.task_ids.get(name)
+        if i is None:
+            self.tasks.append(name)
+            i = self.task_ids[name] = len(self.tasks)
+        return i
+
+    def task_call(self, task: int, stack: int, dur: int, self_ns: int) -> None:
+        node = self.task_nodes.get((task, stack))
+        if node is None:
+            self.task_nodes[task, stack] = [1, dur, self_ns]
+        else:
+            node[0] += 1
+            node[1] += dur
+            node[2] += self_ns
 
     def name_id(self, name: str) -> int:
         i = self.name_ids.get(name)
@@ -122,10 +146,16 @@ def _floor(rows: Iterable, limit: int) -> int:
 
 
 def _python_pass(source, prof: _Profile) -> None:
-    """The calls by output/calls.py (the pure twin of the native walks)."""
+    """The calls by output/calls.py (the pure twin of the native walks); the asyncio
+    Tasks by their switch events (output/task_view.py)."""
+    from .entry import TRACE_EVENT, LostEvents
+    from .task_view import EVENT as TASK_EVENT, SwitchPoints, task_of_text
     stack_of, nodes, bars, floor = prof.stack_of, prof.nodes, prof.bars, prof.floor
-    c: Call
-    for c in source.calls():
+    switches = SwitchPoints()
+    builder = CallBuilder()
+    feed = builder.feed
+
+    def take(c: Call) -> None:
         k = stack_of(c.stack)
         dur = c.end - c.start
         node = nodes.get((c.cpu, k))
@@ -136,10 +166,21 @@ def _python_pass(source, prof: _Profile) -> None:
             node[1] += dur
             node[2] += c.self_ns
         prof.incomplete += not c.complete
+        task = switches.at(c.cpu, c.start) or 0 if switches.points else 0
+        if task:
+            prof.task_call(task, k, dur, c.self_ns)
         if dur >= floor:
-            bars.append((dur, c.cpu, c.start, c.depth, k, int(c.complete)))
+            bars.append((dur, c.cpu, c.start, c.depth, k, int(c.complete), task))
             if len(bars) > 4 * prof.bar_limit:
                 prof.longest()
+
+    for e in source.entries():
+        if type(e) is not LostEvents and e.type == TRACE_EVENT and e.func == TASK_EVENT:
+            switches.add(e.cpu, e.ts, prof.task_id(task_of_text(e.text or "")))
+        for c in feed(e):
+            take(c)
+    for c in builder.finish():
+        take(c)
 
 
 def _native_nodes(native, source, prof: _Profile) -> bool:
@@ -193,13 +234,24 @@ def _native_bars(native, source, prof: _Profile) -> bool:
     from .walk import Declined, canon_ids, drive
     syms = source.symbols
     nslots = max(set(source.cpus) | set(source.threads), default=-1) + 1
-    rows = native.CallRows(nslots, canon_ids(syms), 65536, False, lambda m, p: (0, -1))
+    from ..ring_buffer import text_parts
+    from ..tracefile.blocks import dec_text
+    from .task_view import EVENT as TASK_EVENT, task_of_text
+
+    def on_event(marker: int, payload: bytes) -> tuple[int, int]:
+        # (an event's name id is not needed: its rows are not calls)
+        name, text = text_parts(dec_text(payload))
+        if marker or name != TASK_EVENT:
+            return 0, -1
+        return 0, prof.task_id(task_of_text(text))
+    rows = native.CallRows(nslots, canon_ids(syms), 65536, False, on_event)
     ours = [0]                     # the walk's path -> our stack (-1: not a call's)
     names: list[tuple[str, ...]] = [()]
     floor, bars, limit = prof.floor, prof.bars, 4 * prof.bar_limit
     try:
         for batch in drive(rows, source, nslots, payloads=True):
-            n, b_slot, b_ts, b_dur, _, b_depth, b_path, b_complete = batch[:8]
+            n, b_slot, b_ts, b_dur, b_self, b_depth, b_path, b_complete = batch[:8]
+            b_task = batch[10]
             for parent, ip in rows.paths(len(ours)):
                 up = ours[parent]
                 if up < 0 or (parent == 0 and ip in _NOT_CALLS):
@@ -209,17 +261,25 @@ def _native_bars(native, source, prof: _Profile) -> bool:
                 names.append(names[parent] + (name_of(ip, syms),))
                 ours.append(prof.stack_of(names[-1]))
             dur = memoryview(b_dur).cast("q")
+            task = memoryview(b_task).cast("i")
+            path = memoryview(b_path).cast("i")
+            if b_task.count(0) != len(b_task):     # calls run in asyncio Tasks
+                self_ns = memoryview(b_self).cast("q")
+                for i in range(n):
+                    k = ours[path[i]]
+                    if task[i] > 0 and k > 0:
+                        prof.task_call(task[i], k, dur[i], self_ns[i])
             picked = range(n) if not floor else [i for i in range(n) if dur[i] >= floor]
             if not picked:
                 continue
             slot = memoryview(b_slot).cast("i")
             ts = memoryview(b_ts).cast("q")
             depth = memoryview(b_depth).cast("i")
-            path = memoryview(b_path).cast("i")
             for i in picked:
                 k = ours[path[i]]
                 if k > 0:
-                    bars.append((dur[i], slot[i], ts[i], depth[i], k, b_complete[i]))
+                    bars.append((dur[i], slot[i], ts[i], depth[i], k, b_complete[i],
+                                 max(task[i], 0)))
             if len(bars) > limit:
                 prof.longest()
     except Declined:
@@ -305,9 +365,20 @@ def report_data(source, *, bar_limit: int = BAR_LIMIT) -> dict:
                                                    key=lambda kv: (kv[0][0], path_at[kv[0][1]])):
         nodes.setdefault(str(s), []).extend((path_at[k], calls, total, self_ns))
     bars: dict[str, list[int]] = {}
-    for dur, s, start, depth, k, complete in sorted(
+    bar_tasks: dict[str, list[int]] = {}
+    # the Tasks A to Z (a name may be met on several threads: one Task)
+    task_order = sorted(range(len(prof.tasks)), key=prof.tasks.__getitem__)
+    task_at = [0] * (len(prof.tasks) + 1)
+    for i, t in enumerate(task_order, 1):
+        task_at[t + 1] = i
+    for dur, s, start, depth, k, complete, task in sorted(
             prof.bars, key=lambda b: (b[1], b[2], b[3], path_at[b[4]])):
         bars.setdefault(str(s), []).extend((start - t0, dur, depth, path_at[k], int(complete)))
+        bar_tasks.setdefault(str(s), []).append(task_at[task])
+    tasks = [{"name": prof.tasks[t], "nodes": []} for t in task_order]
+    for (task, k), (calls, total, self_ns) in sorted(
+            prof.task_nodes.items(), key=lambda kv: (task_at[kv[0][0]], path_at[kv[0][1]])):
+        tasks[task_at[task] - 1]["nodes"].extend((path_at[k], calls, total, self_ns))
     header = source.header
     calls = prof.calls
     return {
@@ -327,6 +398,9 @@ def report_data(source, *, bar_limit: int = BAR_LIMIT) -> dict:
         "stacks": flat_stacks,
         "nodes": nodes,
         "bars": bars,
+        # per slot, each bar's Task (0: none, else tasks[n - 1]); only with Tasks
+        "bar_tasks": bar_tasks if tasks else {},
+        "tasks": tasks,
         "bars_dropped": calls - len(prof.bars),
         "bar_floor": min(b[0] for b in prof.bars) if calls > len(prof.bars) else 0,
         "functions": functions,

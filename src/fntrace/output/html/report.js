@@ -6,6 +6,8 @@
 //   stacks  flat [parent, name id] per call path; path 0 is the root
 //   nodes   slot -> flat [path, calls, total ns, self ns] per (thread, call path)
 //   bars    slot -> flat [start ns from t0, dur ns, depth, path, complete], by start
+//   tasks   [{name, nodes}]: each asyncio Task's nodes; bar_tasks slot -> each bar's
+//           Task (0: none, n: tasks[n - 1])
 //   functions [name id, hits, total, self, avg, p50, p99, max, "file:line"]
 //
 // The view is in the address's hash (#view=flame&thread=all&search=re&zoom=name), so a
@@ -54,7 +56,7 @@ function readHash() {
   for (const k of Object.keys(state)) if (h.has(k)) state[k] = h.get(k);
   if (!["flame", "timeline", "functions", "changes"].includes(state.view)) state.view = "flame";
   if (state.view === "changes" && !D.diff) state.view = "flame";
-  if (state.thread !== "all" && !threadOf.has(state.thread) &&
+  if (state.thread !== "all" && !threadOf.has(state.thread) && taskOf(state.thread) < 0 &&
       !D.threads.some((t) => "p" + t.pid === state.thread)) state.thread = "all";
 }
 function writeHash() {
@@ -72,13 +74,20 @@ function setSearch(text) {
 }
 const matches = (id) => searchRe !== null && id >= 0 && searchRe.test(D.names[id]);
 
-// the thread slots a selection shows: "all", "pPID" (a process's threads) or a slot
+// a selection "tN": the asyncio Task D.tasks[N] (-1: not a Task's)
+function taskOf(sel) {
+  const n = sel[0] === "t" ? +sel.slice(1) : -1;
+  return n >= 0 && n < (D.tasks || []).length ? n : -1;
+}
+// the thread slots a selection shows: "all", "pPID" (a process's threads), a Task's
+// ("tN": every thread, its bars only) or a slot
 function slotsOf(sel) {
-  if (sel === "all") return D.threads.map((t) => String(t.slot));
+  if (sel === "all" || taskOf(sel) >= 0) return D.threads.map((t) => String(t.slot));
   if (sel[0] === "p") return D.threads.filter((t) => "p" + t.pid === sel).map((t) => String(t.slot));
   return [sel];
 }
 function selectionLabel(sel) {
+  if (taskOf(sel) >= 0) return "task " + D.tasks[taskOf(sel)].name;
   return sel === "all" ? "all threads" : sel[0] === "p" ? "process " + sel.slice(1) : threadLabel(threadOf.get(sel));
 }
 
@@ -98,8 +107,9 @@ function buildTree(thread) {
     byPath.set(p, n);
     return n;
   }
-  for (const s of slotsOf(thread)) {
-    const flat = D.nodes[s] || [];
+  const task = taskOf(thread);
+  for (const s of task >= 0 ? [null] : slotsOf(thread)) {
+    const flat = task >= 0 ? D.tasks[task].nodes : D.nodes[s] || [];
     for (let i = 0; i < flat.length; i += 4) {
       const n = get(flat[i]);
       n.calls += flat[i + 1]; n.total += flat[i + 2]; n.self += flat[i + 3];
@@ -225,7 +235,16 @@ function showMatched() {
 
 // ---- the timeline -----------------------------------------------------------------
 const tl = {v0: 0, v1: Math.max(D.span, 1), lanes: []};
-function laneSlots() { return slotsOf(state.thread).filter((s) => D.bars[s]); }
+function laneSlots() {
+  const task = taskOf(state.thread);
+  return slotsOf(state.thread).filter((s) => D.bars[s] &&
+    (task < 0 || (D.bar_tasks[s] || []).includes(task + 1)));
+}
+// whether bar i (its index in the slot's flat list / 5) is shown for the selection
+function barShown(slot, i) {
+  const task = taskOf(state.thread);
+  return task < 0 || (D.bar_tasks[slot] || [])[i] === task + 1;
+}
 function drawTimeline() {
   const cv = $("timeline-canvas");
   const slots = laneSlots();
@@ -234,7 +253,7 @@ function drawTimeline() {
   for (const s of slots) {
     const b = D.bars[s] || [];
     let maxDepth = 0;
-    for (let i = 2; i < b.length; i += 5) if (b[i] > maxDepth) maxDepth = b[i];
+    for (let i = 2; i < b.length; i += 5) if (b[i] > maxDepth && barShown(s, (i - 2) / 5)) maxDepth = b[i];
     const h = 16 + (b.length ? (maxDepth + 1) * BAR : BAR) + 6;
     lanes.push({slot: s, y: y, h: h, bars: b});
     y += h;
@@ -267,7 +286,7 @@ function drawTimeline() {
     const filled = new Map();     // depth -> the last pixel column drawn below a pixel
     for (let i = 0; i < b.length; i += 5) {
       const x = (b[i] - tl.v0) * scale, w = b[i + 1] * scale;
-      if (x + w < 0 || x > W) continue;
+      if (x + w < 0 || x > W || !barShown(lane.slot, i / 5)) continue;
       const depth = b[i + 2], name = pathName[b[i + 3]];
       const by = top + depth * BAR;
       if (w < 1) {                  // below a pixel: one column for all that fall in it
@@ -293,7 +312,7 @@ function drawTimeline() {
   }
   cv.dataset.drawn = drawn;
   let bars = 0;
-  for (const s of slots) bars += (D.bars[s] || []).length / 5;
+  for (const s of slots) for (let i = 0; i < (D.bars[s] || []).length / 5; i++) bars += barShown(s, i);
   $("timeline-info").textContent =
     `${fmtNs(Math.round(tl.v0))} to ${fmtNs(Math.round(tl.v1))} of ${fmtNs(D.span)}: ${fmtInt(bars)} calls. Wheel to zoom, drag to pan, double-click to see it all.` +
     (D.bars_dropped && D.bar_floor ? ` The trace's ${fmtInt(D.bars_dropped)} calls shorter than ${fmtNs(D.bar_floor)} are inside their callers' bars.` : "");
@@ -308,7 +327,7 @@ function timelineAt(ev) {
   const slack = 2 * (tl.v1 - tl.v0) / (cv.clientWidth || 1);
   const b = lane.bars;
   for (let i = 0; i < b.length; i += 5)
-    if (b[i + 2] === depth && b[i] - slack <= t && t <= b[i] + b[i + 1] + slack)
+    if (b[i + 2] === depth && b[i] - slack <= t && t <= b[i] + b[i + 1] + slack && barShown(lane.slot, i / 5))
       return {slot: lane.slot, start: b[i], dur: b[i + 1], path: b[i + 3], complete: b[i + 4]};
   return null;
 }
@@ -441,6 +460,7 @@ function start() {
   const pids = [...new Set(D.threads.map((t) => t.pid))];
   sel.innerHTML = `<option value="all">all threads</option>` +
     (pids.length > 1 ? pids.map((p) => `<option value="p${p}">process ${p}</option>`).join("") : "") +
+    (D.tasks || []).map((t, i) => `<option value="t${i}">task ${esc(t.name)}</option>`).join("") +
     D.threads.map((t) => `<option value="${t.slot}">${esc(threadLabel(t))}</option>`).join("");
   sel.value = state.thread;
   sel.onchange = () => { state.thread = sel.value; state.zoom = ""; flame = null; show(); };
