@@ -22,23 +22,14 @@ import pytest
 from fntrace.output.top_table import TopTable, parse_function_stat
 from fntrace.tracefs import Tracefs
 
-from test_attach import PROGRAM, Program, _env, _running_threads_unreached, fntrace
+import test_attach
+from test_attach import PROGRAM, _env, _running_threads_unreached, fntrace
+
+# the fixture: the programs a test starts, killed after it
+program = test_attach.program
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="top attaches through /proc and ptrace: Linux only")
-
-
-@pytest.fixture
-def program(tmp_path):
-    made = []
-
-    def make(*a, **kw) -> Program:
-        p = Program(tmp_path, *a, **kw)
-        made.append(p)
-        return p
-    yield make
-    for p in made:
-        p.kill()
 
 
 def _tables(out: str) -> list[dict[str, list[str]]]:

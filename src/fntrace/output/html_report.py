@@ -183,6 +183,29 @@ def _python_pass(source, prof: _Profile) -> None:
         take(c)
 
 
+class _Paths(list):
+    """A native walk's call paths (its trie: path k's parent and function id) as the
+    profile's stacks: ``self[k]`` is path k's stack, -1 for the paths that are not a
+    call's (a hit's, an event's, a marker's)."""
+
+    def __init__(self, prof: _Profile, syms) -> None:
+        super().__init__([0])
+        self.prof, self.syms = prof, syms
+        self.names: list[tuple[str, ...]] = [()]
+
+    def grow(self, new: Iterable[tuple[int, int]]) -> None:
+        """Paths len(self), len(self) + 1 ... given as (parent, function id)."""
+        names, stack_of, syms = self.names, self.prof.stack_of, self.syms
+        for parent, ip in new:
+            up = self[parent]
+            if up < 0 or (parent == 0 and ip in _NOT_CALLS):
+                self.append(-1)
+                names.append(())
+                continue
+            names.append(names[parent] + (name_of(ip, syms),))
+            self.append(stack_of(names[-1]))
+
+
 def _native_nodes(native, source, prof: _Profile) -> bool:
     """Each thread's nodes by the stat walk of its records with stacks (the folded
     export's walk: self time and calls per call path); a node's total is its self
@@ -204,16 +227,8 @@ def _native_nodes(native, source, prof: _Profile) -> bool:
             return False
         made, incomplete = out
         prof.incomplete += incomplete
-        ours = [0]                 # the walk's path -> our stack (-1: a hit's path)
-        names: list[tuple[str, ...]] = [()]
-        for parent, ip, _, _ in made:
-            up = ours[parent]
-            if up < 0 or (parent == 0 and ip in _NOT_CALLS):
-                ours.append(-1)
-                names.append(())
-                continue
-            names.append(names[parent] + (name_of(ip, syms),))
-            ours.append(prof.stack_of(names[-1]))
+        ours = _Paths(prof, syms)
+        ours.grow((parent, ip) for parent, ip, _, _ in made)
         total = [0] * (len(made) + 1)
         for i in range(len(made), 0, -1):       # callees come after their callers
             parent, _, self_ns, _ = made[i - 1]
@@ -245,21 +260,13 @@ def _native_bars(native, source, prof: _Profile) -> bool:
             return 0, -1
         return 0, prof.task_id(task_of_text(text))
     rows = native.CallRows(nslots, canon_ids(syms), 65536, False, on_event)
-    ours = [0]                     # the walk's path -> our stack (-1: not a call's)
-    names: list[tuple[str, ...]] = [()]
+    ours = _Paths(prof, syms)
     floor, bars, limit = prof.floor, prof.bars, 4 * prof.bar_limit
     try:
         for batch in drive(rows, source, nslots, payloads=True):
             n, b_slot, b_ts, b_dur, b_self, b_depth, b_path, b_complete = batch[:8]
             b_task = batch[10]
-            for parent, ip in rows.paths(len(ours)):
-                up = ours[parent]
-                if up < 0 or (parent == 0 and ip in _NOT_CALLS):
-                    ours.append(-1)
-                    names.append(())
-                    continue
-                names.append(names[parent] + (name_of(ip, syms),))
-                ours.append(prof.stack_of(names[-1]))
+            ours.grow(rows.paths(len(ours)))
             dur = memoryview(b_dur).cast("q")
             task = memoryview(b_task).cast("i")
             path = memoryview(b_path).cast("i")

@@ -147,6 +147,18 @@ function diffColour(n) {
                : `rgb(${mix(200, 48)},${mix(215, 112)},${mix(245, 224)})`;
 }
 
+// a canvas W x H CSS pixels, sharp on a high-density screen, cleared; its context
+function canvas2d(cv, W, H) {
+  const dpr = window.devicePixelRatio || 1;
+  cv.width = W * dpr; cv.height = H * dpr; cv.style.height = H + "px";
+  const g = cv.getContext("2d");
+  g.setTransform(dpr, 0, 0, dpr, 0, 0);
+  g.clearRect(0, 0, W, H);
+  g.font = "11px ui-monospace, Menlo, Consolas, monospace";
+  g.textBaseline = "middle";
+  return g;
+}
+
 let flame = null;           // {root, byPath, maxDepth, rects, focus}
 function drawFlame() {
   const cv = $("flame-canvas");
@@ -160,13 +172,7 @@ function drawFlame() {
   }
   flame.focus = focus;
   const W = cv.clientWidth || 1200, H = (flame.maxDepth + 1) * ROW + 4;
-  const dpr = window.devicePixelRatio || 1;
-  cv.width = W * dpr; cv.height = H * dpr; cv.style.height = H + "px";
-  const g = cv.getContext("2d");
-  g.setTransform(dpr, 0, 0, dpr, 0, 0);
-  g.clearRect(0, 0, W, H);
-  g.font = "11px ui-monospace, Menlo, Consolas, monospace";
-  g.textBaseline = "middle";
+  const g = canvas2d(cv, W, H);
   const rects = [];
   for (let d = 0; d <= flame.maxDepth; d++) rects.push([]);
   let drawn = 0, hidden = 0;
@@ -260,13 +266,7 @@ function drawTimeline() {
   }
   tl.lanes = lanes;
   const W = cv.clientWidth || 1200, H = Math.max(y, 60);
-  const dpr = window.devicePixelRatio || 1;
-  cv.width = W * dpr; cv.height = H * dpr; cv.style.height = H + "px";
-  const g = cv.getContext("2d");
-  g.setTransform(dpr, 0, 0, dpr, 0, 0);
-  g.clearRect(0, 0, W, H);
-  g.font = "11px ui-monospace, Menlo, Consolas, monospace";
-  g.textBaseline = "middle";
+  const g = canvas2d(cv, W, H);
   const scale = W / (tl.v1 - tl.v0);
   // the time axis: about ten ticks at a round step
   const step = Math.pow(10, Math.floor(Math.log10((tl.v1 - tl.v0) / 8 || 1)));
