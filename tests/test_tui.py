@@ -30,6 +30,7 @@ textual = pytest.importorskip("textual", reason="LOUD SKIP: textual is not insta
 from fntrace.output.calls import iter_calls  # noqa: E402
 from fntrace.output.source import open_trace  # noqa: E402
 from fntrace.tui import TraceBrowser  # noqa: E402
+from fntrace.tui.flame import flame_lines  # noqa: E402
 from fntrace.tui.index import OPEN, TraceIndex, format_ns, function_rows  # noqa: E402
 
 BROWSE = GOLD / "tui" / "browse.dat"
@@ -745,3 +746,47 @@ def test_in_a_terminal_under_tmux(tmp_path):
         assert "tui" not in _tmux("list-sessions")
     finally:
         subprocess.run(["tmux", "-L", _SOCK, "kill-server"], capture_output=True, timeout=30)
+
+
+@_sync
+async def test_the_flame_graph_pane_opens_on_the_chosen_call(tmp_path, run_fntrace):
+    """F draws the thread's flame graph (the HTML report's nodes) zoomed on the call
+    under the cursor: its callers across the top, its callees sharing its width; z
+    zooms out, F comes back; t shows the next thread's."""
+    path = _record(tmp_path, run_fntrace, NESTED, "-p", "function_graph", "-F", "__main__.*")
+    app = TraceBrowser(open_trace(path))
+    async with app.run_test(size=SIZE) as pilot:
+        await _indexed(pilot)
+        # MainThread's: work, then its first mid (the cursor put on it)
+        while app.index.threads[app.cpu].comm != "MainThread":
+            await pilot.press("t")
+        await pilot.press("j")
+        assert _name(app) == "__main__.mid"
+        await pilot.press("F")
+        for _ in range(200):
+            if app.flames is not None:
+                break
+            await pilot.pause(0.05)
+        await pilot.pause()
+        pane = app.query_one("#flamegraph")
+        text = str(pane.render())
+        lines = text.splitlines()
+        assert lines[0].startswith("MainThread-") and "zoomed to __main__.mid" in lines[0]
+        # the callers, each the whole width: all, then work
+        assert lines[1].startswith("all: ") and lines[2].startswith("__main__.work ")
+        assert lines[3].startswith("__main__.mid ")          # the chosen call's path
+        assert "__main__.leaf" in lines[4] and "__main__.boom" not in text
+        assert pane.focus == ("__main__.work", "__main__.mid")
+        await pilot.press("z")
+        text = str(pane.render())
+        assert "zoomed to __main__.work" in text and pane.focus == ("__main__.work",)
+        # work's callees share its width (boom's name may not fit in its share: drawn
+        # as wide as a terminal cannot be, it is there)
+        wide = "\n".join(str(t) for t in flame_lines(pane.paths, pane.nodes, pane.focus,
+                                                     2000)[0])
+        assert "__main__.boom" in wide and "__main__.mid" in wide
+        await pilot.press("t")
+        text = str(pane.render())
+        assert text.splitlines()[0].startswith("side-") and "the whole thread" in text
+        await pilot.press("F")
+        assert app.query_one("#views").current == "calls"

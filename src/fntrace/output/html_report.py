@@ -41,7 +41,8 @@ from ..errors import FntraceError
 from .calls import Call, CallBuilder
 from .registry import Exporter, name_of, register_exporter
 
-__all__ = ["HtmlExporter", "BAR_LIMIT", "report_data", "diff_data", "write_page"]
+__all__ = ["HtmlExporter", "BAR_LIMIT", "report_data", "diff_data", "write_page",
+           "thread_flames"]
 
 # The timeline's bars: the longest calls, at most this many in a file.
 BAR_LIMIT = 200_000
@@ -312,6 +313,23 @@ def _profile(source, rows: list, bar_limit: int = BAR_LIMIT) -> _Profile:
     _python_pass(source, prof)
     prof.longest()
     return prof
+
+
+def thread_flames(source) -> tuple[list[tuple[str, ...]], dict[tuple[int, int], list[int]]]:
+    """Each thread's flame graph: (the call paths, each a tuple of names from the
+    outermost call, path 0 the root; (thread slot, path) -> [calls, total ns, self ns]),
+    by the native stat walk per thread where it can, else by the calls."""
+    from .. import _env
+    native = _env.native()
+    prof = _Profile(0, 1 << 62)         # (no timeline: no call is that long)
+    if native is None or source.record_blocks() is None or \
+            not _native_nodes(native, source, prof):
+        prof = _Profile(0, 1 << 62)
+        _python_pass(source, prof)
+    paths: list[tuple[str, ...]] = [()]
+    for parent, nid in prof.stacks[1:]:
+        paths.append(paths[parent] + (prof.names[nid],))
+    return paths, prof.nodes
 
 
 def _function_rows(source) -> list:

@@ -7,7 +7,9 @@ first screen shows at once and the status line's bar says how far the index has 
 Keys (uftrace tui's where it has one): j/k or arrows move, enter/space folds, h/l
 fold/unfold or go to the parent, [ and ] the previous/next call of the same function,
 / search (n/N next/previous match), t/T next/previous thread, f the function table
-(enter on a function goes to its first call; f again comes back), q quits.  The table
+(enter on a function goes to its first call; f again comes back), F the thread's flame
+graph zoomed on the call under the cursor (z zooms out; F or escape comes back), q
+quits.  The table
 opens on the function of the call the graph's cursor was put on, at its top when the
 cursor has not moved; Home/End go to its first/last row.
 
@@ -22,12 +24,13 @@ import os
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.widgets import ContentSwitcher, DataTable, Footer, Input, ProgressBar, Static
 
 from ..output.source import TraceSource
 from ..output.walk import Verdict
+from .flame import FlameGraph
 from .graph import CallGraph
 from .index import (COMPLETE, ENTRY_SEEN, HAS_RETVAL, OPEN, Distributions, FunctionRow,
                     TraceIndex, format_ns, function_distributions, function_rows)
@@ -84,6 +87,7 @@ class TraceBrowser(App):
     CSS = """
     Screen { layout: vertical; overflow: hidden; }
     #views { height: 1fr; }
+    #flame { height: 1fr; }
     #calls { height: 1fr; }
     #ghead { height: 1; text-style: bold; color: $text-muted; }
     #top { height: 1; background: $primary-background; }
@@ -99,6 +103,8 @@ class TraceBrowser(App):
     BINDINGS = [
         Binding("q", "quit", "quit"),
         Binding("f", "table", "functions"),
+        Binding("F", "flame", "flame graph"),
+        Binding("z", "zoom_out", "zoom out", show=False),
         Binding("t", "thread(1)", "thread"),
         Binding("T", "thread(-1)", "prev thread", show=False),
         Binding("slash", "search", "search"),
@@ -126,6 +132,8 @@ class TraceBrowser(App):
         self._came_from_func: str | None = None
         # the distributions, once walked (function_distributions)
         self.dists: Distributions | None = None
+        # each thread's flame graph, once walked (the g pane: html_report.thread_flames)
+        self.flames: tuple | None = None
 
     # -- layout -----------------------------------------------------------------
 
@@ -138,6 +146,8 @@ class TraceBrowser(App):
                 yield Static(f"{'TOTAL TIME':>12} {'SELF TIME':>12} │ FUNCTION", id="ghead")
                 yield CallGraph(self.index, self.fold_depth, id="graph")
             yield FunctionTable(id="table", cursor_type="row", zebra_stripes=True)
+            with VerticalScroll(id="flame"):
+                yield FlameGraph(id="flamegraph")
         yield Static(id="detail")
         yield Input(placeholder="search: part of a function name", id="search")
         yield Footer()
@@ -307,8 +317,57 @@ class TraceBrowser(App):
         self.graph.show_thread(self.cpu)
         if self.query_one("#views", ContentSwitcher).current == "table":
             self._fill_table()
+        if self.query_one("#views", ContentSwitcher).current == "flame" and self.flames:
+            self._draw_flame(())
         self._status()
         self._detail()
+
+    # -- flame graph ----------------------------------------------------------------
+
+    def action_flame(self) -> None:
+        sw = self.query_one("#views", ContentSwitcher)
+        if sw.current == "flame":
+            self._to_graph()
+            return
+        sw.current = "flame"
+        if self.flames is None:
+            self.query_one("#flamegraph", FlameGraph).update("walking the trace…")
+            self.run_worker(self._walk_flames, thread=True, exit_on_error=False,
+                            name="flames")
+        else:
+            self._draw_flame(self._chosen_stack())
+
+    def _walk_flames(self) -> None:
+        from ..output.html_report import thread_flames
+        flames = thread_flames(self.source)
+        self.call_from_thread(self._flames_walked, flames)
+
+    def _flames_walked(self, flames: tuple) -> None:
+        self.flames = flames
+        if self.query_one("#views", ContentSwitcher).current == "flame":
+            self._draw_flame(self._chosen_stack())
+
+    def _chosen_stack(self) -> tuple[str, ...]:
+        """The names from the outermost call down to the one under the graph's cursor
+        (none: the cursor was not put on a call)."""
+        v = self.graph.view
+        r = v.row() if v and v.chosen else -1
+        out: list[str] = []
+        while r >= 0:
+            out.append(self.index.names[v.t.func[r]])
+            r = v.t.parent[r]
+        return tuple(reversed(out))
+
+    def _draw_flame(self, focus: tuple[str, ...]) -> None:
+        paths, nodes = self.flames
+        mine = {k: n for (slot, k), n in nodes.items() if slot == self.cpu}
+        t = self.index.threads.get(self.cpu)
+        title = t.label if t is not None else f"thread {self.cpu}"
+        self.query_one("#flamegraph", FlameGraph).show(paths, mine, focus, title)
+
+    def action_zoom_out(self) -> None:
+        if self.query_one("#views", ContentSwitcher).current == "flame":
+            self.query_one("#flamegraph", FlameGraph).zoom_out()
 
     # -- function table -------------------------------------------------------------
 
@@ -335,7 +394,7 @@ class TraceBrowser(App):
             inp.remove_class("shown")
             self.graph.focus()
             return
-        if self.query_one("#views", ContentSwitcher).current == "table":
+        if self.query_one("#views", ContentSwitcher).current in ("table", "flame"):
             self._to_graph()
 
     def _to_graph(self) -> None:
