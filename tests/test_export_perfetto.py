@@ -94,6 +94,7 @@ class Decoded:
     default_clock: int | None = None
     names_in_file: dict = field(default_factory=dict)   # interned name -> times defined
     absolute: int = 0                       # events timed on the trace's clock itself
+    counters: dict = field(default_factory=dict)    # counter track name -> [(ts, value)]
 
 
 def _value(a, strings, ann):
@@ -115,6 +116,9 @@ def decode(path: Path) -> Decoded:
     ann: dict[int, str] = {}
     strings: dict[int, str] = {}
     tracks: dict[int, object] = {}
+    functions: dict[int, str] = {}          # interned function names, frames, callstacks
+    frames: dict[int, int] = {}
+    callstacks: dict[int, list[int]] = {}
     process_uuid = None
     cleared = False
     seen_timestamp = False
@@ -126,6 +130,7 @@ def decode(path: Path) -> Decoded:
         if p.sequence_flags & CLEARED:
             cleared = True
             names.clear(), ann.clear(), strings.clear()
+            functions.clear(), frames.clear(), callstacks.clear()
             if p.HasField("trace_packet_defaults"):
                 d.default_clock = p.trace_packet_defaults.timestamp_clock_id
         if p.HasField("clock_snapshot"):
@@ -157,6 +162,15 @@ def decode(path: Path) -> Decoded:
             for e in idata.debug_annotation_string_values:
                 assert e.iid not in strings and e.iid
                 strings[e.iid] = e.str.decode()
+            for e in idata.function_names:
+                assert e.iid not in functions and e.iid
+                functions[e.iid] = e.str.decode()
+            for e in idata.frames:
+                assert e.iid not in frames and e.function_name_id in functions
+                frames[e.iid] = e.function_name_id
+            for e in idata.callstacks:
+                assert e.iid not in callstacks and all(f in frames for f in e.frame_ids)
+                callstacks[e.iid] = list(e.frame_ids)
         if p.HasField("track_descriptor"):
             td = p.track_descriptor
             assert td.uuid not in tracks
@@ -164,6 +178,9 @@ def decode(path: Path) -> Decoded:
             if td.HasField("process"):
                 assert d.process is None
                 d.process, process_uuid = td.process, td.uuid
+            elif td.HasField("counter"):
+                assert td.parent_uuid == process_uuid and td.name not in d.counters
+                d.counters[td.name] = []
             else:
                 assert td.HasField("thread") and td.parent_uuid == process_uuid
                 assert td.thread.tid not in d.threads
@@ -178,6 +195,9 @@ def decode(path: Path) -> Decoded:
                 assert p.sequence_flags & NEEDS, p
             name = names[te.name_iid] if te.name_iid else (te.name or None)
             args = {ann[a.name_iid]: _value(a, strings, ann) for a in te.debug_annotations}
+            if te.callstack_iid:
+                assert p.sequence_flags & NEEDS, p
+                args["callstack"] = [functions[frames[f]] for f in callstacks[te.callstack_iid]]
             clock = p.timestamp_clock_id or d.default_clock
             if clock in incremental:
                 ts = incremental[clock] = incremental[clock] + p.timestamp
@@ -185,6 +205,9 @@ def decode(path: Path) -> Decoded:
                 assert clock in (None, d.primary_clock)
                 ts = p.timestamp
                 d.absolute += clock is not None
+            if te.type == TE.TYPE_COUNTER:
+                d.counters[tracks[te.track_uuid].name].append((ts, te.counter_value))
+                continue
             events.append((ts, i, tracks[te.track_uuid].thread.tid, te.type, name, args))
     # the trace processor's sorter: by timestamp, file order among equal ones
     events.sort(key=lambda e: (e[0], e[1]))
@@ -366,8 +389,10 @@ def test_markers_and_stack_traces_are_instants(tmp_path):
     assert [(i.tid, i.ts, i.name) for i in d.instants if i.name == marks[0][2]] == marks
     stacks = [(e.pid, e.ts, e.text) for e in src.entries() if e.type == TRACE_STACK]
     assert len(stacks) == 2
-    assert [(i.tid, i.ts, i.args["stack"]) for i in d.instants
+    # each stack trace an interned callstack: its frames' functions, the outermost first
+    assert [(i.tid, i.ts, "\n".join(reversed(i.args["callstack"]))) for i in d.instants
             if i.name == "<stack trace>"] == stacks
+    assert not any("stack" in i.args for i in d.instants)
     assert all(s[2].split("\n")[:2] == ["__main__.leaf", "__main__.main"] for s in stacks)
     # the marker's writer (the control socket's server thread) has a track of its own
     assert marks[0][0] in d.threads
@@ -432,6 +457,9 @@ def test_lost_events_and_overwritten_entries_keep_the_tracks_well_formed(tmp_pat
     d = decode(out)                     # every END has its BEGIN, nothing left open
     lost = [i for i in d.instants if i.name == "lost events"]
     assert len(lost) == 2 and sum(i.args["lost"] for i in lost) == dropped
+    # the counter track: how many so far, at each loss
+    assert d.counters["events lost"] == [(lost[0].ts, lost[0].args["lost"]),
+                                         (lost[1].ts, dropped)]
     # the calls as the call builder makes them of the damaged stream, and no other
     src = open_trace(damaged)
     want = [(c.pid, c.func, c.start, c.end, c.entry_seen, c.complete)
@@ -696,3 +724,27 @@ def test_text_that_is_not_utf8_is_written_with_replacements(tmp_path):
     d = decode(path)
     assert d.slices[0].args == {"args": {"b": "'x?'"}, "retval": "'?'"}
     assert [i.name for i in d.instants] == ["caf?"]
+
+
+def test_gc_collections_are_counter_tracks(tmp_path):
+    """With -e gc:gc_start, each generation's collections so far is a counter track of
+    the process; each collection an instant too, on its thread."""
+    dat = record(tmp_path, """\
+        import gc
+
+        def work():
+            gc.collect(0)
+            gc.collect(2)
+            gc.collect(2)
+
+        gc.disable()        # (no collection but the program's own)
+        work()
+        """, "-p", "function_graph", "-F", "__main__.*", "-e", "gc:gc_start")
+    out, _ = export(tmp_path, dat)
+    d = decode(out)
+    starts = sorted((i.ts, i.args["fields"]) for i in d.instants if i.name == "gc_start")
+    assert [f for _, f in starts] == ["generation=0", "generation=2", "generation=2"]
+    assert d.counters["gc collections (generation 0)"] == [(starts[0][0], 1)]
+    assert d.counters["gc collections (generation 2)"] == [(starts[1][0], 1),
+                                                         (starts[2][0], 2)]
+    assert "events lost" not in d.counters      # nothing was lost: no such track

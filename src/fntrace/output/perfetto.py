@@ -11,8 +11,12 @@ The file is a stream of TracePackets (Perfetto's trace.proto), built with the
                        on the begin, the return value as "retval" on the end
         instants       a function tracer hit (annotation "parent"), a dynamic or
                        static event (its name; "fields"), a trace_marker write (its
-                       text; "writer" when a function wrote it), a stack trace
-                       ("stack", innermost first), lost events ("lost")
+                       text; "writer" when a function wrote it), a stack trace (an
+                       interned callstack: the frames' functions, outermost first),
+                       lost events ("lost")
+    counter tracks     under the process: "events lost" (how many so far, at each
+                       loss) and "gc collections (generation N)" (one more at each
+                       gc:gc_start event of that generation, with -e gc:gc_start)
 
 A trace is written as it is read: the builder's packets are serialized every
 ``BATCH_PACKETS`` and the builder started afresh.  A Perfetto trace is the repeated
@@ -57,7 +61,7 @@ from .task_view import EVENT as TASK_EVENT, task_of_text
 from .registry import Exporter, register_exporter
 
 __all__ = ["PerfettoExporter", "BATCH_PACKETS", "SEQUENCE_ID", "INCREMENTAL_CLOCK", "PROCESS_UUID",
-           "CLOCKS", "LOST_NAME", "STACK_NAME", "MARKER_NAME"]
+           "CLOCKS", "LOST_NAME", "STACK_NAME", "MARKER_NAME", "LOST_COUNTER", "GC_EVENT"]
 
 # Packets per serialized Trace message: large enough that the per-message cost is
 # nothing, small enough that a batch is a few hundred KB.
@@ -73,6 +77,8 @@ INCREMENTAL_CLOCK = 64
 PROCESS_UUID = 1
 # asyncio Task tracks (--task-tracks): above the threads' and processes' uuids
 TASK_UUID = 1 << 40
+# counter tracks (events lost, gc collections): above the Tasks'
+COUNTER_UUID = 1 << 41
 
 # trace_clock -> (perfetto BuiltinClock name, ns per unit); None: not a clock
 CLOCKS: Mapping[str, tuple[str, int] | None] = {
@@ -88,8 +94,20 @@ CLOCKS: Mapping[str, tuple[str, int] | None] = {
 
 # Instant names of the entries that have no function name of their own.
 LOST_NAME = "lost events"
+# The counter tracks: the events lost so far; a gc:gc_start event counts a collection
+# of its generation
+LOST_COUNTER = "events lost"
+GC_EVENT = "gc_start"          # (gc:gc_start: an entry names the event only)
 STACK_NAME = "<stack trace>"
 MARKER_NAME = "trace_marker"
+
+
+def _field(text: str, name: str) -> str:
+    """The value of ``name=VALUE`` in an event's text ("?" when it has none)."""
+    for word in text.split():
+        if word.startswith(name + "="):
+            return word[len(name) + 1:]
+    return "?"
 
 
 def _utf8(s: str) -> str:
@@ -114,13 +132,19 @@ class _Writer:
         self.builder = builder_class()
         self.n = 0
         te = pb.TrackEvent
-        self.BEGIN, self.END, self.INSTANT = (te.TYPE_SLICE_BEGIN, te.TYPE_SLICE_END,
-                                              te.TYPE_INSTANT)
+        self.BEGIN, self.END, self.INSTANT, self.COUNTER = (
+            te.TYPE_SLICE_BEGIN, te.TYPE_SLICE_END, te.TYPE_INSTANT, te.TYPE_COUNTER)
         self.NEEDS = pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
         # interning: string -> iid, per InternedData table
         self.event_names: dict[str, int] = {}
         self.ann_names: dict[str, int] = {}
         self.str_values: dict[str, int] = {}
+        # a stack trace's frames: function name -> iid (one frame per function), and
+        # the frames' ids (outermost first) -> callstack iid
+        self.frames: dict[str, int] = {}
+        self.callstacks: dict[tuple[int, ...], int] = {}
+        # counter tracks by name -> (uuid, value so far)
+        self.counters: dict[str, list[int]] = {}
         # native thread id -> track uuid
         self.tracks: dict[int, int] = {}
         self.lost_total = 0
@@ -182,6 +206,40 @@ class _Writer:
             p.interned_data.debug_annotation_string_values.add(
                 iid=iid, str=value.encode("utf-8", "surrogateescape"))
         return iid
+
+    def callstack_iid(self, p, frames: list[str]) -> int:
+        """The iid of a callstack (``frames`` innermost first, as a stack trace's text
+        lists them), its functions, frames and itself defined in ``p`` when new."""
+        p.sequence_flags = self.NEEDS
+        ids = []
+        for name in reversed(frames):           # (a Callstack lists the root first)
+            iid = self.frames.get(name)
+            if iid is None:
+                iid = self.frames[name] = len(self.frames) + 1
+                p.interned_data.function_names.add(iid=iid, str=_utf8(name).encode())
+                p.interned_data.frames.add(iid=iid, function_name_id=iid)
+            ids.append(iid)
+        key = tuple(ids)
+        iid = self.callstacks.get(key)
+        if iid is None:
+            iid = self.callstacks[key] = len(self.callstacks) + 1
+            p.interned_data.callstacks.add(iid=iid, frame_ids=ids)
+        return iid
+
+    def count(self, name: str, ts: int, add: int) -> None:
+        """One more step of a counter track of the process (made when first met): its
+        value goes up by ``add`` at ``ts``."""
+        c = self.counters.get(name)
+        if c is None:
+            c = self.counters[name] = [COUNTER_UUID + len(self.counters), 0]
+            td = self.packet().track_descriptor
+            td.uuid = c[0]
+            td.parent_uuid = PROCESS_UUID
+            td.name = name
+            td.counter.SetInParent()
+        c[1] += add
+        p, te = self.event(self.COUNTER, ts, 0, "", uuid=c[0])
+        te.counter_value = c[1]
 
     def annotate(self, p, te, name: str, value) -> None:
         """A debug annotation: an int, a bool, a string, or (name, value) pairs (a
@@ -290,10 +348,12 @@ class _Writer:
             td.name = _utf8(f"task {task}")
         return uuid
 
-    def event(self, typ: int, ts: int, tid: int, comm: str, task: str | None = None):
-        """A track event on a thread's track (its Task's, given one): (packet,
-        track_event)."""
-        uuid = self.track(tid, comm) if task is None else self.task_track(tid, comm, task)
+    def event(self, typ: int, ts: int, tid: int, comm: str, task: str | None = None,
+              uuid: int | None = None):
+        """A track event on a thread's track (its Task's, given one; track ``uuid``,
+        given one): (packet, track_event)."""
+        if uuid is None:
+            uuid = self.track(tid, comm) if task is None else self.task_track(tid, comm, task)
         ts = self.ts(ts)
         last = self.last_ts
         if last is None:
@@ -340,6 +400,8 @@ class _Writer:
             self.lost_total += lost
         p, te = self.instant(ts, tid, comm, LOST_NAME)
         self.annotate(p, te, "lost", "unknown" if lost == LOST_EVENTS_UNKNOWN else lost)
+        # (a loss of unknown size counts as one: the counter says "at least")
+        self.count(LOST_COUNTER, ts, 1 if lost == LOST_EVENTS_UNKNOWN else lost)
 
     # -- the stream ----------------------------------------------------------------
 
@@ -387,6 +449,9 @@ class _Writer:
                     self.task_of_cpu[cpu] = task_of_text(e.text or "")
                 p, te = self.instant(e.ts, e.pid, e.comm, e.func)
                 self.annotate(p, te, "fields", e.text)
+                if e.func == GC_EVENT:
+                    gen = _field(e.text or "", "generation")
+                    self.count(f"gc collections (generation {gen})", e.ts, 1)
             elif typ == TRACE_PRINT:
                 # The text is the name: what the writer wants seen.  Not interned:
                 # markers are as many as the program writes.
@@ -396,7 +461,8 @@ class _Writer:
                     self.annotate_interned(p, te, "writer", e.func)
             elif typ == TRACE_STACK:
                 p, te = self.instant(e.ts, e.pid, e.comm, STACK_NAME)
-                self.annotate(p, te, "stack", e.text)
+                te.callstack_iid = self.callstack_iid(
+                    p, e.text.split("\n") if e.text else [])
         for c in calls.finish():
             self.end(c)
         for cpu, lost in sorted(lost_pending.items()):
@@ -430,6 +496,11 @@ class _Writer:
         native = _env.native()
         src = self.source
         if native is None or self.task_tracks or self.scale != 1:
+            return False
+        # the counter tracks (events lost, gc collections) are the loop's
+        lost = getattr(src, "lost", None)
+        if (lost is not None and lost()) or any(
+                str(e).startswith("gc:") for e in (src.header or {}).get("events") or ()):
             return False
         slots = calls_only(src, native.calls_hits_ok, True)
         if slots is None or not slots.issubset(src.threads):
