@@ -57,8 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from .args import add_mode_argument
     add_mode_argument(p)
     p.add_argument("--task-tracks", action="store_true",
-                   help="perfetto: each asyncio Task's calls on a track of its own, under "
-                        "its thread's")
+                   help="perfetto: each asyncio Task's calls on a track of its own, an "
+                        "async track of the process")
     p.add_argument("--min-duration", type=_usec, default=0.0, metavar="USEC",
                    help="chrome, otlp, otlp-proto: only calls of at least USEC "
                         "microseconds")

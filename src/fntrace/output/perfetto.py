@@ -121,11 +121,12 @@ class _Writer:
 
     def __init__(self, source, out, pb, builder_class, task_tracks: bool = False) -> None:
         self.source = source
-        # --task-tracks: a call's slice goes on a track of its asyncio Task (under its
-        # thread's), so a Task's steps line up and the others' do not interleave
+        # --task-tracks: a call's slice goes on a track of its asyncio Task (an async
+        # track of the process), so a Task's steps line up and the others' do not
+        # interleave
         self.task_tracks = task_tracks
-        self.task_of_cpu: dict[int, str | None] = {}
-        self.task_uuids: dict[tuple[int, str], int] = {}
+        self.task_of_cpu: dict[int, tuple[str, str] | None] = {}
+        self.task_uuids: dict[tuple[int, str, str], int] = {}
         self.out = out
         self.pb = pb
         self.builder_class = builder_class
@@ -333,22 +334,24 @@ class _Writer:
 
     # -- events --------------------------------------------------------------------
 
-    def task_track(self, tid: int, comm: str, task: str) -> int:
-        """The uuid of a Task's track under its thread's, its descriptor written when
-        first met."""
-        key = (tid, task)
+    def task_track(self, tid: int, comm: str, task: tuple[str, str]) -> int:
+        """The uuid of a Task's track (``task``: its name and id), its descriptor written
+        when first met: an async track of the process, so that the steps a Task runs on
+        several threads line up on it."""
+        pid = self.pid_of_tid.get(tid, self.source.pid)
+        key = (pid, *task)
         uuid = self.task_uuids.get(key)
         if uuid is None:
-            parent = self.track(tid, comm)
+            self.track(tid, comm)
             uuid = self.task_uuids[key] = TASK_UUID + len(self.task_uuids)
             p = self.packet()
             td = p.track_descriptor
             td.uuid = uuid
-            td.parent_uuid = parent
-            td.name = _utf8(f"task {task}")
+            td.parent_uuid = self.proc_uuid.get(pid, PROCESS_UUID)
+            td.name = _utf8(f"task {task[0]}")
         return uuid
 
-    def event(self, typ: int, ts: int, tid: int, comm: str, task: str | None = None,
+    def event(self, typ: int, ts: int, tid: int, comm: str, task: tuple[str, str] | None = None,
               uuid: int | None = None):
         """A track event on a thread's track (its Task's, given one; track ``uuid``,
         given one): (packet, track_event)."""
@@ -446,7 +449,9 @@ class _Writer:
                     self.annotate(p, te, "args", e.args)
             elif typ == TRACE_EVENT:
                 if self.task_tracks and e.func == TASK_EVENT:
-                    self.task_of_cpu[cpu] = task_of_text(e.text or "")
+                    name = task_of_text(e.text or "")
+                    self.task_of_cpu[cpu] = None if name is None else \
+                        (name, _field(e.text or "", "id"))
                 p, te = self.instant(e.ts, e.pid, e.comm, e.func)
                 self.annotate(p, te, "fields", e.text)
                 if e.func == GC_EVENT:
