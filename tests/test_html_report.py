@@ -517,3 +517,18 @@ def test_an_asyncio_task_in_the_browser(tmp_path):
     d = dom(browse(out, f"view=timeline&thread=t{alpha}", tmp_path, "task-timeline.png"))
     shown = sum(1 for s in data["bar_tasks"].values() for t in s if t == alpha + 1)
     assert f": {shown} calls." in "".join(d.text["timeline-info"])
+
+
+def test_a_function_tracer_trace_shows_its_hits(tmp_path):
+    (tmp_path / "prog.py").write_text(PROGRAM)
+    trace = tmp_path / "fn.dat"
+    fntrace_cli("record", "-F", "__main__.*", "-o", trace, "prog.py", cwd=tmp_path,
+                check=True)
+    out = tmp_path / "fn.html"
+    r = fntrace_cli("export", trace, "--format", "html", "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert "a function tracer trace has no durations" in r.stderr
+    data = page_data(out)
+    assert data["tracer"] == "function" and data["calls"] == 0 and data["nodes"] == {}
+    hits = {data["names"][row[0]]: row[1] for row in data["functions"]}
+    assert hits["__main__.leaf"] == 150 and hits["__main__.work"] == 2

@@ -511,7 +511,8 @@ class HtmlExporter(Exporter):
                              "(record with -p function_graph)")
         data = report_data(source)
         write_page(data, out)
-        return {"notes": list(_notes(data))} if any(True for _ in _notes(data)) else None
+        notes = list(_notes(data))
+        return {"notes": notes} if notes else None
 
 
 def _notes(data: Mapping) -> Iterator[str]:
