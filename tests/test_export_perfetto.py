@@ -748,3 +748,47 @@ def test_gc_collections_are_counter_tracks(tmp_path):
     assert d.counters["gc collections (generation 2)"] == [(starts[1][0], 1),
                                                          (starts[2][0], 2)]
     assert "events lost" not in d.counters      # nothing was lost: no such track
+
+
+def test_a_flow_joins_thread_start_to_the_new_thread(tmp_path):
+    """With -e threads:thread_start, each new thread's first instant ends a flow that
+    starts on the thread that started it, inside the call that did."""
+    dat = record(tmp_path, """\
+        import threading
+
+        def job(i):
+            return i * 2
+
+        def spawn():
+            ts = [threading.Thread(target=job, args=(i,), name=f"w{i}") for i in range(2)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+
+        spawn()
+        """, "-p", "function_graph", "-F", "__main__.*", "-e", "threads:thread_start")
+    out, _ = export(tmp_path, dat)
+    trace = pb.Trace.FromString(out.read_bytes())
+    tracks = {p.track_descriptor.uuid: p.track_descriptor for p in trace.packet
+              if p.HasField("track_descriptor")}
+    d = decode(out)
+    main = next(tid for tid, t in d.threads.items() if t.thread_name == "MainThread")
+    starts, ends = {}, {}
+    for p in trace.packet:
+        te = p.track_event
+        for f in te.flow_ids:
+            starts[f] = tracks[te.track_uuid].thread.tid
+        for f in te.terminating_flow_ids:
+            ends[f] = tracks[te.track_uuid].thread.tid
+    assert sorted(starts) == sorted(ends) == [1, 2]
+    assert set(starts.values()) == {main}
+    workers = {tid for tid, t in d.threads.items() if t.thread_name in ("w0", "w1")}
+    assert set(ends.values()) == workers
+    # the flow's start lies inside spawn() on the main thread, at the new thread's start
+    srcs = [i for i in d.instants if i.name.startswith("start thread ")]
+    assert sorted(i.name for i in srcs) == ["start thread w0", "start thread w1"]
+    spawn = next(s for s in d.slices if s.name == "__main__.spawn")
+    firsts = sorted(i.ts for i in d.instants if i.name == "thread_start")
+    assert sorted(i.ts for i in srcs) == firsts
+    assert all(spawn.start <= i.ts <= spawn.end and i.tid == main for i in srcs)

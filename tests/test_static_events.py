@@ -8,6 +8,7 @@ the command line (``fntrace record -e SYSTEM:EVENT ... prog.py``, ``fntrace repo
 from __future__ import annotations
 
 import gc
+import re
 import sys
 import threading
 
@@ -73,6 +74,7 @@ def test_format_lists_typed_fields(fs):
         assert f"\tfield:__data_loc char[] {f};" in fmt
     fmt = fs.read("events/threads/thread_start/format")
     assert "\tfield:__data_loc char[] name;" in fmt and "\tfield:s64 tid;" in fmt
+    assert "\tfield:s64 parent;" in fmt
     fmt = fs.read("events/ftrace/print/format")
     assert "\tfield:__data_loc char[] buf;" in fmt
 
@@ -282,7 +284,10 @@ def test_thread_events(fs):
     assert len(texts) == 2
     assert texts[0].startswith("thread_start: name=worker-7 tid=")
     assert texts[1].startswith("thread_exit: name=worker-7 tid=")
-    assert texts[0].split("tid=")[1] == texts[1].split("tid=")[1]
+    tid, parent = re.fullmatch(r"thread_start: name=worker-7 tid=(\d+) parent=(\d+)",
+                               texts[0]).groups()
+    assert texts[1] == f"thread_exit: name=worker-7 tid={tid}"
+    assert int(parent) == threading.get_native_id() != int(tid)
     # disabled: a thread started now writes nothing (whether the wrapper is still in
     # place depends on who wrapped threading's start function since: core/task.py
     # may have, in a suite)

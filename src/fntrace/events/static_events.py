@@ -11,7 +11,8 @@ and id, listed in ``available_events``, enabled with ``-e SYSTEM:EVENT`` or set_
                         sys.settrace on 3.11 (events/exception_events.py)
     gc:gc_start         generation                   gc.callbacks (here)
     gc:gc_end           generation collected uncollectable
-    threads:thread_start, threads:thread_exit        name, tid (here)
+    threads:thread_start   name, tid, parent             (here)
+    threads:thread_exit    name, tid
     ftrace:print        ip, buf: trace_marker writes (here)
 
 A disabled event costs nothing: no hook, callback or monitoring event is installed
@@ -23,7 +24,7 @@ Each event writes a line as the kernel's do, ``name: field=value ...``:
     gc_start: generation=2
     gc_end: generation=2 collected=13 uncollectable=0
     raise: function=app.load type=ValueError message="bad header"
-    thread_start: name=worker-1 tid=4711
+    thread_start: name=worker-1 tid=4711 parent=4700
     open: path='/etc/hosts' mode='r' flags=524288
 
 int fields in decimal, str fields as they are, other values as core/fetch.py's
@@ -103,7 +104,10 @@ _START_NAMES = ("_start_joinable_thread", "_start_new_thread")
 class _ThreadEvents:
     def __init__(self) -> None:
         fields = {"name": "str", "tid": "int"}
-        self.start = _call("threads", "thread_start", fields, hook=self._hook)
+        # parent: the thread that started it (sched_process_fork's parent_pid), which
+        # a reader joins to it (the Perfetto export's flow)
+        self.start = _call("threads", "thread_start", {**fields, "parent": "int"},
+                           hook=self._hook)
         self.exit = _call("threads", "thread_exit", fields, hook=self._hook)
         self.on = False
         self.name = None
@@ -134,26 +138,26 @@ class _ThreadEvents:
 
         def start(function, *args, **kwargs):
             if events.on and (events.start.files or events.exit.files):
-                function = events._run(function)
+                function = events._run(function, threading.get_native_id())
             return orig(function, *args, **kwargs)
         start.__wrapped__ = orig
         return start
 
-    def _run(self, function):
+    def _run(self, function, parent: int):
         events = self
 
         # Named _bootstrap with the Thread as ``self``: core/task.py finds a starting
         # thread's name (its comm) on a _bootstrap frame before threading lists it.
         def _bootstrap(*args, **kwargs):
             self = getattr(function, "__self__", None)  # noqa: F841 (read by core/task.py)
-            events._note(events.start, function)
+            events._note(events.start, function, parent)
             try:
                 return function(*args, **kwargs)
             finally:
                 events._note(events.exit, function)
         return _bootstrap
 
-    def _note(self, call: EventCall, function) -> None:
+    def _note(self, call: EventCall, function, parent: int | None = None) -> None:
         try:
             if not call.files:
                 return
@@ -161,7 +165,10 @@ class _ThreadEvents:
             name = static_getattr(t, "_name") if isinstance(t, threading.Thread) else None
             if type(name) is not str:
                 name = "<...>"
-            emit(call, {"name": name, "tid": threading.get_native_id()}, None)
+            fields = {"name": name, "tid": threading.get_native_id()}
+            if parent is not None:
+                fields["parent"] = parent
+            emit(call, fields, None)
         except BaseException:
             pass
 

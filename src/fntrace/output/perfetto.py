@@ -17,6 +17,9 @@ The file is a stream of TracePackets (Perfetto's trace.proto), built with the
     counter tracks     under the process: "events lost" (how many so far, at each
                        loss) and "gc collections (generation N)" (one more at each
                        gc:gc_start event of that generation, with -e gc:gc_start)
+    flows              with -e threads:thread_start: from an instant "start thread
+                       NAME" on the thread that started it (inside its Thread.start
+                       caller's slice) to the new thread's thread_start instant
 
 A trace is written as it is read: the builder's packets are serialized every
 ``BATCH_PACKETS`` and the builder started afresh.  A Perfetto trace is the repeated
@@ -98,6 +101,8 @@ LOST_NAME = "lost events"
 # of its generation
 LOST_COUNTER = "events lost"
 GC_EVENT = "gc_start"          # (gc:gc_start: an entry names the event only)
+# threads:thread_start: a flow from the thread that started it
+THREAD_EVENT = "thread_start"
 STACK_NAME = "<stack trace>"
 MARKER_NAME = "trace_marker"
 
@@ -146,6 +151,8 @@ class _Writer:
         self.callstacks: dict[tuple[int, ...], int] = {}
         # counter tracks by name -> (uuid, value so far)
         self.counters: dict[str, list[int]] = {}
+        # flows made so far (their ids: 1, 2 ...)
+        self.flows = 0
         # native thread id -> track uuid
         self.tracks: dict[int, int] = {}
         self.lost_total = 0
@@ -242,6 +249,22 @@ class _Writer:
         p, te = self.event(self.COUNTER, ts, 0, "", uuid=c[0])
         te.counter_value = c[1]
 
+    def thread_flow(self, e) -> int:
+        """For a thread_start event (on the new thread): an instant "start thread
+        NAME" on the thread that started it, at the same time (inside the call that
+        started it: Thread.start waits there for the new thread), whose flow the
+        event's instant ends; the flow's id (0: the parent is not known)."""
+        text = e.text or ""
+        parent = _field(text, "parent")
+        if not parent.isdigit() or int(parent) == e.pid:
+            return 0
+        self.flows += 1
+        tid = int(parent)
+        _, src = self.instant(e.ts, tid, self.comm_of_tid.get(tid, "<...>"),
+                              f"start thread {_field(text, 'name')}")
+        src.flow_ids.append(self.flows)
+        return self.flows
+
     def annotate(self, p, te, name: str, value) -> None:
         """A debug annotation: an int, a bool, a string, or (name, value) pairs (a
         dictionary, as args are)."""
@@ -312,6 +335,7 @@ class _Writer:
                 proc.process_name = _utf8(os.path.basename(argv[0]) or argv[0])
         of = getattr(src, "process_of", lambda cpu: src.pid)
         self.pid_of_tid = {tid: of(cpu) for cpu, (tid, _) in src.threads.items()}
+        self.comm_of_tid = {tid: comm for tid, comm in src.threads.values()}
         for cpu in sorted(src.threads):
             tid, name = src.threads[cpu]
             self.track(tid, name)
@@ -452,8 +476,12 @@ class _Writer:
                     name = task_of_text(e.text or "")
                     self.task_of_cpu[cpu] = None if name is None else \
                         (name, _field(e.text or "", "id"))
+                # (a flow's start first: the reader meets it before its end)
+                flow = self.thread_flow(e) if e.func == THREAD_EVENT else 0
                 p, te = self.instant(e.ts, e.pid, e.comm, e.func)
                 self.annotate(p, te, "fields", e.text)
+                if flow:
+                    te.terminating_flow_ids.append(flow)
                 if e.func == GC_EVENT:
                     gen = _field(e.text or "", "generation")
                     self.count(f"gc collections (generation {gen})", e.ts, 1)
@@ -502,10 +530,12 @@ class _Writer:
         src = self.source
         if native is None or self.task_tracks or self.scale != 1:
             return False
-        # the counter tracks (events lost, gc collections) are the loop's
+        # the counter tracks (events lost, gc collections) and the threads' flows are
+        # the loop's
         lost = getattr(src, "lost", None)
         if (lost is not None and lost()) or any(
-                str(e).startswith("gc:") for e in (src.header or {}).get("events") or ()):
+                str(e).startswith(("gc:", "threads:"))
+                for e in (src.header or {}).get("events") or ()):
             return False
         slots = calls_only(src, native.calls_hits_ok, True)
         if slots is None or not slots.issubset(src.threads):
