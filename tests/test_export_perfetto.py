@@ -792,3 +792,49 @@ def test_a_flow_joins_thread_start_to_the_new_thread(tmp_path):
     firsts = sorted(i.ts for i in d.instants if i.name == "thread_start")
     assert sorted(i.ts for i in srcs) == firsts
     assert all(spawn.start <= i.ts <= spawn.end and i.tid == main for i in srcs)
+
+
+def test_a_flow_joins_a_fork_to_the_child(tmp_path):
+    """A trace that followed a forked child: a flow from an instant "fork PID" on the
+    parent's thread that forked, when it did, to the child's first event."""
+    dat = record(tmp_path, """\
+        import os
+
+        def child_work():
+            return sum(range(10))
+
+        def main():
+            pid = os.fork()
+            if pid == 0:
+                child_work()
+                os._exit(0)
+            os.waitpid(pid, 0)
+            return pid
+
+        main()
+        """, "-p", "function_graph", "-F", "__main__.*")
+    out, _ = export(tmp_path, dat)
+    trace = pb.Trace.FromString(out.read_bytes())
+    tracks = {p.track_descriptor.uuid: p.track_descriptor for p in trace.packet
+              if p.HasField("track_descriptor")}
+    procs = {td.process.pid for td in tracks.values() if td.HasField("process")}
+    assert len(procs) == 2
+    parent = min(procs, key=lambda pid: pid != int(open_trace(dat).pid))
+    child = (procs - {parent}).pop()
+    starts, ends = {}, {}
+    for p in trace.packet:
+        te = p.track_event
+        for f in te.flow_ids:
+            starts[f] = (tracks[te.track_uuid].thread.tid, te.type)
+        for f in te.terminating_flow_ids:
+            ends[f] = (tracks[te.track_uuid].thread.tid, te.type)
+    assert list(starts) == list(ends) == [1]
+    # from the parent's main thread (its id is the pid) to the child's main thread
+    assert starts[1] == (parent, TE.TYPE_INSTANT)
+    assert ends[1][0] == child
+    names = {}
+    for p in trace.packet:
+        for e in p.interned_data.event_names:
+            names[e.iid] = e.name
+    src = next(p.track_event for p in trace.packet if 1 in p.track_event.flow_ids)
+    assert names[src.name_iid] == f"fork {child}"

@@ -409,8 +409,10 @@ class Recording:
         """The tracer on, the end guarded (the program's first line is next)."""
         self.guard.install(self.sink.wfd)
         if hasattr(os, "register_at_fork"):
-            # after the guard's own hook, which gives a child the real os._exit back
-            os.register_at_fork(after_in_child=self._in_child)
+            # after the guard's own hook, which gives a child the real os._exit back;
+            # before: the forking thread's id, which the child's header names (a
+            # reader joins the child to the parent's thread there: a Perfetto flow)
+            os.register_at_fork(before=self._before_fork, after_in_child=self._in_child)
         credit = callback_credit()
         if credit and _native_launch is not None:
             main_ident = threading.get_ident()
@@ -454,6 +456,9 @@ class Recording:
             self.guard.finish(("atexit", None))
 
     # -- a forked child -------------------------------------------------------------
+    def _before_fork(self) -> None:
+        self.fork_tid = threading.get_native_id()
+
     def _in_child(self) -> None:
         if not self.started or self.stopped or self.guard.how is not None:
             return
@@ -487,6 +492,7 @@ class Recording:
         self.first = False
         self.server = None
         self.header = dict(self.header, pid=os.getpid(), ppid=ppid, follow="fork",
+                           parent_tid=getattr(self, "fork_tid", None),
                            start_wall=time.time(), start_mono=time.monotonic_ns())
         path = self.follow.child_output()
         # A signal that ends the process between creating the file and writing its

@@ -19,7 +19,10 @@ The file is a stream of TracePackets (Perfetto's trace.proto), built with the
                        gc:gc_start event of that generation, with -e gc:gc_start)
     flows              with -e threads:thread_start: from an instant "start thread
                        NAME" on the thread that started it (inside its Thread.start
-                       caller's slice) to the new thread's thread_start instant
+                       caller's slice) to the new thread's thread_start instant; of
+                       a trace that followed forked children: from an instant "fork
+                       PID" on the parent's thread that forked, when it did, to the
+                       child's first event
 
 A trace is written as it is read: the builder's packets are serialized every
 ``BATCH_PACKETS`` and the builder started afresh.  A Perfetto trace is the repeated
@@ -151,8 +154,13 @@ class _Writer:
         self.callstacks: dict[tuple[int, ...], int] = {}
         # counter tracks by name -> (uuid, value so far)
         self.counters: dict[str, list[int]] = {}
-        # flows made so far (their ids: 1, 2 ...)
+        # flows made so far (their ids: 1, 2 ...); a forked child's main thread id ->
+        # the flow its first event ends; a fork flow's (time, thread, child); the flows
+        # an event ended
         self.flows = 0
+        self.flow_into: dict[int, int] = {}
+        self.fork_from: dict[int, tuple[int, int, int]] = {}
+        self.flows_ended: list[int] = []
         # native thread id -> track uuid
         self.tracks: dict[int, int] = {}
         self.lost_total = 0
@@ -336,6 +344,7 @@ class _Writer:
         of = getattr(src, "process_of", lambda cpu: src.pid)
         self.pid_of_tid = {tid: of(cpu) for cpu, (tid, _) in src.threads.items()}
         self.comm_of_tid = {tid: comm for tid, comm in src.threads.values()}
+        self.forks()
         for cpu in sorted(src.threads):
             tid, name = src.threads[cpu]
             self.track(tid, name)
@@ -400,6 +409,8 @@ class _Writer:
               entry_lost: bool = False, cpu: int | None = None) -> None:
         p, te = self.event(self.BEGIN, ts, tid, comm, self.task_of_cpu.get(cpu))
         te.name_iid = self.name_iid(p, func)
+        if self.flow_into and tid in self.flow_into:
+            self.flow_end(te, tid)
         if args:
             self.annotate(p, te, "args", args)
         if entry_lost:
@@ -418,7 +429,41 @@ class _Writer:
     def instant(self, ts: int, tid: int, comm: str, name: str):
         p, te = self.event(self.INSTANT, ts, tid, comm)
         te.name_iid = self.name_iid(p, name)
+        if self.flow_into and tid in self.flow_into:
+            self.flow_end(te, tid)
         return p, te
+
+    # -- flows: os.fork -> the child's first event ----------------------------------------
+
+    def forks(self) -> None:
+        """The forked children of a trace that followed them (each file's header: its
+        parent and the parent's thread that forked, the time it began): a flow into
+        each child's first event, from an instant on that thread when it forked."""
+        files = getattr(getattr(self.source, "tf", None), "files", None) or ()
+        for f in files:
+            h = f.header
+            tid, pid, at = h.get("parent_tid"), h.get("pid"), h.get("start_mono")
+            if h.get("follow") != "fork" or not tid or not pid or at is None:
+                continue
+            self.flows += 1
+            # (a forked child's main thread is the one that forked: its id is the pid)
+            self.flow_into[int(pid)] = self.flows
+            self.fork_from[self.flows] = (int(at), int(tid), int(pid))
+
+    def flow_end(self, te, tid: int) -> None:
+        flow = self.flow_into.pop(tid)
+        te.terminating_flow_ids.append(flow)
+        self.flows_ended.append(flow)
+
+    def fork_flows(self) -> None:
+        """The fork flows' starts, of the flows a child's event ended (written last:
+        the reader sorts events by time)."""
+        for flow in self.flows_ended:
+            if flow in self.fork_from:
+                at, tid, pid = self.fork_from[flow]
+                _, te = self.instant(at, tid, self.comm_of_tid.get(tid, "<...>"),
+                                     f"fork {pid}")
+                te.flow_ids.append(flow)
 
     def lost(self, lost: int, ts: int, tid: int, comm: str) -> None:
         if lost == LOST_EVENTS_UNKNOWN:
@@ -502,6 +547,7 @@ class _Writer:
             tid = tid_of_cpu.get(cpu, 0)
             comm = self.source.threads.get(cpu, (tid, "<...>"))[1]
             self.lost(lost, last_ts.get(cpu, first_ts or 0), tid, comm)
+        self.fork_flows()
         self.flush()
         return self.notes()
 
@@ -533,7 +579,7 @@ class _Writer:
         # the counter tracks (events lost, gc collections) and the threads' flows are
         # the loop's
         lost = getattr(src, "lost", None)
-        if (lost is not None and lost()) or any(
+        if self.flow_into or (lost is not None and lost()) or any(
                 str(e).startswith(("gc:", "threads:"))
                 for e in (src.header or {}).get("events") or ()):
             return False
