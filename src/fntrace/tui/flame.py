@@ -21,6 +21,8 @@ from rich.style import Style
 from rich.text import Text
 from textual.widgets import Static
 
+from .index import format_ns
+
 __all__ = ["FlameGraph", "flame_lines"]
 
 
@@ -60,7 +62,7 @@ def flame_lines(paths: list[tuple[str, ...]], nodes: Mapping[int, list[int]],
     rows: list[Text] = []
 
     def label(p: tuple[str, ...]) -> str:
-        return p[-1] if p else f"all: {_fmt(total[()])}"
+        return p[-1] if p else f"all: {format_ns(total[()])}"
 
     def span(line: Text, p: tuple[str, ...], x0: int, x1: int) -> None:
         w = x1 - x0
@@ -97,16 +99,6 @@ def flame_lines(paths: list[tuple[str, ...]], nodes: Mapping[int, list[int]],
         rows.append(line)
         level = nxt
     return rows, focus
-
-
-def _fmt(ns: int) -> str:
-    if ns < 1000:
-        return f"{ns} ns"
-    if ns < 1_000_000:
-        return f"{ns / 1e3:.1f} us"
-    if ns < 1_000_000_000:
-        return f"{ns / 1e6:.1f} ms"
-    return f"{ns / 1e9:.2f} s"
 
 
 class FlameGraph(Static):
