@@ -783,7 +783,7 @@ def quick(i):
 
 
 def slow():
-    time.sleep(0.003)
+    time.sleep(0.02)
     return [quick(i) for i in range(5)]
 
 
@@ -806,19 +806,20 @@ def test_min_duration_leaves_the_short_calls_out_of_the_chrome_json(tmp_path):
     docs = []
     for pure in ("0", "1"):
         out = tmp_path / f"s{pure}.json"
-        r = fntrace_cli("export", trace, "--format", "chrome", "--min-duration", "1000",
+        # (10 ms: no quick() call lasts that long, even preempted on a loaded machine)
+        r = fntrace_cli("export", trace, "--format", "chrome", "--min-duration", "10000",
                         "-o", out, env=dict(env, FNTRACE_PURE=pure))
         assert r.returncode == 0, r.stderr
-        assert "35 call(s) shorter than 1000 us left out (--min-duration)" in r.stderr
+        assert "35 call(s) shorter than 10000 us left out (--min-duration)" in r.stderr
         docs.append(out.read_bytes())
     assert docs[0] == docs[1]           # the native walk and the pure loop agree
     doc = json.loads(docs[0])
     kept = sorted(e["name"] for e in doc["traceEvents"] if e["ph"] == "X")
     assert kept == ["__main__.main"] + ["__main__.slow"] * 3
-    assert all(Decimal(e["dur"]) >= 1000 for e in doc["traceEvents"] if e["ph"] == "X")
-    # quick's 3 * 5 + 20 calls, each well under a millisecond
+    assert all(Decimal(e["dur"]) >= 10000 for e in doc["traceEvents"] if e["ph"] == "X")
+    # quick's 3 * 5 + 20 calls, each well under 10 ms
     assert doc["otherData"]["calls_left_out"] == 35 and doc["otherData"]["calls"] == 4
-    assert doc["otherData"]["min_duration_ns"] == 1_000_000
+    assert doc["otherData"]["min_duration_ns"] == 10_000_000
     # the formats that write every call refuse it, in one line, writing nothing
     for fmt in ("folded", "trace-cmd", "parquet", "html"):
         out = tmp_path / f"x.{fmt}"
