@@ -457,9 +457,6 @@ def test_lost_events_and_overwritten_entries_keep_the_tracks_well_formed(tmp_pat
     d = decode(out)                     # every END has its BEGIN, nothing left open
     lost = [i for i in d.instants if i.name == "lost events"]
     assert len(lost) == 2 and sum(i.args["lost"] for i in lost) == dropped
-    # the counter track: how many so far, at each loss
-    assert d.counters["events lost"] == [(lost[0].ts, lost[0].args["lost"]),
-                                         (lost[1].ts, dropped)]
     # the calls as the call builder makes them of the damaged stream, and no other
     src = open_trace(damaged)
     want = [(c.pid, c.func, c.start, c.end, c.entry_seen, c.complete)
@@ -747,7 +744,8 @@ def test_gc_collections_are_counter_tracks(tmp_path):
     assert d.counters["gc collections (generation 0)"] == [(starts[0][0], 1)]
     assert d.counters["gc collections (generation 2)"] == [(starts[1][0], 1),
                                                          (starts[2][0], 2)]
-    assert "events lost" not in d.counters      # nothing was lost: no such track
+    assert set(d.counters) == {"gc collections (generation 0)",
+                               "gc collections (generation 2)"}
 
 
 def test_a_flow_joins_thread_start_to_the_new_thread(tmp_path):

@@ -400,10 +400,11 @@ def report_data(source, *, bar_limit: int = BAR_LIMIT) -> dict:
             prof.bars, key=lambda b: (b[1], b[2], b[3], path_at[b[4]])):
         bars.setdefault(str(s), []).extend((start - t0, dur, depth, path_at[k], int(complete)))
         bar_tasks.setdefault(str(s), []).append(task_at[task])
-    tasks = [{"name": prof.tasks[t], "nodes": []} for t in task_order]
+    task_nodes: list[list[int]] = [[] for _ in task_order]
     for (task, k), (calls, total, self_ns) in sorted(
             prof.task_nodes.items(), key=lambda kv: (task_at[kv[0][0]], path_at[kv[0][1]])):
-        tasks[task_at[task] - 1]["nodes"].extend((path_at[k], calls, total, self_ns))
+        task_nodes[task_at[task] - 1].extend((path_at[k], calls, total, self_ns))
+    tasks = [{"name": prof.tasks[t], "nodes": task_nodes[i]} for i, t in enumerate(task_order)]
     header = source.header
     calls = prof.calls
     return {

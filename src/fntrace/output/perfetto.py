@@ -14,9 +14,9 @@ The file is a stream of TracePackets (Perfetto's trace.proto), built with the
                        text; "writer" when a function wrote it), a stack trace (an
                        interned callstack: the frames' functions, outermost first),
                        lost events ("lost")
-    counter tracks     under the process: "events lost" (how many so far, at each
-                       loss) and "gc collections (generation N)" (one more at each
-                       gc:gc_start event of that generation, with -e gc:gc_start)
+    counter tracks     under the process: "gc collections (generation N)" (one more
+                       at each gc:gc_start event of that generation, with -e
+                       gc:gc_start)
     flows              with -e threads:thread_start: from an instant "start thread
                        NAME" on the thread that started it (inside its Thread.start
                        caller's slice) to the new thread's thread_start instant; of
@@ -67,7 +67,7 @@ from .task_view import EVENT as TASK_EVENT, task_of_text
 from .registry import Exporter, register_exporter
 
 __all__ = ["PerfettoExporter", "BATCH_PACKETS", "SEQUENCE_ID", "INCREMENTAL_CLOCK", "PROCESS_UUID",
-           "CLOCKS", "LOST_NAME", "STACK_NAME", "MARKER_NAME", "LOST_COUNTER", "GC_EVENT"]
+           "CLOCKS", "LOST_NAME", "STACK_NAME", "MARKER_NAME", "GC_EVENT"]
 
 # Packets per serialized Trace message: large enough that the per-message cost is
 # nothing, small enough that a batch is a few hundred KB.
@@ -83,7 +83,7 @@ INCREMENTAL_CLOCK = 64
 PROCESS_UUID = 1
 # asyncio Task tracks (--task-tracks): above the threads' and processes' uuids
 TASK_UUID = 1 << 40
-# counter tracks (events lost, gc collections): above the Tasks'
+# counter tracks (gc collections): above the Tasks'
 COUNTER_UUID = 1 << 41
 
 # trace_clock -> (perfetto BuiltinClock name, ns per unit); None: not a clock
@@ -100,9 +100,7 @@ CLOCKS: Mapping[str, tuple[str, int] | None] = {
 
 # Instant names of the entries that have no function name of their own.
 LOST_NAME = "lost events"
-# The counter tracks: the events lost so far; a gc:gc_start event counts a collection
-# of its generation
-LOST_COUNTER = "events lost"
+# The counter tracks: a gc:gc_start event counts a collection of its generation
 GC_EVENT = "gc_start"          # (gc:gc_start: an entry names the event only)
 # threads:thread_start: a flow from the thread that started it
 THREAD_EVENT = "thread_start"
@@ -152,7 +150,7 @@ class _Writer:
         # the frames' ids (outermost first) -> callstack iid
         self.frames: dict[str, int] = {}
         self.callstacks: dict[tuple[int, ...], int] = {}
-        # counter tracks by name -> (uuid, value so far)
+        # counter tracks by name -> [uuid, value so far]
         self.counters: dict[str, list[int]] = {}
         # flows made so far (their ids: 1, 2 ...); a forked child's main thread id ->
         # the flow its first event ends; a fork flow's (time, thread, child); the flows
@@ -472,8 +470,6 @@ class _Writer:
             self.lost_total += lost
         p, te = self.instant(ts, tid, comm, LOST_NAME)
         self.annotate(p, te, "lost", "unknown" if lost == LOST_EVENTS_UNKNOWN else lost)
-        # (a loss of unknown size counts as one: the counter says "at least")
-        self.count(LOST_COUNTER, ts, 1 if lost == LOST_EVENTS_UNKNOWN else lost)
 
     # -- the stream ----------------------------------------------------------------
 
@@ -576,12 +572,9 @@ class _Writer:
         src = self.source
         if native is None or self.task_tracks or self.scale != 1:
             return False
-        # the counter tracks (events lost, gc collections) and the threads' flows are
-        # the loop's
-        lost = getattr(src, "lost", None)
-        if self.flow_into or (lost is not None and lost()) or any(
-                str(e).startswith(("gc:", "threads:"))
-                for e in (src.header or {}).get("events") or ()):
+        # the gc counter tracks and the flows (threads, forks) are the loop's
+        if self.flow_into or any(str(e).startswith(("gc:", "threads:"))
+                                 for e in (src.header or {}).get("events") or ()):
             return False
         slots = calls_only(src, native.calls_hits_ok, True)
         if slots is None or not slots.issubset(src.threads):
