@@ -457,6 +457,10 @@ def test_lost_events_and_overwritten_entries_keep_the_tracks_well_formed(tmp_pat
     d = decode(out)                     # every END has its BEGIN, nothing left open
     lost = [i for i in d.instants if i.name == "lost events"]
     assert len(lost) == 2 and sum(i.args["lost"] for i in lost) == dropped
+    # the counter track of the process: the events lost so far, a step at each loss
+    steps = sorted((i.ts, i.args["lost"]) for i in lost)
+    assert d.counters["events lost"] == [(steps[0][0], steps[0][1]),
+                                         (steps[1][0], steps[0][1] + steps[1][1])]
     # the calls as the call builder makes them of the damaged stream, and no other
     src = open_trace(damaged)
     want = [(c.pid, c.func, c.start, c.end, c.entry_seen, c.complete)

@@ -103,6 +103,7 @@ typedef struct {
     long long lost_total;               /* counted losses shown */
     int unknown_loss;
     long long lost_fed;
+    PyObject *losses;                   /* [(ts, slot, lost)] as shown: the counter track's */
 } PerfettoCalls;
 
 static const char *const pf_ann_names[3] = {"entry_lost", "unfinished", "lost"};
@@ -675,6 +676,14 @@ pf_packet_end(PerfettoCalls *c, int type, int64_t ts, uint64_t uuid, int has_nam
 static int
 pf_lost(PerfettoCalls *c, Py_ssize_t slot, int64_t ts, long long lost)
 {
+    if (c->losses == NULL && (c->losses = PyList_New(0)) == NULL)
+        return -1;
+    PyObject *item = Py_BuildValue("(LnL)", (long long)ts, slot, lost);
+    if (item == NULL || PyList_Append(c->losses, item) < 0) {
+        Py_XDECREF(item);
+        return -1;
+    }
+    Py_DECREF(item);
     if (lost == c->unknown_mark) {
         c->unknown_loss = 1;
         return pf_packet(c, PF_INSTANT, ts, c->ps[slot].uuid, 1, 0, 0, 1, PF_ANN_LOST, 0,
@@ -822,6 +831,12 @@ pf_counts(PerfettoCalls *c, PyObject *unused)
     return Py_BuildValue("(LO)", c->lost_total, c->unknown_loss ? Py_True : Py_False);
 }
 
+static PyObject *
+pf_losses(PerfettoCalls *c, PyObject *unused)
+{
+    return c->losses != NULL ? Py_NewRef(c->losses) : PyList_New(0);
+}
+
 /* PerfettoCalls(slots, names, canon, uuids, clock, t0, first_ts, unknown, values=False,
  * cid_of_name=None):
  * names id -> its name (as the Python writer writes it), canon as StatWalk's, uuids
@@ -925,6 +940,7 @@ pf_dealloc(PerfettoCalls *c)
     PyMem_Free(c->t.buf);
     Py_XDECREF(c->canon);
     Py_XDECREF(c->cid_of_name);
+    Py_XDECREF(c->losses);
     tp->tp_free((PyObject *)c);
     Py_DECREF(tp);
 }
@@ -937,6 +953,8 @@ static PyMethodDef pf_methods[] = {
      "(-1: none)"},
     {"counts", (PyCFunction)pf_counts, METH_NOARGS,
      "counts() -> (lost events shown, a loss of unknown size was shown)"},
+    {"losses", (PyCFunction)pf_losses, METH_NOARGS,
+     "losses() -> [(ts, slot, lost)]: each loss shown, in the order shown"},
     {NULL}
 };
 

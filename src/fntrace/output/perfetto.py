@@ -14,7 +14,9 @@ The file is a stream of TracePackets (Perfetto's trace.proto), built with the
                        text; "writer" when a function wrote it), a stack trace (an
                        interned callstack: the frames' functions, outermost first),
                        lost events ("lost")
-    counter tracks     under the process: "gc collections (generation N)" (one more
+    counter tracks     under the process: "events lost" (the events lost so far: one
+                       step at each loss, the instants' counts added up; written after
+                       the rest), "gc collections (generation N)" (one more
                        at each gc:gc_start event of that generation, with -e
                        gc:gc_start)
     flows              with -e threads:thread_start: from an instant "start thread
@@ -67,7 +69,7 @@ from .task_view import EVENT as TASK_EVENT, task_of_text
 from .registry import Exporter, register_exporter
 
 __all__ = ["PerfettoExporter", "BATCH_PACKETS", "SEQUENCE_ID", "INCREMENTAL_CLOCK", "PROCESS_UUID",
-           "CLOCKS", "LOST_NAME", "STACK_NAME", "MARKER_NAME", "GC_EVENT"]
+           "CLOCKS", "LOST_NAME", "LOST_COUNTER", "STACK_NAME", "MARKER_NAME", "GC_EVENT"]
 
 # Packets per serialized Trace message: large enough that the per-message cost is
 # nothing, small enough that a batch is a few hundred KB.
@@ -100,6 +102,8 @@ CLOCKS: Mapping[str, tuple[str, int] | None] = {
 
 # Instant names of the entries that have no function name of their own.
 LOST_NAME = "lost events"
+# The counter track of the events lost so far, one per process that lost any
+LOST_COUNTER = "events lost"
 # The counter tracks: a gc:gc_start event counts a collection of its generation
 GC_EVENT = "gc_start"          # (gc:gc_start: an entry names the event only)
 # threads:thread_start: a flow from the thread that started it
@@ -163,6 +167,8 @@ class _Writer:
         self.tracks: dict[int, int] = {}
         self.lost_total = 0
         self.unknown_loss = False
+        # each loss shown, (time, thread, count): the "events lost" counter tracks
+        self.losses: list[tuple[int, int, int]] = []
         clock = CLOCKS.get(source.trace_clock, CLOCKS["local"])
         self.clock_id = getattr(pb.BuiltinClock, clock[0]) if clock else None
         self.scale = clock[1] if clock else 1
@@ -464,12 +470,39 @@ class _Writer:
                 te.flow_ids.append(flow)
 
     def lost(self, lost: int, ts: int, tid: int, comm: str) -> None:
+        self.losses.append((ts, tid, lost))
         if lost == LOST_EVENTS_UNKNOWN:
             self.unknown_loss = True
         else:
             self.lost_total += lost
         p, te = self.instant(ts, tid, comm, LOST_NAME)
         self.annotate(p, te, "lost", "unknown" if lost == LOST_EVENTS_UNKNOWN else lost)
+
+    def loss_counters(self) -> None:
+        """A counter track "events lost" per process that lost any: the events lost
+        so far, one step at each loss (a loss of unknown size is a step of 0; the
+        notes say "or more").  Written last, by both walks, with timestamps on the
+        trace's own clock: the incremental one's deltas are the walk's."""
+        per_pid: dict[int, list[tuple[int, int]]] = {}
+        for ts, tid, lost in self.losses:
+            pid = self.pid_of_tid.get(tid, self.source.pid)
+            per_pid.setdefault(pid, []).append(
+                (self.ts(ts), 0 if lost == LOST_EVENTS_UNKNOWN else lost))
+        for pid, steps in sorted(per_pid.items()):
+            uuid = COUNTER_UUID + len(self.counters)
+            self.counters[f"{LOST_COUNTER} ({pid})"] = [uuid, 0]
+            td = self.packet().track_descriptor
+            td.uuid = uuid
+            td.parent_uuid = self.proc_uuid.get(pid, PROCESS_UUID)
+            td.name = LOST_COUNTER
+            td.counter.SetInParent()
+            total = 0
+            clock = {} if self.clock_id is None else {"timestamp_clock_id": self.clock_id}
+            for ts, n in sorted(steps, key=lambda s: s[0]):
+                total += n
+                p = self.packet(timestamp=ts, **clock, track_event={
+                    "type": self.COUNTER, "track_uuid": uuid})
+                p.track_event.counter_value = total
 
     # -- the stream ----------------------------------------------------------------
 
@@ -544,6 +577,7 @@ class _Writer:
             comm = self.source.threads.get(cpu, (tid, "<...>"))[1]
             self.lost(lost, last_ts.get(cpu, first_ts or 0), tid, comm)
         self.fork_flows()
+        self.loss_counters()
         self.flush()
         return self.notes()
 
@@ -602,6 +636,10 @@ class _Writer:
         for data in drive(calls, src, nslots, payloads=True):
             write(data)
         self.lost_total, self.unknown_loss = calls.counts()
+        self.losses = [(ts, src.threads.get(slot, (0,))[0], lost)
+                       for ts, slot, lost in calls.losses()]
+        self.loss_counters()
+        self.flush()
         return True
 
 
