@@ -840,3 +840,81 @@ def test_a_flow_joins_a_fork_to_the_child(tmp_path):
             names[e.iid] = e.name
     src = next(p.track_event for p in trace.packet if 1 in p.track_event.flow_ids)
     assert names[src.name_iid] == f"fork {child}"
+
+
+def _flows(trace, tracks, names):
+    """flow id -> (start: (tid, name, fields), end: (tid, name, fields))"""
+    starts, ends = {}, {}
+    for p in trace.packet:
+        te = p.track_event
+        if not (te.flow_ids or te.terminating_flow_ids):
+            continue
+        fields = next((a.string_value for a in te.debug_annotations if a.string_value), "")
+        what = (tracks[te.track_uuid].thread.tid, names.get(te.name_iid, te.name), fields)
+        for f in te.flow_ids:
+            starts[f] = what
+        for f in te.terminating_flow_ids:
+            ends[f] = what
+    return starts, ends
+
+
+def test_flows_join_a_task_to_its_first_step_and_a_submit_to_its_run(tmp_path):
+    """With -e asyncio:task_create, a flow from each Task's creation to the switch to
+    its first step; with -e 'futures:*', from each submit to a thread pool to the
+    worker's run of that work item."""
+    dat = record(tmp_path, """\
+        import asyncio
+        from concurrent.futures import ThreadPoolExecutor
+
+        def work(x):
+            return x * 2
+
+        async def child(i):
+            await asyncio.sleep(0)
+            return i
+
+        async def main():
+            a = asyncio.create_task(child(1), name="kid-a")
+            b = asyncio.create_task(child(2), name="kid-b")
+            await a
+            await b
+            with ThreadPoolExecutor(2) as ex:
+                return list(ex.map(work, range(3)))
+
+        print(asyncio.run(main()))
+        """, "-p", "function_graph", "-F", "__main__.*", "-e", "asyncio:task_create",
+                 "-e", "futures:*")
+    out, _ = export(tmp_path, dat)
+    trace = pb.Trace.FromString(out.read_bytes())
+    tracks = {p.track_descriptor.uuid: p.track_descriptor for p in trace.packet
+              if p.HasField("track_descriptor")}
+    names = {}
+    for p in trace.packet:
+        for e in p.interned_data.event_names:
+            names[e.iid] = e.name
+    starts, ends = _flows(trace, tracks, names)
+    d = decode(out)
+    main = next(tid for tid, t in d.threads.items() if t.thread_name == "MainThread")
+    ids = lambda text: dict(w.split("=", 1) for w in text.split())["id"]  # noqa: E731
+    tasks = {f: s for f, s in starts.items() if s[1] == "task_create"}
+    # main() and the two children at least (asyncio.run's own shutdown Tasks too)
+    assert len(tasks) >= 3
+    for f, (tid, _, fields) in tasks.items():
+        assert tid == main
+        etid, ename, efields = ends[f]
+        assert (etid, ename) == (main, "asyncio:task_switch")
+        assert ids(efields) == ids(fields)
+    kids = sorted(ends[f][2].split()[0] for f in tasks)
+    assert {"next=kid-a", "next=kid-b"} <= set(kids)
+    subs = {f: s for f, s in starts.items() if s[1] == "submit"}
+    assert len(subs) == 3
+    workers = set()
+    for f, (tid, _, fields) in subs.items():
+        assert tid == main and fields.startswith("fn=__main__.work ")
+        etid, ename, efields = ends[f]
+        assert ename == "run" and efields == fields and etid != main
+        workers.add(etid)
+    assert workers <= {tid for tid, t in d.threads.items()
+                       if t.thread_name.startswith("ThreadPool")}   # (15 chars: comm)
+    # every flow that ends was started, once
+    assert set(ends) <= set(starts)

@@ -49,7 +49,8 @@ def test_static_events_are_listed_with_their_files(fs):
     for ev in ("audit:open", "audit:socket_connect", "audit:subprocess_Popen", "audit:import",
                "audit:builtins_input_result", "exceptions:raise", "exceptions:handled",
                "exceptions:unwind", "gc:gc_start", "gc:gc_end", "threads:thread_start",
-               "threads:thread_exit", "ftrace:print"):
+               "threads:thread_exit", "asyncio:task_create", "futures:submit",
+               "futures:run", "ftrace:print"):
         assert ev in avail
         sysname, name = ev.split(":")
         d = f"events/{sysname}/{name}"
@@ -295,6 +296,56 @@ def test_thread_events(fs):
     t.start()
     t.join()
     assert not [x for x in trace_texts(fs) if "worker-8" in x]
+
+
+def test_handoff_events(fs):
+    """asyncio:task_create at a Task's making, with the id asyncio:task_switch names it
+    by; futures:submit and futures:run at both ends of a thread pool's work item; no
+    probe left once disabled."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from fntrace.fprobe import _T
+
+    def double(x):
+        return 2 * x
+
+    async def child():
+        await asyncio.sleep(0)
+
+    async def main():
+        task = asyncio.get_running_loop().create_task(child(), name="kid-1")
+        await task
+        return task
+
+    def run_both():
+        task = asyncio.run(main())
+        with ThreadPoolExecutor(1, thread_name_prefix="pool") as ex:
+            assert ex.submit(double, 21).result() == 42
+        return task
+
+    probed = len(_T.ip_table)
+    for ev in ("asyncio/task_create", "futures/submit", "futures/run"):
+        fs.write(f"events/{ev}/enable", "1")
+    task = run_both()
+    texts = trace_texts(fs)
+    made = [t for t in texts if t.startswith("task_create: ")]
+    assert f"task_create: name=kid-1 id={id(task):x}" in made
+    assert len(made) >= 2               # asyncio.run's main() too
+    hand = [t for t in texts if t.startswith(("submit: ", "run: "))]
+    name = f"{__name__}.test_handoff_events.<locals>.double"
+    assert re.fullmatch(rf"submit: fn={re.escape(name)} id=([0-9a-f]+)", hand[0])
+    assert hand == [hand[0], "run" + hand[0][len("submit"):]]
+    lines = fs.read("trace").splitlines()
+    (sub,) = [x for x in lines if "submit: fn=" in x]
+    (run,) = [x for x in lines if "run: fn=" in x]
+    assert sub.split("-")[0].strip() != run.split("-")[0].strip()   # two threads
+    for ev in ("asyncio/task_create", "futures/submit", "futures/run"):
+        fs.write(f"events/{ev}/enable", "0")
+    assert len(_T.ip_table) == probed
+    fs.write("trace", "")
+    run_both()
+    assert not [t for t in trace_texts(fs) if t.startswith(("task_create", "submit", "run"))]
 
 
 def test_trace_marker_is_ftrace_print_with_filter_and_trigger(fs):

@@ -13,6 +13,9 @@ and id, listed in ``available_events``, enabled with ``-e SYSTEM:EVENT`` or set_
     gc:gc_end           generation collected uncollectable
     threads:thread_start   name, tid, parent             (here)
     threads:thread_exit    name, tid
+    asyncio:task_create, futures:submit, futures:run
+                        fprobes on asyncio's and concurrent.futures' own functions
+                        (events/handoff_events.py)
     ftrace:print        ip, buf: trace_marker writes (here)
 
 A disabled event costs nothing: no hook, callback or monitoring event is installed
@@ -41,11 +44,12 @@ from ..core.fetch import static_getattr
 from .audit_events import audit_calls
 from .core import EventCall, event_calls, register_event_call
 from .exception_events import exception_calls
+from .handoff_events import handoff_calls
 from .static_emit import emit, event_call as _call, print_fmt as _print_fmt, program_frame
 
 __all__ = ["emit", "register_static_events", "marker_passes", "static_calls", "SYSTEMS"]
 
-SYSTEMS = ("audit", "exceptions", "gc", "threads", "ftrace")
+SYSTEMS = ("audit", "exceptions", "gc", "threads", "asyncio", "futures", "ftrace")
 
 
 # -- gc:gc_start, gc:gc_end -------------------------------------------------------------
@@ -225,7 +229,7 @@ def register_static_events() -> None:
         g = _GcEvents()
         t = _ThreadEvents()
         calls = (audit_calls() + exception_calls() + [g.start, g.end, t.start, t.exit]
-                 + [_print_call()])
+                 + handoff_calls() + [_print_call()])
         for c in calls:
             if not c.print_fmt:
                 c.print_fmt = _print_fmt(c.fields)

@@ -24,7 +24,10 @@ The file is a stream of TracePackets (Perfetto's trace.proto), built with the
                        caller's slice) to the new thread's thread_start instant; of
                        a trace that followed forked children: from an instant "fork
                        PID" on the parent's thread that forked, when it did, to the
-                       child's first event
+                       child's first event; with -e asyncio:task_create: from a
+                       Task's creation to its first step (the asyncio:task_switch
+                       that names its id); with -e futures:submit -e futures:run: from
+                       a submit to a thread pool to the worker's run of that item
 
 A trace is written as it is read: the builder's packets are serialized every
 ``BATCH_PACKETS`` and the builder started afresh.  A Perfetto trace is the repeated
@@ -56,6 +59,7 @@ across the gap end at its start and go on as new slices after it.
 """
 from __future__ import annotations
 
+import fnmatch
 import itertools
 import os
 from collections.abc import Mapping
@@ -108,6 +112,15 @@ LOST_COUNTER = "events lost"
 GC_EVENT = "gc_start"          # (gc:gc_start: an entry names the event only)
 # threads:thread_start: a flow from the thread that started it
 THREAD_EVENT = "thread_start"
+# The hand-off events (events/handoff_events.py): a flow from each event of the first
+# kind to the event of the second that has its ``id=`` (in the same process): a Task's
+# creation to its first step, a submit to a pool to the worker's run
+HANDOFF_FROM = {"task_create": "task", "submit": "futures"}
+HANDOFF_TO = {TASK_EVENT: "task", "run": "futures"}
+# Events the loop makes more of than an instant (counters, flows): a trace recorded
+# with any of them is the loop's, not the native walk's
+LOOP_EVENTS = ("gc:gc_start", "threads:thread_start", "asyncio:task_create",
+               "futures:submit", "futures:run")
 STACK_NAME = "<stack trace>"
 MARKER_NAME = "trace_marker"
 
@@ -118,6 +131,18 @@ def _field(text: str, name: str) -> str:
         if word.startswith(name + "="):
             return word[len(name) + 1:]
     return "?"
+
+
+def _any_enabled(patterns, names) -> bool:
+    """Does any event pattern of a trace's header (``-e``: ``SYS:NAME`` globs, or a
+    system alone) name one of ``names``?"""
+    for p in patterns:
+        p = str(p)
+        if ":" not in p:
+            p += ":*"
+        if any(fnmatch.fnmatchcase(n, p) for n in names):
+            return True
+    return False
 
 
 def _utf8(s: str) -> str:
@@ -163,6 +188,8 @@ class _Writer:
         self.flow_into: dict[int, int] = {}
         self.fork_from: dict[int, tuple[int, int, int]] = {}
         self.flows_ended: list[int] = []
+        # (kind, pid, id) -> the flow a hand-off event started and its other end ends
+        self.handoffs: dict[tuple[str, int, str], int] = {}
         # native thread id -> track uuid
         self.tracks: dict[int, int] = {}
         self.lost_total = 0
@@ -469,6 +496,29 @@ class _Writer:
                                      f"fork {pid}")
                 te.flow_ids.append(flow)
 
+    def handoff(self, e, te) -> None:
+        """A hand-off event's flow: started at a Task's creation or a submit, ended at
+        the Task's first switch to it or the worker's run with the same id."""
+        func = e.func
+        kind = HANDOFF_FROM.get(func)
+        start = kind is not None
+        if not start:
+            kind = HANDOFF_TO.get(func)
+            if kind is None or not self.handoffs:
+                return
+        hid = _field(e.text or "", "id")
+        if hid == "?":
+            return
+        key = (kind, self.pid_of_tid.get(e.pid, self.source.pid), hid)
+        if start:
+            self.flows += 1
+            self.handoffs[key] = self.flows
+            te.flow_ids.append(self.flows)
+        else:
+            flow = self.handoffs.pop(key, 0)
+            if flow:
+                te.terminating_flow_ids.append(flow)
+
     def lost(self, lost: int, ts: int, tid: int, comm: str) -> None:
         self.losses.append((ts, tid, lost))
         if lost == LOST_EVENTS_UNKNOWN:
@@ -556,6 +606,7 @@ class _Writer:
                 self.annotate(p, te, "fields", e.text)
                 if flow:
                     te.terminating_flow_ids.append(flow)
+                self.handoff(e, te)
                 if e.func == GC_EVENT:
                     gen = _field(e.text or "", "generation")
                     self.count(f"gc collections (generation {gen})", e.ts, 1)
@@ -606,9 +657,9 @@ class _Writer:
         src = self.source
         if native is None or self.task_tracks or self.scale != 1:
             return False
-        # the gc counter tracks and the flows (threads, forks) are the loop's
-        if self.flow_into or any(str(e).startswith(("gc:", "threads:"))
-                                 for e in (src.header or {}).get("events") or ()):
+        # the gc counter tracks and the flows (threads, forks, hand-offs) are the loop's
+        if self.flow_into or _any_enabled((src.header or {}).get("events") or (),
+                                          LOOP_EVENTS):
             return False
         slots = calls_only(src, native.calls_hits_ok, True)
         if slots is None or not slots.issubset(src.threads):
