@@ -204,9 +204,12 @@ def decode(path: Path) -> Decoded:
             else:
                 assert clock in (None, d.primary_clock)
                 ts = p.timestamp
-                d.absolute += clock is not None
+                # (the counters written after the rest are on the trace's clock)
+                d.absolute += clock is not None and te.type != TE.TYPE_COUNTER
             if te.type == TE.TYPE_COUNTER:
-                d.counters[tracks[te.track_uuid].name].append((ts, te.counter_value))
+                d.counters[tracks[te.track_uuid].name].append(
+                    (ts, te.double_counter_value if te.HasField("double_counter_value")
+                     else te.counter_value))
                 continue
             events.append((ts, i, tracks[te.track_uuid].thread.tid, te.type, name, args))
     # the trace processor's sorter: by timestamp, file order among equal ones
@@ -748,8 +751,9 @@ def test_gc_collections_are_counter_tracks(tmp_path):
     assert d.counters["gc collections (generation 0)"] == [(starts[0][0], 1)]
     assert d.counters["gc collections (generation 2)"] == [(starts[1][0], 1),
                                                          (starts[2][0], 2)]
-    assert set(d.counters) == {"gc collections (generation 0)",
-                               "gc collections (generation 2)"}
+    # (and the writer's "buffer fill (%)"; no loss)
+    assert set(d.counters) - {"buffer fill (%)"} == {"gc collections (generation 0)",
+                                                     "gc collections (generation 2)"}
 
 
 def test_a_flow_joins_thread_start_to_the_new_thread(tmp_path):
@@ -918,3 +922,27 @@ def test_flows_join_a_task_to_its_first_step_and_a_submit_to_its_run(tmp_path):
                        if t.thread_name.startswith("ThreadPool")}   # (15 chars: comm)
     # every flow that ends was started, once
     assert set(ends) <= set(starts)
+
+
+def test_the_writers_backlog_is_a_buffer_fill_counter(tmp_path):
+    """A recording to a file keeps the writer's backlog over time (STAT "backlog": the
+    bytes handed over and not yet written, one sample per chunk), and the export draws
+    it as a counter track of the process in percent of the writer's limit."""
+    dat = record(tmp_path, LOOP_PROGRAM, "-p", "function_graph", "-F", "__main__.*",
+                 "-b", "4")
+    src = open_trace(dat)
+    backlog = src.stats["backlog"]
+    limit, samples = backlog["limit"], backlog["samples"]
+    assert limit >= 4 << 20
+    # a 4 KB buffer hands over a chunk every 128 records: many of them
+    assert len(samples) > 20
+    assert [t for t, _ in samples] == sorted(t for t, _ in samples)
+    assert any(b > 0 for _, b in samples) and all(b >= 0 for _, b in samples)
+    out, _ = export(tmp_path, dat)
+    d = decode(out)
+    assert d.counters["buffer fill (%)"] == [(t, round(100 * b / limit, 3))
+                                             for t, b in samples]
+    # within the recording's time
+    first = min(s.start for s in d.slices)
+    last = max(s.end for s in d.slices)
+    assert first <= samples[0][0] and samples[-1][0] <= last + 10**9

@@ -834,3 +834,30 @@ def test_a_mapped_file_read_is_given_back(tmp_path):
     assert _mapped_kib(path) < 512
     assert sum(1 for _ in tf.records()) == n        # merged by time: both at once
     assert _mapped_kib(path) < 512
+
+
+def test_the_writers_backlog_keeps_its_peaks_in_bounded_memory():
+    """The writer samples its backlog at each chunk; past BACKLOG_SAMPLES neighbours are
+    merged into the larger, so the peaks stay and the list stays short."""
+    import io
+
+    from fntrace.tracefile import TraceFileWriter
+    from fntrace.tracefile.sink import BACKLOG_SAMPLES, FileSink
+    sink = FileSink(TraceFileWriter(io.BytesIO(), {"tracer": "nop"}), 64)
+    try:
+        values = [(i * 7919) % 1000 for i in range(5 * BACKLOG_SAMPLES)]
+        values[12345] = 10**9               # one peak
+        for v in values:
+            sink._backlog(v)
+        b = sink.backlog
+        assert BACKLOG_SAMPLES // 2 <= len(b) <= BACKLOG_SAMPLES
+        assert max(v for _, v in b) == 10**9
+        assert [t for t, _ in b] == sorted(t for t, _ in b)
+        # an idle writer's rounds add nothing
+        sink.backlog[:] = []
+        for _ in range(5):
+            sink._backlog(0)
+        assert len(sink.backlog) == 1
+    finally:
+        sink.finish({"cpus": {}})
+    assert sink.error is None

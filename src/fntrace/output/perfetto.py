@@ -16,7 +16,10 @@ The file is a stream of TracePackets (Perfetto's trace.proto), built with the
                        lost events ("lost")
     counter tracks     under the process: "events lost" (the events lost so far: one
                        step at each loss, the instants' counts added up; written after
-                       the rest), "gc collections (generation N)" (one more
+                       the rest), "buffer fill (%)" (the bytes the ring buffers
+                       handed the file's writer and it had not written yet, as a share
+                       of what it holds before the program waits for it: sampled at
+                       each chunk written), "gc collections (generation N)" (one more
                        at each gc:gc_start event of that generation, with -e
                        gc:gc_start)
     flows              with -e threads:thread_start: from an instant "start thread
@@ -73,7 +76,7 @@ from .task_view import EVENT as TASK_EVENT, task_of_text
 from .registry import Exporter, register_exporter
 
 __all__ = ["PerfettoExporter", "BATCH_PACKETS", "SEQUENCE_ID", "INCREMENTAL_CLOCK", "PROCESS_UUID",
-           "CLOCKS", "LOST_NAME", "LOST_COUNTER", "STACK_NAME", "MARKER_NAME", "GC_EVENT"]
+           "CLOCKS", "LOST_NAME", "LOST_COUNTER", "FILL_COUNTER", "STACK_NAME", "MARKER_NAME", "GC_EVENT"]
 
 # Packets per serialized Trace message: large enough that the per-message cost is
 # nothing, small enough that a batch is a few hundred KB.
@@ -108,6 +111,8 @@ CLOCKS: Mapping[str, tuple[str, int] | None] = {
 LOST_NAME = "lost events"
 # The counter track of the events lost so far, one per process that lost any
 LOST_COUNTER = "events lost"
+# The writer's backlog as a share of its limit, one per process (STAT's "backlog")
+FILL_COUNTER = "buffer fill (%)"
 # The counter tracks: a gc:gc_start event counts a collection of its generation
 GC_EVENT = "gc_start"          # (gc:gc_start: an entry names the event only)
 # threads:thread_start: a flow from the thread that started it
@@ -554,6 +559,37 @@ class _Writer:
                     "type": self.COUNTER, "track_uuid": uuid})
                 p.track_event.counter_value = total
 
+    def fill_counters(self) -> None:
+        """A counter track "buffer fill (%)" per process whose file has the writer's
+        backlog (tracefile/sink.py): the bytes handed over by the ring buffers and not
+        yet written, as a share of what the writer holds before the program waits for
+        it.  Its samples are CLOCK_MONOTONIC readings: drawn on a trace of that clock."""
+        clock = CLOCKS.get(self.source.trace_clock, CLOCKS["local"])
+        if clock is None or clock != CLOCKS["local"]:
+            return
+        tf = getattr(self.source, "tf", None)
+        for f in getattr(tf, "files", None) or ([tf] if tf is not None else []):
+            backlog = (getattr(f, "stats", None) or {}).get("backlog") or {}
+            limit, samples = backlog.get("limit"), backlog.get("samples")
+            if not isinstance(limit, int) or limit <= 0 or not isinstance(samples, list):
+                continue
+            pid = int((f.header or {}).get("pid") or self.source.pid or 0)
+            uuid = COUNTER_UUID + len(self.counters)
+            self.counters[f"{FILL_COUNTER} ({pid})"] = [uuid, 0]
+            td = self.packet().track_descriptor
+            td.uuid = uuid
+            td.parent_uuid = self.proc_uuid.get(pid, PROCESS_UUID)
+            td.name = FILL_COUNTER
+            td.counter.unit_name = "%"
+            for sample in samples:
+                if not (isinstance(sample, list) and len(sample) == 2
+                        and all(isinstance(v, int) for v in sample)):
+                    continue
+                p = self.packet(timestamp=self.ts(sample[0]),
+                                timestamp_clock_id=self.clock_id,
+                                track_event={"type": self.COUNTER, "track_uuid": uuid})
+                p.track_event.double_counter_value = round(100 * sample[1] / limit, 3)
+
     # -- the stream ----------------------------------------------------------------
 
     def run(self) -> dict | None:
@@ -629,6 +665,7 @@ class _Writer:
             self.lost(lost, last_ts.get(cpu, first_ts or 0), tid, comm)
         self.fork_flows()
         self.loss_counters()
+        self.fill_counters()
         self.flush()
         return self.notes()
 
@@ -690,6 +727,7 @@ class _Writer:
         self.losses = [(ts, src.threads.get(slot, (0,))[0], lost)
                        for ts, slot, lost in calls.losses()]
         self.loss_counters()
+        self.fill_counters()
         self.flush()
         return True
 

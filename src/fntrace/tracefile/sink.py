@@ -38,11 +38,17 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .writer import TraceFileWriter
 
-__all__ = ["FileSink", "TICK", "PENDING_MIN", "wrapped_fork_before", "wrapped_fork_after"]
+__all__ = ["FileSink", "TICK", "PENDING_MIN", "BACKLOG_SAMPLES", "wrapped_fork_before", "wrapped_fork_after"]
 
 # Bytes handed over and not written yet above which a traced thread waits for the
 # writer: two full buffers, so memory stays flat however fast the program writes.
 PENDING_MIN = 4 << 20
+
+# The writer's backlog over time (STAT's "backlog": readers draw it, the Perfetto
+# export as a "buffer fill" counter): one sample per chunk taken off the queue, of the
+# bytes handed over and not yet written; past BACKLOG_SAMPLES, pairs of neighbours
+# are merged into their larger one, so a run of any length keeps a few KB of them.
+BACKLOG_SAMPLES = 4096
 
 # Seconds between flushes of the buffers while something reads as it goes (fntrace
 # live, an open trace_pipe): how late an idle thread's events can be.
@@ -150,11 +156,14 @@ class FileSink:
         self.pid = os.getpid()
         self.rfd, self.wfd = os.pipe()
         os.set_blocking(self.wfd, False)
-        self.queue = ChunkQueue(self.wfd, max(PENDING_MIN, 2 * buffer_kb * 1024))
+        # (kept: the queue's is set to 0 when the recording ends)
+        self.limit = max(PENDING_MIN, 2 * buffer_kb * 1024)
+        self.queue = ChunkQueue(self.wfd, self.limit)
         self.next_ip = 1
         self.threads_written: set[int] = set()
         self._threads_seen = 0            # thread_info's slots looked at
         self.lost = 0                     # records in chunks that could not be written
+        self.backlog: list[list[int]] = []      # [time ns, bytes pending] (BACKLOG_SAMPLES)
         self.error: str | None = None     # the first write error
         self.on_signal = None             # on_signal(signum): set by record()
         self.on_progress = None           # called between two chunks written
@@ -345,7 +354,9 @@ class FileSink:
                 return          # the round ends: the signal is seen now, not after
             if self.on_progress is not None:
                 self.on_progress()
+            pending = q.pending
             item = q.take()
+            self._backlog(pending if item is not None else q.pending)
             if item is None:
                 return
             cpu, chunk, first_seq, payloads = item
@@ -362,6 +373,15 @@ class FileSink:
             except BaseException as e:    # a full disk, say: counted, shown at the end
                 self.error = f"{type(e).__name__}: {e}"
                 self.lost += len(chunk) // RECORD_SIZE
+
+    def _backlog(self, pending: int) -> None:
+        b = self.backlog
+        if b and b[-1][1] == pending == 0:
+            return                  # (an idle writer's rounds: nothing to draw)
+        b.append([time.monotonic_ns(), pending])
+        if len(b) > BACKLOG_SAMPLES:
+            # each pair's larger sample, at its own time: peaks stay as they were
+            b[:] = [max(b[i:i + 2], key=lambda s: s[1]) for i in range(0, len(b), 2)]
 
     def _sync_tables(self) -> None:
         hi = record_table._next_ip
@@ -400,6 +420,8 @@ class FileSink:
         try:
             stats = self._finish_stats or {}
             stats["lost_in_writer"] = self.lost
+            if self.backlog:
+                stats["backlog"] = {"limit": self.limit, "samples": self.backlog}
             if self.error is not None:
                 stats["write_error"] = self.error
             if self.error is None:
