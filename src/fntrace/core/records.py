@@ -54,6 +54,9 @@ class FTRACE_FL(enum.IntFlag):
     RET_EN = 1 << 33        # the site reports return events
 
 
+TYPE_CHECKING = False
+
+
 class _Ints:
     """An IntFlag's members as plain ints.  The control path uses these: enum's
     operators are Python code, and the tracer must not run (so trace) library code of
@@ -62,6 +65,9 @@ class _Ints:
     def __init__(self, flag: type[enum.IntFlag]) -> None:
         for m in flag:
             setattr(self, m.name, int(m))
+
+    if TYPE_CHECKING:               # the members, to a checker
+        def __getattr__(self, name: str) -> int: ...
 
 
 FL = _Ints(FTRACE_FL)
