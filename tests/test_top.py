@@ -220,6 +220,9 @@ def _keys_and_quit() -> None:
     _tmux("send-keys", "-t", "top", "s")
     _screen_with("sort: hit")
     _tmux("send-keys", "-t", "top", "/")
+    # (typed once the box is there, as a person would: keys sent before it has the
+    # focus are the table's — t shows another thread)
+    _screen_with("function name contains")
     _tmux("send-keys", "-t", "top", "-l", "nothing")
     screen = _screen_with("filter: nothing")
     assert "__main__.work" not in screen and "0 functions" in screen
