@@ -179,6 +179,20 @@ class _PyRingBufferBase:
     native twin (same attribute names, same behaviour)."""
     __slots__ = ("cpu", "data", "nrec", "seq", "read", "overrun", "dropped", "overwrite",
                  "sink", "payloads", "clock", "lock")
+    # The slots' types, for the checker (annotations without a value: no class attribute
+    # that would clash with a slot).  RingBuffer.__init__ sets them.
+    cpu: int
+    data: bytearray
+    nrec: int
+    seq: int
+    read: int
+    overrun: int
+    dropped: int
+    overwrite: bool
+    sink: ChunkQueue | None
+    payloads: dict[int, Any]
+    clock: int
+    lock: Any                   # an RLock (pure path only: the native twin has none)
 
     # -- writing (hot path) -------------------------------------------------------------
     def write(self, ts: int, typ: int, flags: int, a: int, b: int, c: int, d: int) -> int:
@@ -312,7 +326,11 @@ def _take_payloads(buf, start: int, end: int) -> dict:
 
 
 _native = _env.native()
-_Base = _native.RingBufferBase if _native is not None else _PyRingBufferBase
+if TYPE_CHECKING:
+    # The checker sees the pure base; the native twin has the same attributes and methods.
+    _Base = _PyRingBufferBase
+else:
+    _Base = _native.RingBufferBase if _native is not None else _PyRingBufferBase
 trace_clock_now = _native.trace_clock_now if _native is not None else _py_trace_clock_now
 # a buffer's storage: the native one is not zeroed first (see ring_data)
 _ring_data = _native.ring_data if _native is not None else bytearray

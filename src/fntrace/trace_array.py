@@ -11,7 +11,6 @@ import itertools
 import os
 import threading
 import weakref
-from collections.abc import Callable
 # typing is not imported at run time (it is a fifth of fntrace's import cost);
 # the annotations are strings (from __future__ import annotations).
 TYPE_CHECKING = False
@@ -23,7 +22,7 @@ from .core.ops import FTRACE_OPS_FL, Ops
 from .core import task
 from .core.pid_list import ThreadFilter
 from .core.task import thread_cpu, thread_info
-from .ring_buffer import CLOCK_IN_NS, TRACE_CLOCKS, RingBuffer, trace_clock_now
+from .ring_buffer import CLOCK_IN_NS, TRACE_CLOCKS, ChunkQueue, RingBuffer, trace_clock_now
 
 __all__ = ["TraceArray", "thread_cpu", "thread_info", "DEFAULT_BUFFER_KB", "TRACE_CLOCKS"]
 
@@ -90,8 +89,8 @@ class TraceArray:
 
     The attributes the tracers read per event are slots: the native twin reads them.
 
-    sink    optional ``sink(buf, chunk, first_seq, payloads)``: full buffers are handed
-            to it (fntrace record) instead of overwriting
+    sink    optional ChunkQueue (ring_buffer.py): full buffers are handed to it
+            (fntrace record) instead of overwriting
     """
 
     __slots__ = ("tracing_on", "local", "graph_fops", "graph_notrace_fops", "max_graph_depth",
@@ -99,7 +98,7 @@ class TraceArray:
                  "__dict__", "__weakref__")
 
     def __init__(self, name: str = "", buffer_size_kb: int = DEFAULT_BUFFER_KB,
-                 overwrite: bool = True, sink: Callable | None = None):
+                 overwrite: bool = True, sink: ChunkQueue | None = None):
         self.name = name
         # Unique for the process: the native twin's per-thread cache of "this array's
         # buffer" tells arrays apart by it, not by address.
