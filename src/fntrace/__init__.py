@@ -31,6 +31,10 @@ from __future__ import annotations
 from .errors import (BusyError, FilterError, FntraceError, NoSpaceError, NotFoundError,
                      TraceFileError, UsageError)
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from . import tracefs       # loaded on first use at run time (_LAZY)
+
 # The API is loaded on first use (PEP 562), not by ``import fntrace``: the traced
 # program pays for the mechanisms ``fntrace record`` starts, not for the readers,
 # the session API and tracefs (a third of the recorder's start-up, each run).

@@ -31,7 +31,8 @@ def pr_warn(msg: str) -> None:
             view = view[n:]
     except OSError:
         try:
-            sys.__stderr__.write(data.decode("utf-8", "replace"))
+            # (None without a stderr: the AttributeError is caught below)
+            sys.__stderr__.write(data.decode("utf-8", "replace"))  # type: ignore[union-attr]
         except Exception:
             pass
 

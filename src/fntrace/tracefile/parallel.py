@@ -182,7 +182,9 @@ def map_parts(sizes: Sequence[int] | None,
     ``part_sizes()``) when forking is worth it (``workers``), with every part's answer;
     None when it is not (one file, a small trace, other threads running), or a child
     failed or answered None: the caller walks the trace itself."""
-    n = workers(len(sizes), sum(sizes)) if sizes else 0
+    if not sizes:
+        return None
+    n = workers(len(sizes), sum(sizes))
     if not n:
         return None
     out = map_forked(work, sizes, n, on_records)

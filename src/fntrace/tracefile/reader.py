@@ -69,7 +69,7 @@ class TraceFile:
     end_offset: int
     name: str
 
-    def __init__(self, data: bytes, name: str = "<memory>") -> None:
+    def __init__(self, data: bytes | mmap.mmap, name: str = "<memory>") -> None:
         self.name = name
         self.header = {}
         self.symbols = {}
@@ -214,11 +214,12 @@ class TraceFile:
         are left out, undecoded (all are read from a file without one), unless they
         say records were lost before them."""
         mv = memoryview(self._data)
-        window = self.times is not None and (since is not None or until is not None)
+        # the index's times when a window is asked for (else None: every block is read)
+        indexed = self.times if since is not None or until is not None else None
         for cpu in (sorted(self._chunks) if cpu is None else [cpu]):
             if cpu not in self._chunks:
                 continue
-            times = self.times.get(cpu, ()) if window else ()
+            times = indexed.get(cpu, ()) if indexed is not None else ()
             for k, ch in enumerate(self._chunks[cpu]):
                 if times:
                     first, last = times[k]

@@ -167,7 +167,8 @@ class TraceSet:
     def first_time(self) -> int | None:
         """The first record's time, from the files' indexes: None if one has none."""
         times = [tf.first_time() for tf in self.files]
-        return None if None in times else min(times, default=0)
+        # (the checker does not narrow the list by ``None in times``)
+        return None if None in times else min(times, default=0)  # type: ignore[type-var]
 
     def lost(self, cpu: int | None = None) -> int:
         if cpu is not None:

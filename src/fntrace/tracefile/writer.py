@@ -18,7 +18,8 @@ from operator import itemgetter
 # typing is not imported at run time (the recorder's import cost); annotations are strings
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, BinaryIO
+    from collections.abc import Callable
+    from typing import IO, Any, BinaryIO
 
 from .. import _env
 from ..outfile import create as create_output
@@ -201,6 +202,7 @@ def _default(obj: Any) -> Any:
     return _safe_text(obj)
 
 
+_c_encode: Callable[[Any, int], Any] | None       # (obj, indent level) -> str parts
 try:
     # json's C encoder, called directly: json.dumps would go through json.encoder's
     # Python methods.
@@ -258,7 +260,7 @@ class TraceFileWriter:
             self._zc = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
         self._lock = threading.Lock()
         if isinstance(file, (str, bytes, os.PathLike)):
-            self._file: BinaryIO = create_output(os.fspath(file))   # 0600 (outfile.py)
+            self._file: IO[bytes] = create_output(os.fspath(file))   # 0600 (outfile.py)
             self._owns_file = True
         else:
             self._file = file
