@@ -157,7 +157,8 @@ class FgraphFrame:
         self.rec = rec
         self.depth = depth
         self.bitmap = 0
-        self.data: dict[int, bytearray] | None = None
+        # each user's reserved data (fgraph_reserve_data: a bytearray; fprobe: its headers)
+        self.data: dict[int, Any] | None = None
         self.calltime = calltime
 
 
@@ -391,10 +392,9 @@ def _rebuild_manager(_changed: Ops | None = None) -> None:
         return
     all_users = [o for o in users if not o.filter_hash and not o.filter_cached]
     if all_users:
-        notrace = None
-        for o in all_users:
-            s = set(o.notrace_hash)
-            notrace = s if notrace is None else notrace & s
+        notrace = set(all_users[0].notrace_hash)
+        for o in all_users[1:]:
+            notrace = notrace & set(o.notrace_hash)
         for o in users:
             if o.filter_hash or o.filter_cached:
                 notrace -= {r for r in o.filter_hash if r not in o.notrace_hash}

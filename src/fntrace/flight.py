@@ -156,8 +156,11 @@ class FlightRecorder:
             self.fs.write(f"{base}/trigger", "!snapshot")
             return
         self.fs.write(f"{base}/enable", "1")
-        self._undo.append(lambda: (self.fs.write(f"{base}/enable", "0"),
-                                   self.fs.write(f"{base}/trigger", "!snapshot")))
+
+        def undo() -> None:
+            self.fs.write(f"{base}/enable", "0")
+            self.fs.write(f"{base}/trigger", "!snapshot")
+        self._undo.append(undo)
 
     def _install(self) -> None:
         tr = self.session.tr

@@ -23,6 +23,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from .fgraph import FgraphFrame
+
 from ._env import fork_safe
 from .core.dispatch import caller_frame, contain
 from .core.hash import FtraceHash, glob_match
@@ -141,11 +143,11 @@ def fprobe_fgraph_entry(trace, gops, fregs) -> bool:
     if not pending:
         return False
     st = shadow_stack()
-    fr = st.cur
+    fr: FgraphFrame = st.cur  # type: ignore[assignment]  # the frame whose entry this runs for
     if fr.data is None:
         fr.data = {}
     # The headers ride in the user's reserved slot (fgraph_reserve_data's place).
-    fr.data[gops.idx] = pending            # type: ignore[assignment]
+    fr.data[gops.idx] = pending
     return True
 
 

@@ -35,7 +35,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Generator
+
+    from .session import TraceSession
 
 __all__ = ["pytest_addoption", "pytest_configure", "FntracePlugin", "trace_file_name",
            "fntrace_calls"]
@@ -141,7 +143,7 @@ class FntracePlugin:
         self.written: list[tuple[str, str, bool]] = []     # (nodeid, path, failed)
         self.problems: dict[str, int] = {}                 # message -> tests it hit
         self._names: dict[str, str] = {}                   # file name -> nodeid
-        self._sessions: dict[str, object] = {}
+        self._sessions: dict[str, TraceSession] = {}
         self._failed: set[str] = set()
 
     def _problem(self, msg: str) -> None:
@@ -157,7 +159,7 @@ class FntracePlugin:
         self._names[name] = nodeid
         return os.path.join(self.out_dir, name)
 
-    def _session(self):
+    def _session(self) -> TraceSession | None:
         """A session for one test, not started; None when fntrace cannot trace here."""
         try:
             import fntrace
@@ -167,7 +169,8 @@ class FntracePlugin:
             return None
 
     @pytest.hookimpl(wrapper=True, trylast=True)
-    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> Iterator[object]:
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function
+                           ) -> Generator[None, object, object]:
         # The test function itself is wrapped, so the trace starts at its call: pytest's
         # own work around it (output capture, other plugins' hooks, the fixtures'
         # values gathered) is not the test's.  An async test function (run by a
@@ -204,7 +207,8 @@ class FntracePlugin:
             self._failed.add(report.nodeid)
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_protocol(self, item: pytest.Item, nextitem) -> Iterator[object]:
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem
+                                ) -> Generator[None, object, object]:
         try:
             return (yield)
         finally:

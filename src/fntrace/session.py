@@ -118,7 +118,9 @@ class TraceSession:
         if self.active:
             # The hooks go; the buffers stay readable (a current_tracer write would
             # clear them).
-            self.tr.tracer.reset(self.tr)
+            tracer = self.tr.tracer
+            if tracer is not None:          # (always: the array has one from its start)
+                tracer.reset(self.tr)
             self.active = False
             self._stopped = True
             if self.output is not None:

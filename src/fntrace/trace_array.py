@@ -15,7 +15,10 @@ import weakref
 # the annotations are strings (from __future__ import annotations).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
+
+    from .tracers import Tracer
 
 from ._env import fork_safe_attr
 from .core.ops import FTRACE_OPS_FL, Ops
@@ -96,6 +99,8 @@ class TraceArray:
     __slots__ = ("tracing_on", "local", "graph_fops", "graph_notrace_fops", "max_graph_depth",
                  "tracing_thresh", "graph_args", "graph_retval", "sleep_time", "serial",
                  "__dict__", "__weakref__")
+    # Set by the flight recorder only (flight.py), and read with __dict__.get: not a slot.
+    snapshot_hook: Callable[[], None]
 
     def __init__(self, name: str = "", buffer_size_kb: int = DEFAULT_BUFFER_KB,
                  overwrite: bool = True, sink: ChunkQueue | None = None):
@@ -150,7 +155,7 @@ class TraceArray:
         self.profiler = None
         self.event_files: dict = {}          # (system, event) -> EventFile
         self.snapshot: list | None = None     # copies of the buffers (the snapshot file)
-        self.tracer = None
+        self.tracer: Tracer | None = None       # (set_tracer below: never None after)
         # cpu -> (written, overrun, dropped) of buffers freed when their thread ended
         self.retired: dict[int, tuple[int, int, int]] = {}
         # cpu -> events dropped while that thread hands its buffer over (thread_ended)

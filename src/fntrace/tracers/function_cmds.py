@@ -325,7 +325,8 @@ class FunctionCommands:
                     # ftrace_trace_snapshot_callback(): the buffer is allocated when
                     # the command is registered
                     self.tr.take_snapshot()
-                    for b in self.tr.snapshot:
+                    # (take_snapshot() set it: the checker keeps it narrowed to None)
+                    for b in self.tr.snapshot:  # type: ignore[attr-defined]
                         b.reset()
                 probe = FuncProbe(self, fc.kind, fc.target_file)
                 if fc.target_file is not None:

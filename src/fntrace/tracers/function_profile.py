@@ -50,6 +50,10 @@ import itertools
 import struct
 import threading
 from time import thread_time_ns
+# typing is not imported at run time (fntrace's import cost); annotations are strings
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from .. import _env
 from ..core.ops import (FTRACE_OPS_FL, Ops, ftrace_ops_set_global_filter,
@@ -79,7 +83,8 @@ class ProfileStat:
 
     def __init__(self, cpu: int = 0) -> None:
         self.cpu = cpu
-        self.recs: dict[int, list[int]] = {}
+        # [hits, time, time_squared] ints, then min, max, {bucket: calls}, self time
+        self.recs: dict[int, list[Any]] = {}
 
     def hit(self, ip: int) -> None:
         """function_profile_call(): one more hit (the record made on the first)."""

@@ -24,6 +24,10 @@ from __future__ import annotations
 
 import sys
 import threading
+# typing is not imported at run time (fntrace's import cost); annotations are strings
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import FrameType
 
 from .._env import fork_safe
 from ..core.ops import (Ops, ftrace_set_filter, register_ftrace_function,
@@ -121,7 +125,7 @@ def stack_trace_call(ip, parent_ip, op, fregs) -> None:
             return
         # check_stack(): walk again under the lock, keeping the frames this time
         sizes = []
-        f = frame
+        f: FrameType | None = frame
         while f is not None:
             if not _ours(f):
                 sizes.append((frame_size(f.f_code), _name(f)))
