@@ -36,6 +36,9 @@ from ..ring_buffer import ChunkQueue
 # typing is not imported at run time (the recorder's import cost); annotations are strings
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
     from .writer import TraceFileWriter
 
 __all__ = ["FileSink", "TICK", "PENDING_MIN", "BACKLOG_SAMPLES", "wrapped_fork_before", "wrapped_fork_after"]
@@ -165,8 +168,8 @@ class FileSink:
         self.lost = 0                     # records in chunks that could not be written
         self.backlog: list[list[int]] = []      # [time ns, bytes pending] (BACKLOG_SAMPLES)
         self.error: str | None = None     # the first write error
-        self.on_signal = None             # on_signal(signum): set by record()
-        self.on_progress = None           # called between two chunks written
+        self.on_signal: Callable[[int], None] | None = None    # on_signal(signum): set by record()
+        self.on_progress: Callable[..., None] | None = None   # called between two chunks written
         self._finish_stats: dict | None = None
         self._done = _thread.allocate_lock()
         self._done.acquire()
@@ -174,8 +177,8 @@ class FileSink:
         # set by record(): flush_buffers() hands every buffer's records over (False if
         # it could not now); array: the instance written, whose trace_pipe (once a
         # reader opened it) gets copies for its readers
-        self.flush_buffers = None
-        self.array = None
+        self.flush_buffers: Callable[[], bool] | None = None
+        self.array: Any = None            # a TraceArray (a layer above the trace file)
         self._next_tick = 0
         self._poller = select.poll()
         self._poller.register(self.rfd, select.POLLIN)
