@@ -162,9 +162,9 @@ def check_matches(flt: "TraceFilter", symbols, path: str,
             raise UsageError(f"--tid {tid}: no thread in {path} has that id {its_threads()}")
     if flt.threads:
         import fnmatch
-        names = {name for _, name in listed}
+        thread_names = {name for _, name in listed}
         for g in flt.threads:
-            if not any(fnmatch.fnmatchcase(n, g) for n in names):
+            if not any(fnmatch.fnmatchcase(n, g) for n in thread_names):
                 raise UsageError(f"--thread {g!r}: no thread in {path} matches "
                                  f"{its_threads()}")
     slots = set(cpus if cpus is not None else threads)

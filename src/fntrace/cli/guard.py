@@ -45,6 +45,11 @@ import time
 from ..printk import pr_warn, set_console
 from .target import _native_launch
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import FrameType
+    from typing import Any, Callable, NoReturn
+
 __all__ = ["Guard", "FATAL_SIGNALS", "fd_ok"]
 
 # Signals whose default action ends the process and that a user or a supervisor sends
@@ -98,14 +103,16 @@ class Guard:
         self._finish = finish
         self._lock = threading.Lock()
         self._done = threading.Event()
-        self.how = None
+        self.how: tuple[str, Any] | None = None
         self.out_fd = os.dup(1) if fd_ok(1) else -1
         self.err_fd = os.dup(2) if fd_ok(2) else -1
         if self.err_fd >= 0:
             set_console(self.err_fd)      # fntrace's messages, whatever the program does
         self.signals: list[int] = []
         self._py_handlers: dict[int, object] = {}
-        self._real_exit = None
+        # the real os._exit while it is wrapped ("...": it takes status= by keyword too,
+        # and goes back into os as the function it was)
+        self._real_exit: Callable[..., NoReturn] | None = None
         self._signal_fd = -1
         self._die_with: int | None = None
         self._stop_queued = False
@@ -337,7 +344,7 @@ class Guard:
             return
         # Nor inside an import: the thread holds the module's import lock, which the
         # writer may need (a module fntrace imports on its way out).
-        f = sys._getframe(1)
+        f: FrameType | None = sys._getframe(1)
         while f is not None:
             if f.f_globals.get("__name__", "").startswith(_NOT_HERE):
                 return

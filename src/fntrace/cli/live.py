@@ -121,6 +121,7 @@ class LivePrinter:
             self.log.append(("write_chunk", (cpu, bytes(records), first_seq, lost,
                                              dict(payloads) if payloads else None)))
             return
+        assert self.pr is not None          # made by _start, which set printing
         self.pr.feed_chunk(cpu, first_seq, records, payloads, name_of, thread_info)
 
     def close(self, stats: dict | None = None) -> None:
@@ -133,6 +134,7 @@ class LivePrinter:
             if self.first_ns is None or now - self.first_ns < self.hold_ns:
                 return
             self._start()
+        assert self.pr is not None          # made by _start
         self._emit(self.pr.lines(upto=upto if upto is not None else -1, now=now))
 
     def _start(self) -> None:
@@ -183,6 +185,7 @@ class LivePrinter:
                 getattr(w, method)(*args)
             w.close(stats)
             self.log = []
+            tf: TraceFile | TraceSet
             tf = TraceFile.frombytes(buf.getvalue(), "<live>")
             children = self._children()
             if children:
@@ -210,6 +213,7 @@ class LivePrinter:
             out.flush()
             return
         out.flush()
+        assert self.pr is not None          # printing: _start made it
         self._emit(self.pr.lines(final=True))
         entries = self.nr_entries
         written = self._written(stats, entries)
@@ -235,7 +239,9 @@ class LivePrinter:
     @staticmethod
     def _written(stats: dict, entries: int) -> int:
         """entries-written: what the buffers took, and what the writer could not write."""
-        cpus = stats.get("cpus") if isinstance(stats.get("cpus"), dict) else {}
+        cpus = stats.get("cpus")
+        if not isinstance(cpus, dict):
+            cpus = {}
         w = sum(int(c.get("written", 0)) for c in cpus.values() if isinstance(c, dict))
         return max(entries, w) + int(stats.get("lost_in_writer") or 0)
 

@@ -21,6 +21,10 @@ import shutil
 from ..errors import FntraceError, UsageError
 from .ctl import parse_pid
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import socket
+
 __all__ = ["EPILOG", "add_arguments", "parse_mount_options", "run"]
 
 EPILOG = """\
@@ -119,7 +123,7 @@ def _until_gone(pid: int) -> None:
     serving): a connection of its own, which the endpoint closes when it stops, and the
     process's pidfd, readable when it exits."""
     from ..tracefs.client import connect
-    waits = []
+    waits: list[socket.socket | int] = []
     try:
         waits.append(connect(pid))
     except FntraceError:

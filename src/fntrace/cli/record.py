@@ -38,6 +38,12 @@ from .guard import Guard
 from .target import (Outcome, Target, _native_launch, callback_credit, finish_program,
                      run_target)
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..events.otel_context import OtelTracker
+    from ..events.task_switch import TaskTracker
+    from ..tracefs.server import Server
+
 __all__ = ["RecordOptions", "Recording", "record",
            "unmatched_patterns", "flush_all", "ENDING_SIGNALS", "EPILOG", "add_arguments", "run", "record_from_args"]
 
@@ -336,10 +342,11 @@ class Recording:
         self.first = True               # the process fntrace started (not a child)
         self.started = False
         self.stopped = False
-        self.taken = None
-        self.server = None
-        self.tasks = None               # the asyncio task-switch probe, once tracing
-        self.otel = None                # --otel-context's probe
+        self.taken: str | None = None
+        self.server: Server | None = None
+        # the asyncio task-switch probe, once tracing
+        self.tasks: TaskTracker | None = None
+        self.otel: OtelTracker | None = None    # --otel-context's probe
         f = None
         if make_writer is None:
             f = _open_output(opts.output, opts.mode)
@@ -716,6 +723,7 @@ def record(target: Target, opts: RecordOptions, *, at_exit: bool = False,
         return outcome
     guard = rec.guard               # (a forked child's own, since it took over)
     guard.finish(("end", outcome))
+    assert guard.how is not None        # finish() above set it, or found it set
     if guard.how[0] not in ("end", "exec failed"):
         # A fatal signal or os._exit got there first: the process ends there.
         threading.Event().wait()
@@ -790,11 +798,11 @@ def fly(args) -> Outcome:
         raise UsageError(f"--flight-recorder {size}: at least 1 KB")
     if args.max_dumps < 1:
         raise UsageError(f"--max-dumps {args.max_dumps}: at least 1")
-    defaults = {"output": "fntrace.dat", "buffer_size_kb": "1408", "events": None,
-                "patch": [], "serve": False, "tid": [], "thread": [], "graph_function": [],
-                "graph_notrace": [], "max_depth": None, "thresh": None, "retval": False,
-                "cpu_time": False, "compress": False, "otel_context": False,
-                "object_repr": False, "mode": None}
+    defaults: dict[str, object] = {
+        "output": "fntrace.dat", "buffer_size_kb": "1408", "events": None, "patch": [],
+        "serve": False, "tid": [], "thread": [], "graph_function": [], "graph_notrace": [],
+        "max_depth": None, "thresh": None, "retval": False, "cpu_time": False,
+        "compress": False, "otel_context": False, "object_repr": False, "mode": None}
     flags = {"output": "-o", "buffer_size_kb": "-b (the size is --flight-recorder's)",
              "events": "-e", "patch": "--patch", "serve": "--serve", "tid": "--tid",
              "thread": "--thread", "graph_function": "-g", "graph_notrace": "--graph-notrace",

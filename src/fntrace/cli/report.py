@@ -60,7 +60,9 @@ def loss_notes(stats: dict | None, entries: int, written: int) -> list[str]:
     lost = max(0, written - entries)
     if lost or not_written:
         why = []
-        cpus = stats.get("cpus") if isinstance(stats.get("cpus"), dict) else {}
+        cpus = stats.get("cpus")
+        if not isinstance(cpus, dict):
+            cpus = {}
         overrun = sum(int(c.get("overrun", 0)) for c in cpus.values() if isinstance(c, dict))
         dropped = sum(int(c.get("dropped", 0)) for c in cpus.values() if isinstance(c, dict))
         if overrun:
@@ -151,9 +153,10 @@ def _report(tf, max_depth: int, thresh_ns: int, options: dict | None,
             body = native_graph_text(tf, opts, nr_cpus, on_block, *split) if graph else \
                 native_function_text(tf, opts, in_ns, on_block, *split)
     if body is not None:
-        counts = {} if graph else {"nr_entries": entries, "written": written}
+        # (function_graph's header has no entries counts)
         lines = render_trace((), tracer=tracer, options=opts, nr_cpus=nr_cpus,
-                             time_in_ns=in_ns, **counts)
+                             time_in_ns=in_ns, nr_entries=None if graph else entries,
+                             written=None if graph else written)
         for i, line in enumerate(lines):
             yield line + "\n"
             if i == 1:

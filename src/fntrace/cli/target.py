@@ -30,6 +30,12 @@ from ..errors import UsageError
 __all__ = ["Target", "Outcome", "prepare_target", "run_target", "finish_program",
            "callback_credit", "PURE_CALLBACK_FRAMES"]
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import ModuleType
+
+# (its stub, _launch.pyi, lets the checker find it; the name may still hold None)
+_native_launch: ModuleType | None
 try:
     from . import _launch as _native_launch
 except ImportError:         # no C compiler at install time: the Python fallbacks
@@ -47,8 +53,8 @@ class Target:
     """
     __slots__ = ("kind", "name", "args", "code", "spec", "path0", "argv0", "module")
 
-    def __init__(self, kind: str, name: str, args: list[str] | None = None,
-                 code: CodeType | None = None, spec: object = None, path0: str = "",
+    def __init__(self, kind: str, name: str, args: list[str] | None, code: CodeType,
+                 spec: importlib.machinery.ModuleSpec | None = None, path0: str = "",
                  argv0: str = "", module: str = "__main__") -> None:
         self.kind = kind
         self.name = name
@@ -114,6 +120,7 @@ def _find_module(module: str, path0: str):
 def prepare_target(script: str | None, module: str | None, code: str | None,
                    args: list[str]) -> Target:
     """Compile the target; raise UsageError (one line) if it cannot be run."""
+    co: CodeType | None
     if code is not None:
         try:
             co = compile(code, "<string>", "exec")
@@ -156,13 +163,14 @@ def _main_module(t: Target) -> types.ModuleType:
     mod.__dict__["__builtins__"] = __builtins__
     if t.kind == "script":
         mod.__file__ = t.code.co_filename
-        mod.__cached__ = None
+        mod.__dict__["__cached__"] = None
         mod.__loader__ = importlib.machinery.SourceFileLoader("__main__", t.code.co_filename)
         mod.__spec__ = None
     elif t.kind == "module":
         spec = t.spec
+        assert spec is not None         # prepare_target gives a module its spec
         mod.__file__ = spec.origin
-        mod.__cached__ = spec.cached
+        mod.__dict__["__cached__"] = spec.cached
         mod.__loader__ = spec.loader
         mod.__package__ = spec.parent
         mod.__spec__ = spec
@@ -328,7 +336,8 @@ def _join_threads() -> None:
     me = threading.get_ident()
     while True:
         waited = False
-        for th in list(threading._active.values()):
+        # (threading's own registry of live threads: private, so not in its stubs)
+        for th in list(threading._active.values()):     # type: ignore[attr-defined]
             if th._ident == me or th._daemonic:
                 continue
             handle = getattr(th, "_handle", None)           # 3.13: _ThreadHandle

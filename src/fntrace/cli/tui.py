@@ -51,7 +51,7 @@ def run(args, at_exit: bool) -> int:
     from ..tui.index import TraceIndex
     verdict = TraceIndex.verdict(source)
     try:
-        from ..tui import TraceBrowser
+        from ..tui.app import TraceBrowser
     except ImportError as e:
         raise FntraceError(f"tui: the textual package does not import ({e}): "
                            "pip install 'fntrace[tui]'") from None
