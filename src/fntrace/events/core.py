@@ -23,6 +23,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from .filter import EventFilter
+    from .synth import SynthEvent
+
 from .._env import fork_safe
 from ..core.task import own_threads as _own_threads, thread_cpu, thread_info
 from ..errors import FntraceError
@@ -61,7 +64,7 @@ def stack_text(frame, limit: int = 32) -> str:
     from ..core.records import record_table
     main = sys.modules.get("__main__")
     main_globals = getattr(main, "__dict__", None)
-    out = []
+    out: list[str] = []
     f = frame
     while f is not None and len(out) < limit:
         code = f.f_code
@@ -86,6 +89,7 @@ class EventCall:
     fields    name -> kind ('int', 'str', 'any') for filters and the format file
     hook      called with True when the first file needs the event, False after the last
     """
+    synth: SynthEvent       # a synthetic event's only (events/synth.py sets it)
 
     def __init__(self, system: str, name: str, fields: Mapping[str, str], *,
                  print_fmt: str = "", hook: Callable[[bool], None] | None = None,
@@ -186,7 +190,7 @@ class EventFile:
         self.enabled = False
         self.soft_disabled = False
         self.sm_ref = 0
-        self.filter = None
+        self.filter: EventFilter | None = None
         self.filter_text = ""
         self.triggers: list = []
         self.needs_common = False

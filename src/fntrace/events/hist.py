@@ -48,6 +48,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from .core import EventCall
+    from .filter import EventFilter
+
 from .._env import fork_safe, fork_safe_attr
 from ..core import fetch
 from ..core.records import record_table
@@ -241,7 +244,7 @@ class Action:
         self.action = action            # trace, snapshot, save
         self.params = params
         self.text = text
-        self.synth = None               # the synthetic EventCall for trace()
+        self.synth: EventCall | None = None     # the synthetic EventCall for trace()
         self.param_fields: list[Field] = []
         self.track: Field | None = None  # onmax/onchange: the variable tracked
 
@@ -291,6 +294,10 @@ class HistTrigger:
     target_file = None
     count = -1
     now: Callable[[], int] = staticmethod(monotonic_ns)   # the instance's trace clock
+    # set by apply_hist_command; EventFile._sync reads it with getattr, True if unset
+    needs_common: bool
+    # on a trigger made for another's field variable (_make_hidden): that other one
+    hidden_for: HistTrigger
 
     def release(self) -> None:
         """Let go of the data and the synthetic events (the event file drops it)."""
@@ -310,7 +317,7 @@ class HistTrigger:
         self.nohitcount = False
         self.clock = ""
         self.filter_text = ""
-        self.filter = None
+        self.filter: EventFilter | None = None
         self.actions: list[Action] = []
         self.data: HistData | None = None
         self.ef: EventFile | None = None
@@ -392,7 +399,7 @@ class HistTrigger:
             fast(values)
             return
         ts = self.now()
-        data = self.data
+        data: HistData = self.data  # type: ignore[assignment]  # set before the trigger is attached
         try:
             key = self._key_tuple(values, frame, ts)
         except _Skip:
@@ -490,7 +497,7 @@ class HistTrigger:
             tr = ef.tr
             tr.take_snapshot()
             label = "onmax" if a.handler == "onmax" else "onchange"
-            self.data.snapshot_note = (
+            self.data.snapshot_note = (  # type: ignore[union-attr]  # set before attached
                 "\nSnapshot taken (see tracing/snapshot).  Details:\n"
                 f"\ttriggering value {{ {label}({a.arg}) }}: {e.max:10d}"
                 f"\ttriggered by event with key: {self._key_text_line(key)}\n")
@@ -503,7 +510,7 @@ class HistTrigger:
                 return
             args.append(v)
         from .synth import synth_fire
-        synth_fire(a.synth, args, ef.tr)
+        synth_fire(a.synth, args, ef.tr)  # type: ignore[arg-type]  # a trace() action has one
 
     # -- reading ------------------------------------------------------------------------
     def _key_text_line(self, key: tuple, comms: dict | None = None) -> str:
@@ -540,6 +547,7 @@ class HistTrigger:
     def table(self) -> str:
         """hist_trigger_show(): this trigger's table, header to totals."""
         data = self.data
+        assert data is not None
         with data.lock:
             items = [(k, e.hitcount, list(e.sums), e.comm, e.max, dict(e.saved))
                      for k, e in data.entries.items()]
@@ -581,8 +589,8 @@ class HistTrigger:
         valplain = [f.var or f.name for f in self.vals]
         for name, desc in reversed(self.sort):
             if name == "hitcount":
-                def get(it):
-                    return it[1]
+                def get(it, i=1):
+                    return it[i]
             elif name in keynames or name in keyplain:
                 i = keynames.index(name) if name in keynames else keyplain.index(name)
 
@@ -1184,6 +1192,7 @@ class _Parser:
             ref = VarRef(sysname, ev, "synthetic_" + fld)
             ref.field = fld
             ref.pos = pos
+            assert self.trig is not None      # parse() sets it before any param
             self.trig.field_vars.append(ref)
             return Field(p, ref=ref)
         kind = self.kind_of(p)
@@ -1238,6 +1247,7 @@ def apply_hist_command(ef: EventFile, text: str) -> None:
                 elif t.pause_cmd == "cont":
                     x.paused = False
                 else:
+                    assert x.data is not None
                     x.data.clear()
             return
         if t.pause_cmd in ("cont", "clear"):
@@ -1308,6 +1318,7 @@ def _make_hidden(t: HistTrigger, ef: EventFile, text: str) -> None:
     keeps FIELD in ``synthetic_FIELD`` (listed in its trigger and hist files, as the
     kernel lists it); it goes when ``t`` goes."""
     for ref in t.field_vars:
+        assert ref.event is not None        # a field variable names its SYS.EVENT
         tef = ef.tr.event_file(find_event_call(ref.system, ref.event))
         base = next((x for x in hist_triggers_of(tef) if not x.__dict__.get("hidden_for")),
                     None)
@@ -1358,6 +1369,7 @@ def _release(x: HistTrigger) -> None:
     if x.ef is None:
         return                  # (already let go)
     _synth_users(x, -1)
+    assert x.data is not None
     with _named_lock:
         x.data.users -= 1
         if x.name and x.data.users <= 0:
@@ -1433,7 +1445,8 @@ def _compile_hit(t: HistTrigger) -> Callable[[Mapping[str, Any]], None] | None:
     for i, f in enumerate(t.vars):
         lines += [f"        if x{i} is not None:",
                   f"            e.vars[{f.var!r}] = x{i}"]
-    env = {"_M": _NONE, "_sk": safe_key, "_sym_ip": _sym_ip, "_U64": U64, "_now": t.now,
+    assert t.data is not None
+    env: dict[str, Any] = {"_M": _NONE, "_sk": safe_key, "_sym_ip": _sym_ip, "_U64": U64, "_now": t.now,
            "_lock": t.data.lock, "_data": t.data, "_size": t.data.size, "_Entry": Entry,
            "_nvals": len(t.vals)}
     exec(compile("\n".join(lines) + "\n", f"<hist {t.info()}>", "exec"), env)
