@@ -29,6 +29,9 @@ from __future__ import annotations
 import re
 import sys
 import threading
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 from .core import EventCall
 from .static_emit import emit, program_frame
@@ -268,8 +271,9 @@ def _install() -> None:
         _installed = True
 
 
-def _make_hook(audit_name: str, names: tuple[str, ...]):
-    def hook(on: bool, call_ref: list) -> None:
+def _make_hook(audit_name: str, names: tuple[str, ...],
+               call_ref: list[EventCall]) -> Callable[[bool], None]:
+    def hook(on: bool) -> None:
         if on:
             _install()
             _on[audit_name] = (call_ref[0], names)
@@ -282,10 +286,9 @@ def audit_calls() -> list[EventCall]:
     """The EventCalls of the table (not registered: static_events.py does that)."""
     calls = []
     for audit_name, fields in _parse_table():
-        ref: list = []
-        h = _make_hook(audit_name, tuple(n for n, _ in fields))
+        ref: list[EventCall] = []
         call = EventCall("audit", event_name(audit_name), dict(fields),
-                         hook=lambda on, h=h, ref=ref: h(on, ref),
+                         hook=_make_hook(audit_name, tuple(n for n, _ in fields), ref),
                          definition=audit_name)
         ref.append(call)
         calls.append(call)

@@ -139,7 +139,8 @@ class SourceModule:
         with warnings.catch_warnings():        # SyntaxWarnings are the import's to give
             warnings.simplefilter("ignore")
             self.tree = ast.parse(source)
-        self.funcs: dict[str, list[tuple[ast.AST, tuple[ast.AST, ...]]]] = {}
+        self.funcs: dict[str, list[tuple[ast.FunctionDef | ast.AsyncFunctionDef,
+                                         tuple[ast.AST, ...]]]] = {}
         self._index(self.tree.body, "", ())
         self.bindings: dict[str, list[ast.AST]] = {}
         self.star = False
@@ -221,7 +222,7 @@ class SourceModule:
 
     # -- functions ----------------------------------------------------------------------
     def find(self, qualname: str, firstlineno: int | None = None
-             ) -> tuple[ast.AST, tuple[ast.AST, ...]] | None:
+             ) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, tuple[ast.AST, ...]] | None:
         """The def of qualname: the one starting at firstlineno (its first decorator's
         line, as co_firstlineno counts), or the only one."""
         cands = self.funcs.get(qualname, [])

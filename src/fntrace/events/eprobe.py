@@ -323,13 +323,14 @@ class EprobeEvent:
                 if base is None:
                     return
                 self._tap, self._base = _Tap(self), base
-                base.files.append(self._tap)
+                base.files.append(self._tap)  # type: ignore[arg-type]  # an EventFile look-alike
                 base._update_hook()
             elif not on and self._tap is not None:
                 base, tap = self._base, self._tap
                 self._tap = self._base = None
+                assert base is not None     # set with _tap
                 if tap in base.files:
-                    base.files.remove(tap)
+                    base.files.remove(tap)  # type: ignore[arg-type]  # an EventFile look-alike
                 base._update_hook()
 
     def _fire(self, values, frame) -> None:

@@ -31,6 +31,9 @@ from __future__ import annotations
 
 import sys
 import threading
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import FrameType
 
 from ..core.records import record_table
 from .core import EventCall, _fntrace_code
@@ -166,6 +169,8 @@ class _ExceptionEvents:
             pass
 
     def _set_monitoring(self, which: str, on: bool) -> None:
+        if sys.version_info < (3, 12):
+            return                      # not reached (_hook checks _MON); for a checker
         from ..arch import monitoring as m
         from ..core.ops import backend
         mon = sys.monitoring
@@ -175,7 +180,7 @@ class _ExceptionEvents:
                   "unwind": (E.PY_UNWIND, self._on_unwind)}[which]
         if on == (ev in m.extra_callbacks):
             return
-        active = isinstance(backend, m.MonitoringBackend) and backend.active
+        live = backend if isinstance(backend, m.MonitoringBackend) and backend.active else None
         if on:
             if not m.extra_callbacks:
                 _hold_tool()
@@ -183,12 +188,12 @@ class _ExceptionEvents:
         else:
             del m.extra_callbacks[ev]
         own = None
-        if ev == E.PY_UNWIND and active and backend._unwind:
+        if ev == E.PY_UNWIND and live is not None and live._unwind:
             from ..core import dispatch
             own = dispatch.on_py_unwind
         mon.register_callback(m.TOOL_ID, ev, m.both_callbacks(own, m.extra_callbacks.get(ev)))
-        if active:
-            backend._set_global()
+        if live is not None:
+            live._set_global()
         else:
             mon.set_events(m.TOOL_ID, m.extra_mask())
         if not m.extra_callbacks:
@@ -208,14 +213,14 @@ class _ExceptionEvents:
             threading.settrace(self._global)
             sys.settrace(self._global)
             # the frames running now (the caller's), which 'call' events did not see
-            f = sys._getframe(1)
+            f: FrameType | None = sys._getframe(1)
             while f is not None:
                 if not _fntrace_code(f.f_code.co_filename) and f.f_trace is None:
                     f.f_trace_lines = False
                     f.f_trace = self._local
                 f = f.f_back
         else:
-            if threading._trace_hook == self._global:
+            if threading.gettrace() == self._global:
                 threading.settrace(None)
             if sys.gettrace() == self._global:
                 sys.settrace(None)
@@ -264,6 +269,8 @@ def _hold_tool() -> None:
     try:
         from ..arch.lines import hold_tool
     except ImportError:                 # no shared holder: take it if free
+        if sys.version_info < (3, 12):
+            return                      # not reached (only with _MON); for a checker
         from ..arch.tool import TOOL_ID, TOOL_NAME
         if sys.monitoring.get_tool(TOOL_ID) is None:
             sys.monitoring.use_tool_id(TOOL_ID, TOOL_NAME)

@@ -324,10 +324,10 @@ class _Parser:
             num = s[vstart:i]
             if len(num) >= NUM_BUF_LEN:
                 raise _Fail("OPERAND_TOO_LONG", base + i - start)
-            value = _int_value(num)
-            if value is None:
+            ival = _int_value(num)
+            if ival is None:
                 raise _Fail("ILLEGAL_INTVAL", base + vstart - start)
-            return ("int", name, op, value), i
+            return ("int", name, op, ival), i
         # a bare word: a string operand (not the kernel's; events.rst writes one)
         if kind == "int":
             raise _Fail("INVALID_VALUE", at)

@@ -266,12 +266,13 @@ class FprobeEvent:
         if not getattr(self.spec, "resolved", True):
             # Defined before its module was imported: parameter names and $arg* can
             # only be checked now.  (Same event name: explicit, or from SYM.)
-            from .probe_parse import ProbeError, parse_probe_command
+            from .probe_parse import ProbeError, ProbeSpec, parse_probe_command
             try:
                 spec = parse_probe_command(self.spec.command, resolve_symbol)
             except ProbeError as e:
                 self.error = f"{e.msg} (at column {(e.pos or 0) + 1} of {self.spec.command!r})"
                 return
+            assert isinstance(spec, ProbeSpec)      # the same f command, parsed before
             self.spec = spec
             self.call.fields = {a.name: _field_kind(a.type) for a in spec.args}
             self.call.definition = spec.normalized()
@@ -389,7 +390,7 @@ def resolve_symbol(symbol: str):
     found = kallsyms.find_function(symbol)
     if found is kallsyms.UNREADABLE:
         return UNRESOLVED
-    if found is None:
+    if not isinstance(found, tuple):    # None; the checker does not narrow UNREADABLE
         return None
     src, info = found
     return _source_proto(src, info)

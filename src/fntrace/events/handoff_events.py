@@ -32,6 +32,9 @@ from __future__ import annotations
 import functools
 import sys
 from types import MethodType
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 from ..core.fetch import Fault, frame_var, static_getattr, value_repr
 from ..fprobe import Fprobe
@@ -113,7 +116,7 @@ class _TaskCreate:
         self.probed = _Probed([self.call], Fprobe(exit_handler=self._exit, name="task_create"),
                               "asyncio.base_events", ("BaseEventLoop.create_task",))
         self._types: tuple = ()
-        self._get_name = None
+        self._get_name: Callable[[object], object] | None = None
 
     def _hook(self, on: bool) -> None:
         self.probed.hook(on)
@@ -132,7 +135,7 @@ class _TaskCreate:
             self._types = tuple({base, getattr(tasks, "_PyTask", base)})
         if not isinstance(task, self._types):
             return
-        name = self._get_name(task)
+        name = self._get_name(task)  # type: ignore[misc]  # set with _types
         emit(self.call, {"name": name if type(name) is str else "<...>",
                          "id": _hex_id(task)}, None)
 

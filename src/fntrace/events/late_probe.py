@@ -50,7 +50,7 @@ class LateProbe:
         if mod is not None:
             funcs = []
             for q in self.qualnames:
-                obj = mod
+                obj: object = mod
                 for part in q.split("."):
                     obj = getattr(obj, part, None)
                 if obj is not None and record_table.lookup(obj) is not None:

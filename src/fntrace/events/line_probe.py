@@ -121,7 +121,7 @@ def _source_code(symbol: str):
     yet (None if that cannot be known)."""
     from ..core import kallsyms
     found = kallsyms.find_function(symbol)
-    if found is None or found is kallsyms.UNREADABLE:
+    if not isinstance(found, tuple):    # None or UNREADABLE
         return None
     src, info = found
     if not src.path:
@@ -155,13 +155,14 @@ def _resolve_file_line(path: str, line: int) -> tuple[str, int] | None:
     whose def line it is); None if no module of that file is known."""
     record_table.refresh()
     best = None
+    best_first = 0                      # best's code's co_firstlineno
     for r in record_table.records:
         c = r.code
         if c is None or c.co_name.startswith("<") or not _file_matches(path, c.co_filename):
             continue
         if line == c.co_firstlineno or line in code_lines(c):
-            if best is None or c.co_firstlineno > best.code.co_firstlineno:
-                best = r
+            if best is None or c.co_firstlineno > best_first:
+                best, best_first = r, c.co_firstlineno
     if best is None:
         # no function has code there: the one whose span holds it, for the error
         for r in record_table.records:
@@ -169,10 +170,10 @@ def _resolve_file_line(path: str, line: int) -> tuple[str, int] | None:
             if c is None or not _file_matches(path, c.co_filename):
                 continue
             if c.co_firstlineno <= line <= max([c.co_firstlineno] + code_lines(c)) + 1:
-                if best is None or c.co_firstlineno > best.code.co_firstlineno:
-                    best = r
+                if best is None or c.co_firstlineno > best_first:
+                    best, best_first = r, c.co_firstlineno
     if best is not None:
-        return best.name, line - best.code.co_firstlineno
+        return best.name, line - best_first
     # not imported yet: the program's main script, or a file given by its path
     from ..core import kallsyms
     for modname, src in list(kallsyms.main_sources.items()):
@@ -278,6 +279,7 @@ def _parse_location(tok: str, spos: int, cmd: str):
             raise _Fail("FILE_NOT_FOUND", spos)
         return found[0], found[1], is_return, spos + colon + 1
     plus = tok.find("+")
+    off: int | None
     sym, off, opos = tok, 0, spos
     if plus >= 0:
         sym, offs = tok[:plus], tok[plus + 1:]
@@ -353,6 +355,8 @@ def _parse(cmd: str):
     if code is not None:
         _check_line(code, offset, cmd, opos, symbol)
     argtoks = toks[2:]
+    params: list[str] | None
+    names: list[str] | None
     if code is not None:
         params = list(_param_names(code))
         names = params + [v for v in (code.co_varnames + code.co_cellvars + code.co_freevars)
@@ -362,6 +366,7 @@ def _parse(cmd: str):
     items = _expand_meta_args(argtoks, params)
     if len(items) > MAX_TRACE_ARGS:
         raise _Fail("TOO_MANY_ARGS", argtoks[0][1])
+    used: set[str]
     args, used, memory = [], set(), None
     for k, (raw, p, generated) in enumerate(items):
         if raw is None:
@@ -396,7 +401,7 @@ class LineProbeEvent:
         self.spec = spec
         self.specs = [spec]
         self.call = _fe.probe_call(spec, self._hook)
-        self.fp = None          # not None while bound (what fprobe_event.py looks at)
+        self.fp: bool | None = None     # not None while bound (what fprobe_event.py looks at)
         self.error: str | None = None
         self.nhit = self.nmissed = 0        # kprobe_profile
         self.want = False
@@ -431,10 +436,12 @@ class LineProbeEvent:
             self.call.fields = {a.name: _fe._field_kind(a.type) for a in spec.args}
         hooked = []
         for rec in recs:
-            line = rec.code.co_firstlineno + spec.offset
-            if line not in code_lines(rec.code):
+            code = rec.code
+            assert code is not None     # _records() keeps those with code
+            line = code.co_firstlineno + spec.offset
+            if line not in code_lines(code):
                 self.error = (f"no code at {spec.symbol}+{spec.offset}; nearest lines with "
-                              f"code: {_nearest(rec.code, line)}")
+                              f"code: {_nearest(code, line)}")
                 continue
             _attach(rec, line, self._fire)
             hooked.append((rec, line))

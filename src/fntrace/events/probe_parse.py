@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import errno as _errno
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -269,7 +269,7 @@ class FuncProto:
 # (BAD_PROBE_ADDR), UNRESOLVED if it may appear later (its module is not imported
 # yet): then names and $argN are accepted unchecked.  A resolver must not run the
 # traced program's code to answer.
-Resolver = Callable[[str], "FuncProto | Sequence[str] | None | _Unresolved"]
+Resolver = Callable[[str], FuncProto | Sequence[str] | None | _Unresolved]
 
 
 class ProbeError(FntraceError):
@@ -920,7 +920,7 @@ def _parse(cmd: str, resolve: Resolver) -> ProbeSpec | RemoveSpec:
     if found is None:
         raise _Fail("BAD_PROBE_ADDR", spos)
     proto: FuncProto | None = None
-    if found is UNRESOLVED:
+    if isinstance(found, _Unresolved):  # UNRESOLVED, the only one
         params = None
     elif isinstance(found, FuncProto):
         proto, params = found, [str(p) for p in found.params]

@@ -114,7 +114,7 @@ class _ThreadEvents:
                            hook=self._hook)
         self.exit = _call("threads", "thread_exit", fields, hook=self._hook)
         self.on = False
-        self.name = None
+        self.name: str | None = None
         self.orig = None
         self.wrapper = None
 

@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import sys
 import threading
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 from ..core.fetch import frame_var
 from ..fprobe import Fprobe
@@ -39,7 +42,7 @@ class TaskTracker:
         self.local = threading.local()
         self.switches = 0
         self._task_types: tuple = ()
-        self._get_name = None
+        self._get_name: Callable[[object], object] | None = None
 
     def start(self) -> None:
         self.probe.start()
@@ -69,7 +72,8 @@ class TaskTracker:
         loc = self.local
         if getattr(loc, "key", None) == key:
             return
-        text = "next=-" if task is None else f"next={self._get_name(task)} id={key:x}"
+        # _get_name is set whenever a Task type is known, which a task here implies
+        text = "next=-" if task is None else f"next={self._get_name(task)} id={key:x}"  # type: ignore[misc]
         if note(tr, EVENT, text):
             loc.key = key
             self.switches += 1
