@@ -547,7 +547,7 @@ class HistTrigger:
     def table(self) -> str:
         """hist_trigger_show(): this trigger's table, header to totals."""
         data = self.data
-        assert data is not None
+        assert data is not None             # a listed trigger was applied
         with data.lock:
             items = [(k, e.hitcount, list(e.sums), e.comm, e.max, dict(e.saved))
                      for k, e in data.entries.items()]
@@ -589,7 +589,7 @@ class HistTrigger:
         valplain = [f.var or f.name for f in self.vals]
         for name, desc in reversed(self.sort):
             if name == "hitcount":
-                def get(it, i=1):
+                def get(it, i=1):       # the three variants take the same parameters
                     return it[i]
             elif name in keynames or name in keyplain:
                 i = keynames.index(name) if name in keynames else keyplain.index(name)
@@ -1247,7 +1247,7 @@ def apply_hist_command(ef: EventFile, text: str) -> None:
                 elif t.pause_cmd == "cont":
                     x.paused = False
                 else:
-                    assert x.data is not None
+                    assert x.data is not None       # x was applied
                     x.data.clear()
             return
         if t.pause_cmd in ("cont", "clear"):
@@ -1369,7 +1369,7 @@ def _release(x: HistTrigger) -> None:
     if x.ef is None:
         return                  # (already let go)
     _synth_users(x, -1)
-    assert x.data is not None
+    assert x.data is not None           # x.ef is set: x was applied
     with _named_lock:
         x.data.users -= 1
         if x.name and x.data.users <= 0:
@@ -1445,7 +1445,7 @@ def _compile_hit(t: HistTrigger) -> Callable[[Mapping[str, Any]], None] | None:
     for i, f in enumerate(t.vars):
         lines += [f"        if x{i} is not None:",
                   f"            e.vars[{f.var!r}] = x{i}"]
-    assert t.data is not None
+    assert t.data is not None           # apply_hist_command gives it first
     env: dict[str, Any] = {"_M": _NONE, "_sk": safe_key, "_sym_ip": _sym_ip, "_U64": U64, "_now": t.now,
            "_lock": t.data.lock, "_data": t.data, "_size": t.data.size, "_Entry": Entry,
            "_nvals": len(t.vals)}
