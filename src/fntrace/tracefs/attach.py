@@ -383,7 +383,7 @@ def _serving(pid: int) -> bool:
 
 def _alive(pid: int) -> bool:
     st = _read(f"/proc/{pid}/stat")
-    return bool(st) and st[st.rindex(")") + 2:][:1] not in ("Z", "X")
+    return bool(st and st[st.rindex(")") + 2:][:1] not in ("Z", "X"))
 
 
 def _runtime_dir_for(xdg: str | None) -> str:

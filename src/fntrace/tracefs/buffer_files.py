@@ -10,6 +10,9 @@ directory (the kernel's per_cpu/cpuN/), and the snapshot buffer.
 from __future__ import annotations
 
 import errno
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 from ..core.task import thread_info
 from ..errors import FntraceError
@@ -114,6 +117,7 @@ def _per_thread_stats(tr, buf) -> str:
     oldest = next(buf.records(), None)
     oldest_ts = oldest[1] if oldest is not None else 0
     now = tr.clock_now()
+    ts: Callable[[int], str]
     if tr.clock_in_ns:
         def ts(ns: int) -> str:
             secs, usecs = divmod((ns + 500) // 1000, 1_000_000)   # ns2usecs()

@@ -19,6 +19,9 @@ import errno
 import os
 import socket
 import threading
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from ..errors import FntraceError
 from . import endpoint
@@ -35,7 +38,7 @@ def not_controllable_msg(pid: int) -> str:
 def _error(msg: str, err: int, error_log: str = "") -> FntraceError:
     e = FntraceError(msg)
     e.errno = err
-    e.error_log = error_log
+    e.error_log = error_log     # type: ignore[attr-defined]  # only a client's errors carry it
     return e
 
 
@@ -91,7 +94,7 @@ def connect(pid: int) -> socket.socket:
     return s
 
 
-def _check(reply) -> object:
+def _check(reply) -> Any:          # the reply's data: its type is the op's
     if not isinstance(reply, dict):
         raise _error("malformed reply from the target", errno.EIO)
     if reply.get("ok"):

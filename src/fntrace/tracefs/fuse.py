@@ -395,7 +395,7 @@ EVENT_DEFINING = ("dynamic_events", "kprobe_events", "synthetic_events", "uprobe
 
 
 # fuse_main_real()'s return codes (libfuse3 helper.c)
-_FUSE_MAIN_ERRORS = {
+_FUSE_MAIN_ERRORS: dict[int | None, str] = {      # None: no code given
     1: "invalid mount options",
     2: "no mount point",
     3: "FUSE setup failed (is /dev/fuse there and usable?)",

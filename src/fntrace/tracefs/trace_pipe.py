@@ -113,7 +113,7 @@ class TracePipe:
             for cpu in [c for c in self.returned if cpus is None or c in cpus]:
                 out.append(("items", cpu, self.returned.pop(cpu)))
             if self.tr.sink is not None:
-                keep = deque()
+                keep: deque = deque()
                 lost = {c: self.copies_lost.pop(c) for c in list(self.copies_lost)
                         if cpus is None or c in cpus}
                 while self.copies:
@@ -211,7 +211,7 @@ class PipeReader:
         self.closed = False
         self.pipe = trace_pipe_of(fs.tr)
         self.grace_ns = grace_ns
-        self._key = None
+        self._key: tuple | None = None
         self._printer: PipeRenderer | None = None
         self._left = ""
         self._lock = threading.Lock()
@@ -241,6 +241,7 @@ class PipeReader:
             if old is not None:
                 for cpu, pairs in old.take_back().items():
                     self._printer.feed_pairs(cpu, pairs)
+        assert self._printer is not None    # made with the first key
         return self._printer
 
     def _read_once(self) -> str:

@@ -34,6 +34,9 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable
 from functools import partial
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from .._env import fork_safe
 from ..core import task
@@ -49,7 +52,7 @@ class StatTracer:
     """struct tracer_stat: a named file under trace_stat/ (the sort and the text)."""
 
     def __init__(self, name: str, items: Callable[[], Iterable], key: Callable,
-                 show: Callable[[object], str], headers: Callable[[], str]) -> None:
+                 show: Callable[[Any], str], headers: Callable[[], str]) -> None:
         self.name = name
         self.items = items          # stat_start/stat_next: the rows, in the tracer's order
         self.key = key              # stat_cmp, as a sort key (larger first)
