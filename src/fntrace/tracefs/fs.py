@@ -43,7 +43,7 @@ from .ftrace_files import register_ftrace_files
 from .options import register_options
 from .pid_filter import register_pid_filter
 from .readme import README
-from .trace_events import EVENT_LEAVES, event_path, register_trace_events
+from .trace_events import EVENT_LEAVES, _w_trigger, event_path, register_trace_events
 from .trace_stack import register_stack_tracer
 from .trace_stat import register_function_profiler
 from .values import errno_error as _err
@@ -284,7 +284,7 @@ class Tracefs:
         for ef in list(tr.event_files.values()):
             for t in list(getattr(ef, "triggers", ()) or ()):
                 try:
-                    self._w_trigger(ef, "!" + str(t).split(" if ", 1)[0])
+                    _w_trigger(self, ef, "!" + str(t).split(" if ", 1)[0])
                 except Exception:
                     pass
         for ef in list(tr.event_files.values()):
@@ -482,6 +482,8 @@ class Tracefs:
         if not marker_passes(self.tr, text):
             return              # events/ftrace/print/filter
         buf = self.tr.thread_buffer()
+        if buf is None:
+            return              # the thread is handing its buffer over: dropped, counted
         buf.write_payload(time.monotonic_ns(), TRACE_PRINT, 0, 0, 0, 0, PAYLOAD_SEP + text)
 
     def _r_trace_clock(self) -> str:
