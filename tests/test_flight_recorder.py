@@ -202,6 +202,33 @@ except fntrace.UsageError as e:
     assert rep.count("app.step();") == 3
 
 
+def test_a_snapshot_function_command_on_a_flight_recorder_dumps_when_it_fires(tmp_path):
+    """GLOB:snapshot:1 in the recorder's set_ftrace_filter: the recorder's snapshot is a
+    dump, made when the command fires (nothing is allocated when it is registered)."""
+    (tmp_path / "app.py").write_text(
+        "def step(i):\n    return i\n\n"
+        "def serve(n):\n"
+        "    for i in range(n):\n        step(i)\n"
+        "    try:\n        raise TimeoutError('upstream')\n    except TimeoutError:\n"
+        "        return 'degraded'\n")
+    (tmp_path / "svc.py").write_text("""\
+import fntrace
+rec = fntrace.flight_recorder("app.*", size_kb=128, dump_on=["exception:TimeoutError"])
+import app
+rec.fs.write("set_ftrace_filter", "app.step:snapshot:1")
+print(len(rec.dumps))
+app.serve(3)
+rec.stop()
+print(len(rec.dumps))
+""")
+    p = run_python("svc.py", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "Traceback" not in p.stderr
+    # none when registered; the command's (once), then the exception's
+    assert p.stdout.split() == ["0", "2"]
+    assert len(dumps(tmp_path)) == 2
+
+
 def test_a_task_exception_never_retrieved_dumps_before_asyncio_logs_it(tmp_path):
     (tmp_path / "aio.py").write_text("""\
 import asyncio

@@ -132,7 +132,7 @@ class Tracefs:
         self._files: dict[str, tuple[Callable[[], str] | None, Callable[[str, bool], None] | None]] = {
             "available_tracers": (lambda: " ".join(sorted(available_tracers(), reverse=False)) + "\n", None),
             # TraceArray.tracer is set (a NopTracer at first) before this runs
-            "current_tracer": (lambda: self.tr.tracer.name + "\n",  # type: ignore[attr-defined]
+            "current_tracer": (lambda: self.tr.tracer.name + "\n",  # type: ignore[union-attr]
                                self._w_current_tracer),
             "tracing_on": (lambda: f"{int(self.tr.tracing_on)}\n", self._w_tracing_on),
             "trace": (self._r_trace, self._w_trace),

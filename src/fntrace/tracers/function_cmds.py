@@ -321,9 +321,11 @@ class FunctionCommands:
                 self._set_entries(probe, entries)
                 return
             if probe is None:
-                if fc.cmd == "snapshot" and self.tr.snapshot is None:
+                if (fc.cmd == "snapshot" and self.tr.snapshot is None
+                        and self.tr.__dict__.get("snapshot_hook") is None):
                     # ftrace_trace_snapshot_callback(): the buffer is allocated when
-                    # the command is registered
+                    # the command is registered (a flight recorder's snapshot is its
+                    # dump, made when the command fires: nothing to allocate)
                     self.tr.take_snapshot()
                     # (take_snapshot() set it: the checker keeps it narrowed to None)
                     for b in self.tr.snapshot:  # type: ignore[attr-defined]
