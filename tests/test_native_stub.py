@@ -1,5 +1,6 @@
-"""_native.pyi describes the built module: the same names at the top level and the same
-methods and members on each type, so that the stub cannot drift from the C."""
+"""_native.pyi and cli/_launch.pyi describe the built modules: the same names at the top
+level and the same methods and members on each type, so that a stub cannot drift from
+the C."""
 from __future__ import annotations
 
 import ast
@@ -12,16 +13,22 @@ import fntrace
 
 try:
     from fntrace import _native
+    from fntrace.cli import _launch
 except ImportError:                 # the pure install: nothing to compare against
-    _native = None
+    _native = _launch = None
 
-STUB = Path(fntrace.__file__).with_name("_native.pyi")
+HERE = Path(fntrace.__file__).parent
+STUBS = [("_native", HERE / "_native.pyi"), ("_launch", HERE / "cli" / "_launch.pyi")]
 
 pytestmark = pytest.mark.skipif(_native is None, reason="the native module is not built")
 
 
-def _stub_names() -> tuple[set[str], dict[str, set[str]]]:
-    tree = ast.parse(STUB.read_text())
+def _module(name: str):
+    return {"_native": _native, "_launch": _launch}[name]
+
+
+def _stub_names(stub: Path) -> tuple[set[str], dict[str, set[str]]]:
+    tree = ast.parse(stub.read_text())
     top: set[str] = set()
     classes: dict[str, set[str]] = {}
     for node in tree.body:
@@ -41,17 +48,19 @@ def _stub_names() -> tuple[set[str], dict[str, set[str]]]:
     return top, classes
 
 
-def test_stub_names_what_the_module_has() -> None:
-    top, _ = _stub_names()
-    built = {n for n in dir(_native) if not n.startswith("_")}
+@pytest.mark.parametrize("name,stub", STUBS)
+def test_stub_names_what_the_module_has(name, stub) -> None:
+    top, _ = _stub_names(stub)
+    built = {n for n in dir(_module(name)) if not n.startswith("_")}
     assert top == built, (f"only in the stub: {sorted(top - built)}; "
                           f"only in the module: {sorted(built - top)}")
 
 
-def test_stub_types_have_the_built_types_members() -> None:
-    _, classes = _stub_names()
+@pytest.mark.parametrize("module,stub", STUBS)
+def test_stub_types_have_the_built_types_members(module, stub) -> None:
+    _, classes = _stub_names(stub)
     for name, members in classes.items():
-        cls = getattr(_native, name)
+        cls = getattr(_module(module), name)
         assert inspect.isclass(cls)
         built = {n for n in vars(cls) if not n.startswith("_")}
         assert members == built, (f"{name}: only in the stub: {sorted(members - built)}; "

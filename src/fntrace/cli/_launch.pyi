@@ -7,6 +7,10 @@ take their Python fallbacks.
 from types import CodeType
 from typing import Any, Callable, Iterable
 
+# 1 where the launcher knows this interpreter's frame and recursion fields (3.11-3.14):
+# run_clean and call_clean start the program on a fresh stack; 0: they run it as is
+CLEAN_STACK: int
+
 def run_clean(code: CodeType, globals: dict[str, Any], credit: int = ..., /) -> None: ...
 def call_clean(func: Callable[[], object], /) -> Any: ...
 def credit(n: int, /) -> None: ...
