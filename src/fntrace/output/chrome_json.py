@@ -47,6 +47,9 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from .calls import Call, CallBuilder
 from .entry import (
@@ -172,7 +175,8 @@ class ChromeJsonExporter(Exporter):
     suffix = ".json"
     options: Mapping[str, object] = {"min_duration": 0.0}
 
-    def write(self, source, out, options: Mapping[str, object]) -> dict | None:
+    # options: the command's values (min_duration a number), converted as read
+    def write(self, source, out, options: Mapping[str, Any]) -> dict | None:
         min_ns = int(float(options.get("min_duration") or 0) * 1000)
         if min_ns < 0:
             raise ValueError("min_duration must be 0 or more")

@@ -351,6 +351,7 @@ def filter_entries(entries: Iterable[TraceEntry | LostEvents], flt: TraceFilter 
     first_ts: int | None = None
     max_depth, thresh = flt.max_depth, flt.thresh_ns
 
+    e: TraceEntry | LostEvents | None           # None: -F/-N hid a graph entry
     for e in entries:
         if type(e) is LostEvents:
             if check_threads and not thread_keep.get(e.cpu, True):

@@ -41,6 +41,9 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Mapping
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from .calls import Call, CallBuilder
 from .entry import TRACE_EVENT, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, LostEvents
@@ -108,7 +111,8 @@ class OtlpExporter(Exporter):
     options = {"min_duration": 0.0}
     proto = False
 
-    def write(self, source, out, options: Mapping[str, object]) -> dict | None:
+    # options: the command's values (min_duration a number), converted as read
+    def write(self, source, out, options: Mapping[str, Any]) -> dict | None:
         from google.protobuf import json_format
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
             ExportTraceServiceRequest,
@@ -197,8 +201,10 @@ class OtlpExporter(Exporter):
             s = Span(trace_id=ctx[0].to_bytes(16, "big") if ctx else tid,
                      span_id=span_id(pid, c.cpu, c.depth, c.start),
                      name=c.func, kind=Span.SPAN_KIND_INTERNAL,
-                     start_time_unix_nano=max(0, c.start + offset),
-                     end_time_unix_nano=max(0, c.end + offset), attributes=attrs)
+                     # offset is set before the first entry is fed (the loop below)
+                     start_time_unix_nano=max(0, c.start + offset),  # type: ignore[operator]
+                     end_time_unix_nano=max(0, c.end + offset),  # type: ignore[operator]
+                     attributes=attrs)
             if c.parent_key is not None and (
                     ctx is None or otel.at(c.cpu, c.parent_key[1]) == ctx):
                 s.parent_span_id = span_id(pid, c.cpu, *c.parent_key)
@@ -272,7 +278,7 @@ def _json(d) -> str:
 
 def _native_spans(source, out, resource, scope, tid: bytes, pid: int, min_ns: int,
                   offset: int | None, wall_ns: int, proto: bool,
-                  flush_request) -> tuple | None:
+                  flush_request) -> tuple[int, int, bool] | None:
     """The export of a trace of calls (graph entries and returns, with their arguments
     and return values as text or 64-bit ints; events, markers and function tracer hits
     passed over: they are no spans) by the native twin
@@ -352,7 +358,7 @@ def _native_spans(source, out, resource, scope, tid: bytes, pid: int, min_ns: in
 
 def _native_proto_spans(native, source, out, slots, resource, scope, tid: bytes, pid: int,
                         min_ns: int, offset: int | None, wall_ns: int, ResourceSpans,
-                        ScopeSpans, Span) -> tuple:
+                        ScopeSpans, Span) -> tuple[int, int, bool]:
     """_native_spans for OTLP protobuf: the fields that are the same for many spans
     (the resource's, the scope's, a thread's and a function's code attributes) are
     serialized here by the protos, and the walk puts them together."""

@@ -26,6 +26,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .function_graph import GraphPrinter
 
 from ..ring_buffer import HAS_PAYLOAD, RECORD
 from .entry import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, LostEvents, TraceEntry
@@ -65,7 +68,7 @@ class PipeRenderer:
         self._print_parent = self.ctx.options["print-parent"]
         self._prefix: dict[int, str] = {}       # cpu -> "comm-pid [cpu] " of a line
         self._names: dict[int, str] = {}        # ip -> name
-        self._name_of = None
+        self._name_of: Callable[[int], str] | None = None
         self._thread_info: Mapping[int, tuple[int, str]] = {}
         # cpu -> items not printed yet, each (ts, item); a LostEvents marker takes the
         # time of the entry it precedes.
@@ -177,7 +180,7 @@ class PipeRenderer:
         """
         out: list[str] = []
         cpus = self._cpus
-        graph = self.printer is not None
+        printer = self.printer
         while True:
             best = None
             best_key = None
@@ -214,13 +217,13 @@ class PipeRenderer:
                 best.popleft()
                 out.append(format_lost_events(item.cpu, item.lost))
                 continue
-            if graph and item.type == TRACE_GRAPH_ENT:
+            if printer is not None and item.type == TRACE_GRAPH_ENT:
                 if len(best) < 2:
                     if (not final and self.grace_ns and now is not None
                             and now - ts < self.grace_ns):
                         break       # its return may still come: everything waits
                     best.popleft()
-                    out.extend(self.printer.print_graph_entry(self._seen(item), None))
+                    out.extend(printer.print_graph_entry(self._seen(printer, item), None))
                     continue
                 best.popleft()
                 nxt = best[0][1]
@@ -229,14 +232,14 @@ class PipeRenderer:
                         and nxt.pid == item.pid and nxt.func == item.func):
                     leaf = nxt
                     best.popleft()
-                out.extend(self.printer.print_graph_entry(self._seen(item), leaf))
+                out.extend(printer.print_graph_entry(self._seen(printer, item), leaf))
                 continue
             best.popleft()
             out.extend(self._line(item))
         return out
 
-    def _seen(self, e: TraceEntry) -> TraceEntry:
-        p = self.printer
+    @staticmethod
+    def _seen(p: GraphPrinter, e: TraceEntry) -> TraceEntry:
         if e.comm:
             p._comms[e.pid] = e.comm
         if e.cpu > p._max_cpu:
@@ -244,8 +247,9 @@ class PipeRenderer:
         return e
 
     def _line(self, e: TraceEntry) -> list[str]:
-        if self.printer is not None:
-            return self.printer.print_line(self._seen(e))
+        p = self.printer
+        if p is not None:
+            return p.print_line(self._seen(p, e))
         if self._plain:
             o = self.ctx.options
             text = format_entry(e, irq_info=o["irq-info"], print_parent=o["print-parent"])

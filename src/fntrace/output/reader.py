@@ -7,7 +7,7 @@ here, when the buffer is read; the hot path never formats anything.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -89,11 +89,14 @@ def entries_from_file(tf, cpu: int | None = None) -> Iterator[TraceEntry | LostE
 
 def entries_of_chunk(cpu: int, first_seq: int, chunk: bytes, payloads: dict,
                      name_of: Callable[[int], str],
-                     thread_info: dict[int, tuple[int, str]]) -> list[TraceEntry]:
+                     thread_info: Mapping[int, tuple[int, str]]
+                     ) -> list[TraceEntry | LostEvents]:
     """The entries of a run of one buffer's records (a ring buffer's ``take``, or a
-    chunk handed to a sink), ``first_seq`` being the first record's sequence number."""
+    chunk handed to a sink), ``first_seq`` being the first record's sequence number.
+    Only entries: the list is typed to take the LostEvents marker a caller puts
+    before them."""
     pid, comm = thread_info.get(cpu, (0, "<...>"))
-    out = []
+    out: list[TraceEntry | LostEvents] = []
     get = payloads.get if payloads else None
     seq = first_seq
     for ts, typ, flags, a, b, c, d in _iter_records(chunk):

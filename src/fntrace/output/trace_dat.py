@@ -550,7 +550,8 @@ def _definitions(definitions) -> dict[str, tuple[str, list[str] | None]]:
             name = f"{symbol}__{'exit' if is_return else 'entry'}"[:MAX_EVENT_NAME_LEN - 1]
             event = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_"
                             for c in name)
-        names: list[str] | None = []
+        names: list[str] = []
+        fields: list[str] | None = names
         for k, raw in enumerate(words[2:]):
             eq = raw.find("=")
             if eq > 0:
@@ -558,10 +559,10 @@ def _definitions(definitions) -> dict[str, tuple[str, list[str] | None]]:
                 continue
             cand = raw.split(":", 1)[0]
             if cand.startswith("$arg"):
-                names = None        # a parameter's name: only the text says which
+                fields = None       # a parameter's name: only the text says which
                 break
             names.append(cand if _C_NAME.match(cand) else f"arg{k + 1}")
-        out[event] = (group, names)
+        out[event] = (group, fields)
     return out
 
 

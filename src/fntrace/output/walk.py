@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from .filters import NativeFilter
 
 __all__ = ["canon_ids", "calls_only", "drive", "native_for_calls", "Verdict", "Declined"]
 
@@ -89,6 +89,9 @@ class Verdict:
     caller goes on (the blocks' decoding and checks run without the GIL: the browser
     imports textual meanwhile); ``result()`` waits for it and gives it."""
 
+    _out: tuple | None
+    _error: BaseException | None
+
     def __init__(self, source, **kinds: bool) -> None:
         import threading
         self._out = self._error = None
@@ -112,7 +115,7 @@ class Verdict:
 def drive(walker, source, nslots: int,
           on_block: Callable[[int], None] | None = None,
           keep: frozenset[int] | None = None,
-          filt: Callable[..., Any] | None = None, payloads: bool = False) -> Iterator:
+          filt: NativeFilter | None = None, payloads: bool = False) -> Iterator:
     """What a time-ordered walk (GraphText, ChromeCalls, CallRows) makes, step by step,
     each slot's next block fed when the walk asks for it (``on_block(n)``: a block of
     n records was fed); ``keep``: the slots read (the others are fed as empty: a
