@@ -183,6 +183,7 @@ def parse_fail_if(text: str, *, graph: bool = True, option: str = "--fail-if") -
     toks = []
     for m in _TOKEN.finditer(text):
         kind = m.lastgroup
+        assert kind is not None         # every alternative of _TOKEN is a named group
         if kind == "bad":
             raise _refuse(text, m.start(kind), f"unexpected {m.group(kind)!r}", option)
         toks.append((kind, m.group(kind), m.start(kind)))

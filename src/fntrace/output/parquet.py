@@ -126,7 +126,8 @@ class _Columns:
         mod = self._modules.get(func, 0)
         if mod == 0:
             mod = self._modules[func] = module_of(func, file)
-        return mod, file, line
+        # (0 stands for "not looked up yet", which a checker does not see go)
+        return mod, file, line      # type: ignore[return-value]
 
     def add(self, kind: str, tid: int, thread: str, cpu: int, ts: int, dur, self_dur,
             depth, function: str, parent, stack, args, retval, complete: bool) -> None:

@@ -443,7 +443,9 @@ class _Writer:
 
     def begin(self, ts: int, tid: int, comm: str, func: str, args,
               entry_lost: bool = False, cpu: int | None = None) -> None:
-        p, te = self.event(self.BEGIN, ts, tid, comm, self.task_of_cpu.get(cpu))
+        # (cpu None, no slot known: no Task, as the dict holds no None key)
+        p, te = self.event(self.BEGIN, ts, tid, comm,
+                           self.task_of_cpu.get(cpu))  # type: ignore[arg-type]
         te.name_iid = self.name_iid(p, func)
         if self.flow_into and tid in self.flow_into:
             self.flow_end(te, tid)
@@ -507,7 +509,7 @@ class _Writer:
         func = e.func
         kind = HANDOFF_FROM.get(func)
         start = kind is not None
-        if not start:
+        if kind is None:
             kind = HANDOFF_TO.get(func)
             if kind is None or not self.handoffs:
                 return

@@ -47,7 +47,7 @@ class TraceSource:
     Iterating over it gives ``events()``.
     """
 
-    def __init__(self, tf: TraceFile, name: str | None = None) -> None:
+    def __init__(self, tf: TraceFile | TraceSet, name: str | None = None) -> None:
         self.tf = tf
         self.name = name or tf.name
         self.header: dict[str, Any] = tf.header
