@@ -223,8 +223,9 @@ class TraceBrowser(App):
 
     def _status(self) -> None:
         ix = self.index
-        parts = [_markup("[b]$name[/b]  $tracer", name=os.path.basename(self.source.name),
-                         tracer=self.source.tracer)]
+        parts: list[Content | str] = [
+            _markup("[b]$name[/b]  $tracer", name=os.path.basename(self.source.name),
+                    tracer=self.source.tracer)]
         if not ix.done:
             parts.append(f"indexing… {ix.progress():.0%}")
         if self.cpus:
@@ -251,16 +252,16 @@ class TraceBrowser(App):
             return
         v = self.graph.view
         r = v.row() if v else -1
-        if r < 0:
+        if not v or r < 0:
             pane.update("[dim]no call here[/dim]")
             return
         ix = self.index
         t = v.t
         first = ix.first_ts or 0
         flags = t.flags[r]
-        lines = [_markup(f"[b]$func[/b]   thread $label   "
-                         f"start {(t.start[r] - first) / 1e9:.6f} s",
-                         func=ix.names[t.func[r]], label=t.label)]
+        lines: list[Content | str] = [_markup(f"[b]$func[/b]   thread $label   "
+                                              f"start {(t.start[r] - first) / 1e9:.6f} s",
+                                              func=ix.names[t.func[r]], label=t.label)]
         if t.caller[r] >= 0:
             lines.append(_markup("called from $func", func=ix.names[t.caller[r]]))
         elif flags & OPEN:
@@ -351,7 +352,9 @@ class TraceBrowser(App):
         """The names from the outermost call down to the one under the graph's cursor
         (none: the cursor was not put on a call)."""
         v = self.graph.view
-        r = v.row() if v and v.chosen else -1
+        if not v or not v.chosen:
+            return ()
+        r = v.row()
         out: list[str] = []
         while r >= 0:
             out.append(self.index.names[v.t.func[r]])
@@ -359,7 +362,10 @@ class TraceBrowser(App):
         return tuple(reversed(out))
 
     def _draw_flame(self, focus: tuple[str, ...]) -> None:
-        paths, nodes = self.flames
+        flames = self.flames
+        if flames is None:      # (drawn only once walked)
+            return
+        paths, nodes = flames
         mine = {k: n for (slot, k), n in nodes.items() if slot == self.cpu}
         t = self.index.threads.get(self.cpu)
         title = t.label if t is not None else f"thread {self.cpu}"
@@ -381,14 +387,15 @@ class TraceBrowser(App):
         # its function may be anywhere in the list)
         v = self.graph.view
         r = v.row() if v and v.chosen else -1
-        self._came_from_func = self.index.names[v.t.func[r]] if r >= 0 else None
+        self._came_from_func = self.index.names[v.t.func[r]] if v and r >= 0 else None
         sw.current = "table"
         self._fill_table()
         table = self.query_one("#table", DataTable)
         table.focus()
         self._detail()
 
-    def action_back(self) -> None:
+    # App.action_back is a coroutine; an action may be either, and this one need not wait
+    def action_back(self) -> None:  # type: ignore[override]
         inp = self.query_one("#search", Input)
         if inp.has_class("shown"):
             inp.remove_class("shown")
@@ -425,7 +432,9 @@ class TraceBrowser(App):
                           dist(d.stdev if d else -1), key=r.func)
         for col in table.columns.values():
             label = str(col.label).rstrip(" ▼▲")
-            col.label = label + (" ▼" if col.key.value == self.sort_key else "")
+            # (a str label: the header formats it as a cell, and it holds no markup)
+            mark = " ▼" if col.key.value == self.sort_key else ""
+            col.label = label + mark    # type: ignore[assignment]
         if self._came_from_func is not None:
             names = [r.func for r in rows]
             if self._came_from_func in names:

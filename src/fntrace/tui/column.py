@@ -32,6 +32,9 @@ import threading
 from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO
 
 __all__ = ["CACHE_BYTES", "CHUNK_SHIFT", "Column", "Spill"]
 
@@ -56,7 +59,7 @@ class Spill:
         self._cache: OrderedDict[tuple[Column, int], array] = OrderedDict()
         self._dirty: set[tuple[Column, int]] = set()
         self._bytes = 0
-        self._file = None
+        self._file: IO[bytes] | None = None
         self._end = 0
         self.written = 0        # bytes written to the file (chunks evicted)
 
@@ -91,7 +94,9 @@ class Spill:
                 return col.fill_chunk()
             chunk = array(col.code)
             size = self.rows * chunk.itemsize
-            data = os.pread(self._file.fileno(), size, where)
+            f = self._file
+            assert f is not None                # an offset: the file is made (_alloc)
+            data = os.pread(f.fileno(), size, where)
             if len(data) != size:
                 raise OSError(f"the index's spill file is short at {where}")
             chunk.frombytes(data)
@@ -130,7 +135,9 @@ class Spill:
                 where = col.where[k]
                 if where is _FILL or where < 0:
                     where = self._alloc(size)
-                os.pwrite(self._file.fileno(), chunk.tobytes(), where)
+                f = self._file
+                assert f is not None            # an offset: the file is made (_alloc)
+                os.pwrite(f.fileno(), chunk.tobytes(), where)
                 self.written += size
                 col.where[k] = where
                 self._dirty.discard(key)
@@ -159,7 +166,9 @@ class Column:
 
     def fill_chunk(self) -> array:
         if self._fill is None:
-            self._fill = array(self.code, [self.fill]) * self._spill.rows
+            fill = self.fill
+            assert fill is not None             # only a column with a fill has fill chunks
+            self._fill = array(self.code, [fill]) * self._spill.rows
         return self._fill
 
     def __len__(self) -> int:
@@ -198,10 +207,12 @@ class Column:
     def extend_fill(self, n: int) -> None:
         """``n`` rows of the fill value."""
         rows = self._spill.rows
+        fill = self.fill
         while n > 0:
+            assert fill is not None             # asked of a column with a fill only
             room = rows - len(self._state[1])
             take = min(room, n)
-            self.extend(array(self.code, [self.fill]) * take)
+            self.extend(array(self.code, [fill]) * take)
             n -= take
 
     def _full(self) -> None:

@@ -110,7 +110,8 @@ class FlameGraph(Static):
         super().__init__("", **kw)
         self.paths: list[tuple[str, ...]] = []
         self.nodes: Mapping[int, list[int]] = {}
-        self.focus: tuple[str, ...] = ()
+        # the zoomed-to path; it hides Widget.focus(), never called: a Static takes no focus
+        self.focus: tuple[str, ...] = ()    # type: ignore[assignment]
         self.title = ""
 
     def show(self, paths: list[tuple[str, ...]], nodes: Mapping[int, list[int]],

@@ -242,6 +242,8 @@ class CallGraph(ScrollView, can_focus=True):
     def goto_row(self, r: int) -> None:
         """Put the cursor on row r of the current thread (unfolding what hides it)."""
         v = self.view
+        if v is None:           # (asked only with a thread shown)
+            return
         with self.index.lock:
             p = v.reveal(r)
         if p < 0:
@@ -255,6 +257,8 @@ class CallGraph(ScrollView, can_focus=True):
 
     def _follow(self, center: bool = False) -> None:
         v = self.view
+        if v is None:           # (called only with a thread shown)
+            return
         h = max(1, self.size.height)
         y = int(self.scroll_offset.y)
         if center and not (y <= v.cursor < y + h):
@@ -284,10 +288,11 @@ class CallGraph(ScrollView, can_focus=True):
         if v:
             self.action_move(len(v.vis) if end else -len(v.vis))
 
-    def action_toggle(self) -> None:
+    # the "toggle" binding folds a row: DOMNode's action_toggle(attribute) is not used
+    def action_toggle(self) -> None:  # type: ignore[override]
         v = self.view
         r = v.row() if v else -1
-        if r >= 0:
+        if v and r >= 0:
             with self.index.lock:
                 v.toggle(r)
             self._resize()
@@ -296,7 +301,7 @@ class CallGraph(ScrollView, can_focus=True):
     def action_collapse(self) -> None:
         v = self.view
         r = v.row() if v else -1
-        if r < 0:
+        if not v or r < 0:
             return
         if v.has_children(r) and not v.folded(r):
             self.action_toggle()
@@ -306,14 +311,14 @@ class CallGraph(ScrollView, can_focus=True):
     def action_expand(self) -> None:
         v = self.view
         r = v.row() if v else -1
-        if r >= 0 and v.has_children(r) and v.folded(r):
+        if v and r >= 0 and v.has_children(r) and v.folded(r):
             self.action_toggle()
 
     def action_same_call(self, d: int) -> None:
         """The next (previous) call of the function under the cursor."""
         v = self.view
         r = v.row() if v else -1
-        if r < 0:
+        if not v or r < 0:
             return
         fid = v.t.func[r]
         nxt = v.t.find(fid, r + 1, v.seen) if d > 0 else v.t.rfind(fid, r)

@@ -23,6 +23,12 @@ from array import array
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from itertools import islice
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Literal
+
+    from ..output.entry import TraceEntry
 
 from ..output.calls import Call, CallBuilder
 from ..output.entry import (
@@ -181,11 +187,11 @@ class TraceIndex:
         self.error: str | None = None
         self.stop = threading.Event()
         self.lock = threading.Lock()    # held while rows are added or closed
-        self._it = None
+        self._it: Iterator[TraceEntry | LostEvents] | None = None
         self._builder: CallBuilder | None = None
         # the native twin's walk (None: the Python loop reads the trace), made on the
         # first step; False when there is none
-        self._walk = None
+        self._walk: Iterator | Literal[False] | None = None
 
     # -- names --------------------------------------------------------------
 
@@ -232,21 +238,22 @@ class TraceIndex:
 
     def _step(self, limit: int | None) -> bool:
         """Index up to ``limit`` entries (all with None); True at the end of the trace."""
-        if self._walk is None:
-            self._walk = self._native_walk()
-        if self._walk is not False:
-            return self._native_step(limit)
-        if self._it is None:
-            self._builder = CallBuilder()
-            self._it = iter(self.source.entries())
-        feed = self._builder.feed
+        walk = self._walk
+        if walk is None:
+            walk = self._walk = self._native_walk()
+        if walk is not False:
+            return self._native_step(walk, limit)
+        it, builder = self._it, self._builder
+        if it is None or builder is None:       # (made together, at the first step)
+            builder = self._builder = CallBuilder()
+            it = self._it = iter(self.source.entries())
+        feed = builder.feed
         close = self._close
         text_id = self.text_id
         name_id = self.name_id
         threads = self.threads
         stop = self.stop
         lock = self.lock
-        it = self._it
         count = self.read
         left = limit
         while not stop.is_set():
@@ -323,7 +330,7 @@ class TraceIndex:
         wait for it (``fntrace tui`` asks before it imports textual)."""
         return Verdict(source, **_WALKS)
 
-    def _native_walk(self):
+    def _native_walk(self) -> Iterator | Literal[False]:
         """The native walk of a trace of calls or function hits (with their arguments
         and return values as text or 64-bit ints, markers and events with their text),
         with its blocks fed as it asks; False when there is no native twin or the trace
@@ -348,8 +355,7 @@ class TraceIndex:
         walker = native.IndexRows(nslots, fids, resolve, _NATIVE_BATCH, self.text_id)
         return drive(walker, source, nslots, payloads=True)
 
-    def _native_step(self, limit: int | None) -> bool:
-        walk = self._walk
+    def _native_step(self, walk: Iterator, limit: int | None) -> bool:
         stop = self.stop
         left = limit
         while not stop.is_set():

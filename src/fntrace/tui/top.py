@@ -14,6 +14,7 @@ from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Footer, Input, Static
 
 from ..errors import FntraceError
@@ -91,7 +92,7 @@ class TopScreen(App):
         rows = sort_rows(rows, self.sort)
         current = None
         if table.row_count and table.cursor_row < table.row_count:
-            current = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+            current = table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value
         table.clear()
         for r in rows:
             cells = (f"{r.rate:.1f}", str(r.hit), format_ns(r.time), format_ns(r.self),
