@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .filters import NativeFilter
+    from .walk import BlockFilter
 
 from fntrace.output.entry import (
     LOST_EVENTS_UNKNOWN, TRACE_EVENT, TRACE_FN, TRACE_PRINT, TRACE_STACK, LostEvents,
@@ -260,7 +260,7 @@ def render_function_trace(entries: Iterable[TraceEntry | LostEvents], *, header:
 def native_function_text(tf, options: Mapping[str, bool], time_in_ns: bool = True,
                          on_block: Callable[[int], None] | None = None,
                          keep: frozenset[int] | None = None,
-                         filt: NativeFilter | None = None) -> Iterator[str] | None:
+                         filt: BlockFilter | None = None) -> Iterator[str] | None:
     """The body of a function tracer's trace file's text (the lines
     ``render_function_trace`` makes of ``entries_from_file(tf)``, after the header) made
     by the native twin (_native_read.c's FunctionText), in pieces that end in a

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .filters import NativeFilter
+    from .walk import BlockFilter
 
 from fntrace.output.entry import (
     TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, TRACE_PRINT, TRACE_STACK, LostEvents,
@@ -489,7 +489,7 @@ class GraphPrinter:
 def native_graph_text(tf, options: Mapping[str, bool], nr_cpus: int,
                       on_block: Callable[[int], None] | None = None,
                       keep: frozenset[int] | None = None,
-                      filt: NativeFilter | None = None
+                      filt: BlockFilter | None = None
                       ) -> Iterator[str] | None:
     """The body of a function_graph trace file's text (the lines ``GraphPrinter.render``
     makes of ``entries_from_file(tf)``, after the headers) made by the native twin

@@ -12,7 +12,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .filters import NativeFilter
+    from typing import Any, Protocol
+
+    class BlockFilter(Protocol):
+        """What a walk's blocks may go through: filters.py's NativeFilter (not
+        imported: filters.py imports the renderers, which import this module)."""
+        since: int | None
+        until: int | None
+
+        def __call__(self, slot: int, records: bytes, base: int,
+                     *payloads: bytes) -> Any: ...
 
 __all__ = ["canon_ids", "calls_only", "drive", "native_for_calls", "Verdict", "Declined"]
 
@@ -115,7 +124,7 @@ class Verdict:
 def drive(walker, source, nslots: int,
           on_block: Callable[[int], None] | None = None,
           keep: frozenset[int] | None = None,
-          filt: NativeFilter | None = None, payloads: bool = False) -> Iterator:
+          filt: BlockFilter | None = None, payloads: bool = False) -> Iterator:
     """What a time-ordered walk (GraphText, ChromeCalls, CallRows) makes, step by step,
     each slot's next block fed when the walk asks for it (``on_block(n)``: a block of
     n records was fed); ``keep``: the slots read (the others are fed as empty: a
