@@ -39,6 +39,10 @@ _by_code: dict[int, dict[int, tuple]] = {}
 _codes: dict[int, object] = {}          # id(code) -> code: kept alive while hooked
 _had_line: set[int] = set()             # codes that had LINE events (DISABLE may linger)
 
+# sys.monitoring exists from 3.12 on: this module is imported on 3.11 too (never run
+# there), so its uses carry an ignore for the checker's 3.11 run, which 3.12+ does not
+# need (unused-ignore).
+
 
 def hold_tool(who: str) -> None:
     """Take fntrace's tool id for ``who`` (the first holder takes it from CPython)."""
@@ -47,7 +51,7 @@ def hold_tool(who: str) -> None:
         if who in _holders:
             return
         if not _holders:
-            mon = sys.monitoring
+            mon = sys.monitoring  # type: ignore[attr-defined, unused-ignore]  # 3.12+
             holder = mon.get_tool(TOOL_ID)
             if holder is None:
                 mon.use_tool_id(TOOL_ID, TOOL_NAME)
@@ -66,13 +70,13 @@ def release_tool(who: str) -> None:
             return
         _holders.discard(who)
         if not _holders and _taken_here:
-            sys.monitoring.free_tool_id(TOOL_ID)
+            sys.monitoring.free_tool_id(TOOL_ID)  # type: ignore[attr-defined, unused-ignore]  # 3.12+
 
 
 def line_events(code) -> int:
     """The LINE bit to keep in ``code``'s local events (0 if no line of it is hooked)."""
     if id(code) in _by_code:
-        return sys.monitoring.events.LINE
+        return sys.monitoring.events.LINE  # type: ignore[attr-defined, unused-ignore]  # 3.12+
     return 0
 
 
@@ -101,14 +105,15 @@ def kill() -> None:
     events stay on the code objects and find no callback)."""
     with _lock:
         if _by_code:
-            sys.monitoring.register_callback(TOOL_ID, sys.monitoring.events.LINE, None)
+            mon = sys.monitoring  # type: ignore[attr-defined, unused-ignore]  # 3.12+
+            mon.register_callback(TOOL_ID, mon.events.LINE, None)
             _by_code.clear()
             _codes.clear()
 
 
 def add_line_hook(code, line: int, handler) -> None:
     """Run ``handler(frame, line)`` each time ``line`` of ``code`` is reached."""
-    mon = sys.monitoring
+    mon = sys.monitoring  # type: ignore[attr-defined, unused-ignore]  # 3.12+
     LINE = mon.events.LINE
     with _lock:
         key = id(code)
@@ -130,7 +135,7 @@ def add_line_hook(code, line: int, handler) -> None:
 
 
 def remove_line_hook(code, line: int, handler) -> None:
-    mon = sys.monitoring
+    mon = sys.monitoring  # type: ignore[attr-defined, unused-ignore]  # 3.12+
     LINE = mon.events.LINE
     with _lock:
         key = id(code)

@@ -25,8 +25,16 @@ from ..errors import BusyError  # noqa: F401  (raised by lines.hold_tool now)
 from . import lines as _lines
 from .tool import TOOL_ID
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:                       # typing is costly to import; only checkers need this
+    from collections.abc import Callable
+    from types import CodeType
+
 __all__ = ["MonitoringBackend", "TOOL_ID"]
 
+# sys.monitoring exists from 3.12 on: the module is imported on 3.11 too (never run
+# there), so its uses carry an ignore for the checker's 3.11 run, which 3.12+ does not
+# need (unused-ignore).
 
 _RET = int(FTRACE_FL.RET)
 _DIRECT_EN = int(FTRACE_FL.DIRECT_EN)
@@ -36,7 +44,7 @@ _DIRECT_EN = int(FTRACE_FL.DIRECT_EN)
 # end runs (events/exception_events.py: RAISE, EXCEPTION_HANDLED, PY_UNWIND while its
 # events are enabled): event bit -> callback.  The back end's global events are always
 # OR-ed with them, and PY_UNWIND calls both users' callbacks when both want it.
-extra_callbacks: dict[int, object] = {}
+extra_callbacks: dict[int, Callable[..., object]] = {}
 
 
 def extra_mask() -> int:
@@ -65,7 +73,7 @@ class MonitoringBackend:
     def __init__(self) -> None:
         self.active = False
         self.call_ops = True
-        self._patched: dict[int, DynFtrace] = {}
+        self._patched: dict[int, tuple[DynFtrace, CodeType]] = {}   # ip -> (rec, code patched)
         self._unwind = False
         self._want_unwind = False
         self._trap_on = False
@@ -74,7 +82,7 @@ class MonitoringBackend:
         self._trapped: dict[int, weakref.ref] = {}
 
     def _events(self, rec: DynFtrace) -> int:
-        E = sys.monitoring.events
+        E = sys.monitoring.events  # type: ignore[attr-defined, unused-ignore]  # 3.12+
         if rec.flags & _DIRECT_EN:
             return 0            # only the direct trampoline: the stub calls it, no event
         ev = E.PY_START
@@ -88,7 +96,7 @@ class MonitoringBackend:
 
     # -- C calls (--c-calls: dispatch.on_call) ------------------------------------------
     def _register_c_calls(self) -> None:
-        mon = sys.monitoring
+        mon = sys.monitoring  # type: ignore[attr-defined, unused-ignore]  # 3.12+
         E = mon.events
         reg = dispatch.as_registered
         mon.register_callback(TOOL_ID, E.CALL, reg(dispatch.on_call))
@@ -103,12 +111,13 @@ class MonitoringBackend:
         if on and not getattr(self, "_c_registered", False):
             self._register_c_calls()
         for rec, code in list(self._patched.values()):
-            sys.monitoring.set_local_events(TOOL_ID, code, self._events(rec) | _lines.line_events(code))
+            sys.monitoring.set_local_events(  # type: ignore[attr-defined, unused-ignore]  # 3.12+
+                TOOL_ID, code, self._events(rec) | _lines.line_events(code))
 
     def start(self, call_ops: bool = True) -> None:
         if self.active:
             return
-        mon = sys.monitoring
+        mon = sys.monitoring  # type: ignore[attr-defined, unused-ignore]  # 3.12+
         _lines.hold_tool("backend")      # shared with line probes (arch/lines.py)
         E = mon.events
         self.call_ops = call_ops
@@ -132,7 +141,7 @@ class MonitoringBackend:
         self._want_unwind = on
         if not self.active or on == self._unwind:
             return
-        mon = sys.monitoring
+        mon = sys.monitoring  # type: ignore[attr-defined, unused-ignore]  # 3.12+
         E = mon.events
         reg = dispatch.as_registered
         mon.register_callback(TOOL_ID, E.PY_UNWIND,
@@ -143,11 +152,12 @@ class MonitoringBackend:
         self._set_global()
 
     def _set_global(self) -> None:
-        E = sys.monitoring.events
+        E = sys.monitoring.events  # type: ignore[attr-defined, unused-ignore]  # 3.12+
         ev = (E.PY_UNWIND | E.PY_THROW) if self._unwind else 0
         if self._trap_on:
             ev |= E.PY_START
-        sys.monitoring.set_events(TOOL_ID, ev | extra_mask())
+        sys.monitoring.set_events(  # type: ignore[attr-defined, unused-ignore]  # 3.12+
+            TOOL_ID, ev | extra_mask())
 
     # -- the discovery trap ---------------------------------------------------------
     def set_trap(self, on: bool) -> None:
@@ -178,7 +188,7 @@ class MonitoringBackend:
     def stop(self) -> None:
         if not self.active:
             return
-        mon = sys.monitoring
+        mon = sys.monitoring  # type: ignore[attr-defined, unused-ignore]  # 3.12+
         for rec, code in list(self._patched.values()):
             self._unpatch(code)
         self._patched.clear()
@@ -207,7 +217,7 @@ class MonitoringBackend:
         after its last line (stop())."""
         if not self.active:
             return
-        mon = sys.monitoring
+        mon = sys.monitoring  # type: ignore[attr-defined, unused-ignore]  # 3.12+
         E = mon.events
         for ev in (E.PY_START, E.PY_RETURN, E.PY_YIELD, E.PY_RESUME, E.PY_UNWIND, E.PY_THROW):
             if ev in extra_callbacks:
@@ -231,14 +241,15 @@ class MonitoringBackend:
             return      # a C function (--c-calls): its callers' CALL events reach it
         dispatch.sites[id(code)] = rec
         self._patched[rec.ip] = (rec, code)
-        sys.monitoring.set_local_events(TOOL_ID, code, self._events(rec) | _lines.line_events(code))
+        sys.monitoring.set_local_events(  # type: ignore[attr-defined, unused-ignore]  # 3.12+
+            TOOL_ID, code, self._events(rec) | _lines.line_events(code))
         if self._trapped:
             ref = self._trapped.get(id(code))
             if ref is not None and ref() is code:
                 # DISABLE outlives set_local_events: re-arm (every trapped location;
                 # those still not sites are turned off again on their next start)
                 self._trapped.clear()
-                sys.monitoring.restart_events()
+                sys.monitoring.restart_events()  # type: ignore[attr-defined, unused-ignore]  # 3.12+
 
     def modify_call(self, rec: DynFtrace) -> None:
         # The slot (rec.func / rec.ops) was already rewritten; the event set, or the code
@@ -250,12 +261,13 @@ class MonitoringBackend:
             self._unpatch(old[1])
             self.make_call(rec)
             return
-        sys.monitoring.set_local_events(TOOL_ID, rec.site_code,
-                                        self._events(rec) | _lines.line_events(rec.site_code))
+        sys.monitoring.set_local_events(  # type: ignore[attr-defined, unused-ignore]  # 3.12+
+            TOOL_ID, rec.site_code, self._events(rec) | _lines.line_events(rec.site_code))
 
     def _unpatch(self, code) -> None:
         try:
-            sys.monitoring.set_local_events(TOOL_ID, code, _lines.line_events(code))
+            sys.monitoring.set_local_events(  # type: ignore[attr-defined, unused-ignore]  # 3.12+
+                TOOL_ID, code, _lines.line_events(code))
         except ValueError:
             pass
         dispatch.forget(dispatch.sites, id(code))

@@ -25,6 +25,11 @@ import opcode
 import sys
 from types import FunctionType, MethodType
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:                   # typing is costly to import; only checkers need this
+    from collections.abc import Callable
+    from typing import Any
+
 from ..printk import pr_warn
 
 from .fetch import caller_frame as _getframe
@@ -57,6 +62,13 @@ OPS_FL_STUB = 1 << 5
 class _Global:
     __slots__ = ("trace_function", "trace_op", "ops_list", "ret_handler", "resume_handler",
                  "trap", "c_calls")
+    trace_function: Callable[..., Any] | None
+    trace_op: object                # core/ops.py's Ops (a layer above), or None
+    ops_list: tuple
+    ret_handler: Callable[..., Any] | None
+    resume_handler: Callable[..., Any] | None
+    trap: Callable[[Any, Any], bool] | None
+    c_calls: bool
 
     def __init__(self) -> None:
         self.trace_function = None

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 # the annotations are strings (from __future__ import annotations).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from types import FrameType
     from typing import Any
 
 from .._env import fork_safe
@@ -442,7 +443,7 @@ def synchronize(timeout: float = 5.0) -> None:
         for tid, frame in sys._current_frames().items():
             if tid == me:
                 continue
-            f = frame
+            f: FrameType | None = frame
             while f is not None:
                 if f.f_code in codes:
                     busy = True
@@ -658,7 +659,9 @@ def ftrace_ops_set_global_filter(ops: Ops, global_ops: Ops) -> None:
         key = id(global_ops)
         entry = _hash_followers.get(key)
         if entry is None or entry[0]() is not global_ops:
-            entry = (weakref.ref(global_ops, lambda _r, k=key: _drop_followers(k, _r)), [])
+            def drop(r: weakref.ref[Ops], k: int = key) -> None:
+                _drop_followers(k, r)
+            entry = (weakref.ref(global_ops, drop), [])
             _hash_followers[key] = entry
         refs = entry[1]
         refs[:] = [r for r in refs if r() is not None and r() is not ops]

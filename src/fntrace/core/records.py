@@ -55,6 +55,8 @@ class FTRACE_FL(enum.IntFlag):
 
 
 TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Literal
 
 
 class _Ints:
@@ -64,7 +66,8 @@ class _Ints:
 
     def __init__(self, flag: type[enum.IntFlag]) -> None:
         for m in flag:
-            setattr(self, m.name, int(m))
+            # a member met iterating its class is a named one (only composites lack names)
+            setattr(self, m.name, int(m))   # type: ignore[arg-type]
 
     if TYPE_CHECKING:               # the members, to a checker
         def __getattr__(self, name: str) -> int: ...
@@ -114,6 +117,21 @@ class DynFtrace:
     """
     __slots__ = ("ip", "index", "code", "name", "module", "qualname", "filename", "line",
                  "flags", "ops", "func", "direct", "gen_start", "stub", "alias", "__weakref__")
+    ip: int
+    index: int
+    code: CodeType | None
+    name: str
+    module: str
+    qualname: str
+    filename: str
+    line: int
+    flags: int
+    ops: object             # core/ops.py's Ops (a layer above this one), or None
+    func: Callable[..., object] | None
+    direct: Callable[..., object] | None
+    gen_start: int
+    stub: CodeType | None
+    alias: str
 
     def __init__(self, ip: int, code: CodeType | None, module: str, qualname: str,
                  filename: str = "", line: int = 0, index: int = 0, alias: str = ""):
@@ -452,7 +470,9 @@ class RecordTable:
             if type(value) not in leaf:     # most of a namespace: nothing defined inside
                 walk(value, module, out, seen)
 
-    def _walk_object(self, value: object, module: str, out: list, seen: set) -> None:
+    # value is Any: the exact-type tests below go through ``t = type(value)``, which
+    # the checker does not narrow ``value`` by
+    def _walk_object(self, value: Any, module: str, out: list, seen: set) -> None:
         # Only C-level attribute reads on exact types: a namespace may hold anything
         # (a mock whose __class__ is a property, a class whose metaclass computes
         # attributes), and discovery runs inside callbacks, where no program code may.
@@ -534,7 +554,7 @@ class RecordTable:
     # says which module names each of them can use, and modules outside every scope
     # are not looked at (their records are made on demand, by refresh()).
 
-    def set_scope(self, key: object, scope: Callable[[str], bool] | None | bool) -> None:
+    def set_scope(self, key: object, scope: Callable[[str], bool] | None | Literal[False]) -> None:
         """Who needs functions of modules loaded from now on: ``scope`` is a predicate
         on module names, None for every module, False to drop the entry."""
         with self.lock:
@@ -561,7 +581,7 @@ class RecordTable:
             self._scope_cache[name] = hit
         return hit
 
-    def discover(self, code: CodeType, glb: object) -> None:
+    def discover(self, code: CodeType, glb: dict[str, Any]) -> None:
         """A code object fntrace has no record of starts (the discovery trap)."""
         known = self.by_code.get(id(code))
         if known is not None and (known.index or not _is_traceable(code)):
@@ -664,7 +684,7 @@ class RecordTable:
         if self._hook_installed:
             return
         import importlib._bootstrap_external as bx
-        base = bx._LoaderBasics
+        base = bx._LoaderBasics             # type: ignore[attr-defined]  # private: not in the stubs
         orig = base.exec_module
         table = self
 
@@ -693,10 +713,10 @@ class RecordTable:
         if not self._hook_installed:
             return
         import importlib._bootstrap_external as bx
-        cur = bx._LoaderBasics.exec_module
+        cur = bx._LoaderBasics.exec_module     # type: ignore[attr-defined]  # private: not in the stubs
         orig = getattr(cur, "_fntrace_orig", None)
         if orig is not None:
-            bx._LoaderBasics.exec_module = orig
+            bx._LoaderBasics.exec_module = orig    # type: ignore[attr-defined]  # as above
         self._hook_installed = False
 
 
