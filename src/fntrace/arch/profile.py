@@ -25,6 +25,12 @@ from ..core.task import own_threads
 from ..core.records import FTRACE_FL, DynFtrace, record_table
 from ..errors import BusyError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:                       # typing is costly to import; only checkers need this
+    from collections.abc import Callable
+    from types import CodeType
+    from typing import Any
+
 __all__ = ["ProfileBackend"]
 
 _DIRECT_EN = int(FTRACE_FL.DIRECT_EN)
@@ -86,6 +92,10 @@ class ProfileBackend:
     # make_call only fills the table the hook reads: the hook can come last
     # (core/ops.ftrace_replace_code)
     start_after_patching = True
+    # made when first needed (getattr(self, name, None) until then)
+    _real: tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any],
+                 Callable[..., Any] | None] | None
+    _patched: dict[int, CodeType]       # ip -> code object patched
 
     def __init__(self) -> None:
         self.active = False
@@ -153,10 +163,11 @@ class ProfileBackend:
         else:
             shim = _PyShim(real_set, real_get, self._hook, self._chained_hook(), chain, pure)
             setprofile, getprofile = shim.setprofile, shim.getprofile
+            # bound methods, to the checker plain callables (no __func__)
             for fake, real in ((setprofile, real_set), (getprofile, real_get)):
-                fake.__func__.__name__ = real.__name__
-                fake.__func__.__qualname__ = real.__qualname__
-                fake.__func__.__doc__ = real.__doc__
+                fake.__func__.__name__ = real.__name__              # type: ignore[union-attr]
+                fake.__func__.__qualname__ = real.__qualname__      # type: ignore[union-attr]
+                fake.__func__.__doc__ = real.__doc__                # type: ignore[union-attr]
         self._shim = shim
 
         def thr_setprofile(func):
@@ -165,11 +176,11 @@ class ProfileBackend:
         def thr_getprofile():
             return shim.threads
 
-        for fake, real in ((thr_setprofile, real_thr_set), (thr_getprofile, real_thr_get)):
-            if real is not None:
+        for thr_fake, thr_real in ((thr_setprofile, real_thr_set), (thr_getprofile, real_thr_get)):
+            if thr_real is not None:
                 # as the program's own introspection (check__all__, inspect) finds them
-                fake.__name__, fake.__qualname__ = real.__name__, real.__qualname__
-                fake.__doc__, fake.__module__ = real.__doc__, real.__module__
+                thr_fake.__name__, thr_fake.__qualname__ = thr_real.__name__, thr_real.__qualname__
+                thr_fake.__doc__, thr_fake.__module__ = thr_real.__doc__, thr_real.__module__
         sys.setprofile, sys.getprofile = setprofile, getprofile
         threading.setprofile = thr_setprofile
         if real_thr_get is not None:

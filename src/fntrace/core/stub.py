@@ -62,7 +62,7 @@ _PLACEHOLDER = "__fntrace_direct_site__"
 class _TLS(threading.local):
     # A class default: a thread that never had a redirect finds None without the
     # AttributeError a plain threading.local miss costs on every call.
-    redirect = None
+    redirect: tuple[Any, Callable] | None = None       # (frame, target)
 
 
 _tls = _TLS()
@@ -271,18 +271,19 @@ def install_stub(rec: DynFtrace) -> DirectSite:
     """Swap the code of every function object of rec (once) for a stub."""
     if rec.stub is not None:
         return _sites[rec.ip]
+    code = rec.code
     funcs = functions_of(rec)
-    if not funcs:
+    if code is None or not funcs:       # (None: a C function's record, with no funcs either)
         raise UsageError(f"{rec.name}: no function object uses this code (yet)")
     for f in funcs:
         check_patchable(f)
-    site = DirectSite(rec, rec.code, funcs[0].__globals__, funcs[0])
-    stub = make_stub(rec.code, site)
+    site = DirectSite(rec, code, funcs[0].__globals__, funcs[0])
+    stub = make_stub(code, site)
     for f in funcs:
         f.__code__ = stub
     _install(rec, site, stub)
     # Closures not made yet come from the enclosing function's code: give it the stub.
-    _lifted[rec.ip] = _lift(rec.code, stub)
+    _lifted[rec.ip] = _lift(code, stub)
     return site
 
 
@@ -333,7 +334,7 @@ def _resite(rec: DynFtrace) -> None:
 
 
 def _lift(child_old: CodeType, child_new: CodeType) -> list:
-    changes = []
+    changes: list[tuple[CodeType, CodeType]] = []
     while True:
         parent = _parent_code(child_old)
         if parent is None:
@@ -385,6 +386,8 @@ def prepatch_tree(module_code: CodeType, recs: list[DynFtrace], globals_: dict) 
         if rec.stub is not None:
             continue
         code = rec.code
+        if code is None:
+            continue        # a C function's record: never in a module's code tree
         if code.co_flags & _CO_ASYNC_GENERATOR:
             raise UsageError(f"{rec.name} is an async generator: patching one is not supported")
         site = DirectSite(rec, code, globals_)
