@@ -35,6 +35,10 @@ from types import BuiltinFunctionType, CodeType, FunctionType, MethodType, Modul
 
 from .. import _env
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:                   # typing is costly to import; only checkers need this
+    from typing import Any
+
 __all__ = ["value_repr", "int_payload", "static_getattr", "static_getitem", "frame_var",
            "caller_frame",
            "FAULT", "MAX_REPR", "Fault", "settings"]
@@ -118,7 +122,7 @@ def _str_text(v: str) -> str:
     return str.__repr__(v)
 
 
-def _bytes_text(v, base: type) -> str:
+def _bytes_text(v, base: type[bytes] | type[bytearray]) -> str:
     n = base.__len__(v)
     if n > MAX_STRING:
         head = (MAX_STRING - 3) // 2
@@ -212,7 +216,8 @@ def _repr(v, level: int) -> str:
             elif base is dict:
                 inner = _repr(dict(dict.items(v)), level)
             else:                   # set, frozenset: their copy is of the base type
-                inner = _repr(base.copy(v), level)
+                # (the `is` tests above do not narrow base for the checker)
+                inner = _repr(base.copy(v), level)  # type: ignore[union-attr]
             return f"{_type_qualname(t)}({inner})"
     return f"<{_type_name(t)} object at {id(v):#x}>"
 
@@ -264,7 +269,7 @@ def static_getattr(obj, name: str):
         except Exception as e:
             raise Fault(name) from e
     t = type(obj)
-    found = _MISSING
+    found: Any = _MISSING           # a value of a class's namespace: anything
     for klass in _type_mro(t):
         d = _type_dict(klass)
         if name in d:
@@ -358,7 +363,9 @@ def caller_frame(depth: int = 0):
     try:
         raise _FrameProbe
     except _FrameProbe as e:
-        f = e.__traceback__.tb_frame        # this function's frame; e goes at the end
+        # this function's frame; e goes at the end.  (A caught exception has its
+        # traceback: never None here.)
+        f = e.__traceback__.tb_frame        # type: ignore[union-attr]
     for _ in range(depth + 1):
         f = f.f_back
     return f

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import enum
 import importlib.machinery
 import os
 import pkgutil
@@ -38,12 +39,17 @@ __all__ = ["FuncInfo", "ClassInfo", "ModuleSource", "Verdict", "UNREADABLE", "fi
            "close_names", "main_source", "submodules", "main_sources"]
 
 
-class _Unreadable:
+class _Unreadable(enum.Enum):
+    # an enum of one member: ``x is UNREADABLE`` then narrows x for a checker
+    UNREADABLE = 0
+
     def __repr__(self) -> str:
         return "UNREADABLE"
 
+    __str__ = __repr__
 
-UNREADABLE = _Unreadable()
+
+UNREADABLE = _Unreadable.UNREADABLE
 
 # Calls that make functions at run time which the source does not show: builtins
 # called by their bare name, the rest also through their module (types.FunctionType).
@@ -209,7 +215,7 @@ class _Walker(ast.NodeVisitor):
                         and t.value.id == "self"):
                     cls.attrs.add(t.attr)
 
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self._func(node, node.name, node.args, node.returns, node.body)
 
     visit_AsyncFunctionDef = visit_FunctionDef
@@ -234,8 +240,8 @@ class _Walker(ast.NodeVisitor):
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         for d in node.decorator_list:
             self.visit(d)
-        for b in node.bases:
-            self.visit(b)
+        for base in node.bases:
+            self.visit(base)
         qual = self._qual(node.name)
         cls = self.mod.classes.setdefault(qual, ClassInfo(qual))
         cls.bases = [ast.unparse(b) for b in node.bases]

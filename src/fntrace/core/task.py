@@ -36,9 +36,10 @@ def _thread_object(ident: int):
     happen in Thread._bootstrap before it is in threading._active, so look there, then
     in the starting threads, then for the Thread object on the stack.
     """
-    t = threading._active.get(ident)
+    # threading's private tables: not in the stubs
+    t = threading._active.get(ident)        # type: ignore[attr-defined]
     if t is None:
-        for cand in list(threading._limbo.values()):
+        for cand in list(threading._limbo.values()):    # type: ignore[attr-defined]
             if getattr(cand, "_ident", None) == ident:
                 t = cand
                 break
@@ -145,7 +146,7 @@ def start_thread(fn, *args) -> int:
 # _thread.start_new_thread directly have no Thread object to tie the pair to and are
 # not followed.
 
-_parent_of_thread: "weakref.WeakKeyDictionary" = None   # Thread -> parent's native id
+_parent_of_thread: weakref.WeakKeyDictionary | None = None   # Thread -> parent's native id
 _parent_of: dict[int, int] = {}                          # native id -> parent's native id
 _following = False
 _START_NAMES = ("_start_joinable_thread", "_start_new_thread")
@@ -171,7 +172,8 @@ def _note_start(function) -> None:
                 p = _current_parent()
                 if p is not None:
                     _parent_of[me] = p
-            _parent_of_thread[t] = me
+            if _parent_of_thread is not None:       # (made before start was wrapped)
+                _parent_of_thread[t] = me
     except Exception:
         pass      # never into the program's Thread.start
 
