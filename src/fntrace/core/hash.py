@@ -392,7 +392,7 @@ class PendingPattern:
         return (self.pattern, self.negate, self.matched) == (other.pattern, other.negate,
                                                              other.matched)
 
-    __hash__ = None     # type: ignore[assignment]  # mutable, so unhashable: object has a method there
+    __hash__ = None     # type: ignore[assignment]  # mutable, so unhashable (object.__hash__ is a method)
 
     def __repr__(self) -> str:
         return (f"PendingPattern(pattern={self.pattern!r}, negate={self.negate!r}, "
