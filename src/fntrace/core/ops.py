@@ -130,7 +130,8 @@ class Ops:
         self.ops_func = None
         self.direct_call = None
         self.saved_func = self.func
-        self.managed = None
+        # the manager's rebuild, called when the ops changes (fgraph's, for its users)
+        self.managed: Callable[[Ops | None], None] | None = None
         self.nerrors = 0
         self.name = name or getattr(func, "__qualname__", None) or "ops"
 
