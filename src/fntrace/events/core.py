@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .filter import EventFilter
-    from .synth import SynthEvent
 
 from .._env import fork_safe
 from ..core.task import own_threads as _own_threads, thread_cpu, thread_info
@@ -89,7 +88,9 @@ class EventCall:
     fields    name -> kind ('int', 'str', 'any') for filters and the format file
     hook      called with True when the first file needs the event, False after the last
     """
-    synth: SynthEvent       # a synthetic event's only (events/synth.py sets it)
+    # a synthetic event's SynthEvent only (events/synth.py sets it; synth is above this
+    # module: not imported, not even for the checker)
+    synth: Any
 
     def __init__(self, system: str, name: str, fields: Mapping[str, str], *,
                  print_fmt: str = "", hook: Callable[[bool], None] | None = None,
