@@ -28,7 +28,13 @@ from types import FunctionType, MethodType
 TYPE_CHECKING = False
 if TYPE_CHECKING:                   # typing is costly to import; only checkers need this
     from collections.abc import Callable
+    from types import CodeType, FrameType
     from typing import Any
+
+    from .records import DynFtrace
+
+    # a profile function: (frame, event, arg), as sys.setprofile calls it
+    ProfileFunc = Callable[[FrameType, str, Any], object]
 
 from ..printk import pr_warn
 
@@ -45,10 +51,10 @@ __all__ = [
 ]
 
 # id(code) -> record, for patched sites only.
-sites: dict = {}
+sites: dict[int, DynFtrace] = {}
 # id(code) -> code the setprofile back end's discovery trap found not to be a site
 # (sys.monitoring has DISABLE for that): looked up before the trap is asked again.
-no_site: dict = {}
+no_site: dict[int, CodeType] = {}
 _sites_get = sites.get
 _by_code_get = record_table.by_code.get
 _sym = record_table.sym
@@ -64,7 +70,7 @@ class _Global:
                  "trap", "c_calls")
     trace_function: Callable[..., Any] | None
     trace_op: object                # core/ops.py's Ops (a layer above), or None
-    ops_list: tuple
+    ops_list: tuple[Any, ...]       # core/ops.py's Ops (a layer above)
     ret_handler: Callable[..., Any] | None
     resume_handler: Callable[..., Any] | None
     trap: Callable[[Any, Any], bool] | None
@@ -73,7 +79,7 @@ class _Global:
     def __init__(self) -> None:
         self.trace_function = None
         self.trace_op = None
-        self.ops_list: tuple = ()          # registered ops, most recent first
+        self.ops_list = ()          # registered ops, most recent first
         self.ret_handler = None            # fgraph's return path, when a graph user is on
         self.resume_handler = None         # fgraph's generator-resume path
         self.trap = None                   # trap(code, globals) -> is a site now (arch)
@@ -88,16 +94,16 @@ callback_errors = [0]
 # the program's recursion limit, and what a program's signal handler raised inside
 # one is handed to the program where CPython would have run the handler.  None: the
 # callbacks are handed to CPython bare (the native hot path's are C already).
-callback_shell = None
+callback_shell: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None
 
 
-def as_registered(func):
+def as_registered(func: Callable[..., Any] | None) -> Callable[..., Any] | None:
     """``func`` as the back ends hand it to CPython: in its shell when there is one."""
     sh = callback_shell
     return func if sh is None or func is None else sh(func)
 
 
-def forget(table: dict, key: int | None = None) -> None:
+def forget(table: dict[int, Any], key: int | None = None) -> None:
     """Remove an entry of ``sites`` or ``record_table.by_code`` (all of them when key is
     None).  The native twin caches lookups by address: a removed entry's address may be
     reused by another object, so its cache is cleared."""
@@ -109,7 +115,7 @@ def forget(table: dict, key: int | None = None) -> None:
         _native.cache_forget(key)
 
 
-def _signal_handler_codes() -> set:
+def _signal_handler_codes() -> set[CodeType]:
     codes = set()
     for s in _signal.valid_signals():
         try:
@@ -138,7 +144,7 @@ def from_signal_handler(exc: BaseException) -> bool:
     return False
 
 
-def contain(who, exc: BaseException) -> bool:
+def contain(who: Any, exc: BaseException) -> bool:
     """A callback raised (an ops', an fgraph user's, an fprobe's, the discovery
     trap's): count it on ``who`` and in callback_errors, say so once, never let it
     reach the program — unless a signal handler of the program raised it: then True,
@@ -187,7 +193,7 @@ def unsaid_notices() -> list[str]:
     return out
 
 
-def caller_frame(frame):
+def caller_frame(frame: FrameType) -> FrameType | None:
     """The frame that called ``frame``, seen through 3.11's comprehension frames."""
     back = frame.f_back
     while back is not None and back.f_code.co_name in _INLINED and back.f_back is not None:
@@ -195,7 +201,7 @@ def caller_frame(frame):
     return back
 
 
-def _parent_slow(back):
+def _parent_slow(back: FrameType) -> DynFtrace:
     # 3.11 runs list/dict/set comprehensions in frames of their own; 3.12 inlined them
     # (PEP 709).  The caller is the function around the comprehension on every version.
     while back.f_code.co_name in _INLINED and back.f_back is not None:
@@ -207,11 +213,12 @@ def _parent_slow(back):
     return _sym(back.f_code, glb.get("__name__") if isinstance(glb, dict) else None)
 
 
-def ftrace_stub(ip, parent_ip, op, fregs) -> None:
+def ftrace_stub(ip: DynFtrace, parent_ip: DynFtrace, op: object, fregs: FtraceRegs | None) -> None:
     """The nop ops' function: what a site that is being turned off may still call."""
 
 
-def ftrace_ops_list_func(ip, parent_ip, op, fregs) -> None:
+def ftrace_ops_list_func(ip: DynFtrace, parent_ip: DynFtrace, op: Any,
+                         fregs: FtraceRegs | None) -> None:
     """Call every registered ops whose hash contains this function (ftrace.c
     __ftrace_ops_list_func).  Most recently registered first, like the kernel's list."""
     for op in G.ops_list:
@@ -228,7 +235,7 @@ def ftrace_ops_list_func(ip, parent_ip, op, fregs) -> None:
 _DISABLE = getattr(getattr(sys, "monitoring", None), "DISABLE", None)
 
 
-def _miss(code):
+def _miss(code: CodeType) -> DynFtrace | None:
     """A start that found no site: the back end's discovery trap, if it is set, may make
     one (arch/monitoring.py); the record, or what the callback returns (None: a site
     turned off while the event was on its way; DISABLE: not a site, no more calls)."""
@@ -245,14 +252,14 @@ def _miss(code):
     return _sites_get(id(code))
 
 
-def _make_on_py_start(call_ops: bool):
+def _make_on_py_start(call_ops: bool) -> Callable[[CodeType, int], object]:
     """The sys.monitoring PY_START callback.  With CALL_OPS the site's record holds its
     ops, so one ops costs the same whatever else is registered; without, every site
     calls the one global target, which is the single registered ops or, as soon as two
     are registered, the list func."""
     g = G
 
-    def on_py_start(code, offset):
+    def on_py_start(code: CodeType, offset: int) -> object:
         """sys.monitoring PY_START on a patched site (see _make_on_py_start)."""
         rec = _sites_get(id(code))
         if rec is None:
@@ -261,6 +268,7 @@ def _make_on_py_start(call_ops: bool):
                 return rec
         frame = _getframe(1)
         back = frame.f_back
+        parent: DynFtrace | None
         if back is None:
             parent = ROOT
         else:
@@ -272,7 +280,9 @@ def _make_on_py_start(call_ops: bool):
         else:
             op, func = g.trace_op, g.trace_function
         try:
-            func(rec, parent, op, FtraceRegs(frame, rec, rec.flags & _REGS_EN))
+            # a site in ``sites`` has its func, and the global target is set while any
+            # site is on: neither is None here
+            func(rec, parent, op, FtraceRegs(frame, rec, rec.flags & _REGS_EN))  # type: ignore[misc]
         except (Exception, SystemExit) as exc:
             if contain(op, exc):
                 raise
@@ -285,7 +295,7 @@ on_py_start_global = _make_on_py_start(False)
 on_py_start_global.__name__ = on_py_start_global.__qualname__ = "on_py_start_global"
 
 
-def on_py_return(code, offset, retval):
+def on_py_return(code: CodeType, offset: int, retval: object) -> None:
     """PY_RETURN / PY_YIELD on a site that reports returns (a graph user is on it)."""
     rec = _sites_get(id(code))
     h = G.ret_handler
@@ -299,7 +309,7 @@ def on_py_return(code, offset, retval):
     return None
 
 
-def on_py_resume(code, offset):
+def on_py_resume(code: CodeType, offset: int) -> None:
     """PY_RESUME on a site that reports returns: a generator or coroutine resumed."""
     rec = _sites_get(id(code))
     h = G.resume_handler
@@ -313,7 +323,7 @@ def on_py_resume(code, offset):
     return None
 
 
-def on_py_throw(code, offset, exc):
+def on_py_throw(code: CodeType, offset: int, exc: BaseException) -> None:
     """PY_THROW (global only): a generator resumed by throw()."""
     rec = _sites_get(id(code))
     h = G.resume_handler
@@ -327,7 +337,7 @@ def on_py_throw(code, offset, exc):
     return None
 
 
-def on_py_unwind(code, offset, exc):
+def on_py_unwind(code: CodeType, offset: int, exc: BaseException) -> None:
     """PY_UNWIND (global only): an exception leaves a frame."""
     rec = _sites_get(id(code))
     h = G.ret_handler
@@ -356,14 +366,14 @@ def on_py_unwind(code, offset, exc):
 # c_calls: key -> record.  The key is the PyMethodDef in the native twin (one for a
 # method however it is reached); here, the callable itself where it lives as long as
 # what defines it (a module's function, a type's method descriptor), else its name.
-c_calls: dict = {}
+c_calls: dict[object, DynFtrace] = {}
 _c_sym = record_table.c_sym
 _BUILTIN = type(len)
 _METHOD_DESCR = type(str.join)
 _ModuleType = type(sys)
 
 
-def _c_rec(func):
+def _c_rec(func: Any) -> DynFtrace | None:
     t = type(func)
     if t is _METHOD_DESCR or (t is _BUILTIN and (func.__self__ is None
                                                   or type(func.__self__) is _ModuleType)):
@@ -379,7 +389,7 @@ def _c_rec(func):
     return _c_sym(func)          # a bound method: named each time (a new object each time)
 
 
-def on_call(code, offset, func, arg0):
+def on_call(code: CodeType, offset: int, func: Any, arg0: object) -> None:
     """sys.monitoring CALL in a patched site's code (--c-calls): a C function called
     from a traced function is traced as its leaf."""
     if not G.c_calls:
@@ -391,7 +401,7 @@ def on_call(code, offset, func, arg0):
     return None
 
 
-def _c_entry(code, func) -> None:
+def _c_entry(code: CodeType, func: Any) -> None:
     """``code`` (a patched site's, or not) calls the C function ``func``."""
     caller = _sites_get(id(code))
     if caller is None:
@@ -407,7 +417,7 @@ def _c_entry(code, func) -> None:
             raise
 
 
-def _c_return(func, unwind: bool) -> None:
+def _c_return(func: Any, unwind: bool) -> None:
     h = G.ret_handler
     if h is None:
         return
@@ -424,27 +434,27 @@ def _c_return(func, unwind: bool) -> None:
             raise
 
 
-def on_c_return(code, offset, func, arg0):
+def on_c_return(code: CodeType, offset: int, func: Any, arg0: object) -> None:
     """sys.monitoring C_RETURN (where CALL is on): the C call's return (its value is
     not reported)."""
     _c_return(func, False)
 
 
-def on_c_raise(code, offset, func, arg0):
+def on_c_raise(code: CodeType, offset: int, func: Any, arg0: object) -> None:
     """sys.monitoring C_RAISE: the C call ended by an exception (not reported either)."""
     _c_return(func, True)
 
 
-def _profile_c_call(frame, func) -> None:
+def _profile_c_call(frame: FrameType, func: Any) -> None:
     """setprofile 'c_call' (3.11): the profile hook is handed a bound method for a
     method descriptor, as cProfile is."""
     _c_entry(frame.f_code, func)
 
 
-_ret_offs: dict = {}
+_ret_offs: dict[int, tuple[CodeType, frozenset[int]]] = {}
 
 
-def _scan(code, ops: frozenset, resume_after_yield: bool) -> frozenset:
+def _scan(code: CodeType, ops: frozenset[int], resume_after_yield: bool) -> frozenset[int]:
     """The offsets of the instructions in ``ops`` (and, if asked, of every RESUME with an
     argument) in ``code``'s bytecode.  co_code is the unspecialised bytecode, 2-byte code
     units whose inline caches are CACHE (opcode 0) units: read directly, not through
@@ -471,7 +481,7 @@ _RETURN_OPS = frozenset(opcode.opmap[n] for n in ("RETURN_VALUE", "RETURN_CONST"
 _YIELD_OPS = frozenset((opcode.opmap["YIELD_VALUE"],))
 
 
-def _return_offsets(code) -> frozenset:
+def _return_offsets(code: CodeType) -> frozenset[int]:
     """Offsets where a frame stops normally: returns, yields, and (3.13) the RESUME after
     a yield, where f_lasti points once the frame is suspended (coverage.py's
     lasti_is_yield quirk, python/cpython#113728)."""
@@ -481,22 +491,22 @@ def _return_offsets(code) -> frozenset:
     return ent[1]
 
 
-_throw_at: dict = {}     # id(frame) -> f_lasti of a generator resumed by throw() (3.11)
+_throw_at: dict[int, int] = {}     # id(frame) -> f_lasti of a generator resumed by throw() (3.11)
 
 
-def _yield_offsets(code) -> frozenset:
+def _yield_offsets(code: CodeType) -> frozenset[int]:
     ent = _yield_offs.get(id(code))
     if ent is None or ent[0] is not code:
         ent = _yield_offs[id(code)] = (code, _scan(code, _YIELD_OPS, False))
     return ent[1]
 
 
-_yield_offs: dict = {}
+_yield_offs: dict[int, tuple[CodeType, frozenset[int]]] = {}
 return_offsets = _return_offsets
 yield_offsets = _yield_offsets
 
 
-def _profile_resume(rec, frame) -> None:
+def _profile_resume(rec: DynFtrace, frame: FrameType) -> None:
     """setprofile 'call' of a generator that is resuming, not starting (3.11 reports
     both as 'call').  Only a graph user sees it, as a call of its own."""
     h = G.resume_handler
@@ -512,7 +522,7 @@ def _profile_resume(rec, frame) -> None:
             raise
 
 
-def _profile_return(rec, frame, arg) -> None:
+def _profile_return(rec: DynFtrace, frame: FrameType, arg: Any) -> None:
     """setprofile 'return': a return, a yield, or an exception leaving the frame — which
     setprofile reports as a 'return' of None.  The last instruction tells them apart;
     a generator thrown into that lets the exception out is still at its yield."""
@@ -533,7 +543,7 @@ def _profile_return(rec, frame, arg) -> None:
             raise
 
 
-def _profile_miss(frame):
+def _profile_miss(frame: FrameType) -> DynFtrace | None:
     """A call that found no site while the discovery trap is set (arch/profile.py)."""
     trap = G.trap
     try:
@@ -548,14 +558,14 @@ def _profile_miss(frame):
 
 # thread ident -> the program's own profile function (arch/profile.py): 3.11 has one
 # profile function per thread, so fntrace's hook calls the program's after each event.
-profile_chain: dict = {}
+profile_chain: dict[int, ProfileFunc] = {}
 # idents whose function was installed during the sys.setprofile call now ending: CPython
 # tells a profile function installed inside a C call nothing of that call's end.
-profile_chain_skip: set = set()
-_get_ident = __import__("_thread").get_ident
+profile_chain_skip: set[int] = set()
+_get_ident: Callable[[], int] = __import__("_thread").get_ident
 
 
-def _chain(frame, event, arg) -> None:
+def _chain(frame: FrameType, event: str, arg: Any) -> None:
     ident = _get_ident()
     if profile_chain_skip and event in ("c_return", "c_exception") and ident in profile_chain_skip:
         profile_chain_skip.discard(ident)
@@ -570,12 +580,12 @@ def _chain(frame, event, arg) -> None:
             raise
 
 
-def _make_profile_hook(call_ops: bool):
+def _make_profile_hook(call_ops: bool) -> Callable[[FrameType, str, Any], None]:
     """The setprofile hook (3.11 back end): every call reaches it and it tests the
     record, like a kernel without DYNAMIC_FTRACE where every mcount call runs."""
     g = G
 
-    def profile_hook(frame, event, arg):
+    def profile_hook(frame: FrameType, event: str, arg: Any) -> None:
         if event == "call":
             rec = _sites_get(id(frame.f_code))
             if rec is None:
@@ -588,6 +598,7 @@ def _make_profile_hook(call_ops: bool):
                 _profile_resume(rec, frame)
                 return
             back = frame.f_back
+            parent: DynFtrace | None
             if back is None:
                 parent = ROOT
             else:
@@ -599,7 +610,8 @@ def _make_profile_hook(call_ops: bool):
             else:
                 op, func = g.trace_op, g.trace_function
             try:
-                func(rec, parent, op, FtraceRegs(frame, rec, rec.flags & _REGS_EN))
+                # not None: as in on_py_start
+                func(rec, parent, op, FtraceRegs(frame, rec, rec.flags & _REGS_EN))  # type: ignore[misc]
             except (Exception, SystemExit) as exc:
                 if contain(op, exc):
                     raise
@@ -622,11 +634,11 @@ profile_hook = _make_profile_hook(True)
 profile_hook_global = _make_profile_hook(False)
 
 
-def chained(hook):
+def chained(hook: ProfileFunc) -> Callable[[FrameType, str, Any], None]:
     """The hook for a thread whose program set its own profile function: fntrace's
     handling, then the program's function (the native hook consults profile_chain
     itself)."""
-    def profile_hook_chained(frame, event, arg):
+    def profile_hook_chained(frame: FrameType, event: str, arg: Any) -> None:
         hook(frame, event, arg)
         if profile_chain:
             _chain(frame, event, arg)
@@ -646,7 +658,7 @@ DISPATCH_CODES = {f.__code__ for f in (on_py_start, on_py_start_global, _miss, o
 # set) they are replaced by it.  It reads the same tables and the same record slots.
 from .. import _env as _env  # noqa: E402
 
-_native = _env.native()
+_native = _env.native()  # type: ignore[no-untyped-call, unused-ignore]  # _env is outside the strict modules
 
 
 def attach_native(ops_type: type) -> None:

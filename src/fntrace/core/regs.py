@@ -20,6 +20,7 @@ from .fetch import frame_var as _frame_var
 # the annotations are strings (from __future__ import annotations).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
 __all__ = [
@@ -42,9 +43,10 @@ _NO_RETVAL = object()
 _varname = getattr(CodeType, "_varname_from_oparg", None)
 
 
-def _param_names(code) -> tuple[str, ...]:
+def _param_names(code: CodeType) -> tuple[str, ...]:
     """Parameter names in signature order: positional, *args, keyword-only, **kwargs."""
     npos, nkw = code.co_argcount, code.co_kwonlyargcount
+    names: Sequence[str]
     if _varname is None:
         names = code.co_varnames
     else:
@@ -71,7 +73,9 @@ class FtraceRegs:
     """
     __slots__ = ("frame", "rec", "regs", "retval")
 
-    def __init__(self, frame: FrameType, rec, regs: bool = False, retval: Any = _NO_RETVAL):
+    # rec: a record (core/records.py, beside this module in the layers: not imported);
+    # regs: a bool or the site's REGS_EN flag bit, read for its truth only
+    def __init__(self, frame: FrameType, rec: Any, regs: int = False, retval: Any = _NO_RETVAL):
         self.frame = frame
         self.rec = rec
         self.regs = regs
@@ -121,12 +125,12 @@ class FtraceRegs:
 
     # -- what the kernel keeps beside the arguments ------------------------------------
     @property
-    def instruction_pointer(self):
+    def instruction_pointer(self) -> Any:
         """The traced function's record (ftrace_regs_get_instruction_pointer)."""
         return self.rec
 
     @property
-    def caller_frame_code(self):
+    def caller_frame_code(self) -> CodeType | None:
         if type(self.frame) is not FrameType:
             return None
         back = self.frame.f_back
@@ -166,7 +170,7 @@ def ftrace_regs_get_return_value(fregs: FtraceRegs) -> Any:
     return fregs.get_return_value()
 
 
-def ftrace_regs_get_instruction_pointer(fregs: FtraceRegs):
+def ftrace_regs_get_instruction_pointer(fregs: FtraceRegs) -> Any:
     return fregs.rec
 
 
