@@ -658,7 +658,8 @@ DISPATCH_CODES = {f.__code__ for f in (on_py_start, on_py_start_global, _miss, o
 # set) they are replaced by it.  It reads the same tables and the same record slots.
 from .. import _env as _env  # noqa: E402
 
-_native = _env.native()  # type: ignore[no-untyped-call, unused-ignore]  # _env is outside the strict modules
+# (_env is outside the strict modules: its functions are not annotated)
+_native = _env.native()  # type: ignore[no-untyped-call, unused-ignore]
 
 
 def attach_native(ops_type: type) -> None:

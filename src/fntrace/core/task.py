@@ -14,6 +14,11 @@ import weakref
 from .._env import fork_safe, forked_check
 from .fetch import caller_frame
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:                   # typing is costly to import; only checkers need this
+    from collections.abc import Callable
+    from typing import Any
+
 __all__ = ["wait_thread_gone", "TASK_COMM_LEN", "thread_cpu", "thread_info", "forget_threads", "new_thread_hooks",
            "thread_ended", "own_threads", "fntrace_thread", "thread_name", "thread_parent",
            "follow_forks", "start_thread", "own_thread_hooks"]
@@ -23,12 +28,13 @@ TASK_COMM_LEN = 16
 # Reentrant: while a thread holds it (thread_ended at its end), CPython may run program
 # code on that thread -- a pending call, a finalizer -- whose first traced event asks
 # for the thread's index (a plain lock deadlocked there: CPython's test_capi).
-_cpu_lock = fork_safe(threading.RLock())
+# (_env is outside the strict modules: its functions are not annotated)
+_cpu_lock = fork_safe(threading.RLock())  # type: ignore[no-untyped-call, unused-ignore]
 _cpu_of: dict[tuple[int, int], int] = {}   # (get_ident(), get_native_id()) -> cpu
 thread_info: dict[int, tuple[int, str]] = {}   # cpu -> (native id, comm)
 
 
-def _thread_object(ident: int):
+def _thread_object(ident: int) -> threading.Thread | None:
     """The Thread object of a thread, found without side effects.
 
     threading.current_thread() would make a _DummyThread (and change the program's
@@ -37,7 +43,7 @@ def _thread_object(ident: int):
     in the starting threads, then for the Thread object on the stack.
     """
     # threading's private tables: not in the stubs
-    t = threading._active.get(ident)        # type: ignore[attr-defined]
+    t: threading.Thread | None = threading._active.get(ident)   # type: ignore[attr-defined]
     if t is None:
         for cand in list(threading._limbo.values()):    # type: ignore[attr-defined]
             if getattr(cand, "_ident", None) == ident:
@@ -93,7 +99,7 @@ own_threads: set[int] = set()
 
 # Run on a thread as it becomes fntrace's own (trace_array.py: it drops the verdicts the
 # thread's earlier events left in each instance's cache).
-own_thread_hooks: list = []
+own_thread_hooks: list[Callable[[], object]] = []
 
 
 def fntrace_thread() -> None:
@@ -122,12 +128,12 @@ def wait_thread_gone(native_id: int, timeout: float) -> None:
         time.sleep(0.0002)
 
 
-def _own_bootstrap(fn, args: tuple) -> None:
+def _own_bootstrap(fn: Callable[..., object], args: tuple[Any, ...]) -> None:
     fntrace_thread()
     fn(*args)
 
 
-def start_thread(fn, *args) -> int:
+def start_thread(fn: Callable[..., object], *args: Any) -> int:
     """Start a thread for fntrace itself, marked as its own before it runs anything
     (a threading.Thread would run threading's bootstrap first, traced).  Its ident."""
     import _thread
@@ -146,7 +152,8 @@ def start_thread(fn, *args) -> int:
 # _thread.start_new_thread directly have no Thread object to tie the pair to and are
 # not followed.
 
-_parent_of_thread: weakref.WeakKeyDictionary | None = None   # Thread -> parent's native id
+# Thread -> parent's native id
+_parent_of_thread: weakref.WeakKeyDictionary[threading.Thread, int] | None = None
 _parent_of: dict[int, int] = {}                          # native id -> parent's native id
 _following = False
 _START_NAMES = ("_start_joinable_thread", "_start_new_thread")
@@ -162,7 +169,7 @@ def _current_parent() -> int | None:
         return None
 
 
-def _note_start(function) -> None:
+def _note_start(function: object) -> None:
     try:
         t = getattr(function, "__self__", None)
         if isinstance(t, threading.Thread):
@@ -178,11 +185,11 @@ def _note_start(function) -> None:
         pass      # never into the program's Thread.start
 
 
-def _wrap_start(orig):
-    def start(function, *args, **kwargs):
+def _wrap_start(orig: Callable[..., Any]) -> Callable[..., Any]:
+    def start(function: Callable[..., object], *args: Any, **kwargs: Any) -> Any:
         _note_start(function)
         return orig(function, *args, **kwargs)
-    start.__wrapped__ = orig
+    start.__wrapped__ = orig        # type: ignore[attr-defined]  # functools.wraps' attribute, set by hand
     return start
 
 
@@ -216,7 +223,7 @@ def thread_parent(native_id: int | None = None) -> int | None:
 
 # Called once per thread, on the thread, with the index it gets (cli/record.py grants
 # the pure hot path's callbacks their stack there).
-new_thread_hooks: list = []
+new_thread_hooks: list[Callable[[int], object]] = []
 
 
 def thread_ended() -> None:
@@ -232,7 +239,8 @@ def thread_ended() -> None:
 
 from .. import _env  # noqa: E402
 
-_native = _env.native()
+# (_env is outside the strict modules: its functions are not annotated)
+_native = _env.native()  # type: ignore[no-untyped-call, unused-ignore]
 
 
 def forget_threads() -> None:
