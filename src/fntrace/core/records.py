@@ -215,7 +215,7 @@ C_FILENAME = "<built-in>"
 # program's metaclass or class cannot run code here (a callback runs this).
 _type_module = type.__dict__["__module__"].__get__
 _type_qualname = type.__dict__["__qualname__"].__get__
-_type_mro = type.__dict__["__mro__"].__get__
+_type_mro: Callable[[type], tuple[type, ...]] = type.__dict__["__mro__"].__get__
 _type_dict = type.__dict__["__dict__"].__get__
 _b_self = _BUILTIN.__dict__["__self__"].__get__
 _b_name = _BUILTIN.__dict__["__name__"].__get__
@@ -273,14 +273,15 @@ class RecordTable:
         self.module_ids: dict[str, int] = {}         # id() of the module object scanned
         self.listeners: list[Callable[[str, list[DynFtrace]], None]] = []
         self._next_ip = 1
-        self.lock = fork_safe(threading.RLock())
+        # (_env is outside the strict modules: its functions are not annotated)
+        self.lock = fork_safe(threading.RLock())  # type: ignore[no-untyped-call, unused-ignore]
         self._hook_installed = False
         # True while the CLI's target has not started: "__main__" is then fntrace's
         # launcher, not the program, and counts as not loaded for ':mod:' filters.
         self.main_pending = False
         # rewriter(module_name, module_dict, code) -> code: may replace a module's code
         # before its body runs (live patches of functions not loaded yet).
-        self.rewriters: list[Callable] = []
+        self.rewriters: list[Callable[[str, dict[str, Any], CodeType], CodeType]] = []
         # The name of the module that runs as "__main__" (``fntrace -m MOD``: MOD's
         # name), or None for a script: records of "__main__" are named after it.
         self.main_alias: str | None = None
@@ -438,7 +439,7 @@ class RecordTable:
         return rec if rec is not None and rec.index else None
 
     # -- discovery -----------------------------------------------------------------
-    def _add_code_tree(self, code: CodeType, module: str, out: list | None = None,
+    def _add_code_tree(self, code: CodeType, module: str, out: list[DynFtrace] | None = None,
                        qualname: str | None = None, depth: int = -1) -> list[DynFtrace]:
         """Register a code object and every code object nested in it (co_consts);
         ``depth=0``: the code object alone."""
@@ -464,7 +465,8 @@ class RecordTable:
                     stack.append((k, None))
         return out
 
-    def _walk_namespace(self, ns: dict, module: str, out: list, seen: set) -> None:
+    def _walk_namespace(self, ns: dict[str, Any], module: str, out: list[DynFtrace],
+                        seen: set[int]) -> None:
         walk, leaf = self._walk_object, _LEAF_TYPES
         for value in list(ns.values()):
             if type(value) not in leaf:     # most of a namespace: nothing defined inside
@@ -472,7 +474,7 @@ class RecordTable:
 
     # value is Any: the exact-type tests below go through ``t = type(value)``, which
     # the checker does not narrow ``value`` by
-    def _walk_object(self, value: Any, module: str, out: list, seen: set) -> None:
+    def _walk_object(self, value: Any, module: str, out: list[DynFtrace], seen: set[int]) -> None:
         # Only C-level attribute reads on exact types: a namespace may hold anything
         # (a mock whose __class__ is a property, a class whose metaclass computes
         # attributes), and discovery runs inside callbacks, where no program code may.
@@ -619,7 +621,7 @@ class RecordTable:
                     new = self._add_code_tree(code, name)
             self._notify(name, new)
 
-    def scan_namespace(self, name: str, ns: dict) -> list[DynFtrace]:
+    def scan_namespace(self, name: str, ns: dict[str, Any]) -> list[DynFtrace]:
         """Records for the functions a namespace that is not a module's holds (code run
         with exec, runpy's temporary modules)."""
         if _own_module(name):
@@ -655,7 +657,7 @@ class RecordTable:
             new.extend(self.scan_module(mod))
         return new
 
-    def rewrite(self, name: str, ns: dict, code: CodeType) -> CodeType:
+    def rewrite(self, name: str, ns: dict[str, Any], code: CodeType) -> CodeType:
         for rw in list(self.rewriters):
             code = rw(name, ns, code)
         return code
@@ -688,7 +690,7 @@ class RecordTable:
         orig = base.exec_module
         table = self
 
-        def exec_module(self, module):       # noqa: ANN001 - loader protocol
+        def exec_module(self: Any, module: ModuleType) -> None:     # self: the loader
             get_code = getattr(self, "get_code", None)
             if get_code is None:
                 orig(self, module)
