@@ -103,7 +103,7 @@ def as_registered(func: Callable[..., Any] | None) -> Callable[..., Any] | None:
     return func if sh is None or func is None else sh(func)
 
 
-def forget(table: dict[int, Any], key: int | None = None) -> None:
+def forget(table: dict[Any, Any], key: int | None = None) -> None:
     """Remove an entry of ``sites`` or ``record_table.by_code`` (all of them when key is
     None).  The native twin caches lookups by address: a removed entry's address may be
     reused by another object, so its cache is cleared."""

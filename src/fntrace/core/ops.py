@@ -23,7 +23,9 @@ from collections.abc import Callable, Iterable
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import FrameType
-    from typing import Any
+    from typing import Any, Literal
+
+    from .regs import FtraceRegs
 
 from .._env import fork_safe
 from ..arch import Backend, make_backend
@@ -113,7 +115,7 @@ class Ops:
                  "managed", "__weakref__")
 
     def __init__(self, func: Callback | None = None, flags: int = 0, private: Any = None, *,
-                 name: str | None = None, trampoline: Callable | None = None):
+                 name: str | None = None, trampoline: Callable[..., object] | None = None):
         self.func = func if func is not None else dispatch.ftrace_stub
         self.flags = int(flags) | int(OFL.DYNAMIC)
         self.private = private
@@ -142,7 +144,7 @@ class Ops:
             return False
         return rec not in self.notrace_hash
 
-    def test(self, rec: DynFtrace, fregs=None) -> bool:
+    def test(self, rec: DynFtrace, fregs: FtraceRegs | None = None) -> bool:
         """ftrace_ops_test(): as traces(), and a SAVE_REGS ops is never called without
         the full frame (the race the kernel guards against when adding such an ops)."""
         if self.flags & _SAVE_REGS and fregs is not None and not fregs.regs:
@@ -160,7 +162,7 @@ class Ops:
         return f"<Ops {self.name} flags={FTRACE_OPS_FL(self.flags & 0xffffff)!r}>"
 
 
-def ftrace_ops_test(ops: Ops, rec: DynFtrace, fregs=None) -> bool:
+def ftrace_ops_test(ops: Ops, rec: DynFtrace, fregs: FtraceRegs | None = None) -> bool:
     return ops.test(rec, fregs)
 
 
@@ -179,7 +181,8 @@ class _Config:
 
 
 ftrace_config = _Config()
-ftrace_lock = fork_safe(threading.RLock())
+# (_env is outside the strict modules: its functions are not annotated)
+ftrace_lock = fork_safe(threading.RLock())  # type: ignore[no-untyped-call, unused-ignore]
 ftrace_ops_list: list[Ops] = []           # most recently registered first
 # Ops with cached (:mod: or pending) patterns.  id -> weakref, not a WeakSet: iterating
 # a WeakSet runs library code the tracer would trace.
@@ -491,11 +494,12 @@ def _traces_everything(op: Ops) -> bool:
     return not (op.filter_hash or op.filter_cached)
 
 
-def _ops_scope():
+def _ops_scope() -> Callable[[str], bool] | None | Literal[False]:
     """Which modules registered ops may still select functions from as they load: None
     for all (an ops that traces every function, or a pattern that can match anywhere),
     False for none, else a predicate on module names (core/hash.py module_scope)."""
     preds = []
+    op: Ops | None
     for op in ftrace_ops_list:
         if _traces_everything(op) and not op.flags & OFL.STUB:
             return None
@@ -872,7 +876,7 @@ record_table.listeners.append(_on_module_load)
 
 # Who wants C calls traced (an instance's option, the API): one switch for the process,
 # as the sites it changes are shared; on while anyone wants it.
-_c_calls_users: set = set()
+_c_calls_users: set[object] = set()
 
 
 def set_c_calls(key: object, on: bool) -> None:
