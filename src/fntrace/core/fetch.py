@@ -37,6 +37,8 @@ from .. import _env
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:                   # typing is costly to import; only checkers need this
+    from collections.abc import Iterable
+    from types import FrameType
     from typing import Any
 
 __all__ = ["value_repr", "int_payload", "static_getattr", "static_getitem", "frame_var",
@@ -122,7 +124,7 @@ def _str_text(v: str) -> str:
     return str.__repr__(v)
 
 
-def _bytes_text(v, base: type[bytes] | type[bytearray]) -> str:
+def _bytes_text(v: Any, base: type[bytes] | type[bytearray]) -> str:
     n = base.__len__(v)
     if n > MAX_STRING:
         head = (MAX_STRING - 3) // 2
@@ -132,7 +134,8 @@ def _bytes_text(v, base: type[bytes] | type[bytearray]) -> str:
     return base.__repr__(v)
 
 
-def _seq_text(items, n: int, open_: str, close: str, level: int, single: bool = False) -> str:
+def _seq_text(items: Iterable[Any], n: int, open_: str, close: str, level: int,
+              single: bool = False) -> str:
     if level >= MAX_LEVEL:
         return open_ + "..." + close
     parts = []
@@ -147,7 +150,7 @@ def _seq_text(items, n: int, open_: str, close: str, level: int, single: bool = 
     return open_ + text + close
 
 
-def _repr(v, level: int) -> str:
+def _repr(v: Any, level: int) -> str:
     t = type(v)
     f = _SCALARS.get(t)
     if f is not None:
@@ -222,7 +225,7 @@ def _repr(v, level: int) -> str:
     return f"<{_type_name(t)} object at {id(v):#x}>"
 
 
-def int_payload(v) -> object:
+def int_payload(v: Any) -> object:
     """What a recorded int value is kept as: the int itself while it fits a 64-bit
     register (printed in decimal, or in hex with funcgraph-retval-hex), else its text."""
     if type(v) is int and -(1 << 63) <= v < (1 << 64):
@@ -233,7 +236,7 @@ def int_payload(v) -> object:
 _slow_repr: dict[int, type] = {}
 
 
-def value_repr(v) -> str:
+def value_repr(v: Any) -> str:
     """The text a value is shown as: see the module docstring.  Never raises an
     Exception; a KeyboardInterrupt or SystemExit from the program's own __repr__
     (allowed with allow_program_code) goes to the program."""
@@ -260,7 +263,7 @@ def value_repr(v) -> str:
     return s[:MAX_REPR - 3] + "..." if len(s) > MAX_REPR else s
 
 
-def static_getattr(obj, name: str):
+def static_getattr(obj: Any, name: str) -> Any:
     """``obj.name`` as inspect.getattr_static finds it, without running a Python-level
     descriptor or __getattr__ (Fault for those, and for a missing attribute)."""
     if settings.allow_program_code:
@@ -307,7 +310,7 @@ def static_getattr(obj, name: str):
     return found
 
 
-def _instance_dict(obj, t: type):
+def _instance_dict(obj: Any, t: type) -> dict[str, Any] | None:
     for klass in _type_mro(t):
         dd = _type_dict(klass).get("__dict__")
         if dd is not None:
@@ -321,7 +324,7 @@ def _instance_dict(obj, t: type):
     return None
 
 
-def static_getitem(obj, key):
+def static_getitem(obj: Any, key: Any) -> Any:
     """``obj[key]`` for the built-in containers (exact types) and their plain
     subclasses' base behaviour; Fault otherwise."""
     if settings.allow_program_code:
@@ -341,7 +344,7 @@ def static_getitem(obj, key):
     raise Fault(repr(key))
 
 
-def _py_frame_var(frame, name: str):
+def _py_frame_var(frame: FrameType, name: str) -> Any:
     # The only way without the native twin: on 3.11 and 3.12 this makes (or updates)
     # the frame's f_locals snapshot.
     return frame.f_locals[name]
@@ -351,7 +354,7 @@ class _FrameProbe(Exception):
     pass
 
 
-def caller_frame(depth: int = 0):
+def caller_frame(depth: int = 0) -> FrameType:
     """sys._getframe(depth + 1) without its audit event.
 
     sys._getframe raises the "sys._getframe" audit event, and a program's audit hooks
@@ -371,7 +374,7 @@ def caller_frame(depth: int = 0):
     return f
 
 
-_native = _env.native_module()
+_native = _env.native_module()    # type: ignore[no-untyped-call]  # _env is not annotated
 frame_var = _native.frame_var if _native is not None and hasattr(_native, "frame_var") \
     else _py_frame_var
 

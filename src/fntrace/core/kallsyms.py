@@ -34,6 +34,11 @@ from .regs import _param_names
 from .hash import (MATCH_END_ONLY, MATCH_FRONT_ONLY, MATCH_FULL, MATCH_GLOB, MATCH_INDEX,
                    MATCH_MIDDLE_ONLY, filter_parse_regex, ftrace_match)
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:                   # typing is costly to import; only checkers need this
+    from collections.abc import Callable, Mapping
+    from types import CodeType
+
 __all__ = ["FuncInfo", "ClassInfo", "ModuleSource", "Verdict", "UNREADABLE", "find_spec",
            "module_source", "find_function", "check_pattern", "check_mod_filter",
            "close_names", "main_source", "submodules", "main_sources"]
@@ -174,7 +179,9 @@ class _Walker(ast.NodeVisitor):
         parts.append(name)
         return ".".join(parts)
 
-    def _func(self, node, name: str, args: ast.arguments, returns, body) -> None:
+    def _func(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, name: str,
+              args: ast.arguments, returns: ast.expr | None,
+              body: list[ast.stmt] | ast.expr) -> None:
         qual = self._qual(name)
         params, ann = _params(args)
         line = node.lineno
@@ -282,14 +289,14 @@ class _Walker(ast.NodeVisitor):
 
 # -- finding a module's source without importing it --------------------------------------
 
-def _meta_find(fullname: str, path):
+def _meta_find(fullname: str, path: list[str] | None) -> importlib.machinery.ModuleSpec | None:
     """importlib's _find_spec over sys.meta_path, minus the import of parents."""
     for finder in list(sys.meta_path):
         find = getattr(finder, "find_spec", None)
         if find is None:
             continue
         try:
-            spec = find(fullname, path, None)
+            spec: importlib.machinery.ModuleSpec | None = find(fullname, path, None)
         except Exception:
             continue
         if spec is not None:
@@ -297,13 +304,13 @@ def _meta_find(fullname: str, path):
     return None
 
 
-def find_spec(name: str):
+def find_spec(name: str) -> importlib.machinery.ModuleSpec | None:
     """The spec the import system would use for ``name``, found without running any
     module (a parent package's ``__init__`` is not executed: its search locations come
     from its own spec).  None if it cannot be found."""
     mod = sys.modules.get(name)
     if mod is not None:
-        spec = getattr(mod, "__spec__", None)
+        spec: importlib.machinery.ModuleSpec | None = getattr(mod, "__spec__", None)
         if spec is not None:
             return spec
     parts = name.split(".")
@@ -369,7 +376,7 @@ def _parse(name: str, path: str) -> ModuleSource | _Unreadable:
 _SUFFIXES = sorted(importlib.machinery.all_suffixes(), key=len, reverse=True)
 
 
-def _module_names(paths: list) -> set[str]:
+def _module_names(paths: list[str]) -> set[str]:
     """The module and package names in the directories ``paths``, from their listings
     alone.  pkgutil.iter_modules lists every subdirectory to find its ``__init__``;
     here a subdirectory is a package by its name (a namespace package needs nothing
@@ -570,7 +577,9 @@ def _compatible(module: str, head: str) -> bool:
     return dotted.startswith(head) or head.startswith(dotted)
 
 
-def check_pattern(word: str, mains: dict | None = None) -> Verdict:
+def check_pattern(word: str,
+                  mains: Mapping[str, ModuleSource | Callable[[], ModuleSource]] | None = None
+                  ) -> Verdict:
     """Can the set_ftrace_filter word ``word`` (no ``!``, no ``:cmd``) select a function
     of a module that is not loaded?  ``mains`` maps the names the program's own module
     answers to (``__main__``, and for -m its own name) to its source, or to a function
@@ -582,7 +591,9 @@ def check_pattern(word: str, mains: dict | None = None) -> Verdict:
         # A function's name is module.qualname: a bare name is the end of one.
         return Verdict("none", "", ["*." + search])
     mods, anchor = _candidate_modules(head, mtype == MATCH_FULL)
-    pairs: list[tuple[str, object]] = []
+    # a main's source or what reads it, then each module's (None: not read yet)
+    src: ModuleSource | Callable[[], ModuleSource] | _Unreadable | None
+    pairs: list[tuple[str, ModuleSource | _Unreadable | None]] = []
     for name, src in (mains or {}).items():
         if _compatible(name, head):
             pairs.append((name, src() if callable(src) else src))
@@ -668,7 +679,7 @@ def check_mod_filter(func: str, module: str) -> Verdict:
     return Verdict("none", "", close_names(func, list(src.functions)))
 
 
-def main_source(name: str, code) -> ModuleSource:
+def main_source(name: str, code: CodeType) -> ModuleSource:
     """The program's own module, from its compiled code (no file needed: -c)."""
     mod = ModuleSource(name, getattr(code, "co_filename", ""))
     stack = [code]

@@ -40,7 +40,19 @@ from types import CodeType, FunctionType
 # the annotations are strings (from __future__ import annotations).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Iterable
+    from types import CellType
+    from typing import Any, Protocol
+
+    from .regs import FtraceRegs
+
+    class _DirectOps(Protocol):
+        # what sync_stub reads of an ops (core/ops.py's Ops, above this module)
+        @property
+        def direct_call(self) -> Callable[..., object] | None: ...
+        @property
+        def flags(self) -> int: ...
+        def traces(self, rec: DynFtrace) -> bool: ...
 
 from ..errors import UsageError
 from .dispatch import forget
@@ -62,13 +74,13 @@ _PLACEHOLDER = "__fntrace_direct_site__"
 class _TLS(threading.local):
     # A class default: a thread that never had a redirect finds None without the
     # AttributeError a plain threading.local miss costs on every call.
-    redirect: tuple[Any, Callable] | None = None       # (frame, target)
+    redirect: tuple[Any, Callable[..., Any]] | None = None       # (frame, target)
 
 
 _tls = _TLS()
 
 
-def ftrace_regs_set_instruction_pointer(fregs, target: Callable) -> None:
+def ftrace_regs_set_instruction_pointer(fregs: FtraceRegs, target: Callable[..., Any]) -> None:
     """From an IPMODIFY ops' callback: this call continues in ``target`` (called with
     the same arguments) instead of the function's own code — how a live patch takes over
     a function (klp_ftrace_handler)."""
@@ -192,13 +204,13 @@ class DirectSite:
     __slots__ = ("rec", "orig_code", "globals", "proto", "original", "closed", "tramp",
                  "__weakref__")
 
-    def __init__(self, rec: DynFtrace, code: CodeType, globals_: dict,
-                 proto: FunctionType | None = None):
+    def __init__(self, rec: DynFtrace, code: CodeType, globals_: dict[str, Any],
+                 proto: FunctionType | None = None) -> None:
         self.rec = rec
         self.orig_code = code
         self.globals = globals_
         self.proto = proto              # a function object to copy names from, if any
-        self.tramp: Callable | None = None
+        self.tramp: Callable[..., Any] | None = None
         self.closed = bool(code.co_freevars)
         # The original behaviour: the same code object, run as a separate function
         # object so calling it does not come back here.  The stub is the patched site
@@ -206,7 +218,7 @@ class DirectSite:
         # original is made per call, with the cells of the function that was called;
         # otherwise it is made once, on first use (a function patched before its module
         # ran has no function object yet).
-        self.original = None
+        self.original: FunctionType | None = None
 
     def _find_proto(self) -> FunctionType | None:
         if self.proto is None and self.rec.stub is not None:
@@ -228,7 +240,7 @@ class DirectSite:
                     break
         return self.proto
 
-    def _make_original(self, closure) -> FunctionType:
+    def _make_original(self, closure: tuple[CellType, ...] | None) -> FunctionType:
         """A function object like the patched one (name, defaults, signature, doc) that
         runs the original code."""
         code = self.orig_code
@@ -245,7 +257,8 @@ class DirectSite:
             orig.__qualname__ = code.co_qualname
         return orig
 
-    def __call__(self, /, *args, **kwargs):
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
+        target: Callable[..., Any] | None       # (a declaration alone: no code)
         if self.closed:
             target = self._make_original(args[0])
             args = args[1:]
@@ -288,7 +301,8 @@ def install_stub(rec: DynFtrace) -> DirectSite:
 
 
 _CO_OPTIMIZED = 0x0001
-_lifted: dict[int, list] = {}     # rec.ip -> [(record, old enclosing code, new), ...]
+# rec.ip -> [(old enclosing code, new), ...]
+_lifted: dict[int, list[tuple[CodeType, CodeType]]] = {}
 
 
 def _parent_code(code: CodeType) -> CodeType | None:
@@ -333,7 +347,7 @@ def _resite(rec: DynFtrace) -> None:
         resite(rec)
 
 
-def _lift(child_old: CodeType, child_new: CodeType) -> list:
+def _lift(child_old: CodeType, child_new: CodeType) -> list[tuple[CodeType, CodeType]]:
     changes: list[tuple[CodeType, CodeType]] = []
     while True:
         parent = _parent_code(child_old)
@@ -376,7 +390,8 @@ def remove_stub(rec: DynFtrace) -> None:
     _unlift(rec.ip)
 
 
-def prepatch_tree(module_code: CodeType, recs: list[DynFtrace], globals_: dict) -> CodeType:
+def prepatch_tree(module_code: CodeType, recs: list[DynFtrace],
+                  globals_: dict[str, Any]) -> CodeType:
     """Before a module body runs: put stubs in place of these functions' code in its
     code tree, so every function object made from it — while the module is imported,
     and closures made later — is born patched.  Enclosing code objects are rebuilt
@@ -422,7 +437,7 @@ def _rewrite(code: CodeType, mapping: dict[int, CodeType]) -> CodeType:
     return code.replace(co_consts=tuple(consts)) if changed else code
 
 
-_rebuilt: list = []          # (old, new) enclosing code objects, kept alive
+_rebuilt: list[tuple[CodeType, CodeType]] = []   # (old, new) enclosing code objects, kept alive
 
 
 _sites: dict[int, DirectSite] = {}
@@ -441,7 +456,7 @@ _WANT_STUB = int(FTRACE_FL.DIRECT | FTRACE_FL.IPMODIFY)
 _OPS_FL_DIRECT = 1 << 17     # FTRACE_OPS_FL.DIRECT (core/ops.py, above this module)
 
 
-def sync_stub(rec: DynFtrace, ops_list) -> bool:
+def sync_stub(rec: DynFtrace, ops_list: Iterable[_DirectOps]) -> bool:
     """Called by ftrace_replace_code for every record it updates: install the stub while
     a DIRECT or IPMODIFY ops owns the function, remove it after; point the site at the
     current direct trampoline.  Returns whether the patched code changed."""
