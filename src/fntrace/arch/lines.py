@@ -27,15 +27,24 @@ from ..core.fetch import caller_frame as _getframe
 from ..errors import BusyError
 from .tool import TOOL_ID, TOOL_NAME
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:                       # typing is costly to import; only checkers need this
+    from collections.abc import Callable
+    from types import CodeType, FrameType
+    from typing import Any
+
+    # a line probe's handler: handler(frame, line)
+    _LineHandler = Callable[[FrameType, int], object]
+
 __all__ = ["hold_tool", "release_tool", "line_events", "add_line_hook", "remove_line_hook",
            "hooked_lines", "kill"]
 
-_lock = fork_safe(threading.RLock())
+_lock = fork_safe(threading.RLock())    # type: ignore[no-untyped-call]  # _env is not annotated
 _holders: set[str] = set()
 _taken_here = False     # hold_tool took the id from CPython (else another part of fntrace did)
 # id(code) -> {line: (handler, ...)}; replaced, never mutated in place (the callback
 # reads it without the lock)
-_by_code: dict[int, dict[int, tuple]] = {}
+_by_code: dict[int, dict[int, tuple[_LineHandler, ...]]] = {}
 _codes: dict[int, object] = {}          # id(code) -> code: kept alive while hooked
 _had_line: set[int] = set()             # codes that had LINE events (DISABLE may linger)
 
@@ -73,18 +82,18 @@ def release_tool(who: str) -> None:
             sys.monitoring.free_tool_id(TOOL_ID)  # type: ignore[attr-defined, unused-ignore]  # 3.12+
 
 
-def line_events(code) -> int:
+def line_events(code: CodeType) -> int:
     """The LINE bit to keep in ``code``'s local events (0 if no line of it is hooked)."""
     if id(code) in _by_code:
-        return sys.monitoring.events.LINE  # type: ignore[attr-defined, unused-ignore]  # 3.12+
+        return sys.monitoring.events.LINE  # type: ignore[attr-defined, no-any-return, unused-ignore]  # 3.12+
     return 0
 
 
-def hooked_lines(code) -> list[int]:
+def hooked_lines(code: CodeType) -> list[int]:
     return sorted(_by_code.get(id(code), {}))
 
 
-def _on_line(code, line):
+def _on_line(code: CodeType, line: int) -> object:
     lines = _by_code.get(id(code))
     if lines is None:
         return _DISABLE
@@ -111,7 +120,9 @@ def kill() -> None:
             _codes.clear()
 
 
-def add_line_hook(code, line: int, handler) -> None:
+# code and handler: a CodeType and a _LineHandler; Any while events/line_probe.py, which
+# passes a record's optional code and an untyped wrapper, does not say so
+def add_line_hook(code: Any, line: int, handler: Any) -> None:
     """Run ``handler(frame, line)`` each time ``line`` of ``code`` is reached."""
     mon = sys.monitoring  # type: ignore[attr-defined, unused-ignore]  # 3.12+
     LINE = mon.events.LINE
@@ -134,7 +145,7 @@ def add_line_hook(code, line: int, handler) -> None:
         _had_line.add(key)
 
 
-def remove_line_hook(code, line: int, handler) -> None:
+def remove_line_hook(code: Any, line: int, handler: Any) -> None:
     mon = sys.monitoring  # type: ignore[attr-defined, unused-ignore]  # 3.12+
     LINE = mon.events.LINE
     with _lock:

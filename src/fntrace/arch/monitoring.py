@@ -29,6 +29,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:                       # typing is costly to import; only checkers need this
     from collections.abc import Callable
     from types import CodeType
+    from typing import Any
 
 __all__ = ["MonitoringBackend", "TOOL_ID"]
 
@@ -54,13 +55,14 @@ def extra_mask() -> int:
     return m
 
 
-def both_callbacks(first, second):
+def both_callbacks(first: Callable[..., object] | None,
+                   second: Callable[..., object] | None) -> Callable[..., object] | None:
     """One callback calling ``first`` then ``second`` (either may be None); ``first``'s
     result is returned."""
     if first is None or second is None:
         return first if second is None else second
 
-    def both(*args):
+    def both(*args: Any) -> object:
         r = first(*args)
         second(*args)
         return r
@@ -79,13 +81,13 @@ class MonitoringBackend:
         self._trap_on = False
         # given DISABLE by the trap: id(code) -> weakref (plain dict and weakref, not
         # WeakSet: the update path must not run library code that would be traced)
-        self._trapped: dict[int, weakref.ref] = {}
+        self._trapped: dict[int, weakref.ref[CodeType]] = {}
 
     def _events(self, rec: DynFtrace) -> int:
         E = sys.monitoring.events  # type: ignore[attr-defined, unused-ignore]  # 3.12+
         if rec.flags & _DIRECT_EN:
             return 0            # only the direct trampoline: the stub calls it, no event
-        ev = E.PY_START
+        ev: int = E.PY_START
         if rec.flags & _RET:
             ev |= E.PY_RETURN | E.PY_YIELD | E.PY_RESUME
         if dispatch.G.c_calls:
@@ -168,7 +170,7 @@ class MonitoringBackend:
         dispatch.G.trap = self._trap if on else None
         self._set_global()
 
-    def _trap(self, code, glb) -> bool:
+    def _trap(self, code: CodeType, glb: dict[str, Any]) -> bool:
         """A code object that is not a site starts: list its module if that was not
         done yet; True if it is a site now."""
         record_table.discover(code, glb)
@@ -264,7 +266,7 @@ class MonitoringBackend:
         sys.monitoring.set_local_events(  # type: ignore[attr-defined, unused-ignore]  # 3.12+
             TOOL_ID, rec.site_code, self._events(rec) | _lines.line_events(rec.site_code))
 
-    def _unpatch(self, code) -> None:
+    def _unpatch(self, code: CodeType) -> None:
         try:
             sys.monitoring.set_local_events(  # type: ignore[attr-defined, unused-ignore]  # 3.12+
                 TOOL_ID, code, _lines.line_events(code))

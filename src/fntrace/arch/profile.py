@@ -31,6 +31,9 @@ if TYPE_CHECKING:                       # typing is costly to import; only check
     from types import CodeType
     from typing import Any
 
+    # a profile function, as sys.setprofile takes it (or the hook's C shell)
+    _Profile = Callable[..., Any]
+
 __all__ = ["ProfileBackend"]
 
 _DIRECT_EN = int(FTRACE_FL.DIRECT_EN)
@@ -42,14 +45,16 @@ class _PyShim:
     """The Python fallback of _native.ProfileShim (see there): the same decisions,
     but as Python functions, whose own call and return a program's profiler sees."""
 
-    def __init__(self, real_set, real_get, hook, chained, chain, pure) -> None:
+    def __init__(self, real_set: Callable[[_Profile | None], None],
+                 real_get: Callable[[], _Profile | None], hook: _Profile | None,
+                 chained: _Profile, chain: dict[int, _Profile], pure: bool) -> None:
         self.real_set, self.real_get = real_set, real_get
         self.hook, self.chained, self.chain, self.pure = hook, chained, chain, pure
-        self.threads = None
+        self.threads: _Profile | None = None
         self.active = 1
         self.installing = 0
 
-    def setprofile(self, function):
+    def setprofile(self, function: _Profile | None) -> None:
         ident = _thread.get_ident()
         if function is self.hook or function is self.chained:
             self.real_set(function)
@@ -80,7 +85,7 @@ class _PyShim:
             return                          # taken by a C-level profiler: leave it
         self.real_set(self.chained if self.pure and function is not None else self.hook)
 
-    def getprofile(self):
+    def getprofile(self) -> _Profile | None:
         cur = self.real_get()
         if cur is not None and cur is not self.hook and cur is not self.chained:
             return cur                      # installed through the C API (cProfile)
@@ -100,13 +105,13 @@ class ProfileBackend:
     def __init__(self) -> None:
         self.active = False
         self.call_ops = True
-        self._hook = None
-        self._bare = None               # _hook outside its shell
+        self._hook: _Profile | None = None
+        self._bare: _Profile | None = None  # _hook outside its shell
         # hook -> the same hook in the pure path's C shell (dispatch.as_registered), made
         # once: the hook is told from the program's profile functions by identity
-        self._shells: dict = {}
+        self._shells: dict[_Profile, _Profile] = {}
 
-    def _registered(self, hook):
+    def _registered(self, hook: _Profile) -> _Profile:
         if dispatch.callback_shell is None:
             return hook
         sh = self._shells.get(hook)
@@ -153,12 +158,14 @@ class ProfileBackend:
         self._real = (real_set, real_get, real_thr_set, real_thr_get)
         chain = dispatch.profile_chain
         pure = dispatch._native is None
-        native = _env.native_module()
+        native = _env.native_module()   # type: ignore[no-untyped-call]  # _env is not annotated
         if native is not None and hasattr(native, "ProfileShim"):
             # C functions, as the real ones are: a program's profiler sees the same
             # events for them and no frame of fntrace's.
-            shim = native.ProfileShim(real_set, real_get, self._hook, self._chained_hook(),
-                                      chain, dispatch.profile_chain_skip, pure)
+            # (to the checker the _PyShim it is the twin of: the same attributes)
+            shim: _PyShim = native.ProfileShim(real_set, real_get, self._hook,
+                                               self._chained_hook(), chain,
+                                               dispatch.profile_chain_skip, pure)
             setprofile, getprofile = shim.setprofile, shim.getprofile
         else:
             shim = _PyShim(real_set, real_get, self._hook, self._chained_hook(), chain, pure)
@@ -170,10 +177,10 @@ class ProfileBackend:
                 fake.__func__.__doc__ = real.__doc__                # type: ignore[union-attr]
         self._shim = shim
 
-        def thr_setprofile(func):
+        def thr_setprofile(func: _Profile | None) -> None:
             shim.threads = func
 
-        def thr_getprofile():
+        def thr_getprofile() -> _Profile | None:
             return shim.threads
 
         for thr_fake, thr_real in ((thr_setprofile, real_thr_set), (thr_getprofile, real_thr_get)):
@@ -186,8 +193,8 @@ class ProfileBackend:
         if real_thr_get is not None:
             threading.getprofile = thr_getprofile
 
-    def _chained_hook(self):
-        h = getattr(self, "_chained", None)
+    def _chained_hook(self) -> _Profile:
+        h: _Profile | None = getattr(self, "_chained", None)
         if h is None or getattr(self, "_chained_for", None) is not self._hook:
             # (the chain is the callback CPython calls: in the shell, the hook bare in it)
             h = self._chained = self._registered(dispatch.chained(self._bare))
@@ -234,7 +241,7 @@ class ProfileBackend:
         elif self.active:
             dispatch.G.trap = self._trap
 
-    def _trap(self, code, glb) -> bool:
+    def _trap(self, code: CodeType, glb: dict[str, Any]) -> bool:
         """A call of a code object that is not a site: list its module if that was not
         done yet; True if it is a site now."""
         record_table.discover(code, glb)
@@ -272,8 +279,8 @@ class ProfileBackend:
         dispatch.G.trap = None
         dispatch.forget(dispatch.sites)
 
-    def __init_patched(self) -> dict:
-        p = getattr(self, "_patched", None)
+    def __init_patched(self) -> dict[int, CodeType]:
+        p: dict[int, CodeType] | None = getattr(self, "_patched", None)
         if p is None:
             p = self._patched = {}
         return p
