@@ -197,7 +197,9 @@ class ProfileBackend:
         h: _Profile | None = getattr(self, "_chained", None)
         if h is None or getattr(self, "_chained_for", None) is not self._hook:
             # (the chain is the callback CPython calls: in the shell, the hook bare in it)
-            h = self._chained = self._registered(dispatch.chained(self._bare))
+            # (start() set _bare: the chain is made once tracing is on)
+            h = self._chained = self._registered(
+                dispatch.chained(self._bare))  # type: ignore[arg-type]
             self._chained_for = self._hook
         return h
 

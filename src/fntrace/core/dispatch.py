@@ -29,9 +29,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:                   # typing is costly to import; only checkers need this
     from collections.abc import Callable
     from types import CodeType, FrameType
-    from typing import Any
+    from typing import Any, TypeVar
 
     from .records import DynFtrace
+
+    # a callback or None, handed back as what it was (in its shell or not)
+    _F = TypeVar("_F", bound="Callable[..., Any] | None")
 
     # a profile function: (frame, event, arg), as sys.setprofile calls it
     ProfileFunc = Callable[[FrameType, str, Any], object]
@@ -97,10 +100,11 @@ callback_errors = [0]
 callback_shell: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None
 
 
-def as_registered(func: Callable[..., Any] | None) -> Callable[..., Any] | None:
+def as_registered(func: _F) -> _F:
     """``func`` as the back ends hand it to CPython: in its shell when there is one."""
     sh = callback_shell
-    return func if sh is None or func is None else sh(func)
+    # (the shell calls what it holds: to a caller it is the same callable)
+    return func if sh is None or func is None else sh(func)  # type: ignore[return-value]
 
 
 def forget(table: dict[Any, Any], key: int | None = None) -> None:

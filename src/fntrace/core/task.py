@@ -17,6 +17,7 @@ from .fetch import caller_frame
 TYPE_CHECKING = False
 if TYPE_CHECKING:                   # typing is costly to import; only checkers need this
     from collections.abc import Callable
+    from types import FrameType
     from typing import Any
 
 __all__ = ["wait_thread_gone", "TASK_COMM_LEN", "thread_cpu", "thread_info", "forget_threads", "new_thread_hooks",
@@ -50,7 +51,7 @@ def _thread_object(ident: int) -> threading.Thread | None:
                 t = cand
                 break
     if t is None:
-        f = caller_frame(1)
+        f: FrameType | None = caller_frame(1)
         while f is not None:
             if f.f_code.co_name in ("_bootstrap", "_bootstrap_inner") and "self" in f.f_locals:
                 cand = f.f_locals["self"]
