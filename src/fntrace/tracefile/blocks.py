@@ -21,6 +21,11 @@ import zlib
 from .. import _env
 from ..record_format import FORMAT, HAS_PAYLOAD, RECORD_SIZE
 
+# for the checker only (annotations are strings)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import ModuleType
+
 __all__ = [
     "RECORD", "RECORD_SIZE", "TF_HAS_PAYLOAD", "MAGIC", "VERSION", "COMPRESS_HINT",
     "TAG_HEADER", "TAG_SYMBOLS", "TAG_THREAD", "TAG_CHUNK", "TAG_CHUNK_Z", "TAG_STATS",
@@ -31,7 +36,7 @@ __all__ = [
 
 # zlib.crc32, or the native twin's (same values; folded with carry-less multiply where
 # the CPU has it, several times faster on the megabytes of records a trace holds)
-_native = _env.native()
+_native = _env.native()  # type: ignore[no-untyped-call]  # _env's is not annotated
 crc32 = _native.crc32 if _native is not None and hasattr(_native, "crc32") else zlib.crc32
 
 
@@ -71,7 +76,7 @@ CRC = struct.Struct("<I")
 ZSTD_LEVEL = 3
 
 
-def zstd_module():
+def zstd_module() -> ModuleType | None:
     try:
         import zstandard
     except ImportError:

@@ -29,6 +29,11 @@ from ..record_format import (
     TRACE_GRAPH_RET, TRACE_PRINT, TRACE_STACK,
 )
 
+# for the checker only (annotations are strings)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    _Bytes = bytes | bytearray | memoryview
+
 __all__ = ["CodecError", "encode", "decode", "py_encode", "py_decode", "put_uvarint",
            "get_uvarint"]
 
@@ -50,7 +55,7 @@ def put_uvarint(out: bytearray, v: int) -> None:
     out.append(v)
 
 
-def get_uvarint(data, pos: int) -> tuple[int, int]:
+def get_uvarint(data: _Bytes, pos: int) -> tuple[int, int]:
     """(value, next position) of the LEB128 at ``pos``; CodecError if cut or too long."""
     v = shift = 0
     n = len(data)
@@ -81,7 +86,7 @@ def _unzz(v: int) -> int:
     return (v >> 1) ^ -(v & 1)
 
 
-def py_encode(records) -> bytes:
+def py_encode(records: _Bytes) -> bytes:
     """The compact encoding of ``records`` (a bytes-like of whole 32-byte records)."""
     mv = memoryview(records).cast("B")
     if mv.nbytes % RECORD_SIZE:
@@ -180,7 +185,7 @@ def py_encode(records) -> bytes:
     return bytes(out)
 
 
-def py_decode(data, n: int) -> bytes:
+def py_decode(data: _Bytes, n: int) -> bytes:
     """The ``n`` 32-byte records ``data`` (py_encode's output) encodes."""
     mv = memoryview(data).cast("B")
     if n == 0:
@@ -290,14 +295,15 @@ def py_decode(data, n: int) -> bytes:
     return bytes(out)
 
 
-_native = _env.native()
+_native = _env.native()  # type: ignore[no-untyped-call]  # _env's is not annotated
 if _native is not None and hasattr(_native, "encode_records"):
-    def encode(records) -> bytes:
-        return _native.encode_records(records)
+    # (the native module's functions are Any to the checker; _native.pyi says bytes)
+    def encode(records: _Bytes) -> bytes:
+        return _native.encode_records(records)  # type: ignore[no-any-return]
 
-    def decode(data, n: int) -> bytes:
+    def decode(data: _Bytes, n: int) -> bytes:
         try:
-            return _native.decode_records(data, n)
+            return _native.decode_records(data, n)  # type: ignore[no-any-return]
         except ValueError as e:
             raise CodecError(str(e)) from None
 else:

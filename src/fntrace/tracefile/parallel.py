@@ -116,7 +116,7 @@ def _shares(sizes: Sequence[int], n: int) -> list[list[int]]:
 
 def map_forked(work: Callable[[int, Callable[[int], None]], Any], sizes: Sequence[int],
                nworkers: int, on_records: Callable[[int], None] | None = None
-               ) -> list | None:
+               ) -> list[Any] | None:
     """``[work(i, progress) for i in range(len(sizes))]`` computed in ``nworkers``
     forked children (``sizes``: each part's records, to share them out), each result
     pickled back; ``progress(n)``: the child read n more records (``on_records(n)`` is
@@ -177,7 +177,7 @@ def map_forked(work: Callable[[int, Callable[[int], None]], Any], sizes: Sequenc
 
 def map_parts(sizes: Sequence[int] | None,
               work: Callable[[int, Callable[[int], None]], Any],
-              on_records: Callable[[int], None] | None = None) -> list | None:
+              on_records: Callable[[int], None] | None = None) -> list[Any] | None:
     """``map_forked`` of the parts of ``sizes`` records (a trace's files, its
     ``part_sizes()``) when forking is worth it (``workers``), with every part's answer;
     None when it is not (one file, a small trace, other threads running), or a child

@@ -203,7 +203,8 @@ class TraceFile:
             self._release(ch.start, ch.end)
 
     def record_blocks(self, cpu: int | None = None, payloads: bool = False,
-                      since: int | None = None, until: int | None = None) -> Iterator[tuple]:
+                      since: int | None = None, until: int | None = None
+                      ) -> Iterator[tuple[Any, ...]]:
         """Every chunk's records, decoded, one thread slot after another (not merged
         by time; ``cpu``: that slot's only): ``(cpu, lost, records, 0)``, ``lost``
         being the records the buffer dropped before these and ``records`` the 32-byte
@@ -416,6 +417,10 @@ class TraceFile:
         if len(mv) < FILE_HEAD.size + n:
             return False
         tail = mv[len(mv) - n :]
+        # (struct's values are Any to the checker)
+        tag: bytes
+        length: int
+        crc: int
         tag, length = BLOCK_HEAD.unpack_from(tail)
         (crc,) = CRC.unpack_from(tail, BLOCK_HEAD.size)
         return tag == TAG_END and length == 0 and crc == crc32(tail[: BLOCK_HEAD.size])

@@ -170,7 +170,7 @@ class FileSink:
         self.error: str | None = None     # the first write error
         self.on_signal: Callable[[int], None] | None = None    # on_signal(signum): set by record()
         self.on_progress: Callable[..., None] | None = None   # called between two chunks written
-        self._finish_stats: dict | None = None
+        self._finish_stats: dict[str, Any] | None = None
         self._done = _thread.allocate_lock()
         self._done.acquire()
         self._stopped = False
@@ -182,7 +182,7 @@ class FileSink:
         self._next_tick = 0
         self._poller = select.poll()
         self._poller.register(self.rfd, select.POLLIN)
-        self._timeouts: deque = deque()
+        self._timeouts: deque[float] = deque()
         self._stash = b""           # pipe bytes read during a drain, for the next round
         self._running = False
         self._native_id = self._last_native = 0
@@ -220,7 +220,7 @@ class FileSink:
                                                      iter(self._timeouts.popleft, None))))
         _thread.start_new_thread(deque, (rounds, 0))
 
-    def _step(self, ready: list) -> bool:
+    def _step(self, ready: list[tuple[int, int]]) -> bool:
         """One round of the loop: what the pipe said, done; False ends the thread."""
         if not self._native_id:
             task.fntrace_thread()
@@ -246,7 +246,7 @@ class FileSink:
         self._exited.release()
         return False
 
-    def _round(self, ready: list) -> bool:
+    def _round(self, ready: list[tuple[int, int]]) -> bool:
         data, self._stash = self._stash, b""
         if ready:
             try:
@@ -319,7 +319,7 @@ class FileSink:
         self._start()
 
     @property
-    def pipe(self):
+    def pipe(self) -> Any:
         return None if self.array is None else self.array.trace_pipe
 
     def _interval(self) -> float | None:
@@ -444,7 +444,7 @@ class FileSink:
             self._done.release()
 
     # -- the other threads ------------------------------------------------------------
-    def finish(self, stats: dict) -> None:
+    def finish(self, stats: dict[str, Any]) -> None:
         """Write what is queued, then STAT and END, and close (from any thread but the
         writer's); returns when the file is complete."""
         if not self.mine() or self._stopped:
@@ -461,7 +461,7 @@ class FileSink:
             except KeyboardInterrupt:     # a second ^C must not leave the file open
                 continue
 
-    def finish_here(self, stats: dict) -> None:
+    def finish_here(self, stats: dict[str, Any]) -> None:
         """The same, on the writer thread itself (a fatal signal).  The program's
         threads still run: each write gives them the GIL, and a busy one keeps it a
         switch interval (5 ms) before this thread gets it back — a shorter interval

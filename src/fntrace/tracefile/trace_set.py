@@ -36,6 +36,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    # TraceFile.records()' tuple: cpu, ts, type, flags, a, b, c, d, payload
+    _Record = tuple[int, int, int, int, int, int, int, int, Any]
+
 from ..errors import TraceFileError
 from ..record_format import TRACE_EVENT, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET
 from .children import child_files, child_path
@@ -61,7 +64,7 @@ class TraceSet:
         self.header["processes"] = [
             {"pid": tf.header.get("pid"), "ppid": tf.header.get("ppid"),
              "argv": tf.header.get("argv"), "file": tf.name} for tf in files]
-        self.symbols: dict[int, tuple] = {}
+        self.symbols: dict[int, tuple[str, str, int]] = {}
         self.threads: dict[int, tuple[int, str]] = {}
         self.pid_of_cpu: dict[int, int] = {}
         # (TraceFile, slot base, symbol base) of each process
@@ -128,7 +131,7 @@ class TraceSet:
                 return tf, cb, ib
         return None
 
-    def records(self, cpu: int | None = None) -> Iterator[tuple]:
+    def records(self, cpu: int | None = None) -> Iterator[_Record]:
         """TraceFile.records() of every process, merged by timestamp (one process's
         records keep their order; a tie goes to the earlier process)."""
         if cpu is not None:
@@ -140,7 +143,8 @@ class TraceSet:
         return heapq.merge(*streams, key=itemgetter(1))
 
     def record_blocks(self, cpu: int | None = None, payloads: bool = False,
-                      since: int | None = None, until: int | None = None) -> Iterator[tuple]:
+                      since: int | None = None, until: int | None = None
+                      ) -> Iterator[tuple[Any, ...]]:
         """TraceFile.record_blocks() of every process (``cpu``: of that merged slot),
         under the merged slot numbers, with the process's symbol id base (what
         ``records`` adds to its ids)."""
@@ -156,7 +160,7 @@ class TraceSet:
 
     def part_record_blocks(self, part: int, payloads: bool = False,
                            since: int | None = None, until: int | None = None
-                           ) -> Iterator[tuple]:
+                           ) -> Iterator[tuple[Any, ...]]:
         """record_blocks() of the ``part``-th process only (``files[part]``), as the
         whole set numbers its slots and ids: a walk that adds up what it reads may
         read the processes apart (tracefile/parallel.py)."""
@@ -190,7 +194,7 @@ class TraceSet:
         return f"<TraceSet {self.name!r} processes={self.pids} records={self.nr_records()}>"
 
 
-def _moved(records: Iterator[tuple], cbase: int, ibase: int) -> Iterator[tuple]:
+def _moved(records: Iterator[_Record], cbase: int, ibase: int) -> Iterator[_Record]:
     """One process's records with its slots and symbol ids moved to the merged ones."""
     if not cbase and not ibase:
         yield from records

@@ -34,7 +34,7 @@ from .codec import encode as _encode, put_uvarint
 
 __all__ = ["TraceFileWriter"]
 
-_native = _env.native()
+_native = _env.native()  # type: ignore[no-untyped-call]  # _env's is not annotated
 _pack_native = getattr(_native, "pack_payloads", None) if _native is not None else None
 _FLAGS = struct.Struct("<H")
 _FLAGS_OFFSET = OFFSETS["flags"]
@@ -102,7 +102,8 @@ def _payload_tails(mv: memoryview, first_seq: int, payloads: Mapping[int, Any],
     # (str and int there, anything else through _dumps).  None back means a key the C
     # code does not take (not an int): the Python twin says what it means.
     if _pack_native is not None and type(payloads) is dict:
-        tails = _pack_native(mv, first_seq, payloads, step, _dumps)
+        # (the checker sees the native module's functions as Any; this is _native.pyi's type)
+        tails: list[bytes] | None = _pack_native(mv, first_seq, payloads, step, _dumps)
         if tails is not None:
             return tails
     return _py_payload_tails(mv, first_seq, payloads, step)
