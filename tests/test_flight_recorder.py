@@ -171,6 +171,14 @@ def test_a_bad_trigger_is_refused_before_the_program_runs(svc):
     assert dumps(svc) == [] and not (svc / "x.dat").exists()
 
 
+# a service's module: three steps, then an upstream timeout it handles
+APP = ("def step(i):\n    return i\n\n"
+       "def serve(n):\n"
+       "    for i in range(n):\n        step(i)\n"
+       "    try:\n        raise TimeoutError('upstream')\n    except TimeoutError:\n"
+       "        return 'degraded'\n")
+
+
 def test_the_api_in_a_service(tmp_path):
     code = """\
 import fntrace
@@ -185,12 +193,7 @@ try:
 except fntrace.UsageError as e:
     print("refused:", e)
 """
-    (tmp_path / "app.py").write_text(
-        "def step(i):\n    return i\n\n"
-        "def serve(n):\n"
-        "    for i in range(n):\n        step(i)\n"
-        "    try:\n        raise TimeoutError('upstream')\n    except TimeoutError:\n"
-        "        return 'degraded'\n")
+    (tmp_path / "app.py").write_text(APP)
     (tmp_path / "svc.py").write_text(code)
     p = run_python("svc.py", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
@@ -205,12 +208,7 @@ except fntrace.UsageError as e:
 def test_a_snapshot_function_command_on_a_flight_recorder_dumps_when_it_fires(tmp_path):
     """GLOB:snapshot:1 in the recorder's set_ftrace_filter: the recorder's snapshot is a
     dump, made when the command fires (nothing is allocated when it is registered)."""
-    (tmp_path / "app.py").write_text(
-        "def step(i):\n    return i\n\n"
-        "def serve(n):\n"
-        "    for i in range(n):\n        step(i)\n"
-        "    try:\n        raise TimeoutError('upstream')\n    except TimeoutError:\n"
-        "        return 'degraded'\n")
+    (tmp_path / "app.py").write_text(APP)
     (tmp_path / "svc.py").write_text("""\
 import fntrace
 rec = fntrace.flight_recorder("app.*", size_kb=128, dump_on=["exception:TimeoutError"])

@@ -283,15 +283,35 @@ class _Writer:
         value goes up by ``add`` at ``ts``."""
         c = self.counters.get(name)
         if c is None:
-            c = self.counters[name] = [COUNTER_UUID + len(self.counters), 0]
-            td = self.packet().track_descriptor
-            td.uuid = c[0]
-            td.parent_uuid = PROCESS_UUID
-            td.name = name
-            td.counter.SetInParent()
+            c = self.counters[name] = [self.counter_track(name, PROCESS_UUID), 0]
         c[1] += add
         p, te = self.event(self.COUNTER, ts, 0, "", uuid=c[0])
         te.counter_value = c[1]
+
+    def counter_track(self, name: str, parent: int, unit: str = "") -> int:
+        """A new counter track under track ``parent`` (its descriptor written): its
+        uuid."""
+        uuid = COUNTER_UUID + len(self.counters)
+        td = self.packet().track_descriptor
+        td.uuid = uuid
+        td.parent_uuid = parent
+        td.name = name
+        if unit:
+            td.counter.unit_name = unit
+        else:
+            td.counter.SetInParent()
+        return uuid
+
+    def counter_at(self, uuid: int, ts: int, value: float, double: bool = False) -> None:
+        """A counter's value at ``ts``, on the trace's own clock (the counters written
+        after the rest: the incremental clock's deltas are the walk's)."""
+        clock = {} if self.clock_id is None else {"timestamp_clock_id": self.clock_id}
+        p = self.packet(timestamp=self.ts(ts), **clock,
+                        track_event={"type": self.COUNTER, "track_uuid": uuid})
+        if double:
+            p.track_event.double_counter_value = value
+        else:
+            p.track_event.counter_value = int(value)
 
     def thread_flow(self, e) -> int:
         """For a thread_start event (on the new thread): an instant "start thread
@@ -544,22 +564,15 @@ class _Writer:
         for ts, tid, lost in self.losses:
             pid = self.pid_of_tid.get(tid, self.source.pid)
             per_pid.setdefault(pid, []).append(
-                (self.ts(ts), 0 if lost == LOST_EVENTS_UNKNOWN else lost))
+                (ts, 0 if lost == LOST_EVENTS_UNKNOWN else lost))
         for pid, steps in sorted(per_pid.items()):
-            uuid = COUNTER_UUID + len(self.counters)
-            self.counters[f"{LOST_COUNTER} ({pid})"] = [uuid, 0]
-            td = self.packet().track_descriptor
-            td.uuid = uuid
-            td.parent_uuid = self.proc_uuid.get(pid, PROCESS_UUID)
-            td.name = LOST_COUNTER
-            td.counter.SetInParent()
+            key = f"{LOST_COUNTER} ({pid})"
+            uuid = self.counter_track(LOST_COUNTER, self.proc_uuid.get(pid, PROCESS_UUID))
+            self.counters[key] = [uuid, 0]
             total = 0
-            clock = {} if self.clock_id is None else {"timestamp_clock_id": self.clock_id}
             for ts, n in sorted(steps, key=lambda s: s[0]):
                 total += n
-                p = self.packet(timestamp=ts, **clock, track_event={
-                    "type": self.COUNTER, "track_uuid": uuid})
-                p.track_event.counter_value = total
+                self.counter_at(uuid, ts, total)
 
     def fill_counters(self) -> None:
         """A counter track "buffer fill (%)" per process whose file has the writer's
@@ -576,21 +589,14 @@ class _Writer:
             if not isinstance(limit, int) or limit <= 0 or not isinstance(samples, list):
                 continue
             pid = int((f.header or {}).get("pid") or self.source.pid or 0)
-            uuid = COUNTER_UUID + len(self.counters)
+            uuid = self.counter_track(FILL_COUNTER, self.proc_uuid.get(pid, PROCESS_UUID),
+                                      unit="%")
             self.counters[f"{FILL_COUNTER} ({pid})"] = [uuid, 0]
-            td = self.packet().track_descriptor
-            td.uuid = uuid
-            td.parent_uuid = self.proc_uuid.get(pid, PROCESS_UUID)
-            td.name = FILL_COUNTER
-            td.counter.unit_name = "%"
             for sample in samples:
-                if not (isinstance(sample, list) and len(sample) == 2
+                if (isinstance(sample, list) and len(sample) == 2
                         and all(isinstance(v, int) for v in sample)):
-                    continue
-                p = self.packet(timestamp=self.ts(sample[0]),
-                                timestamp_clock_id=self.clock_id,
-                                track_event={"type": self.COUNTER, "track_uuid": uuid})
-                p.track_event.double_counter_value = round(100 * sample[1] / limit, 3)
+                    self.counter_at(uuid, sample[0], round(100 * sample[1] / limit, 3),
+                                    double=True)
 
     # -- the stream ----------------------------------------------------------------
 
