@@ -946,3 +946,32 @@ def test_the_writers_backlog_is_a_buffer_fill_counter(tmp_path):
     first = min(s.start for s in d.slices)
     last = max(s.end for s in d.slices)
     assert first <= samples[0][0] and samples[-1][0] <= last + 10**9
+
+
+def test_task_creations_are_joined_without_a_function_tracer(tmp_path):
+    """-e asyncio:task_create alone (the nop tracer): the switches are recorded with the
+    creations, so each creation's flow still ends at its Task's first step."""
+    dat = record(tmp_path, """\
+        import asyncio
+
+        async def child():
+            await asyncio.sleep(0)
+
+        async def main():
+            await asyncio.create_task(child(), name="kid")
+
+        asyncio.run(main())
+        """, "-e", "asyncio:task_create")
+    assert open_trace(dat).tracer == "nop"
+    out, _ = export(tmp_path, dat)
+    trace = pb.Trace.FromString(out.read_bytes())
+    tracks = {p.track_descriptor.uuid: p.track_descriptor for p in trace.packet
+              if p.HasField("track_descriptor")}
+    names = {}
+    for p in trace.packet:
+        for e in p.interned_data.event_names:
+            names[e.iid] = e.name
+    starts, ends = _flows(trace, tracks, names)
+    made = {f for f, s in starts.items() if s[1] == "task_create"}
+    assert len(made) >= 2 and made <= set(ends)
+    assert any(ends[f][2].startswith("next=kid ") for f in made)

@@ -429,7 +429,11 @@ class Recording:
                     _native_launch.credit(credit)
             task.new_thread_hooks.append(credit_thread)
         # The trackers before the tracer: importing them must not be traced.
-        if self.opts.tracer in ("function", "function_graph") and self.tasks is None:
+        # (asyncio:task_create's readers join a Task's creation to its first switch to
+        # it: the switches are written with the creations, whatever the tracer)
+        creates = self.tr.event_files.get(("asyncio", "task_create"))
+        if self.tasks is None and (self.opts.tracer in ("function", "function_graph")
+                                   or (creates is not None and creates.enabled)):
             # which asyncio Task each call ran in (events/task_switch.py)
             from ..events.task_switch import TaskTracker
             self.tasks = TaskTracker(self.tr)
