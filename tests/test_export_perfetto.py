@@ -846,8 +846,14 @@ def test_a_flow_joins_a_fork_to_the_child(tmp_path):
     assert names[src.name_iid] == f"fork {child}"
 
 
-def _flows(trace, tracks, names):
-    """flow id -> (start: (tid, name, fields), end: (tid, name, fields))"""
+def _flows(trace):
+    """The flows' starts and ends: flow id -> (tid, event name, its fields' text)."""
+    tracks = {p.track_descriptor.uuid: p.track_descriptor for p in trace.packet
+              if p.HasField("track_descriptor")}
+    names = {}
+    for p in trace.packet:
+        for e in p.interned_data.event_names:
+            names[e.iid] = e.name
     starts, ends = {}, {}
     for p in trace.packet:
         te = p.track_event
@@ -889,14 +895,7 @@ def test_flows_join_a_task_to_its_first_step_and_a_submit_to_its_run(tmp_path):
         """, "-p", "function_graph", "-F", "__main__.*", "-e", "asyncio:task_create",
                  "-e", "futures:*")
     out, _ = export(tmp_path, dat)
-    trace = pb.Trace.FromString(out.read_bytes())
-    tracks = {p.track_descriptor.uuid: p.track_descriptor for p in trace.packet
-              if p.HasField("track_descriptor")}
-    names = {}
-    for p in trace.packet:
-        for e in p.interned_data.event_names:
-            names[e.iid] = e.name
-    starts, ends = _flows(trace, tracks, names)
+    starts, ends = _flows(pb.Trace.FromString(out.read_bytes()))
     d = decode(out)
     main = next(tid for tid, t in d.threads.items() if t.thread_name == "MainThread")
     ids = lambda text: dict(w.split("=", 1) for w in text.split())["id"]  # noqa: E731
@@ -964,14 +963,7 @@ def test_task_creations_are_joined_without_a_function_tracer(tmp_path):
         """, "-e", "asyncio:task_create")
     assert open_trace(dat).tracer == "nop"
     out, _ = export(tmp_path, dat)
-    trace = pb.Trace.FromString(out.read_bytes())
-    tracks = {p.track_descriptor.uuid: p.track_descriptor for p in trace.packet
-              if p.HasField("track_descriptor")}
-    names = {}
-    for p in trace.packet:
-        for e in p.interned_data.event_names:
-            names[e.iid] = e.name
-    starts, ends = _flows(trace, tracks, names)
+    starts, ends = _flows(pb.Trace.FromString(out.read_bytes()))
     made = {f for f, s in starts.items() if s[1] == "task_create"}
     assert len(made) >= 2 and made <= set(ends)
     assert any(ends[f][2].startswith("next=kid ") for f in made)
