@@ -357,9 +357,8 @@ class FileSink:
                 return          # the round ends: the signal is seen now, not after
             if self.on_progress is not None:
                 self.on_progress()
-            pending = q.pending
+            self._backlog(q.pending)        # (before the take: the chunk is part of it)
             item = q.take()
-            self._backlog(pending if item is not None else q.pending)
             if item is None:
                 return
             cpu, chunk, first_seq, payloads = item
