@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 from ..core.task import thread_info
 from ..errors import FntraceError
 from ..ring_buffer import RECORD_SIZE, RingBuffer
+from .trace_files import render
 
 __all__ = ["PER_THREAD_FILES", "register_buffer_files", "thread_buffers", "per_thread_path"]
 
@@ -26,7 +27,7 @@ PER_THREAD_FILES = ("buffer_size_kb", "stats", "trace", "trace_pipe")
 
 def register_buffer_files(fs) -> None:
     """Add buffer_size_kb, buffer_total_size_kb and snapshot to ``fs`` (a Tracefs: its
-    ``tr`` and ``_render``), and what they keep: ``fs._thread_kb``, thread slot -> the
+    its ``tr``), and what they keep: ``fs._thread_kb``, thread slot -> the
     KB a per_thread/<tid>/buffer_size_kb write gave that thread's buffer."""
     fs._thread_kb = {}
     fs._files.update({
@@ -105,9 +106,9 @@ def per_thread_path(fs, path: str):
         def w_trace(data: str, append: bool) -> None:
             if not append:
                 buf.reset()          # echo > per_cpu/cpuN/trace clears that CPU only
-        return (lambda: fs._render(buffers=[buf]), w_trace)
+        return (lambda: render(fs, buffers=[buf]), w_trace)
     if leaf == "trace_pipe":
-        return (lambda: fs._render(buffers=[buf], consume=True), None)
+        return (lambda: render(fs, buffers=[buf], consume=True), None)
     return (lambda: _per_thread_stats(fs.tr, buf), None)
 
 
@@ -152,7 +153,7 @@ def _r_snapshot(fs) -> str:
                 "# echo 2 > snapshot : Clears snapshot buffer (but does not allocate or free)\n"
                 "#                      (Doesn't have to be '2' works with any number that\n"
                 "#                       is not a '0' or '1')\n")
-    return fs._render(buffers=snap)
+    return render(fs, buffers=snap)
 
 
 def _w_snapshot(fs, data: str) -> None:

@@ -26,7 +26,6 @@ dyn_ftrace_total_info, dynamic_events, available_events.
 from __future__ import annotations
 
 import errno
-import os
 import threading
 import time
 from collections import deque
@@ -34,9 +33,7 @@ from collections.abc import Callable, Iterable
 
 from ..errors import FntraceError
 from ..output.trace_options import parse_trace_options
-from ..trace_array import TRACE_CLOCKS, TraceArray
-from ..tracers import available_tracers
-from ..tracers.function_cmds import FunctionCommands
+from ..trace_array import TraceArray
 from .buffer_files import PER_THREAD_FILES, per_thread_path, register_buffer_files, thread_buffers
 from .dynamic_events import register_dynamic_events
 from .ftrace_files import register_ftrace_files
@@ -44,15 +41,14 @@ from .options import register_options
 from .pid_filter import register_pid_filter
 from .readme import README
 from .trace_events import EVENT_LEAVES, _w_trigger, event_path, register_trace_events
+from .trace_files import register_trace_files, tracer_class
 from .trace_stack import register_stack_tracer
 from .trace_stat import register_function_profiler
 from .values import errno_error as _err
-from .values import parse_bool as _bool
-from .values import short as _short
-from .values import ulong as _ulong
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ..tracers.function_cmds import FunctionCommands
     from .trace_pipe import PipeReader
 
 __all__ = ["Tracefs", "tracefs", "ErrorLog", "parse_trace_options"]
@@ -61,9 +57,6 @@ __all__ = ["Tracefs", "tracefs", "ErrorLog", "parse_trace_options"]
 ERROR_LOG_MAX = 8
 # tracefs takes any name a directory can have (NAME_MAX bytes)
 NAME_MAX = 255
-# trace.c SAVED_CMDLINES_DEFAULT; saved_cmdlines_size accepts 1 .. PID_MAX_DEFAULT
-SAVED_CMDLINES_DEFAULT = 128
-PID_MAX_DEFAULT = 0x8000
 
 
 class ErrorLog:
@@ -96,6 +89,9 @@ class ErrorLog:
 class Tracefs:
     """One directory of the tree (the top level, or an instance)."""
 
+    # the GLOB:CMD words of set_ftrace_filter (ftrace_files.py sets it)
+    func_cmds: FunctionCommands
+
     def __init__(self, tr: TraceArray | None = None, *, top: bool = True):
         # the interpreter's own tracepoints: events/<system>/<event>/ from the start
         from ..events.static_events import register_static_events
@@ -117,36 +113,18 @@ class Tracefs:
         # that keep state for an instance outside it (function commands, pid lists)
         # drop it here.
         self.teardown_hooks: list[Callable[[Tracefs], None]] = []
-        # saved_cmdlines_size (the kernel's default: 128 entries)
-        self.saved_cmdlines_size = SAVED_CMDLINES_DEFAULT
         # A filter pattern that matches no loaded function is kept for modules loaded
         # later instead of refused (fntrace record: the program has not run yet).
         self.keep_unmatched = False
         # The events the last dynamic_events write defined (the control path enables
         # them through their events/GRP/EVENT/ files).
         self.last_created_events: list = []
-        # GLOB:CMD words of set_ftrace_filter (tracers/function_cmds.py); what they
-        # need from the layers above is handed in here.
-        self.func_cmds = FunctionCommands(self.tr, find_event_file=self._event_file_of,
-                                          stack_text=_stack_text, dump=self._ftrace_dump)
         self._files: dict[str, tuple[Callable[[], str] | None, Callable[[str, bool], None] | None]] = {
-            "available_tracers": (lambda: " ".join(sorted(available_tracers(), reverse=False)) + "\n", None),
-            # TraceArray.tracer is set (a NopTracer at first) before this runs
-            "current_tracer": (lambda: self.tr.tracer.name + "\n",  # type: ignore[union-attr]
-                               self._w_current_tracer),
-            "tracing_on": (lambda: f"{int(self.tr.tracing_on)}\n", self._w_tracing_on),
-            "trace": (self._r_trace, self._w_trace),
-            "trace_pipe": (self._r_trace_pipe, None),
-            "trace_marker": (None, self._w_trace_marker),
-            "trace_clock": (self._r_trace_clock, self._w_trace_clock),
             "error_log": (self.error_log.read, lambda d, a: self.error_log.clear()),
         }
-        if top:
-            self._files.update({
-                "saved_cmdlines": (self._r_saved_cmdlines, None),
-                "saved_cmdlines_size": (lambda: f"{self.saved_cmdlines_size}\n",
-                                        self._w_saved_cmdlines_size),
-            })
+        # available_tracers, current_tracer, tracing_on, trace, trace_pipe,
+        # trace_marker, trace_clock; the top level's saved_cmdlines(_size)
+        register_trace_files(self)
         # set_event, the top level's available_events; events/ is routed below
         register_trace_events(self)
         # buffer_size_kb, buffer_total_size_kb, snapshot; per_thread/ is routed below
@@ -443,141 +421,14 @@ class Tracefs:
                 raise _err(errno.ENOENT, f"{path}: the instance has been removed", path)
             f[1](data, append)
 
-    # -- handlers -----------------------------------------------------------------
     def tracer_class(self, data: str) -> type:
-        """The tracer ``echo DATA > current_tracer`` selects; an unknown name fails as
-        that write does (error_log entry, EINVAL), so a caller can check a name before
-        the write (fntrace record, before the program runs)."""
-        name = data.strip()
-        tracers = available_tracers()
-        if name not in tracers:
-            self.error_log.add("current_tracer", "No such tracer", data.rstrip("\n"), 0)
-            raise FntraceError(f"no such tracer {name!r} (available: "
-                               f"{' '.join(sorted(tracers))})", command=data)
-        return tracers[name]
-
-    def _w_current_tracer(self, data: str, append: bool) -> None:
-        cls = self.tracer_class(data)
-        if self.tr.tracer is not None and self.tr.tracer.name == data.strip():
-            return
-        self.tr.set_tracer(cls())
-
-    def _w_tracing_on(self, data: str, append: bool) -> None:
-        self.tr.tracing_on = _bool(data, "tracing_on")
-
-    def _w_trace(self, data: str, append: bool) -> None:
-        if not append:
-            self.tr.clear()
-
-    def _w_trace_marker(self, data: str, append: bool) -> None:
-        if not self.tr.options.get("markers", True):
-            raise FntraceError("markers are disabled (options/markers is 0)")
-        from ..ring_buffer import PAYLOAD_SEP, TRACE_PRINT
-        if not self.tr.tracing_on:
-            return
-        # not filtered by thread: a marker is the writer's own (trace_marker has no
-        # pid filter in the kernel either)
-        text = data if data.endswith("\n") else data + "\n"
-        from ..events.static_events import marker_passes
-        if not marker_passes(self.tr, text):
-            return              # events/ftrace/print/filter
-        buf = self.tr.thread_buffer()
-        if buf is None:
-            return              # the thread is handing its buffer over: dropped, counted
-        buf.write_payload(time.monotonic_ns(), TRACE_PRINT, 0, 0, 0, 0, PAYLOAD_SEP + text)
-
-    def _r_trace_clock(self) -> str:
-        """tracing_clock_show(): every clock, the current one in brackets."""
-        cur = self.tr.clock_id
-        return " ".join(f"[{n}]" if i == cur else n for i, n in enumerate(TRACE_CLOCKS)) + "\n"
-
-    def _w_trace_clock(self, data: str, append: bool) -> None:
-        """tracing_set_clock(): the buffers (and the snapshot) are cleared."""
-        name = data.strip()
-        if name not in TRACE_CLOCKS:
-            raise _err(errno.EINVAL, f"trace_clock: no such clock {name!r} (available: "
-                       f"{' '.join(TRACE_CLOCKS)})", data)
-        self.tr.set_clock(name)
-
-    def _r_saved_cmdlines(self) -> str:
-        """saved_cmdlines_show(): ``<pid> <comm>`` of the threads seen, here the native
-        thread id and the thread's name; the newest saved_cmdlines_size of them."""
-        from ..core.task import thread_info
-        seen: dict[int, str] = {}
-        for _cpu, (tid, comm) in sorted(list(thread_info.items())):   # one C-level copy
-            seen.pop(tid, None)          # an id used again: the newest thread's name
-            seen[tid] = comm
-        items = list(seen.items())[-self.saved_cmdlines_size:]
-        return "".join(f"{tid} {comm}\n" for tid, comm in items)
-
-    def _w_saved_cmdlines_size(self, data: str, append: bool) -> None:
-        s = data.strip()
-        if _ulong(s) is None or not 1 <= int(s) <= PID_MAX_DEFAULT:
-            raise _err(errno.EINVAL, f"saved_cmdlines_size: {_short(s)!r} is not a size "
-                       f"(1 to {PID_MAX_DEFAULT})", data)
-        self.saved_cmdlines_size = int(s)
+        """The tracer a current_tracer write of DATA selects (trace_files.py)."""
+        return tracer_class(self, data)
 
     def destroy_function_files(self) -> None:
         """ftrace_destroy_function_files(): an instance going away takes its function
         commands with it (their ops would otherwise stay registered, holding it)."""
         self.func_cmds.clear()
-
-    # -- function commands' and the stack tracer's hooks ------------------------------
-    def _event_file_of(self, system: str, event: str):
-        from ..events.core import find_event_call
-        call = find_event_call(system, event)
-        return self.tr.event_file(call) if call is not None else None
-
-    def _ftrace_dump(self, this_thread: bool) -> None:
-        """ftrace_dump(): the buffer (``cpudump``: the calling thread's) printed to the
-        console - here the process's standard error, file descriptor 2, written
-        directly so that whatever the program put in sys.stderr is not involved - in
-        the trace's line format, consuming what it prints; tracing is left off after it
-        (DUMP_ALL / DUMP_ORIG, ftrace_dump_one())."""
-        from ..output.render import trace_array_lines
-        tr = self.tr
-        tr.tracing_on = False
-        if this_thread:
-            try:
-                bufs = [tr.local.buf]
-            except AttributeError:
-                bufs = []
-        else:
-            bufs = None
-        lines = list(trace_array_lines(tr, buffers=bufs, consume=True))
-        out = ["Dumping ftrace buffer:\n", "---------------------------------\n"]
-        out += [line + "\n" for line in lines]
-        out.append("---------------------------------\n" if lines else "   (ftrace buffer empty)\n")
-        data = "".join(out).encode("utf-8", "replace")
-        try:
-            while data:
-                n = os.write(2, data)
-                data = data[n:]
-        except OSError:
-            pass
-
-    def _render(self, **kw) -> str:
-        """A read of trace, trace_pipe or snapshot: the renderer registry's view for
-        the current tracer (output/registry.py), as the report and the API print it."""
-        from ..output.render import trace_array_lines
-        return "".join(line + "\n" for line in trace_array_lines(self.tr, **kw))
-
-    def _r_trace(self) -> str:
-        return self._render()
-
-    def _r_trace_pipe(self) -> str:
-        """One consuming read that does not wait (an open, read, close)."""
-        from .trace_pipe import PipeReader
-        r = PipeReader(self, "trace_pipe")
-        try:
-            return r.read(timeout=0)
-        finally:
-            r.close()
-
-
-def _stack_text(frame) -> str:
-    from ..events.core import stack_text
-    return stack_text(frame)
 
 
 _top: Tracefs | None = None

@@ -15,19 +15,26 @@ nothing and leaves its caret in the instance's error_log.
 """
 from __future__ import annotations
 
+import os
+
 from ..core import ops as core_ops
 from ..core.hash import hash_lines
 from ..core.records import record_table
 from ..errors import FilterError, FntraceError
-from ..tracers.function_cmds import filter_word_pos, split_commands
+from ..tracers.function_cmds import FunctionCommands, filter_word_pos, split_commands
 from .values import short, ulong
 
 __all__ = ["register_ftrace_files"]
 
 
 def register_ftrace_files(fs) -> None:
-    """Add the files to ``fs`` (a Tracefs: its ``tr``, ``func_cmds``, ``error_log``,
-    ``keep_unmatched``; the record table's files at the top level only)."""
+    """Add the files to ``fs`` (a Tracefs: its ``tr``, ``error_log``,
+    ``keep_unmatched``; the record table's files at the top level only), and
+    ``fs.func_cmds``: the GLOB:CMD words of set_ftrace_filter
+    (tracers/function_cmds.py), handed what they need from the layers above."""
+    fs.func_cmds = FunctionCommands(
+        fs.tr, find_event_file=lambda system, event: _event_file_of(fs, system, event),
+        stack_text=_stack_text, dump=lambda this_thread: _ftrace_dump(fs, this_thread))
     fs._files.update({
         "set_ftrace_filter": (lambda: _r_hash(fs, True), lambda d, a: _w_hash(fs, d, a, True)),
         "set_ftrace_notrace": (lambda: _r_hash(fs, False), lambda d, a: _w_hash(fs, d, a, False)),
@@ -143,3 +150,44 @@ def _r_available() -> str:
 def _r_available_addrs() -> str:
     record_table.refresh()
     return "".join(f"{r.ip:x} {r.name}\n" for r in record_table.records)
+
+
+# -- what the function commands need from above -------------------------------------
+def _event_file_of(fs, system: str, event: str):
+    from ..events.core import find_event_call
+    call = find_event_call(system, event)
+    return fs.tr.event_file(call) if call is not None else None
+
+
+def _stack_text(frame) -> str:
+    from ..events.core import stack_text
+    return stack_text(frame)
+
+
+def _ftrace_dump(fs, this_thread: bool) -> None:
+    """ftrace_dump(): the buffer (``cpudump``: the calling thread's) printed to the
+    console - here the process's standard error, file descriptor 2, written
+    directly so that whatever the program put in sys.stderr is not involved - in
+    the trace's line format, consuming what it prints; tracing is left off after it
+    (DUMP_ALL / DUMP_ORIG, ftrace_dump_one())."""
+    from ..output.render import trace_array_lines
+    tr = fs.tr
+    tr.tracing_on = False
+    if this_thread:
+        try:
+            bufs = [tr.local.buf]
+        except AttributeError:
+            bufs = []
+    else:
+        bufs = None
+    lines = list(trace_array_lines(tr, buffers=bufs, consume=True))
+    out = ["Dumping ftrace buffer:\n", "---------------------------------\n"]
+    out += [line + "\n" for line in lines]
+    out.append("---------------------------------\n" if lines else "   (ftrace buffer empty)\n")
+    data = "".join(out).encode("utf-8", "replace")
+    try:
+        while data:
+            n = os.write(2, data)
+            data = data[n:]
+    except OSError:
+        pass
