@@ -680,6 +680,48 @@ def test_script_file_is_absolute_and_survives_chdir(tmp_path):
     assert r.stdout == plain.stdout == "42 True\n"
 
 
+# The launcher's modules have ``from __future__ import annotations``; the program is
+# compiled without inheriting it (its annotations stay objects, as under python), and a
+# source python refuses is refused the same way, before anything runs.
+ANNOTATED = """\
+import __future__, sys
+def f(x: int) -> int:
+    return x
+print(f.__annotations__, bool(sys._getframe().f_code.co_flags & __future__.annotations.compiler_flag))
+"""
+
+
+@pytest.mark.parametrize("how", ["script", "-c"])
+def test_the_program_is_compiled_with_its_own_future_statements(tmp_path, how):
+    (tmp_path / "prog.py").write_text(ANNOTATED)
+    target = ["prog.py"] if how == "script" else ["-c", ANNOTATED]
+    plain = run_python(*target, cwd=tmp_path)
+    r = subprocess.run([*FNTRACE, "record", "-o", "t.dat", *target], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    assert r.returncode == plain.returncode == 0, r.stderr
+    assert r.stdout == plain.stdout == "{'x': <class 'int'>, 'return': <class 'int'>} False\n"
+    # the program's own future statement still counts
+    (tmp_path / "lazy.py").write_text("from __future__ import annotations\n" + ANNOTATED)
+    r = subprocess.run([*FNTRACE, "record", "-o", "t.dat", "lazy.py"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    assert r.stdout == run_python("lazy.py", cwd=tmp_path).stdout == \
+        "{'x': 'int', 'return': 'int'} True\n"
+
+
+def test_a_source_python_cannot_compile_is_refused_before_it_runs(tmp_path):
+    (tmp_path / "nul.py").write_bytes(b"print('ran')\n\0\n")
+    (tmp_path / "latin.py").write_bytes(b"# -*- coding: latin-1 -*-\nprint(len('\xe9'))\n")
+    assert run_python("nul.py", cwd=tmp_path).returncode == 1
+    r = subprocess.run([*FNTRACE, "record", "-o", "t.dat", "nul.py"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    assert r.returncode == 2 and "ran" not in r.stdout
+    assert r.stderr == "fntrace: nul.py: syntax error: source code string cannot contain null bytes\n"
+    assert not (tmp_path / "t.dat").exists()
+    r = subprocess.run([*FNTRACE, "record", "-o", "t.dat", "latin.py"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    assert r.stdout == run_python("latin.py", cwd=tmp_path).stdout == "1\n"
+
+
 # ---------------------------------------------------------------------------------
 # 8. The program's own profile function
 # ---------------------------------------------------------------------------------

@@ -50,6 +50,17 @@
  *                              where CPython would have run the handler, not raised at
  *                              the traced event.  No Python fallback: the callbacks
  *                              then run bare, with a standing credit of frames.
+ *   compile_program(source, filename)
+ *                              the program's code as `python script.py` compiles it:
+ *                              no future statement of the launcher's own modules
+ *                              inherited (compile() takes its caller's: `from
+ *                              __future__ import annotations` would turn the
+ *                              program's annotations into strings), and not through
+ *                              compile(), whose test for an AST argument first builds
+ *                              every _ast type (11 M instructions, a quarter of
+ *                              Python's own start-up).  None for a source with a NUL
+ *                              byte: the fallback, compile(..., dont_inherit=True),
+ *                              raises the interpreter's own error for it.
  *   ident(obj)                 id(obj) without its "builtins.id" audit event (the pure
  *                              callbacks' id(), which a program's audit hook would see).
  *   callback_shell_setup(own_dir, from_handler)
@@ -761,6 +772,38 @@ ident(PyObject *self, PyObject *obj)
     return PyLong_FromVoidPtr(obj);
 }
 
+static PyObject *
+compile_program(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "compile_program(source, filename: str)");
+        return NULL;
+    }
+    /* as builtin compile() sets them: a str is UTF-8 already (its coding cookie is
+     * not read again); bytes are decoded by their cookie, UTF-8 without one */
+    PyCompilerFlags cf = _PyCompilerFlags_INIT;
+    cf.cf_flags = PyCF_SOURCE_IS_UTF8;
+    const char *s;
+    Py_ssize_t n;
+    if (PyBytes_Check(args[0])) {
+        s = PyBytes_AS_STRING(args[0]);
+        n = PyBytes_GET_SIZE(args[0]);
+    }
+    else if (PyUnicode_Check(args[0])) {
+        s = PyUnicode_AsUTF8AndSize(args[0], &n);
+        if (s == NULL)
+            return NULL;
+        cf.cf_flags |= PyCF_IGNORE_COOKIE;
+    }
+    else {
+        PyErr_SetString(PyExc_TypeError, "compile_program: source must be bytes or str");
+        return NULL;
+    }
+    if (memchr(s, '\0', (size_t)n) != NULL)
+        Py_RETURN_NONE;
+    return Py_CompileStringObject(s, args[1], Py_file_input, &cf, -1);
+}
+
 static PyMethodDef launch_methods[] = {
     {"run_clean", (PyCFunction)(void (*)(void))run_clean, METH_FASTCALL,
      "run_clean(code, globals): exec code on a fresh stack (see the module doc)"},
@@ -776,6 +819,9 @@ static PyMethodDef launch_methods[] = {
     {"call_in_main", call_in_main, METH_O,
      "call_in_main(func) -> bool: func() on the main thread at its next bytecode"},
     {"ident", ident, METH_O, "ident(obj) -> id(obj), without the builtins.id audit event"},
+    {"compile_program", (PyCFunction)(void (*)(void))compile_program, METH_FASTCALL,
+     "compile_program(source, filename) -> the program's code object, compiled as the "
+     "interpreter compiles a script (None: a NUL byte in it, see the module doc)"},
     {"callback_shell", callback_shell, METH_O,
      "callback_shell(func) -> func in a C shell: frames lent, a handler's exception "
      "handed to the program (see the module doc)"},

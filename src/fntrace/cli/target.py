@@ -69,6 +69,18 @@ class Target:
         return f"Target(kind={self.kind!r}, name={self.name!r}, args={self.args!r})"
 
 
+def compile_program(source: bytes | str, path: str) -> CodeType:
+    """The program's code as the interpreter compiles a script: no future statement of
+    this module's inherited (``from __future__ import annotations`` here would make
+    the program's annotations strings); natively without compile()'s set-up of the
+    _ast types (_launch.c)."""
+    if _native_launch is not None:
+        co = _native_launch.compile_program(source, path)
+        if co is not None:
+            return co
+    return compile(source, path, "exec", dont_inherit=True)
+
+
 def _compile_file(path: str, shown: str) -> CodeType:
     try:
         with open(path, "rb") as f:
@@ -76,9 +88,10 @@ def _compile_file(path: str, shown: str) -> CodeType:
     except OSError as e:
         raise UsageError(f"{shown}: {e.strerror}") from None
     try:
-        return compile(source, path, "exec")
+        return compile_program(source, path)
     except SyntaxError as e:
-        raise UsageError(f"{shown}:{e.lineno}: syntax error: {e.msg}") from None
+        where = f"{shown}:{e.lineno}" if e.lineno is not None else shown
+        raise UsageError(f"{where}: syntax error: {e.msg}") from None
     except ValueError as e:
         raise UsageError(f"{shown}: {e}") from None
 
@@ -123,7 +136,7 @@ def prepare_target(script: str | None, module: str | None, code: str | None,
     co: CodeType | None
     if code is not None:
         try:
-            co = compile(code, "<string>", "exec")
+            co = compile_program(code, "<string>")
         except SyntaxError as e:
             raise UsageError(f"-c: syntax error at line {e.lineno}: {e.msg}") from None
         return Target("code", "-c", args, co, path0="", argv0="-c")
