@@ -394,32 +394,31 @@ class Tracefs:
             f = per_thread_path(self, path)
         return f
 
-    def read(self, path: str) -> str:
+    def _open(self, path: str, write: bool):
+        """The directory of ``path`` and the file's handler for a read or a write:
+        ENOENT for no such file, EINVAL for a read of a write-only file, EACCES for a
+        write to a read-only one."""
         fs, path = self._route(path)
         f = fs._lookup(path)
         if f is None:
             raise _err(errno.ENOENT, f"{path}: no such file", path)
-        if f[0] is None:
-            err = FntraceError(f"{path}: not readable")
-            err.errno = errno.EINVAL
+        if f[write] is None:
+            err = FntraceError(f"{path}: permission denied" if write else f"{path}: not readable")
+            err.errno = errno.EACCES if write else errno.EINVAL
             raise err
-        return f[0]()
+        return fs, path, f[write]
+
+    def read(self, path: str) -> str:
+        return self._open(path, False)[2]()
 
     def write(self, path: str, data: str, append: bool = False) -> None:
-        fs, path = self._route(path)
-        f = fs._lookup(path)
-        if f is None:
-            raise _err(errno.ENOENT, f"{path}: no such file", path)
-        if f[1] is None:
-            err = FntraceError(f"{path}: permission denied")
-            err.errno = errno.EACCES
-            raise err
+        fs, path, handler = self._open(path, True)
         # A write and an rmdir of the instance do not interleave: a tracer or event
         # switched on after the teardown would stay on with no file left to stop it.
         with fs._write_lock:
             if fs.removed:
                 raise _err(errno.ENOENT, f"{path}: the instance has been removed", path)
-            f[1](data, append)
+            handler(data, append)
 
     def tracer_class(self, data: str) -> type:
         """The tracer a current_tracer write of DATA selects (trace_files.py)."""
