@@ -611,3 +611,23 @@ def test_ls_lists_script_and_imported_module_functions(tmp_script, run_fntrace):
 def test_ls_filter_matching_nothing_is_an_error(tmp_script, run_fntrace):
     prog = tmp_script("def alpha():\n    pass\n")
     assert_one_line_error(run_fntrace("ls", "-F", "zzz_nothing*", prog))
+
+
+@pytest.mark.parametrize("columns", ["50", "140", ""])
+def test_help_is_argparses_own_at_the_terminals_width(monkeypatch, columns):
+    # the command line's formatter finds the width without shutil; the help must be
+    # what argparse's own formatter prints at the same $COLUMNS
+    import argparse
+
+    from fntrace.cli import main as climain
+    monkeypatch.setenv("COLUMNS", columns)
+    monkeypatch.setattr(climain, "_width", [])
+    top, _ = climain._parser("record")
+    record = climain._subparser(top, "record")
+    ours = [p.format_help() for p in (top, record)]
+    for p in (top, record):
+        p.formatter_class = argparse.RawDescriptionHelpFormatter
+    assert ours == [p.format_help() for p in (top, record)]
+    if columns == "50":
+        usage = ours[1].split("\n\n")[0].splitlines()
+        assert max(map(len, usage)) <= 48 < 80     # wrapped at 50 - 2, not at 80
