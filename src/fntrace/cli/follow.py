@@ -23,11 +23,11 @@ parent and its other children are not touched.
 """
 from __future__ import annotations
 
-import json
 import os
 
 from ..tracefile.blocks import MAGIC
 from ..tracefile.children import child_files, child_path
+from ..tracefile.writer import json_text
 
 __all__ = ["ENV", "SITE_DIR", "CHILD_OPTIONS", "Follow"]
 
@@ -83,7 +83,7 @@ class Follow:
                 # the module ``-m`` runs: what the parent's main module is named
                 "main_alias": self.main_alias}
         self._saved = {k: os.environ.get(k) for k in (ENV, "PYTHONPATH")}
-        os.environ[ENV] = json.dumps(spec)
+        os.environ[ENV] = json_text(spec)
         path = os.environ.get("PYTHONPATH")
         if not path or path.split(os.pathsep)[0] != SITE_DIR:
             os.environ["PYTHONPATH"] = SITE_DIR + (os.pathsep + path if path else "")

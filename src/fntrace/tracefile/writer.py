@@ -9,7 +9,6 @@ may call code a filter could select.
 
 from __future__ import annotations
 
-import json
 import os
 import struct
 import threading
@@ -32,7 +31,7 @@ from .blocks import (BLOCK_HEAD, COMPRESS_HINT, CRC, FILE_HEAD, MAGIC, MAX_BLOCK
                     zstd_module)
 from .codec import encode as _encode, put_uvarint
 
-__all__ = ["TraceFileWriter"]
+__all__ = ["TraceFileWriter", "json_text"]
 
 _native = _env.native()  # type: ignore[no-untyped-call]  # _env's is not annotated
 _pack_native = getattr(_native, "pack_payloads", None) if _native is not None else None
@@ -127,7 +126,12 @@ def _zigzag(v: int) -> int:
 # library code a filter could select (json.dumps is json.encoder's Python code), nor the
 # program's (a payload's __repr__).  So JSON is made here, from C building blocks only:
 # fntrace's own code is never traced.
-_enc_json_str = json.encoder.encode_basestring_ascii
+try:
+    # (the C function json.encoder uses, without loading the json package: a
+    # recording's start-up never decodes JSON)
+    from _json import encode_basestring_ascii as _enc_json_str
+except ImportError:                     # pragma: no cover - CPython always has _json
+    from json.encoder import encode_basestring_ascii as _enc_json_str
 _int_repr = int.__repr__
 _float_repr = float.__repr__
 
@@ -212,6 +216,12 @@ try:
                                 False, True)
 except (ImportError, TypeError):        # pragma: no cover - CPython always has _json
     _c_encode = None
+
+
+def json_text(obj: Any) -> str:
+    """``obj`` as compact ASCII JSON, made as the header is (json.loads reads it; a
+    value JSON has no form for is its text), without loading the json package."""
+    return _dumps(obj).decode("ascii")
 
 
 def _dumps(obj: Any) -> bytes:
