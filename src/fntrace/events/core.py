@@ -23,6 +23,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from ..ring_buffer import RingBuffer
     from .filter import EventFilter
 
 from .._env import fork_safe
@@ -33,7 +34,8 @@ from ..ring_buffer import PAYLOAD_SEP, TRACE_EVENT
 get_native_id = threading.get_native_id
 
 __all__ = ["EventCall", "EventFile", "event_file", "event_calls", "register_event_call",
-           "unregister_event_call", "find_event_call", "stack_text"]
+           "unregister_event_call", "find_event_call", "stack_text", "filter_passes",
+           "event_buffer_of"]
 
 _lock = fork_safe(threading.RLock())
 _ids = __import__("itertools").count(1)      # event ids are never reused
@@ -80,6 +82,24 @@ def stack_text(frame, limit: int = 32) -> str:
             break
         f = f.f_back
     return "\n".join(out)
+
+
+def filter_passes(flt: Callable[[Mapping[str, Any]], bool], values: Mapping[str, Any]) -> bool:
+    """An event's or a trigger's filter on the event's values; one that raises rejects
+    it (the error is the filter's, never the program's)."""
+    try:
+        return bool(flt(values))
+    except Exception:
+        return False
+
+
+def event_buffer_of(tr) -> RingBuffer | None:
+    """The calling thread's buffer for events in instance ``tr``, None for a thread its
+    event filters leave out (cached per thread, see TraceArray.event_buffer)."""
+    try:
+        return tr.local.ebuf
+    except AttributeError:
+        return tr.event_buffer()
 
 
 class EventCall:

@@ -56,7 +56,7 @@ from ..core import fetch
 from ..core.records import record_table
 from ..errors import FntraceError
 from ..ring_buffer import TRACE_CLOCKS
-from .core import EventFile, find_event_call, stack_text
+from .core import EventFile, filter_passes, find_event_call, stack_text
 
 __all__ = ["HistTrigger", "HistError", "parse_hist", "apply_hist_command", "hist_text",
            "hist_triggers_of", "HIST_ERRORS", "set_hist_paused"]
@@ -388,12 +388,8 @@ class HistTrigger:
     def fire(self, ef: EventFile, values: Mapping[str, Any], frame) -> None:
         if self.paused:
             return
-        if self.filter is not None:
-            try:
-                if not self.filter(values):
-                    return
-            except Exception:
-                return
+        if self.filter is not None and not filter_passes(self.filter, values):
+            return
         fast = self.fast
         if fast is not None:
             fast(values)

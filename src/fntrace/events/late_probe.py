@@ -17,6 +17,7 @@ from ..core.ops import sync_discovery
 from ..core.records import record_table
 from ..fprobe import Fprobe, register_fprobe_ips, unregister_fprobe
 from ..ring_buffer import PAYLOAD_SEP, TRACE_EVENT
+from .core import event_buffer_of
 
 __all__ = ["LateProbe", "note"]
 
@@ -24,10 +25,7 @@ __all__ = ["LateProbe", "note"]
 def note(tr, name: str, text: str) -> bool:
     """Write event ``name: text`` into the calling thread's buffer of instance ``tr``
     (False: a thread the instance's event filters leave out)."""
-    try:
-        buf = tr.local.ebuf
-    except AttributeError:
-        buf = tr.event_buffer()
+    buf = event_buffer_of(tr)
     if buf is None:
         return False
     buf.write_payload(monotonic_ns(), TRACE_EVENT, 0, 0, 0, 0, name + PAYLOAD_SEP + text)

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 from ..errors import FntraceError
 from ..ring_buffer import PAYLOAD_SEP, TRACE_STACK
-from .core import EventFile, find_event_call, stack_text
+from .core import EventFile, event_buffer_of, filter_passes, find_event_call, stack_text
 from .filter import PAGE_SIZE
 
 __all__ = ["Trigger", "parse_trigger", "apply_trigger_command", "TriggerError",
@@ -90,35 +90,20 @@ class Trigger:
     def fire(self, ef: EventFile, values: Mapping[str, Any], frame) -> None:
         if self.count == 0:
             return
-        if self.filter is not None:
-            try:
-                if not self.filter(values):
-                    return
-            except Exception:
-                return
+        if self.filter is not None and not filter_passes(self.filter, values):
+            return
         if self.do(ef.tr, frame) and self.count > 0:
             self.count -= 1
 
     def do(self, tr, frame) -> bool:
         """Do the trigger's work; return whether it changed anything."""
         c = self.cmd
-        if c == "traceoff":
-            if not tr.tracing_on:
-                return False
-            tr.tracing_on = False
-            return True
-        if c == "traceon":
-            if tr.tracing_on:
-                return False
-            tr.tracing_on = True
-            return True
+        if c == "traceon" or c == "traceoff":
+            return _switch(tr, "tracing_on", c == "traceon")
         if c == "stacktrace":
             if not tr.tracing_on:
                 return False
-            try:
-                buf = tr.local.ebuf
-            except AttributeError:
-                buf = tr.event_buffer()
+            buf = event_buffer_of(tr)
             if buf is None:
                 return False
             buf.write_payload(monotonic_ns(), TRACE_STACK, 0, 0, 0, 0, PAYLOAD_SEP + stack_text(frame))
@@ -134,17 +119,17 @@ class Trigger:
         if c in ("enable_hist", "disable_hist"):
             from .hist import set_hist_paused
             return set_hist_paused(tf, c == "disable_hist")
-        if c == "enable_event":
-            if not tf.soft_disabled:
-                return False
-            tf.soft_disabled = False
-            return True
-        if c == "disable_event":
-            if tf.soft_disabled:
-                return False
-            tf.soft_disabled = True
-            return True
+        if c == "enable_event" or c == "disable_event":
+            return _switch(tf, "soft_disabled", c == "disable_event")
         return False
+
+
+def _switch(obj: Any, attr: str, value: bool) -> bool:
+    """Set a switch; whether it changed (a counted trigger counts only a change)."""
+    if bool(getattr(obj, attr)) == value:
+        return False
+    setattr(obj, attr, value)
+    return True
 
 
 _COUNT = re.compile(r"\d+")
