@@ -237,15 +237,8 @@ class Guard:
                                                                          wanted))
 
     def uninstall(self) -> None:
-        if self._real_exit is not None and os._exit is not self._real_exit:
-            os._exit = self._real_exit
-        for name, real in getattr(self, "_real_exec", {}).items():
-            _put_os(name, real)
-        for name, real in self._real_fork.items():
-            setattr(os, name, real)
-        if _native_launch is not None:
-            _native_launch.fatal_signals_restore()
-        else:
+        self._put_back()
+        if _native_launch is None:
             for s in list(self._py_handlers):
                 if signal.getsignal(s) == self._py_signal:
                     signal.signal(s, signal.SIG_DFL)
@@ -253,6 +246,11 @@ class Guard:
 
     def _in_child(self) -> None:
         # The trace is the parent's: the child's signals and os._exit are its own.
+        self._put_back()
+
+    def _put_back(self) -> None:
+        """os's exit, exec and fork functions and the native fatal-signal handlers as
+        they were before install()."""
         if self._real_exit is not None:
             os._exit = self._real_exit
         for name, real in getattr(self, "_real_exec", {}).items():
