@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -219,6 +219,16 @@ class ChromeJsonExporter(Exporter):
                 args["at_least"] = True     # the buffer only knew that it dropped some
             w.instant("lost events", "lost", ts, tid, args)
 
+        def put_calls(calls: Iterable[Call]) -> None:
+            nonlocal n_calls, n_incomplete, n_short
+            for c in calls:
+                if c.end - c.start < min_ns:
+                    n_short += 1
+                    continue
+                n_calls += 1
+                n_incomplete += not c.complete
+                w.call(c)
+
         walked = _native_calls(source, out, pid, pids, min_ns)
         for e in (source.entries() if walked is None else ()):
             if isinstance(e, LostEvents):
@@ -239,13 +249,7 @@ class ChromeJsonExporter(Exporter):
                 lost_instant(e.cpu, ts, tid)
                 n_instants += 1
             if typ == TRACE_GRAPH_ENT or typ == TRACE_GRAPH_RET:
-                for c in feed(e):
-                    if c.end - c.start < min_ns:
-                        n_short += 1
-                        continue
-                    n_calls += 1
-                    n_incomplete += not c.complete
-                    w.call(c)
+                put_calls(feed(e))
                 continue
             n_instants += 1
             if typ == TRACE_FN:
@@ -266,13 +270,7 @@ class ChromeJsonExporter(Exporter):
             else:
                 w.instant(e.func or f"entry type {typ}", "other", ts, tid,
                           {"text": e.text} if e.text else None)
-        for c in builder.finish():
-            if c.end - c.start < min_ns:
-                n_short += 1
-                continue
-            n_calls += 1
-            n_incomplete += not c.complete
-            w.call(c)
+        put_calls(builder.finish())
         for slot in sorted(pending_lost):
             # Lost at the very end of a thread's buffer: no entry follows to carry it.
             ts, tid = last.get(slot, (0, 0))
