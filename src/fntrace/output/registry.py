@@ -29,7 +29,7 @@ from .ftrace_text import TRACE_OPTIONS
 # typing is not imported at run time (it is a fifth of fntrace's import cost).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import IO
+    from typing import IO, Any
 
     from .entry import LostEvents, TraceEntry
 
@@ -198,15 +198,22 @@ _defaults: dict[str, str] = {}          # tracer name -> renderer name
 _FALLBACK = "function"                  # any other tracer prints the default format
 
 
+def _add(table: dict[str, Any], item: Any, what: str, replace: bool) -> None:
+    """Enter ``item`` under its name (the caller holds _lock); ``what`` is its kind, for
+    the errors."""
+    name = item.name
+    if not name:
+        raise ValueError(f"{'an' if what[0] in 'aeiou' else 'a'} {what} needs a name")
+    if name in table and not replace:
+        raise ValueError(f"{what} {name!r} is already registered")
+    table[name] = item
+
+
 def register_renderer(renderer: Renderer, *, replace: bool = False) -> Renderer:
     """Add a view; it becomes the default of the tracers it lists.  A second renderer
     of the same name is refused unless ``replace``."""
-    if not renderer.name:
-        raise ValueError("a renderer needs a name")
     with _lock:
-        if renderer.name in _renderers and not replace:
-            raise ValueError(f"renderer {renderer.name!r} is already registered")
-        _renderers[renderer.name] = renderer
+        _add(_renderers, renderer, "renderer", replace)
         for tracer in renderer.tracers:
             _defaults[tracer] = renderer.name
     return renderer
@@ -289,12 +296,8 @@ EXPORT_MODULES: dict[str, str] = {
 
 
 def register_exporter(exporter: Exporter, *, replace: bool = False) -> Exporter:
-    if not exporter.name:
-        raise ValueError("an exporter needs a name")
     with _lock:
-        if exporter.name in _exporters and not replace:
-            raise ValueError(f"exporter {exporter.name!r} is already registered")
-        _exporters[exporter.name] = exporter
+        _add(_exporters, exporter, "exporter", replace)
     return exporter
 
 
