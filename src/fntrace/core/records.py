@@ -707,19 +707,8 @@ class RecordTable:
             table.scan_module(module)
 
         exec_module.__qualname__ = "_LoaderBasics.exec_module"
-        exec_module._fntrace_orig = orig      # type: ignore[attr-defined]
         base.exec_module = exec_module
         self._hook_installed = True
-
-    def remove_import_hook(self) -> None:
-        if not self._hook_installed:
-            return
-        import importlib._bootstrap_external as bx
-        cur = bx._LoaderBasics.exec_module     # type: ignore[attr-defined]  # private: not in the stubs
-        orig = getattr(cur, "_fntrace_orig", None)
-        if orig is not None:
-            bx._LoaderBasics.exec_module = orig    # type: ignore[attr-defined]  # as above
-        self._hook_installed = False
 
 
 def scan_code_as(code: CodeType, module: str) -> list[DynFtrace]:

@@ -216,10 +216,6 @@ class EventFile:
         self.triggers: list = []
         self.needs_common = False
 
-    @property
-    def soft_mode(self) -> int:
-        return self.sm_ref
-
     def enable_text(self) -> str:
         """event_enable_read()"""
         on = self.enabled and not self.soft_disabled
