@@ -38,6 +38,8 @@ if TYPE_CHECKING:                   # typing is costly to import; only checkers 
 
     # a profile function: (frame, event, arg), as sys.setprofile calls it
     ProfileFunc = Callable[[FrameType, str, Any], object]
+    # a patched site's call once its record and frame are found (_make_enter)
+    Enter = Callable[[DynFtrace, FrameType], None]
 
 from ..printk import pr_warn
 
@@ -256,21 +258,15 @@ def _miss(code: CodeType) -> DynFtrace | None:
     return _sites_get(id(code))
 
 
-def _make_on_py_start(call_ops: bool) -> Callable[[CodeType, int], object]:
-    """The sys.monitoring PY_START callback.  With CALL_OPS the site's record holds its
-    ops, so one ops costs the same whatever else is registered; without, every site
-    calls the one global target, which is the single registered ops or, as soon as two
-    are registered, the list func."""
+def _make_enter(call_ops: bool) -> Enter:
+    """A patched site's call, its record and frame found (both back ends): the caller's
+    record, then the callback.  With CALL_OPS the site's record holds its ops, so one
+    ops costs the same whatever else is registered; without, every site calls the one
+    global target, which is the single registered ops or, as soon as two are
+    registered, the list func."""
     g = G
 
-    def on_py_start(code: CodeType, offset: int) -> object:
-        """sys.monitoring PY_START on a patched site (see _make_on_py_start)."""
-        rec = _sites_get(id(code))
-        if rec is None:
-            rec = _miss(code)
-            if rec is None or rec is _DISABLE:
-                return rec
-        frame = _getframe(1)
+    def enter(rec: DynFtrace, frame: FrameType) -> None:
         back = frame.f_back
         parent: DynFtrace | None
         if back is None:
@@ -290,12 +286,30 @@ def _make_on_py_start(call_ops: bool) -> Callable[[CodeType, int], object]:
         except (Exception, SystemExit) as exc:
             if contain(op, exc):
                 raise
+    return enter
+
+
+_enter = _make_enter(True)
+_enter_global = _make_enter(False)
+
+
+def _make_on_py_start(enter: Enter) -> Callable[[CodeType, int], object]:
+    """The sys.monitoring PY_START callback."""
+
+    def on_py_start(code: CodeType, offset: int) -> object:
+        """sys.monitoring PY_START on a patched site (see _make_enter)."""
+        rec = _sites_get(id(code))
+        if rec is None:
+            rec = _miss(code)
+            if rec is None or rec is _DISABLE:
+                return rec
+        enter(rec, _getframe(1))
         return None
     return on_py_start
 
 
-on_py_start = _make_on_py_start(True)
-on_py_start_global = _make_on_py_start(False)
+on_py_start = _make_on_py_start(_enter)
+on_py_start_global = _make_on_py_start(_enter_global)
 on_py_start_global.__name__ = on_py_start_global.__qualname__ = "on_py_start_global"
 
 
@@ -584,7 +598,7 @@ def _chain(frame: FrameType, event: str, arg: Any) -> None:
             raise
 
 
-def _make_profile_hook(call_ops: bool) -> Callable[[FrameType, str, Any], None]:
+def _make_profile_hook(enter: Enter) -> Callable[[FrameType, str, Any], None]:
     """The setprofile hook (3.11 back end): every call reaches it and it tests the
     record, like a kernel without DYNAMIC_FTRACE where every mcount call runs."""
     g = G
@@ -601,24 +615,7 @@ def _make_profile_hook(call_ops: bool) -> Callable[[FrameType, str, Any], None]:
             if rec.gen_start >= 0 and frame.f_lasti != rec.gen_start:
                 _profile_resume(rec, frame)
                 return
-            back = frame.f_back
-            parent: DynFtrace | None
-            if back is None:
-                parent = ROOT
-            else:
-                parent = _by_code_get(id(back.f_code))
-                if parent is None:
-                    parent = _parent_slow(back)
-            if call_ops:
-                op, func = rec.ops, rec.func
-            else:
-                op, func = g.trace_op, g.trace_function
-            try:
-                # not None: as in on_py_start
-                func(rec, parent, op, FtraceRegs(frame, rec, rec.flags & _REGS_EN))  # type: ignore[misc]
-            except (Exception, SystemExit) as exc:
-                if contain(op, exc):
-                    raise
+            enter(rec, frame)
         elif event == "return":
             if g.ret_handler is None:
                 return
@@ -634,8 +631,8 @@ def _make_profile_hook(call_ops: bool) -> Callable[[FrameType, str, Any], None]:
     return profile_hook
 
 
-profile_hook = _make_profile_hook(True)
-profile_hook_global = _make_profile_hook(False)
+profile_hook = _make_profile_hook(_enter)
+profile_hook_global = _make_profile_hook(_enter_global)
 
 
 def chained(hook: ProfileFunc) -> Callable[[FrameType, str, Any], None]:
@@ -650,7 +647,7 @@ def chained(hook: ProfileFunc) -> Callable[[FrameType, str, Any], None]:
 
 # Code objects of the dispatcher: a thread with one of these on its stack is inside a
 # callback (used by ops.synchronize(), the RCU grace period of unregister).
-DISPATCH_CODES = {f.__code__ for f in (on_py_start, on_py_start_global, _miss, on_py_return,
+DISPATCH_CODES = {f.__code__ for f in (on_py_start, on_py_start_global, _enter, _miss, on_py_return,
                                         on_py_unwind, on_py_resume, on_py_throw, profile_hook,
                                         ftrace_ops_list_func, _profile_resume, _profile_return,
                                         _profile_miss, on_call, on_c_return, on_c_raise,
