@@ -15,7 +15,7 @@ import time
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from conftest import SUBPROCESS_TIMEOUT, run_python
+from support import SUBPROCESS_TIMEOUT, run_python
 from fntrace import _env
 from fntrace.core import fetch
 

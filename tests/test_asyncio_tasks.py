@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from conftest import fn_lines, fntrace_cli, run_python
+from support import fn_lines, fntrace_cli, run_python
 
 AIO = textwrap.dedent("""\
     import asyncio

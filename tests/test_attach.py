@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import fntrace_cli
+from support import fntrace_cli
 
 from fntrace.tracefs import attach as attach_mod
 

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from conftest import fntrace_cli, run_python
+from support import fntrace_cli, run_python
 
 PROG = """\
 import time

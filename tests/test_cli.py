@@ -16,8 +16,8 @@ import sys
 
 import pytest
 
-from conftest import (
-    EXAMPLES, FUNCTION_HEADER_TAIL, SUBPROCESS_TIMEOUT, fn_lines, header_counts, mask_fn_line,
+from support import (
+    EXAMPLES, FUNCTION_HEADER_TAIL, SUBPROCESS_TIMEOUT, fn_lines, header_counts, mask_line,
     run_python,
 )
 
@@ -562,7 +562,7 @@ def test_two_runs_give_the_same_trace_but_for_times_and_pids(script, run_fntrace
             for _ in range(2)]
     for r in runs:
         assert r.returncode == 0, r.stderr
-    masked = [[mask_fn_line(line) for line in r.stdout.splitlines()] for r in runs]
+    masked = [[mask_line(line) for line in r.stdout.splitlines()] for r in runs]
     assert masked[0] == masked[1]
     body = [line for line in masked[0] if "-PID [" in line]
     assert body == [
@@ -573,8 +573,8 @@ def test_two_runs_give_the_same_trace_but_for_times_and_pids(script, run_fntrace
     ]
     # The raw lines differ only where the mask says so.
     raw = [line for line in runs[0].stdout.splitlines() if fn_lines(line)]
-    assert [mask_fn_line(line) for line in raw] == body
-    assert all(mask_fn_line(line) != line for line in raw)
+    assert [mask_line(line) for line in raw] == body
+    assert all(mask_line(line) != line for line in raw)
 
 
 def test_ls_lists_script_and_imported_module_functions(tmp_script, run_fntrace):

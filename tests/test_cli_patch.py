@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import fntrace_cli
+from support import fntrace_cli
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHOP_DEMO = REPO_ROOT / "examples" / "shop_demo.py"

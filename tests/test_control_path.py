@@ -14,7 +14,6 @@ from fntrace.errors import FilterError, FntraceError
 from fntrace.tracefs import Tracefs
 from fntrace.tracefs.control import OPTION_FILES
 
-from fgraph_helpers import fgraph_clean  # noqa: F401  (fixture)
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from conftest import fntrace_cli
+from support import fntrace_cli
 from fntrace.errors import FntraceError
 
 PROG = """\

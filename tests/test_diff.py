@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from conftest import REPO_ROOT, fntrace_cli
+from support import REPO_ROOT, fntrace_cli
 from fntrace.output.diff import FuncDiff, parse_fail_if
 from fntrace.output.function_graph import trace_print_graph_duration
 from fntrace.output.stat import FunctionStat

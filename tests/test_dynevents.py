@@ -31,7 +31,7 @@ from fntrace.errors import FntraceError
 from fntrace.events.probe_parse import ERRORS
 from fntrace.tracefs import Tracefs
 
-from conftest import EVENT_LINE, SUBPROCESS_TIMEOUT, entry_texts, errlog_check, trace_texts
+from support import EVENT_LINE, SUBPROCESS_TIMEOUT, entry_texts, errlog_check, trace_texts
 
 MOD = """
     def work(a, b='x'):

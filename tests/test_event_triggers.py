@@ -35,7 +35,7 @@ import pytest
 from fntrace.errors import FntraceError
 from fntrace.tracefs import Tracefs
 
-from conftest import EVENT_LINE, SUBPROCESS_TIMEOUT, entry_texts, errlog_check, trace_texts
+from support import EVENT_LINE, SUBPROCESS_TIMEOUT, entry_texts, errlog_check, trace_texts
 
 MOD = """
     def work(a, name='x'):

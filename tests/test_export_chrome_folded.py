@@ -39,7 +39,7 @@ from fntrace.output.entry import (
 from fntrace.output.registry import get_exporter
 from fntrace.output.source import open_trace
 
-from conftest import REPO_ROOT, SUBPROCESS_TIMEOUT, fntrace_cli
+from support import REPO_ROOT, SUBPROCESS_TIMEOUT, fntrace_cli
 
 KNOWN = '''\
 import threading

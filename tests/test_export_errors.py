@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SUBPROCESS_TIMEOUT
+from support import SUBPROCESS_TIMEOUT
 
 from fntrace.output.registry import EXPORT_MODULES
 

@@ -26,8 +26,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
 )
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status  # noqa: E402
 
-from conftest import SUBPROCESS_TIMEOUT  # noqa: E402
-from calls_helpers import PROG, export_as, recorded, report_calls  # noqa: E402,F401
+from support import CALLS_PROG, SUBPROCESS_TIMEOUT, export_as, report_calls  # noqa: E402
 
 HEX = {"traceId": 32, "spanId": 16, "parentSpanId": 16}
 
@@ -63,14 +62,14 @@ def export(run_fntrace, dat, out, *more):
     return export_as("otlp", run_fntrace, dat, out, *more)
 
 
-def test_spans_are_the_reports_calls_nested(recorded, run_fntrace, tmp_path):
-    export(run_fntrace, recorded, tmp_path / "s.json")
+def test_spans_are_the_reports_calls_nested(calls_dat, run_fntrace, tmp_path):
+    export(run_fntrace, calls_dat, tmp_path / "s.json")
     reqs = parse(tmp_path / "s.json")
     res = {kv.key: kv.value for kv in reqs[0].resource_spans[0].resource.attributes}
     assert res["service.name"].string_value == "prog.py"
     assert res["process.pid"].int_value > 0
     spans = spans_of(reqs)
-    want = report_calls(run_fntrace, recorded)
+    want = report_calls(run_fntrace, calls_dat)
     assert Counter(s.name for s in spans) == Counter(f for _, f, _, _ in want)
     assert len({s.trace_id for s in spans}) == 1
     by_id = {s.span_id: s for s in spans}
@@ -113,28 +112,28 @@ def test_spans_are_the_reports_calls_nested(recorded, run_fntrace, tmp_path):
                and not attrs(s)["fntrace.retval"].startswith("raised"))
 
 
-def test_times_are_wall_clock_of_the_recording(recorded, run_fntrace, tmp_path):
+def test_times_are_wall_clock_of_the_recording(calls_dat, run_fntrace, tmp_path):
     from fntrace.output.source import open_trace
-    export(run_fntrace, recorded, tmp_path / "s.json")
+    export(run_fntrace, calls_dat, tmp_path / "s.json")
     spans = spans_of(parse(tmp_path / "s.json"))
-    start_wall = open_trace(recorded).header["start_wall"]
+    start_wall = open_trace(calls_dat).header["start_wall"]
     first = min(s.start_time_unix_nano for s in spans) / 1e9
     # the program's first call comes after the recording starts, within seconds
     assert start_wall <= first < start_wall + 30, (start_wall, first)
 
 
-def test_the_same_trace_exports_the_same_spans(recorded, run_fntrace, tmp_path):
-    export(run_fntrace, recorded, tmp_path / "a.json")
-    export(run_fntrace, recorded, tmp_path / "b.json")
+def test_the_same_trace_exports_the_same_spans(calls_dat, run_fntrace, tmp_path):
+    export(run_fntrace, calls_dat, tmp_path / "a.json")
+    export(run_fntrace, calls_dat, tmp_path / "b.json")
     assert (tmp_path / "a.json").read_text() == (tmp_path / "b.json").read_text()
 
 
-def test_min_duration_keeps_slow_calls_and_their_parents(recorded, run_fntrace, tmp_path):
-    export(run_fntrace, recorded, tmp_path / "all.json")
+def test_min_duration_keeps_slow_calls_and_their_parents(calls_dat, run_fntrace, tmp_path):
+    export(run_fntrace, calls_dat, tmp_path / "all.json")
     spans = spans_of(parse(tmp_path / "all.json"))
     durs = sorted(s.end_time_unix_nano - s.start_time_unix_nano for s in spans)
     cut_us = durs[len(durs) // 2] / 1000
-    r = export(run_fntrace, recorded, tmp_path / "slow.json", "--min-duration", str(cut_us))
+    r = export(run_fntrace, calls_dat, tmp_path / "slow.json", "--min-duration", str(cut_us))
     kept = spans_of(parse(tmp_path / "slow.json"))
     assert 0 < len(kept) < len(spans)
     assert all(s.end_time_unix_nano - s.start_time_unix_nano >= cut_us * 1000 for s in kept)
@@ -168,38 +167,38 @@ def parse_proto(path) -> list[ExportTraceServiceRequest]:
     return reqs
 
 
-def test_protobuf_is_the_same_requests_as_json(recorded, run_fntrace, tmp_path):
-    export(run_fntrace, recorded, tmp_path / "s.json")
-    r = export_as("otlp-proto", run_fntrace, recorded, tmp_path / "s.pb")
+def test_protobuf_is_the_same_requests_as_json(calls_dat, run_fntrace, tmp_path):
+    export(run_fntrace, calls_dat, tmp_path / "s.json")
+    r = export_as("otlp-proto", run_fntrace, calls_dat, tmp_path / "s.pb")
     assert r.returncode == 0, r.stderr
     as_json, as_proto = parse(tmp_path / "s.json"), parse_proto(tmp_path / "s.pb")
     assert as_proto == as_json and spans_of(as_proto)
     assert (tmp_path / "s.pb").stat().st_size * 2 < (tmp_path / "s.json").stat().st_size
     # --min-duration as for JSON; the default name: the trace's, .dat made .otlp.pb
-    cut = export_as("otlp-proto", run_fntrace, recorded, tmp_path / "cut.pb",
+    cut = export_as("otlp-proto", run_fntrace, calls_dat, tmp_path / "cut.pb",
                     "--min-duration", "1000000")
     assert parse_proto(tmp_path / "cut.pb") == [] and "left out" in cut.stderr
-    r = run_fntrace("export", str(recorded), "--format", "otlp-proto")
+    r = run_fntrace("export", str(calls_dat), "--format", "otlp-proto")
     assert r.returncode == 0, r.stderr
-    assert parse_proto(recorded.parent / (recorded.stem + ".otlp.pb")) == as_json
+    assert parse_proto(calls_dat.parent / (calls_dat.stem + ".otlp.pb")) == as_json
 
 
 def test_a_function_trace_has_no_spans(tmp_script, run_fntrace, tmp_path):
-    prog = tmp_script(PROG)
+    prog = tmp_script(CALLS_PROG)
     r = run_fntrace("record", "-p", "function", "-F", "__main__.*", "-o", "f.dat", prog)
     assert r.returncode == 0, r.stderr
     r = export(run_fntrace, "f.dat", "f.json")
     assert "no spans" in r.stderr and (tmp_path / "f.json").read_text() == ""
 
 
-def test_missing_extra_is_named(recorded):
+def test_missing_extra_is_named(calls_dat):
     code = ("import sys; sys.modules['opentelemetry'] = None\n"
             "from fntrace.cli.main import main\n"
-            f"sys.exit(main(['export', {str(recorded)!r}, '--format', 'otlp', '-o', 'x.json']))\n")
-    r = subprocess.run([sys.executable, "-c", code], cwd=recorded.parent, capture_output=True,
+            f"sys.exit(main(['export', {str(calls_dat)!r}, '--format', 'otlp', '-o', 'x.json']))\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=calls_dat.parent, capture_output=True,
                        text=True, timeout=SUBPROCESS_TIMEOUT)
     assert r.returncode == 1 and "pip install 'fntrace[otlp]'" in r.stderr, r.stderr
-    assert not (recorded.parent / "x.json").exists()
+    assert not (calls_dat.parent / "x.json").exists()
 
 
 OTEL_PROG = textwrap.dedent("""\

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SUBPROCESS_TIMEOUT, fntrace_cli
+from support import SUBPROCESS_TIMEOUT, fntrace_cli
 
 try:
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SUBPROCESS_TIMEOUT, fntrace_cli
+from support import SUBPROCESS_TIMEOUT, fntrace_cli
 from fntrace.output.entry import (LostEvents, TraceEntry, TRACE_EVENT, TRACE_FN,
                                   TRACE_GRAPH_ENT, TRACE_GRAPH_RET, TRACE_PRINT, TRACE_STACK)
 from fntrace.output.source import open_trace

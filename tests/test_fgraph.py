@@ -36,9 +36,7 @@ from fntrace.fgraph import (
     register_ftrace_graph, shadow_stack, unregister_ftrace_graph,
 )
 
-from fgraph_helpers import (  # noqa: F401  (fixtures)
-    SUBPROCESS_TIMEOUT, Recorder, fgraph_clean, make_module,
-)
+from support import SUBPROCESS_TIMEOUT, Recorder
 
 # The exception object leaving a frame is known to sys.monitoring's PY_UNWIND; the
 # setprofile back end only sees a 'return' of None.

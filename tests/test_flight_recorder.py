@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import fntrace_cli, run_python
+from support import fntrace_cli, run_python
 import test_serve
 from test_serve import _pure_311, ctl, ok, wait_for
 

@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from conftest import run_python
+from support import run_python
 
 # Children forked one after another; each calls f() N times, then ends HOW: falling off
 # the end of the program ("return"), sys.exit, os._exit, or SIGTERM to itself.  The
@@ -195,7 +195,7 @@ def _run_with_env(cwd, args, **env):
     import os
     import subprocess
 
-    from conftest import SUBPROCESS_TIMEOUT
+    from support import SUBPROCESS_TIMEOUT
     return subprocess.run([sys.executable, "-m", "fntrace.cli.main", *args], cwd=cwd,
                           env=dict(os.environ, **env), capture_output=True, text=True,
                           timeout=SUBPROCESS_TIMEOUT)

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from conftest import SUBPROCESS_TIMEOUT, fn_lines, header_counts, run_python
+from support import SUBPROCESS_TIMEOUT, fn_lines, header_counts, run_python
 
 FNTRACE = [sys.executable, "-m", "fntrace.cli.main"]
 

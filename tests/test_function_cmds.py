@@ -23,7 +23,7 @@ import pytest
 from fntrace.errors import FntraceError
 from fntrace.tracefs import Tracefs
 
-from conftest import SUBPROCESS_TIMEOUT, errlog_check, trace_texts
+from support import SUBPROCESS_TIMEOUT, errlog_check, trace_texts
 
 MOD = """
     def hit():

@@ -25,10 +25,7 @@ from fntrace.fgraph import shadow_stack
 from fntrace.trace_array import thread_cpu
 from fntrace.tracefs import Tracefs
 
-from fgraph_helpers import (  # noqa: F401  (fixtures)
-    DUR, assert_lines, body, expected, fgraph_clean, is_header, make_module, mask_graph,
-    run_cli,
-)
+from support import DUR, assert_lines, body, expected, fntrace_cli, is_header, mask_graph
 
 # What an exception leaving a traced function prints with -R: the exception's repr on
 # sys.monitoring; 3.11's setprofile (and FNTRACE_BACKEND=profile) only knows that one
@@ -58,7 +55,7 @@ HEADER = [
 def live(tmp_path, source: str, *opts: str, graph: list[str] = GRAPH) -> str:
     prog = tmp_path / "prog.py"
     prog.write_text(textwrap.dedent(source))
-    r = run_cli("live", *graph, *opts, "prog.py", cwd=tmp_path)
+    r = fntrace_cli("live", *graph, *opts, "prog.py", cwd=tmp_path)
     assert r.returncode == 0, f"exit {r.returncode}\n{r.stderr}\n{r.stdout}"
     return r.stdout
 
@@ -166,7 +163,7 @@ def test_exception_escaping_the_program(tmp_path):
 
         outer()
     """))
-    r = run_cli("live", *GRAPH, "prog.py", cwd=tmp_path)
+    r = fntrace_cli("live", *GRAPH, "prog.py", cwd=tmp_path)
     assert r.returncode == 1
     assert "KeyError" in r.stderr
     assert_lines(body(r.stdout), expected("""
@@ -536,7 +533,7 @@ def test_max_depth_with_graph_function(tmp_path):
 def test_bad_max_depth_and_thresh_are_usage_errors(tmp_path):
     (tmp_path / "prog.py").write_text("pass\n")
     for opt, val in (("-D", "-1"), ("-D", "x"), ("--thresh", "-5"), ("--thresh", "1.5")):
-        r = run_cli("live", *GRAPH, opt, val, "prog.py", cwd=tmp_path)
+        r = fntrace_cli("live", *GRAPH, opt, val, "prog.py", cwd=tmp_path)
         assert r.returncode == 2, (opt, val, r.stderr)
         assert r.stderr.startswith("fntrace: ") and len(r.stderr.splitlines()) == 1
         assert r.stdout == ""
@@ -582,12 +579,12 @@ def test_tracing_thresh(tmp_path):
 
 def test_report_time_depth_and_thresh(tmp_path):
     (tmp_path / "prog.py").write_text(textwrap.dedent(GRAPHFN))
-    r = run_cli("record", *GRAPH, "-o", "g.dat", "prog.py", cwd=tmp_path)
+    r = fntrace_cli("record", *GRAPH, "-o", "g.dat", "prog.py", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    full = run_cli("report", "g.dat", cwd=tmp_path)
+    full = fntrace_cli("report", "g.dat", cwd=tmp_path)
     assert full.returncode == 0, full.stderr
     assert len(body(full.stdout)) == 17
-    d2 = run_cli("report", "g.dat", "-D", "2", cwd=tmp_path)
+    d2 = fntrace_cli("report", "g.dat", "-D", "2", cwd=tmp_path)
     assert d2.returncode == 0, d2.stderr
     assert mask_graph(d2.stdout)[:4] == HEADER
     # What live -D 2 prints, from the full recording.
@@ -601,20 +598,20 @@ def test_report_time_depth_and_thresh(tmp_path):
          0)   X.XXX us    |    __main__.leaf();
          0)   X.XXX us    |  }
     """))
-    d1 = run_cli("report", "g.dat", "-D", "1", cwd=tmp_path)
+    d1 = fntrace_cli("report", "g.dat", "-D", "1", cwd=tmp_path)
     assert_lines(body(d1.stdout), expected("""
          0)   X.XXX us    |  __main__.top();
          0)   X.XXX us    |  __main__.unrelated();
     """))
-    bad = run_cli("report", "g.dat", "-D", "-3", cwd=tmp_path)
+    bad = fntrace_cli("report", "g.dat", "-D", "-3", cwd=tmp_path)
     assert bad.returncode == 2 and bad.stdout == ""
 
 
 def test_report_time_options(tmp_path):
     (tmp_path / "prog.py").write_text(textwrap.dedent(NESTED))
-    r = run_cli("record", *GRAPH, "-R", "-o", "g.dat", "prog.py", cwd=tmp_path)
+    r = fntrace_cli("record", *GRAPH, "-R", "-o", "g.dat", "prog.py", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    rep = run_cli("report", "g.dat", "-O", "nofuncgraph-retval", "-O", "funcgraph-tail",
+    rep = fntrace_cli("report", "g.dat", "-O", "nofuncgraph-retval", "-O", "funcgraph-tail",
                   "-O", "nofuncgraph-cpu", cwd=tmp_path)
     assert rep.returncode == 0, rep.stderr
     lines = mask_graph(rep.stdout)

@@ -36,7 +36,7 @@ from fntrace.output.function_stat import (function_stat_headers, function_stat_s
 from fntrace.tracefs import Tracefs
 from fntrace.tracers import function_profile
 
-from fgraph_helpers import Recorder, _unregister_leftover_graph_users
+from support import Recorder, unregister_leftover_graph_users
 
 A_NS = 1_000_000
 B_NS = 3_000_000
@@ -93,7 +93,7 @@ def fs():
         t.write("function_profile_enabled", "0")
         t.write("current_tracer", "nop")
     finally:
-        _unregister_leftover_graph_users()
+        unregister_leftover_graph_users()
         core_ops.reset_for_tests()
 
 
@@ -590,4 +590,4 @@ def test_through_the_process_tracefs(tree):
     finally:
         top.write("function_profile_enabled", "0")
         top.write("set_ftrace_filter", "")
-        _unregister_leftover_graph_users()
+        unregister_leftover_graph_users()

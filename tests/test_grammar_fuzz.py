@@ -24,7 +24,7 @@ from fntrace.events.fprobe_event import resolve_symbol
 from fntrace.events.probe_parse import ProbeError, ProbeSpec, RemoveSpec, parse_probe_command
 from fntrace.tracefs import Tracefs
 
-from conftest import unique_module_name
+from support import unique_module_name
 
 FUZZ_SRC = """
     class Item:

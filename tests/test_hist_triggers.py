@@ -19,7 +19,7 @@ import pytest
 
 from fntrace.errors import FntraceError
 
-from conftest import errlog_check, trace_texts
+from support import errlog_check, trace_texts
 
 MOD = """
     def work(n, name='x'):

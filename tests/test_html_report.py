@@ -25,7 +25,7 @@ import pytest
 from fntrace.output.calls import CallBuilder
 from fntrace.output.source import open_trace
 
-from conftest import SUBPROCESS_TIMEOUT, fntrace_cli
+from support import SUBPROCESS_TIMEOUT, fntrace_cli
 
 PROGRAM = '''\
 import sys

@@ -30,7 +30,7 @@ from fntrace.core import ops as core_ops
 from fntrace.errors import FntraceError
 from fntrace.tracefs import Tracefs
 
-from conftest import fn_lines, reset_tracefs_instance
+from support import fn_lines, reset_tracefs_instance
 
 MOD_SRC = """
     def alpha_fn():

@@ -13,7 +13,7 @@ import pytest
 
 from fntrace.errors import FntraceError
 
-from conftest import entry_texts, errlog_check, run_python, trace_texts
+from support import entry_texts, errlog_check, run_python, trace_texts
 
 MOD = """
     def work(n):

@@ -21,7 +21,7 @@ import time
 import pytest
 
 
-from conftest import SUBPROCESS_TIMEOUT, fn_lines, header_counts
+from support import SUBPROCESS_TIMEOUT, fn_lines, header_counts
 
 # How long the test waits for a streamed line: the stream's own delay is about
 # 0.1 s (hold) + 0.025 s (tick) + 0.05 s (graph grace); the rest is a loaded machine.

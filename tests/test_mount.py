@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import fntrace_cli
+from support import fntrace_cli
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 

@@ -22,7 +22,6 @@ from fntrace.output.function_graph import GraphPrinter
 from fntrace.output.render import TRACE_OPTIONS, render_trace
 from fntrace.tracefs import Tracefs
 
-from fgraph_helpers import fgraph_clean  # noqa: F401  (fixture)
 
 # An exception leaving a call: its repr on sys.monitoring; 3.11's setprofile back end
 # only knows that one left.

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from conftest import GOLD, compare_gold
+from support import GOLD, compare_gold
 from fntrace.output.entry import (
     TRACE_EVENT, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, TRACE_PRINT, TRACE_STACK,
     LostEvents, TraceEntry,

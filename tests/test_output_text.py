@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import GOLD, compare_gold
+from support import GOLD, compare_gold
 from fntrace.output.entry import (
     LOST_EVENTS_UNKNOWN, TRACE_EVENT, TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET,
     TRACE_PRINT, TRACE_STACK, LostEvents, TraceEntry,

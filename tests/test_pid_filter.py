@@ -31,7 +31,7 @@ import pytest
 from fntrace.errors import FntraceError
 from fntrace.tracefs import Tracefs
 
-from conftest import SUBPROCESS_TIMEOUT, fn_lines
+from support import SUBPROCESS_TIMEOUT, fn_lines
 
 MODES = [pytest.param("", id="native"), pytest.param("1", id="pure")]
 

@@ -15,7 +15,7 @@ import textwrap
 
 import pytest
 
-from conftest import SUBPROCESS_TIMEOUT, fn_lines, run_python
+from support import SUBPROCESS_TIMEOUT, fn_lines, run_python
 from fntrace import _env
 
 MP = textwrap.dedent("""\

@@ -15,7 +15,7 @@ import textwrap
 
 import pytest
 
-from conftest import SUBPROCESS_TIMEOUT, fn_lines, header_counts, run_python
+from support import SUBPROCESS_TIMEOUT, fn_lines, header_counts, run_python
 
 FNTRACE = [sys.executable, "-m", "fntrace.cli.main"]
 PURE = bool(os.environ.get("FNTRACE_PURE"))

@@ -20,7 +20,7 @@ from fntrace.pytest_plugin import trace_file_name
 
 _EVENT_TYPES = (FunctionHit, GraphEntry)
 
-from conftest import SUBPROCESS_TIMEOUT
+from support import SUBPROCESS_TIMEOUT
 
 pytest_plugins = ["pytester"]
 

@@ -17,7 +17,7 @@ import fntrace
 from fntrace.output.entry import LostEvents
 from fntrace.output.trace_events import parse_event_fields, typed_events
 
-from conftest import SUBPROCESS_TIMEOUT
+from support import SUBPROCESS_TIMEOUT
 
 PROG = """
 import threading

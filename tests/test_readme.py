@@ -18,7 +18,7 @@ from importlib.metadata import entry_points
 
 import pytest
 
-from conftest import REPO_ROOT, SUBPROCESS_TIMEOUT
+from support import REPO_ROOT, SUBPROCESS_TIMEOUT
 
 README = (REPO_ROOT / "README.md").read_text()
 BLOCKS = [(m.group(1), m.group(2)) for m in re.finditer(r"```(\w+)\n(.*?)```", README, re.S)]

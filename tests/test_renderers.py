@@ -15,7 +15,7 @@ from fntrace.output import registry
 from fntrace.output.entry import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, TraceEntry
 from fntrace.output.render import render_trace
 
-from conftest import SUBPROCESS_TIMEOUT, masked
+from support import DUR, SUBPROCESS_TIMEOUT, masked
 
 WORK = """
 def leaf(x):
@@ -51,10 +51,10 @@ def test_trace_session_with_function_graph_prints_the_graph(tmp_path):
     lines = masked(r.stdout)
     assert lines[0] == "# tracer: function_graph"
     body = [l for l in lines if not l.startswith("#")]
-    assert body[0] == f" N) {'DUR':14}|  work.main() {{"
-    assert f" N) {'DUR':14}|    work.middle() {{" in body
-    assert f" N) {'DUR':14}|      work.leaf();" in body
-    assert body[-1] == f" N) {'DUR':14}|  }}"
+    assert body[0] == f" N) {' ' * 14}|  work.main() {{"
+    assert f" N) {' ' * 14}|    work.middle() {{" in body
+    assert f" N) {DUR}|      work.leaf();" in body
+    assert body[-1] == f" N) {DUR}|  }}"
     assert len([l for l in body if "work.leaf();" in l]) == 4
 
 

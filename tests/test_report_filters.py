@@ -16,7 +16,7 @@ from decimal import Decimal
 
 import pytest
 
-from conftest import fn_lines
+from support import fn_lines
 
 PROG = """
 import threading

@@ -14,7 +14,7 @@ import pytest
 
 from fntrace import _env as fntrace_env
 
-from conftest import SUBPROCESS_TIMEOUT, fntrace_cli, run_python
+from support import SUBPROCESS_TIMEOUT, fntrace_cli, run_python
 
 EXOTIC = textwrap.dedent("""\
     import threading

@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from conftest import SUBPROCESS_TIMEOUT
+from support import SUBPROCESS_TIMEOUT
 
 from fntrace.tracefs import endpoint
 from fntrace.tracefs.client import Client

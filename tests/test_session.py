@@ -9,14 +9,13 @@ import re
 
 import pytest
 
-from conftest import masked
+from support import DUR, masked
 
 import fntrace
 import fntrace.session
 from fntrace.output.entry import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET
 from fntrace.tracefs import Tracefs
 
-from fgraph_helpers import fgraph_clean  # noqa: F401  (fixture)
 
 
 @pytest.fixture(autouse=True)
@@ -30,6 +29,7 @@ GRAPH_HEADER = [
     "# CPU  DURATION                  FUNCTION CALLS",
     "# |     |   |                     |   |   |   |",
 ]
+NONE = " " * 14         # the duration cell of a call with children, at its entry
 
 
 
@@ -51,12 +51,12 @@ def test_function_graph_session_text_is_the_graph_trace(write_module):
     with fntrace.trace(f"{n}.*", tracer="function_graph") as t:
         assert m.outer() == 10
     assert masked(t.text()) == GRAPH_HEADER + [
-        f" N) {'DUR':14}|  {n}.outer() {{",
-        f" N) {'DUR':14}|    {n}.middle() {{",
-        f" N) {'DUR':14}|      {n}.inner();",
-        f" N) {'DUR':14}|    }}",
-        f" N) {'DUR':14}|    {n}.inner();",
-        f" N) {'DUR':14}|  }}",
+        f" N) {NONE}|  {n}.outer() {{",
+        f" N) {NONE}|    {n}.middle() {{",
+        f" N) {DUR}|      {n}.inner();",
+        f" N) {DUR}|    }}",
+        f" N) {DUR}|    {n}.inner();",
+        f" N) {DUR}|  }}",
     ]
     assert t.text(header=False).splitlines() == t.lines()[len(GRAPH_HEADER):]
 
@@ -122,7 +122,7 @@ def test_traced_decorator_with_function_graph(write_module):
     assert run() == 10
     assert len(seen) == 1
     assert masked(seen[0])[:len(GRAPH_HEADER)] == GRAPH_HEADER
-    assert masked(seen[0])[-1] == f" N) {'DUR':14}|  }}"
+    assert masked(seen[0])[-1] == f" N) {DUR}|  }}"
 
 
 def test_session_module_shows_only_its_public_names():

@@ -21,8 +21,7 @@ pa = pytest.importorskip("pyarrow", reason="pyarrow (the sql extra) is not insta
 pq = pytest.importorskip("pyarrow.parquet")
 duckdb = pytest.importorskip("duckdb", reason="duckdb (the sql extra) is not installed")
 
-from calls_helpers import PROG, export_as, recorded, report_calls  # noqa: E402,F401
-from conftest import SUBPROCESS_TIMEOUT  # noqa: E402
+from support import CALLS_PROG, SUBPROCESS_TIMEOUT, export_as, report_calls  # noqa: E402
 from fntrace.output.parquet import COLUMNS, module_of  # noqa: E402
 
 
@@ -30,13 +29,13 @@ def export(run_fntrace, dat, out, *more):
     return export_as("parquet", run_fntrace, dat, out, *more)
 
 
-def test_every_call_of_the_report_is_one_row(recorded, run_fntrace, tmp_path):
-    export(run_fntrace, recorded, tmp_path / "t.parquet")
+def test_every_call_of_the_report_is_one_row(calls_dat, run_fntrace, tmp_path):
+    export(run_fntrace, calls_dat, tmp_path / "t.parquet")
     table = pq.read_table(tmp_path / "t.parquet")
     assert table.schema.names == [name for name, _ in COLUMNS]
     rows = table.to_pylist()
     assert {r["kind"] for r in rows} == {"call"}
-    want = report_calls(run_fntrace, recorded)
+    want = report_calls(run_fntrace, calls_dat)
     got = [(r["cpu"], r["function"], r["depth"], r["dur"]) for r in rows]
     assert len(got) == len(want)
     assert Counter((c, f, d) for c, f, d, _ in got) == Counter((c, f, d) for c, f, d, _ in want)
@@ -53,8 +52,8 @@ def test_every_call_of_the_report_is_one_row(recorded, run_fntrace, tmp_path):
         assert any(Decimal(0) <= x - us < unit for x in durations), (f, us, durations)
 
 
-def test_rows_nest_and_carry_what_was_recorded(recorded, run_fntrace, tmp_path):
-    export(run_fntrace, recorded, tmp_path / "t.parquet")
+def test_rows_nest_and_carry_what_was_recorded(calls_dat, run_fntrace, tmp_path):
+    export(run_fntrace, calls_dat, tmp_path / "t.parquet")
     rows = pq.read_table(tmp_path / "t.parquet").to_pylist()
     for r in rows:
         stack = r["stack"].split(";")
@@ -99,7 +98,7 @@ def test_module_of():
 
 
 def test_function_tracer_hits_and_events(tmp_script, run_fntrace, tmp_path):
-    prog = tmp_script(PROG)
+    prog = tmp_script(CALLS_PROG)
     r = run_fntrace("record", "-p", "function", "-F", "__main__.*", "-e",
                     "f __main__.leaf x", "-o", "f.dat", prog)
     assert r.returncode == 0, r.stderr
@@ -116,25 +115,25 @@ def test_function_tracer_hits_and_events(tmp_script, run_fntrace, tmp_path):
     assert sorted({r["args"] for r in ev}) == [f"(__main__.leaf+0) x={i}" for i in range(4)]
 
 
-def test_sql_counts_equal_the_report(recorded, run_fntrace):
-    want = Counter(f for _, f, _, _ in report_calls(run_fntrace, recorded))
-    r = run_fntrace("sql", recorded, "SELECT function, count(*) AS n, sum(dur) AS total "
+def test_sql_counts_equal_the_report(calls_dat, run_fntrace):
+    want = Counter(f for _, f, _, _ in report_calls(run_fntrace, calls_dat))
+    r = run_fntrace("sql", calls_dat, "SELECT function, count(*) AS n, sum(dur) AS total "
                     "FROM calls GROUP BY function ORDER BY function", "--csv")
     assert r.returncode == 0, r.stderr
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
     assert {row["function"]: int(row["n"]) for row in rows} == dict(want)
     # the table form names the columns and the values
-    r = run_fntrace("sql", recorded, "SELECT count(*) AS n FROM calls WHERE "
+    r = run_fntrace("sql", calls_dat, "SELECT count(*) AS n FROM calls WHERE "
                     "function = '__main__.leaf'")
     assert r.returncode == 0, r.stderr
     assert " n " in r.stdout and f" {want['__main__.leaf']} " in r.stdout
 
 
-def test_sql_over_a_directory_and_a_parquet_file(recorded, run_fntrace, tmp_path, tmp_script):
+def test_sql_over_a_directory_and_a_parquet_file(calls_dat, run_fntrace, tmp_path, tmp_script):
     d = tmp_path / "runs"
     d.mkdir()
-    export(run_fntrace, recorded, d / "a.parquet")
-    prog = tmp_script(PROG)
+    export(run_fntrace, calls_dat, d / "a.parquet")
+    prog = tmp_script(CALLS_PROG)
     r = run_fntrace("record", "-p", "function_graph", "-F", "__main__.*", "-o", d / "b.dat",
                     prog)
     assert r.returncode == 0, r.stderr
@@ -147,8 +146,8 @@ def test_sql_over_a_directory_and_a_parquet_file(recorded, run_fntrace, tmp_path
     assert r.returncode == 0 and json.loads(r.stdout) == {"n": 0}, r.stderr
 
 
-def test_duckdb_reads_the_export_directly(recorded, run_fntrace, tmp_path):
-    export(run_fntrace, recorded, tmp_path / "t.parquet")
+def test_duckdb_reads_the_export_directly(calls_dat, run_fntrace, tmp_path):
+    export(run_fntrace, calls_dat, tmp_path / "t.parquet")
     con = duckdb.connect()
     n, threads, deepest = con.execute(
         f"SELECT count(*), count(DISTINCT thread), max(depth) FROM "
@@ -178,11 +177,11 @@ def test_arguments_and_return_values_are_columns(tmp_script, run_fntrace, tmp_pa
     assert (tmp_path / "p.parquet").read_bytes() == (tmp_path / "v.parquet").read_bytes()
 
 
-def test_sql_bad_input(recorded, run_fntrace, tmp_path):
-    r = run_fntrace("sql", recorded, "SELEC 1")
+def test_sql_bad_input(calls_dat, run_fntrace, tmp_path):
+    r = run_fntrace("sql", calls_dat, "SELEC 1")
     assert r.returncode == 2 and r.stderr.startswith("fntrace: sql: Parser Error")
     assert "^" in r.stderr and "Traceback" not in r.stderr
-    r = run_fntrace("sql", recorded, "SELECT nosuch FROM calls")
+    r = run_fntrace("sql", calls_dat, "SELECT nosuch FROM calls")
     assert r.returncode == 2 and "nosuch" in r.stderr and "Traceback" not in r.stderr
     r = run_fntrace("sql", tmp_path / "none.dat", "SELECT 1")
     assert r.returncode == 2 and r.stderr == f"fntrace: {tmp_path / 'none.dat'}: no such file\n"
@@ -192,56 +191,56 @@ def test_sql_bad_input(recorded, run_fntrace, tmp_path):
     (tmp_path / "bad.dat").write_bytes(b"not a trace file at all")
     r = run_fntrace("sql", tmp_path / "bad.dat", "SELECT 1")
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
-    r = run_fntrace("sql", recorded, "SELECT 1", "--max-rows", "-2")
+    r = run_fntrace("sql", calls_dat, "SELECT 1", "--max-rows", "-2")
     assert r.returncode == 2 and "--max-rows" in r.stderr
     for q in ("", "  \n"):
         for more in ((), ("--csv",)):
-            r = run_fntrace("sql", recorded, q, *more)
+            r = run_fntrace("sql", calls_dat, q, *more)
             assert r.returncode == 2 and "the query is empty" in r.stderr, r.stderr
             assert "Traceback" not in r.stderr and r.stdout == ""
 
 
-def test_sql_scans_a_trace_as_often_as_the_query_does(recorded, run_fntrace, tmp_path):
+def test_sql_scans_a_trace_as_often_as_the_query_does(calls_dat, run_fntrace, tmp_path):
     """A .dat is scanned as a stream made as the file is read, not exported first: a
     query that scans it twice (a self-join, calls and trace together) reads it twice,
     with the same rows as the Parquet export."""
-    n = run_fntrace("sql", recorded, "SELECT count(*) AS n FROM calls", "--json")
+    n = run_fntrace("sql", calls_dat, "SELECT count(*) AS n FROM calls", "--json")
     assert n.returncode == 0, n.stderr
     n = json.loads(n.stdout)["n"]
-    r = run_fntrace("sql", recorded, "SELECT (SELECT count(*) FROM calls) AS a, "
+    r = run_fntrace("sql", calls_dat, "SELECT (SELECT count(*) FROM calls) AS a, "
                     "(SELECT count(*) FROM trace) AS b, count(*) AS pairs FROM calls c "
                     "JOIN calls p ON c.parent = p.function AND c.tid = p.tid AND "
                     "c.ts >= p.ts AND c.ts < p.ts + p.dur AND c.depth = p.depth + 1", "--json")
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
     assert got["a"] == got["b"] == n and got["pairs"] == n - 2   # two threads' tops
-    export(run_fntrace, recorded, tmp_path / "t.parquet")
+    export(run_fntrace, calls_dat, tmp_path / "t.parquet")
     q = "SELECT * FROM calls ORDER BY ts, tid, depth"
-    a = run_fntrace("sql", recorded, q, "--csv")
+    a = run_fntrace("sql", calls_dat, q, "--csv")
     b = run_fntrace("sql", tmp_path / "t.parquet", q, "--csv")
     assert a.returncode == b.returncode == 0 and a.stdout == b.stdout and a.stdout.count("\n") == n + 1
 
 
-def test_sql_reaches_only_the_traces_unless_allowed(recorded, run_fntrace, tmp_path):
+def test_sql_reaches_only_the_traces_unless_allowed(calls_dat, run_fntrace, tmp_path):
     """The query reads the traces given and nothing else: DuckDB's file access is off
     (a query is data: it may come from someone else), and --allow-files turns it on."""
     (tmp_path / "users.csv").write_text("function,owner\n__main__.leaf,ana\n")
     q = (f"SELECT u.owner, count(*) AS n FROM calls c JOIN read_csv('{tmp_path / 'users.csv'}') u "
          "USING (function) GROUP BY u.owner")
-    r = run_fntrace("sql", recorded, q, "--json")
+    r = run_fntrace("sql", calls_dat, q, "--json")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.startswith("fntrace: sql: Permission Error") and "^" in r.stderr
     assert r.stderr.endswith("fntrace: sql: the query may read the traces given only; "
                              "--allow-files lets it reach other files\n"), r.stderr
-    r = run_fntrace("sql", recorded, f"COPY (SELECT 1) TO '{tmp_path / 'out.csv'}'")
+    r = run_fntrace("sql", calls_dat, f"COPY (SELECT 1) TO '{tmp_path / 'out.csv'}'")
     assert r.returncode == 2 and not (tmp_path / "out.csv").exists()
-    r = run_fntrace("sql", recorded, q, "--json", "--allow-files")
+    r = run_fntrace("sql", calls_dat, q, "--json", "--allow-files")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["owner"] == "ana"
 
 
-def test_sql_of_a_trace_cut_short(recorded, run_fntrace, tmp_path):
-    data = recorded.read_bytes()
+def test_sql_of_a_trace_cut_short(calls_dat, run_fntrace, tmp_path):
+    data = calls_dat.read_bytes()
     cut = tmp_path / "cut.dat"
     cut.write_bytes(data[: len(data) * 2 // 3])
     r = run_fntrace("sql", cut, "SELECT count(*) AS n FROM calls", "--json")
@@ -250,17 +249,17 @@ def test_sql_of_a_trace_cut_short(recorded, run_fntrace, tmp_path):
     assert json.loads(r.stdout)["n"] >= 0
 
 
-def test_missing_extra_is_named(recorded, run_fntrace):
+def test_missing_extra_is_named(calls_dat, run_fntrace):
     code = ("import sys; sys.modules['duckdb'] = None; sys.modules['pyarrow'] = None\n"
             "from fntrace.cli.main import main\n"
-            f"sys.exit(main(['sql', {str(recorded)!r}, 'SELECT 1']))\n")
-    r = run_fntrace_code(code, recorded.parent)
+            f"sys.exit(main(['sql', {str(calls_dat)!r}, 'SELECT 1']))\n")
+    r = run_fntrace_code(code, calls_dat.parent)
     assert r.returncode == 1 and "pip install 'fntrace[sql]'" in r.stderr, r.stderr
     code = code.replace("'sql', ", "'export', ").replace(", 'SELECT 1'", ", '--format', "
                                                           "'parquet', '-o', 'x.parquet'")
-    r = run_fntrace_code(code, recorded.parent)
+    r = run_fntrace_code(code, calls_dat.parent)
     assert r.returncode == 1 and "pip install 'fntrace[sql]'" in r.stderr, r.stderr
-    assert not (recorded.parent / "x.parquet").exists()
+    assert not (calls_dat.parent / "x.parquet").exists()
 
 
 def run_fntrace_code(code: str, cwd):
@@ -311,7 +310,7 @@ AGREE = ("SELECT function, count(*) AS calls, sum(dur) AS total, max(depth) AS d
 
 
 @pytest.mark.once
-def test_duckdb_and_spark_agree(recorded, run_fntrace, tmp_path):
+def test_duckdb_and_spark_agree(calls_dat, run_fntrace, tmp_path):
     """The same query on the same Parquet file: fntrace sql (DuckDB) and Spark local."""
     import shutil
     import subprocess
@@ -324,7 +323,7 @@ def test_duckdb_and_spark_agree(recorded, run_fntrace, tmp_path):
     if shutil.which("java") is None:
         pytest.skip("LOUD SKIP: no Java runtime (apt-get install default-jre-headless): "
                     "Spark cannot start")
-    export(run_fntrace, recorded, tmp_path / "t.parquet")
+    export(run_fntrace, calls_dat, tmp_path / "t.parquet")
     duck = run_fntrace("sql", "t.parquet", AGREE, "--csv")
     assert duck.returncode == 0, duck.stderr
     spark = subprocess.run([sys.executable, "-c", SPARK, str(tmp_path / "t.parquet"), AGREE],
@@ -426,12 +425,12 @@ def test_column_kernels_refuse_what_is_out_of_range():
         _nat.dict_encode_str(4, None, array("i", [0, 1]), b"ab")
 
 
-def test_the_native_export_loads_no_compute_kernels(recorded, tmp_path):
+def test_the_native_export_loads_no_compute_kernels(calls_dat, tmp_path):
     """pyarrow.compute is 10 MB of the export's memory: the native walk's columns are
     made without it (the pure path uses it)."""
     code = ("import sys; from fntrace.cli.main import main; "
             f"rc = main(['export', '--format', 'parquet', '-o', {str(tmp_path / 'x.pq')!r}, "
-            f"{str(recorded)!r}]); "
+            f"{str(calls_dat)!r}]); "
             "print(rc, 'pyarrow.compute' in sys.modules)")
     env = dict(os.environ)
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -450,20 +449,20 @@ class _Stream:
         return self.make()
 
 
-def test_the_stream_of_a_trace_is_record_batches_table(recorded):
+def test_the_stream_of_a_trace_is_record_batches_table(calls_dat):
     """What DuckDB is handed for a .dat (sql) holds what record_batches makes (export):
     read back through pyarrow, batch by batch, the same schema and values.  The pure
     twin has no stream (sql reads its rows through pyarrow)."""
     from fntrace.output.parquet import column_stream, record_batches
     from fntrace.output.source import open_trace
     if _env.native() is None:
-        assert column_stream(open_trace(recorded)) is None
+        assert column_stream(open_trace(calls_dat)) is None
         return
     if not hasattr(pa.RecordBatchReader, "from_stream"):
         pytest.skip("LOUD SKIP: this pyarrow cannot import an Arrow C stream")
-    want = pa.Table.from_batches(list(record_batches(open_trace(recorded), None, 7)))
+    want = pa.Table.from_batches(list(record_batches(open_trace(calls_dat), None, 7)))
     got = pa.RecordBatchReader.from_stream(
-        _Stream(lambda: column_stream(open_trace(recorded), None, 7))).read_all()
+        _Stream(lambda: column_stream(open_trace(calls_dat), None, 7))).read_all()
     assert got.schema == want.schema
     assert got.to_pylist() == want.to_pylist()
     assert got.num_rows == want.num_rows > 7
@@ -539,13 +538,13 @@ asyncio.run(main())
 
 
 @pytest.mark.parametrize("kind", ["calls", "hits", "asyncio"])
-def test_sql_over_a_trace_loads_no_pyarrow(recorded, run_fntrace, tmp_path, kind):
+def test_sql_over_a_trace_loads_no_pyarrow(calls_dat, run_fntrace, tmp_path, kind):
     """DuckDB is handed the native walk's columns as an Arrow C stream: pyarrow (28 MB)
     is not loaded (the pure twin's rows go through it): for a trace of calls, of the
     default tracer's hits, and of an asyncio program (task switches, the task column)."""
-    path = recorded
+    path = calls_dat
     if kind != "calls":
-        (tmp_path / "prog.py").write_text(ASYNC if kind == "asyncio" else PROG)
+        (tmp_path / "prog.py").write_text(ASYNC if kind == "asyncio" else CALLS_PROG)
         tracer = ["-p", "function_graph"] if kind == "asyncio" else []
         r = run_fntrace("record", *tracer, "-F", "__main__.*", "-o", "t.dat", "prog.py",
                         cwd=tmp_path)
@@ -593,9 +592,9 @@ SAME_QUERIES = [
 
 
 @pytest.mark.parametrize("query", SAME_QUERIES)
-def test_sql_over_the_dat_answers_as_over_its_parquet(recorded, run_fntrace, tmp_path, query):
-    export(run_fntrace, recorded, tmp_path / "t.parquet")
-    a = run_fntrace("sql", recorded, query, "--csv")
+def test_sql_over_the_dat_answers_as_over_its_parquet(calls_dat, run_fntrace, tmp_path, query):
+    export(run_fntrace, calls_dat, tmp_path / "t.parquet")
+    a = run_fntrace("sql", calls_dat, query, "--csv")
     b = run_fntrace("sql", tmp_path / "t.parquet", query, "--csv")
     assert a.returncode == b.returncode == 0, (a.stderr, b.stderr)
     assert a.stdout == b.stdout and a.stdout.count("\n") >= 2
@@ -629,7 +628,7 @@ def test_query_columns(query, columns):
     assert got == (None if columns is None else frozenset(columns))
 
 
-def test_a_column_the_query_reaches_unseen_is_given_on_a_second_try(recorded, monkeypatch,
+def test_a_column_the_query_reaches_unseen_is_given_on_a_second_try(calls_dat, monkeypatch,
                                                                    capsys):
     """Should query_columns ever leave out a column the query names (DuckDB's parse
     grows), the binder's error is not the user's: the query runs again over every
@@ -643,23 +642,23 @@ def test_a_column_the_query_reaches_unseen_is_given_on_a_second_try(recorded, mo
         return frozenset({"kind"})
     monkeypatch.setattr(sql, "query_columns", too_few)
     q = "SELECT function, count(*) AS n FROM calls GROUP BY function ORDER BY function"
-    assert main(["sql", str(recorded), q, "--csv"]) == 0
+    assert main(["sql", str(calls_dat), q, "--csv"]) == 0
     out = capsys.readouterr()
     assert asked == [q] and out.err == ""
     monkeypatch.undo()
-    assert main(["sql", str(recorded), q, "--csv"]) == 0
+    assert main(["sql", str(calls_dat), q, "--csv"]) == 0
     assert capsys.readouterr().out == out.out and "__main__.leaf" in out.out
     # the user's own mistake is still the user's, said once
-    assert main(["sql", str(recorded), "SELECT functoin FROM calls"]) == 2
+    assert main(["sql", str(calls_dat), "SELECT functoin FROM calls"]) == 2
     err = capsys.readouterr().err
     assert err.count("fntrace: sql: Binder Error") == 1 and "function" in err, err
 
 
-def test_sql_over_parquet_reaches_that_file_only(recorded, run_fntrace, tmp_path):
+def test_sql_over_parquet_reaches_that_file_only(calls_dat, run_fntrace, tmp_path):
     """A Parquet file given is read by DuckDB's own reader, named in allowed_paths: the
     rest of the file system stays closed to the query."""
-    export(run_fntrace, recorded, tmp_path / "t.parquet")
-    export(run_fntrace, recorded, tmp_path / "other.parquet")
+    export(run_fntrace, calls_dat, tmp_path / "t.parquet")
+    export(run_fntrace, calls_dat, tmp_path / "other.parquet")
     r = run_fntrace("sql", tmp_path / "t.parquet", "SELECT count(*) AS n FROM calls", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["n"] > 0, r.stderr
     for q in (f"SELECT count(*) FROM read_parquet('{tmp_path / 'other.parquet'}')",

@@ -22,7 +22,7 @@ import fntrace
 from fntrace.errors import FntraceError
 from fntrace.tracefs import Tracefs
 
-from conftest import SUBPROCESS_TIMEOUT, errlog_check
+from support import SUBPROCESS_TIMEOUT, errlog_check
 
 MOD = """
     def rec(n):

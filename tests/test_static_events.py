@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from conftest import entry_texts, run_python, trace_texts
+from support import entry_texts, run_python, trace_texts
 
 MOD = """
     def fail(msg):

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import SUBPROCESS_TIMEOUT
+from support import SUBPROCESS_TIMEOUT
 
 FIB = """
 def fib(n):

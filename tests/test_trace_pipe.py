@@ -21,7 +21,7 @@ from fntrace.record_format import TRACE_FN
 from fntrace.ring_buffer import RECORD, RingBuffer
 from fntrace.tracefs import Tracefs
 
-from fgraph_helpers import fgraph_clean, make_module, mask_graph  # noqa: F401  (fixtures)
+from support import mask_graph
 
 
 

@@ -26,7 +26,7 @@ import fntrace
 from fntrace.errors import FntraceError
 from fntrace.tracefs import Tracefs
 
-from conftest import fn_lines, header_counts
+from support import fn_lines, header_counts
 
 MOD_SRC = """
     def alpha_fn():

@@ -26,7 +26,7 @@ from fntrace.ring_buffer import RECORD_SIZE, TRACE_CLOCKS
 from fntrace.core.task import thread_cpu
 from fntrace.tracefs import Tracefs
 
-from conftest import fn_lines, reset_tracefs_instance
+from support import fn_lines, reset_tracefs_instance
 
 MOD_SRC = """
     def outer():

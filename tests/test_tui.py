@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GOLD, SUBPROCESS_TIMEOUT
+from support import GOLD, SUBPROCESS_TIMEOUT
 
 textual = pytest.importorskip("textual", reason="LOUD SKIP: textual is not installed (the tui extra)")
 
