@@ -34,19 +34,25 @@ SUBPROCESS_TIMEOUT = 300
 # The fntrace command
 # ---------------------------------------------------------------------------------
 
-# for a test that starts the command itself (Popen, a signal, a terminal)
-FNTRACE = [sys.executable, "-m", "fntrace.cli.main"]
+def fntrace_argv(*args, code: str | None = None) -> list[str]:
+    """The ``fntrace`` command's argv, ``python -m fntrace.cli.main ARGS``, for a test
+    that starts it itself (Popen, a terminal, a signal); with ``code``, that program
+    (``python -c``) given ARGS instead: a driver that registers a format of the test's
+    own, then calls main."""
+    head = ["-c", code] if code is not None else ["-m", "fntrace.cli.main"]
+    return [sys.executable, *head, *map(str, args)]
 
 
 def fntrace_cli(*args, cwd: Path | str | None = None, input: str | None = None,
                 env: dict | None = None, timeout: float = SUBPROCESS_TIMEOUT,
-                check: bool = False) -> subprocess.CompletedProcess:
-    """The ``fntrace`` command (``python -m fntrace.cli.main ARGS``) run in a
-    subprocess, its output captured as text; ``check``: its exit status must be 0.
-    Every test that runs the command and waits for it runs it through this."""
-    p = subprocess.run([*FNTRACE, *map(str, args)],
+                check: bool = False, code: str | None = None, text: bool = True
+                ) -> subprocess.CompletedProcess:
+    """The ``fntrace`` command (``fntrace_argv(ARGS, code=code)``) run in a subprocess,
+    its output captured (as text unless ``text`` is false); ``check``: its exit status
+    must be 0.  Every test that runs the command and waits for it runs it through this."""
+    p = subprocess.run(fntrace_argv(*args, code=code),
                        cwd=None if cwd is None else str(cwd), input=input, env=env,
-                       capture_output=True, text=True, timeout=timeout)
+                       capture_output=True, text=text, timeout=timeout)
     if check:
         assert p.returncode == 0, p.stderr
     return p

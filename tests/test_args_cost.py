@@ -7,7 +7,6 @@ from __future__ import annotations
 import enum
 import math
 import re
-import subprocess
 import sys
 import textwrap
 import time
@@ -15,11 +14,10 @@ import time
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from support import SUBPROCESS_TIMEOUT, run_python
+from support import fntrace_cli, run_python
 from fntrace import _env
 from fntrace.core import fetch
 
-FNTRACE = [sys.executable, "-m", "fntrace.cli.main"]
 NATIVE = _env.native_module()
 
 
@@ -220,8 +218,7 @@ def run_both(tmp_path, source, *fntrace_args):
     prog.write_text(textwrap.dedent(source))
     plain = run_python("prog.py", cwd=tmp_path)
     t0 = time.monotonic()
-    traced = subprocess.run([*FNTRACE, "live", *fntrace_args, "prog.py"], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    traced = fntrace_cli("live", *fntrace_args, "prog.py", cwd=tmp_path)
     return plain, traced, time.monotonic() - t0
 
 

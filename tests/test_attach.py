@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from support import fntrace_cli
+from support import fntrace_argv, fntrace_cli
 
 from fntrace.tracefs import attach as attach_mod
 
@@ -574,7 +574,7 @@ def test_the_readme_live_workflow_runs_as_written(tmp_path):
         for cmd, want in steps:
             args = shlex.split(cmd.replace(readme_pid, str(prog.pid)))[1:]
             if args[-1] == "trace_pipe":
-                pipe = subprocess.Popen([sys.executable, "-m", "fntrace", *args],
+                pipe = subprocess.Popen(fntrace_argv(*args),
                                         stdout=subprocess.PIPE, text=True, env=_env())
                 got = []
                 wanted = [m[1] for m in map(_GRAPH.match, want) if m]
@@ -626,19 +626,16 @@ def test_a_program_with_another_runtime_dir_is_refused(program, tmp_path):
     prog = program(env=env)
     ours = dict(_env())
     ours.pop("XDG_RUNTIME_DIR", None)
-    r = subprocess.run([sys.executable, "-m", "fntrace", "attach", str(prog.pid)],
-                       capture_output=True, text=True, env=ours, timeout=60)
+    r = fntrace_cli("attach", prog.pid, env=ours, timeout=60)
     _refused(r, rf"^fntrace: process {prog.pid} would put its control socket in "
                 rf"{re.escape(str(xdg / 'fntrace'))} \(its XDG_RUNTIME_DIR is "
                 rf"{re.escape(str(xdg))}\), where fntrace here does not look .*: run "
                 rf"`XDG_RUNTIME_DIR={re.escape(str(xdg))} fntrace \.\.\.`")
     ours["XDG_RUNTIME_DIR"] = str(xdg)
-    r = subprocess.run([sys.executable, "-m", "fntrace", "attach", str(prog.pid)],
-                       capture_output=True, text=True, env=ours, timeout=60)
+    r = fntrace_cli("attach", prog.pid, env=ours, timeout=60)
     assert r.returncode == 0, r.stderr
     assert (xdg / "fntrace" / f"{prog.pid}.sock").exists()
-    r = subprocess.run([sys.executable, "-m", "fntrace", "detach", str(prog.pid)],
-                       capture_output=True, text=True, env=ours, timeout=60)
+    r = fntrace_cli("detach", prog.pid, env=ours, timeout=60)
     assert r.returncode == 0, r.stderr
     status, out, err = prog.finish()
     assert status == 3 and err == ""

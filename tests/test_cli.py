@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 
 import pytest
 
 from support import (
-    EXAMPLES, FUNCTION_HEADER_TAIL, SUBPROCESS_TIMEOUT, fn_lines, header_counts, mask_line,
-    run_python,
+    EXAMPLES, FUNCTION_HEADER_TAIL, fn_lines, fntrace_cli, header_counts, mask_line, run_python,
 )
 
 SHOP_DEMO = EXAMPLES / "shop_demo.py"
@@ -46,11 +44,8 @@ def shop_record(tmp_path_factory):
     d = tmp_path_factory.mktemp("shop")
     plain = run_python(SHOP_DEMO, cwd=d)
     dat = d / "shop.dat"
-    rec = subprocess.run([sys.executable, "-m", "fntrace.cli.main", "record", "-o", str(dat),
-                          str(SHOP_DEMO)], cwd=d, capture_output=True, text=True,
-                         timeout=SUBPROCESS_TIMEOUT)
-    rep = subprocess.run([sys.executable, "-m", "fntrace.cli.main", "report", str(dat)],
-                         cwd=d, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    rec = fntrace_cli("record", "-o", dat, SHOP_DEMO, cwd=d)
+    rep = fntrace_cli("report", dat, cwd=d)
     return plain, rec, rep
 
 

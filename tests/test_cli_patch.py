@@ -6,27 +6,14 @@ Every test runs the ``fntrace`` command in a child process, like a user would.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from support import fntrace_cli
+from support import EXAMPLES, fntrace_cli, run_python
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SHOP_DEMO = REPO_ROOT / "examples" / "shop_demo.py"
-TIMEOUT = 300
-
-
-def run(*args, cwd):
-    return fntrace_cli(*args, cwd=cwd, timeout=TIMEOUT)
-
-
-def run_python(*args, cwd):
-    return subprocess.run([sys.executable, *map(str, args)], cwd=str(cwd),
-                          capture_output=True, text=True, timeout=TIMEOUT)
+SHOP_DEMO = EXAMPLES / "shop_demo.py"
 
 
 def write(path: Path, source: str) -> Path:
@@ -84,8 +71,8 @@ def fix(tmp_path):
 def test_patch_changes_the_printed_totals(tmp_path, fix):
     plain = run_python(SHOP_DEMO, cwd=tmp_path)
     assert plain.returncode == 0, plain.stderr
-    p = run("live", "--patch", "shop.pricing.bundle_price=fix.py:flat",
-            "-F", "shop.pricing.bundle_price", SHOP_DEMO, cwd=tmp_path)
+    p = fntrace_cli("live", "--patch", "shop.pricing.bundle_price=fix.py:flat", "-F",
+                    "shop.pricing.bundle_price", SHOP_DEMO, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     lines = program_lines(p.stdout)
     assert lines[0] == "Receipt: 6 items"
@@ -102,8 +89,8 @@ def test_patch_changes_the_printed_totals(tmp_path, fix):
 
 def test_pass_through_patch_keeps_the_output_and_sees_every_call(tmp_path, fix):
     plain = run_python(SHOP_DEMO, cwd=tmp_path)
-    p = run("live", "--patch", "shop.pricing.bundle_price=fix.py:counted",
-            "-F", "shop.pricing.bundle_price", SHOP_DEMO, cwd=tmp_path)
+    p = fntrace_cli("live", "--patch", "shop.pricing.bundle_price=fix.py:counted", "-F",
+                    "shop.pricing.bundle_price", SHOP_DEMO, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert program_lines(p.stdout) == plain.stdout.splitlines()
     tramp_calls = [ln for ln in p.stderr.splitlines() if ln.startswith("tramp ")]
@@ -116,8 +103,8 @@ def test_pass_through_patch_keeps_the_output_and_sees_every_call(tmp_path, fix):
 
 
 def test_patch_with_function_graph_shows_the_patched_return_value(tmp_path, fix):
-    p = run("live", "--patch", "shop.pricing.bundle_price=fix.py:flat",
-            "-p", "function_graph", "-R", "-F", "shop.pricing.*", SHOP_DEMO, cwd=tmp_path)
+    p = fntrace_cli("live", "--patch", "shop.pricing.bundle_price=fix.py:flat", "-p",
+                    "function_graph", "-R", "-F", "shop.pricing.*", SHOP_DEMO, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert receipt_totals(program_lines(p.stdout)) == ["9.50", "10.00", "9.00", "-2.85", "25.65"]
     graph = [ln.split("|  ", 1)[1].strip() for ln in p.stdout.splitlines()
@@ -170,16 +157,16 @@ def prog(tmp_path):
 def test_patch_a_function_of_the_script_itself(tmp_path, fix, prog):
     """``__main__.func``: a function of the script itself is patched before the
     script's body can call it."""
-    p = run("live", "--patch", "__main__.compute=fix.py:plus", "-F", "__main__.compute",
-            prog, cwd=tmp_path)
+    p = fntrace_cli("live", "--patch", "__main__.compute=fix.py:plus", "-F",
+                    "__main__.compute", prog, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert program_lines(p.stdout)[:2] == ["compute: 1042", "late: 4"], p.stdout + p.stderr
     assert "never appeared" not in p.stderr
 
 
 def test_patch_a_function_of_a_module_imported_later(tmp_path, fix, prog):
-    p = run("live", "--patch", "latemod.late=fix.py:plus", "-F", "latemod.*", prog,
-            cwd=tmp_path)
+    p = fntrace_cli("live", "--patch", "latemod.late=fix.py:plus", "-F", "latemod.*", prog,
+                    cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert program_lines(p.stdout)[:2] == ["compute: 42", "late: 1004"], p.stdout
     assert "never appeared" not in p.stderr
@@ -200,15 +187,15 @@ def test_patch_applies_to_calls_made_while_the_module_is_imported(tmp_path, fix)
         import importtime
         print("import-time:", importtime.VALUE, "run-time:", importtime.late(1))
         """)
-    p = run("live", "--patch", "importtime.late=fix.py:plus", "-F", "importtime.*", script,
-            cwd=tmp_path)
+    p = fntrace_cli("live", "--patch", "importtime.late=fix.py:plus", "-F", "importtime.*",
+                    script, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert program_lines(p.stdout) == ["import-time: 1002 run-time: 1002"], p.stdout
 
 
 def test_patch_a_module_imported_later_under_function_graph(tmp_path, fix, prog):
-    p = run("live", "--patch", "latemod.late=fix.py:plus", "-p", "function_graph", "-R",
-            "-F", "latemod.*", prog, cwd=tmp_path)
+    p = fntrace_cli("live", "--patch", "latemod.late=fix.py:plus", "-p", "function_graph",
+                    "-R", "-F", "latemod.*", prog, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "late: 1004" in program_lines(p.stdout)
     graph = [ln.split("|  ", 1)[1].strip() for ln in p.stdout.splitlines()
@@ -217,9 +204,9 @@ def test_patch_a_module_imported_later_under_function_graph(tmp_path, fix, prog)
 
 
 def test_two_patches_in_one_run(tmp_path, fix, prog):
-    p = run("live", "--patch", "latemod.late=fix.py:plus",
-            "--patch", "shop.pricing.bundle_price=fix.py:flat", "-F", "latemod.*",
-            prog, cwd=tmp_path)
+    p = fntrace_cli("live", "--patch", "latemod.late=fix.py:plus", "--patch",
+                    "shop.pricing.bundle_price=fix.py:flat", "-F", "latemod.*", prog,
+                    cwd=tmp_path)
     # The second patch names a module the program never imports: a note, same status.
     assert p.returncode == 0
     assert "late: 1004" in program_lines(p.stdout)
@@ -256,7 +243,7 @@ def f():
 def test_bad_spec_is_a_one_line_error(tmp_path, fix, spec, why):
     write(tmp_path / "broken.py", "def plus(:\n")
     script = write(tmp_path / "marker.py", MARKER_PROG)
-    p = run("live", "--patch", spec, script, cwd=tmp_path)
+    p = fntrace_cli("live", "--patch", spec, script, cwd=tmp_path)
     assert p.returncode == 2, (why, p.stdout, p.stderr)
     err = p.stderr.splitlines()
     assert len(err) == 1, (why, p.stderr)
@@ -268,8 +255,8 @@ def test_bad_spec_is_a_one_line_error(tmp_path, fix, spec, why):
 
 def test_bad_spec_with_record_too(tmp_path, fix):
     script = write(tmp_path / "marker.py", MARKER_PROG)
-    p = run("record", "-o", tmp_path / "out.dat", "--patch", "marker.f=fix.py", script,
-            cwd=tmp_path)
+    p = fntrace_cli("record", "-o", tmp_path / "out.dat", "--patch", "marker.f=fix.py", script,
+                    cwd=tmp_path)
     assert p.returncode == 2
     assert p.stderr.startswith("fntrace: ") and len(p.stderr.splitlines()) == 1
     assert not (tmp_path / "ran.txt").exists()
@@ -281,8 +268,8 @@ def test_patch_that_never_appears_keeps_the_exit_status(tmp_path, fix):
         print("hello")
         sys.exit(3)
         """)
-    p = run("live", "--patch", "nosuchmodule.func=fix.py:plus", "-F", "nosuchmodule.*",
-            script, cwd=tmp_path)
+    p = fntrace_cli("live", "--patch", "nosuchmodule.func=fix.py:plus", "-F", "nosuchmodule.*",
+                    script, cwd=tmp_path)
     assert p.returncode == 3, p.stderr
     assert program_lines(p.stdout) == ["hello"]
     notes = [ln for ln in p.stderr.splitlines() if ln.startswith("fntrace: ")]
@@ -291,8 +278,8 @@ def test_patch_that_never_appears_keeps_the_exit_status(tmp_path, fix):
 
 
 def test_patch_that_never_appears_in_a_program_that_succeeds(tmp_path, fix):
-    p = run("live", "--patch", "shop.pricing.no_such_function=fix.py:plus",
-            "-F", "shop.pricing.bundle_price", SHOP_DEMO, cwd=tmp_path)
+    p = fntrace_cli("live", "--patch", "shop.pricing.no_such_function=fix.py:plus", "-F",
+                    "shop.pricing.bundle_price", SHOP_DEMO, cwd=tmp_path)
     plain = run_python(SHOP_DEMO, cwd=tmp_path)
     assert p.returncode == 0
     assert program_lines(p.stdout) == plain.stdout.splitlines()

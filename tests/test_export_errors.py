@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from support import SUBPROCESS_TIMEOUT
+from support import fntrace_cli
 
 from fntrace.output.registry import EXPORT_MODULES
 
@@ -64,12 +63,6 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def _run(args, cwd, *, driver: bool = False) -> subprocess.CompletedProcess:
-    head = ["-c", DRIVER] if driver else ["-m", "fntrace"]
-    return subprocess.run([sys.executable, *head, *map(str, args)], cwd=str(cwd),
-                          capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
-
-
 def assert_one_line_error(r: subprocess.CompletedProcess, code: int | tuple = 1) -> str:
     assert r.returncode in ((code,) if isinstance(code, int) else code), r
     lines = r.stderr.splitlines()
@@ -86,11 +79,11 @@ def traces(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("traces")
     (d / "prog.py").write_text(PROG)
     # a small buffer: the records go to the file in many chunks, so a cut keeps some
-    r = _run(["record", "-p", "function_graph", "-b", "8", "-F", "__main__.*", "-o",
-              "trace.dat", "prog.py", "1000"], d)
+    r = fntrace_cli("record", "-p", "function_graph", "-b", "8", "-F", "__main__.*", "-o",
+                    "trace.dat", "prog.py", "1000", cwd=d)
     assert r.returncode == 0, r.stderr
-    r = _run(["record", "-p", "function_graph", "-F", "__main__.unused", "-o", "empty.dat",
-              "prog.py", "10"], d)
+    r = fntrace_cli("record", "-p", "function_graph", "-F", "__main__.unused", "-o",
+                    "empty.dat", "prog.py", "10", cwd=d)
     assert r.returncode == 0, r.stderr
     return d
 
@@ -100,7 +93,7 @@ def traces(tmp_path_factory) -> Path:
 # ---------------------------------------------------------------------------------
 
 def test_unknown_format_lists_the_known(traces):
-    r = _run(["export", "trace.dat", "--format", "nosuch", "-o", "x.out"], traces)
+    r = fntrace_cli("export", "trace.dat", "--format", "nosuch", "-o", "x.out", cwd=traces)
     line = assert_one_line_error(r, 2)
     assert "unknown format" in line
     for name in EXPORT_MODULES:
@@ -109,7 +102,7 @@ def test_unknown_format_lists_the_known(traces):
 
 
 def test_no_format_is_a_usage_error(traces):
-    r = _run(["export", "trace.dat"], traces)
+    r = fntrace_cli("export", "trace.dat", cwd=traces)
     assert r.returncode == 2 and "--format" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -132,8 +125,8 @@ def _bad_inputs(d: Path) -> dict[str, Path]:
                                   "header cut"])
 def test_export_of_a_bad_input(traces, kind):
     path = _bad_inputs(traces)[kind]
-    r = _run(["export", path.name, "--format", "lines", "-o", "x.lines"], traces,
-             driver=True)
+    r = fntrace_cli("export", path.name, "--format", "lines", "-o", "x.lines", cwd=traces,
+                    code=DRIVER)
     line = assert_one_line_error(r)
     assert path.name in line
     assert not (traces / "x.lines").exists()
@@ -145,7 +138,7 @@ def test_export_of_a_bad_input(traces, kind):
 def test_report_of_a_bad_input(traces, kind):
     path = _bad_inputs(traces)[kind]
     # a missing file is a usage error for report (2), as for stat
-    line = assert_one_line_error(_run(["report", path.name], traces),
+    line = assert_one_line_error(fntrace_cli("report", path.name, cwd=traces),
                                  (1, 2) if kind == "missing" else 1)
     assert path.name in line
 
@@ -154,7 +147,7 @@ def test_report_of_a_bad_input(traces, kind):
                                   "header cut"])
 def test_stat_of_a_bad_input(traces, kind):
     path = _bad_inputs(traces)[kind]
-    line = assert_one_line_error(_run(["stat", path.name], traces),
+    line = assert_one_line_error(fntrace_cli("stat", path.name, cwd=traces),
                                  (1, 2) if kind == "missing" else 1)
     assert path.name in line
 
@@ -169,11 +162,11 @@ def _cut(d: Path, name: str = "cut.dat") -> Path:
 
 def test_export_of_a_cut_trace_exports_what_is_whole(traces):
     cut = _cut(traces)
-    full = _run(["export", "trace.dat", "--format", "lines", "-o", "full.lines"], traces,
-                driver=True)
+    full = fntrace_cli("export", "trace.dat", "--format", "lines", "-o", "full.lines",
+                       cwd=traces, code=DRIVER)
     assert full.returncode == 0, full.stderr
-    r = _run(["export", cut.name, "--format", "lines", "-o", "cut.lines"], traces,
-             driver=True)
+    r = fntrace_cli("export", cut.name, "--format", "lines", "-o", "cut.lines", cwd=traces,
+                    code=DRIVER)
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr
     assert "cut short" in r.stderr and cut.name in r.stderr
@@ -184,14 +177,14 @@ def test_export_of_a_cut_trace_exports_what_is_whole(traces):
 
 def test_report_of_a_cut_trace(traces):
     cut = _cut(traces)
-    r = _run(["report", cut.name], traces)
+    r = fntrace_cli("report", cut.name, cwd=traces)
     assert r.returncode == 0 and "cut short" in r.stderr and "Traceback" not in r.stderr
     assert "__main__.leaf" in r.stdout
 
 
 def test_export_of_an_empty_trace_is_a_valid_empty_output(traces):
-    r = _run(["export", "empty.dat", "--format", "lines", "-o", "empty.lines"], traces,
-             driver=True)
+    r = fntrace_cli("export", "empty.dat", "--format", "lines", "-o", "empty.lines",
+                    cwd=traces, code=DRIVER)
     assert r.returncode == 0, r.stderr
     assert (traces / "empty.lines").read_text() == ""
     assert "lines: 0 entries" in r.stderr
@@ -211,14 +204,16 @@ def _unwritable(d: Path) -> dict[str, str]:
 @pytest.mark.parametrize("kind", ["under a file", "missing directory", "a directory"])
 def test_export_to_an_unwritable_path(traces, kind):
     out = _unwritable(traces)[kind]
-    r = _run(["export", "trace.dat", "--format", "lines", "-o", out], traces, driver=True)
+    r = fntrace_cli("export", "trace.dat", "--format", "lines", "-o", out, cwd=traces,
+                    code=DRIVER)
     line = assert_one_line_error(r)
     assert out in line
     assert (traces / "a_file").read_text() == "x"
 
 
 def test_export_to_standard_output(traces):
-    r = _run(["export", "trace.dat", "--format", "lines", "-o", "-"], traces, driver=True)
+    r = fntrace_cli("export", "trace.dat", "--format", "lines", "-o", "-", cwd=traces,
+                    code=DRIVER)
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("TraceEntry __main__.leaf") == 2000    # an entry and a return
 
@@ -227,8 +222,8 @@ def test_export_replaces_the_output_whole(traces):
     """A failed export leaves the previous file as it was (temporary file + rename)."""
     garbage = _bad_inputs(traces)["garbage"]
     (traces / "keep.lines").write_text("before\n")
-    r = _run(["export", garbage.name, "--format", "lines", "-o", "keep.lines"], traces,
-             driver=True)
+    r = fntrace_cli("export", garbage.name, "--format", "lines", "-o", "keep.lines",
+                    cwd=traces, code=DRIVER)
     assert r.returncode == 1
     assert (traces / "keep.lines").read_text() == "before\n"
 
@@ -240,23 +235,24 @@ def test_export_replaces_the_output_whole(traces):
 @pytest.mark.parametrize("fmt", ["folded", "chrome", "trace-cmd", "perfetto", "parquet",
                                  "otlp"])
 def test_real_format_bad_input_and_empty_trace(traces, fmt):
-    r = _run(["export", "trace.dat", "--format", fmt, "-o", "x.out"], traces)
+    r = fntrace_cli("export", "trace.dat", "--format", fmt, "-o", "x.out", cwd=traces)
     if r.returncode != 0 and "needs the" in r.stderr:
         pytest.skip(f"LOUD SKIP: {r.stderr.strip()}")
     assert r.returncode == 0, r.stderr
     paths = _bad_inputs(traces)
     for kind in ("garbage", "zero-byte", "directory", "header cut"):
-        r = _run(["export", paths[kind].name, "--format", fmt, "-o", f"bad.{fmt}"], traces)
+        r = fntrace_cli("export", paths[kind].name, "--format", fmt, "-o", f"bad.{fmt}",
+                        cwd=traces)
         assert_one_line_error(r)
         assert not (traces / f"bad.{fmt}").exists()
-    r = _run(["export", "trace.dat", "--format", fmt, "-o", "a_file/out"], traces)
+    r = fntrace_cli("export", "trace.dat", "--format", fmt, "-o", "a_file/out", cwd=traces)
     assert_one_line_error(r)
     # an empty trace: a file, and no error
-    r = _run(["export", "empty.dat", "--format", fmt, "-o", f"empty.{fmt}"], traces)
+    r = fntrace_cli("export", "empty.dat", "--format", fmt, "-o", f"empty.{fmt}", cwd=traces)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert (traces / f"empty.{fmt}").exists()
     # a cut trace: what is whole, and a note
     cut = _cut(traces, f"cut_{fmt}.dat")
-    r = _run(["export", cut.name, "--format", fmt, "-o", f"cut.{fmt}"], traces)
+    r = fntrace_cli("export", cut.name, "--format", fmt, "-o", f"cut.{fmt}", cwd=traces)
     assert r.returncode == 0 and "cut short" in r.stderr and "Traceback" not in r.stderr
     assert (traces / f"cut.{fmt}").stat().st_size > 0

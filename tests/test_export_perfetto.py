@@ -14,14 +14,13 @@ from __future__ import annotations
 import io
 import os
 import subprocess
-import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from support import SUBPROCESS_TIMEOUT, fntrace_cli
+from support import fntrace_cli
 
 try:
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
@@ -37,26 +36,21 @@ from fntrace.output.entry import (
 )
 from fntrace.output.source import open_trace
 
-FNTRACE = [sys.executable, "-m", "fntrace"]
 TE = pb.TrackEvent
 CLEARED = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
 NEEDS = pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
 
 
-def run(*args, cwd, env=None) -> subprocess.CompletedProcess:
-    return fntrace_cli(*args, cwd=cwd, env=env)
-
-
 def record(tmp_path: Path, source: str, *opts: str, name: str = "prog.py") -> Path:
     (tmp_path / name).write_text(textwrap.dedent(source))
     out = tmp_path / (Path(name).stem + ".dat")
-    r = run("record", *opts, "-o", out, name, cwd=tmp_path)
+    r = fntrace_cli("record", *opts, "-o", out, name, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     return out
 
 
 def export(tmp_path: Path, dat: Path, out: str = "out.perfetto-trace") -> tuple[Path, str]:
-    r = run("export", dat, "--format", "perfetto", "-o", out, cwd=tmp_path)
+    r = fntrace_cli("export", dat, "--format", "perfetto", "-o", out, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr
     return tmp_path / out, r.stderr
@@ -659,8 +653,8 @@ def test_without_the_perfetto_package_the_error_says_what_to_install(tmp_path):
         "raise ImportError('No module named perfetto')\n")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(hide), env.get("PYTHONPATH", "")])
-    r = run("export", dat, "--format", "perfetto", "-o", "x.perfetto-trace", cwd=tmp_path,
-            env=env)
+    r = fntrace_cli("export", dat, "--format", "perfetto", "-o", "x.perfetto-trace",
+                    cwd=tmp_path, env=env)
     assert r.returncode != 0
     assert r.stderr == ("fntrace: --format perfetto needs the 'perfetto' package: "
                         "pip install 'fntrace[perfetto]'\n")
@@ -669,11 +663,11 @@ def test_without_the_perfetto_package_the_error_says_what_to_install(tmp_path):
 
 def test_the_default_output_name_and_stdout(tmp_path):
     dat = record(tmp_path, GRAPH_PROGRAM, "-p", "function_graph", "-F", "__main__.*")
-    r = run("export", dat, "--format", "perfetto", cwd=tmp_path)
+    r = fntrace_cli("export", dat, "--format", "perfetto", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     whole = (tmp_path / "prog.perfetto-trace").read_bytes()
-    r = subprocess.run([*FNTRACE, "export", dat, "--format", "perfetto", "-o", "-"],
-                       cwd=tmp_path, capture_output=True, timeout=SUBPROCESS_TIMEOUT)
+    r = fntrace_cli("export", dat, "--format", "perfetto", "-o", "-", cwd=tmp_path,
+                    text=False)
     assert r.returncode == 0 and r.stdout == whole
 
 

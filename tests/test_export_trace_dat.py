@@ -355,9 +355,8 @@ def test_empty_trace_and_stdout(tmp_path):
     out = report(tmp_path / "run.trace.dat")             # the default -o
     assert not [m for m in map(TC_LINE.match, out) if m]
     # -o -: the same bytes on standard output
-    p = subprocess.run([sys.executable, "-m", "fntrace", "export", "run.dat", "--format",
-                        "trace-cmd", "-o", "-"], cwd=tmp_path, capture_output=True,
-                       timeout=SUBPROCESS_TIMEOUT)
+    p = fntrace_cli("export", "run.dat", "--format", "trace-cmd", "-o", "-", cwd=tmp_path,
+                    text=False)
     assert p.returncode == 0
     assert p.stdout == (tmp_path / "run.trace.dat").read_bytes()
 

@@ -7,13 +7,14 @@ recorded program).
 """
 from __future__ import annotations
 
+import os
 import re
 import sys
 import textwrap
 
 import pytest
 
-from support import run_python
+from support import fntrace_cli, run_python
 
 # Children forked one after another; each calls f() N times, then ends HOW: falling off
 # the end of the program ("return"), sys.exit, os._exit, or SIGTERM to itself.  The
@@ -182,20 +183,11 @@ def test_fork_warns_exactly_when_it_does_untraced(tmp_path, kind, serve):
     (tmp_path / "w.py").write_text(FORK_WARNING)
     want = run_python("-W", "always::DeprecationWarning", "w.py", kind, cwd=tmp_path)
     # (-W for the traced program: through the environment, as python would read it)
-    r = _run_with_env(tmp_path, ["record", "-o", "t.dat"] + (["--serve"] if serve else [])
-                      + ["w.py", kind], PYTHONWARNINGS="always::DeprecationWarning")
+    r = fntrace_cli("record", "-o", "t.dat", *(["--serve"] if serve else []), "w.py", kind,
+                    cwd=tmp_path,
+                    env=dict(os.environ, PYTHONWARNINGS="always::DeprecationWarning"))
     assert r.returncode == 0, r.stderr
     assert r.stdout == want.stdout
     exp = _program_lines(want.stderr, tmp_path)
     assert _program_lines(r.stderr, tmp_path) == exp
     assert bool(exp) == (kind == "threads")
-
-
-def _run_with_env(cwd, args, **env):
-    import os
-    import subprocess
-
-    from support import SUBPROCESS_TIMEOUT
-    return subprocess.run([sys.executable, "-m", "fntrace.cli.main", *args], cwd=cwd,
-                          env=dict(os.environ, **env), capture_output=True, text=True,
-                          timeout=SUBPROCESS_TIMEOUT)

@@ -20,9 +20,9 @@ import time
 
 import pytest
 
-from support import SUBPROCESS_TIMEOUT, fn_lines, header_counts, run_python
-
-FNTRACE = [sys.executable, "-m", "fntrace.cli.main"]
+from support import (
+    SUBPROCESS_TIMEOUT, fn_lines, fntrace_argv, fntrace_cli, header_counts, run_python,
+)
 
 
 def funcs(text: str) -> list[tuple[str, str | None]]:
@@ -133,9 +133,10 @@ def test_filter_naming_the_module_run_with_m_selects_its_functions(tmp_path, run
 
 
 def test_http_server_filter_names_the_module(tmp_path):
-    p = subprocess.Popen([*FNTRACE, "live", "-F", "http.server.test", "-m", "http.server",
-                          "--bind", "127.0.0.1", "0"], cwd=tmp_path, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, preexec_fn=_default_signals)
+    p = subprocess.Popen(fntrace_argv("live", "-F", "http.server.test", "-m", "http.server",
+                                      "--bind", "127.0.0.1", "0"),
+                         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, preexec_fn=_default_signals)
     try:
         _wait_for_line(p, "Serving HTTP")
     finally:
@@ -192,7 +193,7 @@ def _default_signals() -> None:
 
 def _run_and_signal(tmp_path, cmd, sig, source=LOOP, settle=0.3):
     (tmp_path / "prog.py").write_text(source)
-    p = subprocess.Popen([*FNTRACE, *cmd, "prog.py"], cwd=tmp_path, stdout=subprocess.PIPE,
+    p = subprocess.Popen(fntrace_argv(*cmd, "prog.py"), cwd=tmp_path, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, preexec_fn=_default_signals)
     try:
         head = _wait_for_line(p, "ready")
@@ -669,7 +670,7 @@ def test_graph_options_are_refused_with_the_function_tracer(tmp_script, run_fntr
 
 def test_version(tmp_path):
     import fntrace
-    for cmd in (FNTRACE, [sys.executable, "-m", "fntrace"]):
+    for cmd in (fntrace_argv(), [sys.executable, "-m", "fntrace"]):
         r = subprocess.run([*cmd, "--version"], capture_output=True, text=True, cwd=tmp_path,
                            timeout=SUBPROCESS_TIMEOUT)
         assert r.returncode == 0, r.stderr
@@ -714,9 +715,8 @@ def test_hook_dropped_at_the_recursion_limit_is_not_blamed_on_the_program(tmp_pa
     # CPython drops it; the notice must not say the program installed a profile function.
     (tmp_path / "deep.py").write_text(DEEP)
     env = dict(os.environ, FNTRACE_PURE="1", FNTRACE_BACKEND="profile")
-    p = subprocess.run([sys.executable, "-m", "fntrace.cli.main", "live", "-p",
-                        "function_graph", "-F", "__main__.f", "deep.py"], cwd=tmp_path,
-                       env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    p = fntrace_cli("live", "-p", "function_graph", "-F", "__main__.f", "deep.py",
+                    cwd=tmp_path, env=env)
     plain = run_python("deep.py", cwd=tmp_path)
     assert p.returncode == plain.returncode == 0, p.stderr[-2000:]
     assert p.stdout.startswith(plain.stdout), p.stdout[:500]

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from support import fntrace_cli
+
 HERE = Path(__file__).parent / "ftracetest"
 CASES = sorted((HERE / "test.d").rglob("*.tc"))
 
@@ -58,8 +60,7 @@ def mounted(tmp_path_factory):
         assert (state / "ready").exists(), \
             f"the workload did not start: {prog.err_path.read_text()}"
         pid, main_tid = (state / "ready").read_text().split()
-        r = subprocess.run([sys.executable, "-m", "fntrace.cli.main", "mount", pid, str(mnt)],
-                           capture_output=True, text=True, timeout=60)
+        r = fntrace_cli("mount", pid, mnt, timeout=60)
         assert r.returncode == 0, r.stderr
         yield mnt, {"KST_MAIN_TID": main_tid, "KST_STATE": str(state)}, prog
     finally:

@@ -13,7 +13,6 @@ import os
 import queue
 import re
 import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -21,7 +20,7 @@ import time
 import pytest
 
 
-from support import SUBPROCESS_TIMEOUT, fn_lines, header_counts
+from support import SUBPROCESS_TIMEOUT, fn_lines, fntrace_argv, fntrace_cli, header_counts
 
 # How long the test waits for a streamed line: the stream's own delay is about
 # 0.1 s (hold) + 0.025 s (tick) + 0.05 s (graph grace); the rest is a loaded machine.
@@ -60,7 +59,7 @@ class Live:
         e["FNTRACE_LIVE_HOLD"] = "0.1"          # the default
         e.update(env or {})
         self.p = subprocess.Popen(
-            [sys.executable, "-m", "fntrace.cli.main", "live", *args, "prog.py"],
+            fntrace_argv("live", *args, "prog.py"),
             cwd=str(tmp_path), env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True)
         self.lines: queue.Queue = queue.Queue()
@@ -237,8 +236,7 @@ def test_sigterm_stops_the_program_where_it_is(tmp_path, cmd):
     prog = tmp_path / "prog.py"
     prog.write_text(textwrap.dedent(BUSY_FOREVER))
     progress = tmp_path / "progress.txt"
-    p = subprocess.Popen([sys.executable, "-m", "fntrace.cli.main", *cmd, "prog.py",
-                          str(progress)], cwd=str(tmp_path),
+    p = subprocess.Popen(fntrace_argv(*cmd, "prog.py", str(progress)), cwd=str(tmp_path),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out = []
     threading.Thread(target=lambda: out.append(p.stdout.read()), daemon=True).start()
@@ -274,7 +272,5 @@ def test_sigterm_stops_the_program_where_it_is(tmp_path, cmd):
                 # the stop cannot interrupt): counted, and said
                 assert f"# LOST EVENTS: {int(b) - int(a)}" in text, text[-2000:]
     else:
-        rep = subprocess.run([sys.executable, "-m", "fntrace.cli.main", "stat", "t.dat"],
-                             cwd=str(tmp_path), capture_output=True, text=True,
-                             timeout=SUBPROCESS_TIMEOUT)
+        rep = fntrace_cli("stat", "t.dat", cwd=tmp_path)
         assert rep.returncode == 0 and "__main__.f" in rep.stdout, rep.stderr

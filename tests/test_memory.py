@@ -14,6 +14,8 @@ import textwrap
 
 import pytest
 
+from support import fntrace_argv
+
 SLACK_KIB = 4096
 
 PROGRAM = textwrap.dedent("""\
@@ -78,8 +80,8 @@ def _growth(argv_for, cwd, env=None):
 def test_record_peak_rss_does_not_grow_with_run_length(prog, tracer, extra):
     out = str(prog / "t.dat")
     untraced = _growth(lambda n: [sys.executable, "work.py", str(n)], prog)
-    traced = _growth(lambda n: [sys.executable, "-m", "fntrace.cli.main", "record", "-p",
-                                tracer, *extra, "-b", "64", "-o", out, "work.py", str(n)], prog)
+    traced = _growth(lambda n: fntrace_argv("record", "-p", tracer, *extra, "-b", "64", "-o",
+                                            out, "work.py", str(n)), prog)
     assert os.path.getsize(out) > 100_000 * 3 * 2        # the events did pass through
     assert traced <= untraced + SLACK_KIB, (traced, untraced)
 

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from support import fntrace_cli
+from support import fntrace_argv, fntrace_cli
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 
@@ -367,8 +367,8 @@ def served(tmp_path):
     endpoint answers."""
     prog = tmp_path / "prog.py"
     prog.write_text(PROGRAM)
-    p = subprocess.Popen([sys.executable, "-m", "fntrace", "record", "--serve", "-p", "nop",
-                          "-o", str(tmp_path / "out.dat"), str(prog), "30"],
+    p = subprocess.Popen(fntrace_argv("record", "--serve", "-p", "nop", "-o",
+                                      str(tmp_path / "out.dat"), str(prog), "30"),
                          env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _wait(lambda: _fntrace("ctl", str(p.pid), "current_tracer").returncode == 0,
           timeout=20, what="the endpoint")
@@ -481,8 +481,8 @@ def test_cli_mount_detach_and_foreground(served, tmp_path):
 def test_cli_mount_foreground_ends_on_sigint(served, tmp_path):
     d = str(tmp_path / "t")
     os.mkdir(d)
-    p = subprocess.Popen([sys.executable, "-m", "fntrace", "mount", "--foreground",
-                          str(served.pid), d], env=_env(), stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(fntrace_argv("mount", "--foreground", served.pid, d), env=_env(),
+                         stderr=subprocess.PIPE, text=True)
     try:
         _wait(lambda: os.path.ismount(d), what="the mount")
         assert sh(f"cat {d}/current_tracer").stdout == "nop\n"
@@ -540,7 +540,6 @@ def test_cli_mount_without_libfuse(tmp_path):
     (fake / "mfusepy.py").write_text("raise OSError('Unable to find libfuse')\n")
     env = _env()
     env["PYTHONPATH"] = str(fake) + os.pathsep + env["PYTHONPATH"]
-    r = subprocess.run([sys.executable, "-m", "fntrace", "mount", "1", str(tmp_path)],
-                       capture_output=True, text=True, env=env, timeout=30)
+    r = fntrace_cli("mount", "1", tmp_path, env=env, timeout=30)
     assert r.returncode == 1 and "needs libfuse3" in r.stderr and "fuse3" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr

@@ -15,7 +15,7 @@ import textwrap
 
 import pytest
 
-from support import SUBPROCESS_TIMEOUT, fn_lines, run_python
+from support import fn_lines, fntrace_cli, run_python
 from fntrace import _env
 
 MP = textwrap.dedent("""\
@@ -420,16 +420,13 @@ def test_a_bad_fntrace_jobs_is_refused_before_anything_is_read(tmp_path, run_fnt
     for bad in ("x", "-2", "1.5"):
         env = dict(os.environ, FNTRACE_JOBS=bad, FNTRACE_PROGRESS="0")
         for view in (["stat"], ["export", "--format", "folded", "-o", "-"]):
-            p = subprocess.run([sys.executable, "-m", "fntrace", *view[:1], "t.dat", *view[1:]],
-                               cwd=tmp_path, env=env, capture_output=True, text=True,
-                               timeout=SUBPROCESS_TIMEOUT)
+            p = fntrace_cli(*view[:1], "t.dat", *view[1:], cwd=tmp_path, env=env)
             assert p.returncode == 2 and p.stdout == "", (p.stdout, p.stderr)
             assert p.stderr == (f"fntrace: FNTRACE_JOBS={bad}: give the most processes to "
                                 "read a trace of several processes with, a whole number (1: "
                                 "this one alone; 0 or unset: one per core)\n"), p.stderr
     env = dict(os.environ, FNTRACE_JOBS="0", FNTRACE_PROGRESS="0")
-    p = subprocess.run([sys.executable, "-m", "fntrace", "stat", "t.dat"], cwd=tmp_path,
-                       env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    p = fntrace_cli("stat", "t.dat", cwd=tmp_path, env=env)
     assert p.returncode == 0 and "__main__.square" in p.stdout, p.stderr
 
 

@@ -15,9 +15,10 @@ import textwrap
 
 import pytest
 
-from support import SUBPROCESS_TIMEOUT, fn_lines, header_counts, run_python
+from support import (
+    SUBPROCESS_TIMEOUT, fn_lines, fntrace_argv, fntrace_cli, header_counts, run_python,
+)
 
-FNTRACE = [sys.executable, "-m", "fntrace.cli.main"]
 PURE = bool(os.environ.get("FNTRACE_PURE"))
 
 
@@ -30,8 +31,7 @@ def both(tmp_path, source: str, *fntrace_args: str, args=(), name="prog.py"):
     prog = tmp_path / name
     prog.write_text(textwrap.dedent(source))
     plain = run_python(name, *args, cwd=tmp_path)
-    traced = subprocess.run([*FNTRACE, "live", *fntrace_args, name, *args], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    traced = fntrace_cli("live", *fntrace_args, name, *args, cwd=tmp_path)
     return plain, traced
 
 
@@ -255,9 +255,8 @@ def test_the_programs_audit_hook_sees_only_its_own_events(tmp_path, tracer):
     assert r.stdout.startswith(plain.stdout), r.stdout[:600]
     assert "__main__.work" in r.stdout[len(plain.stdout):]
     # record ends the tracing its own way (ftrace_kill at exit)
-    rec = subprocess.run([*FNTRACE, "record", "-p", tracer, "-F", "__main__.work", "-o", "t.dat",
-                          "prog.py"], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=SUBPROCESS_TIMEOUT)
+    rec = fntrace_cli("record", "-p", tracer, "-F", "__main__.work", "-o", "t.dat", "prog.py",
+                      cwd=tmp_path)
     assert rec.returncode == 0, rec.stderr[-2000:]
     assert rec.stdout.startswith(plain.stdout), rec.stdout[:600]
     # (after the program's last line fntrace's own Python code runs on: its id() calls
@@ -346,8 +345,7 @@ def test_an_exec_that_fails_lets_the_program_go_on_and_end(tmp_path, command):
     plain = run_python("prog.py", cwd=tmp_path)
     assert plain.returncode == 3 and plain.stdout.endswith("end\n"), plain
     args = ["-o", "t.dat"] if command == "record" else []
-    r = subprocess.run([*FNTRACE, command, "-F", "__main__.*", *args, "prog.py"],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    r = fntrace_cli(command, "-F", "__main__.*", *args, "prog.py", cwd=tmp_path, timeout=60)
     # it ended (it waited for an end that had come), with the program's status
     assert r.returncode == 3, r.stderr[-2000:]
     # (live prints the trace when it is written out: at the exec)
@@ -383,8 +381,7 @@ def test_a_followed_process_that_makes_a_subinterpreter(tmp_path):
     prog.write_text(textwrap.dedent(SUBINTERPRETER_CHILD))
     plain = run_python("prog.py", cwd=tmp_path)
     assert plain.stdout == "child done\nstatus 0\n", plain.stderr
-    r = subprocess.run([*FNTRACE, "record", "-o", "t.dat", "prog.py"], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    r = fntrace_cli("record", "-o", "t.dat", "prog.py", cwd=tmp_path)
     # (it died of SIGABRT: "Py_EndInterpreter: not the last thread", the bootstrap
     # having started a recording in the subinterpreter)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -406,16 +403,16 @@ def test_a_failed_write_is_counted_and_shown(tmp_path):
     prog = tmp_path / "prog.py"
     prog.write_text("def f(i):\n    return i\n\nfor i in range(50_000):\n    f(i)\n"
                     "print('done')\n")
-    r = subprocess.run([*FNTRACE, "record", "-b", "16", "-o", "t.dat", "-F", "*:mod:__main__",
-                        "prog.py"], cwd=tmp_path, capture_output=True, text=True,
+    r = subprocess.run(fntrace_argv("record", "-b", "16", "-o", "t.dat", "-F",
+                                    "*:mod:__main__", "prog.py"),
+                       cwd=tmp_path, capture_output=True, text=True,
                        timeout=SUBPROCESS_TIMEOUT, preexec_fn=_file_size_limit(100_000))
     assert r.returncode == 0, r.stderr
     assert r.stdout == "done\n"
     m = re.search(r"writing the trace failed \((.*)\); (\d+) events lost", r.stderr)
     assert m is not None, r.stderr
     assert "too large" in m.group(1) and int(m.group(2)) > 0
-    rep = subprocess.run([*FNTRACE, "report", "t.dat"], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=SUBPROCESS_TIMEOUT)
+    rep = fntrace_cli("report", "t.dat", cwd=tmp_path)
     assert rep.returncode == 0, rep.stderr
     assert "cut short" in rep.stderr
     assert 0 < len(fn_lines(rep.stdout)) < 50_000
@@ -423,8 +420,7 @@ def test_a_failed_write_is_counted_and_shown(tmp_path):
 
 def test_a_trace_file_that_cannot_be_written_stops_before_the_program(tmp_path):
     (tmp_path / "prog.py").write_text("print('ran')\n")
-    r = subprocess.run([*FNTRACE, "record", "-o", "/dev/full", "prog.py"], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    r = fntrace_cli("record", "-o", "/dev/full", "prog.py", cwd=tmp_path)
     assert r.returncode == 2
     assert r.stdout == ""
     assert r.stderr == "fntrace: /dev/full: No space left on device\n"
@@ -611,8 +607,8 @@ def test_memory_does_not_grow_with_threads_that_lived(tmp_path, cmd):
 
     def run(n):
         if cmd == "record":
-            return _peak_mib([*FNTRACE, "record", "-o", "t.dat", "-F", "*:mod:__main__",
-                              "prog.py", str(n)], tmp_path)
+            return _peak_mib(fntrace_argv("record", "-o", "t.dat", "-F", "*:mod:__main__",
+                                          "prog.py", str(n)), tmp_path)
         return _peak_mib([sys.executable, "inproc.py", str(n)], tmp_path)
     small, big = run(50), run(1500)
     # 1,450 more threads: a full buffer each would be 2 GB
@@ -674,8 +670,7 @@ def test_script_file_is_absolute_and_survives_chdir(tmp_path):
     """
     (sub / "prog.py").write_text(textwrap.dedent(source))
     plain = run_python("sub/prog.py", cwd=tmp_path)
-    r = subprocess.run([*FNTRACE, "record", "-o", "t.dat", "sub/prog.py"], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    r = fntrace_cli("record", "-o", "t.dat", "sub/prog.py", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout == plain.stdout == "42 True\n"
 
@@ -696,14 +691,12 @@ def test_the_program_is_compiled_with_its_own_future_statements(tmp_path, how):
     (tmp_path / "prog.py").write_text(ANNOTATED)
     target = ["prog.py"] if how == "script" else ["-c", ANNOTATED]
     plain = run_python(*target, cwd=tmp_path)
-    r = subprocess.run([*FNTRACE, "record", "-o", "t.dat", *target], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    r = fntrace_cli("record", "-o", "t.dat", *target, cwd=tmp_path)
     assert r.returncode == plain.returncode == 0, r.stderr
     assert r.stdout == plain.stdout == "{'x': <class 'int'>, 'return': <class 'int'>} False\n"
     # the program's own future statement still counts
     (tmp_path / "lazy.py").write_text("from __future__ import annotations\n" + ANNOTATED)
-    r = subprocess.run([*FNTRACE, "record", "-o", "t.dat", "lazy.py"], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    r = fntrace_cli("record", "-o", "t.dat", "lazy.py", cwd=tmp_path)
     assert r.stdout == run_python("lazy.py", cwd=tmp_path).stdout == \
         "{'x': 'int', 'return': 'int'} True\n"
 
@@ -712,13 +705,11 @@ def test_a_source_python_cannot_compile_is_refused_before_it_runs(tmp_path):
     (tmp_path / "nul.py").write_bytes(b"print('ran')\n\0\n")
     (tmp_path / "latin.py").write_bytes(b"# -*- coding: latin-1 -*-\nprint(len('\xe9'))\n")
     assert run_python("nul.py", cwd=tmp_path).returncode == 1
-    r = subprocess.run([*FNTRACE, "record", "-o", "t.dat", "nul.py"], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    r = fntrace_cli("record", "-o", "t.dat", "nul.py", cwd=tmp_path)
     assert r.returncode == 2 and "ran" not in r.stdout
     assert r.stderr == "fntrace: nul.py: syntax error: source code string cannot contain null bytes\n"
     assert not (tmp_path / "t.dat").exists()
-    r = subprocess.run([*FNTRACE, "record", "-o", "t.dat", "latin.py"], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    r = fntrace_cli("record", "-o", "t.dat", "latin.py", cwd=tmp_path)
     assert r.stdout == run_python("latin.py", cwd=tmp_path).stdout == "1\n"
 
 
@@ -839,15 +830,13 @@ def test_recorded_arguments_are_not_in_the_programs_gc_objects(tmp_path, opts):
     # hand it every tick, and gc.get_objects() counts that thread's objects too.
     (tmp_path / "prog.py").write_text(GC_COUNT)
     plain = run_python("prog.py", cwd=tmp_path)
-    r = subprocess.run([*FNTRACE, "record", "-o", "t.dat",
-                        *(opts if "-p" in opts else ["-p", "function_graph", *opts]),
-                        "-F", "__main__.*", "prog.py"], cwd=tmp_path, capture_output=True,
-                       text=True, timeout=SUBPROCESS_TIMEOUT)
+    r = fntrace_cli("record", "-o", "t.dat",
+                    *(opts if "-p" in opts else ["-p", "function_graph", *opts]), "-F",
+                    "__main__.*", "prog.py", cwd=tmp_path)
     assert plain.stdout == "new objects 0\n", plain.stdout
     assert r.returncode == 0, r.stderr
     assert r.stdout == plain.stdout, r.stdout[:400]
-    rep = subprocess.run([*FNTRACE, "report", "t.dat"], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=SUBPROCESS_TIMEOUT)
+    rep = fntrace_cli("report", "t.dat", cwd=tmp_path)
     assert re.search(r"G.__eq__\(self=<__main__.G object at 0x|__eq__.*other=<__main__.G object",
                      rep.stdout), rep.stdout[-600:]
 
@@ -937,7 +926,8 @@ def test_threads_that_fork_or_end_do_not_hang_or_crash(tmp_path, run_fntrace, fo
     # freed, wrote to the freed buffer (a segfault).
     (tmp_path / "forks.py").write_text(FORKS)
     out, err, rc = run_or_fail_hung(
-        [*FNTRACE, "record", "-p", "function_graph", "-A", "-R", "-o", "t.dat", "forks.py", fork],
+        fntrace_argv("record", "-p", "function_graph", "-A", "-R", "-o", "t.dat", "forks.py",
+                     fork),
         tmp_path, SUBPROCESS_TIMEOUT, "the program or its forked children hung")
     assert rc == 0, err
     assert out == "done\n"
@@ -982,7 +972,7 @@ def test_a_child_forked_while_another_thread_holds_fntraces_locks(tmp_path, run_
     # and the child's first traced call waited for it for ever.
     (tmp_path / "held.py").write_text(FORK_WHILE_HELD)
     out, err, rc = run_or_fail_hung(
-        [*FNTRACE, "record", "-p", "function_graph", "-o", "t.dat", "held.py"],
+        fntrace_argv("record", "-p", "function_graph", "-o", "t.dat", "held.py"),
         tmp_path, 60, "the forked child hung on a lock held at fork")
     assert rc == 0, err
     assert out == "7\n"
@@ -1045,7 +1035,7 @@ def test_a_child_runs_threadings_fork_hook_while_a_gone_thread_held_fntraces_loc
     # locks back.
     if how == "record":
         prog = HELD_AT_FORK_HOOKS.format(start="")
-        cmd = [*FNTRACE, "record", "-p", "function_graph", "-o", "t.dat", "held.py"]
+        cmd = fntrace_argv("record", "-p", "function_graph", "-o", "t.dat", "held.py")
     else:
         prog = HELD_AT_FORK_HOOKS.format(
             start="import fntrace\nfntrace.tracefs().write('current_tracer', 'function_graph')")
@@ -1208,9 +1198,7 @@ def test_atexit_functions_run_traced_before_the_report(tmp_path):
 def test_report_reads_a_large_file_in_constant_memory(tmp_path):
     (tmp_path / "prog.py").write_text("def f(i):\n    return i\n\nfor i in range(1_500_000):\n"
                                       "    f(i)\n")
-    rec = subprocess.run([*FNTRACE, "record", "-o", "t.dat", "-F", "__main__.f", "prog.py"],
-                         cwd=tmp_path, capture_output=True, text=True,
-                         timeout=SUBPROCESS_TIMEOUT)
+    rec = fntrace_cli("record", "-o", "t.dat", "-F", "__main__.f", "prog.py", cwd=tmp_path)
     assert rec.returncode == 0, rec.stderr
     assert os.path.getsize(tmp_path / "t.dat") >= 1_500_000 * 2
     # the file is compact (a few bytes an event): what must not be held whole is the
@@ -1218,8 +1206,8 @@ def test_report_reads_a_large_file_in_constant_memory(tmp_path):
     size_mib = 1_500_000 * 32 // (1 << 20)
     small = tmp_path / "small.py"
     small.write_text("def f(i):\n    return i\n\nfor i in range(10):\n    f(i)\n")
-    subprocess.run([*FNTRACE, "record", "-o", "s.dat", "-F", "__main__.f", "small.py"],
+    subprocess.run(fntrace_argv("record", "-o", "s.dat", "-F", "__main__.f", "small.py"),
                    cwd=tmp_path, check=True, capture_output=True, timeout=SUBPROCESS_TIMEOUT)
-    base = _peak_mib([*FNTRACE, "report", "s.dat"], tmp_path)
-    peak = _peak_mib([*FNTRACE, "report", "t.dat"], tmp_path)
+    base = _peak_mib(fntrace_argv("report", "s.dat"), tmp_path)
+    peak = _peak_mib(fntrace_argv("report", "t.dat"), tmp_path)
     assert peak - base < size_mib // 3, (base, peak, size_mib)

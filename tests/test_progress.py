@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from support import SUBPROCESS_TIMEOUT
+from support import SUBPROCESS_TIMEOUT, fntrace_argv, fntrace_cli
 
 PROG = """\
 def leaf(x):
@@ -68,9 +68,8 @@ def _run(args, cwd: Path, *, stderr_tty: bool, stdout=None, driver: bool = False
          **env: str) -> tuple[int, str]:
     """Run fntrace; stderr on a pseudo-terminal (or a pipe); returns (status, what
     stderr got)."""
-    head = ["-c", DRIVER] if driver else ["-m", "fntrace"]
-    return _run_cmd([sys.executable, *head, *map(str, args)], cwd, stderr_tty=stderr_tty,
-                    stdout=stdout, **env)
+    return _run_cmd(fntrace_argv(*args, code=DRIVER if driver else None), cwd,
+                    stderr_tty=stderr_tty, stdout=stdout, **env)
 
 
 def _run_cmd(cmd: list[str], cwd: Path, *, stderr_tty: bool, stdout=None,
@@ -114,10 +113,8 @@ def big(tmp_path_factory) -> Path:
     """A graph trace of 200,000 entries (100,000 calls): long enough to read for a bar to be drawn."""
     d = tmp_path_factory.mktemp("progress")
     (d / "prog.py").write_text(PROG)
-    r = subprocess.run([sys.executable, "-m", "fntrace", "record", "-p", "function_graph",
-                        "-b", "16384", "-F", "__main__.leaf", "-o", "big.dat", "prog.py",
-                        "100000"], cwd=str(d), capture_output=True, text=True,
-                       timeout=SUBPROCESS_TIMEOUT)
+    r = fntrace_cli("record", "-p", "function_graph", "-b", "16384", "-F", "__main__.leaf",
+                    "-o", "big.dat", "prog.py", "100000", cwd=d)
     assert r.returncode == 0, r.stderr
     return d
 
@@ -195,8 +192,7 @@ def test_export_to_a_file_with_standard_output_piped_draws_no_bar(big):
 
 
 def test_stat_draws_a_bar_before_its_table(big):
-    r = subprocess.run([sys.executable, "-m", "fntrace", "stat", "big.dat"], cwd=str(big),
-                       capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    r = fntrace_cli("stat", "big.dat", cwd=big)
     assert r.returncode == 0 and r.stderr == "", r.stderr
     with open(big / "stat_tty.txt", "wb") as out:
         status, err = _run(["stat", "big.dat"], big, stderr_tty=True, stdout=out)
@@ -245,14 +241,10 @@ def test_stat_and_folded_of_processes_read_at_the_same_time_draw_one_bar(tmp_pat
     (tracefile/parallel.py): the bar is the parent's, drawn from what the children
     say they read, over every record; one pass, named once; no fork warning."""
     (tmp_path / "fork.py").write_text(FORKING)
-    r = subprocess.run([sys.executable, "-m", "fntrace", "record", "-p", "function_graph",
-                        "-F", "__main__.leaf", "-o", "f.dat", "fork.py", "60000"],
-                       cwd=str(tmp_path), capture_output=True, text=True,
-                       timeout=SUBPROCESS_TIMEOUT)
+    r = fntrace_cli("record", "-p", "function_graph", "-F", "__main__.leaf", "-o", "f.dat",
+                    "fork.py", "60000", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    plain = subprocess.run([sys.executable, "-m", "fntrace", "stat", "f.dat"],
-                           cwd=str(tmp_path), capture_output=True, text=True,
-                           env=_env(FNTRACE_JOBS="1"), timeout=SUBPROCESS_TIMEOUT)
+    plain = fntrace_cli("stat", "f.dat", cwd=tmp_path, env=_env(FNTRACE_JOBS="1"))
     assert plain.returncode == 0 and plain.stderr == "", plain.stderr
     assert "120000" in plain.stdout                 # both processes' calls
     with open(tmp_path / "stat_tty.txt", "wb") as out:
@@ -263,9 +255,8 @@ def test_stat_and_folded_of_processes_read_at_the_same_time_draw_one_bar(tmp_pat
     assert "pass 2" not in err and "arning" not in err, err[:500]
     assert (tmp_path / "stat_tty.txt").read_text() == plain.stdout
     # the folded export of the same files, walked the same way, draws the same bar
-    plain = subprocess.run([sys.executable, "-m", "fntrace", "export", "f.dat", "--format",
-                            "folded", "-o", "-"], cwd=str(tmp_path), capture_output=True,
-                           text=True, env=_env(FNTRACE_JOBS="1"), timeout=SUBPROCESS_TIMEOUT)
+    plain = fntrace_cli("export", "f.dat", "--format", "folded", "-o", "-", cwd=tmp_path,
+                        env=_env(FNTRACE_JOBS="1"))
     assert plain.returncode == 0 and plain.stderr == "" and "leaf" in plain.stdout, plain.stderr
     status, err = _run(["export", "f.dat", "--format", "folded", "-o", "f.folded"], tmp_path,
                        stderr_tty=True, FNTRACE_JOBS="2")

@@ -5,8 +5,6 @@ it runs in, which must not be this one.
 """
 from __future__ import annotations
 
-import subprocess
-import sys
 from importlib.metadata import entry_points
 
 import pytest
@@ -20,7 +18,7 @@ from fntrace.pytest_plugin import trace_file_name
 
 _EVENT_TYPES = (FunctionHit, GraphEntry)
 
-from support import SUBPROCESS_TIMEOUT
+from support import SUBPROCESS_TIMEOUT, fntrace_cli
 
 pytest_plugins = ["pytester"]
 
@@ -69,9 +67,7 @@ def test_one_trace_per_test(pytester):
         assert "test_shop.helper" in funcs(d / name)
         calls = [c for c in src.calls() if c.func == "test_shop.helper"]
         assert [c.stack for c in calls] == [(f"test_shop.{test}", "test_shop.helper")]
-    p = subprocess.run([sys.executable, "-m", "fntrace", "report",
-                        str(d / "test_shop.py__test_fails.dat")],
-                       capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    p = fntrace_cli("report", str(d / "test_shop.py__test_fails.dat"))
     assert p.returncode == 0, p.stderr
     assert "test_shop.test_fails() {" in p.stdout and "test_shop.helper();" in p.stdout
     r.stdout.fnmatch_lines([

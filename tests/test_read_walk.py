@@ -36,6 +36,8 @@ from fntrace.output.stat import function_stats, walked_stats
 from fntrace.tracefile import open_traces
 from fntrace.tracefile import RECORD, TF_HAS_PAYLOAD, TraceFile, TraceFileWriter
 
+from support import fntrace_cli
+
 NATIVE = _env.native_module()
 if _env.PURE:
     # FNTRACE_PURE=1: this run is the pure twin's; the native runs compare the two
@@ -1375,8 +1377,7 @@ def stat_both(dat, *args, command: str = "stat") -> tuple[str, str]:
         env.pop("FNTRACE_PURE", None)
         if pure:
             env["FNTRACE_PURE"] = pure
-        r = subprocess.run([sys.executable, "-m", "fntrace.cli.main", command, str(dat), *args],
-                           capture_output=True, text=True, env=env, timeout=120)
+        r = fntrace_cli(command, dat, *args, env=env, timeout=120)
         assert r.returncode == 0, r.stderr
         out.append(r.stdout)
     return out[0], out[1]
@@ -1422,9 +1423,8 @@ def test_stat_native_and_pure_give_the_same_bytes(tmp_script, run_fntrace, tmp_p
     for fmt in ("parquet", "trace-cmd", "perfetto", "otlp", "otlp-proto"):
         for pure in ("", "1"):
             env = dict(os.environ, FNTRACE_PURE=pure)
-            r = subprocess.run([sys.executable, "-m", "fntrace.cli.main", "export", str(dat),
-                                "--format", fmt, "-o", f"{dat}.{pure or 'n'}.{fmt}"],
-                               capture_output=True, text=True, env=env, timeout=120)
+            r = fntrace_cli("export", dat, "--format", fmt, "-o", f"{dat}.{pure or 'n'}.{fmt}",
+                            env=env, timeout=120)
             assert r.returncode == 0, r.stderr
         assert open(f"{dat}.n.{fmt}", "rb").read() == open(f"{dat}.1.{fmt}", "rb").read()
     native, pure = stat_both(dat, "--format", "chrome", "-o", "-", command="export")

@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from support import SUBPROCESS_TIMEOUT
+from support import SUBPROCESS_TIMEOUT, fntrace_argv, fntrace_cli
 
 from fntrace.tracefs import endpoint
 from fntrace.tracefs.client import Client
@@ -87,8 +87,7 @@ def served(tmp_path):
             cmd = [sys.executable, str(prog)]
         else:
             out = ["-o", str(tmp_path / f"rec{len(procs)}.dat")] if command == "record" else []
-            cmd = [sys.executable, "-m", "fntrace", command, "--serve", *record, *out,
-                   str(prog)]
+            cmd = fntrace_argv(command, "--serve", *record, *out, str(prog))
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              cwd=tmp_path, env={**os.environ, **(env or {})})
         procs.append(p)
@@ -111,8 +110,7 @@ def served(tmp_path):
 
 
 def ctl(*args, timeout: float = SUBPROCESS_TIMEOUT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fntrace", "ctl", *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout)
+    return fntrace_cli("ctl", *args, timeout=timeout)
 
 
 def ok(r: subprocess.CompletedProcess) -> str:
@@ -475,7 +473,7 @@ def test_ctl_trace_pipe_streams_until_interrupted(served):
     p = served()
     ok(ctl(p.pid, "set_ftrace_filter", "__main__.work"))
     ok(ctl(p.pid, "current_tracer", "function"))
-    r = subprocess.Popen([sys.executable, "-m", "fntrace", "ctl", str(p.pid), "trace_pipe"],
+    r = subprocess.Popen(fntrace_argv("ctl", str(p.pid), "trace_pipe"),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     first = r.stdout.readline()
     assert "__main__.work <-" in first
@@ -575,7 +573,7 @@ def test_ctl_trace_pipe_ends_quietly_when_the_program_exits(tmp_path):
     p = subprocess.Popen([sys.executable, str(prog)], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "ready"
-    r = subprocess.Popen([sys.executable, "-m", "fntrace", "ctl", str(p.pid), "trace_pipe"],
+    r = subprocess.Popen(fntrace_argv("ctl", str(p.pid), "trace_pipe"),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(1.0)
     p.stdin.write("\n")
@@ -625,13 +623,11 @@ def test_a_client_that_vanishes_never_signals_the_program(served):
 
 
 def test_serve_inside_record_serve_is_the_recordings_endpoint(tmp_path):
-    r = subprocess.run(
-        [sys.executable, "-m", "fntrace", "record", "--serve", "-p", "nop", "-o",
-         str(tmp_path / "r.dat"), "-c",
-         "import fntrace, os\n"
-         "s = fntrace.serve()\n"
-         "print(s.fs is not fntrace.tracefs(), os.path.basename(s.path))\n"],
-        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT, cwd=tmp_path)
+    r = fntrace_cli("record", "--serve", "-p", "nop", "-o", tmp_path / "r.dat", "-c",
+                    "import fntrace, os\n"
+                    "s = fntrace.serve()\n"
+                    "print(s.fs is not fntrace.tracefs(), os.path.basename(s.path))\n",
+                    cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     same, name = r.stdout.split()
     assert same == "True" and name.endswith(".sock")
@@ -706,10 +702,8 @@ def test_record_serve_runs_the_program_when_control_cannot_be_had(tmp_path, run_
     (d / "fntrace").mkdir()
     os.chmod(d / "fntrace", 0o777)
     (tmp_path / "p.py").write_text("def f():\n    return 1\nf()\nprint('ran')\n")
-    r = subprocess.run([sys.executable, "-m", "fntrace.cli.main", "record", "--serve",
-                        "-o", "t.dat", "-F", "*:mod:__main__", "p.py"], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT,
-                       env={**os.environ, "XDG_RUNTIME_DIR": str(d)})
+    r = fntrace_cli("record", "--serve", "-o", "t.dat", "-F", "*:mod:__main__", "p.py",
+                    cwd=tmp_path, env={**os.environ, "XDG_RUNTIME_DIR": str(d)})
     assert r.returncode == 0 and r.stdout == "ran\n", r.stderr
     assert "--serve: control is off for this run:" in r.stderr
     assert "writable by others" in r.stderr and "Traceback" not in r.stderr
@@ -739,9 +733,7 @@ def test_another_user_cannot_squat_the_runtime_directory(served, monkeypatch):
         monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
         env = {**os.environ, "XDG_RUNTIME_DIR": ""}
         p = served(record=["-F", "*:mod:__main__"], env=env)
-        r = subprocess.run([sys.executable, "-m", "fntrace", "ctl", str(p.pid),
-                            "current_tracer"], capture_output=True, text=True,
-                           timeout=SUBPROCESS_TIMEOUT, env=env)
+        r = fntrace_cli("ctl", p.pid, "current_tracer", env=env)
         assert ok(r) == "function\n"
         path = endpoint.socket_path(p.pid)
         assert re.fullmatch(rf"/tmp/fntrace-{uid}-\w+/{p.pid}\.sock", path), path
@@ -857,8 +849,8 @@ def test_a_program_that_forks_stays_controllable(tmp_path):
     visible to the program at fork); clients connecting meanwhile wait in the backlog
     and are answered, and the endpoint answers after the forks as before."""
     (tmp_path / "forking.py").write_text(FORKING)
-    p = subprocess.Popen([sys.executable, "-m", "fntrace", "record", "--serve", "--no-follow",
-                          "-o", str(tmp_path / "t.dat"), "forking.py", "2"],
+    p = subprocess.Popen(fntrace_argv("record", "--serve", "--no-follow", "-o",
+                                      str(tmp_path / "t.dat"), "forking.py", "2"),
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, cwd=tmp_path)
     try:

@@ -21,7 +21,9 @@ pa = pytest.importorskip("pyarrow", reason="pyarrow (the sql extra) is not insta
 pq = pytest.importorskip("pyarrow.parquet")
 duckdb = pytest.importorskip("duckdb", reason="duckdb (the sql extra) is not installed")
 
-from support import CALLS_PROG, SUBPROCESS_TIMEOUT, export_as, report_calls  # noqa: E402
+from support import (  # noqa: E402
+    CALLS_PROG, SUBPROCESS_TIMEOUT, export_as, fntrace_cli, report_calls,
+)
 from fntrace.output.parquet import COLUMNS, module_of  # noqa: E402
 
 
@@ -169,10 +171,8 @@ def test_arguments_and_return_values_are_columns(tmp_script, run_fntrace, tmp_pa
     assert [(r["function"], r["args"], r["retval"]) for r in rows] == [
         ("__main__.f", f"a={i}, b='x'", str(2 * i)) if k == 0 else ("__main__.g", "", "'éé'")
         for i in range(3) for k in range(2)]
-    pure = subprocess.run([sys.executable, "-m", "fntrace", "export", "v.dat", "--format",
-                           "parquet", "-o", "p.parquet"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=SUBPROCESS_TIMEOUT,
-                          env={**os.environ, "FNTRACE_PURE": "1"})
+    pure = fntrace_cli("export", "v.dat", "--format", "parquet", "-o", "p.parquet",
+                       cwd=tmp_path, env={**os.environ, "FNTRACE_PURE": "1"})
     assert pure.returncode == 0, pure.stderr
     assert (tmp_path / "p.parquet").read_bytes() == (tmp_path / "v.parquet").read_bytes()
 

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
-from support import SUBPROCESS_TIMEOUT
+from support import fntrace_cli
 
 FIB = """
 def fib(n):
@@ -99,16 +97,12 @@ def test_compression_without_zstandard_is_a_clear_message(tmp_script, run_fntrac
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(hide), *filter(None, [os.environ.get("PYTHONPATH")])])}
 
-    def run(*args):
-        return subprocess.run([sys.executable, "-m", "fntrace.cli.main", *args], cwd=tmp_path,
-                              env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
-
-    r = run("record", "--compress", "-o", "x.dat", str(prog))
+    r = fntrace_cli("record", "--compress", "-o", "x.dat", prog, cwd=tmp_path, env=env)
     assert r.returncode != 0
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
     assert "pip install fntrace[compress]" in r.stderr
     assert not (tmp_path / "x.dat").exists()
-    r = run("report", "z.dat")
+    r = fntrace_cli("report", "z.dat", cwd=tmp_path, env=env)
     assert r.returncode != 0
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
     assert "z.dat: the file is compressed" in r.stderr
