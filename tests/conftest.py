@@ -156,6 +156,18 @@ def run_fntrace(tmp_path):
 # ---------------------------------------------------------------------------------
 
 @pytest.fixture
+def fs():
+    """A tracefs instance of its own (its own buffers, tracer and filters); back to nop
+    afterwards.  The event tests' files take theirs from ``new_fs``."""
+    t = Tracefs()
+    yield t
+    try:
+        t.write("current_tracer", "nop")
+    except Exception:
+        pass
+
+
+@pytest.fixture
 def new_fs():
     """``new_fs()``: another Tracefs instance.  After the test every instance made is
     reset, then ``echo > dynamic_events``, then no ops is left registered."""

@@ -89,6 +89,15 @@ FUNCTION_HEADER_TAIL = [
 ]
 
 
+# function_graph's header with its default options
+GRAPH_HEADER = [
+    "# tracer: function_graph",
+    "#",
+    "# CPU  DURATION                  FUNCTION CALLS",
+    "# |     |   |                     |   |   |   |",
+]
+
+
 @dataclass(frozen=True)
 class FnLine:
     comm: str
@@ -306,6 +315,19 @@ def errlog_check(fs: Tracefs, prefix: str, cmd_with_caret: str, path: str,
     assert lines[-2] == f"  Command: {cmd}\n", log
     assert len(lines[-1]) == 13 + pos, f"caret at {len(lines[-1]) - 13}, want {pos}:\n{log}"
     return log
+
+
+# a module of three nested functions (``outer()`` is 10) for write_module
+NESTED_MODULE = """
+    def inner(x):
+        return x + 1
+
+    def middle(x):
+        return inner(x) * 2
+
+    def outer():
+        return middle(1) + inner(5)
+"""
 
 
 # ---------------------------------------------------------------------------------

@@ -14,11 +14,10 @@ from fntrace.errors import FilterError, FntraceError
 from fntrace.tracefs import Tracefs
 from fntrace.tracefs.control import OPTION_FILES
 
+from support import NESTED_MODULE
 
 
-@pytest.fixture(autouse=True)
-def _clean(fgraph_clean):  # noqa: F811
-    yield
+pytestmark = pytest.mark.usefixtures("fgraph_clean")
 
 
 def _tracefs_error(path: str, data: str) -> str:
@@ -98,20 +97,8 @@ def test_cli_graph_options_land_in_the_files_the_trace_file_records(tmp_script, 
     assert re.search(r"\|  __main__\.f\(x=1\); /\* ret=2 \*/", rep.stdout), rep.stdout
 
 
-SOURCE = """
-    def inner(x):
-        return x + 1
-
-    def middle(x):
-        return inner(x) * 2
-
-    def outer():
-        return middle(1) + inner(5)
-"""
-
-
 def test_session_settings_are_its_control_files(write_module):
-    m = write_module(SOURCE, hint="ctlp")
+    m = write_module(NESTED_MODULE, hint="ctlp")
     n = m.__name__
     t = fntrace.trace(f"{n}.*", notrace=f"{n}.outer", tracer="function_graph",
                       buffer_size_kb=64, overwrite=False, graph_function=f"{n}.middle",
@@ -158,7 +145,7 @@ def test_session_errors_are_the_write_errors_with_the_error_log():
 
 
 def test_session_started_again_traces_again(write_module):
-    m = write_module(SOURCE, hint="ctlr")
+    m = write_module(NESTED_MODULE, hint="ctlr")
     t = fntrace.trace(f"{m.__name__}.inner")
     with t:
         m.inner(1)

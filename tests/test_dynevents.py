@@ -661,19 +661,6 @@ def test_syntax_errors_log_the_caret_and_leave_events_alone(fs, m, cmd, kind):
     assert trace_texts(fs) == [f"keep: ({n}.work+0) a=3"]
 
 
-def test_same_probe_and_different_probe_type(fs, m):
-    n = m.__name__
-    fs.write("dynamic_events", f"f:fprobes/testevent {n}.work a=\\1", append=True)
-    before = listing(fs)
-    log = errlog_check(fs, "trace_fprobe", f"^f:fprobes/testevent {n}.work%return",
-                       "dynamic_events", append=True)
-    assert ERRORS["DIFF_PROBE_TYPE"] in log
-    log = errlog_check(fs, "trace_fprobe", f"^f:fprobes/testevent {n}.work a=\\1",
-                       "dynamic_events", append=True)
-    assert ERRORS["SAME_PROBE"] in log
-    assert listing(fs) == before
-
-
 def test_a_second_probe_point_with_the_same_arguments_joins_the_event(fs, m):
     # append_trace_fprobe: same kind, same arguments, another function
     n = m.__name__
@@ -690,15 +677,19 @@ def test_a_second_probe_point_with_the_same_arguments_joins_the_event(fs, m):
     assert listing(fs) == []
 
 
-@pytest.mark.parametrize("second", ["^b=\\1", "^a=\\1:u8"])
-def test_different_argument_for_the_same_event(fs, m, second):
+@pytest.mark.parametrize("second, error", [
+    ("^f:fprobes/testevent {n}.work%return", "DIFF_PROBE_TYPE"),
+    ("^f:fprobes/testevent {n}.work a=\\1", "SAME_PROBE"),
     # fprobe_syntax_errors.tc multiprobe errors: DIFF_ARG_TYPE at the argument
+    ("f:fprobes/testevent {n}.work ^b=\\1", "DIFF_ARG_TYPE"),
+    ("f:fprobes/testevent {n}.work ^a=\\1:u8", "DIFF_ARG_TYPE"),
+])
+def test_a_second_probe_of_an_event_that_does_not_fit_it(fs, m, second, error):
     n = m.__name__
     fs.write("dynamic_events", f"f:fprobes/testevent {n}.work a=\\1", append=True)
     before = listing(fs)
-    log = errlog_check(fs, "trace_fprobe", f"f:fprobes/testevent {n}.work {second}",
-                       "dynamic_events", append=True)
-    assert ERRORS["DIFF_ARG_TYPE"] in log
+    log = errlog_check(fs, "trace_fprobe", second.format(n=n), "dynamic_events", append=True)
+    assert ERRORS[error] in log
     assert listing(fs) == before
 
 

@@ -617,6 +617,19 @@ def test_a_soft_mode_target_is_busy(fs, ev):
     assert ei.value.errno == errno.EBUSY
 
 
+def second_trigger_is_eexist(fs, first: str, second: str) -> None:
+    """``second`` written after ``first`` is refused with EEXIST, the trigger file is
+    as it was, and error_log is empty (register_trigger logs nothing)."""
+    fs.write("events/fprobes/ev/trigger", first)
+    before = trigger_of(fs)
+    fs.write("error_log", "")
+    with pytest.raises(FntraceError) as ei:
+        fs.write("events/fprobes/ev/trigger", second)
+    assert ei.value.errno == errno.EEXIST
+    assert trigger_of(fs) == before
+    assert fs.read("error_log") == ""
+
+
 @pytest.mark.parametrize("first,second", [
     ("traceoff", "traceoff"),
     ("traceoff", "traceoff:5"),
@@ -628,15 +641,8 @@ def test_a_soft_mode_target_is_busy(fs, ev):
     ("disable_event:fprobes:tgt", "disable_event:fprobes:tgt"),
 ])
 def test_a_second_trigger_of_the_same_kind_is_eexist(fs, ev, first, second):
-    fs.write("events/fprobes/ev/trigger", first)
-    before = trigger_of(fs)
-    fs.write("error_log", "")
-    with pytest.raises(FntraceError) as ei:
-        fs.write("events/fprobes/ev/trigger", second)
-    assert ei.value.errno == errno.EEXIST
-    assert trigger_of(fs) == before
+    second_trigger_is_eexist(fs, first, second)
     assert enable_of(fs, "tgt") == ("0*" if "tgt" in first else "0")
-    assert fs.read("error_log") == ""        # register_trigger logs nothing
 
 
 @pytest.mark.parametrize("first,second", [
@@ -649,14 +655,7 @@ def test_traceon_and_traceoff_are_one_trigger_type(fs, ev, first, second):
     # trigger_traceon_cmd and trigger_traceoff_cmd share ETT_TRACE_ONOFF, and
     # register_trigger() refuses a second trigger of a type the event has: -EEXIST,
     # nothing changes, and (no parse error) nothing goes to error_log
-    fs.write("events/fprobes/ev/trigger", first)
-    before = trigger_of(fs)
-    fs.write("error_log", "")
-    with pytest.raises(FntraceError) as ei:
-        fs.write("events/fprobes/ev/trigger", second)
-    assert ei.value.errno == errno.EEXIST
-    assert trigger_of(fs) == before
-    assert fs.read("error_log") == ""
+    second_trigger_is_eexist(fs, first, second)
     assert tracing_on(fs) == "1"
     ev.work(2)
     assert tracing_on(fs) == ("0" if first.startswith("traceoff") and "a == 1" not in first

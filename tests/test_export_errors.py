@@ -121,8 +121,10 @@ def _bad_inputs(d: Path) -> dict[str, Path]:
             "header cut": d / "head_cut.dat"}
 
 
-@pytest.mark.parametrize("kind", ["missing", "garbage", "zero-byte", "directory",
-                                  "header cut"])
+BAD_INPUTS = ["missing", "garbage", "zero-byte", "directory", "header cut"]
+
+
+@pytest.mark.parametrize("kind", BAD_INPUTS)
 def test_export_of_a_bad_input(traces, kind):
     path = _bad_inputs(traces)[kind]
     r = fntrace_cli("export", path.name, "--format", "lines", "-o", "x.lines", cwd=traces,
@@ -133,21 +135,12 @@ def test_export_of_a_bad_input(traces, kind):
     assert not [p for p in os.listdir(traces) if p.endswith(".tmp")]
 
 
-@pytest.mark.parametrize("kind", ["missing", "garbage", "zero-byte", "directory",
-                                  "header cut"])
-def test_report_of_a_bad_input(traces, kind):
+@pytest.mark.parametrize("kind", BAD_INPUTS)
+@pytest.mark.parametrize("command", ["report", "stat"])
+def test_report_and_stat_of_a_bad_input(traces, command, kind):
     path = _bad_inputs(traces)[kind]
-    # a missing file is a usage error for report (2), as for stat
-    line = assert_one_line_error(fntrace_cli("report", path.name, cwd=traces),
-                                 (1, 2) if kind == "missing" else 1)
-    assert path.name in line
-
-
-@pytest.mark.parametrize("kind", ["missing", "garbage", "zero-byte", "directory",
-                                  "header cut"])
-def test_stat_of_a_bad_input(traces, kind):
-    path = _bad_inputs(traces)[kind]
-    line = assert_one_line_error(fntrace_cli("stat", path.name, cwd=traces),
+    # a missing file may be a usage error (2)
+    line = assert_one_line_error(fntrace_cli(command, path.name, cwd=traces),
                                  (1, 2) if kind == "missing" else 1)
     assert path.name in line
 

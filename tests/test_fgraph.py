@@ -43,10 +43,8 @@ from support import SUBPROCESS_TIMEOUT, Recorder
 HAS_EXC_OBJECT = _env.PYBEHAVIOR.has_monitoring and _env.BACKEND == "monitoring"
 
 
-@pytest.fixture(autouse=True)
-def _clean(fgraph_clean):
-    """Every test here ends with no graph user and no ops registered."""
-    yield
+# Every test here ends with no graph user and no ops registered.
+pytestmark = pytest.mark.usefixtures("fgraph_clean")
 
 
 MOD = """

@@ -25,7 +25,9 @@ from fntrace.fgraph import shadow_stack
 from fntrace.trace_array import thread_cpu
 from fntrace.tracefs import Tracefs
 
-from support import DUR, assert_lines, body, expected, fntrace_cli, is_header, mask_graph
+from support import (
+    DUR, GRAPH_HEADER, assert_lines, body, expected, fntrace_cli, is_header, mask_graph,
+)
 
 # What an exception leaving a traced function prints with -R: the exception's repr on
 # sys.monitoring; 3.11's setprofile (and FNTRACE_BACKEND=profile) only knows that one
@@ -37,19 +39,10 @@ def raised(text: str) -> str:
     return f"raised {text}" if HAS_EXC_OBJECT else "raised"
 
 
-@pytest.fixture(autouse=True)
-def _clean(fgraph_clean):
-    yield
+pytestmark = pytest.mark.usefixtures("fgraph_clean")
 
 
 GRAPH = ["-p", "function_graph", "-F", "*:mod:__main__"]
-
-HEADER = [
-    "# tracer: function_graph",
-    "#",
-    "# CPU  DURATION                  FUNCTION CALLS",
-    "# |     |   |                     |   |   |   |",
-]
 
 
 def live(tmp_path, source: str, *opts: str, graph: list[str] = GRAPH) -> str:
@@ -83,7 +76,7 @@ NESTED = """
 
 def test_nested_calls_and_leaves(tmp_path):
     out = live(tmp_path, NESTED)
-    assert_lines(mask_graph(out), HEADER + expected("""
+    assert_lines(mask_graph(out), GRAPH_HEADER + expected("""
          0)               |  __main__.top() {
          0)               |    __main__.mid() {
          0)   X.XXX us    |      __main__.leaf();
@@ -427,22 +420,17 @@ GRAPHFN = """
 """
 
 
-def test_set_graph_function(tmp_path):
-    out = live(tmp_path, GRAPHFN, "-g", "__main__.mid")
+@pytest.mark.parametrize("opts, want", [
     # Only mid and what it calls; mid is the root of each graph (depth 0).
-    assert_lines(body(out), expected("""
+    pytest.param(["-g", "__main__.mid"], """
          0)               |  __main__.mid() {
          0)   X.XXX us    |    __main__.leaf();
          0)   X.XXX us    |  }
          0)               |  __main__.mid() {
          0)   X.XXX us    |    __main__.leaf();
          0)   X.XXX us    |  }
-    """))
-
-
-def test_set_graph_function_two_functions(tmp_path):
-    out = live(tmp_path, GRAPHFN, "-g", "__main__.other", "-g", "__main__.unrelated")
-    assert_lines(body(out), expected("""
+    """, id="set_graph_function"),
+    pytest.param(["-g", "__main__.other", "-g", "__main__.unrelated"], """
          0)               |  __main__.unrelated() {
          0)   X.XXX us    |    __main__.leaf();
          0)   X.XXX us    |  }
@@ -455,25 +443,17 @@ def test_set_graph_function_two_functions(tmp_path):
          0)               |  __main__.unrelated() {
          0)   X.XXX us    |    __main__.leaf();
          0)   X.XXX us    |  }
-    """))
-
-
-def test_set_graph_function_glob(tmp_path):
-    out = live(tmp_path, GRAPHFN, "-g", "*.unrel*")
-    assert_lines(body(out), expected("""
+    """, id="set_graph_function_two_functions"),
+    pytest.param(["-g", "*.unrel*"], """
          0)               |  __main__.unrelated() {
          0)   X.XXX us    |    __main__.leaf();
          0)   X.XXX us    |  }
          0)               |  __main__.unrelated() {
          0)   X.XXX us    |    __main__.leaf();
          0)   X.XXX us    |  }
-    """))
-
-
-def test_set_graph_notrace(tmp_path):
-    out = live(tmp_path, GRAPHFN, "--graph-notrace", "__main__.mid")
+    """, id="set_graph_function_glob"),
     # mid and everything it calls are gone; leaf called from elsewhere stays.
-    assert_lines(body(out), expected("""
+    pytest.param(["--graph-notrace", "__main__.mid"], """
          0)               |  __main__.top() {
          0)               |    __main__.unrelated() {
          0)   X.XXX us    |      __main__.leaf();
@@ -485,29 +465,17 @@ def test_set_graph_notrace(tmp_path):
          0)               |  __main__.unrelated() {
          0)   X.XXX us    |    __main__.leaf();
          0)   X.XXX us    |  }
-    """))
-
-
-def test_set_graph_function_and_notrace(tmp_path):
-    out = live(tmp_path, GRAPHFN, "-g", "__main__.other", "--graph-notrace", "__main__.mid")
-    assert_lines(body(out), expected("""
+    """, id="set_graph_notrace"),
+    pytest.param(["-g", "__main__.other", "--graph-notrace", "__main__.mid"], """
          0)               |  __main__.other() {
          0)   X.XXX us    |    __main__.leaf();
          0)   X.XXX us    |  }
-    """))
-
-
-def test_max_depth_1(tmp_path):
-    out = live(tmp_path, GRAPHFN, "-D", "1")
-    assert_lines(body(out), expected("""
+    """, id="set_graph_function_and_notrace"),
+    pytest.param(["-D", "1"], """
          0)   X.XXX us    |  __main__.top();
          0)   X.XXX us    |  __main__.unrelated();
-    """))
-
-
-def test_max_depth_2(tmp_path):
-    out = live(tmp_path, GRAPHFN, "-D", "2")
-    assert_lines(body(out), expected("""
+    """, id="max_depth_1"),
+    pytest.param(["-D", "2"], """
          0)               |  __main__.top() {
          0)   X.XXX us    |    __main__.mid();
          0)   X.XXX us    |    __main__.unrelated();
@@ -516,18 +484,19 @@ def test_max_depth_2(tmp_path):
          0)               |  __main__.unrelated() {
          0)   X.XXX us    |    __main__.leaf();
          0)   X.XXX us    |  }
-    """))
-
-
-def test_max_depth_with_graph_function(tmp_path):
+    """, id="max_depth_2"),
     # Depth counts from the graph function.
-    out = live(tmp_path, GRAPHFN, "-g", "__main__.other", "-D", "2")
-    assert_lines(body(out), expected("""
+    pytest.param(["-g", "__main__.other", "-D", "2"], """
          0)               |  __main__.other() {
          0)   X.XXX us    |    __main__.mid();
          0)   X.XXX us    |    __main__.leaf();
          0)   X.XXX us    |  }
-    """))
+    """, id="max_depth_with_graph_function"),
+])
+def test_graph_function_notrace_and_depth(tmp_path, opts, want):
+    """-g (set_graph_function), --graph-notrace (set_graph_notrace) and -D
+    (max_graph_depth), alone and together, on one program."""
+    assert_lines(body(live(tmp_path, GRAPHFN, *opts)), expected(want))
 
 
 def test_bad_max_depth_and_thresh_are_usage_errors(tmp_path):
@@ -586,7 +555,7 @@ def test_report_time_depth_and_thresh(tmp_path):
     assert len(body(full.stdout)) == 17
     d2 = fntrace_cli("report", "g.dat", "-D", "2", cwd=tmp_path)
     assert d2.returncode == 0, d2.stderr
-    assert mask_graph(d2.stdout)[:4] == HEADER
+    assert mask_graph(d2.stdout)[:4] == GRAPH_HEADER
     # What live -D 2 prints, from the full recording.
     assert_lines(body(d2.stdout), expected("""
          0)               |  __main__.top() {
@@ -784,17 +753,6 @@ FSMOD = """
 """
 
 
-@pytest.fixture
-def fs():
-    """A fresh tracefs directory (its own trace array); back to nop afterwards."""
-    d = Tracefs()
-    yield d
-    try:
-        d.write("current_tracer", "nop")
-    except Exception:
-        pass
-
-
 def _cpu_normalised(lines: list[str]) -> list[str]:
     """In process the calling thread's cpu is whatever number it got first: check it
     and write it as 0."""
@@ -822,7 +780,7 @@ def test_tracefs_trace_and_trace_pipe(fs, make_module):
     m.a1()
     m.b1()
     m.schedule()            # not in the filter
-    want = HEADER + expected(f"""
+    want = GRAPH_HEADER + expected(f"""
          0)               |  {n}.a1() {{
          0)   X.XXX us    |    {n}.a2();
          0)   X.XXX us    |  }}
@@ -835,7 +793,7 @@ def test_tracefs_trace_and_trace_pipe(fs, make_module):
     assert_lines(graph_text(fs.read("trace")), want)
     assert_lines(graph_text(fs.read("trace_pipe")), want[4:])
     assert fs.read("trace_pipe") == ""
-    assert graph_text(fs.read("trace")) == HEADER
+    assert graph_text(fs.read("trace")) == GRAPH_HEADER
     m.a2()
     assert_lines(graph_text(fs.read("trace_pipe")), [f" 0)   X.XXX us    |  {n}.a2();"])
     assert shadow_stack().frames == []
@@ -848,10 +806,10 @@ def test_tracefs_clear_and_tracing_on(fs, make_module):
     fs.write("current_tracer", "function_graph")
     m.a2()
     fs.write("trace", "")
-    assert graph_text(fs.read("trace")) == HEADER
+    assert graph_text(fs.read("trace")) == GRAPH_HEADER
     fs.write("tracing_on", "0")
     m.a2()
-    assert graph_text(fs.read("trace")) == HEADER
+    assert graph_text(fs.read("trace")) == GRAPH_HEADER
     fs.write("tracing_on", "1")
     m.a2()
     assert graph_text(fs.read("trace"))[4:] == [f" 0)   X.XXX us    |  {n}.a2();"]
@@ -973,7 +931,7 @@ def test_tracefs_max_graph_depth_and_thresh(fs, make_module):
     assert fs.read("tracing_thresh") == "100000000\n"
     fs.write("trace", "")
     m.work()
-    assert graph_text(fs.read("trace")) == HEADER
+    assert graph_text(fs.read("trace")) == GRAPH_HEADER
     fs.write("tracing_thresh", "0")
     m.a2()
     assert graph_text(fs.read("trace"))[4:] == [f" 0)   X.XXX us    |  {n}.a2();"]

@@ -32,20 +32,7 @@ def raised(text: str) -> str:
     return f"raised {text}" if HAS_EXC_OBJECT else "raised"
 
 
-@pytest.fixture(autouse=True)
-def _clean(fgraph_clean):  # noqa: F811
-    yield
-
-
-@pytest.fixture
-def fs():
-    """A tracefs instance of its own; back to nop afterwards."""
-    d = Tracefs()
-    yield d
-    try:
-        d.write("current_tracer", "nop")
-    except Exception:
-        pass
+pytestmark = pytest.mark.usefixtures("fgraph_clean")
 
 
 # " 3)   1.382 us    |    func(); /* ret=42 */": cpu, duration cell, bar, the rest.

@@ -48,6 +48,10 @@ else:
         NATIVE is None, reason="LOUD SKIP: the native module is not built: its walks "
                                "cannot be compared with the Python ones")
 
+# the examples a property tries (WALK_EXAMPLES: more, for a long search)
+EXAMPLES = int(os.environ.get("WALK_EXAMPLES", "120"))
+WALK = settings(max_examples=EXAMPLES, deadline=None)
+
 # ids 1..6; 5 and 6 share names with 1 and 2 (a function defined again); 9 has no symbol
 SYMBOLS = [(1, "m.a", "m.py", 1), (2, "m.b", "m.py", 5), (3, "m.c", "m.py", 9),
            (4, "m.d", "m.py", 13), (5, "m.a", "m.py", 20), (6, "m.b", "m.py", 24)]
@@ -183,7 +187,7 @@ def hits_traces():
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(slots=st.dictionaries(st.integers(0, 3), slot_stream(), min_size=1, max_size=3),
        per_thread=st.booleans(), dist=st.booleans(), cpu=st.booleans())
 def test_native_walk_is_the_python_walk(tmp_path_factory, slots, per_thread, dist, cpu):
@@ -219,7 +223,7 @@ def test_native_walk_is_the_python_walk(tmp_path_factory, slots, per_thread, dis
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")) // 2, deadline=None)
+@settings(max_examples=EXAMPLES // 2, deadline=None)
 @given(slots=hits_traces())
 def test_native_walk_of_function_hits_counts_the_python_edges(tmp_path_factory, slots):
     """A function tracer's hits name their callers: the walk's caller -> callee edges
@@ -287,7 +291,7 @@ print(json.dumps(out))
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")) // 8 or 1, deadline=None)
+@settings(max_examples=EXAMPLES // 8 or 1, deadline=None)
 @given(procs=st.lists(st.dictionaries(st.integers(0, 2), slot_stream("EEERRRRJPX"),
                                       min_size=1, max_size=2), min_size=2, max_size=4))
 def test_processes_walked_in_forked_children_add_up_to_one_walk(tmp_path_factory, procs):
@@ -415,7 +419,7 @@ def perfetto_both(path) -> list:
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(slots=st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJPX"), min_size=1,
                              max_size=3),
        weight=st.sampled_from(["time", "calls"]))
@@ -427,7 +431,7 @@ def test_native_folded_is_the_python_walk(tmp_path_factory, slots, weight):
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(slots=hits_traces(),
        weight=st.sampled_from(["time", "calls"]))
 def test_native_folded_of_function_hits_is_the_python_walk(tmp_path_factory, slots, weight):
@@ -446,7 +450,7 @@ def test_native_folded_of_function_hits_is_the_python_walk(tmp_path_factory, slo
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(slots=st.dictionaries(st.integers(0, 5), graph_with_events(), min_size=1, max_size=3))
 def test_native_chrome_with_events_is_the_python_loop(tmp_path_factory, slots):
     """Markers and events among the calls: instants named and annotated as the loop
@@ -462,7 +466,7 @@ def test_native_chrome_with_events_is_the_python_loop(tmp_path_factory, slots):
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(slots=st.dictionaries(st.integers(0, 5), function_hits(), min_size=1, max_size=3))
 def test_native_chrome_of_function_hits_is_the_python_loop(tmp_path_factory, slots):
     """The default tracer's hits: instants with their caller and arguments, losses
@@ -478,7 +482,7 @@ def test_native_chrome_of_function_hits_is_the_python_loop(tmp_path_factory, slo
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(slots=st.dictionaries(st.integers(0, 5), slot_stream("EEEERRRRJX"), min_size=1,
                              max_size=3))
 def test_native_chrome_is_the_python_loop(tmp_path_factory, slots):
@@ -490,7 +494,7 @@ def test_native_chrome_is_the_python_loop(tmp_path_factory, slots):
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(slots=st.dictionaries(st.integers(0, 5), slot_stream("EEEERRRRJX"), min_size=1,
                              max_size=3),
        clock=st.sampled_from(["local", "local", "counter", "mono_raw"]))
@@ -535,7 +539,7 @@ _OTLP_FORMATS = st.sampled_from(["otlp", "otlp-proto"])
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(slots=st.dictionaries(st.integers(0, 5), slot_stream("EEEERRRRJX"), min_size=1,
                              max_size=3),
        min_duration=st.sampled_from([0.0, 0.0, 0.02, 0.1]), batch=st.sampled_from([5000, 3]),
@@ -554,7 +558,7 @@ def test_native_otlp_is_the_python_loop(tmp_path_factory, slots, min_duration, b
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(slots=st.one_of(event_traces(), hits_traces()), otel=st.booleans(),
        tracer=st.sampled_from(["function_graph", "function"]), fmt=_OTLP_FORMATS)
 def test_native_otlp_passes_events_over_as_the_python_loop(tmp_path_factory, slots, otel,
@@ -586,7 +590,7 @@ def test_native_otlp_passes_events_over_as_the_python_loop(tmp_path_factory, slo
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(slots=st.dictionaries(st.integers(0, 5), slot_stream("EEEERRRRJX"), min_size=1,
                              max_size=3))
 def test_native_parquet_is_the_python_loop(tmp_path_factory, slots):
@@ -601,7 +605,7 @@ def test_native_parquet_is_the_python_loop(tmp_path_factory, slots):
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(slots=event_traces(),
        tracer=st.sampled_from(["function_graph", "function"]))
 def test_native_parquet_with_events_is_the_python_loop(tmp_path_factory, slots, tracer):
@@ -632,7 +636,7 @@ def test_native_parquet_with_events_is_the_python_loop(tmp_path_factory, slots, 
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(slots=hits_traces())
 def test_native_parquet_of_function_hits_is_the_python_loop(tmp_path_factory, slots):
     """The default tracer's hits (and hits among calls): a row each, of kind "hit", its
@@ -686,7 +690,7 @@ def stacks_later(draw):
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(slots=stacks_later(), batch=st.sampled_from([1, 3, 7, 64]))
 def test_parquet_walk_declines_a_record_and_the_python_twin_goes_on(tmp_path_factory, slots,
                                                                      batch):
@@ -725,7 +729,7 @@ def test_parquet_walk_declines_a_record_and_the_python_twin_goes_on(tmp_path_fac
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(slots=st.dictionaries(st.integers(0, 5), slot_stream("EEERRRRJFX", ids=(1, 2, 3, 4, 5, 6)),
                              min_size=1, max_size=3))
 def test_native_trace_dat_is_the_python_loop(tmp_path_factory, slots):
@@ -736,7 +740,7 @@ def test_native_trace_dat_is_the_python_loop(tmp_path_factory, slots):
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(slots=event_traces(),
        tracer=st.sampled_from(["function_graph", "function"]), stack=st.booleans())
 def test_native_trace_dat_with_events_is_the_python_loop(tmp_path_factory, slots, tracer,
@@ -824,7 +828,7 @@ def index_both(path, limit: int | None = None, spill: tuple[int, int] | None = N
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(slots=st.dictionaries(st.integers(0, 5), slot_stream("EEEERRRRJX"), min_size=1,
                              max_size=3),
        limit=st.sampled_from([None, 1, 7]), spill=st.sampled_from([None, (0, 1), (96, 2)]))
@@ -839,7 +843,7 @@ def test_native_tui_index_is_the_python_index(tmp_path_factory, slots, limit, sp
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(data=st.data(), limit=st.sampled_from([None, 1, 7]),
        spill=st.sampled_from([None, (0, 1), (96, 2)]))
 def test_native_tui_index_with_values_is_the_python_index(tmp_path_factory, data, limit,
@@ -857,7 +861,7 @@ def test_native_tui_index_with_values_is_the_python_index(tmp_path_factory, data
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(slots=hits_traces(),
        limit=st.sampled_from([None, 1, 7]), spill=st.sampled_from([None, (0, 1)]))
 def test_native_tui_index_of_function_hits_is_the_python_index(tmp_path_factory, slots,
@@ -871,7 +875,7 @@ def test_native_tui_index_of_function_hits_is_the_python_index(tmp_path_factory,
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(slots=st.dictionaries(st.integers(0, 5), graph_with_events(), min_size=1, max_size=3),
        limit=st.sampled_from([None, 1, 7]), spill=st.sampled_from([None, (0, 1)]))
 def test_native_tui_index_with_events_is_the_python_index(tmp_path_factory, slots, limit,
@@ -884,12 +888,21 @@ def test_native_tui_index_with_events_is_the_python_index(tmp_path_factory, slot
     assert native == python
 
 
+def native_report(tf: TraceFile, **kw) -> tuple[str, list[int]]:
+    """The text report the native printer prints (report_pieces), which must be the
+    Python printers' (report_text), and the sizes of the blocks of records it read."""
+    read: list[int] = []
+    got = "".join(report_pieces(tf, on_block=read.append, **kw))
+    assert got == "".join(line + "\n" for line in report_text(tf, **kw))
+    return got, read
+
+
 GRAPH_OPTIONS = ("funcgraph-cpu", "funcgraph-overhead", "funcgraph-proc",
                  "funcgraph-duration", "funcgraph-abstime", "funcgraph-tail")
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(slots=st.dictionaries(st.integers(0, 11), slot_stream("EEERRRRJX"), min_size=1,
                              max_size=3),
        flags=st.tuples(*[st.booleans()] * len(GRAPH_OPTIONS)))
@@ -898,16 +911,13 @@ def test_native_graph_text_is_the_python_printers(tmp_path_factory, slots, flags
     write(path, slots)
     tf = TraceFile.open(path)
     options = dict(zip(GRAPH_OPTIONS, flags))
-    read = []
-    got = "".join(report_pieces(tf, options=options, on_block=read.append))
-    want = "".join(line + "\n" for line in report_text(tf, options=options))
-    assert got == want
+    got, read = native_report(tf, options=options)
     # the native printer printed it: it read every record
     assert sum(read) == tf.nr_records()
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(slots=st.dictionaries(st.integers(0, 11), function_hits(), min_size=1, max_size=3),
        irq=st.booleans(), parent=st.booleans(), clock=st.sampled_from([None, "counter"]),
        flt=st.sampled_from([None, ("m.a",), ("m.[bc]", "0x9")]),
@@ -922,10 +932,7 @@ def test_native_function_text_is_the_python_printer(tmp_path_factory, slots, irq
     tf = TraceFile.open(path)
     options = {"irq-info": irq, "print-parent": parent}
     filt = TraceFilter(functions=flt or (), cpus=keep or frozenset())
-    read = []
-    got = "".join(report_pieces(tf, options=options, flt=filt, on_block=read.append))
-    want = "".join(line + "\n" for line in report_text(tf, options=options, flt=filt))
-    assert got == want
+    got, read = native_report(tf, options=options, flt=filt)
     # the native printer printed it (a filter of a trace with losses is filter_entries')
     if not (flt and tf.lost()):
         assert sum(read) == sum(len(recs) for k, chunks in slots.items()
@@ -933,7 +940,7 @@ def test_native_function_text_is_the_python_printer(tmp_path_factory, slots, irq
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(slots=st.dictionaries(st.integers(0, 11), graph_with_events(), min_size=1,
                              max_size=3),
        flags=st.tuples(*[st.booleans()] * len(GRAPH_OPTIONS)))
@@ -944,15 +951,12 @@ def test_native_graph_text_with_events_is_the_python_printer(tmp_path_factory, s
     write(path, slots)
     tf = TraceFile.open(path)
     options = dict(zip(GRAPH_OPTIONS, flags))
-    read = []
-    got = "".join(report_pieces(tf, options=options, on_block=read.append))
-    want = "".join(line + "\n" for line in report_text(tf, options=options))
-    assert got == want
+    got, read = native_report(tf, options=options)
     assert sum(read) == tf.nr_records()
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(slots=st.dictionaries(st.integers(0, 5), slot_stream("EEERRRRJX"), min_size=1,
                              max_size=4),
        keep=st.sets(st.integers(0, 6), min_size=1, max_size=3), by=st.sampled_from(["cpus", "tids", "threads"]))
@@ -969,10 +973,7 @@ def test_native_walks_of_some_threads_are_the_filtered_python_ones(tmp_path_fact
     flt = TraceFilter(**{by: value})
     kept = kept_slots(flt, tf.threads, tf.cpus)
     assert kept == frozenset(k for k in keep if k in slots)
-    read = []
-    got = "".join(report_pieces(tf, flt=flt, on_block=read.append))
-    want = "".join(line + "\n" for line in report_text(tf, flt=flt))
-    assert got == want
+    got, read = native_report(tf, flt=flt)
     assert sum(read) == sum(len(recs) for k in kept for _, recs in slots[k])
     blocks = tf.record_blocks()
     assert_walk_is_the_filtered_python_one(tf, flt, True,
@@ -1024,7 +1025,7 @@ def report_filter(draw):
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(slots=st.dictionaries(st.integers(0, 3), slot_stream("EEERRRRJFX"), min_size=1,
                              max_size=3),
        flt=report_filter())
@@ -1049,10 +1050,7 @@ def test_native_filters_are_the_python_filters(tmp_path_factory, slots, flt):
         keep = thread_slots(flt, tf.threads, tf.cpus)
         nslots = max(tf.cpus) + 1
         if graph:
-            read = []
-            got = "".join(report_pieces(tf, flt=flt, on_block=read.append))
-            want = "".join(line + "\n" for line in report_text(tf, flt=flt))
-            assert got == want
+            got, read = native_report(tf, flt=flt)
             # the native printer printed it (it was fed the threads kept; a window may
             # leave every block unread)
             assert read or rest.empty or flt.time_from or flt.time_to or not any(
@@ -1092,9 +1090,7 @@ def test_a_time_window_leaves_the_blocks_outside_it_unread(tmp_path):
                                    time_to=TimeBound(60_000 * ns, True, 9)), 2 * 64 + 200),
                       (TraceFilter(functions=("m.*",), time_to=TimeBound(10_000 * ns, True, 9)),
                        2 * 64 + 200)):
-        read = []
-        got = "".join(report_pieces(tf, flt=flt, on_block=read.append))
-        assert got == "".join(line + "\n" for line in report_text(tf, flt=flt))
+        got, read = native_report(tf, flt=flt)
         assert 0 < sum(read) <= most < tf.nr_records()
 
 
@@ -1131,7 +1127,7 @@ def draw_values(data, top: int, kinds: str) -> dict:
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(data=st.data(), flags=st.tuples(*[st.booleans()] * 4), flt=report_filter())
 def test_native_graph_text_prints_arguments_and_return_values(tmp_path_factory, data, flags,
                                                               flt):
@@ -1144,10 +1140,7 @@ def test_native_graph_text_prints_arguments_and_return_values(tmp_path_factory, 
     tf = TraceFile.open(path)
     options = dict(zip(("funcgraph-args", "funcgraph-retval", "funcgraph-retval-hex",
                         "funcgraph-tail"), flags))
-    read = []
-    got = "".join(report_pieces(tf, flt=flt, options=options, on_block=read.append))
-    want = "".join(line + "\n" for line in report_text(tf, flt=flt, options=options))
-    assert got == want
+    got, read = native_report(tf, flt=flt, options=options)
     keep = None if not flt.cpus else flt.cpus
     # the native printer printed it (a window may leave every block unread)
     assert read or flt.time_from or flt.time_to or not any(
@@ -1155,7 +1148,7 @@ def test_native_graph_text_prints_arguments_and_return_values(tmp_path_factory, 
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(data=st.data())
 def test_native_parquet_with_values_is_the_python_loop(tmp_path_factory, data):
     """-A -R traces: the Parquet table's args and retval columns made natively from the
@@ -1174,7 +1167,7 @@ def test_native_parquet_with_values_is_the_python_loop(tmp_path_factory, data):
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(data=st.data())
 def test_native_chrome_with_values_is_the_python_loop(tmp_path_factory, data):
     """-A -R traces: each call's arguments and return value in the Chrome event's args,
@@ -1197,7 +1190,7 @@ def test_native_chrome_with_values_is_the_python_loop(tmp_path_factory, data):
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(data=st.data(), clock=st.sampled_from(["local", "counter"]))
 def test_native_perfetto_with_values_is_the_python_loop(tmp_path_factory, data, clock):
     """-A -R traces: a begin's "args" annotation (a dict entry per pair, names interned
@@ -1210,7 +1203,7 @@ def test_native_perfetto_with_values_is_the_python_loop(tmp_path_factory, data, 
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(slots=hits_traces(),
        clock=st.sampled_from(["local", "counter"]))
 def test_native_perfetto_of_function_hits_is_the_python_loop(tmp_path_factory, slots, clock):
@@ -1223,7 +1216,7 @@ def test_native_perfetto_of_function_hits_is_the_python_loop(tmp_path_factory, s
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(slots=event_traces(),
        tracer=st.sampled_from(["function_graph", "function"]),
        clock=st.sampled_from(["local", "counter"]))
@@ -1248,7 +1241,7 @@ _RAISED = st.sampled_from(["raised", "raised ", "raised ValueError: \"x\"\n\u00e
 
 
 @needs_native
-@settings(max_examples=int(os.environ.get("WALK_EXAMPLES", "120")), deadline=None)
+@WALK
 @given(data=st.data(), min_duration=st.sampled_from([0.0, 0.02]),
        batch=st.sampled_from([5000, 3]), fmt=_OTLP_FORMATS)
 def test_native_otlp_with_values_is_the_python_loop(tmp_path_factory, data, min_duration,
@@ -1294,9 +1287,7 @@ def test_native_graph_text_leaves_values_it_cannot_print_as_python_does(tmp_path
                               (12, TRACE_GRAPH_RET, TF_HAS_PAYLOAD, 1, 0, 0, 10, value)])]})
         tf = TraceFile.open(path)
         options = {"funcgraph-retval": True}
-        read = []
-        got = "".join(report_pieces(tf, options=options, on_block=read.append))
-        assert got == "".join(line + "\n" for line in report_text(tf, options=options))
+        got, read = native_report(tf, options=options)
         assert read == [], value
 
 
@@ -1310,23 +1301,16 @@ def test_native_graph_text_leaves_what_it_does_not_print(tmp_path):
                           (11, TRACE_PRINT, TF_HAS_PAYLOAD, 0, 0, 0, 0),
                           (12, TRACE_GRAPH_RET, 0, 1, 0, 0, 10)])]})
     tf = TraceFile.open(path)
-    read = []
-    got = "".join(report_pieces(tf, on_block=read.append))
-    assert got == "".join(line + "\n" for line in report_text(tf))
+    got, read = native_report(tf)
     assert "/* text */" in got and read == [3]
-    read = []
-    flt = TraceFilter(functions=("m.*",))
-    got = "".join(report_pieces(tf, flt=flt, on_block=read.append))
-    assert got == "".join(line + "\n" for line in report_text(tf, flt=flt))
+    got, read = native_report(tf, flt=TraceFilter(functions=("m.*",)))
     assert "/* text */" in got and read == []
     # a stack trace among the calls: the Python printer prints it all
     write(path, {0: [(0, [(10, TRACE_GRAPH_ENT, 0, 1, 0, 0, 0),
                           (11, TRACE_STACK, TF_HAS_PAYLOAD, 0, 0, 0, 0, "m.a\nm.b"),
                           (12, TRACE_GRAPH_RET, 0, 1, 0, 0, 10)])]})
     tf = TraceFile.open(path)
-    read = []
-    got = "".join(report_pieces(tf, on_block=read.append))
-    assert got == "".join(line + "\n" for line in report_text(tf))
+    got, read = native_report(tf)
     assert "<stack trace>" in got and read == []
 
 

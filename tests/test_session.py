@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from support import DUR, masked
+from support import DUR, GRAPH_HEADER, NESTED_MODULE, masked
 
 import fntrace
 import fntrace.session
@@ -17,36 +17,14 @@ from fntrace.output.entry import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET
 from fntrace.tracefs import Tracefs
 
 
-
-@pytest.fixture(autouse=True)
-def _clean(fgraph_clean):  # noqa: F811
-    yield
+pytestmark = pytest.mark.usefixtures("fgraph_clean")
 
 
-GRAPH_HEADER = [
-    "# tracer: function_graph",
-    "#",
-    "# CPU  DURATION                  FUNCTION CALLS",
-    "# |     |   |                     |   |   |   |",
-]
 NONE = " " * 14         # the duration cell of a call with children, at its entry
 
 
-
-SOURCE = """
-    def inner(x):
-        return x + 1
-
-    def middle(x):
-        return inner(x) * 2
-
-    def outer():
-        return middle(1) + inner(5)
-"""
-
-
 def test_function_graph_session_text_is_the_graph_trace(write_module):
-    m = write_module(SOURCE, hint="sessg")
+    m = write_module(NESTED_MODULE, hint="sessg")
     n = m.__name__
     with fntrace.trace(f"{n}.*", tracer="function_graph") as t:
         assert m.outer() == 10
@@ -62,7 +40,7 @@ def test_function_graph_session_text_is_the_graph_trace(write_module):
 
 
 def test_function_graph_session_prints_what_a_tracefs_instance_prints(write_module):
-    m = write_module(SOURCE, hint="sessfs")
+    m = write_module(NESTED_MODULE, hint="sessfs")
     n = m.__name__
     with fntrace.trace(f"{n}.*", tracer="function_graph") as t:
         m.outer()
@@ -78,7 +56,7 @@ def test_function_graph_session_prints_what_a_tracefs_instance_prints(write_modu
 
 
 def test_function_graph_session_entries_are_the_graph_records(write_module):
-    m = write_module(SOURCE, hint="sesse")
+    m = write_module(NESTED_MODULE, hint="sesse")
     n = m.__name__
     with fntrace.trace(f"{n}.*", tracer="function_graph") as t:
         m.outer()
@@ -99,7 +77,7 @@ def test_function_graph_session_entries_are_the_graph_records(write_module):
 
 
 def test_function_session_text_is_the_function_trace(write_module):
-    m = write_module(SOURCE, hint="sessf")
+    m = write_module(NESTED_MODULE, hint="sessf")
     n = m.__name__
     with fntrace.trace(f"{n}.*") as t:
         m.outer()
@@ -114,7 +92,7 @@ def test_function_session_text_is_the_function_trace(write_module):
 
 
 def test_traced_decorator_with_function_graph(write_module):
-    m = write_module(SOURCE, hint="sessd")
+    m = write_module(NESTED_MODULE, hint="sessd")
     n = m.__name__
     seen: list[str] = []
     run = fntrace.traced(f"{n}.*", tracer="function_graph",

@@ -25,19 +25,7 @@ from support import mask_graph
 
 
 
-@pytest.fixture(autouse=True)
-def _clean(fgraph_clean):
-    yield
-
-
-@pytest.fixture
-def fs():
-    d = Tracefs()
-    yield d
-    try:
-        d.write("current_tracer", "nop")
-    except Exception:
-        pass
+pytestmark = pytest.mark.usefixtures("fgraph_clean")
 
 
 MOD = """

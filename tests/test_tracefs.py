@@ -52,17 +52,6 @@ def mod(write_module):
     return write_module(MOD_SRC, hint="tfsmod")
 
 
-@pytest.fixture
-def fs():
-    """A fresh tracefs instance (its own buffers, tracer and filters)."""
-    t = Tracefs()
-    yield t
-    try:
-        t.write("current_tracer", "nop")
-    except Exception:
-        pass
-
-
 def lines_of(text: str) -> list[str]:
     return text.splitlines()
 
