@@ -58,11 +58,14 @@ def fntrace_cli(*args, cwd: Path | str | None = None, input: str | None = None,
     return p
 
 
-def run_python(*args: str, cwd: Path | str, input: str | None = None
+def run_python(*args, cwd: Path | str | None = None, input: str | None = None,
+               env: dict | None = None, timeout: float = SUBPROCESS_TIMEOUT
                ) -> subprocess.CompletedProcess:
-    """The same program run by plain ``python`` (the reference behaviour)."""
-    return subprocess.run([sys.executable, *map(str, args)], cwd=str(cwd), input=input,
-                          capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    """``python ARGS`` in a subprocess, its output captured as text: a program run
+    plainly (the reference behaviour), or one that uses fntrace itself."""
+    return subprocess.run([sys.executable, *map(str, args)],
+                          cwd=None if cwd is None else str(cwd), input=input, env=env,
+                          capture_output=True, text=True, timeout=timeout)
 
 
 _module_counter = itertools.count(1)

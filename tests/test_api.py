@@ -18,7 +18,6 @@ import asyncio
 import errno
 import importlib
 import re
-import subprocess
 import sys
 import textwrap
 import threading
@@ -33,6 +32,8 @@ from fntrace import (
     ftrace_set_filter_ip, ftrace_set_filter_ips, ftrace_set_notrace, register_ftrace_function,
     set_ftrace_enabled, touched_functions, unregister_ftrace_function,
 )
+
+from support import run_python
 
 MOD_SRC = """
     def foo(x, y=2, *rest, k=3, **kw):
@@ -186,9 +187,8 @@ def run_snippet(code: str, cwd) -> str:
 
     Tests that trace *every* function run there: a fresh process has a few thousand
     functions, the test process many more."""
-    r = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, '.')\n"
-                        + textwrap.dedent(code)],
-                       cwd=cwd, capture_output=True, text=True, timeout=300)
+    r = run_python("-c", "import sys; sys.path.insert(0, '.')\n" + textwrap.dedent(code),
+                   cwd=cwd)
     assert r.returncode == 0, r.stderr
     return r.stdout
 

@@ -16,13 +16,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
-from support import fntrace_argv, fntrace_cli
+from support import fntrace_argv, fntrace_cli, run_python
 
 from fntrace.tracefs import attach as attach_mod
 
@@ -370,8 +369,7 @@ def test_no_injector_says_what_to_install(program):
     prog = program()
     code = ("import sys; sys.modules['hypno'] = None; sys.modules['pyinjector'] = None; "
             "from fntrace.cli.main import main; sys.exit(main(['attach', sys.argv[1]]))")
-    r = subprocess.run([sys.executable, "-c", code, str(prog.pid)], capture_output=True,
-                       text=True, env=_env(), timeout=60)
+    r = run_python("-c", code, prog.pid, env=_env(), timeout=60)
     if sys.version_info >= (3, 14):
         pytest.skip("3.14+ attaches with sys.remote_exec: no injector needed")
     _refused(r, r"^fntrace: fntrace attach needs the injector: pip install 'fntrace\[attach\]'$")
@@ -437,8 +435,7 @@ def test_snippet_imports_our_fntrace_binds_nothing_catches_everything(tmp_path, 
     code = attach_mod.attach_snippet(loc, str(err))
     runner = tmp_path / "runner.py"
     runner.write_text(SNIPPET_RUNNER)
-    r = subprocess.run([sys.executable, "-I", str(runner), code, str(err), str(fake)],
-                       capture_output=True, text=True, env=_target_env(), timeout=120)
+    r = run_python("-I", runner, code, err, fake, env=_target_env(), timeout=120)
     assert r.returncode == 0 and r.stderr == "", r.stderr
     assert "names: ['__builtins__', '__name__']" in r.stdout
     if where == "ours":
@@ -500,8 +497,7 @@ def test_tracing_switched_on_from_another_thread_sees_the_main_thread(tmp_path, 
                     "CPython's sys.setprofile installs it, on the calling thread only")
     script = tmp_path / "switch.py"
     script.write_text(SWITCH_FROM_THREAD)
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                       env=env, timeout=120)
+    r = run_python(script, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[1] == lines[3] == "profile after nop: None", r.stdout

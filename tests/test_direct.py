@@ -30,30 +30,21 @@ import pytest
 
 import fntrace
 from fntrace import FTRACE_OPS_FL, BusyError, FilterError, Ops, UsageError
-from fntrace import fgraph
-from fntrace.core import ops as core_ops
 from fntrace.core.direct import (FTRACE_OPS_CMD, ftrace_find_rec_direct,
                                  ftrace_regs_set_instruction_pointer, modify_ftrace_direct,
                                  register_ftrace_direct, unregister_ftrace_direct)
 from fntrace.fprobe import Fprobe, register_fprobe_ips, unregister_fprobe
 from fntrace.tracefs import Tracefs
 
+from support import run_python
+
 # ---------------------------------------------------------------------------------
 # Fixtures and helpers
 # ---------------------------------------------------------------------------------
 
 
-@pytest.fixture(autouse=True)
-def _direct_clean():
-    """After each test: every graph user and ops left behind is unregistered."""
-    yield
-    for gops in list(fgraph.fgraph_array):
-        if gops is not fgraph.fgraph_stub and gops.idx >= 0:
-            try:
-                fgraph.unregister_ftrace_graph(gops)
-            except Exception:
-                pass
-    core_ops.reset_for_tests()
+# After each test: every graph user and ops left behind is unregistered.
+pytestmark = pytest.mark.usefixtures("fgraph_clean")
 
 
 # The functions most tests patch.  Each test imports its own copy under a fresh module
@@ -199,17 +190,9 @@ CALLBACKS = [target]
 
 
 @pytest.fixture
-def modmaker(write_module):
-    """``modmaker(source, hint)``: conftest's ``write_module`` with this file's hint."""
-    def make(source: str, hint: str = "dirmod"):
-        return write_module(source, hint=hint)
-    return make
-
-
-@pytest.fixture
-def m(modmaker):
+def m(write_module):
     """A fresh copy of TARGETS."""
-    return modmaker(TARGETS, "dirmod")
+    return write_module(TARGETS, hint="dirmod")
 
 
 def direct_ops(*funcs, name: str = "direct") -> Ops:
@@ -372,9 +355,9 @@ def test_trampoline_short_circuits(m):
         unregister_ftrace_direct(ops, tramp)
 
 
-def test_every_reference_sees_the_trampoline(m, modmaker):
+def test_every_reference_sees_the_trampoline(m, write_module):
     # A module that copied the function with `from m import target` before patching.
-    user = modmaker(f"""
+    user = write_module(f"""
         from {m.__name__} import target
 
         def use(x):
@@ -848,11 +831,9 @@ def test_removing_the_last_function_of_a_registered_ops_is_einval(m, tmp_path, k
     get one by removing its last function (EINVAL), as with ftrace_set_filter('').
     Run in a child process: getting this wrong attaches the ops to every function of
     the process, library code included."""
-    import subprocess
     script = tmp_path / "remove_last.py"
     script.write_text(REMOVE_LAST.format(mod=m.__name__))
-    p = subprocess.run([sys.executable, str(script), str(tmp_path), kind],
-                       capture_output=True, text=True, timeout=300)
+    p = run_python(script, tmp_path, kind)
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout.splitlines() == [
         "refused", "filter 1", "caller " + (str(("T", 2) * 10) if kind == "direct" else "20"),
@@ -1542,8 +1523,8 @@ def test_defaults_changed_while_patched_are_honoured(m):
     assert m.sig(1, d=4) == (1, 200, 300, (), 4, 5, {})
 
 
-def test_recursive_function_goes_through_the_trampoline_at_every_level(modmaker):
-    mod = modmaker("""
+def test_recursive_function_goes_through_the_trampoline_at_every_level(write_module):
+    mod = write_module("""
         def fact(n):
             return 1 if n <= 1 else n * fact(n - 1)
         """, "dirrec")
@@ -1575,8 +1556,8 @@ def ipmodify_ops(func, new_func, name="klp"):
     return ops
 
 
-def test_ipmodify_replaces_the_function_for_every_caller(m, modmaker):
-    user = modmaker(f"""
+def test_ipmodify_replaces_the_function_for_every_caller(m, write_module):
+    user = write_module(f"""
         from {m.__name__} import target
 
         def use(x):

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import errno
 import re
-import subprocess
-import sys
 import textwrap
 import threading
 
@@ -31,7 +29,7 @@ from fntrace.errors import FntraceError
 from fntrace.events.probe_parse import ERRORS
 from fntrace.tracefs import Tracefs
 
-from support import EVENT_LINE, SUBPROCESS_TIMEOUT, entry_texts, errlog_check, trace_texts
+from support import EVENT_LINE, entry_texts, errlog_check, run_python, trace_texts
 
 MOD = """
     def work(a, b='x'):
@@ -917,8 +915,7 @@ def test_sym_in_a_module_imported_later_binds_on_import(tmp_path):
         sys.stdout.write(fs.read("trace"))
         sys.stdout.write("LISTING\\n" + fs.read("dynamic_events"))
     """))
-    p = subprocess.run([sys.executable, str(script)], cwd=str(tmp_path), capture_output=True,
-                       text=True, timeout=SUBPROCESS_TIMEOUT)
+    p = run_python(script, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     texts = [mt.group("text") for l in p.stdout.splitlines() if (mt := EVENT_LINE.match(l))]
     assert texts[:1] == ["late: (latemod_dyn.f+0) x=3"], p.stdout

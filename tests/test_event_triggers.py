@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import errno
 import re
-import subprocess
-import sys
 import textwrap
 import threading
 
@@ -35,7 +33,7 @@ import pytest
 from fntrace.errors import FntraceError
 from fntrace.tracefs import Tracefs
 
-from support import EVENT_LINE, SUBPROCESS_TIMEOUT, entry_texts, errlog_check, trace_texts
+from support import EVENT_LINE, entry_texts, errlog_check, run_python, trace_texts
 
 MOD = """
     def work(a, name='x'):
@@ -439,8 +437,7 @@ def test_stack_trace_ends_at_the_programs_main_module(tmp_path):
     (tmp_path / "launch.py").write_text(
         "import runpy, sys\nrunpy.run_path(sys.argv[1], run_name='__main__')\n")
     for argv in (["prog.py"], ["launch.py", "prog.py"], ["-m", "prog"]):
-        p = subprocess.run([sys.executable, *argv], cwd=str(tmp_path), capture_output=True,
-                           text=True, timeout=SUBPROCESS_TIMEOUT)
+        p = run_python(*argv, cwd=tmp_path)
         assert p.returncode == 0, p.stderr
         assert _stack_of(p.stdout) == ["stackmod.func", "__main__.main", "__main__.<module>"], (
             argv, p.stdout)
@@ -461,8 +458,7 @@ def test_cli_stacktrace_trigger_lists_the_program_frames_once(run_fntrace, tmp_p
                 "if not hasattr(t, '_native_launch'): sys.exit(77)\n"
                 "t._native_launch = None\nfrom fntrace.cli.main import main\n"
                 f"sys.argv = ['fntrace', *{args!r}]\nsys.exit(main())\n")
-        p = subprocess.run([sys.executable, "-c", code], cwd=str(tmp_path), capture_output=True,
-                           text=True, timeout=SUBPROCESS_TIMEOUT)
+        p = run_python("-c", code, cwd=tmp_path)
         if p.returncode == 77:
             pytest.skip("no native launcher to do without")
     assert p.returncode == 0, p.stderr

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-import subprocess
 import sys
 import textwrap
 from collections import Counter
@@ -26,7 +25,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
 )
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status  # noqa: E402
 
-from support import CALLS_PROG, SUBPROCESS_TIMEOUT, export_as, report_calls  # noqa: E402
+from support import CALLS_PROG, export_as, report_calls, run_python  # noqa: E402
 
 HEX = {"traceId": 32, "spanId": 16, "parentSpanId": 16}
 
@@ -195,8 +194,7 @@ def test_missing_extra_is_named(calls_dat):
     code = ("import sys; sys.modules['opentelemetry'] = None\n"
             "from fntrace.cli.main import main\n"
             f"sys.exit(main(['export', {str(calls_dat)!r}, '--format', 'otlp', '-o', 'x.json']))\n")
-    r = subprocess.run([sys.executable, "-c", code], cwd=calls_dat.parent, capture_output=True,
-                       text=True, timeout=SUBPROCESS_TIMEOUT)
+    r = run_python("-c", code, cwd=calls_dat.parent)
     assert r.returncode == 1 and "pip install 'fntrace[otlp]'" in r.stderr, r.stderr
     assert not (calls_dat.parent / "x.json").exists()
 

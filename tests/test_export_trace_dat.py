@@ -13,12 +13,11 @@ import re
 import shutil
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from support import SUBPROCESS_TIMEOUT, fntrace_cli
+from support import SUBPROCESS_TIMEOUT, fntrace_cli, run_python
 from fntrace.output.entry import (LostEvents, TraceEntry, TRACE_EVENT, TRACE_FN,
                                   TRACE_GRAPH_ENT, TRACE_GRAPH_RET, TRACE_PRINT, TRACE_STACK)
 from fntrace.output.source import open_trace
@@ -404,9 +403,7 @@ def test_memory_does_not_grow_with_the_trace(tmp_path):
     for n in (20_000, 200_000):
         fntrace("record", "-p", "function_graph", "-F", "__main__.*", "-o", f"{n}.dat",
                 "loop.py", str(n), cwd=tmp_path)
-        p = subprocess.run([sys.executable, "-c", MEASURE, f"{n}.dat", f"{n}.trace.dat"],
-                           cwd=tmp_path, capture_output=True, text=True,
-                           timeout=SUBPROCESS_TIMEOUT)
+        p = run_python("-c", MEASURE, f"{n}.dat", f"{n}.trace.dat", cwd=tmp_path)
         assert p.returncode == 0, p.stderr
         peaks.append(int(p.stdout.split()[-1]))
     small, big = (tmp_path / "20000.trace.dat").stat().st_size, \

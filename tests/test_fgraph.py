@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import errno
 import json
-import subprocess
 import sys
 import textwrap
 import threading
@@ -36,7 +35,7 @@ from fntrace.fgraph import (
     register_ftrace_graph, shadow_stack, unregister_ftrace_graph,
 )
 
-from support import SUBPROCESS_TIMEOUT, Recorder
+from support import Recorder, run_python
 
 # The exception object leaving a frame is known to sys.monitoring's PY_UNWIND; the
 # setprofile back end only sees a 'return' of None.
@@ -1178,9 +1177,7 @@ def test_manager_notrace_is_the_intersection_of_unfiltered_users(tmp_path):
     """
     name = "fgmanaged_unfiltered"
     (tmp_path / f"{name}.py").write_text(textwrap.dedent(MANAGED))
-    r = subprocess.run([sys.executable, "-c", textwrap.dedent(UNFILTERED_SCRIPT),
-                        str(tmp_path), name],
-                       capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    r = run_python("-c", textwrap.dedent(UNFILTERED_SCRIPT), tmp_path, name)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
     # a skips x*, b skips x* and y*: only x1 is skipped by both.

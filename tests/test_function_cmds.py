@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import errno
 import os
-import subprocess
-import sys
 import textwrap
 import threading
 
@@ -23,7 +21,7 @@ import pytest
 from fntrace.errors import FntraceError
 from fntrace.tracefs import Tracefs
 
-from support import SUBPROCESS_TIMEOUT, errlog_check, trace_texts
+from support import errlog_check, run_python, trace_texts
 
 MOD = """
     def hit():
@@ -424,8 +422,7 @@ def test_traceoff_in_a_program(tmp_path, pure):
     script = tmp_path / "prog.py"
     script.write_text(textwrap.dedent(PROG))
     env = dict(os.environ, FNTRACE_PURE=pure)
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                       env=env, timeout=SUBPROCESS_TIMEOUT)
+    r = run_python(script, env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["0", "json.loads", "json.dumps:traceoff:count=0", "1"]
 

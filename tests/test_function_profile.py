@@ -20,10 +20,7 @@ from __future__ import annotations
 import errno
 import os
 import re
-import subprocess
-import sys
 import threading
-import time
 
 import pytest
 
@@ -36,7 +33,7 @@ from fntrace.output.function_stat import (function_stat_headers, function_stat_s
 from fntrace.tracefs import Tracefs
 from fntrace.tracers import function_profile
 
-from support import Recorder, unregister_leftover_graph_users
+from support import Recorder, run_python, unregister_leftover_graph_users
 
 A_NS = 1_000_000
 B_NS = 3_000_000
@@ -527,8 +524,7 @@ def test_native_and_pure_agree(tmp_path, graph_time):
     out = {}
     for pure in ("0", "1"):
         env = dict(os.environ, FNTRACE_PURE=pure)
-        p = subprocess.run([sys.executable, str(prog), graph_time], env=env,
-                           capture_output=True, text=True, timeout=120)
+        p = run_python(prog, graph_time, env=env, timeout=120)
         assert p.returncode == 0, p.stderr
         first, _, text = p.stdout.partition("\n")
         out[pure] = (first, text)

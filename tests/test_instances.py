@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import errno
 import os
-import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -30,7 +28,7 @@ from fntrace.core import ops as core_ops
 from fntrace.errors import FntraceError
 from fntrace.tracefs import Tracefs
 
-from support import fn_lines, reset_tracefs_instance
+from support import fn_lines, reset_tracefs_instance, run_python
 
 MOD_SRC = """
     def alpha_fn():
@@ -566,8 +564,7 @@ def test_two_instances_in_a_program(tmp_path, pure):
         env["FNTRACE_PURE"] = "1"
     else:
         env.pop("FNTRACE_PURE", None)
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                       env=env, timeout=120)
+    r = run_python(script, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     out = dict(line.split(" ", 1) for line in r.stdout.splitlines())
     assert eval(out["TOP"]) == ["__main__.fc <-__main__.<module>"] * 3      # noqa: S307 - our output

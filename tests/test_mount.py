@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from support import fntrace_argv, fntrace_cli
+from support import fntrace_argv, fntrace_cli, run_python
 
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 
@@ -209,7 +209,7 @@ def test_trace_pipe_blocks_and_consumes(mnt):
     r = sh(f"timeout -s INT 1 cat {mnt}/trace_pipe")
     assert r.returncode == 124 and r.stdout == ""
     # O_NONBLOCK and nothing there: EAGAIN, as tracing_wait_pipe
-    r = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+    r = run_python("-c", textwrap.dedent(f"""
         import os, errno
         fd = os.open({mnt + '/trace_pipe'!r}, os.O_RDONLY | os.O_NONBLOCK)
         try:
@@ -217,7 +217,7 @@ def test_trace_pipe_blocks_and_consumes(mnt):
             print("data")
         except BlockingIOError:
             print("EAGAIN")
-        """)], capture_output=True, text=True, timeout=20)
+        """), timeout=20)
     assert r.stdout.strip() == "EAGAIN", r.stderr
 
 
@@ -520,8 +520,7 @@ def test_cli_mount_without_mfusepy(tmp_path):
     d = str(tmp_path)
     code = ("import sys; sys.modules['mfusepy'] = None; from fntrace.cli.main import main; "
             f"sys.exit(main(['mount', '1', {d!r}]))")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env=_env(), timeout=30)
+    r = run_python("-c", code, env=_env(), timeout=30)
     assert r.returncode == 1 and "install fntrace[mount]" in r.stderr, r.stderr
 
 

@@ -21,8 +21,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import subprocess
-import sys
 import textwrap
 import threading
 
@@ -31,7 +29,7 @@ import pytest
 from fntrace.errors import FntraceError
 from fntrace.tracefs import Tracefs
 
-from support import SUBPROCESS_TIMEOUT, fn_lines
+from support import fn_lines, run_python
 
 MODES = [pytest.param("", id="native"), pytest.param("1", id="pure")]
 
@@ -128,8 +126,7 @@ def run_prog(tmp_path, mode: str, writes, **cfg):
     env.pop("FNTRACE_PURE", None)
     if mode:
         env["FNTRACE_PURE"] = mode
-    p = subprocess.run([sys.executable, str(prog), json.dumps(cfg)], capture_output=True,
-                       text=True, timeout=SUBPROCESS_TIMEOUT, env=env, cwd=str(tmp_path))
+    p = run_python(prog, json.dumps(cfg), cwd=tmp_path, env=env)
     assert p.returncode == 0, p.stderr
     first, _, trace = p.stdout.partition("\n")
     return json.loads(first), trace
@@ -244,8 +241,7 @@ def test_pid_change_while_running_takes_effect(tmp_path, mode):
     '''))
     env = dict(os.environ, FNTRACE_PURE=mode) if mode else {
         k: v for k, v in os.environ.items() if k != "FNTRACE_PURE"}
-    p = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True,
-                       env=env, timeout=SUBPROCESS_TIMEOUT)
+    p = run_python(prog, env=env)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["1", "1", "1"]
 
@@ -502,8 +498,7 @@ def test_cli_tid_option(run_fntrace, tmp_path):
         os.execv(sys.executable, [sys.executable, "-m", "fntrace.cli.main", "record",
                  "-F", "*.work_*", "--tid", str(os.getpid()), "prog.py"])
     '''))
-    p = subprocess.run([sys.executable, str(wrapper)], cwd=str(tmp_path),
-                       capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    p = run_python(wrapper, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     rep = run_fntrace("report")
     assert traced_works(rep.stdout) == {"B"}, rep.stdout
@@ -545,7 +540,6 @@ def test_forked_child_takes_its_verdict_again(tmp_path, mode):
     env = {k: v for k, v in os.environ.items() if k != "FNTRACE_PURE"}
     if mode:
         env["FNTRACE_PURE"] = mode
-    p = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True,
-                       env=env, timeout=SUBPROCESS_TIMEOUT)
+    p = run_python(prog, env=env)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["1", "1"], p.stdout

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -456,9 +454,8 @@ def test_stat_and_folded_read_the_processes_at_the_same_time(tmp_path, run_fntra
     out = {}
     for jobs in ("1", "3"):
         env = dict(os.environ, FNTRACE_JOBS=jobs, FNTRACE_PROGRESS="0")
-        p = subprocess.run([sys.executable, "-c", _COUNT_FORKS, args[0], "t.dat", *args[1:]],
-                           cwd=tmp_path, env=env, capture_output=True, text=True,
-                           timeout=120)
+        p = run_python("-c", _COUNT_FORKS, args[0], "t.dat", *args[1:], cwd=tmp_path, env=env,
+                       timeout=120)
         assert p.returncode == 0, p.stderr
         out[jobs] = p.stdout, p.stderr
     assert out["3"][0] == out["1"][0]

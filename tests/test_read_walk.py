@@ -18,8 +18,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -36,7 +34,7 @@ from fntrace.output.stat import function_stats, walked_stats
 from fntrace.tracefile import open_traces
 from fntrace.tracefile import RECORD, TF_HAS_PAYLOAD, TraceFile, TraceFileWriter
 
-from support import fntrace_cli
+from support import fntrace_cli, run_python
 
 NATIVE = _env.native_module()
 if _env.PURE:
@@ -312,8 +310,7 @@ def test_processes_walked_in_forked_children_add_up_to_one_walk(tmp_path_factory
                               lost=lost)
         w.close({})
     env = {k: v for k, v in os.environ.items() if k != "FNTRACE_JOBS"}
-    r = subprocess.run([sys.executable, "-c", _FORKED_DRIVER, str(d / "t.dat")], env=env,
-                       capture_output=True, text=True, timeout=120)
+    r = run_python("-c", _FORKED_DRIVER, str(d / "t.dat"), env=env, timeout=120)
     assert r.returncode == 0 and not r.stderr, r.stderr
     out = json.loads(r.stdout)
     assert len(out["sizes"]) == len(procs)
@@ -359,16 +356,14 @@ def test_forked_walks_hand_back_their_results_in_order(tmp_path):
             out = [(i, apart, len(x)) for i, apart, x in out]
         print(json.dumps([out, sum(seen), left]))
         """))
-    ok = subprocess.run([sys.executable, str(prog), "ok"], capture_output=True, text=True,
-                        timeout=120)
+    ok = run_python(prog, "ok", timeout=120)
     assert ok.returncode == 0 and not ok.stderr, ok.stderr
     out, progress, left = json.loads(ok.stdout)
     assert out == [[i, True, i * 300000] for i in range(5)]
     assert progress == 5 * 70005
     assert not left
     for how in ("raise", "kill"):
-        bad = subprocess.run([sys.executable, str(prog), how], capture_output=True,
-                             text=True, timeout=120)
+        bad = run_python(prog, how, timeout=120)
         assert bad.returncode == 0 and not bad.stderr, bad.stderr
         out, _, left = json.loads(bad.stdout)
         assert out is None and not left

@@ -7,8 +7,6 @@ compared with what ``fntrace report`` prints for the same file.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
@@ -17,7 +15,7 @@ import fntrace
 from fntrace.output.entry import LostEvents
 from fntrace.output.trace_events import parse_event_fields, typed_events
 
-from support import SUBPROCESS_TIMEOUT
+from support import run_python
 
 PROG = """
 import threading
@@ -239,8 +237,7 @@ def test_import_fntrace_does_not_load_the_file_reader():
     code = ("import sys, fntrace; "
             "print(any(m.startswith('fntrace.tracefile') for m in sys.modules), "
             "'fntrace.output.source' in sys.modules)")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=SUBPROCESS_TIMEOUT)
+    p = run_python("-c", code)
     assert p.stdout.split() == ["False", "False"], p.stderr
 
 

@@ -18,7 +18,7 @@ from importlib.metadata import entry_points
 
 import pytest
 
-from support import REPO_ROOT, SUBPROCESS_TIMEOUT
+from support import REPO_ROOT, SUBPROCESS_TIMEOUT, run_python
 
 README = (REPO_ROOT / "README.md").read_text()
 BLOCKS = [(m.group(1), m.group(2)) for m in re.finditer(r"```(\w+)\n(.*?)```", README, re.S)]
@@ -62,14 +62,12 @@ def test_python_example(tmp_path, block):
         plugin = [] if any(ep.value == "fntrace.pytest_plugin"
                            for ep in entry_points(group="pytest11")) \
             else ["-p", "fntrace.pytest_plugin"]
-        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                            *plugin, "test_example.py"], cwd=tmp_path, capture_output=True,
-                           text=True, timeout=SUBPROCESS_TIMEOUT)
+        r = run_python("-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin,
+                       "test_example.py", cwd=tmp_path)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
         assert re.search(r"^\d+ passed", r.stdout, re.M), r.stdout
         return
-    r = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True,
-                       text=True, timeout=SUBPROCESS_TIMEOUT)
+    r = run_python("-c", block, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "fntrace:" not in r.stderr, r.stderr
     assert r.stdout.strip()

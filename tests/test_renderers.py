@@ -6,7 +6,6 @@ prints its graph; views are registered and chosen by name; one ``name_of``.
 from __future__ import annotations
 
 import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -15,7 +14,7 @@ from fntrace.output import registry
 from fntrace.output.entry import TRACE_FN, TRACE_GRAPH_ENT, TRACE_GRAPH_RET, TraceEntry
 from fntrace.output.render import render_trace
 
-from support import DUR, SUBPROCESS_TIMEOUT, masked
+from support import DUR, masked, run_python
 
 WORK = """
 def leaf(x):
@@ -33,8 +32,7 @@ def main():
 
 
 def _python(code: str, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=str(cwd),
-                          capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    return run_python("-c", textwrap.dedent(code), cwd=cwd)
 
 
 def test_trace_session_with_function_graph_prints_the_graph(tmp_path):

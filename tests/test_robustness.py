@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
 from fntrace import _env as fntrace_env
 
-from support import SUBPROCESS_TIMEOUT, fntrace_cli, run_python
+from support import fntrace_cli, run_python
 
 EXOTIC = textwrap.dedent("""\
     import threading
@@ -210,8 +208,7 @@ def test_interpreter_shutdown_with_tracing_on(tmp_path, tracer, pure):
     (tmp_path / "prog.py").write_text(SHUTDOWN.format(tracer=tracer))
     env = _env(pure)
     env["PYTHONPATH"] = str(tmp_path) + os.pathsep + env.get("PYTHONPATH", "")
-    p = subprocess.run([sys.executable, "prog.py"], cwd=tmp_path, env=env,
-                       capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    p = run_python("prog.py", cwd=tmp_path, env=env)
     assert p.returncode == 0, p.stderr
     assert p.stdout == "bye\n"
     assert "Traceback" not in p.stderr and "Fatal" not in p.stderr

@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from support import SUBPROCESS_TIMEOUT, fntrace_argv, fntrace_cli
+from support import SUBPROCESS_TIMEOUT, fntrace_argv, fntrace_cli, run_python
 
 from fntrace.tracefs import endpoint
 from fntrace.tracefs.client import Client
@@ -218,9 +218,8 @@ def test_unsafe_runtime_dir_refused(tmp_path):
     d.mkdir(mode=0o700)
     (d / "fntrace").mkdir()
     os.chmod(d / "fntrace", 0o777)
-    r = subprocess.run([sys.executable, "-c", "import fntrace; fntrace.serve()"],
-                       capture_output=True, text=True, env={**os.environ, "XDG_RUNTIME_DIR": str(d)},
-                       timeout=SUBPROCESS_TIMEOUT)
+    r = run_python("-c", "import fntrace; fntrace.serve()",
+                   env={**os.environ, "XDG_RUNTIME_DIR": str(d)})
     assert r.returncode != 0 and "writable by others" in r.stderr
     assert not any((d / "fntrace").iterdir())
 
@@ -294,8 +293,7 @@ def test_socket_removed_at_exit_and_not_served_by_a_forked_child(tmp_path):
         "    os._exit(0)\n"
         "os.waitpid(pid, 0)\n"
         "print('parent', os.path.exists(s.path), s.path, flush=True)\n")
-    r = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True,
-                       timeout=SUBPROCESS_TIMEOUT)
+    r = run_python(prog)
     assert r.returncode == 0, r.stderr
     assert "child True True" in r.stdout        # the child does not serve; the file stays
     parent = [l.split() for l in r.stdout.splitlines() if l.startswith("parent")][0]
@@ -771,8 +769,7 @@ def test_a_lister_at_the_moment_of_binding_does_not_remove_the_socket(tmp_path):
         print(os.path.exists(srv.path), flush=True)
         srv.stop()
     """))
-    r = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True,
-                       timeout=SUBPROCESS_TIMEOUT, cwd=tmp_path)
+    r = run_python(prog, cwd=tmp_path)
     assert r.returncode == 0 and r.stdout == "True\n", r.stderr[-2000:]
 
 
@@ -822,9 +819,8 @@ def test_a_lister_removing_a_dead_namesakes_socket_leaves_the_new_one(tmp_path):
     xdg = tmp_path / "run"
     xdg.mkdir(mode=0o700)
     for who in ("lister", "client"):
-        r = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True,
-                           timeout=SUBPROCESS_TIMEOUT, cwd=tmp_path,
-                           env={**os.environ, "WHO": who, "XDG_RUNTIME_DIR": str(xdg)})
+        r = run_python(prog, cwd=tmp_path,
+                       env={**os.environ, "WHO": who, "XDG_RUNTIME_DIR": str(xdg)})
         assert r.returncode == 0 and r.stdout == "True\n", (who, r.stderr[-2000:])
 
 

@@ -10,8 +10,6 @@ import csv
 import io
 import json
 import os
-import subprocess
-import sys
 from collections import Counter
 from decimal import Decimal
 
@@ -22,7 +20,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 duckdb = pytest.importorskip("duckdb", reason="duckdb (the sql extra) is not installed")
 
 from support import (  # noqa: E402
-    CALLS_PROG, SUBPROCESS_TIMEOUT, export_as, fntrace_cli, report_calls,
+    CALLS_PROG, export_as, fntrace_cli, report_calls, run_python,
 )
 from fntrace.output.parquet import COLUMNS, module_of  # noqa: E402
 
@@ -263,10 +261,7 @@ def test_missing_extra_is_named(calls_dat, run_fntrace):
 
 
 def run_fntrace_code(code: str, cwd):
-    import subprocess
-    import sys
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True,
-                          text=True, timeout=120)
+    return run_python("-c", code, cwd=cwd, timeout=120)
 
 
 def test_a_big_export_is_written_in_row_groups(tmp_script, run_fntrace, tmp_path):
@@ -313,8 +308,6 @@ AGREE = ("SELECT function, count(*) AS calls, sum(dur) AS total, max(depth) AS d
 def test_duckdb_and_spark_agree(calls_dat, run_fntrace, tmp_path):
     """The same query on the same Parquet file: fntrace sql (DuckDB) and Spark local."""
     import shutil
-    import subprocess
-    import sys
     try:
         import pyspark  # noqa: F401
     except ImportError:
@@ -326,8 +319,8 @@ def test_duckdb_and_spark_agree(calls_dat, run_fntrace, tmp_path):
     export(run_fntrace, calls_dat, tmp_path / "t.parquet")
     duck = run_fntrace("sql", "t.parquet", AGREE, "--csv")
     assert duck.returncode == 0, duck.stderr
-    spark = subprocess.run([sys.executable, "-c", SPARK, str(tmp_path / "t.parquet"), AGREE],
-                           cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    spark = run_python("-c", SPARK, str(tmp_path / "t.parquet"), AGREE, cwd=tmp_path,
+                       timeout=600)
     assert spark.returncode == 0, spark.stderr[-3000:]
     duck_rows = list(csv.reader(io.StringIO(duck.stdout)))
     spark_rows = list(csv.reader(io.StringIO(spark.stdout)))
@@ -433,8 +426,7 @@ def test_the_native_export_loads_no_compute_kernels(calls_dat, tmp_path):
             f"{str(calls_dat)!r}]); "
             "print(rc, 'pyarrow.compute' in sys.modules)")
     env = dict(os.environ)
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env=env, timeout=SUBPROCESS_TIMEOUT)
+    p = run_python("-c", code, env=env)
     native = _nat is not None and not env.get("FNTRACE_PURE")
     assert p.stdout.split() == ["0", "False" if native else "True"], p.stderr
 
@@ -555,8 +547,7 @@ def test_sql_over_a_trace_loads_no_pyarrow(calls_dat, run_fntrace, tmp_path, kin
     code = ("import sys; from fntrace.cli.main import main; "
             f"rc = main(['sql', {str(path)!r}, {query!r}, '--csv']); "
             "print(rc, 'pyarrow' in sys.modules)")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=SUBPROCESS_TIMEOUT)
+    p = run_python("-c", code)
     native = _env.native() is not None
     out = p.stdout.split()
     assert out[-2:] == ["0", "False" if native else "True"], p.stderr

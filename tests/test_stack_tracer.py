@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import os
 import re
-import subprocess
 import sys
 import textwrap
 import threading
@@ -22,7 +21,7 @@ import fntrace
 from fntrace.errors import FntraceError
 from fntrace.tracefs import Tracefs
 
-from support import SUBPROCESS_TIMEOUT, errlog_check
+from support import errlog_check, run_python
 
 MOD = """
     def rec(n):
@@ -210,8 +209,7 @@ def test_in_a_program(tmp_path, pure):
     script = tmp_path / "prog.py"
     script.write_text(textwrap.dedent(PROG))
     env = dict(os.environ, FNTRACE_PURE=pure)
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                       env=env, timeout=SUBPROCESS_TIMEOUT)
+    r = run_python(script, env=env)
     assert r.returncode == 0, r.stderr
     head, nrec, last = r.stdout.splitlines()
     assert head == "Depth    Size   Location    (62 entries)"

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from support import GOLD, SUBPROCESS_TIMEOUT
+from support import GOLD, run_python
 
 textual = pytest.importorskip("textual", reason="LOUD SKIP: textual is not installed (the tui extra)")
 
@@ -691,10 +691,9 @@ def test_cli_errors(tmp_path, run_fntrace):
     r = run_fntrace("tui", "--fold-depth", "-1", str(BROWSE))
     assert r.returncode != 0 and "Traceback" not in r.stderr
     # textual missing: the extra to install
-    r = subprocess.run(
-        [sys.executable, "-c", "import sys; sys.modules['textual'] = None\n"
-         "from fntrace.cli.main import main; sys.exit(main(['tui', sys.argv[1]]))", str(BROWSE)],
-        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    r = run_python("-c", "import sys; sys.modules['textual'] = None\n"
+                   "from fntrace.cli.main import main; sys.exit(main(['tui', sys.argv[1]]))",
+                   BROWSE)
     assert r.returncode == 1, r.stderr
     assert r.stderr.strip() == "fntrace: tui: needs the textual package: pip install 'fntrace[tui]'"
 
