@@ -302,6 +302,13 @@ def trace_texts(fs: Tracefs, path: str = "trace") -> list[str]:
     return entry_texts(fs.read(path))
 
 
+def errno_of(fn, *args) -> int:
+    """The errno of the FntraceError ``fn(*args)`` must raise."""
+    with pytest.raises(FntraceError) as ei:
+        fn(*args)
+    return ei.value.errno
+
+
 def errlog_check(fs: Tracefs, prefix: str, cmd_with_caret: str, path: str,
                  append: bool = False) -> str:
     """ftrace_errlog_check (test.d/functions): the command without '^' fails, error_log

@@ -28,7 +28,7 @@ from fntrace.core import ops as core_ops
 from fntrace.errors import FntraceError
 from fntrace.tracefs import Tracefs
 
-from support import fn_lines, reset_tracefs_instance, run_python
+from support import errno_of, fn_lines, reset_tracefs_instance, run_python
 
 MOD_SRC = """
     def alpha_fn():
@@ -88,12 +88,6 @@ def top():
         t.write("dynamic_events", "")
     finally:
         core_ops.reset_for_tests()
-
-
-def errno_of(fn, *args) -> int:
-    with pytest.raises(FntraceError) as ei:
-        fn(*args)
-    return ei.value.errno
 
 
 def traced(fs: Tracefs, path: str = "trace") -> list[str]:

@@ -26,7 +26,7 @@ from fntrace.ring_buffer import RECORD_SIZE, TRACE_CLOCKS
 from fntrace.core.task import thread_cpu
 from fntrace.tracefs import Tracefs
 
-from support import fn_lines, reset_tracefs_instance
+from support import errno_of, reset_tracefs_instance
 
 MOD_SRC = """
     def outer():
@@ -55,12 +55,6 @@ def fs():
         reset_tracefs_instance(t)
     finally:
         core_ops.reset_for_tests()
-
-
-def errno_of(fn, *args) -> int:
-    with pytest.raises(FntraceError) as ei:
-        fn(*args)
-    return ei.value.errno
 
 
 def body(text: str) -> list[str]:
