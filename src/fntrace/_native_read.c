@@ -7,6 +7,7 @@
  * per record.  Each has its Python twin, the reference, which a walk leaves the view to
  * when it cannot give the same bytes (docs/internals.md, "The native reading path").
  *
+ *     native/read_common.c.h      what every reader shares: its type, init's arguments
  *     native/read_stat.c.h        StatWalk: stat's rows, folded's call paths
  *     native/read_merge.c.h       the blocks of each slot, merged by time as heapq.merge
  *     native/read_graph_text.c.h  GraphText: function_graph's text (report)
@@ -30,6 +31,7 @@
 
 #include "fntrace_record_format.h"
 
+#include "native/read_common.c.h"
 #include "native/read_stat.c.h"
 #include "native/read_merge.c.h"
 #include "native/read_columns.c.h"
@@ -83,14 +85,10 @@ static PyMethodDef read_functions[] = {
     {NULL}
 };
 
-/* the walks' types, under their module names */
-static struct {
-    PyType_Spec *spec;
-    const char *name;
-} read_types[] = {
-    {&walk_spec, "StatWalk"}, {&gt_spec, "GraphText"}, {&ft_spec, "FunctionText"}, {&dp_spec, "DatPages"},
-    {&cr_spec, "CallRows"}, {&cc_spec, "ChromeCalls"}, {&pf_spec, "PerfettoCalls"},
-    {&oc_spec, "OtlpCalls"}, {&ir_spec, "IndexRows"}, {&rf_spec, "RecordFilter"},
+/* the walks' types, each under its name in the module (its spec's after the dot) */
+static PyType_Spec *read_types[] = {
+    &walk_spec, &gt_spec, &ft_spec, &dp_spec, &cr_spec, &cc_spec, &pf_spec, &oc_spec,
+    &ir_spec, &rf_spec,
 };
 
 /* called by the module's init */
@@ -98,10 +96,10 @@ int
 fntrace_add_read_types(PyObject *m)
 {
     for (size_t i = 0; i < sizeof(read_types) / sizeof(read_types[0]); i++) {
-        PyObject *t = PyType_FromSpec(read_types[i].spec);
+        PyObject *t = PyType_FromSpec(read_types[i]);
         if (t == NULL)
             return -1;
-        if (PyModule_AddObject(m, read_types[i].name, t) < 0) {
+        if (PyModule_AddObject(m, strrchr(read_types[i]->name, '.') + 1, t) < 0) {
             Py_DECREF(t);
             return -1;
         }

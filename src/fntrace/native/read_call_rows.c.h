@@ -43,8 +43,7 @@ typedef struct {
 } strcol_t;
 
 typedef struct {
-    PyObject_HEAD
-    merge_t m;
+    MERGE_WALK_HEAD
     pair_t pr;
     PyObject *canon;
     trie_t tr;
@@ -57,7 +56,6 @@ typedef struct {
     Py_ssize_t nrows, caprows;
     int done, finished;
     int declined;           /* a record it does not take was read: it reads no more */
-    long long lost;
     uint64_t incomplete;
     PyObject *on_event;     /* NULL: the trace has no events */
     switches_t *sw;         /* per slot (with on_event) */
@@ -88,18 +86,8 @@ switch_add(CallRows *c, Py_ssize_t slot, int64_t ts, int32_t task)
     switches_t *w = &c->sw[slot];
     if (w->n == w->cap) {
         Py_ssize_t cap = w->cap ? 2 * w->cap : 16;
-        int64_t *t = PyMem_Realloc(w->ts, (size_t)cap * 8);
-        if (t == NULL) {
-            PyErr_NoMemory();
+        if (ARRAY_RESIZE(w->ts, cap) < 0 || ARRAY_RESIZE(w->task, cap) < 0)
             return -1;
-        }
-        w->ts = t;
-        int32_t *k = PyMem_Realloc(w->task, (size_t)cap * 4);
-        if (k == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        w->task = k;
         w->cap = cap;
     }
     w->ts[w->n] = ts;
@@ -242,23 +230,16 @@ cr_reserve(CallRows *c, Py_ssize_t more)
     Py_ssize_t cap = c->caprows ? c->caprows : 1024;
     while (cap < c->nrows + more)
         cap *= 2;
-#define GROW(f, size) do { void *p_ = PyMem_Realloc(c->f, (size_t)cap * (size)); \
-        if (p_ == NULL) { PyErr_NoMemory(); return -1; } c->f = p_; } while (0)
-    GROW(c_slot, 4);
-    GROW(c_depth, 4);
-    GROW(c_path, 4);
-    GROW(c_task, 4);
-    GROW(c_ts, 8);
-    GROW(c_dur, 8);
-    GROW(c_self, 8);
-    GROW(c_complete, 1);
-    if (c->values) {
-        GROW(c_args.start, 8);
-        GROW(c_args.valid, 1);
-        GROW(c_ret.start, 8);
-        GROW(c_ret.valid, 1);
-    }
-#undef GROW
+    if (ARRAY_RESIZE(c->c_slot, cap) < 0 || ARRAY_RESIZE(c->c_depth, cap) < 0
+            || ARRAY_RESIZE(c->c_path, cap) < 0 || ARRAY_RESIZE(c->c_task, cap) < 0
+            || ARRAY_RESIZE(c->c_ts, cap) < 0 || ARRAY_RESIZE(c->c_dur, cap) < 0
+            || ARRAY_RESIZE(c->c_self, cap) < 0 || ARRAY_RESIZE(c->c_complete, cap) < 0)
+        return -1;
+    if (c->values && (ARRAY_RESIZE(c->c_args.start, cap) < 0
+                      || ARRAY_RESIZE(c->c_args.valid, cap) < 0
+                      || ARRAY_RESIZE(c->c_ret.start, cap) < 0
+                      || ARRAY_RESIZE(c->c_ret.valid, cap) < 0))
+        return -1;
     c->caprows = cap;
     return 0;
 }
@@ -469,7 +450,7 @@ cr_feed(CallRows *c, PyObject *const *args, Py_ssize_t nargs)
     /* payloads the walk cannot index (damage the checksum missed): declined, for the
      * Python twin to say what it makes of them */
     int bad = 0;
-    PyObject *r = merge_feed_or_bad(&c->m, args, nargs, &c->lost, &bad);
+    PyObject *r = merge_feed_or_bad(&c->m, args, nargs, &c->lost_fed, &bad);
     if (r == NULL)
         return NULL;
     Py_DECREF(r);
@@ -508,7 +489,7 @@ cr_paths(CallRows *c, PyObject *arg)
 static PyObject *
 cr_counts(CallRows *c, PyObject *unused)
 {
-    return Py_BuildValue("(LK)", c->lost, (unsigned long long)c->incomplete);
+    return Py_BuildValue("(LK)", c->lost_fed, (unsigned long long)c->incomplete);
 }
 
 /* CallRows(slots, canon, rows, values=False, on_event=None) */
@@ -526,27 +507,18 @@ cr_init(CallRows *c, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_ValueError, "CallRows: bad slots or rows (or made twice)");
         return -1;
     }
-    if (on_event != Py_None) {
-        if (!PyCallable_Check(on_event)) {
-            PyErr_SetString(PyExc_TypeError, "CallRows: on_event is callable or None");
-            return -1;
-        }
+    if (callable_arg(on_event, &c->on_event, "CallRows", "on_event") < 0)
+        return -1;
+    if (c->on_event != NULL) {
         c->sw = PyMem_Calloc((size_t)(nslots ? nslots : 1), sizeof(switches_t));
         if (c->sw == NULL) {
             PyErr_NoMemory();
             return -1;
         }
         c->nslots = nslots;
-        c->on_event = Py_NewRef(on_event);
     }
-    if (canon != Py_None) {
-        if (!PyDict_Check(canon)) {
-            PyErr_SetString(PyExc_TypeError, "CallRows: canon is a dict or None");
-            return -1;
-        }
-        if (PyDict_GET_SIZE(canon))
-            c->canon = Py_NewRef(canon);
-    }
+    if (canon_arg(canon, &c->canon, "CallRows") < 0)
+        return -1;
     if (merge_init(&c->m, nslots) < 0)
         return -1;
     c->batch = batch;
@@ -556,7 +528,6 @@ cr_init(CallRows *c, PyObject *args, PyObject *kw)
 static void
 cr_dealloc(CallRows *c)
 {
-    PyTypeObject *tp = Py_TYPE(c);
     merge_free(&c->m);
     pair_free(&c->pr);
     PyMem_Free(c->c_slot);
@@ -582,8 +553,7 @@ cr_dealloc(CallRows *c)
     }
     trie_free(&c->tr);
     Py_XDECREF(c->canon);
-    tp->tp_free((PyObject *)c);
-    Py_DECREF(tp);
+    read_free((PyObject *)c);
 }
 
 static PyMethodDef cr_methods[] = {
@@ -600,16 +570,6 @@ static PyMethodDef cr_methods[] = {
     {NULL}
 };
 
-static PyType_Slot cr_slots[] = {
-    {Py_tp_doc, "CallRows(slots, canon, rows): the Parquet table's calls of a trace file, "
-                "in column batches (output/parquet.py's twin)"},
-    {Py_tp_init, cr_init},
-    {Py_tp_new, PyType_GenericNew},
-    {Py_tp_dealloc, cr_dealloc},
-    {Py_tp_methods, cr_methods},
-    {0, NULL},
-};
-
-static PyType_Spec cr_spec = {
-    "fntrace._native.CallRows", sizeof(CallRows), 0, Py_TPFLAGS_DEFAULT, cr_slots,
-};
+READ_TYPE(cr, CallRows,
+          "CallRows(slots, canon, rows): the Parquet table's calls of a trace file, in "
+          "column batches (output/parquet.py's twin)");

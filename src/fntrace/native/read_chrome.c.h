@@ -18,8 +18,7 @@ typedef struct {
 } cslot_t;
 
 typedef struct {
-    PyObject_HEAD
-    merge_t m;              /* the blocks, as GraphText's */
+    MERGE_WALK_HEAD         /* the blocks, as GraphText's */
     pair_t pr;              /* the calls (no losses: the Chrome export pairs across them) */
     cslot_t *cs;
     names_t names;          /* id -> its name as a JSON string */
@@ -29,7 +28,6 @@ typedef struct {
     int done;
     int values;             /* the blocks come with their payloads */
     uint64_t n_calls, n_incomplete, n_instants;
-    long long lost_total;
     long long min_ns;       /* --min-duration: shorter calls are left out (counted) */
     uint64_t n_short;
 } ChromeCalls;
@@ -306,86 +304,65 @@ cc_emit(void *ctx, Py_ssize_t slot, const paired_t *p)
                     !p->entry_seen, p->args, p->alen, &p->ret);
 }
 
-static PyObject *
-cc_step(ChromeCalls *c, PyObject *unused)
+/* the losses noted on a slot: one instant of their sum, at ``ts`` */
+static int
+cc_losses(ChromeCalls *c, Py_ssize_t slot, uint64_t ts)
 {
-    c->t.blen = 0;
-    Py_ssize_t need = -1;
-    while (!c->done && c->t.blen < (1 << 16)) {
-        Py_ssize_t best = -1;
-        record_t r;
-        uint32_t id;
-        int picked = merge_next(&c->m, &best, &need, &r, &id);
-        if (picked == -2)
-            return NULL;
-        if (picked < 0)
-            break;
-        if (picked == 0) {
-            /* builder.finish(), then the losses nothing was read after */
-            if (pair_finish(&c->pr) < 0)
-                return NULL;
-            for (Py_ssize_t k = 0; k < c->m.nslots; k++) {
-                gslot_t *g = &c->m.slots[k];
-                if (g->nmarks) {
-                    long long sum = 0;
-                    for (Py_ssize_t i = 0; i < g->nmarks; i++)
-                        sum += g->marks[i];
-                    g->nmarks = 0;
-                    if (put_lost(c, k, c->cs[k].last_any, sum) < 0)
-                        return NULL;
-                }
-            }
-            c->done = 1;
-            break;
-        }
-        gslot_t *g = &c->m.slots[best];
-        cslot_t *s = &c->cs[best];
-        s->last_any = r.ts;
-        if (g->nmarks) {
-            long long sum = 0;
-            for (Py_ssize_t i = 0; i < g->nmarks; i++)
-                sum += g->marks[i];
-            g->nmarks = 0;
-            if (put_lost(c, best, r.ts, sum) < 0)
-                return NULL;
-        }
-        pvalue_t v = record_value(&c->m, best, &r, c->values);
-        if (r.type == FNT_TRACE_EVENT || r.type == FNT_TRACE_PRINT) {
-            pvalue_t ev = record_value(&c->m, best, &r, 1);
-            if (put_event(c, best, &r, &ev) < 0)
-                return NULL;
-            continue;
-        }
-        if (r.type == FNT_TRACE_FN) {
-            /* (trace_set's ids: the process's base added to the caller too) */
-            gblock_t *b = &g->q[g->head];
-            if (put_hit(c, best, r.a + b->ibase, r.b ? r.b + b->ibase : 0, r.ts, &v) < 0)
-                return NULL;
-            continue;
-        }
-        uint32_t cid = id;
-        if (canon_lookup(c->canon, &cid) < 0)
-            return NULL;
-        int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;
-        if (r.type == FNT_TRACE_GRAPH_ENT) {
-            if (pair_enter_close(&c->pr, best, depth, ts) < 0
-                    || pair_push(&c->pr, best, id, cid, depth, ts, 0) < 0
-                    || pair_entry_value(&c->pr, best, &v) < 0)
-                return NULL;
-        } else if (pair_return_value(&c->pr, best, id, cid, depth, ts, (int64_t)r.d, &v) < 0) {
-            return NULL;
-        }
+    gslot_t *g = &c->m.slots[slot];
+    long long sum = 0;
+    for (Py_ssize_t i = 0; i < g->nmarks; i++)
+        sum += g->marks[i];
+    g->nmarks = 0;
+    return put_lost(c, slot, ts, sum);
+}
+
+static int
+cc_record(void *walk, Py_ssize_t best, Py_ssize_t *need)
+{
+    ChromeCalls *c = walk;
+    record_t r;
+    uint32_t id;
+    merge_take(&c->m, best, &r, &id);
+    gslot_t *g = &c->m.slots[best];
+    c->cs[best].last_any = r.ts;
+    if (g->nmarks && cc_losses(c, best, r.ts) < 0)
+        return -1;
+    pvalue_t v = record_value(&c->m, best, &r, c->values);
+    if (r.type == FNT_TRACE_EVENT || r.type == FNT_TRACE_PRINT) {
+        pvalue_t ev = record_value(&c->m, best, &r, 1);
+        return put_event(c, best, &r, &ev);
     }
-    PyObject *text = PyUnicode_DecodeUTF8(c->t.buf, c->t.blen, "strict");
-    if (text == NULL)
-        return NULL;
-    return Py_BuildValue("(Nn)", text, need);
+    if (r.type == FNT_TRACE_FN) {
+        /* (trace_set's ids: the process's base added to the caller too) */
+        gblock_t *b = &g->q[g->head];
+        return put_hit(c, best, r.a + b->ibase, r.b ? r.b + b->ibase : 0, r.ts, &v);
+    }
+    uint32_t cid = id;
+    if (canon_lookup(c->canon, &cid) < 0)
+        return -1;
+    return pair_record(&c->pr, best, &r, id, cid, &v);
+}
+
+/* builder.finish(), then the losses nothing was read after */
+static int
+cc_end(void *walk)
+{
+    ChromeCalls *c = walk;
+    if (pair_finish(&c->pr) < 0)
+        return -1;
+    for (Py_ssize_t k = 0; k < c->m.nslots; k++)
+        if (c->m.slots[k].nmarks && cc_losses(c, k, c->cs[k].last_any) < 0)
+            return -1;
+    return 0;
 }
 
 static PyObject *
-cc_feed(ChromeCalls *c, PyObject *const *args, Py_ssize_t nargs)
+cc_step(ChromeCalls *c, PyObject *unused)
 {
-    return merge_feed(&c->m, args, nargs, &c->lost_total);
+    Py_ssize_t need;
+    if (merge_step(&c->m, &c->t, &c->done, &need, c, cc_record, cc_end) < 0)
+        return NULL;
+    return step_out(PyUnicode_DecodeUTF8(c->t.buf, c->t.blen, "strict"), need);
 }
 
 static PyObject *
@@ -393,7 +370,7 @@ cc_counts(ChromeCalls *c, PyObject *unused)
 {
     return Py_BuildValue("(KKKLK)", (unsigned long long)c->n_calls,
                          (unsigned long long)c->n_incomplete,
-                         (unsigned long long)c->n_instants, c->lost_total,
+                         (unsigned long long)c->n_instants, c->lost_fed,
                          (unsigned long long)c->n_short);
 }
 
@@ -416,14 +393,8 @@ cc_init(ChromeCalls *c, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_ValueError, "ChromeCalls: bad slot count (or made twice)");
         return -1;
     }
-    if (canon != Py_None) {
-        if (!PyDict_Check(canon)) {
-            PyErr_SetString(PyExc_TypeError, "ChromeCalls: canon is a dict or None");
-            return -1;
-        }
-        if (PyDict_GET_SIZE(canon))
-            c->canon = Py_NewRef(canon);
-    }
+    if (canon_arg(canon, &c->canon, "ChromeCalls") < 0)
+        return -1;
     c->keep = PyList_New(0);
     Py_ssize_t n1 = nslots ? nslots : 1;
     if (c->keep == NULL || merge_init(&c->m, nslots) < 0)
@@ -437,23 +408,17 @@ cc_init(ChromeCalls *c, PyObject *args, PyObject *kw)
         return -1;
     if (names_init(&c->names, names) < 0)
         return -1;
-    Py_ssize_t pos = 0;
-    PyObject *k, *v;
-    while (PyDict_Next(tails, &pos, &k, &v)) {
-        Py_ssize_t slot = PyLong_AsSsize_t(k);
-        if (slot == -1 && PyErr_Occurred())
+    Py_ssize_t pos = 0, slot;
+    PyObject *v;
+    int more;
+    while ((more = slot_item(tails, nslots, &pos, &slot, &v)) > 0) {
+        cslot_t *s = &c->cs[slot];
+        s->tail = kept_bytes(c->keep, PyUnicode_AsUTF8String(v), &s->tail_len);
+        if (s->tail == NULL)
             return -1;
-        if (slot < 0 || slot >= nslots)
-            continue;
-        PyObject *b = PyUnicode_AsUTF8String(v);
-        if (b == NULL || PyList_Append(c->keep, b) < 0) {
-            Py_XDECREF(b);
-            return -1;
-        }
-        Py_DECREF(b);
-        c->cs[slot].tail = PyBytes_AS_STRING(b);
-        c->cs[slot].tail_len = PyBytes_GET_SIZE(b);
     }
+    if (more < 0)
+        return -1;
     for (Py_ssize_t i = 0; i < nslots; i++)
         if (c->cs[i].tail == NULL) {
             PyErr_SetString(PyExc_ValueError, "ChromeCalls: a slot without its pid and tid");
@@ -465,7 +430,6 @@ cc_init(ChromeCalls *c, PyObject *args, PyObject *kw)
 static void
 cc_dealloc(ChromeCalls *c)
 {
-    PyTypeObject *tp = Py_TYPE(c);
     merge_free(&c->m);
     pair_free(&c->pr);
     PyMem_Free(c->cs);
@@ -473,13 +437,11 @@ cc_dealloc(ChromeCalls *c)
     PyMem_Free(c->t.buf);
     Py_XDECREF(c->keep);
     Py_XDECREF(c->canon);
-    tp->tp_free((PyObject *)c);
-    Py_DECREF(tp);
+    read_free((PyObject *)c);
 }
 
 static PyMethodDef cc_methods[] = {
-    {"feed", (PyCFunction)(void (*)(void))cc_feed, METH_FASTCALL,
-     "feed(cpu[, lost, records, ibase]): a slot's next block, or that it has no more"},
+    MERGE_FEED_METHOD,
     {"step", (PyCFunction)cc_step, METH_NOARGS,
      "step() -> (text, need): events, and the slot to feed before more (-1: none)"},
     {"counts", (PyCFunction)cc_counts, METH_NOARGS,
@@ -487,16 +449,6 @@ static PyMethodDef cc_methods[] = {
     {NULL}
 };
 
-static PyType_Slot cc_slots[] = {
-    {Py_tp_doc, "ChromeCalls(slots, names, canon, tails, values=False, min_ns=0): the Chrome trace "
-                "JSON's calls of a trace file (output/chrome_json.py's twin)"},
-    {Py_tp_init, cc_init},
-    {Py_tp_new, PyType_GenericNew},
-    {Py_tp_dealloc, cc_dealloc},
-    {Py_tp_methods, cc_methods},
-    {0, NULL},
-};
-
-static PyType_Spec cc_spec = {
-    "fntrace._native.ChromeCalls", sizeof(ChromeCalls), 0, Py_TPFLAGS_DEFAULT, cc_slots,
-};
+READ_TYPE(cc, ChromeCalls,
+          "ChromeCalls(slots, names, canon, tails, values=False, min_ns=0): the Chrome "
+          "trace JSON's calls of a trace file (output/chrome_json.py's twin)");

@@ -43,21 +43,12 @@ memo_init(memo_t *m, Py_ssize_t hint)
 }
 
 static inline uint64_t
-mix64(uint64_t h)
-{
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    return h;
-}
-
-static inline uint64_t
 hash_bytes(const uint8_t *p, Py_ssize_t n)
 {
     uint64_t h = 0xcbf29ce484222325ULL;         /* FNV-1a */
     for (Py_ssize_t i = 0; i < n; i++)
         h = (h ^ p[i]) * 0x100000001b3ULL;
-    return mix64(h ^ (uint64_t)n);
+    return mix(h ^ (uint64_t)n);
 }
 
 /* grow to twice the slots, rehashing the keys by their hashes (hashes[index]) */
@@ -123,7 +114,7 @@ dict_encode_i32(PyObject *self, PyObject *arg)
     int32_t *out = (int32_t *)PyBytes_AS_STRING(idx);
     for (Py_ssize_t r = 0; r < n; r++) {
         int32_t x = in[r];
-        uint64_t h = mix64((uint64_t)(uint32_t)x * 0x9e3779b97f4a7c15ULL);
+        uint64_t h = mix((uint64_t)(uint32_t)x * 0x9e3779b97f4a7c15ULL);
         Py_ssize_t i = (Py_ssize_t)(h & (uint64_t)m.mask);
         int32_t k;
         while ((k = m.slot[i]) >= 0 && keys[k] != x)

@@ -364,13 +364,8 @@ dp_init(DatPages *d, PyObject *args, PyObject *kw)
                           &time_extend, &max_small, &missed_events, &missed_stored,
                           &on_event))
         return -1;
-    if (on_event != Py_None) {
-        if (!PyCallable_Check(on_event)) {
-            PyErr_SetString(PyExc_TypeError, "DatPages: on_event is callable or None");
-            return -1;
-        }
-        d->on_event = Py_NewRef(on_event);
-    }
+    if (callable_arg(on_event, &d->on_event, "DatPages", "on_event") < 0)
+        return -1;
     if (d->slots != NULL || nslots < 0 || nslots > SLOT_LIMIT || page_size <= page_header + 64
             || ts_shift < 1 || ts_shift > 32) {
         PyErr_SetString(PyExc_ValueError, "DatPages: bad arguments (or made twice)");
@@ -423,7 +418,6 @@ dp_used(DatPages *d, void *closure)
 static void
 dp_dealloc(DatPages *d)
 {
-    PyTypeObject *tp = Py_TYPE(d);
     for (Py_ssize_t k = 0; k < d->nslots; k++)
         PyMem_Free(d->slots[k].data);
     PyMem_Free(d->slots);
@@ -431,8 +425,7 @@ dp_dealloc(DatPages *d)
     Py_XDECREF(d->addrs);
     Py_XDECREF(d->used);
     Py_XDECREF(d->on_event);
-    tp->tp_free((PyObject *)d);
-    Py_DECREF(tp);
+    read_free((PyObject *)d);
 }
 
 static PyMethodDef dp_methods[] = {
@@ -449,17 +442,6 @@ static PyGetSetDef dp_getset[] = {
     {NULL}
 };
 
-static PyType_Slot dp_slots[] = {
-    {Py_tp_doc, "DatPages(slots, addrs, pids, layout): trace-cmd's ring-buffer pages of a "
-                "trace file's calls and hits (output/trace_dat.py's twin)"},
-    {Py_tp_init, dp_init},
-    {Py_tp_new, PyType_GenericNew},
-    {Py_tp_dealloc, dp_dealloc},
-    {Py_tp_methods, dp_methods},
-    {Py_tp_getset, dp_getset},
-    {0, NULL},
-};
-
-static PyType_Spec dp_spec = {
-    "fntrace._native.DatPages", sizeof(DatPages), 0, Py_TPFLAGS_DEFAULT, dp_slots,
-};
+READ_TYPE_GETSET(dp, DatPages,
+                 "DatPages(slots, addrs, pids, layout): trace-cmd's ring-buffer pages of a "
+                 "trace file's calls and hits (output/trace_dat.py's twin)");

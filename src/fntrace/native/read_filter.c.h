@@ -68,7 +68,7 @@ rf_init(RecordFilter *f, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTuple(args, "nOpppKOpIK", &nslots, &flags, &functions, &notrace, &graph,
                           &lo, &hi, &none, &max_depth, &thresh))
         return -1;
-    if (nslots < 0 || nslots > (1 << 20)) {
+    if (nslots < 0 || nslots > SLOT_LIMIT) {
         PyErr_SetString(PyExc_ValueError, "RecordFilter: bad number of slots");
         return -1;
     }
@@ -105,9 +105,7 @@ rf_dealloc(RecordFilter *f)
 {
     PyMem_Free(f->flags);
     PyMem_Free(f->st);
-    PyTypeObject *tp = Py_TYPE(f);
-    tp->tp_free((PyObject *)f);
-    Py_DECREF(tp);
+    read_free((PyObject *)f);
 }
 
 /* _graph_select on one record: 0 to leave it out, else 1 with *depth the depth to
@@ -344,16 +342,6 @@ static PyMethodDef rf_methods[] = {
     {NULL}
 };
 
-static PyType_Slot rf_slots[] = {
-    {Py_tp_init, rf_init},
-    {Py_tp_dealloc, rf_dealloc},
-    {Py_tp_methods, rf_methods},
-    {Py_tp_new, PyType_GenericNew},
-    {Py_tp_doc, "RecordFilter(nslots, flags, functions, notrace, graph, lo, hi, none, "
-                "max_depth, thresh): filter_entries on a trace file's record blocks"},
-    {0, NULL}
-};
-
-static PyType_Spec rf_spec = {
-    "fntrace._native.RecordFilter", sizeof(RecordFilter), 0, Py_TPFLAGS_DEFAULT, rf_slots,
-};
+READ_TYPE(rf, RecordFilter,
+          "RecordFilter(nslots, flags, functions, notrace, graph, lo, hi, none, max_depth, "
+          "thresh): filter_entries on a trace file's record blocks");

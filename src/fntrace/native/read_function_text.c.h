@@ -18,9 +18,8 @@
  */
 
 typedef struct {
-    PyObject_HEAD
+    MERGE_WALK_HEAD
     int print_parent, time_in_ns;
-    merge_t m;
     names_t names;
     PyObject *keep;         /* the contexts' bytes objects */
     tbuf_t t;
@@ -79,68 +78,62 @@ ft_time(FunctionText *f, uint64_t ts)
     f->t.blen = p - f->t.buf;
 }
 
-static PyObject *
-ft_step(FunctionText *f, PyObject *unused)
+static int
+ft_record(void *walk, Py_ssize_t best, Py_ssize_t *need)
 {
-    f->t.blen = 0;
-    Py_ssize_t need = -1;
+    FunctionText *f = walk;
     char tmp[24], ptmp[24];
-    while (!f->done && f->t.blen < (1 << 16)) {
-        Py_ssize_t best = -1;
-        int picked = merge_pick(&f->m, &best, &need);
-        if (picked == -2)
-            return NULL;
-        if (picked < 0)
-            break;
-        if (picked == 0) {
-            for (Py_ssize_t c = 0; c < f->m.nslots; c++)
-                if (ft_marks(f, c) < 0)
-                    return NULL;
-            f->done = 1;
-            break;
-        }
-        gslot_t *s = &f->m.slots[best];
-        gblock_t *b = &s->q[s->head];
-        record_t r;
-        memcpy(&r, &b->rec[b->pos], sizeof(r));
-        if (ft_marks(f, best) < 0)
-            return NULL;
-        /* (trace_set's ids: the process's base added to the function and its caller) */
-        Py_ssize_t nlen, plen = 0;
-        const char *name = names_get(&f->names, r.a + b->ibase, &nlen, tmp, "0x%x");
-        const char *parent = NULL;
-        if (f->print_parent && r.b)
-            parent = names_get(&f->names, r.b + b->ibase, &plen, ptmp, "0x%x");
-        int akind = -1;
-        const char *as = NULL;
-        Py_ssize_t alen = 0;
-        int64_t aiv = 0;
-        int has_args = pay_get(b, b->pos, &r, &akind, &as, &alen, &aiv);
-        b->pos++;
-        if (tb_reserve(&f->t, 64 + s->comm_len + nlen + plen + 2 * alen) < 0)
-            return NULL;
-        tb_put(&f->t, s->comm, s->comm_len);
-        ft_time(f, r.ts);
-        tb_put(&f->t, name, nlen);
-        if (has_args)
-            put_args(&f->t, akind == PAY_STR ? as : NULL, alen);
-        if (parent != NULL) {
-            TB_LIT(&f->t, " <-");
-            tb_put(&f->t, parent, plen);
-        }
-        TB_LIT(&f->t, "\n");
+    gslot_t *s = &f->m.slots[best];
+    gblock_t *b = &s->q[s->head];
+    record_t r;
+    memcpy(&r, &b->rec[b->pos], sizeof(r));
+    if (ft_marks(f, best) < 0)
+        return -1;
+    /* (trace_set's ids: the process's base added to the function and its caller) */
+    Py_ssize_t nlen, plen = 0;
+    const char *name = names_get(&f->names, r.a + b->ibase, &nlen, tmp, "0x%x");
+    const char *parent = NULL;
+    if (f->print_parent && r.b)
+        parent = names_get(&f->names, r.b + b->ibase, &plen, ptmp, "0x%x");
+    int akind = -1;
+    const char *as = NULL;
+    Py_ssize_t alen = 0;
+    int64_t aiv = 0;
+    int has_args = pay_get(b, b->pos, &r, &akind, &as, &alen, &aiv);
+    b->pos++;
+    if (tb_reserve(&f->t, 64 + s->comm_len + nlen + plen + 2 * alen) < 0)
+        return -1;
+    tb_put(&f->t, s->comm, s->comm_len);
+    ft_time(f, r.ts);
+    tb_put(&f->t, name, nlen);
+    if (has_args)
+        put_args(&f->t, akind == PAY_STR ? as : NULL, alen);
+    if (parent != NULL) {
+        TB_LIT(&f->t, " <-");
+        tb_put(&f->t, parent, plen);
     }
-    PyObject *text = PyUnicode_DecodeUTF8(f->t.buf, f->t.blen, "surrogateescape");
-    if (text == NULL)
-        return NULL;
-    return Py_BuildValue("(Nn)", text, need);
+    TB_LIT(&f->t, "\n");
+    return 0;
+}
+
+/* every slot read: the losses nothing was read after, slot by slot */
+static int
+ft_end(void *walk)
+{
+    FunctionText *f = walk;
+    for (Py_ssize_t c = 0; c < f->m.nslots; c++)
+        if (ft_marks(f, c) < 0)
+            return -1;
+    return 0;
 }
 
 static PyObject *
-ft_feed(FunctionText *f, PyObject *const *args, Py_ssize_t nargs)
+ft_step(FunctionText *f, PyObject *unused)
 {
-    long long lost = 0;
-    return merge_feed(&f->m, args, nargs, &lost);
+    Py_ssize_t need;
+    if (merge_step(&f->m, &f->t, &f->done, &need, f, ft_record, ft_end) < 0)
+        return NULL;
+    return step_out(PyUnicode_DecodeUTF8(f->t.buf, f->t.blen, "surrogateescape"), need);
 }
 
 /* FunctionText(slots, names, print_parent, time_in_ns, contexts): names a dict id ->
@@ -163,23 +156,8 @@ ft_init(FunctionText *f, PyObject *args, PyObject *kw)
     f->keep = PyList_New(0);
     if (f->keep == NULL || merge_init(&f->m, nslots) < 0 || names_init(&f->names, names) < 0)
         return -1;
-    Py_ssize_t pos = 0;
-    PyObject *k, *v;
-    while (PyDict_Next(contexts, &pos, &k, &v)) {
-        Py_ssize_t c = PyLong_AsSsize_t(k);
-        if (c == -1 && PyErr_Occurred())
-            return -1;
-        if (c < 0 || c >= nslots)
-            continue;
-        PyObject *bytes = PyUnicode_AsEncodedString(v, "utf-8", "surrogateescape");
-        if (bytes == NULL || PyList_Append(f->keep, bytes) < 0) {
-            Py_XDECREF(bytes);
-            return -1;
-        }
-        Py_DECREF(bytes);
-        f->m.slots[c].comm = PyBytes_AS_STRING(bytes);
-        f->m.slots[c].comm_len = PyBytes_GET_SIZE(bytes);
-    }
+    if (slot_comms(&f->m, contexts, f->keep) < 0)
+        return -1;
     for (Py_ssize_t c = 0; c < nslots; c++)
         if (f->m.slots[c].comm == NULL) {
             PyErr_Format(PyExc_ValueError, "FunctionText: no context for slot %zd", c);
@@ -191,13 +169,11 @@ ft_init(FunctionText *f, PyObject *args, PyObject *kw)
 static void
 ft_dealloc(FunctionText *f)
 {
-    PyTypeObject *tp = Py_TYPE(f);
     merge_free(&f->m);
     names_free(&f->names);
     PyMem_Free(f->t.buf);
     Py_XDECREF(f->keep);
-    tp->tp_free((PyObject *)f);
-    Py_DECREF(tp);
+    read_free((PyObject *)f);
 }
 
 /* function_text_ok(records, payloads) -> bool: a block FunctionText prints as the
@@ -210,24 +186,12 @@ function_text_ok(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 static PyMethodDef ft_methods[] = {
-    {"feed", (PyCFunction)(void (*)(void))ft_feed, METH_FASTCALL,
-     "feed(cpu[, lost, records, ibase, payloads]): a slot's next block, or that it has "
-     "no more"},
+    MERGE_FEED_METHOD,
     {"step", (PyCFunction)ft_step, METH_NOARGS,
      "step() -> (text, need): lines, and the slot to feed before more (-1: none)"},
     {NULL}
 };
 
-static PyType_Slot ft_slots[] = {
-    {Py_tp_doc, "FunctionText(slots, names, print_parent, time_in_ns, contexts): the "
-                "function tracer's text of a trace file (output/ftrace_text.py's twin)"},
-    {Py_tp_init, ft_init},
-    {Py_tp_new, PyType_GenericNew},
-    {Py_tp_dealloc, ft_dealloc},
-    {Py_tp_methods, ft_methods},
-    {0, NULL},
-};
-
-static PyType_Spec ft_spec = {
-    "fntrace._native.FunctionText", sizeof(FunctionText), 0, Py_TPFLAGS_DEFAULT, ft_slots,
-};
+READ_TYPE(ft, FunctionText,
+          "FunctionText(slots, names, print_parent, time_in_ns, contexts): the "
+          "function tracer's text of a trace file (output/ftrace_text.py's twin)");

@@ -17,11 +17,10 @@
  */
 
 typedef struct {
-    PyObject_HEAD
+    MERGE_WALK_HEAD
     int o_cpu, o_overhead, o_proc, o_duration, o_abstime, o_tail;
     int o_args, o_retval, o_retval_hex;
     int cpu_width;
-    merge_t m;
     names_t names;
     PyObject *keep;         /* the procs' bytes objects */
     PyObject *canon;
@@ -253,156 +252,147 @@ put_comment(GraphText *g, Py_ssize_t cpu, gblock_t *b, const record_t *r)
     return 0;
 }
 
+static int
+gt_record(void *walk, Py_ssize_t best, Py_ssize_t *need)
+{
+    GraphText *g = walk;
+    char tmp[24];
+    gslot_t *s = &g->m.slots[best];
+    gblock_t *b = &s->q[s->head];
+    record_t r;
+    memcpy(&r, &b->rec[b->pos], sizeof(r));
+    if (r.type == FNT_TRACE_EVENT || r.type == FNT_TRACE_PRINT) {
+        if (put_marks(g, best) < 0 || put_comment(g, best, b, &r) < 0)
+            return -1;
+        b->pos++;
+        return 0;
+    }
+    uint32_t id = rec_id(b, &r), cid = id;
+    if (canon_lookup(g->canon, &cid) < 0)
+        return -1;
+    int64_t depth = (int64_t)r.b;
+    Py_ssize_t nlen;
+    const char *name = names_get(&g->names, id, &nlen, tmp, "0x%x");
+    if (r.type == FNT_TRACE_GRAPH_ENT) {
+        /* get_return_for_leaf: the slot's next item, if it is this call's return */
+        const record_t *nxt = NULL;
+        gblock_t *nb = NULL;
+        int pk = slot_peek(s, &nxt, &nb);
+        if (pk < 0) {
+            *need = best;       /* the leaf test waits for the slot's next block */
+            return 1;
+        }
+        int leaf = 0;
+        if (pk == 1 && nxt->type == FNT_TRACE_GRAPH_RET) {
+            uint32_t a = rec_id(nb, nxt);
+            if (canon_lookup(g->canon, &a) < 0)
+                return -1;
+            leaf = a == cid;
+        }
+        if (put_marks(g, best) < 0)
+            return -1;
+        /* the arguments' text and the leaf's return value, as the file has them */
+        int akind = -1, rkind = -1;
+        const char *as = NULL, *rs = NULL;
+        Py_ssize_t alen = 0, rlen = 0;
+        int64_t aiv = 0, riv = 0;
+        if (g->o_args)
+            pay_get(b, b->pos, &r, &akind, &as, &alen, &aiv);
+        if (leaf && g->o_retval)
+            pay_get(nb, nxt - nb->rec, nxt, &rkind, &rs, &rlen, &riv);
+        if (tb_reserve(&g->t, 160 + nlen + depth * 2 + s->comm_len + 2 * alen + rlen) < 0)
+            return -1;
+        put_prologue(g, best, r.ts);
+        b->pos++;
+        if (leaf) {
+            int64_t dur = (int64_t)nxt->ts - (int64_t)nxt->d;
+            if (g->o_duration)
+                put_duration(g, dur < 0 ? 0 : dur);
+            if (set_enter(s, depth, 0) < 0)
+                return -1;
+            nb->pos++;              /* the return is this line's */
+            s->cdepth = depth - 1;  /* comments after a leaf stay at its depth */
+        } else {
+            if (g->o_duration)
+                tb_put(&g->t, DURATION_FILL, sizeof(DURATION_FILL) - 1);
+            if (set_enter(s, depth, (uint64_t)cid + 1) < 0)
+                return -1;
+            s->cdepth = depth;
+        }
+        tb_spaces(&g->t, depth * 2);
+        tb_put(&g->t, name, nlen);
+        put_args(&g->t, akind == PAY_STR ? as : NULL, alen);
+        if (leaf) {
+            TB_LIT(&g->t, ";");
+            if (rkind >= 0) {
+                TB_LIT(&g->t, " /* ret=");
+                put_retval(g, rkind, rs, rlen, riv);
+                TB_LIT(&g->t, " */");
+            }
+            TB_LIT(&g->t, "\n");
+        }
+        else
+            TB_LIT(&g->t, " {\n");
+        return 0;
+    }
+    /* a return: "}" when it closes the block opened at its depth by the same
+     * function, else it names its function */
+    if (put_marks(g, best) < 0)
+        return -1;
+    int rkind = -1;
+    const char *rs = NULL;
+    Py_ssize_t rlen = 0;
+    int64_t riv = 0;
+    if (g->o_retval)
+        pay_get(b, b->pos, &r, &rkind, &rs, &rlen, &riv);
+    b->pos++;
+    int match = depth < s->nenter && s->enter[depth] == (uint64_t)cid + 1;
+    if (set_enter(s, depth, 0) < 0)
+        return -1;
+    s->cdepth = depth - 1;      /* comments after a return: at the bracket's level */
+    if (tb_reserve(&g->t, 160 + nlen + depth * 2 + s->comm_len + rlen) < 0)
+        return -1;
+    put_prologue(g, best, r.ts);
+    int64_t dur = (int64_t)r.ts - (int64_t)r.d;
+    if (g->o_duration)
+        put_duration(g, dur < 0 ? 0 : dur);
+    tb_spaces(&g->t, depth * 2);
+    if (g->o_retval) {
+        TB_LIT(&g->t, "} /* ");
+        tb_put(&g->t, name, nlen);
+        if (rkind >= 0) {
+            TB_LIT(&g->t, " ret=");
+            put_retval(g, rkind, rs, rlen, riv);
+        }
+        TB_LIT(&g->t, " */\n");
+    } else if (match && !g->o_tail) {
+        TB_LIT(&g->t, "}\n");
+    } else {
+        TB_LIT(&g->t, "} /* ");
+        tb_put(&g->t, name, nlen);
+        TB_LIT(&g->t, " */\n");
+    }
+    return 0;
+}
+
+/* every slot read: the losses nothing was read after, slot by slot */
+static int
+gt_end(void *walk)
+{
+    GraphText *g = walk;
+    for (Py_ssize_t c = 0; c < g->m.nslots; c++)
+        if (put_marks(g, c) < 0)
+            return -1;
+    return 0;
+}
+
 static PyObject *
 gt_step(GraphText *g, PyObject *unused)
 {
-    g->t.blen = 0;
-    Py_ssize_t need = -1;
-    char tmp[24];
-    while (!g->done && g->t.blen < (1 << 16)) {
-        Py_ssize_t best = -1;
-        int picked = merge_pick(&g->m, &best, &need);
-        if (picked == -2)
-            return NULL;
-        if (picked < 0)
-            break;
-        if (picked == 0) {
-            /* every slot read: the losses nothing was read after, slot by slot */
-            for (Py_ssize_t c = 0; c < g->m.nslots; c++)
-                if (put_marks(g, c) < 0)
-                    return NULL;
-            g->done = 1;
-            break;
-        }
-        gslot_t *s = &g->m.slots[best];
-        gblock_t *b = &s->q[s->head];
-        record_t r;
-        memcpy(&r, &b->rec[b->pos], sizeof(r));
-        if (r.type == FNT_TRACE_EVENT || r.type == FNT_TRACE_PRINT) {
-            if (put_marks(g, best) < 0 || put_comment(g, best, b, &r) < 0)
-                return NULL;
-            b->pos++;
-            continue;
-        }
-        uint32_t id = rec_id(b, &r), cid = id;
-        if (canon_lookup(g->canon, &cid) < 0)
-            return NULL;
-        int64_t depth = (int64_t)r.b;
-        Py_ssize_t nlen;
-        const char *name = names_get(&g->names, id, &nlen, tmp, "0x%x");
-        if (r.type == FNT_TRACE_GRAPH_ENT) {
-            /* get_return_for_leaf: the slot's next item, if it is this call's return */
-            const record_t *nxt = NULL;
-            gblock_t *nb = NULL;
-            int pk = slot_peek(s, &nxt, &nb);
-            if (pk < 0) {
-                need = best;
-                break;
-            }
-            int leaf = 0;
-            if (pk == 1 && nxt->type == FNT_TRACE_GRAPH_RET) {
-                uint32_t a = rec_id(nb, nxt);
-                if (canon_lookup(g->canon, &a) < 0)
-                    return NULL;
-                leaf = a == cid;
-            }
-            if (put_marks(g, best) < 0)
-                return NULL;
-            /* the arguments' text and the leaf's return value, as the file has them */
-            int akind = -1, rkind = -1;
-            const char *as = NULL, *rs = NULL;
-            Py_ssize_t alen = 0, rlen = 0;
-            int64_t aiv = 0, riv = 0;
-            if (g->o_args)
-                pay_get(b, b->pos, &r, &akind, &as, &alen, &aiv);
-            if (leaf && g->o_retval)
-                pay_get(nb, nxt - nb->rec, nxt, &rkind, &rs, &rlen, &riv);
-            if (tb_reserve(&g->t, 160 + nlen + depth * 2 + s->comm_len + 2 * alen + rlen) < 0)
-                return NULL;
-            put_prologue(g, best, r.ts);
-            b->pos++;
-            if (leaf) {
-                int64_t dur = (int64_t)nxt->ts - (int64_t)nxt->d;
-                if (g->o_duration)
-                    put_duration(g, dur < 0 ? 0 : dur);
-                if (set_enter(s, depth, 0) < 0)
-                    return NULL;
-                nb->pos++;              /* the return is this line's */
-                s->cdepth = depth - 1;  /* comments after a leaf stay at its depth */
-            } else {
-                if (g->o_duration)
-                    tb_put(&g->t, DURATION_FILL, sizeof(DURATION_FILL) - 1);
-                if (set_enter(s, depth, (uint64_t)cid + 1) < 0)
-                    return NULL;
-                s->cdepth = depth;
-            }
-            tb_spaces(&g->t, depth * 2);
-            tb_put(&g->t, name, nlen);
-            put_args(&g->t, akind == PAY_STR ? as : NULL, alen);
-            if (leaf) {
-                TB_LIT(&g->t, ";");
-                if (rkind >= 0) {
-                    TB_LIT(&g->t, " /* ret=");
-                    put_retval(g, rkind, rs, rlen, riv);
-                    TB_LIT(&g->t, " */");
-                }
-                TB_LIT(&g->t, "\n");
-            }
-            else
-                TB_LIT(&g->t, " {\n");
-            continue;
-        }
-        /* a return: "}" when it closes the block opened at its depth by the same
-         * function, else it names its function */
-        if (put_marks(g, best) < 0)
-            return NULL;
-        int rkind = -1;
-        const char *rs = NULL;
-        Py_ssize_t rlen = 0;
-        int64_t riv = 0;
-        if (g->o_retval)
-            pay_get(b, b->pos, &r, &rkind, &rs, &rlen, &riv);
-        b->pos++;
-        int match = depth < s->nenter && s->enter[depth] == (uint64_t)cid + 1;
-        if (set_enter(s, depth, 0) < 0)
-            return NULL;
-        s->cdepth = depth - 1;      /* comments after a return: at the bracket's level */
-        if (tb_reserve(&g->t, 160 + nlen + depth * 2 + s->comm_len + rlen) < 0)
-            return NULL;
-        put_prologue(g, best, r.ts);
-        int64_t dur = (int64_t)r.ts - (int64_t)r.d;
-        if (g->o_duration)
-            put_duration(g, dur < 0 ? 0 : dur);
-        tb_spaces(&g->t, depth * 2);
-        if (g->o_retval) {
-            TB_LIT(&g->t, "} /* ");
-            tb_put(&g->t, name, nlen);
-            if (rkind >= 0) {
-                TB_LIT(&g->t, " ret=");
-                put_retval(g, rkind, rs, rlen, riv);
-            }
-            TB_LIT(&g->t, " */\n");
-        } else if (match && !g->o_tail) {
-            TB_LIT(&g->t, "}\n");
-        } else {
-            TB_LIT(&g->t, "} /* ");
-            tb_put(&g->t, name, nlen);
-            TB_LIT(&g->t, " */\n");
-        }
-    }
-    PyObject *text = PyUnicode_DecodeUTF8(g->t.buf, g->t.blen, "surrogateescape");
-    if (text == NULL)
+    Py_ssize_t need;
+    if (merge_step(&g->m, &g->t, &g->done, &need, g, gt_record, gt_end) < 0)
         return NULL;
-    return Py_BuildValue("(Nn)", text, need);
-}
-
-/* feed(cpu, lost, records, ibase): slot ``cpu``'s next block; feed(cpu) alone: the slot
- * has no more */
-static PyObject *
-gt_feed(GraphText *g, PyObject *const *args, Py_ssize_t nargs)
-{
-    long long lost = 0;
-    return merge_feed(&g->m, args, nargs, &lost);
+    return step_out(PyUnicode_DecodeUTF8(g->t.buf, g->t.blen, "surrogateescape"), need);
 }
 
 /* GraphText(slots, names, canon, options, cpu_width): slots is the number of thread
@@ -427,14 +417,8 @@ gt_init(GraphText *g, PyObject *args, PyObject *kw)
     g->o_abstime = o[4], g->o_tail = o[5];
     g->o_args = o[6], g->o_retval = o[7], g->o_retval_hex = o[8];
     g->cpu_width = (int)width;
-    if (canon != Py_None) {
-        if (!PyDict_Check(canon)) {
-            PyErr_SetString(PyExc_TypeError, "GraphText: canon is a dict or None");
-            return -1;
-        }
-        if (PyDict_GET_SIZE(canon))
-            g->canon = Py_NewRef(canon);
-    }
+    if (canon_arg(canon, &g->canon, "GraphText") < 0)
+        return -1;
     g->keep = PyList_New(0);
     if (g->keep == NULL)
         return -1;
@@ -442,23 +426,8 @@ gt_init(GraphText *g, PyObject *args, PyObject *kw)
         return -1;
     if (names_init(&g->names, names) < 0)
         return -1;
-    Py_ssize_t pos = 0;
-    PyObject *k, *v;
-    while (PyDict_Next(procs, &pos, &k, &v)) {
-        Py_ssize_t c = PyLong_AsSsize_t(k);
-        if (c == -1 && PyErr_Occurred())
-            return -1;
-        if (c < 0 || c >= nslots)
-            continue;
-        PyObject *b = PyUnicode_AsEncodedString(v, "utf-8", "surrogateescape");
-        if (b == NULL || PyList_Append(g->keep, b) < 0) {
-            Py_XDECREF(b);
-            return -1;
-        }
-        Py_DECREF(b);
-        g->m.slots[c].comm = PyBytes_AS_STRING(b);
-        g->m.slots[c].comm_len = PyBytes_GET_SIZE(b);
-    }
+    if (slot_comms(&g->m, procs, g->keep) < 0)
+        return -1;
     for (Py_ssize_t c = 0; c < nslots; c++)
         if (g->m.slots[c].comm == NULL) {
             g->m.slots[c].comm = "";
@@ -470,14 +439,12 @@ gt_init(GraphText *g, PyObject *args, PyObject *kw)
 static void
 gt_dealloc(GraphText *g)
 {
-    PyTypeObject *tp = Py_TYPE(g);
     merge_free(&g->m);
     names_free(&g->names);
     PyMem_Free(g->t.buf);
     Py_XDECREF(g->keep);
     Py_XDECREF(g->canon);
-    tp->tp_free((PyObject *)g);
-    Py_DECREF(tp);
+    read_free((PyObject *)g);
 }
 
 /* text_ok(records) -> bool: a block GraphText prints as the Python printer does:
@@ -656,23 +623,12 @@ calls_or_hits_ok(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 static PyMethodDef gt_methods[] = {
-    {"feed", (PyCFunction)(void (*)(void))gt_feed, METH_FASTCALL,
-     "feed(cpu[, lost, records, ibase]): a slot's next block, or that it has no more"},
+    MERGE_FEED_METHOD,
     {"step", (PyCFunction)gt_step, METH_NOARGS,
      "step() -> (text, need): lines, and the slot to feed before more (-1: none)"},
     {NULL}
 };
 
-static PyType_Slot gt_slots[] = {
-    {Py_tp_doc, "GraphText(slots, names, canon, options, cpu_width, procs): function_graph's "
-                "text of a trace file (output/function_graph.py's twin)"},
-    {Py_tp_init, gt_init},
-    {Py_tp_new, PyType_GenericNew},
-    {Py_tp_dealloc, gt_dealloc},
-    {Py_tp_methods, gt_methods},
-    {0, NULL},
-};
-
-static PyType_Spec gt_spec = {
-    "fntrace._native.GraphText", sizeof(GraphText), 0, Py_TPFLAGS_DEFAULT, gt_slots,
-};
+READ_TYPE(gt, GraphText,
+          "GraphText(slots, names, canon, options, cpu_width, procs): function_graph's "
+          "text of a trace file (output/function_graph.py's twin)");

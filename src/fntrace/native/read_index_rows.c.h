@@ -49,8 +49,7 @@ typedef struct {
 } irstat_t;
 
 typedef struct {
-    PyObject_HEAD
-    merge_t m;
+    MERGE_WALK_HEAD
     pair_t pr;
     int32_t *fids;
     Py_ssize_t nfids;
@@ -67,7 +66,6 @@ typedef struct {
     Py_ssize_t batch, nrec;
     int64_t first_ts;
     int has_first, done;
-    long long lost;
 } IndexRows;
 
 /* fn(arg) -> an int (the index's id of a name or a text); arg: a new reference, or
@@ -103,14 +101,10 @@ ir_fid(IndexRows *c, uint32_t id, int32_t *out)
         Py_ssize_t n = c->nfids ? c->nfids : 64;
         while (n <= (Py_ssize_t)id)
             n *= 2;
-        int32_t *f = PyMem_Realloc(c->fids, (size_t)n * sizeof(int32_t));
-        if (f == NULL) {
-            PyErr_NoMemory();
+        if (ARRAY_RESIZE(c->fids, n) < 0)
             return -1;
-        }
         for (Py_ssize_t i = c->nfids; i < n; i++)
-            f[i] = -1;
-        c->fids = f;
+            c->fids[i] = -1;
         c->nfids = n;
     }
     c->fids[id] = (int32_t)v;
@@ -176,16 +170,8 @@ ir_stat(IndexRows *c, Py_ssize_t slot, int32_t fid, int64_t dur, int64_t self, i
     e->self += self;
     e->timed |= timed;
     if (!e->dirty) {
-        if (c->ndirty == c->capdirty) {
-            Py_ssize_t cap = c->capdirty ? c->capdirty * 2 : 256;
-            uint64_t *d = PyMem_Realloc(c->dirty, (size_t)cap * sizeof(uint64_t));
-            if (d == NULL) {
-                PyErr_NoMemory();
-                return -1;
-            }
-            c->dirty = d;
-            c->capdirty = cap;
-        }
+        if (ARRAY_ROOM(c->dirty, c->ndirty, c->capdirty, 256) < 0)
+            return -1;
         e->dirty = 1;
         c->dirty[c->ndirty++] = key;
     }
@@ -201,20 +187,13 @@ ir_row(IndexRows *c, Py_ssize_t slot, int32_t fid, int64_t depth, int64_t start,
     irslot_t *s = &c->s[slot];
     if (s->n == s->cap) {
         Py_ssize_t cap = s->cap ? s->cap * 2 : 256;
-#define GROW(f, size) do { void *p_ = PyMem_Realloc(s->f, (size_t)cap * (size)); \
-        if (p_ == NULL) { PyErr_NoMemory(); return -1; } s->f = p_; } while (0)
-        GROW(func, 4);
-        GROW(depth, 4);
-        GROW(parent, 4);
-        GROW(subend, 4);
-        GROW(args, 4);
-        GROW(ret, 4);
-        GROW(caller, 4);
-        GROW(start, 8);
-        GROW(end, 8);
-        GROW(self, 8);
-        GROW(flags, 1);
-#undef GROW
+        if (ARRAY_RESIZE(s->func, cap) < 0 || ARRAY_RESIZE(s->depth, cap) < 0
+                || ARRAY_RESIZE(s->parent, cap) < 0 || ARRAY_RESIZE(s->subend, cap) < 0
+                || ARRAY_RESIZE(s->args, cap) < 0 || ARRAY_RESIZE(s->ret, cap) < 0
+                || ARRAY_RESIZE(s->caller, cap) < 0 || ARRAY_RESIZE(s->start, cap) < 0
+                || ARRAY_RESIZE(s->end, cap) < 0 || ARRAY_RESIZE(s->self, cap) < 0
+                || ARRAY_RESIZE(s->flags, cap) < 0)
+            return -1;
         s->cap = cap;
     }
     Py_ssize_t i = s->n++;
@@ -501,12 +480,6 @@ ir_step(IndexRows *c, PyObject *unused)
     }
 }
 
-static PyObject *
-ir_feed(IndexRows *c, PyObject *const *args, Py_ssize_t nargs)
-{
-    return merge_feed(&c->m, args, nargs, &c->lost);
-}
-
 /* IndexRows(slots, fids, resolve, records, intern=None): fids, an array('i') of id ->
  * name id (-1: ask resolve(id)); intern: text -> text id, for a trace with values */
 static int
@@ -516,13 +489,8 @@ ir_init(IndexRows *c, PyObject *args, PyObject *kw)
     PyObject *fids, *resolve, *intern = Py_None;
     if (!PyArg_ParseTuple(args, "nOOn|O:IndexRows", &nslots, &fids, &resolve, &batch, &intern))
         return -1;
-    if (intern != Py_None) {
-        if (!PyCallable_Check(intern)) {
-            PyErr_SetString(PyExc_TypeError, "IndexRows: intern is callable or None");
-            return -1;
-        }
-        c->intern = Py_NewRef(intern);
-    }
+    if (callable_arg(intern, &c->intern, "IndexRows", "intern") < 0)
+        return -1;
     if (c->m.slots != NULL || nslots < 0 || nslots > SLOT_LIMIT || batch < 1) {
         PyErr_SetString(PyExc_ValueError, "IndexRows: bad slots or records (or made twice)");
         return -1;
@@ -566,7 +534,6 @@ ir_init(IndexRows *c, PyObject *args, PyObject *kw)
 static void
 ir_dealloc(IndexRows *c)
 {
-    PyTypeObject *tp = Py_TYPE(c);
     if (c->s != NULL)
         for (Py_ssize_t k = 0; k < c->m.nslots; k++) {
             irslot_t *s = &c->s[k];
@@ -593,31 +560,19 @@ ir_dealloc(IndexRows *c)
     PyMem_Free(c->t.buf);
     Py_XDECREF(c->updates);
     Py_XDECREF(c->losses);
-    tp->tp_free((PyObject *)c);
-    Py_DECREF(tp);
+    read_free((PyObject *)c);
 }
 
 static PyMethodDef ir_methods[] = {
-    {"feed", (PyCFunction)(void (*)(void))ir_feed, METH_FASTCALL,
-     "feed(cpu[, lost, records, ibase]): a slot's next block, or that it has no more"},
+    MERGE_FEED_METHOD,
     {"step", (PyCFunction)ir_step, METH_NOARGS,
      "step() -> (batch or None, need): a batch of rows, and the slot to feed (-1: none)"},
     {NULL}
 };
 
-static PyType_Slot ir_slots[] = {
-    {Py_tp_doc, "IndexRows(slots, fids, resolve, records, intern=None): the browser's index "
-                "of a trace of calls, in batches (tui/index.py's twin)"},
-    {Py_tp_init, ir_init},
-    {Py_tp_new, PyType_GenericNew},
-    {Py_tp_dealloc, ir_dealloc},
-    {Py_tp_methods, ir_methods},
-    {0, NULL},
-};
-
-static PyType_Spec ir_spec = {
-    "fntrace._native.IndexRows", sizeof(IndexRows), 0, Py_TPFLAGS_DEFAULT, ir_slots,
-};
+READ_TYPE(ir, IndexRows,
+          "IndexRows(slots, fids, resolve, records, intern=None): the browser's index of a "
+          "trace of calls, in batches (tui/index.py's twin)");
 
 /* -- index_visible: which of the index's new rows the browser shows ------------------
  *

@@ -41,6 +41,17 @@ typedef struct {
     uint64_t run_ts;
 } merge_t;
 
+/* What the object of a time-ordered walk starts with: its slots' blocks, and the
+ * losses fed (merge_walk_feed's) */
+#define MERGE_WALK_HEAD \
+    PyObject_HEAD       \
+    merge_t m;          \
+    long long lost_fed;
+
+typedef struct {
+    MERGE_WALK_HEAD
+} merge_walk_t;
+
 typedef struct {
     uint32_t id;
     const char *s;
@@ -238,6 +249,24 @@ names_get(const names_t *n, uint32_t id, Py_ssize_t *len, char *tmp, const char 
     return tmp;
 }
 
+/* the slots' proc column or line context from a dict slot -> str, as UTF-8
+ * (surrogateescape) kept alive by ``keep``; a slot not in it keeps comm NULL */
+static int
+slot_comms(merge_t *m, PyObject *texts, PyObject *keep)
+{
+    Py_ssize_t pos = 0, slot;
+    PyObject *v;
+    int more;
+    while ((more = slot_item(texts, m->nslots, &pos, &slot, &v)) > 0) {
+        gslot_t *s = &m->slots[slot];
+        s->comm = kept_bytes(keep, PyUnicode_AsEncodedString(v, "utf-8", "surrogateescape"),
+                             &s->comm_len);
+        if (s->comm == NULL)
+            return -1;
+    }
+    return more;
+}
+
 static inline uint32_t
 rec_id(const gblock_t *b, const record_t *r)
 {
@@ -252,16 +281,8 @@ slot_next(gslot_t *s, gblock_t **blk)
     while (s->n) {
         gblock_t *b = &s->q[s->head];
         if (b->pos == 0 && b->lost) {
-            if (s->nmarks == s->capmarks) {
-                Py_ssize_t cap = s->capmarks ? s->capmarks * 2 : 4;
-                long long *m = PyMem_Realloc(s->marks, (size_t)cap * sizeof(long long));
-                if (m == NULL) {
-                    PyErr_NoMemory();
-                    return -2;
-                }
-                s->marks = m;
-                s->capmarks = cap;
-            }
+            if (ARRAY_ROOM(s->marks, s->nmarks, s->capmarks, 4) < 0)
+                return -2;
             s->marks[s->nmarks++] = b->lost;
             b->lost = 0;
         }
@@ -538,6 +559,19 @@ merge_feed(merge_t *m, PyObject *const *args, Py_ssize_t nargs, long long *lost_
     return merge_feed_or_bad(m, args, nargs, lost_sum, NULL);
 }
 
+/* the feed method of a time-ordered walk (MERGE_WALK_HEAD) */
+static PyObject *
+merge_walk_feed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    merge_walk_t *w = (merge_walk_t *)self;
+    return merge_feed(&w->m, args, nargs, &w->lost_fed);
+}
+
+#define MERGE_FEED_METHOD                                                               \
+    {"feed", (PyCFunction)(void (*)(void))merge_walk_feed, METH_FASTCALL,               \
+     "feed(cpu[, lost, records, ibase[, payloads]]): a slot's next block, or that it "   \
+     "has no more"}
+
 /* heapq.merge's choice: the slot of the least (time, slot) among the slots' next
  * records.  1: ``*best`` is it; 0: every slot is read; -1: slot ``*need`` must be fed
  * first; -2: an exception.
@@ -608,10 +642,21 @@ merge_pick_all(merge_t *m, Py_ssize_t *best, Py_ssize_t *need)
     return 1;
 }
 
-/* merge_pick, and the record picked taken from its block: 1 (``*slot``, ``*r``, ``*id``:
- * its id, the block's base added), 0 every slot is read, -1 slot ``*need`` must be fed
- * first, -2 an exception.  The loss notes met on the way stay queued on the slot
- * (``nmarks``) for the walk, which says where they go. */
+/* the record merge_pick picked on ``slot`` taken from its block (``*id``: its id, the
+ * block's base added) */
+static inline void
+merge_take(merge_t *m, Py_ssize_t slot, record_t *r, uint32_t *id)
+{
+    gslot_t *g = &m->slots[slot];
+    gblock_t *b = &g->q[g->head];
+    memcpy(r, &b->rec[b->pos], sizeof(*r));
+    b->pos++;
+    *id = rec_id(b, r);
+}
+
+/* merge_pick, then merge_take: 1 (``*slot``, ``*r``, ``*id``), 0 every slot is read, -1
+ * slot ``*need`` must be fed first, -2 an exception.  The loss notes met on the way
+ * stay queued on the slot (``nmarks``) for the walk, which says where they go. */
 static inline int
 merge_next(merge_t *m, Py_ssize_t *slot, Py_ssize_t *need, record_t *r, uint32_t *id)
 {
@@ -620,14 +665,53 @@ merge_next(merge_t *m, Py_ssize_t *slot, Py_ssize_t *need, record_t *r, uint32_t
         *id = 0;                /* (never read: for the compiler that cannot tell) */
         return picked;
     }
-    gslot_t *g = &m->slots[*slot];
-    gblock_t *b = &g->q[g->head];
-    memcpy(r, &b->rec[b->pos], sizeof(*r));
-    b->pos++;
-    *id = rec_id(b, r);
+    merge_take(m, *slot, r, id);
     return 1;
 }
 
 /* step() -> (text, need): the lines that could be made (each ending in a newline),
  * and the slot whose next block must be fed before more can be made (-1: none; the
  * text is the last when it is empty and need is -1) */
+static inline PyObject *
+step_out(PyObject *text, Py_ssize_t need)
+{
+    if (text == NULL)
+        return NULL;
+    return Py_BuildValue("(Nn)", text, need);
+}
+
+/* What a step of the walks that make text does, the walk's own parts given: the slots
+ * picked in the merge's order, ``record`` handed each slot picked (to take its record,
+ * or leave it and stop the step: 1, ``*need`` set) until the text holds 64 kB or a
+ * slot must be fed (``*need``), and ``end`` once every slot is read, the walk then
+ * done.  0, or -1 with an exception.  Inlined in each step: the calls are direct. */
+typedef int (*walk_record_fn)(void *walk, Py_ssize_t slot, Py_ssize_t *need);
+typedef int (*walk_end_fn)(void *walk);
+
+static inline __attribute__((always_inline)) int
+merge_step(merge_t *m, tbuf_t *t, int *done, Py_ssize_t *need, void *walk,
+           walk_record_fn record, walk_end_fn end)
+{
+    t->blen = 0;
+    *need = -1;
+    while (!*done && t->blen < (1 << 16)) {
+        Py_ssize_t slot = -1;
+        int picked = merge_pick(m, &slot, need);
+        if (picked == -2)
+            return -1;
+        if (picked < 0)
+            break;
+        if (picked == 0) {
+            if (end(walk) < 0)
+                return -1;
+            *done = 1;
+            break;
+        }
+        int r = record(walk, slot, need);
+        if (r < 0)
+            return -1;
+        if (r > 0)
+            break;
+    }
+    return 0;
+}

@@ -37,8 +37,7 @@ typedef struct {
 } oslot_t;
 
 typedef struct {
-    PyObject_HEAD
-    merge_t m;
+    MERGE_WALK_HEAD
     pair_t pr;
     oslot_t *os;
     names_t names;          /* id -> its name as a JSON string */
@@ -60,7 +59,6 @@ typedef struct {
     Py_ssize_t t_off;       /* proto: where the step's text starts in ``t`` */
     uint8_t tid_raw[16];
     uint64_t total, kept;
-    long long lost;
 } OtlpCalls;
 
 /* otlp.py's span_id: splitmix64's finalizer over the four values */
@@ -440,75 +438,62 @@ oc_emit_pb(void *ctx, Py_ssize_t slot, const paired_t *p)
     return 0;
 }
 
+static int
+oc_record(void *walk, Py_ssize_t best, Py_ssize_t *need)
+{
+    OtlpCalls *c = walk;
+    record_t r;
+    uint32_t id;
+    merge_take(&c->m, best, &r, &id);
+    if (!c->has_offset) {
+        /* no clock pair: the trace's first event is the recording's start */
+        c->offset = c->wall_ns - (int64_t)r.ts;
+        c->has_offset = 1;
+        c->guessed = 1;
+    }
+    if (pair_marks(&c->pr, &c->m, best) < 0)
+        return -1;
+    if (r.type == FNT_TRACE_EVENT || r.type == FNT_TRACE_PRINT || r.type == FNT_TRACE_FN)
+        return 0;               /* (no span: the caller checked none is --otel-context's;
+                                 * a function tracer hit has no duration) */
+    uint32_t cid = id;
+    if (canon_lookup(c->canon, &cid) < 0)
+        return -1;
+    pvalue_t v = record_value(&c->m, best, &r, c->values);
+    return pair_record(&c->pr, best, &r, id, cid, &v);
+}
+
+/* the losses nothing was read after, builder.finish(), then the last batch's end */
+static int
+oc_end(void *walk)
+{
+    OtlpCalls *c = walk;
+    if (pair_end(&c->pr, &c->m) < 0)
+        return -1;
+    if (c->in_line && c->proto)
+        return oc_frame(c);
+    if (c->in_line) {
+        if (tb_reserve(&c->t, c->suffix_len) < 0)
+            return -1;
+        tb_put(&c->t, c->suffix, c->suffix_len);
+        c->in_line = 0;
+    }
+    return 0;
+}
+
 /* step() -> (text, need): the next piece of the export's text, UTF-8 (b"" when there is
  * none now); need: the slot to feed before more (-1: none); (b"", -1): done */
 static PyObject *
 oc_step(OtlpCalls *c, PyObject *unused)
 {
-    c->t.blen = 0;
+    Py_ssize_t need;
     c->t_off = 0;
-    Py_ssize_t need = -1;
-    while (!c->done && c->t.blen < (1 << 16)) {
-        Py_ssize_t best = -1;
-        record_t r;
-        uint32_t id;
-        int picked = merge_next(&c->m, &best, &need, &r, &id);
-        if (picked == -2)
-            return NULL;
-        if (picked < 0)
-            break;
-        if (picked == 0) {
-            if (pair_end(&c->pr, &c->m) < 0)
-                return NULL;
-            if (c->in_line && c->proto) {
-                if (oc_frame(c) < 0)
-                    return NULL;
-            } else if (c->in_line) {
-                if (tb_reserve(&c->t, c->suffix_len) < 0)
-                    return NULL;
-                tb_put(&c->t, c->suffix, c->suffix_len);
-                c->in_line = 0;
-            }
-            c->done = 1;
-            break;
-        }
-        if (!c->has_offset) {
-            /* no clock pair: the trace's first event is the recording's start */
-            c->offset = c->wall_ns - (int64_t)r.ts;
-            c->has_offset = 1;
-            c->guessed = 1;
-        }
-        if (pair_marks(&c->pr, &c->m, best) < 0)
-            return NULL;
-        if (r.type == FNT_TRACE_EVENT || r.type == FNT_TRACE_PRINT || r.type == FNT_TRACE_FN)
-            continue;           /* (no span: the caller checked none is --otel-context's;
-                                 * a function tracer hit has no duration) */
-        uint32_t cid = id;
-        if (canon_lookup(c->canon, &cid) < 0)
-            return NULL;
-        int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;
-        pvalue_t v = record_value(&c->m, best, &r, c->values);
-        if (r.type == FNT_TRACE_GRAPH_ENT) {
-            if (pair_enter_close(&c->pr, best, depth, ts) < 0
-                    || pair_push(&c->pr, best, id, cid, depth, ts, 0) < 0
-                    || pair_entry_value(&c->pr, best, &v) < 0)
-                return NULL;
-        } else if (pair_return_value(&c->pr, best, id, cid, depth, ts, (int64_t)r.d, &v) < 0) {
-            return NULL;
-        }
-    }
+    if (merge_step(&c->m, &c->t, &c->done, &need, c, oc_record, oc_end) < 0)
+        return NULL;
     /* UTF-8 bytes: a file written in UTF-8 takes them as they are (gigabytes of
      * spans are not decoded here only to be encoded again) */
-    PyObject *text = PyBytes_FromStringAndSize(c->t.buf + c->t_off, c->t.blen - c->t_off);
-    if (text == NULL)
-        return NULL;
-    return Py_BuildValue("(Nn)", text, need);
-}
-
-static PyObject *
-oc_feed(OtlpCalls *c, PyObject *const *args, Py_ssize_t nargs)
-{
-    return merge_feed(&c->m, args, nargs, &c->lost);
+    return step_out(PyBytes_FromStringAndSize(c->t.buf + c->t_off, c->t.blen - c->t_off),
+                    need);
 }
 
 /* counts() -> (calls, spans written, whether the clock's offset was guessed) */
@@ -523,14 +508,8 @@ oc_counts(OtlpCalls *c, PyObject *unused)
 static const char *
 oc_keep(OtlpCalls *c, PyObject *s, Py_ssize_t *len)
 {
-    PyObject *b = PyBytes_Check(s) ? Py_NewRef(s) : PyUnicode_AsUTF8String(s);
-    if (b == NULL || PyList_Append(c->keep, b) < 0) {
-        Py_XDECREF(b);
-        return NULL;
-    }
-    Py_DECREF(b);
-    *len = PyBytes_GET_SIZE(b);
-    return PyBytes_AS_STRING(b);
+    return kept_bytes(c->keep, PyBytes_Check(s) ? Py_NewRef(s) : PyUnicode_AsUTF8String(s),
+                      len);
 }
 
 /* OtlpCalls(slots, names, code, canon, tails, prefix, suffix, trace_id, pid, min_ns,
@@ -563,14 +542,8 @@ oc_init(OtlpCalls *c, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_ValueError, "OtlpCalls: bad slots or batch (or made twice)");
         return -1;
     }
-    if (canon != Py_None) {
-        if (!PyDict_Check(canon)) {
-            PyErr_SetString(PyExc_TypeError, "OtlpCalls: canon is a dict or None");
-            return -1;
-        }
-        if (PyDict_GET_SIZE(canon))
-            c->canon = Py_NewRef(canon);
-    }
+    if (canon_arg(canon, &c->canon, "OtlpCalls") < 0)
+        return -1;
     c->keep = PyList_New(0);
     if (c->keep == NULL)
         return -1;
@@ -610,24 +583,23 @@ oc_init(OtlpCalls *c, PyObject *args, PyObject *kw)
         PyErr_NoMemory();
         return -1;
     }
-    Py_ssize_t pos = 0;
-    PyObject *k, *v;
-    while (PyDict_Next(tails, &pos, &k, &v)) {
-        Py_ssize_t slot = PyLong_AsSsize_t(k);
-        if (slot == -1 && PyErr_Occurred())
-            return -1;
-        if (slot < 0 || slot >= nslots || !(PyUnicode_Check(v) || PyBytes_Check(v)))
+    Py_ssize_t pos = 0, slot;
+    PyObject *v;
+    int more;
+    while ((more = slot_item(tails, nslots, &pos, &slot, &v)) > 0) {
+        if (!(PyUnicode_Check(v) || PyBytes_Check(v)))
             continue;
         if ((c->os[slot].tail = oc_keep(c, v, &c->os[slot].tail_len)) == NULL)
             return -1;
     }
+    if (more < 0)
+        return -1;
     return pair_init(&c->pr, nslots, proto ? oc_emit_pb : oc_emit, c);
 }
 
 static void
 oc_dealloc(OtlpCalls *c)
 {
-    PyTypeObject *tp = Py_TYPE(c);
     merge_free(&c->m);
     pair_free(&c->pr);
     names_free(&c->names);
@@ -638,13 +610,11 @@ oc_dealloc(OtlpCalls *c)
     PyMem_Free(c->sp.buf);
     Py_XDECREF(c->keep);
     Py_XDECREF(c->canon);
-    tp->tp_free((PyObject *)c);
-    Py_DECREF(tp);
+    read_free((PyObject *)c);
 }
 
 static PyMethodDef oc_methods[] = {
-    {"feed", (PyCFunction)(void (*)(void))oc_feed, METH_FASTCALL,
-     "feed(cpu[, lost, records, ibase]): a slot's next block, or that it has no more"},
+    MERGE_FEED_METHOD,
     {"step", (PyCFunction)oc_step, METH_NOARGS,
      "step() -> (text, need): the export's next text (UTF-8), and the slot to feed (-1: none)"},
     {"counts", (PyCFunction)oc_counts, METH_NOARGS,
@@ -652,16 +622,6 @@ static PyMethodDef oc_methods[] = {
     {NULL}
 };
 
-static PyType_Slot oc_slots[] = {
-    {Py_tp_doc, "OtlpCalls(...): the OTLP/JSON or protobuf spans of a trace file of calls "
-                "(output/otlp.py's twin)"},
-    {Py_tp_init, oc_init},
-    {Py_tp_new, PyType_GenericNew},
-    {Py_tp_dealloc, oc_dealloc},
-    {Py_tp_methods, oc_methods},
-    {0, NULL},
-};
-
-static PyType_Spec oc_spec = {
-    "fntrace._native.OtlpCalls", sizeof(OtlpCalls), 0, Py_TPFLAGS_DEFAULT, oc_slots,
-};
+READ_TYPE(oc, OtlpCalls,
+          "OtlpCalls(...): the OTLP/JSON or protobuf spans of a trace file of calls "
+          "(output/otlp.py's twin)");

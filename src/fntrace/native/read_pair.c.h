@@ -181,16 +181,8 @@ pair_push(pair_t *p, Py_ssize_t slot, uint32_t id, uint32_t cid, int64_t depth, 
           uint32_t path)
 {
     pair_slot_t *s = &p->s[slot];
-    if (s->n == s->cap) {
-        Py_ssize_t cap = s->cap ? s->cap * 2 : 64;
-        call_frame_t *st = PyMem_Realloc(s->st, (size_t)cap * sizeof(call_frame_t));
-        if (st == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        s->st = st;
-        s->cap = cap;
-    }
+    if (ARRAY_ROOM(s->st, s->n, s->cap, 64) < 0)
+        return -1;
     call_frame_t *f = &s->st[s->n++];
     p->nopen++;
     f->id = id;
@@ -323,4 +315,19 @@ pair_return_value(pair_t *p, Py_ssize_t slot, uint32_t id, uint32_t cid, int64_t
 {
     p->ret = *v;
     return pair_return(p, slot, id, cid, depth, ts, calltime);
+}
+
+/* A graph record (``id``, ``cid`` what pairs) of a walk whose frames carry no path, with
+ * its value: an entry's frame pushed after what it ends, or a return's call made */
+static inline int
+pair_record(pair_t *p, Py_ssize_t slot, const record_t *r, uint32_t id, uint32_t cid,
+            const pvalue_t *v)
+{
+    int64_t ts = (int64_t)r->ts, depth = (int64_t)r->b;
+    if (r->type != FNT_TRACE_GRAPH_ENT)
+        return pair_return_value(p, slot, id, cid, depth, ts, (int64_t)r->d, v);
+    if (pair_enter_close(p, slot, depth, ts) < 0
+            || pair_push(p, slot, id, cid, depth, ts, 0) < 0)
+        return -1;
+    return pair_entry_value(p, slot, v);
 }

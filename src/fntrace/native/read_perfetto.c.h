@@ -77,8 +77,7 @@ typedef struct {
 } iidmap_t;
 
 typedef struct {
-    PyObject_HEAD
-    merge_t m;
+    MERGE_WALK_HEAD
     pair_t pr;
     pslot_t *ps;
     names_t names;
@@ -102,7 +101,6 @@ typedef struct {
     int done;
     long long lost_total;               /* counted losses shown */
     int unknown_loss;
-    long long lost_fed;
     PyObject *losses;                   /* [(ts, slot, lost)] as shown: the counter track's */
 } PerfettoCalls;
 
@@ -729,100 +727,84 @@ pf_marks(PerfettoCalls *c, Py_ssize_t slot, long long *pending, int *has_pending
     return 0;
 }
 
-static PyObject *
-pf_step(PerfettoCalls *c, PyObject *unused)
+static int
+pf_record(void *walk, Py_ssize_t best, Py_ssize_t *need)
 {
-    c->t.blen = 0;
-    Py_ssize_t need = -1;
-    while (!c->done && c->t.blen < (1 << 16)) {
-        Py_ssize_t best = -1;
-        record_t r;
-        uint32_t id;
-        int picked = merge_next(&c->m, &best, &need, &r, &id);
-        if (picked == -2)
-            return NULL;
-        if (picked < 0)
-            break;
-        if (picked == 0) {
-            /* the losses nothing was read after, slot by slot; builder.finish(); then
-             * their instants, at each slot's last time */
-            Py_ssize_t ns = c->m.nslots;
-            long long *pend = PyMem_Calloc((size_t)(ns ? ns : 1), sizeof(long long));
-            int *has = PyMem_Calloc((size_t)(ns ? ns : 1), sizeof(int));
-            if (pend == NULL || has == NULL) {
-                PyMem_Free(pend);
-                PyMem_Free(has);
-                return PyErr_NoMemory();
-            }
-            int err = 0;
-            for (Py_ssize_t k = 0; k < ns && !err; k++)
-                if (c->m.slots[k].nmarks)
-                    err = pf_marks(c, k, &pend[k], &has[k]) < 0;
-            if (!err)
-                err = pair_finish(&c->pr) < 0;
-            for (Py_ssize_t k = 0; k < ns && !err; k++)
-                if (has[k])
-                    err = pf_lost(c, k, c->ps[k].has_any ? c->ps[k].last_any : c->first_ts,
-                                  pend[k]) < 0;
-            PyMem_Free(pend);
-            PyMem_Free(has);
-            if (err)
-                return NULL;
-            c->done = 1;
-            break;
-        }
-        gslot_t *g = &c->m.slots[best];
-        pslot_t *s = &c->ps[best];
-        int64_t ts = (int64_t)r.ts, depth = (int64_t)r.b;
-        if (g->nmarks) {
-            long long pending = 0;
-            int has = 0;
-            if (pf_marks(c, best, &pending, &has) < 0 || pf_lost(c, best, ts, pending) < 0)
-                return NULL;
-        }
-        s->last_any = ts;
-        s->has_any = 1;
-        uint32_t cid = id;
-        if (canon_lookup(c->canon, &cid) < 0)
-            return NULL;
-        pvalue_t v = record_value(&c->m, best, &r, c->values);
-        if (r.type == FNT_TRACE_EVENT || r.type == FNT_TRACE_PRINT) {
-            pvalue_t ev = record_value(&c->m, best, &r, 1);
-            if (pf_event(c, &r, ts, s->uuid, &ev) < 0)
-                return NULL;
-            continue;
-        }
-        if (r.type == FNT_TRACE_FN) {
-            /* (trace_set's ids: the process's base added to the caller too) */
-            uint32_t parent = r.b ? r.b + g->q[g->head].ibase : 0;
-            int has_args = v.has && v.kind == PAY_STR;
-            if (pf_hit(c, ts, s->uuid, id, cid, parent, has_args ? v.s : NULL,
-                       has_args ? v.len : 0) < 0)
-                return NULL;
-            continue;
-        }
-        if (r.type == FNT_TRACE_GRAPH_ENT) {
-            int has_args = v.has && v.kind == PAY_STR;
-            if (pair_enter_close(&c->pr, best, depth, ts) < 0
-                    || pair_push(&c->pr, best, id, cid, depth, ts, 0) < 0
-                    || pair_entry_value(&c->pr, best, &v) < 0
-                    || pf_packet(c, PF_BEGIN, ts, s->uuid, 1, id, cid, 0, -1, 0, NULL,
-                                 has_args ? v.s : NULL, has_args ? v.len : 0, NULL) < 0)
-                return NULL;
-        } else if (pair_return_value(&c->pr, best, id, cid, depth, ts, (int64_t)r.d, &v) < 0) {
-            return NULL;
-        }
+    PerfettoCalls *c = walk;
+    record_t r;
+    uint32_t id;
+    merge_take(&c->m, best, &r, &id);
+    pslot_t *s = &c->ps[best];
+    int64_t ts = (int64_t)r.ts;
+    if (c->m.slots[best].nmarks) {
+        long long pending = 0;
+        int has = 0;
+        if (pf_marks(c, best, &pending, &has) < 0 || pf_lost(c, best, ts, pending) < 0)
+            return -1;
     }
-    PyObject *bytes = PyBytes_FromStringAndSize(c->t.buf, c->t.blen);
-    if (bytes == NULL)
-        return NULL;
-    return Py_BuildValue("(Nn)", bytes, need);
+    s->last_any = ts;
+    s->has_any = 1;
+    uint32_t cid = id;
+    if (canon_lookup(c->canon, &cid) < 0)
+        return -1;
+    pvalue_t v = record_value(&c->m, best, &r, c->values);
+    if (r.type == FNT_TRACE_EVENT || r.type == FNT_TRACE_PRINT) {
+        pvalue_t ev = record_value(&c->m, best, &r, 1);
+        return pf_event(c, &r, ts, s->uuid, &ev);
+    }
+    int has_args = v.has && v.kind == PAY_STR;
+    if (r.type == FNT_TRACE_FN) {
+        /* (trace_set's ids: the process's base added to the caller too) */
+        gslot_t *g = &c->m.slots[best];
+        uint32_t parent = r.b ? r.b + g->q[g->head].ibase : 0;
+        return pf_hit(c, ts, s->uuid, id, cid, parent, has_args ? v.s : NULL,
+                      has_args ? v.len : 0);
+    }
+    if (pair_record(&c->pr, best, &r, id, cid, &v) < 0)
+        return -1;
+    if (r.type != FNT_TRACE_GRAPH_ENT)
+        return 0;
+    return pf_packet(c, PF_BEGIN, ts, s->uuid, 1, id, cid, 0, -1, 0, NULL,
+                     has_args ? v.s : NULL, has_args ? v.len : 0, NULL);
+}
+
+/* the losses nothing was read after, slot by slot; builder.finish(); then their
+ * instants, at each slot's last time */
+static int
+pf_end(void *walk)
+{
+    PerfettoCalls *c = walk;
+    Py_ssize_t ns = c->m.nslots;
+    long long *pend = PyMem_Calloc((size_t)(ns ? ns : 1), sizeof(long long));
+    int *has = PyMem_Calloc((size_t)(ns ? ns : 1), sizeof(int));
+    if (pend == NULL || has == NULL) {
+        PyMem_Free(pend);
+        PyMem_Free(has);
+        PyErr_NoMemory();
+        return -1;
+    }
+    int err = 0;
+    for (Py_ssize_t k = 0; k < ns && !err; k++)
+        if (c->m.slots[k].nmarks)
+            err = pf_marks(c, k, &pend[k], &has[k]) < 0;
+    if (!err)
+        err = pair_finish(&c->pr) < 0;
+    for (Py_ssize_t k = 0; k < ns && !err; k++)
+        if (has[k])
+            err = pf_lost(c, k, c->ps[k].has_any ? c->ps[k].last_any : c->first_ts,
+                          pend[k]) < 0;
+    PyMem_Free(pend);
+    PyMem_Free(has);
+    return err ? -1 : 0;
 }
 
 static PyObject *
-pf_feed(PerfettoCalls *c, PyObject *const *args, Py_ssize_t nargs)
+pf_step(PerfettoCalls *c, PyObject *unused)
 {
-    return merge_feed(&c->m, args, nargs, &c->lost_fed);
+    Py_ssize_t need;
+    if (merge_step(&c->m, &c->t, &c->done, &need, c, pf_record, pf_end) < 0)
+        return NULL;
+    return step_out(PyBytes_FromStringAndSize(c->t.buf, c->t.blen), need);
 }
 
 static PyObject *
@@ -866,14 +848,8 @@ pf_init(PerfettoCalls *c, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_ValueError, "PerfettoCalls: bad slot count (or made twice)");
         return -1;
     }
-    if (canon != Py_None) {
-        if (!PyDict_Check(canon)) {
-            PyErr_SetString(PyExc_TypeError, "PerfettoCalls: canon is a dict or None");
-            return -1;
-        }
-        if (PyDict_GET_SIZE(canon))
-            c->canon = Py_NewRef(canon);
-    }
+    if (canon_arg(canon, &c->canon, "PerfettoCalls") < 0)
+        return -1;
     if (clock == Py_None) {
         c->incremental = 0;
     } else {
@@ -898,19 +874,21 @@ pf_init(PerfettoCalls *c, PyObject *args, PyObject *kw)
         return -1;
     if (names_init(&c->names, names) < 0)
         return -1;
-    Py_ssize_t pos = 0, seen = 0;
-    PyObject *k, *v;
-    while (PyDict_Next(uuids, &pos, &k, &v)) {
-        Py_ssize_t slot = PyLong_AsSsize_t(k);
+    Py_ssize_t pos = 0, seen = 0, slot;
+    PyObject *v;
+    int more;
+    while ((more = slot_item(uuids, nslots, &pos, &slot, &v)) > 0) {
         unsigned long long u = PyLong_AsUnsignedLongLong(v);
-        if (PyErr_Occurred())
+        if (u == (unsigned long long)-1 && PyErr_Occurred())
             return -1;
-        if (slot < 0 || slot >= nslots || u == 0)
+        if (u == 0)
             continue;
         if (!c->ps[slot].uuid)
             seen++;
         c->ps[slot].uuid = u;
     }
+    if (more < 0)
+        return -1;
     if (seen != nslots) {
         PyErr_SetString(PyExc_ValueError, "PerfettoCalls: a slot without its track");
         return -1;
@@ -921,7 +899,6 @@ pf_init(PerfettoCalls *c, PyObject *args, PyObject *kw)
 static void
 pf_dealloc(PerfettoCalls *c)
 {
-    PyTypeObject *tp = Py_TYPE(c);
     merge_free(&c->m);
     pair_free(&c->pr);
     PyMem_Free(c->ps);
@@ -941,13 +918,11 @@ pf_dealloc(PerfettoCalls *c)
     Py_XDECREF(c->canon);
     Py_XDECREF(c->cid_of_name);
     Py_XDECREF(c->losses);
-    tp->tp_free((PyObject *)c);
-    Py_DECREF(tp);
+    read_free((PyObject *)c);
 }
 
 static PyMethodDef pf_methods[] = {
-    {"feed", (PyCFunction)(void (*)(void))pf_feed, METH_FASTCALL,
-     "feed(cpu[, lost, records, ibase]): a slot's next block, or that it has no more"},
+    MERGE_FEED_METHOD,
     {"step", (PyCFunction)pf_step, METH_NOARGS,
      "step() -> (packets, need): serialized packets, and the slot to feed before more "
      "(-1: none)"},
@@ -958,18 +933,7 @@ static PyMethodDef pf_methods[] = {
     {NULL}
 };
 
-static PyType_Slot pf_slots[] = {
-    {Py_tp_doc, "PerfettoCalls(slots, names, canon, uuids, clock, t0, first_ts, unknown, "
-                "values=False, cid_of_name=None): the Perfetto trace's call packets of a "
-                "trace file "
-                "(output/perfetto.py's twin)"},
-    {Py_tp_init, pf_init},
-    {Py_tp_new, PyType_GenericNew},
-    {Py_tp_dealloc, pf_dealloc},
-    {Py_tp_methods, pf_methods},
-    {0, NULL},
-};
-
-static PyType_Spec pf_spec = {
-    "fntrace._native.PerfettoCalls", sizeof(PerfettoCalls), 0, Py_TPFLAGS_DEFAULT, pf_slots,
-};
+READ_TYPE(pf, PerfettoCalls,
+          "PerfettoCalls(slots, names, canon, uuids, clock, t0, first_ts, unknown, "
+          "values=False, cid_of_name=None): the Perfetto trace's call packets of a trace "
+          "file (output/perfetto.py's twin)");

@@ -38,7 +38,6 @@
 /* |durations| at or above this leave the walk to Python: the sums of their squares
  * must stay exact in 128 bits (2^48 ns is more than three days) */
 #define DUR_LIMIT ((int64_t)1 << 48)
-#define SLOT_LIMIT (1 << 20)
 
 typedef struct {
     uint32_t func;
@@ -120,15 +119,6 @@ walk_fail(StatWalk *w, const char *why)
     }
 }
 
-static inline uint64_t
-mix(uint64_t k)
-{
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    return k;
-}
-
 static int
 table_grow(StatWalk *w)
 {
@@ -173,16 +163,8 @@ row_of(StatWalk *w, uint32_t func, int64_t cpu, uint64_t ts, uint64_t seq)
         }
         h = (h + 1) & (w->tcap - 1);
     }
-    if (w->nrows == w->caprows) {
-        Py_ssize_t cap = w->caprows ? w->caprows * 2 : 256;
-        row_t *rows = PyMem_Realloc(w->rows, (size_t)cap * sizeof(row_t));
-        if (rows == NULL) {
-            PyErr_NoMemory();
-            return NULL;
-        }
-        w->rows = rows;
-        w->caprows = cap;
-    }
+    if (ARRAY_ROOM(w->rows, w->nrows, w->caprows, 256) < 0)
+        return NULL;
     row_t *r = &w->rows[w->nrows++];
     memset(r, 0, sizeof(*r));
     r->key = key;
@@ -249,26 +231,11 @@ trie_find(trie_t *t, uint32_t parent, uint32_t func)
             PyErr_NoMemory();
             return 0;
         }
-        uint32_t *p = PyMem_Realloc(t->parent, (size_t)cap * sizeof(uint32_t));
-        if (p == NULL) {
-            PyErr_NoMemory();
+        if (ARRAY_RESIZE(t->parent, cap) < 0 || ARRAY_RESIZE(t->func, cap) < 0
+                || ARRAY_RESIZE(t->last, cap) < 0)
             return 0;
-        }
-        t->parent = p;
-        uint32_t *f = PyMem_Realloc(t->func, (size_t)cap * sizeof(uint32_t));
-        if (f == NULL) {
-            PyErr_NoMemory();
-            return 0;
-        }
-        t->func = f;
-        uint32_t *l = PyMem_Realloc(t->last, (size_t)cap * sizeof(uint32_t));
-        if (l == NULL) {
-            PyErr_NoMemory();
-            return 0;
-        }
-        if (t->last == NULL)
-            l[0] = 0;
-        t->last = l;
+        if (t->cap == 0)
+            t->last[0] = 0;
         t->cap = cap;
     }
     Py_ssize_t i = ++t->n;
@@ -300,18 +267,8 @@ node_of(StatWalk *w, uint32_t parent, uint32_t func)
         return 0;
     if (w->capcounts <= (Py_ssize_t)k) {
         Py_ssize_t cap = w->tr.cap;
-        __int128 *se = PyMem_Realloc(w->n_self, (size_t)cap * sizeof(__int128));
-        if (se == NULL) {
-            PyErr_NoMemory();
+        if (ARRAY_RESIZE(w->n_self, cap) < 0 || ARRAY_RESIZE(w->n_calls, cap) < 0)
             return 0;
-        }
-        w->n_self = se;
-        uint64_t *c = PyMem_Realloc(w->n_calls, (size_t)cap * sizeof(uint64_t));
-        if (c == NULL) {
-            PyErr_NoMemory();
-            return 0;
-        }
-        w->n_calls = c;
         for (Py_ssize_t i = w->capcounts; i < cap; i++) {
             w->n_self[i] = 0;
             w->n_calls[i] = 0;
@@ -330,13 +287,9 @@ edge_add(StatWalk *w, uint32_t from, uint32_t callee)
         return -1;
     if (w->cape <= (Py_ssize_t)k) {
         Py_ssize_t cap = w->ed.cap;
-        uint64_t *c = PyMem_Realloc(w->e_calls, (size_t)cap * sizeof(uint64_t));
-        if (c == NULL) {
-            PyErr_NoMemory();
+        if (ARRAY_RESIZE(w->e_calls, cap) < 0)
             return -1;
-        }
-        memset(c + w->cape, 0, (size_t)(cap - w->cape) * sizeof(uint64_t));
-        w->e_calls = c;
+        memset(w->e_calls + w->cape, 0, (size_t)(cap - w->cape) * sizeof(uint64_t));
         w->cape = cap;
     }
     w->e_calls[k]++;
@@ -360,16 +313,8 @@ row_dist(row_t *r, int64_t dur)
 static int
 push(slot_t *s, uint32_t func, int64_t depth, int64_t start, uint32_t node)
 {
-    if (s->n == s->cap) {
-        Py_ssize_t cap = s->cap ? s->cap * 2 : 64;
-        frame_t *st = PyMem_Realloc(s->st, (size_t)cap * sizeof(frame_t));
-        if (st == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        s->st = st;
-        s->cap = cap;
-    }
+    if (ARRAY_ROOM(s->st, s->n, s->cap, 64) < 0)
+        return -1;
     frame_t *f = &s->st[s->n++];
     f->func = func;
     f->node = node;
@@ -412,13 +357,9 @@ slot_of(StatWalk *w, Py_ssize_t cpu)
 {
     if (cpu >= w->nslots) {
         Py_ssize_t n = cpu + 1;
-        slot_t *slots = PyMem_Realloc(w->slots, (size_t)n * sizeof(slot_t));
-        if (slots == NULL) {
-            PyErr_NoMemory();
+        if (ARRAY_RESIZE(w->slots, n) < 0)
             return NULL;
-        }
-        memset(slots + w->nslots, 0, (size_t)(n - w->nslots) * sizeof(slot_t));
-        w->slots = slots;
+        memset(w->slots + w->nslots, 0, (size_t)(n - w->nslots) * sizeof(slot_t));
         w->nslots = n;
     }
     return &w->slots[cpu];
@@ -828,7 +769,6 @@ walk_init(StatWalk *w, PyObject *args, PyObject *kw)
 static void
 walk_dealloc(StatWalk *w)
 {
-    PyTypeObject *tp = Py_TYPE(w);
     for (Py_ssize_t c = 0; c < w->nslots; c++)
         PyMem_Free(w->slots[c].st);
     PyMem_Free(w->slots);
@@ -842,8 +782,7 @@ walk_dealloc(StatWalk *w)
     PyMem_Free(w->n_self);
     PyMem_Free(w->n_calls);
     Py_XDECREF(w->canon);
-    tp->tp_free((PyObject *)w);
-    Py_DECREF(tp);
+    read_free((PyObject *)w);
 }
 
 static PyMethodDef walk_methods[] = {
@@ -860,21 +799,10 @@ static PyGetSetDef walk_getset[] = {
     {NULL}
 };
 
-static PyType_Slot walk_slots[] = {
-    {Py_tp_doc, "StatWalk(per_thread=False, canon=None, stacks=False, dist=False, "
-                "edges=False, calltime=False): fntrace stat's walk over decoded records (output/stat.py's "
-                "twin); with stacks, folded's (output/folded.py's): finish() -> ([(parent, "
-                "id, self_ns, calls)], incomplete), path k being list item k - 1; with dist, "
-                "each row ends in (min, max, {bucket: calls}); with edges, finish() adds "
-                "[(caller id + 1 or 0, id, calls)]"},
-    {Py_tp_init, walk_init},
-    {Py_tp_new, PyType_GenericNew},
-    {Py_tp_dealloc, walk_dealloc},
-    {Py_tp_methods, walk_methods},
-    {Py_tp_getset, walk_getset},
-    {0, NULL},
-};
-
-static PyType_Spec walk_spec = {
-    "fntrace._native.StatWalk", sizeof(StatWalk), 0, Py_TPFLAGS_DEFAULT, walk_slots,
-};
+READ_TYPE_GETSET(walk, StatWalk,
+                 "StatWalk(per_thread=False, canon=None, stacks=False, dist=False, "
+                 "edges=False, calltime=False): fntrace stat's walk over decoded records "
+                 "(output/stat.py's twin); with stacks, folded's (output/folded.py's): "
+                 "finish() -> ([(parent, id, self_ns, calls)], incomplete), path k being "
+                 "list item k - 1; with dist, each row ends in (min, max, {bucket: "
+                 "calls}); with edges, finish() adds [(caller id + 1 or 0, id, calls)]");
