@@ -122,18 +122,8 @@ dict_encode_i32(PyObject *self, PyObject *arg)
         if (k < 0) {
             if (m.n == cap) {
                 cap *= 2;
-                int32_t *nk = PyMem_Realloc(keys, cap * sizeof(int32_t));
-                if (nk == NULL) {
-                    PyErr_NoMemory();
+                if (ARRAY_RESIZE(keys, cap) < 0 || ARRAY_RESIZE(hashes, cap) < 0)
                     goto done;
-                }
-                keys = nk;
-                uint64_t *nh = PyMem_Realloc(hashes, cap * sizeof(uint64_t));
-                if (nh == NULL) {
-                    PyErr_NoMemory();
-                    goto done;
-                }
-                hashes = nh;
             }
             k = (int32_t)m.n++;
             keys[k] = x;
@@ -168,10 +158,8 @@ bit_at(const uint8_t *bits, Py_ssize_t i)
 static PyObject *
 dict_encode_str(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "dict_encode_str(n, validity, offsets, data)");
+    if (nargs_check(nargs, 4, "dict_encode_str(n, validity, offsets, data)") < 0)
         return NULL;
-    }
     Py_ssize_t n = PyLong_AsSsize_t(args[0]);
     if (n < 0) {
         if (!PyErr_Occurred())
@@ -235,24 +223,9 @@ dict_encode_str(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (k < 0) {
             if (m.n == cap) {
                 cap *= 2;
-                int32_t *a = PyMem_Realloc(starts, cap * sizeof(int32_t));
-                if (a == NULL) {
-                    PyErr_NoMemory();
+                if (ARRAY_RESIZE(starts, cap) < 0 || ARRAY_RESIZE(lens, cap) < 0
+                        || ARRAY_RESIZE(hashes, cap) < 0)
                     goto done;
-                }
-                starts = a;
-                a = PyMem_Realloc(lens, cap * sizeof(int32_t));
-                if (a == NULL) {
-                    PyErr_NoMemory();
-                    goto done;
-                }
-                lens = a;
-                uint64_t *b = PyMem_Realloc(hashes, cap * sizeof(uint64_t));
-                if (b == NULL) {
-                    PyErr_NoMemory();
-                    goto done;
-                }
-                hashes = b;
             }
             k = (int32_t)m.n++;
             starts[k] = off[r];
@@ -300,22 +273,36 @@ fail_vb:
     return res;
 }
 
+/* the arguments of gather_i32 and gather_i64 (``name``): the table's buffer (values of
+ * ``width`` bytes) and the int32 indices' */
+static int
+gather_args(const char *name, PyObject *const *args, Py_ssize_t nargs, Py_buffer *tb,
+            Py_ssize_t width, Py_buffer *ib)
+{
+    char what[32];
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "%s(table, indices)", name);
+        return -1;
+    }
+    PyOS_snprintf(what, sizeof(what), "%s table", name);
+    if (buffer_of(args[0], tb, width, what) < 0)
+        return -1;
+    PyOS_snprintf(what, sizeof(what), "%s indices", name);
+    if (buffer_of(args[1], ib, 4, what) < 0) {
+        PyBuffer_Release(tb);
+        return -1;
+    }
+    return 0;
+}
+
 /* gather_i32(table, indices) -> (values, validity): table[i] for each index, null where
  * the table's value is negative (validity None when none is) */
 static PyObject *
 gather_i32(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "gather_i32(table, indices)");
-        return NULL;
-    }
     Py_buffer tb, ib;
-    if (buffer_of(args[0], &tb, 4, "gather_i32 table") < 0)
+    if (gather_args("gather_i32", args, nargs, &tb, 4, &ib) < 0)
         return NULL;
-    if (buffer_of(args[1], &ib, 4, "gather_i32 indices") < 0) {
-        PyBuffer_Release(&tb);
-        return NULL;
-    }
     Py_ssize_t n = ib.len / 4, nt = tb.len / 4;
     const int32_t *t = tb.buf, *ix = ib.buf;
     PyObject *res = NULL, *valid = NULL;
@@ -358,17 +345,9 @@ done:
 static PyObject *
 gather_i64(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "gather_i64(table, indices)");
-        return NULL;
-    }
     Py_buffer tb, ib;
-    if (buffer_of(args[0], &tb, 8, "gather_i64 table") < 0)
+    if (gather_args("gather_i64", args, nargs, &tb, 8, &ib) < 0)
         return NULL;
-    if (buffer_of(args[1], &ib, 4, "gather_i64 indices") < 0) {
-        PyBuffer_Release(&tb);
-        return NULL;
-    }
     Py_ssize_t n = ib.len / 4, nt = tb.len / 8;
     const int64_t *t = tb.buf;
     const int32_t *ix = ib.buf;

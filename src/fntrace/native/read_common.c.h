@@ -48,7 +48,18 @@ read_free(PyObject *self)
     Py_DECREF(tp);
 }
 
-/* -- init's arguments ---------------------------------------------------------------- */
+/* -- arguments ------------------------------------------------------------------------ */
+
+/* a METH_FASTCALL function's argument count: 0 when it is ``n``, else -1 with a
+ * TypeError that gives ``usage`` */
+static inline int
+nargs_check(Py_ssize_t nargs, Py_ssize_t n, const char *usage)
+{
+    if (nargs == n)
+        return 0;
+    PyErr_SetString(PyExc_TypeError, usage);
+    return -1;
+}
 
 /* canon (a dict id -> id, or None), kept in ``*keep`` when it maps any id: the ids
  * that share a name with another, mapped to one of them */

@@ -81,6 +81,17 @@ dp_u32(dslot_t *s, uint32_t v)
     s->len += 4;
 }
 
+/* what a function's and a graph record's payloads start with: the trace_entry (type
+ * id, flags and preempt count 0, pid), then the function's address */
+static inline void
+dp_entry(unsigned char *pl, uint16_t id, int32_t pid, uint64_t ip)
+{
+    memcpy(pl, &id, 2);
+    pl[2] = pl[3] = 0;
+    memcpy(pl + 4, &pid, 4);
+    memcpy(pl + 8, &ip, 8);
+}
+
 /* _CpuBuffer.add */
 static int
 dp_add(DatPages *d, dslot_t *s, uint64_t ts, const unsigned char *payload, Py_ssize_t n)
@@ -273,7 +284,6 @@ dp_feed(DatPages *d, PyObject *const *args, Py_ssize_t nargs)
         memcpy(&r, &rec[i], sizeof(r));
         unsigned char pl[40];
         Py_ssize_t len;
-        uint16_t id16;
         int32_t pid = (int32_t)s->pid;
         uint64_t ip = 0, parent = 0;
         if (r.type == FNT_TRACE_FN) {
@@ -281,11 +291,7 @@ dp_feed(DatPages *d, PyObject *const *args, Py_ssize_t nargs)
                 goto error;
             if (r.b && dp_addr(d, r.b + (uint32_t)ibase, &parent) < 0)
                 goto error;
-            id16 = 1;
-            memcpy(pl, &id16, 2);
-            pl[2] = pl[3] = 0;
-            memcpy(pl + 4, &pid, 4);
-            memcpy(pl + 8, &ip, 8);
+            dp_entry(pl, 1, pid, ip);
             memcpy(pl + 16, &parent, 8);
             len = 24;
         } else if (r.type == FNT_TRACE_GRAPH_ENT || r.type == FNT_TRACE_GRAPH_RET) {
@@ -296,11 +302,7 @@ dp_feed(DatPages *d, PyObject *const *args, Py_ssize_t nargs)
             if (dp_addr(d, r.a ? r.a + (uint32_t)ibase : 0, &ip) < 0)
                 goto error;
             int32_t depth = (int32_t)r.b;
-            id16 = r.type == FNT_TRACE_GRAPH_ENT ? 11 : 10;
-            memcpy(pl, &id16, 2);
-            pl[2] = pl[3] = 0;
-            memcpy(pl + 4, &pid, 4);
-            memcpy(pl + 8, &ip, 8);
+            dp_entry(pl, r.type == FNT_TRACE_GRAPH_ENT ? 11 : 10, pid, ip);
             memcpy(pl + 16, &depth, 4);
             len = 20;
             if (r.type == FNT_TRACE_GRAPH_RET) {

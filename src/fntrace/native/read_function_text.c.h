@@ -154,9 +154,8 @@ ft_init(FunctionText *f, PyObject *args, PyObject *kw)
     f->print_parent = print_parent;
     f->time_in_ns = time_in_ns;
     f->keep = PyList_New(0);
-    if (f->keep == NULL || merge_init(&f->m, nslots) < 0 || names_init(&f->names, names) < 0)
-        return -1;
-    if (slot_comms(&f->m, contexts, f->keep) < 0)
+    if (f->keep == NULL || merge_init(&f->m, nslots) < 0 || names_init(&f->names, names) < 0
+            || slot_comms(&f->m, contexts, f->keep) < 0)
         return -1;
     for (Py_ssize_t c = 0; c < nslots; c++)
         if (f->m.slots[c].comm == NULL) {

@@ -420,13 +420,8 @@ gt_init(GraphText *g, PyObject *args, PyObject *kw)
     if (canon_arg(canon, &g->canon, "GraphText") < 0)
         return -1;
     g->keep = PyList_New(0);
-    if (g->keep == NULL)
-        return -1;
-    if (merge_init(&g->m, nslots) < 0)
-        return -1;
-    if (names_init(&g->names, names) < 0)
-        return -1;
-    if (slot_comms(&g->m, procs, g->keep) < 0)
+    if (g->keep == NULL || merge_init(&g->m, nslots) < 0 || names_init(&g->names, names) < 0
+            || slot_comms(&g->m, procs, g->keep) < 0)
         return -1;
     for (Py_ssize_t c = 0; c < nslots; c++)
         if (g->m.slots[c].comm == NULL) {

@@ -68,15 +68,22 @@ typedef struct {
     int has_first, done;
 } IndexRows;
 
-/* fn(arg) -> an int (the index's id of a name or a text); arg: a new reference, or
- * NULL with an exception */
+/* fn(arg): ``arg`` a new reference given up (or NULL with an exception) */
+static PyObject *
+call_taking(PyObject *fn, PyObject *arg)
+{
+    if (arg == NULL)
+        return NULL;
+    PyObject *r = PyObject_CallOneArg(fn, arg);
+    Py_DECREF(arg);
+    return r;
+}
+
+/* fn(arg) -> an int (the index's id of a name or a text), arg as call_taking's */
 static int
 ir_ask(PyObject *fn, PyObject *arg, int32_t *out)
 {
-    if (arg == NULL)
-        return -1;
-    PyObject *r = PyObject_CallOneArg(fn, arg);
-    Py_DECREF(arg);
+    PyObject *r = call_taking(fn, arg);
     if (r == NULL)
         return -1;
     long v = PyLong_AsLong(r);
@@ -117,6 +124,21 @@ static int
 ir_text(IndexRows *c, const char *s, Py_ssize_t len, int32_t *out)
 {
     return ir_ask(c->intern, PyUnicode_DecodeUTF8(s, len, "strict"), out);
+}
+
+/* text_id(function_args_text(args_pairs(text))) of an entry's or a hit's arguments, -1
+ * without them */
+static int
+ir_args(IndexRows *c, const pvalue_t *v, int32_t *out)
+{
+    *out = -1;
+    if (!v->has || v->kind != PAY_STR)
+        return 0;
+    c->t.blen = 0;
+    if (tb_reserve(&c->t, 2 * v->len + 4) < 0)
+        return -1;
+    put_args_text(&c->t, v->s, v->len);
+    return ir_text(c, c->t.buf, c->t.blen, out);
 }
 
 /* text_id(str(retval)), -1 without one */
@@ -429,21 +451,16 @@ ir_step(IndexRows *c, PyObject *unused)
         int32_t fid;
         if (ir_fid(c, id, &fid) < 0)
             return NULL;
+        pvalue_t v = record_value(&c->m, best, &r, c->intern != NULL);
+        int32_t args = -1;
         if (r.type == FNT_TRACE_FN) {
             /* a function tracer hit: a row of its own, closed (no duration), its
              * caller's name, counted as a hit (TraceIndex's Python loop) */
             gslot_t *g = &c->m.slots[best];
             uint32_t ibase = g->q[g->head].ibase;
-            int32_t args = -1, caller = -1;
-            pvalue_t hv = record_value(&c->m, best, &r, c->intern != NULL);
-            if (hv.has && hv.kind == PAY_STR) {
-                c->t.blen = 0;
-                if (tb_reserve(&c->t, 2 * hv.len + 4) < 0)
-                    return NULL;
-                put_args_text(&c->t, hv.s, hv.len);
-                if (ir_text(c, c->t.buf, c->t.blen, &args) < 0)
-                    return NULL;
-            }
+            int32_t caller = -1;
+            if (ir_args(c, &v, &args) < 0)
+                return NULL;
             if (r.b && ir_fid(c, r.b + ibase, &caller) < 0)
                 return NULL;
             Py_ssize_t row = c->s[best].total;
@@ -455,20 +472,9 @@ ir_step(IndexRows *c, PyObject *unused)
         }
         /* what pairs: the name (fid), as the Python index pairs by name */
         cid = (uint32_t)fid;
-        pvalue_t v = record_value(&c->m, best, &r, c->intern != NULL);
         if (r.type == FNT_TRACE_GRAPH_ENT) {
-            if (pair_enter_close(&c->pr, best, depth, ts) < 0)
+            if (pair_enter_close(&c->pr, best, depth, ts) < 0 || ir_args(c, &v, &args) < 0)
                 return NULL;
-            int32_t args = -1;
-            if (v.has && v.kind == PAY_STR) {
-                /* function_args_text(args_pairs(text)) */
-                c->t.blen = 0;
-                if (tb_reserve(&c->t, 2 * v.len + 4) < 0)
-                    return NULL;
-                put_args_text(&c->t, v.s, v.len);
-                if (ir_text(c, c->t.buf, c->t.blen, &args) < 0)
-                    return NULL;
-            }
             call_frame_t *top = pair_top(&c->pr, best);
             Py_ssize_t row = ir_row(c, best, fid, depth, ts, -1, 0, top ? (int32_t)top->path : -1,
                                     -1, IR_ENTRY_SEEN | IR_OPEN, args, -1, -1);
@@ -585,11 +591,7 @@ READ_TYPE(ir, IndexRows,
 static int
 iv_ask(PyObject *fn, int32_t p)
 {
-    PyObject *arg = PyLong_FromLong(p);
-    if (arg == NULL)
-        return -1;
-    PyObject *res = PyObject_CallOneArg(fn, arg);
-    Py_DECREF(arg);
+    PyObject *res = call_taking(fn, PyLong_FromLong(p));
     if (res == NULL)
         return -1;
     int ok = PyObject_IsTrue(res);
@@ -600,10 +602,8 @@ iv_ask(PyObject *fn, int32_t p)
 static PyObject *
 index_visible(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "index_visible() takes 6 arguments");
+    if (nargs_check(nargs, 6, "index_visible() takes 6 arguments") < 0)
         return NULL;
-    }
     long long r0 = PyLong_AsLongLong(args[2]);
     long long fold = PyLong_AsLongLong(args[3]);
     if (PyErr_Occurred())

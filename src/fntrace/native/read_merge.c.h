@@ -206,19 +206,18 @@ names_init(names_t *n, PyObject *names)
         unsigned long id = PyLong_AsUnsignedLong(k);
         if (id == (unsigned long)-1 && PyErr_Occurred())
             return -1;
-        PyObject *b = PyBytes_Check(v) ? Py_NewRef(v)
-                      : PyUnicode_AsEncodedString(v, "utf-8", "surrogateescape");
-        if (b == NULL || PyList_Append(n->keep, b) < 0) {
-            Py_XDECREF(b);
+        Py_ssize_t len;
+        const char *s = kept_bytes(n->keep, PyBytes_Check(v) ? Py_NewRef(v)
+                                   : PyUnicode_AsEncodedString(v, "utf-8", "surrogateescape"),
+                                   &len);
+        if (s == NULL)
             return -1;
-        }
-        Py_DECREF(b);
         Py_ssize_t h = (Py_ssize_t)(mix(id) & (uint64_t)(cap - 1));
         while (n->t[h].s)
             h = (h + 1) & (cap - 1);
         n->t[h].id = (uint32_t)id;
-        n->t[h].s = PyBytes_AS_STRING(b);
-        n->t[h].len = PyBytes_GET_SIZE(b);
+        n->t[h].s = s;
+        n->t[h].len = len;
     }
     return 0;
 }
@@ -680,11 +679,12 @@ step_out(PyObject *text, Py_ssize_t need)
     return Py_BuildValue("(Nn)", text, need);
 }
 
-/* What a step of the walks that make text does, the walk's own parts given: the slots
- * picked in the merge's order, ``record`` handed each slot picked (to take its record,
- * or leave it and stop the step: 1, ``*need`` set) until the text holds 64 kB or a
- * slot must be fed (``*need``), and ``end`` once every slot is read, the walk then
- * done.  0, or -1 with an exception.  Inlined in each step: the calls are direct. */
+/* A step of the walks that make text: the slots picked in the merge's order, each
+ * handed to the walk's ``record`` -- which takes the slot's record, or leaves it and
+ * ends the step (1, ``*need`` set) -- until the text holds 64 kB or a slot must be
+ * fed; ``end`` once every slot is read, and the walk is done.  0, or -1 with an
+ * exception.  Always inlined, so that a walk's calls of its own parts are direct (and
+ * inlined) in the loop every record goes through. */
 typedef int (*walk_record_fn)(void *walk, Py_ssize_t slot, Py_ssize_t *need);
 typedef int (*walk_end_fn)(void *walk);
 

@@ -399,10 +399,8 @@ canon_find(PyObject *canon, uint32_t *id)
 static PyObject *
 walk_feed(StatWalk *w, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "feed(cpu, records, lost, ibase)");
+    if (nargs_check(nargs, 4, "feed(cpu, records, lost, ibase)") < 0)
         return NULL;
-    }
     Py_ssize_t cpu = PyLong_AsSsize_t(args[0]);
     long long lost = PyLong_AsLongLong(args[2]);
     unsigned long ibase = PyLong_AsUnsignedLong(args[3]);
