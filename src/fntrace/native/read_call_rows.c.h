@@ -227,9 +227,7 @@ cr_reserve(CallRows *c, Py_ssize_t more)
 {
     if (c->nrows + more <= c->caprows)
         return 0;
-    Py_ssize_t cap = c->caprows ? c->caprows : 1024;
-    while (cap < c->nrows + more)
-        cap *= 2;
+    Py_ssize_t cap = cap_for(c->nrows + more, c->caprows, 1024);
     if (ARRAY_RESIZE(c->c_slot, cap) < 0 || ARRAY_RESIZE(c->c_depth, cap) < 0
             || ARRAY_RESIZE(c->c_path, cap) < 0 || ARRAY_RESIZE(c->c_task, cap) < 0
             || ARRAY_RESIZE(c->c_ts, cap) < 0 || ARRAY_RESIZE(c->c_dur, cap) < 0

@@ -147,14 +147,25 @@ array_resize(void *arrp, Py_ssize_t cap, size_t size)
 
 #define ARRAY_RESIZE(arr, cap) array_resize(&(arr), (cap), sizeof(*(arr)))
 
-/* room for item ``n`` of the array (``*cap`` items): twice as many when it is full,
- * ``first`` the first time */
+/* the capacity that holds ``need`` items: ``cap`` (``first`` the first time) doubled
+ * as often as it takes, so that growing item by item costs a copy an item at most */
+static inline Py_ssize_t
+cap_for(Py_ssize_t need, Py_ssize_t cap, Py_ssize_t first)
+{
+    if (cap == 0)
+        cap = first;
+    while (cap < need)
+        cap *= 2;
+    return cap;
+}
+
+/* room for item ``n`` of the array (``*cap`` items) */
 static inline int
 array_room(void *arrp, Py_ssize_t n, Py_ssize_t *cap, size_t size, Py_ssize_t first)
 {
     if (n < *cap)
         return 0;
-    Py_ssize_t more = *cap ? *cap * 2 : first;
+    Py_ssize_t more = cap_for(n + 1, *cap, first);
     if (array_resize(arrp, more, size) < 0)
         return -1;
     *cap = more;

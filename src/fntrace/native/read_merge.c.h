@@ -70,15 +70,9 @@ tb_reserve(tbuf_t *g, Py_ssize_t more)
 {
     if (g->blen + more <= g->bcap)
         return 0;
-    Py_ssize_t cap = g->bcap ? g->bcap : 1 << 16;
-    while (cap < g->blen + more)
-        cap *= 2;
-    char *b = PyMem_Realloc(g->buf, (size_t)cap);
-    if (b == NULL) {
-        PyErr_NoMemory();
+    Py_ssize_t cap = cap_for(g->blen + more, g->bcap, 1 << 16);
+    if (ARRAY_RESIZE(g->buf, cap) < 0)
         return -1;
-    }
-    g->buf = b;
     g->bcap = cap;
     return 0;
 }
