@@ -256,120 +256,80 @@ site_resume(PyObject *rec, PyFrameObject *frame)
     return rc;
 }
 
+/* The events after a start, one body for the four (dispatch.on_py_return, on_py_unwind,
+ * on_py_resume, on_py_throw): `ev` is a constant at each call, so each callback compiles
+ * to its own path, as py_start's pair does. */
+enum { EV_RETURN, EV_UNWIND, EV_RESUME, EV_THROW };
+
+static inline __attribute__((always_inline)) PyObject *
+py_event(PyObject *const *args, Py_ssize_t nargs, int ev)
+{
+    int ret = ev == EV_RETURN || ev == EV_UNWIND;
+    if (nargs < (ret ? 3 : 1))
+        Py_RETURN_NONE;
+    if (ev == EV_RETURN) {
+        /* a call on fgraph's fast lane: matched by frame, no record lookup */
+        int fast = fast_return(args[0], args[2], 0);
+        if (fast)
+            return fast < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    PyObject *rec = lookup_id(g_sites, args[0]);
+    if (rec == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    /* PY_UNWIND and PY_THROW are set only globally, for every code: a site takes them
+     * only when it reports returns */
+    if ((ev == EV_UNWIND || ev == EV_THROW) && !(rec_flags(rec) & g_RET_EN))
+        Py_RETURN_NONE;
+    if (ev == EV_UNWIND) {
+        int fast = fast_return(args[0], args[2], 1);
+        if (fast)
+            return fast < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    if (!ret && g_fast_data != NULL && SLOT(g_G, off_G_resume_handler) == g_py_fgraph_resume) {
+        int r = fast_entry(rec, args[0]);
+        if (r < 0)
+            return NULL;
+        if (r)
+            Py_RETURN_NONE;
+    }
+    PyFrameObject *frame = PyEval_GetFrame();
+    if (frame == NULL)
+        Py_RETURN_NONE;
+    Py_INCREF(rec);
+    int rc = ret ? site_return(rec, frame, args[2], ev == EV_UNWIND) : site_resume(rec, frame);
+    Py_DECREF(rec);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* PY_RETURN / PY_YIELD */
 static PyObject *
 on_py_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    /* PY_RETURN / PY_YIELD (dispatch.on_py_return). */
-    if (nargs < 3)
-        Py_RETURN_NONE;
-    /* a call on fgraph's fast lane: matched by frame, no record lookup */
-    int fast = fast_return(args[0], args[2], 0);
-    if (fast)
-        return fast < 0 ? NULL : Py_NewRef(Py_None);
-    PyObject *rec = lookup_id(g_sites, args[0]);
-    if (rec == NULL) {
-        if (PyErr_Occurred())
-            return NULL;
-        Py_RETURN_NONE;
-    }
-    PyFrameObject *frame = PyEval_GetFrame();
-    if (frame == NULL)
-        Py_RETURN_NONE;
-    Py_INCREF(rec);
-    int rc = site_return(rec, frame, args[2], 0);
-    Py_DECREF(rec);
-    if (rc < 0)
-        return NULL;
-    Py_RETURN_NONE;
+    return py_event(args, nargs, EV_RETURN);
 }
 
+/* PY_UNWIND, global only */
 static PyObject *
 on_py_unwind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    /* PY_UNWIND, global only (dispatch.on_py_unwind). */
-    if (nargs < 3)
-        Py_RETURN_NONE;
-    PyObject *rec = lookup_id(g_sites, args[0]);
-    if (rec == NULL) {
-        if (PyErr_Occurred())
-            return NULL;
-        Py_RETURN_NONE;
-    }
-    if (!(rec_flags(rec) & g_RET_EN))
-        Py_RETURN_NONE;
-    int fast = fast_return(args[0], args[2], 1);
-    if (fast)
-        return fast < 0 ? NULL : Py_NewRef(Py_None);
-    PyFrameObject *frame = PyEval_GetFrame();
-    if (frame == NULL)
-        Py_RETURN_NONE;
-    Py_INCREF(rec);
-    int rc = site_return(rec, frame, args[2], 1);
-    Py_DECREF(rec);
-    if (rc < 0)
-        return NULL;
-    Py_RETURN_NONE;
+    return py_event(args, nargs, EV_UNWIND);
 }
 
+/* PY_RESUME */
 static PyObject *
 on_py_resume(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    /* PY_RESUME (dispatch.on_py_resume). */
-    if (nargs < 1)
-        Py_RETURN_NONE;
-    PyObject *rec = lookup_id(g_sites, args[0]);
-    if (rec == NULL) {
-        if (PyErr_Occurred())
-            return NULL;
-        Py_RETURN_NONE;
-    }
-    if (g_fast_data != NULL && SLOT(g_G, off_G_resume_handler) == g_py_fgraph_resume) {
-        int r = fast_entry(rec, args[0]);
-        if (r < 0)
-            return NULL;
-        if (r)
-            Py_RETURN_NONE;
-    }
-    PyFrameObject *frame = PyEval_GetFrame();
-    if (frame == NULL)
-        Py_RETURN_NONE;
-    Py_INCREF(rec);
-    int rc = site_resume(rec, frame);
-    Py_DECREF(rec);
-    if (rc < 0)
-        return NULL;
-    Py_RETURN_NONE;
+    return py_event(args, nargs, EV_RESUME);
 }
 
+/* PY_THROW, global only */
 static PyObject *
 on_py_throw(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    /* PY_THROW, global only (dispatch.on_py_throw). */
-    if (nargs < 1)
-        Py_RETURN_NONE;
-    PyObject *rec = lookup_id(g_sites, args[0]);
-    if (rec == NULL) {
-        if (PyErr_Occurred())
-            return NULL;
-        Py_RETURN_NONE;
-    }
-    if (!(rec_flags(rec) & g_RET_EN))
-        Py_RETURN_NONE;
-    if (g_fast_data != NULL && SLOT(g_G, off_G_resume_handler) == g_py_fgraph_resume) {
-        int r = fast_entry(rec, args[0]);
-        if (r < 0)
-            return NULL;
-        if (r)
-            Py_RETURN_NONE;
-    }
-    PyFrameObject *frame = PyEval_GetFrame();
-    if (frame == NULL)
-        Py_RETURN_NONE;
-    Py_INCREF(rec);
-    int rc = site_resume(rec, frame);
-    Py_DECREF(rec);
-    if (rc < 0)
-        return NULL;
-    Py_RETURN_NONE;
+    return py_event(args, nargs, EV_THROW);
 }
-
