@@ -433,23 +433,144 @@ set_calltime(long long ts)
     return 0;
 }
 
-static PyObject *
-graph_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* A graph record to this thread's buffer, its payload (stolen) beside it when there is
+ * one: 0 written, dropped, or the thread ignored since the call's entry (a thread filter
+ * changed); -1 on error.  An entry is stamped here, after the set-up (a thread's first
+ * buffer, the arguments): one reading, its timestamp and the call's start, so neither
+ * counts in the call's duration. */
+static inline __attribute__((always_inline)) int
+graph_record(PyObject *tr, unsigned type, long long ts, PyObject *func, long long depth,
+             unsigned long ov, unsigned long long d, PyObject *payload)
+{
+    RingBufferObject *buf = cpu_buffer(tr);
+    int rc = buf == NULL ? -1 : 0;
+    if (buf != NULL && !BUF_IGNORED(buf)) {
+        PyObject *ipo = SLOT(func, off_rec_ip);
+        unsigned long ip = ipo ? PyLong_AsUnsignedLong(ipo) : 0;
+        if (type == FNT_TRACE_GRAPH_ENT) {
+            ts = now_ns();
+            rc = set_calltime(ts);
+        }
+        if (rc == 0) {
+            long long w = payload
+                ? rb_write_payload(buf, ts, type, ip, (unsigned long)depth, ov, d, payload)
+                : rb_write(buf, ts, type, 0, ip, (unsigned long)depth, ov, d);
+            rc = w == -2 ? -1 : 0;
+        }
+    }
+    Py_XDECREF(payload);
+    Py_XDECREF(buf);
+    return rc;
+}
+
+/* graph_entry past its start (graph_call): tr the trace array, tv the graph variable. */
+static inline __attribute__((always_inline)) PyObject *
+graph_entry_in(PyObject *const *args, Py_ssize_t nargs, PyObject *tr, PyObject *tv)
+{
+    PyObject *trace = args[0], *gops = args[1];
+    PyObject *gf = SLOT(tr, off_tr_graph_fops);
+    PyObject *cached = gf ? SLOT(gf, off_ops_filter_cached) : NULL;
+    PyObject *func = SLOT(trace, off_ent_func);
+    long long v = slot_ll(tv, off_tv_value);
+    long long depth = slot_ll(trace, off_ent_depth);
+    if (v & TRACE_GRAPH_NOTRACE)
+        return Py_NewRef(Py_False);
+    PyObject *gn = SLOT(tr, off_tr_graph_notrace_fops);
+    if (gn && hash_has(SLOT(gn, off_ops_filter_hash), func)) {
+        /* skip this function and what it calls; its return clears the bit */
+        set_slot(tv, off_tv_value, PyLong_FromLongLong(
+            v | TRACE_GRAPH_NOTRACE | ((depth & DEPTH_MASK) << (DEPTH_SHIFT + 20))));
+        return Py_NewRef(Py_True);
+    }
+    if (gf && (!hash_empty(SLOT(gf, off_ops_filter_hash)) || (cached && PyObject_IsTrue(cached)))
+            && !(v & TRACE_GRAPH_FL)) {
+        if (!hash_has(SLOT(gf, off_ops_filter_hash), func))
+            return Py_NewRef(Py_False);
+        PyObject *uops = PyObject_GetAttr(gops, str_ops);
+        int lazy = uops == gf;
+        Py_XDECREF(uops);
+        if (lazy)               /* the lazy start: rare, done by the Python twin */
+            return PyObject_Vectorcall(g_graph_entry_py, args, nargs, NULL);
+        v = v | TRACE_GRAPH_FL | ((depth & DEPTH_MASK) << DEPTH_SHIFT);
+        set_slot(tv, off_tv_value, PyLong_FromLongLong(v));
+    }
+    long long maxd = slot_ll(tr, off_tr_max_graph_depth);
+    if (maxd && depth >= maxd)
+        return Py_NewRef(Py_False);
+    PyObject *on = SLOT(tr, off_tr_tracing_on);
+    if (slot_ll(tr, off_tr_tracing_thresh) || on == NULL || !PyObject_IsTrue(on))
+        return Py_NewRef(Py_True);
+    PyObject *payload = NULL;
+    if (slot_ll(tr, off_tr_graph_args)) {
+        /* the arguments ride beside the record */
+        payload = args_payload(SLOT(args[2], off_regs_frame));
+        if (payload == NULL)
+            return NULL;
+    }
+    if (graph_record(tr, FNT_TRACE_GRAPH_ENT, 0, func, depth, 0, 0, payload) < 0)
+        return NULL;
+    return Py_NewRef(Py_True);
+}
+
+/* graph_return past its start (graph_call) */
+static inline __attribute__((always_inline)) PyObject *
+graph_return_in(PyObject *const *args, PyObject *tr, PyObject *tv)
+{
+    PyObject *trace = args[0];
+    long long v = slot_ll(tv, off_tv_value);
+    long long depth = slot_ll(trace, off_ret_depth);
+    if (v & TRACE_GRAPH_NOTRACE) {
+        if (((v >> (DEPTH_SHIFT + 20)) & DEPTH_MASK) == depth)
+            set_slot(tv, off_tv_value, PyLong_FromLongLong(
+                v & ~TRACE_GRAPH_NOTRACE & ~(DEPTH_MASK << (DEPTH_SHIFT + 20))));
+        Py_RETURN_NONE;
+    }
+    if ((v & TRACE_GRAPH_FL) && ((v >> DEPTH_SHIFT) & DEPTH_MASK) == depth)
+        set_slot(tv, off_tv_value, PyLong_FromLongLong(
+            v & ~TRACE_GRAPH_FL & ~(DEPTH_MASK << DEPTH_SHIFT)));
+    long long calltime = slot_ll(trace, off_ret_calltime);
+    long long rettime = slot_ll(trace, off_ret_rettime);
+    long long thresh = slot_ll(tr, off_tr_tracing_thresh);
+    if (thresh && rettime - calltime < thresh)
+        Py_RETURN_NONE;
+    PyObject *on = SLOT(tr, off_tr_tracing_on);
+    if (on == NULL || !PyObject_IsTrue(on))
+        Py_RETURN_NONE;
+    PyObject *payload = NULL;
+    if (slot_ll(tr, off_tr_graph_retval)) {
+        /* the return value rides beside the record */
+        payload = retval_payload(SLOT(trace, off_ret_retval), SLOT(trace, off_ret_unwind));
+        if (payload == NULL)
+            return NULL;
+    }
+    if (graph_record(tr, FNT_TRACE_GRAPH_RET, rettime, SLOT(trace, off_ret_func), depth,
+                     (unsigned long)slot_ll(trace, off_ret_overrun),
+                     (unsigned long long)calltime, payload) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* graph_entry and graph_return (trace, gops, fregs), one body: `ret` is a constant at
+ * each call, as in dispatch's callbacks.  The halves and graph_record are inlined into
+ * each: calls of their own cost the profiler+graph pair ~0.4% per traced call. */
+static inline __attribute__((always_inline)) PyObject *
+graph_call(PyObject *const *args, Py_ssize_t nargs, int ret)
 {
     if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "graph_entry(trace, gops, fregs)");
+        PyErr_SetString(PyExc_TypeError, ret ? "graph_return(trace, gops, fregs)"
+                                             : "graph_entry(trace, gops, fregs)");
         return NULL;
     }
-    PyObject *trace = args[0], *gops = args[1];
-    PyObject *tr = PyObject_GetAttr(gops, str_private);
+    PyObject *tr = PyObject_GetAttr(args[1], str_private);
     if (tr == NULL)
         return NULL;
     if (ll_zero(SLOT(tr, off_tr_sleep_time))) {
         /* sleep-time 0: the thread's CPU clock kept on the shadow stack, by the twin */
         Py_DECREF(tr);
-        return PyObject_Vectorcall(g_graph_entry_py, args, nargs, NULL);
+        return PyObject_Vectorcall(ret ? g_graph_return_py : g_graph_entry_py, args, nargs,
+                                   NULL);
     }
-    {
+    if (!ret) {
         /* the thread filters first: an ignored thread's calls are not pushed */
         RingBufferObject *b = cpu_buffer(tr);
         if (b == NULL || BUF_IGNORED(b)) {
@@ -459,184 +580,27 @@ graph_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         Py_DECREF(b);
     }
-    PyObject *gf = SLOT(tr, off_tr_graph_fops);
-    PyObject *cached = gf ? SLOT(gf, off_ops_filter_cached) : NULL;
-    PyObject *func = SLOT(trace, off_ent_func);
-    PyObject *tv = graph_var(gops);
+    PyObject *tv = graph_var(args[1]);
     if (tv == NULL) {
         Py_DECREF(tr);
         return NULL;
     }
-    long long v = slot_ll(tv, off_tv_value);
-    PyObject *result = Py_False;
-    long long depth = slot_ll(trace, off_ent_depth);
-    if (v & TRACE_GRAPH_NOTRACE)
-        goto out;
-    PyObject *gn = SLOT(tr, off_tr_graph_notrace_fops);
-    if (gn && hash_has(SLOT(gn, off_ops_filter_hash), func)) {
-        /* skip this function and what it calls; its return clears the bit */
-        set_slot(tv, off_tv_value, PyLong_FromLongLong(
-            v | TRACE_GRAPH_NOTRACE | ((depth & DEPTH_MASK) << (DEPTH_SHIFT + 20))));
-        result = Py_True;
-        goto out;
-    }
-    if (gf && (!hash_empty(SLOT(gf, off_ops_filter_hash)) || (cached && PyObject_IsTrue(cached)))
-            && !(v & TRACE_GRAPH_FL)) {
-        if (!hash_has(SLOT(gf, off_ops_filter_hash), func))
-            goto out;
-        PyObject *uops = PyObject_GetAttr(gops, str_ops);
-        int lazy = uops == gf;
-        Py_XDECREF(uops);
-        if (lazy) {
-            /* the lazy start: rare, done by the Python twin */
-            Py_DECREF(tv);
-            Py_DECREF(tr);
-            return PyObject_Vectorcall(g_graph_entry_py, args, nargs, NULL);
-        }
-        v = v | TRACE_GRAPH_FL | ((depth & DEPTH_MASK) << DEPTH_SHIFT);
-        set_slot(tv, off_tv_value, PyLong_FromLongLong(v));
-    }
-    long long maxd = slot_ll(tr, off_tr_max_graph_depth);
-    if (maxd && depth >= maxd)
-        goto out;
-    result = Py_True;
-    if (slot_ll(tr, off_tr_tracing_thresh))
-        goto out;
-    PyObject *on = SLOT(tr, off_tr_tracing_on);
-    if (on == NULL || !PyObject_IsTrue(on))
-        goto out;
-    PyObject *payload = NULL;
-    if (slot_ll(tr, off_tr_graph_args)) {
-        /* the arguments ride beside the record */
-        payload = args_payload(SLOT(args[2], off_regs_frame));
-        if (payload == NULL) {
-            Py_DECREF(tv);
-            Py_DECREF(tr);
-            return NULL;
-        }
-    }
-    RingBufferObject *buf = cpu_buffer(tr);
-    if (buf == NULL) {
-        Py_XDECREF(payload);
-        Py_DECREF(tv);
-        Py_DECREF(tr);
-        return NULL;
-    }
-    if (BUF_IGNORED(buf)) {
-        /* ignored since its entry: a thread filter changed */
-        Py_DECREF(buf);
-        Py_XDECREF(payload);
-        goto out;
-    }
-    PyObject *ipo = SLOT(func, off_rec_ip);
-    unsigned long ip = ipo ? PyLong_AsUnsignedLong(ipo) : 0;
-    /* One reading, after the set-up above (a thread's first buffer, the arguments):
-     * the entry's timestamp and the call's start, so neither counts in its duration. */
-    long long ts = now_ns();
-    if (set_calltime(ts) < 0) {
-        Py_XDECREF(payload);
-        Py_DECREF(buf);
-        Py_DECREF(tv);
-        Py_DECREF(tr);
-        return NULL;
-    }
-    long long w = payload
-        ? rb_write_payload(buf, ts, FNT_TRACE_GRAPH_ENT, ip, (unsigned long)depth, 0, 0, payload)
-        : rb_write(buf, ts, FNT_TRACE_GRAPH_ENT, 0, ip, (unsigned long)depth, 0, 0);
-    Py_XDECREF(payload);
-    Py_DECREF(buf);
-    if (w == -2) {
-        Py_DECREF(tv);
-        Py_DECREF(tr);
-        return NULL;
-    }
-out:
+    PyObject *r = ret ? graph_return_in(args, tr, tv) : graph_entry_in(args, nargs, tr, tv);
     Py_DECREF(tv);
     Py_DECREF(tr);
-    return Py_NewRef(result);
+    return r;
+}
+
+static PyObject *
+graph_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return graph_call(args, nargs, 0);
 }
 
 static PyObject *
 graph_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "graph_return(trace, gops, fregs)");
-        return NULL;
-    }
-    PyObject *trace = args[0], *gops = args[1];
-    PyObject *tr = PyObject_GetAttr(gops, str_private);
-    if (tr == NULL)
-        return NULL;
-    if (ll_zero(SLOT(tr, off_tr_sleep_time))) {
-        Py_DECREF(tr);
-        return PyObject_Vectorcall(g_graph_return_py, args, nargs, NULL);
-    }
-    PyObject *tv = graph_var(gops);
-    if (tv == NULL) {
-        Py_DECREF(tr);
-        return NULL;
-    }
-    long long v = slot_ll(tv, off_tv_value);
-    long long depth = slot_ll(trace, off_ret_depth);
-    if (v & TRACE_GRAPH_NOTRACE) {
-        if (((v >> (DEPTH_SHIFT + 20)) & DEPTH_MASK) == depth)
-            set_slot(tv, off_tv_value, PyLong_FromLongLong(
-                v & ~TRACE_GRAPH_NOTRACE & ~(DEPTH_MASK << (DEPTH_SHIFT + 20))));
-        goto out;
-    }
-    if ((v & TRACE_GRAPH_FL) && ((v >> DEPTH_SHIFT) & DEPTH_MASK) == depth)
-        set_slot(tv, off_tv_value, PyLong_FromLongLong(
-            v & ~TRACE_GRAPH_FL & ~(DEPTH_MASK << DEPTH_SHIFT)));
-    long long calltime = slot_ll(trace, off_ret_calltime);
-    long long rettime = slot_ll(trace, off_ret_rettime);
-    long long thresh = slot_ll(tr, off_tr_tracing_thresh);
-    if (thresh && rettime - calltime < thresh)
-        goto out;
-    PyObject *on = SLOT(tr, off_tr_tracing_on);
-    if (on == NULL || !PyObject_IsTrue(on))
-        goto out;
-    PyObject *payload = NULL;
-    if (slot_ll(tr, off_tr_graph_retval)) {
-        /* the return value rides beside the record */
-        payload = retval_payload(SLOT(trace, off_ret_retval), SLOT(trace, off_ret_unwind));
-        if (payload == NULL) {
-            Py_DECREF(tv);
-            Py_DECREF(tr);
-            return NULL;
-        }
-    }
-    RingBufferObject *buf = cpu_buffer(tr);
-    if (buf == NULL) {
-        Py_XDECREF(payload);
-        Py_DECREF(tv);
-        Py_DECREF(tr);
-        return NULL;
-    }
-    if (BUF_IGNORED(buf)) {
-        /* ignored since its entry: a thread filter changed */
-        Py_DECREF(buf);
-        Py_XDECREF(payload);
-        goto out;
-    }
-    PyObject *ipo = SLOT(SLOT(trace, off_ret_func), off_rec_ip);
-    unsigned long ip = ipo ? PyLong_AsUnsignedLong(ipo) : 0;
-    unsigned long ov = (unsigned long)slot_ll(trace, off_ret_overrun);
-    long long w = payload
-        ? rb_write_payload(buf, rettime, FNT_TRACE_GRAPH_RET, ip, (unsigned long)depth, ov,
-                           (unsigned long long)calltime, payload)
-        : rb_write(buf, rettime, FNT_TRACE_GRAPH_RET, 0, ip, (unsigned long)depth, ov,
-                   (unsigned long long)calltime);
-    Py_XDECREF(payload);
-    Py_DECREF(buf);
-    if (w == -2) {
-        Py_DECREF(tv);
-        Py_DECREF(tr);
-        return NULL;
-    }
-out:
-    Py_DECREF(tv);
-    Py_DECREF(tr);
-    Py_RETURN_NONE;
+    return graph_call(args, nargs, 1);
 }
 
 static PyObject *
