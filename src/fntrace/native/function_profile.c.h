@@ -313,54 +313,50 @@ profiler_of(PyObject *gops)
     return prof;
 }
 
-/* profile_graph_entry(trace, gops, fregs) -> True: fgraph's general path. */
-static PyObject *
-profile_graph_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* profile_graph_entry and profile_graph_return, one body: `ret` is a constant at each
+ * call, so each compiles to its own path. */
+static inline __attribute__((always_inline)) PyObject *
+profile_graph(PyObject *const *args, Py_ssize_t nargs, int ret)
 {
     if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "profile_graph_entry(trace, gops, fregs)");
+        PyErr_SetString(PyExc_TypeError, ret ? "profile_graph_return(trace, gops, fregs)"
+                                             : "profile_graph_entry(trace, gops, fregs)");
         return NULL;
     }
     PyObject *trace = args[0];
     PyObject *prof = profiler_of(args[1]);
     if (prof == NULL)
         return NULL;
-    PyObject *rec = SLOT(trace, off_ent_func);
+    PyObject *rec = SLOT(trace, ret ? off_ret_func : off_ent_func);
     PyObject *ipo = rec ? SLOT(rec, off_rec_ip) : NULL;
     unsigned long ip = ipo ? PyLong_AsUnsignedLong(ipo) : 0;
-    long depth = (long)slot_ll(trace, off_ent_depth);
+    long depth = (long)slot_ll(trace, ret ? off_ret_depth : off_ent_depth);
+    long long calltime = ret ? slot_ll(trace, off_ret_rettime) - slot_ll(trace, off_ret_calltime)
+                             : 0;
     ProfileStatObject *st = PyErr_Occurred() ? NULL : prof_stat_of(prof, my_rec());
-    int rc = st != NULL ? prof_enter(prof, st, ip, depth) : -1;
+    int rc = st == NULL ? -1 : 0;
+    if (st != NULL && ret)
+        prof_return(prof, st, ip, depth, calltime);
+    else if (st != NULL)
+        rc = prof_enter(prof, st, ip, depth);
     Py_DECREF(prof);
     if (rc < 0)
         return NULL;
-    Py_RETURN_TRUE;
+    return Py_NewRef(ret ? Py_None : Py_True);
+}
+
+/* profile_graph_entry(trace, gops, fregs) -> True: fgraph's general path. */
+static PyObject *
+profile_graph_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return profile_graph(args, nargs, 0);
 }
 
 /* profile_graph_return(trace, gops, fregs) */
 static PyObject *
 profile_graph_return(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "profile_graph_return(trace, gops, fregs)");
-        return NULL;
-    }
-    PyObject *trace = args[0];
-    PyObject *prof = profiler_of(args[1]);
-    if (prof == NULL)
-        return NULL;
-    PyObject *rec = SLOT(trace, off_ret_func);
-    PyObject *ipo = rec ? SLOT(rec, off_rec_ip) : NULL;
-    unsigned long ip = ipo ? PyLong_AsUnsignedLong(ipo) : 0;
-    long depth = (long)slot_ll(trace, off_ret_depth);
-    long long calltime = slot_ll(trace, off_ret_rettime) - slot_ll(trace, off_ret_calltime);
-    ProfileStatObject *st = PyErr_Occurred() ? NULL : prof_stat_of(prof, my_rec());
-    if (st != NULL)
-        prof_return(prof, st, ip, depth, calltime);
-    Py_DECREF(prof);
-    if (st == NULL)
-        return NULL;
-    Py_RETURN_NONE;
+    return profile_graph(args, nargs, 1);
 }
 
 /* bind_function_profiler(type): the profiler's slots read per call. */
