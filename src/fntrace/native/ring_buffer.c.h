@@ -426,28 +426,6 @@ rb_write(RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
     return seq;
 }
 
-static PyObject *
-RingBuffer_write(RingBufferObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "write(ts, type, flags, a, b, c, d)");
-        return NULL;
-    }
-    long long ts = PyLong_AsLongLong(args[0]);
-    unsigned long type = PyLong_AsUnsignedLong(args[1]);
-    unsigned long flags = PyLong_AsUnsignedLong(args[2]);
-    unsigned long a = PyLong_AsUnsignedLong(args[3]);
-    unsigned long b = PyLong_AsUnsignedLong(args[4]);
-    unsigned long c = PyLong_AsUnsignedLong(args[5]);
-    unsigned long long d = PyLong_AsUnsignedLongLong(args[6]);
-    if (PyErr_Occurred())
-        return NULL;
-    long long seq = rb_write(self, ts, type, flags, a, b, c, d);
-    if (seq == -2)
-        return NULL;
-    return PyLong_FromLongLong(seq);
-}
-
 /* RingBuffer.write_payload: the record, then its payload keyed by sequence number. */
 static long long
 rb_write_payload(RingBufferObject *rb, long long ts, unsigned type, unsigned long a,
@@ -467,25 +445,41 @@ rb_write_payload(RingBufferObject *rb, long long ts, unsigned type, unsigned lon
     return seq;
 }
 
-static PyObject *
-RingBuffer_write_payload(RingBufferObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* write() and write_payload(), one body: a record from Python ints, ts, type, flags, a,
+ * b, c, d; or ts, type, a, b, c, d and the payload beside it. */
+static inline PyObject *
+rb_write_call(RingBufferObject *self, PyObject *const *args, Py_ssize_t nargs, int payload)
 {
     if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "write_payload(ts, type, a, b, c, d, payload)");
+        PyErr_SetString(PyExc_TypeError, payload ? "write_payload(ts, type, a, b, c, d, payload)"
+                                                 : "write(ts, type, flags, a, b, c, d)");
         return NULL;
     }
     long long ts = PyLong_AsLongLong(args[0]);
     unsigned long type = PyLong_AsUnsignedLong(args[1]);
-    unsigned long a = PyLong_AsUnsignedLong(args[2]);
-    unsigned long b = PyLong_AsUnsignedLong(args[3]);
-    unsigned long c = PyLong_AsUnsignedLong(args[4]);
-    unsigned long long d = PyLong_AsUnsignedLongLong(args[5]);
+    unsigned long flags = payload ? 0 : PyLong_AsUnsignedLong(args[2]);
+    PyObject *const *f = payload ? args + 2 : args + 3;
+    unsigned long a = PyLong_AsUnsignedLong(f[0]);
+    unsigned long b = PyLong_AsUnsignedLong(f[1]);
+    unsigned long c = PyLong_AsUnsignedLong(f[2]);
+    unsigned long long d = PyLong_AsUnsignedLongLong(f[3]);
     if (PyErr_Occurred())
         return NULL;
-    long long seq = rb_write_payload(self, ts, type, a, b, c, d, args[6]);
-    if (seq == -2)
-        return NULL;
-    return PyLong_FromLongLong(seq);
+    long long seq = payload ? rb_write_payload(self, ts, type, a, b, c, d, args[6])
+                            : rb_write(self, ts, type, flags, a, b, c, d);
+    return seq == -2 ? NULL : PyLong_FromLongLong(seq);
+}
+
+static PyObject *
+RingBuffer_write(RingBufferObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return rb_write_call(self, args, nargs, 0);
+}
+
+static PyObject *
+RingBuffer_write_payload(RingBufferObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return rb_write_call(self, args, nargs, 1);
 }
 
 static int
