@@ -273,6 +273,16 @@ put_rec(record_t *out, uint64_t ts, unsigned type, unsigned flags, uint64_t a, u
 
 #define U32_MAX_ 0xFFFFFFFFull
 
+/* A field a record's 32 bits cannot hold: 1, the message written. */
+static inline int
+too_wide(char *msg, size_t n, Py_ssize_t i, uint64_t a, uint64_t b, uint64_t c)
+{
+    if ((a | b | c) <= U32_MAX_)
+        return 0;
+    snprintf(msg, n, "record %zd: field above 32 bits", i);
+    return 1;
+}
+
 PyObject *
 fntrace_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -349,12 +359,8 @@ fntrace_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 b = get_uv(&in);
             if (tag & FNT_FILE_OVERRUN)
                 c = get_uv(&in);
-            if (in.err)
+            if (in.err || too_wide(msg, sizeof msg, i, a, b, c))
                 break;
-            if (a > U32_MAX_ || b > U32_MAX_ || c > U32_MAX_) {
-                snprintf(msg, sizeof msg, "record %zd: field above 32 bits", i);
-                break;
-            }
             put_rec(&out[i], ts, FNT_TRACE_GRAPH_ENT, fl, a, b, 0, 0);
             put_rec(&out[i + 1], ts + dur, FNT_TRACE_GRAPH_RET,
                     (tag & FNT_FILE_PAY1) ? 1 : 0, a, b, c, ts);
@@ -402,12 +408,8 @@ fntrace_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             }
             if (tag & FNT_FILE_OVERRUN)
                 c = get_uv(&in);
-            if (in.err)
+            if (in.err || too_wide(msg, sizeof msg, i, a, b, c))
                 break;
-            if (a > U32_MAX_ || b > U32_MAX_ || c > U32_MAX_) {
-                snprintf(msg, sizeof msg, "record %zd: field above 32 bits", i);
-                break;
-            }
             put_rec(&out[i], ts, FNT_TRACE_GRAPH_RET, fl, a, b, c, d);
             while (sp > 0 && stack[sp - 1].depth >= b)
                 sp--;
@@ -419,12 +421,8 @@ fntrace_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 break;
             }
             uint64_t a = get_uv(&in), b = get_uv(&in);
-            if (in.err)
+            if (in.err || too_wide(msg, sizeof msg, i, a, b, 0))
                 break;
-            if (a > U32_MAX_ || b > U32_MAX_) {
-                snprintf(msg, sizeof msg, "record %zd: field above 32 bits", i);
-                break;
-            }
             put_rec(&out[i], ts, FNT_TRACE_FN, fl, a, b, 0, 0);
         }
         else if (kind == FNT_FILE_RAW) {
@@ -448,12 +446,8 @@ fntrace_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 break;
             }
             uint64_t a = get_uv(&in);
-            if (in.err)
+            if (in.err || too_wide(msg, sizeof msg, i, a, 0, 0))
                 break;
-            if (a > U32_MAX_) {
-                snprintf(msg, sizeof msg, "record %zd: field above 32 bits", i);
-                break;
-            }
             put_rec(&out[i], ts, kind, fl, a, 0, 0, 0);
         }
         prev = ts;
