@@ -225,6 +225,37 @@ ProfileHook_install(PyObject *self, PyObject *unused)
 PyAPI_FUNC(int) _PyEval_SetProfile(PyThreadState *tstate, Py_tracefunc func, PyObject *arg);
 #endif
 
+/* install_all and uninstall_all, one walk over the interpreter's threads: the hook on
+ * (install) or off each thread the walk is for, but those whose id is in `ids` (None:
+ * none).  How many threads it changed. */
+static PyObject *
+hook_all(PyObject *self, PyObject *ids, int install)
+{
+    long n = 0;
+    PyThreadState *me = PyThreadState_Get();
+    PyThreadState *t = PyInterpreterState_ThreadHead(me->interp);
+    for (; t != NULL; t = PyThreadState_Next(t)) {
+        if (install ? (t == me || t->c_profilefunc != NULL)
+                    : (t->c_profilefunc != c_profile || t->c_profileobj != self))
+            continue;
+        if (ids != Py_None) {
+            PyObject *id = PyLong_FromUnsignedLong(install ? t->native_thread_id : t->thread_id);
+            if (id == NULL)
+                return NULL;
+            int in = PySequence_Contains(ids, id);
+            Py_DECREF(id);
+            if (in < 0)
+                return NULL;
+            if (in)
+                continue;
+        }
+        if (_PyEval_SetProfile(t, install ? c_profile : NULL, install ? self : NULL) < 0)
+            return NULL;
+        n++;
+    }
+    return PyLong_FromLong(n);
+}
+
 /* Every other thread of the interpreter, as 3.12's PyEval_SetProfileAllThreads (which
  * 3.11 lacks): a tracer switched on from a control thread (tracefs/server.py) must
  * reach the threads already running.  A thread that has a profile function of its own,
@@ -234,28 +265,7 @@ PyAPI_FUNC(int) _PyEval_SetProfile(PyThreadState *tstate, Py_tracefunc func, PyO
 static PyObject *
 ProfileHook_install_all(PyObject *self, PyObject *skip)
 {
-    long n = 0;
-    PyThreadState *me = PyThreadState_Get();
-    PyThreadState *t = PyInterpreterState_ThreadHead(me->interp);
-    for (; t != NULL; t = PyThreadState_Next(t)) {
-        if (t == me || t->c_profilefunc != NULL)
-            continue;
-        if (skip != Py_None) {
-            PyObject *id = PyLong_FromUnsignedLong(t->native_thread_id);
-            if (id == NULL)
-                return NULL;
-            int in = PySequence_Contains(skip, id);
-            Py_DECREF(id);
-            if (in < 0)
-                return NULL;
-            if (in)
-                continue;
-        }
-        if (_PyEval_SetProfile(t, c_profile, self) < 0)
-            return NULL;
-        n++;
-    }
-    return PyLong_FromLong(n);
+    return hook_all(self, skip, 1);
 }
 
 /* The hook off every thread that holds it (the back end stops: a detached program
@@ -264,28 +274,7 @@ ProfileHook_install_all(PyObject *self, PyObject *skip)
 static PyObject *
 ProfileHook_uninstall_all(PyObject *self, PyObject *keep)
 {
-    long n = 0;
-    PyThreadState *me = PyThreadState_Get();
-    PyThreadState *t = PyInterpreterState_ThreadHead(me->interp);
-    for (; t != NULL; t = PyThreadState_Next(t)) {
-        if (t->c_profilefunc == c_profile && t->c_profileobj == self) {
-            if (keep != Py_None) {
-                PyObject *id = PyLong_FromUnsignedLong(t->thread_id);
-                if (id == NULL)
-                    return NULL;
-                int in = PySequence_Contains(keep, id);
-                Py_DECREF(id);
-                if (in < 0)
-                    return NULL;
-                if (in)
-                    continue;
-            }
-            if (_PyEval_SetProfile(t, NULL, NULL) < 0)
-                return NULL;
-            n++;
-        }
-    }
-    return PyLong_FromLong(n);
+    return hook_all(self, keep, 0);
 }
 
 static PyMethodDef ProfileHook_methods[] = {
