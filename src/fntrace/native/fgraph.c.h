@@ -100,12 +100,7 @@ ops_test(PyObject *op, PyObject *rec, int regs_saved)
 static int
 fg_contain(PyObject *gops)
 {
-    if (!PyErr_ExceptionMatches(PyExc_Exception) && !PyErr_ExceptionMatches(PyExc_SystemExit))
-        return -1;
-    PyObject *exc = FETCH_EXC();
-    PyObject *r;
-    CREDITED_CALL(r, PyObject_CallFunctionObjArgs(g_fg_contain, gops, exc ? exc : Py_None, NULL));
-    return contained(r, exc);
+    return contain_by(g_fg_contain, gops);
 }
 
 /* Call gops.<name>(trace, gops, fregs); *result gets its truth (entry) if asked. */

@@ -367,17 +367,23 @@ contained(PyObject *r, PyObject *exc)
     return 0;
 }
 
-/* An ops callback raised: contain it like dispatch._contain, or let it through. */
+/* A callback raised: contain it by handing it to `by`(who, exc), or let it through. */
 static int
-contain(PyObject *who)
+contain_by(PyObject *by, PyObject *who)
 {
     if (!PyErr_ExceptionMatches(PyExc_Exception) && !PyErr_ExceptionMatches(PyExc_SystemExit))
         return -1;
     PyObject *exc = FETCH_EXC();
     PyObject *r;
-    CREDITED_CALL(r, PyObject_CallFunctionObjArgs(g_contain, who ? who : Py_None,
-                                               exc ? exc : Py_None, NULL));
+    CREDITED_CALL(r, PyObject_CallFunctionObjArgs(by, who, exc ? exc : Py_None, NULL));
     return contained(r, exc);
+}
+
+/* An ops callback raised: contain it like dispatch._contain, or let it through. */
+static int
+contain(PyObject *who)
+{
+    return contain_by(g_contain, who ? who : Py_None);
 }
 
 /* The caller's record (a new reference): ROOT without a caller. */
