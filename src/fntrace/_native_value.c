@@ -499,16 +499,11 @@ put_value(vbuf *w, PyObject *v, int level)
     if (full(w))
         return 1;                  /* cut anyway: what would follow is not shown */
     PyTypeObject *t = Py_TYPE(v);
-    if (v == Py_None) {
-        puts_ascii(w, "None");
-        return 1;
-    }
-    if (v == Py_True) {
-        puts_ascii(w, "True");
-        return 1;
-    }
-    if (v == Py_False) {
-        puts_ascii(w, "False");
+    const char *name = v == Py_None ? "None" : v == Py_True ? "True" : v == Py_False ? "False"
+                     : v == Py_Ellipsis ? "Ellipsis"
+                     : v == Py_NotImplemented ? "NotImplemented" : NULL;
+    if (name != NULL) {
+        puts_ascii(w, name);
         return 1;
     }
     if (t == &PyLong_Type)
@@ -543,14 +538,6 @@ put_value(vbuf *w, PyObject *v, int level)
         return put_bytes(w, v);
     if (t == &PyComplex_Type || t == &PyRange_Type)
         return put_slot_repr(w, v, t->tp_repr, 0, 0);
-    if (v == Py_Ellipsis) {
-        puts_ascii(w, "Ellipsis");
-        return 1;
-    }
-    if (v == Py_NotImplemented) {
-        puts_ascii(w, "NotImplemented");
-        return 1;
-    }
     if (PyExceptionInstance_Check(v))
         return put_exception(w, v, level);
     return 0;
