@@ -187,7 +187,7 @@ fg_fast_enter(PyObject *rec, fkey k)
     if (depth >= g_max_depth)
         return 0;                  /* the slow path counts the overrun */
     PyObject *ipo = SLOT(rec, off_rec_ip);
-    unsigned long ip = ipo ? PyLong_AsUnsignedLong(ipo) : 0;
+    unsigned long ip = ipo ? (unsigned long)fast_ll(ipo) : 0;
     long long calltime;
     int r = INDIRECT_CALL_1(g_lane.enter, graph_lane_enter, data, t, &k, ip, depth, &calltime);
     if (r <= 0)
@@ -270,9 +270,11 @@ fg_fast_return(fkey k, PyObject *retval, int unwind)
     if (g_lane_data != NULL
             && INDIRECT_CALL_1(g_lane.ret, graph_lane_return, g_lane_data, t, &f, retval, unwind) < 0)
         rc = -1;
-    for (int j = 0; j < nd; j++)
-        Py_XDECREF(dropped[j]);
-    PyMem_RawFree(dropped);
+    if (nd > 0) {
+        for (int j = 0; j < nd; j++)
+            Py_XDECREF(dropped[j]);
+        PyMem_RawFree(dropped);
+    }
     Py_XDECREF(f.ref);
     return rc;
 }

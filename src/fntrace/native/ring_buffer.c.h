@@ -365,10 +365,11 @@ native_ring_data(PyObject *mod, PyObject *arg)
     return PyByteArray_FromStringAndSize(NULL, n);
 }
 
-/* Append one record; returns its sequence number, -1 if dropped, -2 on error. */
-static long long
-rb_write(RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
-         unsigned long a, unsigned long b, unsigned long c, unsigned long long d)
+/* rb_write()'s every case: a full buffer (hand-over, overwrite or drop), a trace_clock
+ * read at write time, data not set up. */
+static __attribute__((noinline)) long long
+rb_write_slow(RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
+              unsigned long a, unsigned long b, unsigned long c, unsigned long long d)
 {
     long long seq = rb->seq;
     if (seq - rb->read >= rb->nrec) {
@@ -415,6 +416,34 @@ rb_write(RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
         ts = now;
     }
     }
+    rec->ts = (unsigned long long)ts;
+    rec->type = (unsigned short)type;
+    rec->flags = (unsigned short)flags;
+    rec->a = (unsigned int)a;
+    rec->b = (unsigned int)b;
+    rec->c = (unsigned int)c;
+    rec->d = d;
+    rb->seq = seq + 1;
+    return seq;
+}
+
+/* Append one record; returns its sequence number, -1 if dropped, -2 on error.  Inlined
+ * into each tracer's callback: the common case (room left, a clock the caller already
+ * read, the bytearray in place) is a handful of stores, without a call's prologue; all
+ * else is rb_write_slow's. */
+static inline __attribute__((always_inline)) long long
+rb_write(RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
+         unsigned long a, unsigned long b, unsigned long c, unsigned long long d)
+{
+    long long seq = rb->seq;
+    PyObject *data = rb->data;
+    if (__builtin_expect(seq - rb->read >= rb->nrec || data == NULL
+                         || !PyByteArray_CheckExact(data)
+                         || PyByteArray_GET_SIZE(data) < rb->nrec * FNT_RECORD_SIZE
+                         || (rb->clock != FNT_CLOCK_LOCAL && rb->clock != FNT_CLOCK_GLOBAL
+                             && rb->clock != FNT_CLOCK_PERF && rb->clock != FNT_CLOCK_MONO), 0))
+        return rb_write_slow(rb, ts, type, flags, a, b, c, d);
+    record_t *rec = (record_t *)(PyByteArray_AS_STRING(data) + (seq % rb->nrec) * FNT_RECORD_SIZE);
     rec->ts = (unsigned long long)ts;
     rec->type = (unsigned short)type;
     rec->flags = (unsigned short)flags;
