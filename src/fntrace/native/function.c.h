@@ -16,19 +16,10 @@ static _Thread_local long long tl_serial TLS_FAST;
  * tests it before writing. */
 #define BUF_IGNORED(b) ((PyObject *)(b) == Py_None)
 
-static RingBufferObject *
-cpu_buffer(PyObject *tr)
+/* cpu_buffer() past the thread's cached answer: tr.local.buf, or tr.cpu_buffer() */
+static __attribute__((noinline)) RingBufferObject *
+cpu_buffer_slow(PyObject *tr, PyObject *local, long long serial)
 {
-    /* tr.local.buf, or tr.cpu_buffer() on a thread's first event (new reference);
-     * Py_None (BUF_IGNORED) for an ignored thread. */
-    PyObject *local = SLOT(tr, off_tr_local);
-    /* Borrowed pointers: a thread's storage has no destructor, so a strong reference
-     * here would keep a finished thread's buffer alive for ever.  The trace array's
-     * serial number tells a new array at a freed one's address apart; an array frees
-     * a thread's buffer only once that thread has ended (trace.py). */
-    long long serial = slot_ll(tr, off_tr_serial);
-    if (tr == tl_tr && local == tl_local && serial == tl_serial && tl_buf != NULL)
-        return (RingBufferObject *)Py_NewRef(tl_buf);
     PyObject *buf = NULL;
     if (local != NULL) {
         CREDITED_CALL(buf, PyObject_GetAttr(local, str_buf));
@@ -55,6 +46,24 @@ cpu_buffer(PyObject *tr)
         tl_serial = serial;
     }
     return (RingBufferObject *)buf;
+}
+
+/* tr.local.buf, or tr.cpu_buffer() on a thread's first event (new reference); Py_None
+ * (BUF_IGNORED) for an ignored thread.  Every traced call asks it once or twice: the
+ * cached answer is inlined into the callback, without a call's prologue. */
+static inline __attribute__((always_inline)) RingBufferObject *
+cpu_buffer(PyObject *tr)
+{
+    PyObject *local = SLOT(tr, off_tr_local);
+    /* Borrowed pointers: a thread's storage has no destructor, so a strong reference
+     * here would keep a finished thread's buffer alive for ever.  The trace array's
+     * serial number tells a new array at a freed one's address apart; an array frees
+     * a thread's buffer only once that thread has ended (trace.py). */
+    long long serial = slot_ll(tr, off_tr_serial);
+    if (__builtin_expect(tr == tl_tr && local == tl_local && serial == tl_serial
+                         && tl_buf != NULL, 1))
+        return (RingBufferObject *)Py_NewRef(tl_buf);
+    return cpu_buffer_slow(tr, local, serial);
 }
 
 /* The verdict cpu_buffer() cached says `tr` ignores the calling thread (no call into
