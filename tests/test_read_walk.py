@@ -56,18 +56,27 @@ SYMBOLS = [(1, "m.a", "m.py", 1), (2, "m.b", "m.py", 5), (3, "m.c", "m.py", 9),
 IDS = [1, 2, 3, 4, 5, 6, 9]
 
 
+# The strategies a stream draws from, made once: a strategy made anew for every draw
+# costs hypothesis its validation each time, most of a walk test's time.
+_LENGTH, _START, _STEP = st.integers(0, 60), st.integers(1, 1000), st.integers(0, 50)
+_DEPTH3, _DEPTH4, _DEPTH5 = st.integers(0, 3), st.integers(0, 4), st.integers(0, 5)
+_BACK500, _BACK90 = st.integers(0, 500), st.integers(0, 90)
+_FN_DEPTH, _LOST = st.sampled_from([0, 1, 2]), st.sampled_from([0, 0, 3])
+
+
 @st.composite
 def slot_stream(draw, kinds="EEERRRRJFPX", ids=tuple(IDS)):
     """One thread slot's records, in time order, cut into chunks with losses."""
-    n = draw(st.integers(0, 60))
-    ts = draw(st.integers(1, 1000))
+    kind_of, ip_of = st.sampled_from(kinds), st.sampled_from(ids)
+    n = draw(_LENGTH)
+    ts = draw(_START)
     depth = 0
     open_: list[tuple[int, int, int]] = []        # (id, depth, calltime)
     recs = []
     for _ in range(n):
-        ts += draw(st.integers(0, 50))               # ties included
-        kind = draw(st.sampled_from(kinds))
-        ip = draw(st.sampled_from(ids))
+        ts += draw(_STEP)                            # ties included
+        kind = draw(kind_of)
+        ip = draw(ip_of)
         if kind == "E":
             recs.append((ts, TRACE_GRAPH_ENT, 0, ip, depth, 0, 0))
             open_.append((ip, depth, ts))
@@ -78,25 +87,25 @@ def slot_stream(draw, kinds="EEERRRRJFPX", ids=tuple(IDS)):
             recs.append((ts, TRACE_GRAPH_RET, 0, ip, d, 0, t0))
         elif kind == "R":
             # a return whose entry is not in the trace (calltime before the trace)
-            d = draw(st.integers(0, 3))
-            recs.append((ts, TRACE_GRAPH_RET, 0, ip, d, 0, max(0, ts - draw(st.integers(0, 500)))))
+            d = draw(_DEPTH3)
+            recs.append((ts, TRACE_GRAPH_RET, 0, ip, d, 0, max(0, ts - draw(_BACK500))))
         elif kind == "J":
             # a return at another depth or of another function (its entry was lost)
-            d = draw(st.integers(0, 4))
-            recs.append((ts, TRACE_GRAPH_RET, 0, ip, d, 0, max(0, ts - draw(st.integers(0, 90)))))
+            d = draw(_DEPTH4)
+            recs.append((ts, TRACE_GRAPH_RET, 0, ip, d, 0, max(0, ts - draw(_BACK90))))
             depth = d
             while open_ and open_[-1][1] >= d:
                 open_.pop()
         elif kind == "F":
-            recs.append((ts, TRACE_FN, 0, ip, draw(st.sampled_from([0, 1, 2])), 0, 0))
+            recs.append((ts, TRACE_FN, 0, ip, draw(_FN_DEPTH), 0, 0))
         elif kind == "P":
             recs.append((ts, TRACE_PRINT, TF_HAS_PAYLOAD, 0, 0, 0, 0))
         else:
-            recs.append((ts, TRACE_GRAPH_ENT, 0, ip, draw(st.integers(0, 5)), 0, 0))
+            recs.append((ts, TRACE_GRAPH_ENT, 0, ip, draw(_DEPTH5), 0, 0))
     cuts = sorted(set(draw(st.lists(st.integers(0, n), max_size=3))))
     chunks, last = [], 0
     for c in cuts + [n]:
-        chunks.append((draw(st.sampled_from([0, 0, 3])), recs[last:c]))
+        chunks.append((draw(_LOST), recs[last:c]))
         last = c
     return chunks
 
@@ -119,6 +128,15 @@ def write(path, slots: dict[int, list], clock: str | None = None,
     w.close({"trace_clock": clock} if clock else {})
 
 
+_MARKER_TEXT = st.sampled_from([
+    "asyncio:task_switch\0next=Task-1 id=7f00",
+    "asyncio:task_switch\0prev=Task-1 next=Task-2",
+    "asyncio:task_switch\0prev=Task-2 next=-",
+    "asyncio:task_switch\0next=Tâche-3\tid=1", "asyncio:task_switch\0",
+    "ev\0two\nlines\n", "plain", "", "mark\n", "é\0ü 😀"])
+_MARKER_TYPE = st.sampled_from([TRACE_PRINT, TRACE_EVENT, TRACE_EVENT])
+
+
 @st.composite
 def task_switches(draw, kinds: str):
     """A slot of ``kinds`` whose markers (P) become markers, events and an asyncio
@@ -131,13 +149,8 @@ def task_switches(draw, kinds: str):
         recs2 = []
         for r in recs:
             if r[1] == TRACE_PRINT:
-                text = draw(st.sampled_from([
-                    "asyncio:task_switch\0next=Task-1 id=7f00",
-                    "asyncio:task_switch\0prev=Task-1 next=Task-2",
-                    "asyncio:task_switch\0prev=Task-2 next=-",
-                    "asyncio:task_switch\0next=Tâche-3\tid=1", "asyncio:task_switch\0",
-                    "ev\0two\nlines\n", "plain", "", "mark\n", "é\0ü 😀"]))
-                typ = draw(st.sampled_from([TRACE_PRINT, TRACE_EVENT, TRACE_EVENT]))
+                text = draw(_MARKER_TEXT)
+                typ = draw(_MARKER_TYPE)
                 r = (r[0], typ, TF_HAS_PAYLOAD, 0, 0, 0, 0, text)
             recs2.append(r)
         out.append((lost, recs2))
@@ -158,6 +171,10 @@ def event_traces():
         st.dictionaries(st.integers(0, 3), task_switches("FFFPP"), min_size=1, max_size=3))
 
 
+_ARG_PIECES = st.lists(st.sampled_from(["x", "1", "'é'", "", "[1, 2]", "\x01\"", "😀"]),
+                       max_size=5)
+
+
 @st.composite
 def function_hits(draw):
     """A function tracer's slot: hits (callers known or not), some with their
@@ -167,9 +184,8 @@ def function_hits(draw):
     for lost, recs in chunks:
         recs2 = []
         for r in recs:
-            if draw(st.integers(0, 3)) == 0:
-                text = "\0".join(draw(st.lists(st.sampled_from(["x", "1", "'é'", "", "[1, 2]", "\x01\"", "😀"]),
-                                                max_size=5)))
+            if draw(_DEPTH3) == 0:
+                text = "\0".join(draw(_ARG_PIECES))
                 r = (r[0], r[1], TF_HAS_PAYLOAD, *r[3:7], text)
             recs2.append(r)
         out.append((lost, recs2))
@@ -1090,6 +1106,9 @@ def test_a_time_window_leaves_the_blocks_outside_it_unread(tmp_path):
 
 
 _TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=6)
+_ARGS_TEXT = st.lists(_TEXT, max_size=5)
+_RETURN_VALUE = st.one_of(st.integers(-(1 << 63), (1 << 63) - 1), _TEXT,
+                          st.sampled_from([0, -1, -22, "None", "raised ValueError"]))
 
 
 @st.composite
@@ -1102,11 +1121,10 @@ def with_values(draw, chunks):
         new = []
         for r in recs:
             if r[1] == TRACE_GRAPH_ENT and draw(st.booleans()):
-                pieces = draw(st.lists(_TEXT, max_size=5))
+                pieces = draw(_ARGS_TEXT)
                 r = (r[0], r[1], TF_HAS_PAYLOAD, *r[3:7], "\0".join(pieces))
             elif r[1] == TRACE_GRAPH_RET and draw(st.booleans()):
-                v = draw(st.one_of(st.integers(-(1 << 63), (1 << 63) - 1), _TEXT,
-                                   st.sampled_from([0, -1, -22, "None", "raised ValueError"])))
+                v = draw(_RETURN_VALUE)
                 r = (r[0], r[1], TF_HAS_PAYLOAD, *r[3:7], v)
             new.append(r)
         out.append((0, new))
