@@ -1451,3 +1451,79 @@ def test_stat_native_and_pure_give_the_same_bytes(tmp_script, run_fntrace, tmp_p
         native, pure = index_both(dat, 2000)
         assert native == pure
         assert any("__main__.leaf" in t[3] for t in native[0].values())
+
+
+# -- a live instance's trace, printed natively ------------------------------------------
+def _live_workload() -> None:
+    import threading
+
+    def leaf(x):
+        return x + 1
+
+    def mid(x):
+        return leaf(x) * 2
+
+    def top(n):
+        return sum(mid(i) for i in range(n))
+
+    top(40)
+    threads = [threading.Thread(target=top, args=(25,)) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    top(5)
+
+
+def _read_both(fs, name: str, monkeypatch) -> tuple[str, str, int]:
+    """``name`` read with the native printer and with the Python one; how many of the
+    reads the native walk printed."""
+    from fntrace.output import render
+    took = []
+    real = render._native_body
+
+    def spy(*a, **kw):
+        body = real(*a, **kw)
+        took.append(body is not None)
+        return body
+
+    monkeypatch.setattr(render, "_native_body", spy)
+    native_text = fs.read(name)
+    monkeypatch.setattr(_env, "native", lambda: None)
+    python_text = fs.read(name)
+    monkeypatch.undo()
+    return native_text, python_text, sum(took)
+
+
+@needs_native
+@pytest.mark.parametrize("tracer", ["function", "function_graph"])
+@pytest.mark.parametrize("kb", [0, 1])
+def test_a_live_trace_read_natively_is_the_python_printers(fs, monkeypatch, tracer, kb):
+    """``trace`` and ``snapshot`` of a live instance (threads, calls still open, a
+    buffer that overwrote its oldest records) are printed by the native walk, byte for
+    byte as the Python printer prints them."""
+    fs.write("set_ftrace_filter", "*_live_workload* *.leaf *.mid *.top")
+    if kb:
+        fs.write("buffer_size_kb", str(kb))
+    fs.write("current_tracer", tracer)
+    _live_workload()
+    fs.write("tracing_on", "0")
+    fs.write("snapshot", "1")
+    for name in ("trace", "snapshot"):
+        native_text, python_text, took = _read_both(fs, name, monkeypatch)
+        assert took == 1, name
+        assert native_text == python_text, name
+        assert native_text.count("leaf") >= (20 if kb else 120), native_text[:2000]
+
+
+@needs_native
+def test_a_live_trace_holding_payloads_is_left_to_the_python_printer(fs, monkeypatch):
+    fs.write("set_ftrace_filter", "*_live_workload* *.leaf *.mid *.top")
+    fs.write("current_tracer", "function")
+    _live_workload()
+    fs.write("trace_marker", "a marker among the calls")
+    fs.write("tracing_on", "0")
+    native_text, python_text, took = _read_both(fs, "trace", monkeypatch)
+    assert took == 0
+    assert native_text == python_text
+    assert "a marker among the calls" in native_text

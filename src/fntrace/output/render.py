@@ -70,11 +70,96 @@ def trace_array_lines(tr, *, tracer: str | None = None, buffers: Iterable | None
     # counted before a consuming read takes the records
     nr_entries = sum(b.entries for b in bufs)
     written = sum(b.written for b in bufs)
+    time_in_ns = getattr(tr, "clock_in_ns", True)
+    if not consume:
+        body = _native_body(bufs, tracer, tr.options, time_in_ns, view, thread_info)
+        if body is not None:
+            graph = tracer == "function_graph"
+            # (function_graph's header has no entries counts)
+            head = render_trace((), tracer=tracer, options=tr.options,
+                                nr_entries=None if graph else nr_entries,
+                                written=None if graph else written,
+                                nr_cpus=nr_cpus_of(b.cpu for b in bufs),
+                                header=header, view=view, time_in_ns=time_in_ns)
+            return _lines(head, body)
     entries = entries_from_buffers(bufs, name_of, thread_info, consume=consume)
     return render_trace(entries, tracer=tracer, options=tr.options, nr_entries=nr_entries,
                         written=written, nr_cpus=nr_cpus_of(b.cpu for b in bufs),
                         header=header and not consume, view=view,
-                        time_in_ns=getattr(tr, "clock_in_ns", True))
+                        time_in_ns=time_in_ns)
+
+
+def _lines(head: Iterable[str], body: Iterable[str]) -> Iterator[str]:
+    """The header's lines, then the native body's (pieces of whole lines, each ending
+    in a newline), as lines without newlines."""
+    yield from head
+    for piece in body:
+        yield from piece[:-1].split("\n")
+
+
+class _LiveBlocks:
+    """Live ring buffers seen as a trace file's blocks (tracefile/reader.py
+    ``record_blocks``), so that a ``trace`` or ``snapshot`` read is printed by the
+    native walk that prints ``fntrace report`` (about twenty times the Python
+    printer's speed: a served program pays for every read).  Each buffer's records are
+    copied once, as ``RingBuffer.records`` reads them; a buffer that holds payloads
+    (markers, events, stack traces, arguments, return values) makes it decline: the
+    Python printer prints those."""
+
+    def __init__(self, bufs: list, thread_info: Mapping[int, tuple[int, str]]) -> None:
+        from ..core.records import record_table
+        from ..record_format import RECORD_SIZE
+        self.blocks: dict[int, tuple] = {}
+        for b in bufs:
+            if b.payloads:
+                raise LookupError("payloads")
+            nrec = b.nrec
+            lo, seq = b.lo, b.seq
+            data = b.data
+            s, e = (lo % nrec) * RECORD_SIZE, (seq % nrec) * RECORD_SIZE
+            recs = bytes(data[s:e]) if s < e or lo == seq else bytes(data[s:]) + bytes(data[:e])
+            # a writer that lapped the copy (overwrite mode): the oldest copied are gone
+            over = b.seq - nrec - lo
+            if over > 0:
+                recs = recs[over * RECORD_SIZE:]
+            if b.payloads:
+                raise LookupError("payloads")
+            self.blocks[b.cpu] = (b.cpu, 0, recs, 0)
+        self.cpus = sorted(self.blocks)
+        self.threads = {c: thread_info.get(c, (0, "<...>")) for c in self.cpus}
+        self.symbols = {ip: (r.name, r.filename, r.line)
+                        for ip, r in list(record_table.by_ip.items())}
+
+    def record_blocks(self, cpu: int | None = None, payloads: bool = False,
+                      since: int | None = None, until: int | None = None) -> Iterator[tuple]:
+        for c in (self.cpus if cpu is None else [cpu]):
+            block = self.blocks.get(c)
+            if block is not None and block[2]:
+                yield block + (b"",) if payloads else block
+
+
+def _native_body(bufs: list, tracer: str, options: Mapping[str, bool], time_in_ns: bool,
+                 view: str | None, thread_info: Mapping[int, tuple[int, str]]
+                 ) -> Iterator[str] | None:
+    """The body of a non-consuming read printed by the native walk (``_LiveBlocks``),
+    or None: no native twin, another view, a trace it does not print."""
+    from .. import _env
+    if _env.native() is None or not bufs:
+        return None
+    graph = tracer == "function_graph"
+    if renderer_for(tracer, options, view=view).name != ("function_graph" if graph
+                                                         else "function"):
+        return None
+    try:
+        src = _LiveBlocks(bufs, thread_info)
+    except LookupError:
+        return None
+    opts = dict(options)
+    if graph:
+        from .function_graph import native_graph_text
+        return native_graph_text(src, opts, nr_cpus_of(b.cpu for b in bufs))
+    from .ftrace_text import native_function_text
+    return native_function_text(src, opts, time_in_ns)
 
 
 from .._env import public_dir as _public_dir  # noqa: E402
