@@ -12,7 +12,13 @@ events a CPU buffer dropped with the next event it reads from that buffer
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, final
+# typing is not imported at run time (most of a reading command's start-up is imports)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final, final
+else:
+    def final(cls):
+        return cls
 
 __all__ = [
     "TRACE_FN", "TRACE_GRAPH_ENT", "TRACE_GRAPH_RET", "TRACE_PRINT", "TRACE_STACK",

@@ -15,17 +15,17 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator
-from typing import ContextManager
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, ContextManager
+
+    from .trace_events import TraceEvent
 
 from ..tracefile.trace_set import TraceSet, open_traces
 from ..tracefile.reader import TraceFile
 from .calls import Call, iter_calls
 from .entry import LostEvents, TraceEntry
 from .reader import entries_from_file
-from .trace_events import TraceEvent, typed_events
 
 __all__ = ["TraceSource", "open_trace"]
 
@@ -149,6 +149,8 @@ class TraceSource:
         """The trace as typed events, in time order (one thread slot's with ``cpu``):
         FunctionHit, GraphEntry, GraphReturn, DynamicEvent, Marker, StackTrace, Lost
         (output/trace_events.py).  Each call reads the file again."""
+        # (imported here: the views and exports read entries, not typed events)
+        from .trace_events import typed_events
         return typed_events(self.entries(cpu), self.event_fields)
 
     def __iter__(self) -> Iterator[TraceEvent]:

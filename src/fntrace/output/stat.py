@@ -36,7 +36,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
+from collections import namedtuple
+# typing is not imported at run time (most of a reading command's start-up is imports)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NamedTuple
 
 from .. import _env
 from ..log_hist import hist_index, hist_percentile
@@ -251,13 +255,16 @@ def function_stats(entries: Iterable[TraceEntry | LostEvents], *, graph: bool | 
     return col.finish()
 
 
-class StatWalked(NamedTuple):
-    """A walk's answer: the rows, StatCollector's ``no_return`` and ``no_entry``, and
-    with ``edges`` its ``edges`` (else None)."""
-    rows: list[FunctionStat]
-    no_return: int
-    no_entry: int
-    edges: dict[tuple[str, str], int] | None = None
+if TYPE_CHECKING:
+    class StatWalked(NamedTuple):
+        rows: list[FunctionStat]
+        no_return: int
+        no_entry: int
+        edges: dict[tuple[str, str], int] | None = None
+else:
+    StatWalked = namedtuple("StatWalked", "rows no_return no_entry edges", defaults=(None,))
+StatWalked.__doc__ = """A walk's answer: the rows, StatCollector's ``no_return`` and
+    ``no_entry``, and with ``edges`` its ``edges`` (else None)."""
 
 
 def collected(col: StatCollector) -> StatWalked:
