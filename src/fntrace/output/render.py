@@ -113,9 +113,11 @@ class _LiveBlocks:
         for b in bufs:
             if b.payloads:
                 raise LookupError("payloads")
-            nrec = b.nrec
-            lo, seq = b.lo, b.seq
-            data = b.data
+            nrec, data = b.nrec, b.data
+            # (lo from this seq: a write between two reads of the buffer's counters
+            # would make them disagree)
+            seq = b.seq
+            lo = max(b.read, seq - nrec, 0)
             s, e = (lo % nrec) * RECORD_SIZE, (seq % nrec) * RECORD_SIZE
             recs = bytes(data[s:e]) if s < e or lo == seq else bytes(data[s:]) + bytes(data[:e])
             # a writer that lapped the copy (overwrite mode): the oldest copied are gone
