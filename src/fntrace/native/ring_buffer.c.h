@@ -365,6 +365,20 @@ native_ring_data(PyObject *mod, PyObject *arg)
     return PyByteArray_FromStringAndSize(NULL, n);
 }
 
+/* One record's fields into its slot (both writes below). */
+static inline __attribute__((always_inline)) void
+rb_store(record_t *rec, long long ts, unsigned type, unsigned flags, unsigned long a,
+         unsigned long b, unsigned long c, unsigned long long d)
+{
+    rec->ts = (unsigned long long)ts;
+    rec->type = (unsigned short)type;
+    rec->flags = (unsigned short)flags;
+    rec->a = (unsigned int)a;
+    rec->b = (unsigned int)b;
+    rec->c = (unsigned int)c;
+    rec->d = d;
+}
+
 /* rb_write()'s every case: a full buffer (hand-over, overwrite or drop), a trace_clock
  * read at write time, data not set up. */
 static __attribute__((noinline)) long long
@@ -416,13 +430,7 @@ rb_write_slow(RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
         ts = now;
     }
     }
-    rec->ts = (unsigned long long)ts;
-    rec->type = (unsigned short)type;
-    rec->flags = (unsigned short)flags;
-    rec->a = (unsigned int)a;
-    rec->b = (unsigned int)b;
-    rec->c = (unsigned int)c;
-    rec->d = d;
+    rb_store(rec, ts, type, flags, a, b, c, d);
     rb->seq = seq + 1;
     return seq;
 }
@@ -444,13 +452,7 @@ rb_write(RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
                              && rb->clock != FNT_CLOCK_PERF && rb->clock != FNT_CLOCK_MONO), 0))
         return rb_write_slow(rb, ts, type, flags, a, b, c, d);
     record_t *rec = (record_t *)(PyByteArray_AS_STRING(data) + (seq % rb->nrec) * FNT_RECORD_SIZE);
-    rec->ts = (unsigned long long)ts;
-    rec->type = (unsigned short)type;
-    rec->flags = (unsigned short)flags;
-    rec->a = (unsigned int)a;
-    rec->b = (unsigned int)b;
-    rec->c = (unsigned int)c;
-    rec->d = d;
+    rb_store(rec, ts, type, flags, a, b, c, d);
     rb->seq = seq + 1;
     return seq;
 }
