@@ -168,6 +168,10 @@ class Client:
     def mode(self, path: str) -> int:
         return self._call("mode", path)
 
+    def stat(self, path: str) -> tuple[str | None, int]:
+        kind, mode = self._call("stat", path)
+        return kind, mode
+
     def mkdir(self, path: str) -> None:
         self._call("mkdir", path)
 

@@ -13,7 +13,7 @@ are not ours and closed are not looked at.  The server also checks the peer's ui
 
 A frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON.
 
-    request   {"op": "read"|"write"|"ls"|"kind"|"mode"|"mkdir"|"rmdir"|"pipe"|"detach"
+    request   {"op": "read"|"write"|"ls"|"kind"|"mode"|"stat"|"mkdir"|"rmdir"|"pipe"|"detach"
                      |"info",
                "path": str, "data": str, "append": bool}
     reply     {"ok": true, "data": ...}
@@ -43,7 +43,8 @@ __all__ = ["runtime_dir", "runtime_dirs_of", "xdg_dir", "tmp_dirs", "TMP", "sock
 MAX_FRAME = 256 << 20
 MAX_REQUEST = 16 << 20
 
-OPS = ("read", "write", "ls", "kind", "mode", "mkdir", "rmdir", "pipe", "detach", "info")
+OPS = ("read", "write", "ls", "kind", "mode", "stat", "mkdir", "rmdir", "pipe", "detach",
+       "info")
 
 _LEN = struct.Struct(">I")
 _UCRED = struct.Struct("3i")     # struct ucred: pid, uid, gid
@@ -154,9 +155,13 @@ def socket_path(pid: int, create: bool = False) -> str:
     return path
 
 
+# one encoder for every frame (json.dumps with options makes a new one a call: a served
+# program pays it for each request of a FUSE mount)
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def send_frame(sock: socket.socket, obj) -> None:
-    body = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8",
-                                                                             "surrogatepass")
+    body = _encode(obj).encode("utf-8", "surrogatepass")
     # MSG_NOSIGNAL: a peer gone away is an error here, never a SIGPIPE for the program
     # (which may have set SIGPIPE to its default action, and would die of it).
     sock.sendall(_LEN.pack(len(body)) + body, socket.MSG_NOSIGNAL)

@@ -356,11 +356,22 @@ class Tracefs:
         0200 write-only (trace_marker), 0755 for a directory."""
         if self.kind(path) == "dir":
             return 0o755
+        return self._file_mode(path)
+
+    def _file_mode(self, path: str) -> int:
         fs, path = self._route(path)
         f = fs._lookup(path)
         if f is None:
             return 0
         return (0o444 if f[0] is not None else 0) | (0o200 if f[1] is not None else 0)
+
+    def stat(self, path: str) -> tuple[str | None, int]:
+        """(kind, mode) in one question, the kind worked out once: a FUSE getattr's
+        (one round trip to a served program instead of two); (None, 0) for no entry."""
+        kind = self.kind(path)
+        if kind is None:
+            return None, 0
+        return kind, 0o755 if kind == "dir" else self._file_mode(path)
 
     def open_pipe(self, path: str = "trace_pipe", *,
                   cpus: Iterable[int] | None = None) -> PipeReader:

@@ -179,17 +179,25 @@ class TracefsOperations(mfusepy.Operations):
 
     def getattr(self, path: str, fh: int | None = None) -> dict[str, Any]:
         rel = _rel(path)
-        kind = self._call(self.fs.kind, rel)
+        # (kind, mode) in one question where the file API has it (Tracefs, Client: one
+        # round trip to a served program a lookup, not two)
+        both = getattr(self.fs, "stat", None)
+        if both is not None:
+            kind, mode = self._call(both, rel)
+        else:
+            kind = self._call(self.fs.kind, rel)
+            mode = None
         if kind is None:
             raise mfusepy.FuseOSError(errno.ENOENT)
+        if mode is None and rel:
+            mode = self._call(self.fs.mode, rel)
         if kind == "dir":
             if rel.startswith(("events/", "instances/")):
                 with self._handles_lock:
                     self._event_dirs.add(rel)
-            mode = self.root_mode if not rel else self._call(self.fs.mode, rel)
-            st_mode, nlink = stat.S_IFDIR | mode, 2
+            st_mode, nlink = stat.S_IFDIR | (self.root_mode if not rel else mode), 2
         else:
-            st_mode, nlink = stat.S_IFREG | self._call(self.fs.mode, rel), 1
+            st_mode, nlink = stat.S_IFREG | mode, 1
         t = self.time_ns
         return {"st_mode": st_mode, "st_nlink": nlink, "st_uid": self.uid,
                 "st_gid": self.gid, "st_size": 0, "st_atime": t, "st_mtime": t,

@@ -362,6 +362,8 @@ class Server:
                     return {"ok": True, "data": fs.kind(path)}
                 if op == "mode":
                     return {"ok": True, "data": fs.mode(path)}
+                if op == "stat":
+                    return {"ok": True, "data": list(fs.stat(path))}
                 if op == "info":
                     return {"ok": True, "data": {
                         "pid": os.getpid(), "python": sys.version.split()[0],
