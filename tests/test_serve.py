@@ -437,6 +437,25 @@ def test_malformed_frames_do_not_hurt(served):
     assert ok(ctl(p.pid, "current_tracer")) == "nop\n"
 
 
+def test_stat_answers_kind_and_mode_as_the_two_questions_do(served):
+    """A FUSE getattr's one request: (kind, mode) as kind and mode answer them apart,
+    for a read-write file, a write-only one, a directory, an instance's file and no
+    entry."""
+    p = served()
+    with Client(p.pid) as c:
+        c.mkdir("instances/st")
+        for path in ("current_tracer", "trace_marker", "events", "events/sched",
+                     "instances/st/current_tracer", "instances", "no_such_file",
+                     "events/no_such_system"):
+            kind = c.kind(path)
+            assert c.stat(path) == (kind, c.mode(path) if kind else 0), path
+        assert c.stat("current_tracer") == ("file", 0o644)
+        assert c.stat("trace_marker") == ("file", 0o200)
+        assert c.stat("events") == ("dir", 0o755)
+        assert c.stat("no_such_file") == (None, 0)
+        c.rmdir("instances/st")
+
+
 # ---------------------------------------------------------------------------------
 # trace_pipe
 # ---------------------------------------------------------------------------------
