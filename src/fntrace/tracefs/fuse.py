@@ -205,9 +205,12 @@ class TracefsOperations(mfusepy.Operations):
 
     def readdir(self, path: str, fh: int) -> list[str]:
         rel = _rel(path)
-        if self._call(self.fs.kind, rel) != "dir":
+        names = self._call(self.fs.ls, rel)
+        # (a directory lists something; only an empty answer needs the kind asked:
+        # one request a listing, not two)
+        if not names and self._call(self.fs.kind, rel) != "dir":
             raise mfusepy.FuseOSError(errno.ENOTDIR)
-        return [".", "..", *self._call(self.fs.ls, rel)]
+        return [".", "..", *names]
 
     def mkdir(self, path: str, mode: int) -> int:
         mk = getattr(self.fs, "mkdir", None)
