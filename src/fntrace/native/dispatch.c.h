@@ -42,6 +42,31 @@ site_entry(PyObject *rec, PyFrameObject *frame, PyObject *func, PyObject *op)
     return 0;
 }
 
+int fntrace_iframe_caller_code(void *iframe, PyObject **out);    /* _native_frame.c */
+
+/* site_entry's direct function-tracer call, its parent found without a frame object
+ * (see fntrace_iframe_caller_code): 0 done, -1 an error not contained, 1 not done
+ * here -- the caller's code has no record yet (parent_of's slow path makes it from
+ * the frame object) or the frame layout is not known -- so site_entry does it. */
+static inline int
+function_entry_frameless(PyObject *rec, PyObject *code, PyObject *op)
+{
+    if (thread_ignored_by(SLOT(op, off_ops_private)))
+        return 0;
+    fkey k;
+    PyObject *bc;
+    if (!fkey_of_current(code, &k) || k.ref != NULL
+            || fntrace_iframe_caller_code(k.key, &bc) < 0)
+        return 1;
+    PyObject *parent = bc == NULL ? g_root : lookup_id(g_by_code, bc);
+    if (parent == NULL)
+        return PyErr_Occurred() ? contain(op) : 1;
+    Py_INCREF(parent);
+    int rc = function_trace(rec, parent, op);
+    Py_DECREF(parent);
+    return rc < 0 ? contain(op) : 0;
+}
+
 /* A start that found no site (dispatch._miss): G.trap(code, globals), the back end's
  * discovery trap, may make one.  1: look again; 0: return None; 2: return DISABLE;
  * -1: an error not contained. */
@@ -136,15 +161,18 @@ py_start(PyObject *const *args, Py_ssize_t nargs, int global)
         if (r)
             Py_RETURN_NONE;
     }
-    PyFrameObject *frame = PyEval_GetFrame();
-    if (frame == NULL)
-        Py_RETURN_NONE;
-    Py_INCREF(rec);
     PyObject *func = global ? SLOT(g_G, off_G_trace_function) : SLOT(rec, off_rec_func);
     PyObject *op = global ? SLOT(g_G, off_G_trace_op) : SLOT(rec, off_rec_ops);
+    Py_INCREF(rec);
     Py_XINCREF(func);
     Py_XINCREF(op);
-    int rc = site_entry(rec, frame, func, op);
+    int rc = 1;
+    if (func == g_function_trace_call && op != NULL)
+        rc = function_entry_frameless(rec, args[0], op);
+    if (rc > 0) {
+        PyFrameObject *frame = PyEval_GetFrame();
+        rc = frame == NULL ? 0 : site_entry(rec, frame, func, op);
+    }
     Py_XDECREF(func);
     Py_XDECREF(op);
     Py_DECREF(rec);

@@ -103,8 +103,8 @@ function_trace(PyObject *ip, PyObject *parent_ip, PyObject *op)
         return 0;
     }
     PyObject *ipo = SLOT(ip, off_rec_ip), *pipo = SLOT(parent_ip, off_rec_ip);
-    unsigned long a = ipo ? PyLong_AsUnsignedLong(ipo) : 0;
-    unsigned long b = pipo ? PyLong_AsUnsignedLong(pipo) : 0;
+    unsigned long a = ipo ? (unsigned long)fast_ll(ipo) : 0;
+    unsigned long b = pipo ? (unsigned long)fast_ll(pipo) : 0;
     long long rc = rb_write(buf, now_ns(), FNT_TRACE_FN, 0, a, b, 0, 0);
     Py_DECREF(buf);
     return rc == -2 ? -1 : 0;
