@@ -135,6 +135,22 @@ def test_native_and_pure_encoders_give_the_same_bytes():
     assert NATIVE.encode_records(memoryview(big)) == py_encode(big)
 
 
+@pytest.mark.skipif(NATIVE is None, reason="the native twin is not built")
+@given(st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 300), min_size=1, max_size=40))
+@settings(max_examples=300, deadline=None)
+def test_native_and_pure_block_varints_are_the_same_bytes(vals):
+    from fntrace.tracefile.writer import _py_varints
+    assert NATIVE.varints(*vals) == _py_varints(*vals)
+
+
+@pytest.mark.parametrize("vals", [(-1,), (5, -300), (2**64,), (0, 2**70)])
+def test_a_varint_out_of_range_is_refused(vals):
+    from fntrace.tracefile.writer import _py_varints
+    for varints in [_py_varints] + ([NATIVE.varints] if NATIVE is not None else []):
+        with pytest.raises(ValueError):
+            varints(*vals)
+
+
 def test_a_leaf_call_is_one_small_record():
     recs = [(1000, ENT, 0, 5, 3, 0, 0), (1000 + 250, RET, 0, 5, 3, 0, 1000)]
     e = py_encode(pack(recs))

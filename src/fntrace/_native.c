@@ -155,6 +155,8 @@ static PyMethodDef native_methods[] = {
      "encode_records(records): tracefile/codec.py's py_encode bytes, faster"},
     {"decode_records", (PyCFunction)(void (*)(void))fntrace_decode_records, METH_FASTCALL,
      "decode_records(data, n): tracefile/codec.py's py_decode records, faster"},
+    {"varints", (PyCFunction)(void (*)(void))fntrace_varints, METH_FASTCALL,
+     "varints(*values): tracefile/writer.py's _varints bytes, faster"},
     {"pack_payloads", (PyCFunction)(void (*)(void))fntrace_pack_payloads, METH_FASTCALL,
      "pack_payloads(records, first_seq, payloads, step, dumps): write_chunk's payload bytes"},
     {NULL}

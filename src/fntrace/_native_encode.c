@@ -655,3 +655,53 @@ done:
     PyBuffer_Release(&view);
     return res;
 }
+
+/* varints(*values) -> bytes: each value (0 <= v < 2**64) as LEB128, one after another
+ * (tracefile/writer.py _varints, the pure twin: the heads of the file's blocks, a
+ * thread's native id, the index's times).  ValueError for a value out of range, as the
+ * twin's bytearray gives. */
+PyObject *
+fntrace_varints(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    unsigned char buf[10 * 16];
+    buf[0] = 0;             /* (no value: an empty bytes, read from nothing) */
+    unsigned char *out = nargs <= 16 ? buf : PyMem_Malloc((size_t)nargs * 10 + 1);
+    if (out == NULL)
+        return PyErr_NoMemory();
+    unsigned char *p = out;
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        if (!PyLong_Check(args[i])) {
+            PyErr_Format(PyExc_TypeError, "varints: an int is wanted, not %.100s",
+                         Py_TYPE(args[i])->tp_name);
+            goto fail;
+        }
+        int overflow = 0;
+        long long s = PyLong_AsLongLongAndOverflow(args[i], &overflow);
+        uint64_t v;
+        if (overflow == 0 && s >= 0)
+            v = (uint64_t)s;
+        else if (overflow == 0 && s == -1 && PyErr_Occurred())
+            goto fail;
+        else {
+            v = overflow > 0 ? PyLong_AsUnsignedLongLong(args[i]) : 0;
+            if (overflow <= 0 || (v == (uint64_t)-1 && PyErr_Occurred())) {
+                PyErr_Clear();
+                PyErr_SetString(PyExc_ValueError, "varints: a value out of range(0, 2**64)");
+                goto fail;
+            }
+        }
+        while (v >= 0x80) {
+            *p++ = (unsigned char)(v | 0x80);
+            v >>= 7;
+        }
+        *p++ = (unsigned char)v;
+    }
+    PyObject *r = PyBytes_FromStringAndSize((const char *)out, p - out);
+    if (out != buf)
+        PyMem_Free(out);
+    return r;
+fail:
+    if (out != buf)
+        PyMem_Free(out);
+    return NULL;
+}

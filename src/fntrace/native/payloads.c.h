@@ -165,6 +165,7 @@ PyObject *fntrace_frame_var(PyObject *frame, PyObject *name);
 PyObject *fntrace_encode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *fntrace_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *fntrace_pack_payloads(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *fntrace_varints(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 static PyObject *
 frame_var(PyObject *self, PyObject *const *args, Py_ssize_t nargs)

@@ -108,13 +108,21 @@ def _payload_tails(mv: memoryview, first_seq: int, payloads: Mapping[int, Any],
     return _py_payload_tails(mv, first_seq, payloads, step)
 
 
-def _varints(*vals: int) -> bytes:
-    if max(vals) < 0x80:
-        return bytes(vals)          # (each its own byte: most block heads)
+def _py_varints(*vals: int) -> bytes:
+    top = max(vals)
+    if top < 0x80:
+        return bytes(vals)          # (each its own byte: most block heads; < 0: ValueError)
+    if top >> 64:
+        raise ValueError("varints: a value out of range(0, 2**64)")
     out = bytearray()
     for v in vals:
         put_uvarint(out, v)
     return bytes(out)
+
+
+# Every block's head is made of these (and a thread's native id, the index's times are
+# several bytes each): the native twin when it is built.
+_varints: Callable[..., bytes] = getattr(_native, "varints", None) or _py_varints
 
 
 def _zigzag(v: int) -> int:

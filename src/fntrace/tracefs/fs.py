@@ -43,7 +43,7 @@ from .readme import README
 from .trace_events import EVENT_LEAVES, _w_trigger, event_path, register_trace_events
 from .trace_files import register_trace_files, tracer_class
 from .trace_stack import register_stack_tracer
-from .trace_stat import register_function_profiler
+from .trace_stat import register_function_profiler, stat_names, stat_path
 from .values import errno_error as _err
 
 TYPE_CHECKING = False
@@ -312,7 +312,7 @@ class Tracefs:
         out = set()
         if self.top and not p:
             out.add("instances")
-        names = list(self._files) + ["events/enable"]
+        names = list(self._files) + ["events/enable"] + stat_names(self)
         for (sysname, ev) in list(event_calls):
             names.append(f"events/{sysname}/enable")
             names += [f"events/{sysname}/{ev}/{leaf}" for leaf in EVENT_LEAVES]
@@ -403,6 +403,8 @@ class Tracefs:
             f = event_path(self, path)
         if f is None and path.startswith("per_thread/"):
             f = per_thread_path(self, path)
+        if f is None and path.startswith("trace_stat/"):
+            f = stat_path(self, path)
         return f
 
     def _open(self, path: str, write: bool):

@@ -30,22 +30,20 @@ Only the top level has these files (ftrace_init_tracefs_toplevel).
 from __future__ import annotations
 
 import errno
-import threading
-import weakref
 from collections.abc import Callable, Iterable
 from functools import partial
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-from .._env import fork_safe
 from ..core import task
 from ..errors import FntraceError
 from ..output.function_stat import (NAME_WIDTH, function_stat_headers, function_stat_key,
                                      function_stat_show)
 from ..tracers.function_profile import FunctionProfiler
 
-__all__ = ["StatTracer", "stat_text", "register_function_profiler", "kstrtoul"]
+__all__ = ["StatTracer", "stat_text", "register_function_profiler", "kstrtoul", "stat_names",
+           "stat_path"]
 
 
 class StatTracer:
@@ -91,22 +89,29 @@ def _option(data: str, name: str) -> bool:
     return v == 1
 
 
-# The top-level directories with a profiler: each gets trace_stat/functionN for every
-# thread given an index from now on (task.new_thread_hooks, on that thread).
-# id -> weakref: iterating a WeakSet would run library code inside a traced call.
-_registered: dict[int, "weakref.ref"] = {}
-_hook_lock = fork_safe(threading.Lock())
+# trace_stat/functionN is found when it is asked for, as per_thread/<tid>/ is: a file for
+# function0 and for each thread index given so far (task.thread_info).  (A file made on
+# each thread's first event cost that event a string, a partial and a hook's loop.)
+_FUNCTION = "trace_stat/function"
 
 
-def _add_stat_files(fs, cpus: Iterable[int] | None = None) -> None:
-    """trace_stat/functionN of ``cpus`` (None: function0 and every thread's so far)."""
-    prof = fs.profiler
-    for cpu in [0, *list(task.thread_info)] if cpus is None else cpus:
-        name = f"trace_stat/function{cpu}"
-        if name in fs._files:
-            continue
-        # a thread's first event pays for this line only: the StatTracer is made by a read
-        fs._files[name] = (partial(_read_function_stat, prof, cpu), None)
+def stat_names(fs) -> list[str]:
+    """The trace_stat/functionN files of ``fs`` (a top-level directory has them)."""
+    if getattr(fs, "profiler", None) is None:
+        return []
+    return [f"{_FUNCTION}{cpu}" for cpu in [0, *list(task.thread_info)]]
+
+
+def stat_path(fs, path: str):
+    """The (read, write) pair of trace_stat/functionN of ``fs``, or None."""
+    prof = getattr(fs, "profiler", None)
+    n = path[len(_FUNCTION):]
+    if prof is None or not path.startswith(_FUNCTION) or not n.isdigit() or not n.isascii():
+        return None
+    cpu = int(n)
+    if str(cpu) != n or (cpu != 0 and cpu not in task.thread_info):
+        return None
+    return (partial(_read_function_stat, prof, cpu), None)
 
 
 def _read_function_stat(prof: FunctionProfiler, cpu: int) -> str:
@@ -140,26 +145,6 @@ def _read_threads(prof: FunctionProfiler) -> str:
     return "".join(out)
 
 
-def _new_thread(cpu: int) -> None:
-    # the new thread's file only: every thread's again made each thread's first event
-    # cost a string per thread that ever lived (quadratic in a program's threads)
-    for key, ref in list(_registered.items()):
-        fs = ref()
-        if fs is None:
-            _registered.pop(key, None)
-            continue
-        try:
-            _add_stat_files(fs, (cpu,))
-        except Exception:               # a new thread's first event must not fail for this
-            pass
-
-
-def _forget(ref: "weakref.ref") -> None:
-    for key, r in list(_registered.items()):
-        if r is ref:
-            _registered.pop(key, None)
-
-
 def register_function_profiler(fs) -> FunctionProfiler:
     """Give a top-level Tracefs the profiler and its files (``fs.profiler``)."""
     prof = fs.profiler = FunctionProfiler(fs.tr)
@@ -184,11 +169,6 @@ def register_function_profiler(fs) -> FunctionProfiler:
     fs._files["options/profile-dist"] = (lambda: f"{int(prof.dist)}\n", w_profile_dist)
     fs._files["options/profile-wide"] = (lambda: f"{int(prof.wide)}\n", w_profile_wide)
     fs._files["trace_stat/threads"] = (partial(_read_threads, prof), None)
-    _add_stat_files(fs)
-    with _hook_lock:
-        _registered[id(fs)] = weakref.ref(fs, _forget)
-        if _new_thread not in task.new_thread_hooks:
-            task.new_thread_hooks.append(_new_thread)
     return prof
 
 
