@@ -143,6 +143,28 @@ def test_native_and_pure_block_varints_are_the_same_bytes(vals):
     assert NATIVE.varints(*vals) == _py_varints(*vals)
 
 
+@pytest.mark.skipif(NATIVE is None, reason="the native twin is not built")
+@given(st.sampled_from([b"CHNK", b"THRD", b"END\0"]),
+       st.lists(st.binary(max_size=300), max_size=6), st.booleans())
+@settings(max_examples=200, deadline=None)
+def test_native_and_pure_block_framing_are_the_same_bytes(tag, parts, views):
+    from fntrace.tracefile.writer import _py_block
+    if views:
+        parts = [memoryview(p) for p in parts]
+    assert NATIVE.block(tag, *parts) == _py_block(tag, *parts)
+
+
+@pytest.mark.skipif(NATIVE is None, reason="the native twin is not built")
+def test_a_long_block_is_framed_as_the_pure_twin_frames_it():
+    # (past 64 KB the CRC lets the GIL go: the same value all the same)
+    from fntrace.tracefile.writer import _py_block
+    body = random.Random(3).randbytes(200_000)
+    assert NATIVE.block(b"CHNK", b"h", memoryview(body)[5:], b"t") == \
+        _py_block(b"CHNK", b"h", memoryview(body)[5:], b"t")
+    import zlib
+    assert NATIVE.crc32(body, 77) == zlib.crc32(body, 77)
+
+
 @pytest.mark.parametrize("vals", [(-1,), (5, -300), (2**64,), (0, 2**70)])
 def test_a_varint_out_of_range_is_refused(vals):
     from fntrace.tracefile.writer import _py_varints

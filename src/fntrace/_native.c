@@ -149,6 +149,8 @@ static PyMethodDef native_methods[] = {
      "frame_var(frame, name): a local's value without the f_locals snapshot"},
     {"crc32", (PyCFunction)(void (*)(void))native_crc32, METH_FASTCALL,
      "crc32(data, value=0): the same value as zlib.crc32, faster"},
+    {"block", (PyCFunction)(void (*)(void))native_block, METH_FASTCALL,
+     "block(tag, *parts): a trace file block, framed (head, body, CRC-32)"},
     {"fg_sync", (PyCFunction)(void (*)(void))fg_sync, METH_FASTCALL,
      "fg_sync(lane_tr, fast, epoch): who owns fgraph's fast lane"},
     {"encode_records", (PyCFunction)(void (*)(void))fntrace_encode_records, METH_FASTCALL,

@@ -114,6 +114,26 @@ crc32_clmul(const unsigned char *buf, size_t len, uint32_t crc)
 
 static int g_have_clmul;
 
+/* The running register over n bytes at p.  Other threads run meanwhile only for long
+ * data: letting the GIL go and taking it back costs more than a small block's CRC. */
+static uint32_t
+crc32_run(uint32_t crc, const unsigned char *p, size_t n)
+{
+    PyThreadState *save = n >= (64u << 10) ? PyEval_SaveThread() : NULL;
+#ifdef HAVE_CLMUL_PATH
+    if (g_have_clmul && n >= 64) {
+        size_t chunk = n & ~(size_t)15;
+        crc = crc32_clmul(p, chunk, crc);
+        p += chunk;
+        n -= chunk;
+    }
+#endif
+    crc = crc32_bytes(crc, p, n);
+    if (save != NULL)
+        PyEval_RestoreThread(save);
+    return crc;
+}
+
 static PyObject *
 native_crc32(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -133,19 +153,57 @@ native_crc32(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     const unsigned char *p = (const unsigned char *)view.buf;
     size_t n = (size_t)view.len;
-    uint32_t crc = ~(uint32_t)v;
-    Py_BEGIN_ALLOW_THREADS
-#ifdef HAVE_CLMUL_PATH
-    if (g_have_clmul && n >= 64) {
-        size_t chunk = n & ~(size_t)15;
-        crc = crc32_clmul(p, chunk, crc);
-        p += chunk;
-        n -= chunk;
-    }
-#endif
-    crc = crc32_bytes(crc, p, n);
-    Py_END_ALLOW_THREADS
+    uint32_t crc = crc32_run(~(uint32_t)v, p, n);
     PyBuffer_Release(&view);
     return PyLong_FromUnsignedLong(~crc & 0xffffffffu);
+}
+
+/* block(tag, *parts) -> bytes: one block of the trace file, framed -- its head (tag,
+ * length), the parts joined, and the CRC-32 of head and body (tracefile/writer.py
+ * _write_block's bytes, its pure twin: the layout is blocks.py's BLOCK_HEAD and CRC).
+ * The writer thread frames every block with it, a thread's THRD and last CHNK among
+ * them. */
+static PyObject *
+native_block(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || !PyBytes_Check(args[0]) || PyBytes_GET_SIZE(args[0]) != 4) {
+        PyErr_SetString(PyExc_TypeError, "block(tag, *parts): tag is 4 bytes");
+        return NULL;
+    }
+    enum { MAXP = 8 };
+    if (nargs - 1 > MAXP) {
+        PyErr_SetString(PyExc_TypeError, "block(tag, *parts): at most 8 parts");
+        return NULL;
+    }
+    Py_buffer views[MAXP];
+    Py_ssize_t nv = 0, len = 0;
+    PyObject *out = NULL;
+    for (Py_ssize_t i = 1; i < nargs; i++, nv++) {
+        if (PyObject_GetBuffer(args[i], &views[nv], PyBUF_SIMPLE) < 0)
+            goto done;
+        len += views[nv].len;
+    }
+    if ((unsigned long long)len > 0xFFFFFFFFull) {
+        PyErr_SetString(PyExc_OverflowError, "block(tag, *parts): longer than 4 GB");
+        goto done;
+    }
+    out = PyBytes_FromStringAndSize(NULL, 8 + len + 4);
+    if (out == NULL)
+        goto done;
+    unsigned char *b = (unsigned char *)PyBytes_AS_STRING(out), *q = b + 8;
+    memcpy(b, PyBytes_AS_STRING(args[0]), 4);
+    for (int k = 0; k < 4; k++)
+        b[4 + k] = (unsigned char)((unsigned long long)len >> (8 * k));
+    for (Py_ssize_t i = 0; i < nv; i++) {
+        memcpy(q, views[i].buf, (size_t)views[i].len);
+        q += views[i].len;
+    }
+    uint32_t crc = ~crc32_run(~0u, b, (size_t)(8 + len));
+    for (int k = 0; k < 4; k++)
+        q[k] = (unsigned char)(crc >> (8 * k));
+done:
+    for (Py_ssize_t i = 0; i < nv; i++)
+        PyBuffer_Release(&views[i]);
+    return out;
 }
 

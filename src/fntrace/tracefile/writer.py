@@ -125,6 +125,16 @@ def _py_varints(*vals: int) -> bytes:
 _varints: Callable[..., bytes] = getattr(_native, "varints", None) or _py_varints
 
 
+def _py_block(tag: bytes, *parts: bytes | memoryview) -> bytes:
+    """A block framed: its head, the parts joined, the CRC-32 of head and body."""
+    body = b"".join(parts)
+    head = BLOCK_HEAD.pack(tag, len(body))
+    return b"".join((head, body, CRC.pack(crc32(body, crc32(head)))))
+
+
+_block: Callable[..., bytes] = getattr(_native, "block", None) or _py_block
+
+
 def _zigzag(v: int) -> int:
     return (v << 1) if v >= 0 else ((-v) << 1) - 1
 
@@ -346,9 +356,27 @@ class TraceFileWriter:
         this chunk.
         """
         mv = _as_bytes_view(records)
-        if mv.nbytes % RECORD_SIZE:
-            raise ValueError(f"records length {mv.nbytes} is not a multiple of {RECORD_SIZE}")
-        n = mv.nbytes // RECORD_SIZE
+        nbytes = mv.nbytes
+        if nbytes % RECORD_SIZE:
+            raise ValueError(f"records length {nbytes} is not a multiple of {RECORD_SIZE}")
+        n = nbytes // RECORD_SIZE
+        if not payloads and 0 < n <= self.max_chunk_records and self._zc is None:
+            # One block, no payloads (a short thread's last records, most chunks): the
+            # loop below, unrolled, with nothing to split.
+            body = _encode(mv)
+            entry = (cpu, n, RECORD_TIME.unpack_from(mv, 0)[0],
+                     RECORD_TIME.unpack_from(mv, nbytes - RECORD_SIZE)[0])
+            head = _varints(cpu, n, first_seq, lost)
+            if len(head) + len(body) + 10 > MAX_BLOCK_LEN:
+                raise ValueError("chunk payloads too large for one block")
+            block = _block(TAG_CHUNK, head, _varints(len(body)), body)
+            with self._lock:
+                self._check_open()
+                self._flush_symbols()
+                self._index.append(entry)
+                self._write(block)
+                self._file.flush()
+            return
         step = max(1, int(self.max_chunk_records))
         npieces = max(1, -(-n // step))
         # Encode records and payloads before taking the lock: they are the slow part.
@@ -442,11 +470,9 @@ class TraceFileWriter:
             raise
 
     def _write_block(self, tag: bytes, *parts: bytes | memoryview) -> None:
-        body = b"".join(parts)
-        head = BLOCK_HEAD.pack(tag, len(body))
         # one write a block: each write lets the GIL go, and a busy thread of the
         # program may keep it a switch interval before the writer has it again
-        self._write(b"".join((head, body, CRC.pack(crc32(body, crc32(head))))))
+        self._write(_block(tag, *parts))
 
     def _write_index(self) -> None:
         """INDX: each chunk block's cpu, records, first and last time, in the order
