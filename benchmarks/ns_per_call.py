@@ -5,12 +5,14 @@ write-out at exit are left out), minus the same loop untraced.
 
     untraced      python prog.py N
     traced        fntrace record -p function_graph -F __main__.f   (each call recorded)
+    function      fntrace record -p function -F __main__.f   (each call's entry recorded)
     untraced, tracing on   fntrace record -p function_graph -F __main__.g   (g is never
                   called: f runs while the tracer is on, not selected)
     cProfile      python -m cProfile -o FILE prog.py N
     floor         sys.monitoring PY_START and PY_RETURN calling C functions that do
                   nothing (operator.is_, str.format): what any sys.monitoring tool pays
                   (3.12+)
+    floor, PY_START only   the same without PY_RETURN: the function tracer's floor
 
 Wall time on a shared machine is noisy: each configuration runs --runs times,
 interleaved, and the fastest run is kept (the one least disturbed).  Instruction counts
@@ -45,17 +47,21 @@ def main(n):
         f()
     return time.perf_counter_ns() - t
 
-if sys.argv[2:] == ["floor"]:
+if sys.argv[2:] in (["floor"], ["floor1"]):
     import operator
     mon = sys.monitoring
     mon.use_tool_id(3, "floor")
     mon.register_callback(3, mon.events.PY_START, operator.is_)
-    mon.register_callback(3, mon.events.PY_RETURN, "".format)
-    mon.set_events(3, mon.events.PY_START | mon.events.PY_RETURN)
+    if sys.argv[2] == "floor":
+        mon.register_callback(3, mon.events.PY_RETURN, "".format)
+        mon.set_events(3, mon.events.PY_START | mon.events.PY_RETURN)
+    else:
+        mon.set_events(3, mon.events.PY_START)
 print("loop_ns", main(int(sys.argv[1])), file=sys.stderr)
 """
 
-CONFIGS = ("untraced", "traced", "tracing on, f not selected", "cProfile", "floor")
+CONFIGS = ("untraced", "traced", "tracing on, f not selected", "cProfile", "floor",
+           "function", "floor, PY_START only")
 
 
 def command(python: str, config: str, prog: str, n: int, out: str) -> list[str]:
@@ -66,6 +72,9 @@ def command(python: str, config: str, prog: str, n: int, out: str) -> list[str]:
         "tracing on, f not selected": [*rec, "-F", "__main__.g", prog, str(n)],
         "cProfile": [python, "-m", "cProfile", "-o", out, prog, str(n)],
         "floor": [python, prog, str(n), "floor"],
+        "function": [python, "-m", "fntrace", "record", "-p", "function", "-o", out,
+                     "-F", "__main__.f", prog, str(n)],
+        "floor, PY_START only": [python, prog, str(n), "floor1"],
     }[config]
 
 
@@ -92,7 +101,7 @@ def main() -> int:
         if not info["native"]:
             raise SystemExit(f"{python}: fntrace's native twin is not built for it")
         configs = [c for c in CONFIGS
-                   if c != "floor" or tuple(map(int, info["version"].split(".")[:2])) >= (3, 12)]
+                   if not c.startswith("floor") or tuple(map(int, info["version"].split(".")[:2])) >= (3, 12)]
         best: dict[str, int] = {}
         with tempfile.TemporaryDirectory() as d:
             prog = os.path.join(d, "prog.py")

@@ -151,6 +151,15 @@ fast_ll(PyObject *v)
 #if PY_VERSION_HEX >= 0x030C0000
         if (PyUnstable_Long_IsCompact((PyLongObject *)v))
             return (long long)PyUnstable_Long_CompactValue((PyLongObject *)v);
+#if PY_VERSION_HEX < 0x030E0000
+        /* two digits, positive: a record's flags word (its high bits), read on every
+         * return (PyLong_AsLongLong goes through _PyLong_AsByteArray for it: ~190
+         * instructions) */
+        const PyLongObject *lv = (const PyLongObject *)v;
+        if (lv->long_value.lv_tag == ((uintptr_t)2 << _PyLong_NON_SIZE_BITS))
+            return (long long)lv->long_value.ob_digit[0]
+                 | ((long long)lv->long_value.ob_digit[1] << PyLong_SHIFT);
+#endif
 #else
         Py_ssize_t size = Py_SIZE(v);
         if (size == 0)
@@ -159,6 +168,9 @@ fast_ll(PyObject *v)
             return (long long)((PyLongObject *)v)->ob_digit[0];
         if (size == -1)
             return -(long long)((PyLongObject *)v)->ob_digit[0];
+        if (size == 2)      /* (a record's flags word: see above) */
+            return (long long)((PyLongObject *)v)->ob_digit[0]
+                 | ((long long)((PyLongObject *)v)->ob_digit[1] << PyLong_SHIFT);
 #endif
     }
     return PyLong_AsLongLong(v);
@@ -317,7 +329,7 @@ static inline long long
 rec_flags(PyObject *rec)
 {
     PyObject *f = SLOT(rec, off_rec_flags);
-    return f ? PyLong_AsLongLong(f) : 0;
+    return f ? fast_ll(f) : 0;
 }
 
 /* What dispatch.contain answered (r, a new reference or NULL) about exc (stolen): 0
