@@ -9,6 +9,11 @@ function:
               str, None, a bool, a small tuple — N calls
   big         g(list of 2000 ints, dict of 500 str -> int) returning a list of 2000
               floats — N calls
+  stdlib      N rounds of the standard library's own Python code: json.dumps of a
+              dict (sort_keys, indent: the pure encoder), Fractions added, textwrap.wrap,
+              difflib.SequenceMatcher.ratio — every function traced, its arguments and
+              return values str, dict, list, Fraction, generators...; the calls are
+              counted by sys.setprofile in a run of its own
 
 Configurations (each one process, counted by callgrind):
 
@@ -46,6 +51,17 @@ def big(items, table):
     return [v * 0.5 for v in items[:2000]]
 
 
+def _stdlib_round(i):
+    import difflib
+    import fractions
+    import json
+    import textwrap
+    json.dumps({"k": [i, "v", 2.5], "n": None, "s": "text"}, sort_keys=True, indent=1)
+    fractions.Fraction(i, 7) + fractions.Fraction(1, 3)
+    textwrap.wrap("lorem ipsum dolor sit amet " * 3, 20)
+    difflib.SequenceMatcher(None, "abcde fghij", "abxde fgyij").ratio()
+
+
 def _fib_calls(n):
     a, b = 1, 1                # calls(n) = calls(n-1) + calls(n-2) + 1
     for _ in range(n):
@@ -68,14 +84,42 @@ def _child(workload, n):
         for _ in range(n):
             big(items, table)
         return
+    if workload == "stdlib":
+        _stdlib_round(-1)               # set-up (imports, re's caches): in the N=0 run too
+        for i in range(n):
+            _stdlib_round(i)
+        return
     raise SystemExit(f"unknown workload {workload!r}")
 
 
-def calls_of(workload, n):
-    return _fib_calls(n) if workload == "fib" else n
+def _count(workload, n):
+    """The Python calls the workload makes (sys.setprofile 'call' events), printed."""
+    _child(workload, 0)                 # (the set-up, as the N=0 run makes it)
+    calls = [0]
+
+    def prof(frame, event, arg):
+        if event == "call":
+            calls[0] += 1
+    sys.setprofile(prof)
+    for i in range(n):
+        _stdlib_round(i)
+    sys.setprofile(None)
+    print(calls[0])
 
 
-WORKLOADS = ("fib", "common", "big")
+def calls_of(workload, n, py=None, env=None):
+    if workload == "fib":
+        return _fib_calls(n)
+    if workload == "stdlib":
+        import subprocess
+        out = subprocess.run([py or sys.executable, os.path.abspath(__file__), "--count",
+                              workload, str(n)], env=env, capture_output=True, text=True,
+                             check=True).stdout
+        return int(out.split()[-1])
+    return n
+
+
+WORKLOADS = ("fib", "common", "big", "stdlib")
 CONFIGS = ("untraced", "graph", "graph-args", "viztracer", "viztracer-args")
 LABELS = {
     "untraced": "untraced",
@@ -84,7 +128,7 @@ LABELS = {
     "viztracer": "viztracer",
     "viztracer-args": "viztracer --log_func_args --log_func_retval",
 }
-DEFAULT_N = {"fib": 20, "common": 20000, "big": 300}
+DEFAULT_N = {"fib": 20, "common": 20000, "big": 300, "stdlib": 100}
 
 
 def _cmd(py, config, workload, n, out):
@@ -127,7 +171,7 @@ def measure(py, workloads, configs, ns, pure=False, callbacks=False):
     with tempfile.TemporaryDirectory(prefix="fntrace-args-") as tmp:
         for w in workloads:
             n = ns.get(w, DEFAULT_N[w])
-            calls = calls_of(w, n)
+            calls = calls_of(w, n, py, env)
             ir = {}
             if callbacks:
                 pc = {}
@@ -182,6 +226,9 @@ def main(argv=None):
     if argv[:1] == ["--child"]:
         _child(argv[1], int(argv[2]))
         return 0
+    if argv[:1] == ["--count"]:
+        _count(argv[1], int(argv[2]))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--python", action="append", help="interpreter(s) to measure "
                     "(default: this one)")
@@ -190,7 +237,7 @@ def main(argv=None):
     ap.add_argument("--only", action="append", choices=CONFIGS,
                     help="configuration(s) to run (default: all; untraced always runs)")
     ap.add_argument("--n", action="append", default=[], metavar="WORKLOAD=N",
-                    help="size of a workload (defaults: fib=20, common=20000, big=300)")
+                    help="size of a workload (defaults: fib=20, common=20000, big=300, stdlib=100)")
     ap.add_argument("--pure", action="store_true", help="FNTRACE_PURE=1 (the Python hot path)")
     ap.add_argument("--callbacks", action="store_true",
                     help="count only inside fntrace's native callbacks (graph, graph-args)")

@@ -119,16 +119,62 @@ class MyInt(int):
     def __repr__(self):
         raise AssertionError("program code ran")
 
+    def __format__(self, spec):
+        raise AssertionError("program code ran")
+
+
+class MyStr(str):
+    def __str__(self):
+        raise AssertionError("program code ran")
+
 
 class Plain:
+    def method(self):
+        pass
+
+
+class _Meta(type):
+    def __repr__(cls):
+        raise AssertionError("program code ran")
+
+
+class WithMeta(metaclass=_Meta):
     pass
 
 
-@pytest.mark.parametrize("v", [MyInt(3), [MyInt(3)], {"k": (1, Plain())}, Plain(), print,
-                               Plain, sys, enum.Enum],
+class Color(enum.IntEnum):
+    RED = 1
+
+
+def _function():
+    pass
+
+
+_Pair = __import__("collections").namedtuple("_Pair", "x y")
+
+
+# The values shown by name, not by a repr of theirs (functions, classes, modules...),
+# and subclasses of int, str and tuple by their base's value: natively too, the same
+# text, without a method of theirs run.
+NAMED = [MyInt(3), [MyInt(3)], MyStr("text"), MyStr("long " * 20), Color.RED, re.IGNORECASE,
+         _Pair(1, 2), _Pair((1, 2), [3, MyInt(4)]), (_Pair(1, 2),), print, len, [].append,
+         Plain, WithMeta, _Meta, enum.Enum, int, type, re.Pattern, sys, re, math,
+         _function, lambda: 0, Plain().method, _function.__code__, (print, Plain, sys),
+         {"k": Color.RED, "f": _function}, _Outer.Inner]
+
+
+@pytest.mark.parametrize("v", NAMED, ids=lambda v: type(v).__name__)
+def test_named_values_and_value_subclasses_natively_are_the_python_text(v):
+    t = native_text(v)
+    assert t is not None
+    assert t == fetch.value_repr(v)
+
+
+@pytest.mark.parametrize("v", [{"k": (1, Plain())}, Plain(), [Plain()], object.__init__],
                          ids=lambda v: type(v).__name__)
 def test_what_the_native_text_does_not_show_goes_to_the_python_twin(v):
-    # a subclass of int is the program's type: never read by the native exact-type walk
+    # an object of the program's class is shown by its type and address (payloads.c.h
+    # plain_object_repr, or the Python twin): not by this walk
     assert native_text(v) is None
     assert fetch.value_repr(v) != fetch.FAULT
 
@@ -386,3 +432,46 @@ def test_retval_of_calls_left_by_a_recursion_error_is_recorded(tmp_path):
     if sys.version_info >= (3, 12) and _env.native() is not None:
         # the fast lane runs no Python at entry or return: every call is there
         assert "callback errors" not in r.stdout, r.stdout[:1000]
+
+
+PLAIN_OBJECTS = '''
+from fntrace.core.fetch import value_repr
+
+class Plain:
+    pass
+
+class Ünïcode:
+    pass
+
+class Outer:
+    class Inner:
+        pass
+
+class AVeryLongClassNameThatTheTextOfItsObjectsMustBeCutAt64Characters:
+    pass
+
+def take(a, b, c, d):
+    return None
+
+objs = [Plain(), Ünïcode(), Outer.Inner(),
+        AVeryLongClassNameThatTheTextOfItsObjectsMustBeCutAt64Characters()]
+for o in objs:
+    print(value_repr(o))
+take(*objs)
+'''
+
+
+def test_plain_objects_recorded_natively_are_the_python_text(tmp_path):
+    # -A shows an object of the program's class by its type and address, made in C
+    # (payloads.c.h plain_object_repr): the text the Python twin makes, cut the same
+    prog = tmp_path / "plain.py"
+    prog.write_text(PLAIN_OBJECTS, encoding="utf-8")
+    out = tmp_path / "t.fntrace"
+    r = fntrace_cli("record", "-p", "function_graph", "-A", "-F", "__main__.take", "-o",
+                    str(out), str(prog), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    expected = r.stdout.splitlines()
+    assert len(expected) == 4 and expected[3].endswith("..."), expected
+    rep = fntrace_cli("report", str(out), check=True).stdout
+    line = next(ln for ln in rep.splitlines() if "take(" in ln)
+    assert all(f"{k}={v}" in line for k, v in zip("abcd", expected)), (line, expected)

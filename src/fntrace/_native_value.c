@@ -492,6 +492,151 @@ put_dict(vbuf *w, PyObject *v, int level)
     return 1;
 }
 
+/* An exact str's characters as they are (an f-string's {name} of it); 0 for anything
+ * else (a subclass's formatting is its own code: the Python twin decides). */
+static int
+put_plain_str(vbuf *w, PyObject *s)
+{
+    if (s == NULL || !PyUnicode_CheckExact(s))
+        return 0;
+    put_str_range(w, s, 0, PyUnicode_GET_LENGTH(s));
+    return 1;
+}
+
+static int
+ascii_only(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s >= 0x80)
+            return 0;
+    return 1;
+}
+
+/* core/fetch.py _type_qualname / _type_name of t, as type's own getters give them
+ * (__qualname__: ht_qualname, or tp_name after its last dot; __module__: the type's
+ * namespace entry, or tp_name before the dot, or "builtins"): 1, 0 where the Python
+ * twin decides (an odd or missing __module__, a name that is not plain text), -1. */
+static int
+put_type_names(vbuf *w, PyTypeObject *t, int with_module)
+{
+    if (t->tp_flags & Py_TPFLAGS_HEAPTYPE) {
+        PyObject *qn = ((PyHeapTypeObject *)t)->ht_qualname;
+        if (qn == NULL || !PyUnicode_CheckExact(qn))
+            return 0;
+        if (with_module) {
+            static PyObject *key;
+            if (key == NULL && (key = PyUnicode_InternFromString("__module__")) == NULL)
+                return -1;
+            PyObject *d = t->tp_dict;
+            PyObject *mod = d != NULL ? PyDict_GetItemWithError(d, key) : NULL;
+            if (mod == NULL)
+                return PyErr_Occurred() ? -1 : 0;
+            if (!PyUnicode_CheckExact(mod))
+                return 0;
+            if (PyUnicode_CompareWithASCIIString(mod, "builtins") != 0) {
+                put_str_range(w, mod, 0, PyUnicode_GET_LENGTH(mod));
+                put(w, '.');
+            }
+        }
+        put_str_range(w, qn, 0, PyUnicode_GET_LENGTH(qn));
+        return 1;
+    }
+    if (!ascii_only(t->tp_name))
+        return 0;
+    const char *dot = strrchr(t->tp_name, '.');
+    if (dot == NULL)
+        puts_ascii(w, t->tp_name);          /* module "builtins": the name alone */
+    else if (with_module && !(dot - t->tp_name == 8 && strncmp(t->tp_name, "builtins", 8) == 0))
+        puts_ascii(w, t->tp_name);          /* "module.qualname" as tp_name has it */
+    else
+        puts_ascii(w, dot + 1);
+    return 1;
+}
+
+/* The values core/fetch.py names without a repr of theirs: functions, built-in
+ * functions, bound methods, modules, code objects and classes ("<function f>", "<class
+ * 'mod.C'>"...), and a subclass of int, str or tuple by its base's value ("Color(1)",
+ * "Match((0, 0, 2))"), read by the base's C layout: no method of the subclass runs.
+ * 1, 0 (not one of these: the Python twin), -1. */
+static int
+put_named(vbuf *w, PyObject *v, PyTypeObject *t, int level)
+{
+    size_t mark = (size_t)w->n;
+    int rc = 0;
+    if (t == &PyFunction_Type) {
+        puts_ascii(w, "<function ");
+        rc = put_plain_str(w, ((PyFunctionObject *)v)->func_qualname);
+        put(w, '>');
+    }
+    else if (t == &PyCFunction_Type) {
+        const char *name = ((PyCFunctionObject *)v)->m_ml->ml_name;
+        if (name != NULL && ascii_only(name)) {
+            puts_ascii(w, "<built-in function ");
+            puts_ascii(w, name);
+            put(w, '>');
+            rc = 1;
+        }
+    }
+    else if (t == &PyMethod_Type) {
+        PyObject *func = PyMethod_GET_FUNCTION(v);
+        if (Py_IS_TYPE(func, &PyFunction_Type)) {
+            puts_ascii(w, "<bound method ");
+            rc = put_type_names(w, Py_TYPE(PyMethod_GET_SELF(v)), 1);
+            put(w, '.');
+            if (rc > 0)
+                rc = put_plain_str(w, ((PyFunctionObject *)func)->func_name);
+            put(w, '>');
+        }
+    }
+    else if (t == &PyModule_Type) {
+        static PyObject *key;
+        if (key == NULL && (key = PyUnicode_InternFromString("__name__")) == NULL)
+            return -1;
+        PyObject *d = PyModule_GetDict(v);             /* borrowed */
+        PyObject *name = d != NULL ? PyDict_GetItemWithError(d, key) : NULL;
+        if (name == NULL && PyErr_Occurred())
+            return -1;
+        if (name != NULL && PyUnicode_CheckExact(name)) {
+            puts_ascii(w, "<module ");
+            put_str_range(w, name, 0, PyUnicode_GET_LENGTH(name));
+            put(w, '>');
+        }
+        else
+            puts_ascii(w, "<module>");
+        rc = 1;
+    }
+#if PY_VERSION_HEX >= 0x030B0000
+    else if (t == &PyCode_Type) {
+        puts_ascii(w, "<code ");
+        rc = put_plain_str(w, ((PyCodeObject *)v)->co_qualname);
+        put(w, '>');
+    }
+#endif
+    else if (PyType_Check(v)) {
+        puts_ascii(w, "<class '");
+        rc = put_type_names(w, (PyTypeObject *)v, 1);
+        puts_ascii(w, "'>");
+    }
+    else if (PyLong_Check(v) || PyUnicode_Check(v) || PyTuple_Check(v)) {
+        /* (exact ones, bool and exceptions were taken before) */
+        rc = put_type_names(w, t, 0);
+        if (rc > 0) {
+            put(w, '(');
+            if (PyLong_Check(v))
+                rc = put_int(w, v);
+            else if (PyUnicode_Check(v))
+                put_str(w, v);
+            else
+                rc = put_items(w, &PyTuple_GET_ITEM(v, 0), PyTuple_GET_SIZE(v), "(", ")",
+                               level, 1);
+            put(w, ')');
+        }
+    }
+    if (rc <= 0)
+        w->n = (int)mark;
+    return rc;
+}
+
 /* 1 written, 0 not a value this file shows (the caller goes the Python way), -1 error */
 static int
 put_value(vbuf *w, PyObject *v, int level)
@@ -540,7 +685,7 @@ put_value(vbuf *w, PyObject *v, int level)
         return put_slot_repr(w, v, t->tp_repr, 0, 0);
     if (PyExceptionInstance_Check(v))
         return put_exception(w, v, level);
-    return 0;
+    return put_named(w, v, t, level);
 }
 
 /* core/fetch.py value_repr(v) for the values above, into out (room for MAX_REPR
@@ -569,6 +714,39 @@ fntrace_value_text_buf(PyObject *v, Py_UCS4 *out)
     }
     memcpy(out, w.c, (size_t)w.n * sizeof(Py_UCS4));
     return w.n;
+}
+
+/* core/fetch.py _repr's last line, "<module.Qualname object at 0x...>", cut as
+ * value_repr cuts it, for an object the caller found to be of none of the types shown
+ * otherwise (payloads.c.h plain_object_repr); NULL without an exception where the
+ * Python twin decides (an odd __module__, a name that is not plain text). */
+PyObject *
+fntrace_plain_text(PyObject *v)
+{
+    vbuf w;
+    w.n = 0;
+    put(&w, '<');
+    int rc = put_type_names(&w, Py_TYPE(v), 1);
+    if (rc <= 0)
+        return NULL;
+    puts_ascii(&w, " object at 0x");
+    char hex[2 * sizeof(uintptr_t) + 1];
+    int k = 0;
+    uintptr_t a = (uintptr_t)v;
+    do {
+        hex[k++] = hexdigits[a & 0xf];
+        a >>= 4;
+    } while (a);
+    while (k)
+        put(&w, (Py_UCS4)hex[--k]);
+    put(&w, '>');
+    if (w.n > MAX_REPR) {
+        w.n = MAX_REPR - 3;
+        w.c[w.n++] = '.';
+        w.c[w.n++] = '.';
+        w.c[w.n++] = '.';
+    }
+    return PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, w.c, w.n);
 }
 
 /* the same as a new str; NULL without an exception for a value not shown here */

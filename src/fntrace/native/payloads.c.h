@@ -11,6 +11,8 @@
  * Python path then).  No Python code runs: a callback that ran bytecode could run a
  * signal handler of the program's there, and the KeyboardInterrupt would be raised at
  * the wrong place (test_generators SignalAndYieldFromTest). */
+PyObject *fntrace_plain_text(PyObject *v);     /* _native_value.c */
+
 static PyObject *
 plain_object_repr(PyObject *v)
 {
@@ -28,49 +30,7 @@ plain_object_repr(PyObject *v)
 #if PY_VERSION_HEX < 0x030B0000
     return NULL;
 #else
-    /* type.__module__ and type.__qualname__ as their getters give them */
-    PyObject *mod = NULL;
-    if (t->tp_flags & Py_TPFLAGS_HEAPTYPE) {
-        PyObject *d = t->tp_dict;
-        PyObject *m = d != NULL ? PyDict_GetItemString(d, "__module__") : NULL;
-        if (m != NULL && PyUnicode_CheckExact(m))
-            mod = Py_NewRef(m);
-    }
-    else {
-        const char *dot = strrchr(t->tp_name, '.');
-        if (dot != NULL)
-            mod = PyUnicode_FromStringAndSize(t->tp_name, dot - t->tp_name);
-        else
-            mod = PyUnicode_FromString("builtins");
-        if (mod == NULL)
-            return NULL;
-    }
-    if (mod == NULL)
-        return NULL;                    /* odd __module__: the Python path decides */
-    PyObject *qn = PyType_GetQualName(t);
-    if (qn == NULL) {
-        Py_DECREF(mod);
-        return NULL;
-    }
-    PyObject *out;
-    if (!PyUnicode_CheckExact(qn))
-        out = NULL;
-    else if (PyUnicode_CompareWithASCIIString(mod, "builtins") == 0)
-        out = PyUnicode_FromFormat("<%U object at %p>", qn, v);
-    else
-        out = PyUnicode_FromFormat("<%U.%U object at %p>", mod, qn, v);
-    Py_DECREF(mod);
-    Py_DECREF(qn);
-    if (out != NULL && PyUnicode_GET_LENGTH(out) > 64) {
-        /* value_repr: s[:MAX_REPR - 3] + "..." */
-        PyObject *head = PyUnicode_Substring(out, 0, 61);
-        Py_DECREF(out);
-        if (head == NULL)
-            return NULL;
-        out = PyUnicode_FromFormat("%U...", head);
-        Py_DECREF(head);
-    }
-    return out;
+    return fntrace_plain_text(v);
 #endif
 }
 
