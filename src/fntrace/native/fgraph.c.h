@@ -88,7 +88,7 @@ static int
 ops_test(PyObject *op, PyObject *rec, int regs_saved)
 {
     PyObject *fl = SLOT(op, off_ops_flags);
-    if (fl && (PyLong_AsLongLong(fl) & 0x4) && !regs_saved)
+    if (fl && (fast_ll(fl) & 0x4) && !regs_saved)
         return 0;
     PyObject *f = SLOT(op, off_ops_filter_hash);
     PyObject *cached = SLOT(op, off_ops_filter_cached);

@@ -407,7 +407,7 @@ graph_record(PyObject *tr, unsigned type, long long ts, PyObject *func, long lon
     int rc = buf == NULL ? -1 : 0;
     if (buf != NULL && !BUF_IGNORED(buf)) {
         PyObject *ipo = SLOT(func, off_rec_ip);
-        unsigned long ip = ipo ? PyLong_AsUnsignedLong(ipo) : 0;
+        unsigned long ip = ipo ? (unsigned long)fast_ll(ipo) : 0;
         if (type == FNT_TRACE_GRAPH_ENT) {
             ts = now_ns();
             rc = set_calltime(ts);

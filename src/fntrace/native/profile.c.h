@@ -116,7 +116,7 @@ c_profile_fntrace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
     int rc = 0;
     if (what == PyTrace_CALL) {
         PyObject *gs = SLOT(rec, off_rec_gen_start);
-        long gen_start = gs ? PyLong_AsLong(gs) : -1;
+        long gen_start = gs ? (long)fast_ll(gs) : -1;
         if (gen_start >= 0 && PyFrame_GetLasti(frame) != gen_start) {
             /* a generator resuming, not a call: only a graph user sees it */
 #if PY_VERSION_HEX >= 0x030C0000
