@@ -125,8 +125,16 @@ rb_handoff(RingBufferObject *rb, int wait, int quiet)
     PyObject *items = PyObject_GetAttr(q, str_items);
     if (items == NULL)
         return -1;
-    /* GC-tracked objects first (their allocation may collect) */
+    /* GC-tracked objects first (their allocation may collect).  The new dict is the
+     * buffer's next one (see `whole` below), made the size this one grew to: with -A/-R
+     * every record has a payload, and growing a dict to a chunk's tens of thousands
+     * of entries again each chunk cost ~600 instructions a payload. */
+#if PY_VERSION_HEX < 0x030E0000
+    PyObject *pay = _PyDict_NewPresized(
+        rb->payloads != NULL && PyDict_CheckExact(rb->payloads) ? PyDict_GET_SIZE(rb->payloads) : 0);
+#else
     PyObject *pay = PyDict_New();
+#endif
     PyObject *item = PyTuple_New(4);
     if (pay == NULL || item == NULL) {
         Py_XDECREF(pay);
