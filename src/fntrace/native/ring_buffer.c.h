@@ -103,7 +103,7 @@ rb_payload_missing(RingBufferObject *rb, long long seq)
  * buffer's state is read, and the state (read, payloads) is updated before anything
  * else can run.  0, or -1 with an exception set. */
 static int
-rb_handoff(RingBufferObject *rb, int wait, int quiet)
+rb_handoff(RingBufferObject *rb, int wait, int quiet, int full)
 {
     PyObject *q = rb->sink;
     if (q == NULL || q == Py_None)
@@ -126,14 +126,18 @@ rb_handoff(RingBufferObject *rb, int wait, int quiet)
     if (items == NULL)
         return -1;
     /* GC-tracked objects first (their allocation may collect).  The new dict is the
-     * buffer's next one (see `whole` below), made the size this one grew to: with -A/-R
-     * every record has a payload, and growing a dict to a chunk's tens of thousands
-     * of entries again each chunk cost ~600 instructions a payload. */
+     * buffer's next one (see `whole` below).  When a full buffer hands over (`full`:
+     * the thread writes on), it is made the size this one grew to: with -A/-R every
+     * record has a payload, and growing a dict to a chunk's tens of thousands of
+     * entries again each chunk cost ~600 instructions a payload.  A flush (a thread's
+     * end, the run's) leaves it small: nothing may follow. */
+    Py_ssize_t presize = full && rb->payloads != NULL && PyDict_CheckExact(rb->payloads)
+        ? PyDict_GET_SIZE(rb->payloads) : 0;
 #if PY_VERSION_HEX < 0x030E0000
-    PyObject *pay = _PyDict_NewPresized(
-        rb->payloads != NULL && PyDict_CheckExact(rb->payloads) ? PyDict_GET_SIZE(rb->payloads) : 0);
+    PyObject *pay = presize ? _PyDict_NewPresized(presize) : PyDict_New();
 #else
     PyObject *pay = PyDict_New();
+    (void)presize;
 #endif
     PyObject *item = PyTuple_New(4);
     if (pay == NULL || item == NULL) {
@@ -297,7 +301,7 @@ RingBuffer_handoff(RingBufferObject *self, PyObject *const *args, Py_ssize_t nar
         return NULL;
     if (nargs == 2 && (quiet = PyObject_IsTrue(args[1])) < 0)
         return NULL;
-    if (rb_handoff(self, wait, quiet) < 0)
+    if (rb_handoff(self, wait, quiet, 0) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -397,7 +401,7 @@ rb_write_slow(RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
     if (seq - rb->read >= rb->nrec) {
         /* the slot still holds a record nobody has read */
         if (rb->sink != NULL && rb->sink != Py_None) {
-            if (rb_handoff(rb, 1, 0) < 0) {
+            if (rb_handoff(rb, 1, 0, 1) < 0) {
                 /* out of memory, say: this record is lost, counted, never raised */
                 PyErr_Clear();
                 rb->dropped++;
