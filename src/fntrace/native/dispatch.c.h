@@ -58,7 +58,7 @@ function_entry_frameless(PyObject *rec, PyObject *code, PyObject *op)
     if (!fkey_of_current(code, &k) || k.ref != NULL
             || fntrace_iframe_caller_code(k.key, &bc) < 0)
         return 1;
-    PyObject *parent = bc == NULL ? g_root : lookup_id(g_by_code, bc);
+    PyObject *parent = bc == NULL ? g_root : lookup_code(bc);
     if (parent == NULL)
         return PyErr_Occurred() ? contain(op) : 1;
     Py_INCREF(parent);
@@ -116,11 +116,10 @@ fast_entry(PyObject *rec, PyObject *code)
     fkey k;
     if (!fkey_of_current(code, &k))
         return 0;
-    Py_INCREF(rec);
+    /* rec is borrowed: fg_fast_enter reads its ip before anything can run Python code */
     int r = fg_fast_enter(rec, k);
     if (r < 0)
         r = contain(g_fgraph_enter_fn) < 0 ? -1 : 1;
-    Py_DECREF(rec);
     return r;
 }
 
@@ -151,7 +150,7 @@ py_start(PyObject *const *args, Py_ssize_t nargs, int global)
 {
     if (nargs < 1)
         Py_RETURN_NONE;
-    PyObject *rec = lookup_id(g_sites, args[0]);
+    PyObject *rec = lookup_site(args[0]);
     MISS_OR_TRAP(rec, args[0])
     PyObject *target = global ? SLOT(g_G, off_G_trace_function) : SLOT(rec, off_rec_func);
     if (g_fast_data != NULL && target == g_fgraph_enter_fn) {
@@ -301,7 +300,7 @@ py_event(PyObject *const *args, Py_ssize_t nargs, int ev)
         if (fast)
             return fast < 0 ? NULL : Py_NewRef(Py_None);
     }
-    PyObject *rec = lookup_id(g_sites, args[0]);
+    PyObject *rec = lookup_site(args[0]);
     if (rec == NULL) {
         if (PyErr_Occurred())
             return NULL;

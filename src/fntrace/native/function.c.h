@@ -66,6 +66,42 @@ cpu_buffer(PyObject *tr)
     return cpu_buffer_slow(tr, local, serial);
 }
 
+/* cpu_buffer() without references on the common path: the thread's cached buffer is
+ * borrowed (tr.local holds it, and nothing runs Python code before the record is in:
+ * rb_write_slow holds it across a hand-over).  A miss (the thread's first event, a new
+ * array) calls into Python, so `tr` and the new reference are held until buf_put(). */
+static inline __attribute__((always_inline)) RingBufferObject *
+buf_get(PyObject *tr, PyObject **held)
+{
+    PyObject *local = SLOT(tr, off_tr_local);
+    long long serial = slot_ll(tr, off_tr_serial);
+    *held = NULL;
+    if (__builtin_expect(tr == tl_tr && local == tl_local && serial == tl_serial
+                         && tl_buf != NULL, 1))
+        return (RingBufferObject *)tl_buf;
+    *held = Py_NewRef(tr);
+    return cpu_buffer_slow(tr, local, serial);
+}
+
+/* Before anything that may run Python code while a buf_get() buffer is in hand. */
+static inline void
+buf_hold(PyObject *tr, RingBufferObject *buf, PyObject **held)
+{
+    if (*held == NULL) {
+        *held = Py_NewRef(tr);
+        Py_INCREF(buf);
+    }
+}
+
+static inline __attribute__((always_inline)) void
+buf_put(RingBufferObject *buf, PyObject *held)
+{
+    if (__builtin_expect(held != NULL, 0)) {
+        Py_XDECREF(buf);
+        Py_DECREF(held);
+    }
+}
+
 /* The verdict cpu_buffer() cached says `tr` ignores the calling thread (no call into
  * Python, nothing computed: the dispatch asks before it finds the caller's record). */
 static inline int
@@ -95,18 +131,17 @@ function_trace(PyObject *ip, PyObject *parent_ip, PyObject *op)
     PyObject *on = SLOT(tr, off_tr_tracing_on);
     if (on != Py_True && (on == NULL || !PyObject_IsTrue(on)))
         return 0;
-    RingBufferObject *buf = cpu_buffer(tr);
-    if (buf == NULL)
-        return -1;
-    if (BUF_IGNORED(buf)) {
-        Py_DECREF(buf);
-        return 0;
+    PyObject *held;
+    RingBufferObject *buf = buf_get(tr, &held);
+    if (buf == NULL || BUF_IGNORED(buf)) {
+        buf_put(buf, held);
+        return buf == NULL ? -1 : 0;
     }
     PyObject *ipo = SLOT(ip, off_rec_ip), *pipo = SLOT(parent_ip, off_rec_ip);
     unsigned long a = ipo ? (unsigned long)fast_ll(ipo) : 0;
     unsigned long b = pipo ? (unsigned long)fast_ll(pipo) : 0;
     long long rc = rb_write(buf, now_ns(), FNT_TRACE_FN, 0, a, b, 0, 0);
-    Py_DECREF(buf);
+    buf_put(buf, held);
     return rc == -2 ? -1 : 0;
 }
 

@@ -23,12 +23,12 @@ graph_lane_enter(PyObject *tr, thread_rec *t, const fkey *k, unsigned long ip, i
     /* The thread's buffer first (its first call makes it): the thread filters
      * (set_ftrace_pid, ...) are its verdict, and an ignored thread's call is not pushed
      * (2: done).  The same buffer takes the entry record: one look-up a call. */
-    Py_INCREF(tr);
+    PyObject *held;
     t->busy++;
-    RingBufferObject *buf = cpu_buffer(tr);
+    RingBufferObject *buf = buf_get(tr, &held);
     t->busy--;
     if (buf == NULL) {
-        Py_DECREF(tr);
+        buf_put(buf, held);
         return -1;
     }
     int r = 1;
@@ -45,15 +45,18 @@ graph_lane_enter(PyObject *tr, thread_rec *t, const fkey *k, unsigned long ip, i
             r = 0;
     }
     if (r != 1) {
-        Py_DECREF(buf);
-        Py_DECREF(tr);
+        buf_put(buf, held);
         return r;
     }
     PyObject *on = SLOT(tr, off_tr_tracing_on);
+    if (on != Py_True && on != NULL && on != Py_False)
+        buf_hold(tr, buf, &held);            /* its truth may run Python code */
     if (on == Py_True || (on != NULL && on != Py_False && PyObject_IsTrue(on) == 1)) {
         long long w;
-        if (__builtin_expect(!ll_zero(SLOT(tr, off_tr_graph_args)), 0))
+        if (__builtin_expect(!ll_zero(SLOT(tr, off_tr_graph_args)), 0)) {
+            buf_hold(tr, buf, &held);        /* the arguments' text may */
             w = lane_write_args(t, tr, *k, ip, (unsigned long)depth, calltime);
+        }
         else {
             /* one clock reading for the entry record and the call's start */
             t->busy++;
@@ -69,8 +72,7 @@ graph_lane_enter(PyObject *tr, thread_rec *t, const fkey *k, unsigned long ip, i
         *calltime = now_ns();
     if (__builtin_expect(ll_zero(SLOT(tr, off_tr_sleep_time)), 0))
         t->lane_cpu0 = thread_cpu_ns();
-    Py_DECREF(buf);
-    Py_DECREF(tr);
+    buf_put(buf, held);
     return r;
 }
 

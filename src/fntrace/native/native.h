@@ -180,6 +180,11 @@ static inline long long
 slot_ll(PyObject *obj, Py_ssize_t off)
 {
     PyObject *v = SLOT(obj, off);
+#if PY_VERSION_HEX >= 0x030C0000
+    /* an int first: a serial, a threshold (read on every traced call) */
+    if (v != NULL && PyLong_CheckExact(v) && PyUnstable_Long_IsCompact((PyLongObject *)v))
+        return (long long)PyUnstable_Long_CompactValue((PyLongObject *)v);
+#endif
     if (v == NULL || v == Py_None)
         return 0;
     if (v == Py_True)
@@ -267,17 +272,12 @@ lookup_id_slow(PyObject *dict, void *ptr)
     return v;
 }
 
-static inline PyObject *
-lookup_id(PyObject *dict, void *ptr)
+/* lookup_id past its first probe: the neighbourhood, or the dict itself. */
+static __attribute__((noinline)) PyObject *
+lookup_id_probe(pcache *c, PyObject *dict, void *ptr, size_t h)
 {
-    /* dict keyed by id(obj): borrowed result, NULL if absent (no error set). */
-    pcache *c = dict == g_sites_dict_for_cache ? &cache_sites
-              : dict == g_by_code_dict_for_cache ? &cache_by_code
-              : dict == g_no_site_dict_for_cache ? &cache_no_site
-              : dict == g_c_calls_dict_for_cache ? &cache_c_calls : NULL;
     if (c == NULL)
         return lookup_id_slow(dict, ptr);
-    size_t h = phash(ptr);
     for (int probe = 0; probe < 4; probe++) {
         pcache_entry *e = &c->e[(h + probe) & (PCACHE_SIZE - 1)];
         if (e->key == ptr)
@@ -293,6 +293,33 @@ lookup_id(PyObject *dict, void *ptr)
     }
     return lookup_id_slow(dict, ptr);   /* a crowded neighbourhood: no caching */
 }
+
+/* dict keyed by id(obj): borrowed result, NULL if absent (no error set).  A hit on the
+ * first probe is inlined at the call (every traced call looks up its site, the function
+ * tracer its caller's record too): no call, no walk of the four dicts' names. */
+static inline __attribute__((always_inline)) PyObject *
+lookup_in(pcache *c, PyObject *dict, void *ptr)
+{
+    size_t h = phash(ptr);
+    pcache_entry *e = &c->e[h];
+    if (__builtin_expect(e->key == ptr, 1))
+        return e->value;
+    return lookup_id_probe(c, dict, ptr, h);
+}
+
+static PyObject *
+lookup_id(PyObject *dict, void *ptr)
+{
+    pcache *c = dict == g_sites_dict_for_cache ? &cache_sites
+              : dict == g_by_code_dict_for_cache ? &cache_by_code
+              : dict == g_no_site_dict_for_cache ? &cache_no_site
+              : dict == g_c_calls_dict_for_cache ? &cache_c_calls : NULL;
+    return lookup_id_probe(c, dict, ptr, phash(ptr));
+}
+
+/* The site of a code object (sites), the record of a caller's code (by_code). */
+#define lookup_site(ptr) lookup_in(&cache_sites, g_sites, (ptr))
+#define lookup_code(ptr) lookup_in(&cache_by_code, g_by_code, (ptr))
 
 static PyObject *
 cache_forget(PyObject *self, PyObject *arg)
@@ -406,7 +433,7 @@ parent_of(PyFrameObject *frame)
     if (back == NULL)
         return Py_NewRef(g_root);
     PyCodeObject *bc = PyFrame_GetCode(back);
-    PyObject *p = lookup_id(g_by_code, bc);
+    PyObject *p = lookup_code(bc);
     Py_DECREF(bc);
     if (p != NULL) {
         Py_DECREF(back);

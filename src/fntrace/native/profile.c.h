@@ -100,7 +100,7 @@ c_profile_fntrace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
         return 0;
     }
     PyCodeObject *code = PyFrame_GetCode(frame);
-    PyObject *rec = lookup_id(g_sites, code);
+    PyObject *rec = lookup_site(code);
     if (rec == NULL && !PyErr_Occurred() && what == PyTrace_CALL
             && lookup_id(g_no_site, code) == NULL && !PyErr_Occurred()
             && site_trap((PyObject *)code) == 1)

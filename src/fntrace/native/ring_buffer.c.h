@@ -393,9 +393,9 @@ rb_store(record_t *rec, long long ts, unsigned type, unsigned flags, unsigned lo
 
 /* rb_write()'s every case: a full buffer (hand-over, overwrite or drop), a trace_clock
  * read at write time, data not set up. */
-static __attribute__((noinline)) long long
-rb_write_slow(RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
-              unsigned long a, unsigned long b, unsigned long c, unsigned long long d)
+static long long
+rb_write_slow_held(RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
+                   unsigned long a, unsigned long b, unsigned long c, unsigned long long d)
 {
     long long seq = rb->seq;
     if (seq - rb->read >= rb->nrec) {
@@ -444,6 +444,18 @@ rb_write_slow(RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
     }
     rb_store(rec, ts, type, flags, a, b, c, d);
     rb->seq = seq + 1;
+    return seq;
+}
+
+/* The callbacks write to a buffer they borrow (buf_get): a hand-over makes objects, and
+ * the collector that may start then runs finalizers, so the buffer is held here. */
+static __attribute__((noinline)) long long
+rb_write_slow(RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
+              unsigned long a, unsigned long b, unsigned long c, unsigned long long d)
+{
+    Py_INCREF(rb);
+    long long seq = rb_write_slow_held(rb, ts, type, flags, a, b, c, d);
+    Py_DECREF(rb);
     return seq;
 }
 
