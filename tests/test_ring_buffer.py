@@ -199,7 +199,8 @@ class Sink(ChunkQueue):
         out = []
         for cpu, data, first_seq, payloads in self.items:
             assert cpu == 0
-            assert isinstance(data, bytes) and len(data) % RECORD_SIZE == 0
+            # bytes, or (native) a full buffer's own page, handed over uncopied
+            assert isinstance(data, (bytes, bytearray)) and len(data) % RECORD_SIZE == 0
             recs = [RECORD.unpack_from(data, o) for o in range(0, len(data), RECORD_SIZE)]
             out.append((first_seq, recs, dict(payloads)))
         return out
@@ -223,6 +224,28 @@ def test_sink_gets_every_record_in_order_with_first_seq():
     assert buf.written == 100
     buf.flush()                                 # nothing new: no empty chunk
     assert sum(len(c[1]) for c in sink.chunks) == 100
+
+
+def test_a_full_buffer_hands_over_its_page_and_writes_on_in_a_new_one():
+    """The kernel's reader-page swap: the native buffer gives a full page to the sink
+    as it is, not a copy, and what it writes next never reaches that page."""
+    sink = Sink()
+    buf = RingBuffer(0, KB, sink=sink)
+    for i in range(NREC):
+        put(buf, i)
+    page = buf.data
+    put(buf, NREC)                              # no room: the full page goes first
+    assert len(sink.items) == 1
+    chunk = sink.items[0][1]
+    if isinstance(chunk, bytearray):            # (the pure twin copies: its writer
+        assert chunk is page                    # runs bytecode between two stores)
+        assert buf.data is not page and len(buf.data) == len(page)
+    for i in range(NREC + 1, 3 * NREC + 7):
+        put(buf, i)
+    assert [r[3] for r in sink.chunks[0][1]] == list(range(NREC))
+    buf.flush()
+    assert sink.ids() == list(range(3 * NREC + 7))
+    assert [c[0] for c in sink.chunks] == [0, NREC, 2 * NREC, 3 * NREC]
 
 
 def test_sink_chunks_across_the_wrap_point_stay_in_order():

@@ -157,10 +157,27 @@ rb_handoff(RingBufferObject *rb, int wait, int quiet, int full)
         return 0;
     }
     Py_ssize_t n = (Py_ssize_t)(end - start), nrec = rb->nrec, s = (Py_ssize_t)(start % nrec);
-    PyObject *chunk = PyBytes_FromStringAndSize(NULL, n * FNT_RECORD_SIZE);
+    /* A whole buffer from its first slot (a full buffer's hand-over, the common one):
+     * the page itself goes to the reader and the buffer writes on in a new one, as the
+     * kernel swaps its reader page; no record is copied.  (Not a bytearray subclass, not
+     * shared through a buffer export: those are copied.)  A new bytearray starts no
+     * collection, so nothing runs between this and the swap below. */
+    PyObject *fresh = NULL;
+    if (s == 0 && n == nrec && PyByteArray_CheckExact(rb->data)
+            && ((PyByteArrayObject *)rb->data)->ob_exports == 0) {
+        fresh = PyByteArray_FromStringAndSize(NULL, nrec * FNT_RECORD_SIZE);
+        if (fresh == NULL) {
+            Py_DECREF(pay);
+            Py_DECREF(item);
+            Py_DECREF(items);
+            return -1;
+        }
+    }
+    PyObject *chunk = fresh ? Py_NewRef(rb->data) : PyBytes_FromStringAndSize(NULL, n * FNT_RECORD_SIZE);
     PyObject *first = PyLong_FromLongLong(start);
     PyObject *cpu = PyLong_FromSsize_t(rb->cpu);
     if (chunk == NULL || first == NULL || cpu == NULL) {
+        Py_XDECREF(fresh);
         Py_XDECREF(chunk);
         Py_XDECREF(first);
         Py_XDECREF(cpu);
@@ -172,8 +189,13 @@ rb_handoff(RingBufferObject *rb, int wait, int quiet, int full)
     PyTuple_SET_ITEM(item, 0, cpu);
     PyTuple_SET_ITEM(item, 1, chunk);
     PyTuple_SET_ITEM(item, 2, first);
-    char *dst = PyBytes_AS_STRING(chunk), *src = PyByteArray_AS_STRING(rb->data);
-    if (s + n <= nrec)
+    char *dst = fresh ? NULL : PyBytes_AS_STRING(chunk), *src = PyByteArray_AS_STRING(rb->data);
+    if (fresh) {
+        PyObject *old = rb->data;
+        rb->data = fresh;               /* the chunk holds the old one */
+        Py_DECREF(old);
+    }
+    else if (s + n <= nrec)
         memcpy(dst, src + s * FNT_RECORD_SIZE, (size_t)n * FNT_RECORD_SIZE);
     else {
         Py_ssize_t k = nrec - s;
