@@ -36,7 +36,7 @@ ob_reserve(obuf *o, Py_ssize_t more)
 }
 
 /* the caller has reserved 10 bytes */
-static inline void
+static inline __attribute__((always_inline)) void
 put_uv(obuf *o, uint64_t v)
 {
     unsigned char *p = o->p + o->n;

@@ -110,7 +110,7 @@ site_trap(PyObject *code)
 
 /* A sys.monitoring entry (PY_START, PY_RESUME, PY_THROW) of `code` on fgraph's fast
  * lane: 1 done, 0 not for the lane, -1 error not contained. */
-static int
+static inline __attribute__((always_inline)) int
 fast_entry(PyObject *rec, PyObject *code)
 {
     fkey k;
@@ -134,7 +134,7 @@ fast_return(PyObject *code, PyObject *retval, int unwind)
     if (t->fs_n == 0)
         return fg_lane_ignored(t);    /* an ignored thread's return: nothing to pop */
     fkey k;
-    int r = fkey_of_current(code, &k) ? fg_fast_return(k, retval, unwind) : 0;
+    int r = fkey_of_current(code, &k) ? fg_fast_return_in(t, k, retval, unwind) : 0;
     if (r < 0)
         return contain(g_fgraph_return_fn) < 0 ? -1 : 1;
     return r;

@@ -89,7 +89,7 @@ ll_zero(PyObject *v)
 
 /* One record of the lane into the thread's buffer of `tr`, as a callback (busy for
  * synchronize()); the sequence number, -1 if dropped, -2 on error. */
-static inline long long
+static inline __attribute__((always_inline)) long long
 lane_write(thread_rec *t, PyObject *tr, long long ts, unsigned type, unsigned long a,
            unsigned long b, unsigned long c, unsigned long long d)
 {
@@ -244,6 +244,14 @@ fg_fast_return(fkey k, PyObject *retval, int unwind)
         return 0;
     if (t->fs_n == 0)
         return fg_lane_ignored(t);
+    return fg_fast_return_in(t, k, retval, unwind);
+}
+
+/* fg_fast_return past its thread's tests (t: the calling thread's, fs_n > 0), inlined
+ * into the sys.monitoring return callback. */
+static inline __attribute__((always_inline)) int
+fg_fast_return_in(thread_rec *t, fkey k, PyObject *retval, int unwind)
+{
     if (t->fs_epoch != g_fg_epoch) {
         fs_reset(t);
         return 0;

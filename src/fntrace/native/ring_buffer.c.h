@@ -340,6 +340,9 @@ RingBuffer_handoff(RingBufferObject *self, PyObject *const *args, Py_ssize_t nar
 #define FNT_CLOCK_MONO 5
 #define FNT_CLOCK_MONO_RAW 6
 #define FNT_CLOCK_BOOT 7
+/* the clocks a record keeps as the writer read it: one test on every write */
+#define FNT_CLOCK_AS_GIVEN(c) ((unsigned)(c) < 32 && ((1u << (c)) & ((1u << FNT_CLOCK_LOCAL) \
+    | (1u << FNT_CLOCK_GLOBAL) | (1u << FNT_CLOCK_PERF) | (1u << FNT_CLOCK_MONO))))
 
 /* trace_clock_counter(): one count for the process, as the kernel's is one for the
  * system (the GIL serialises the increments) */
@@ -494,8 +497,7 @@ rb_write(RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
     if (__builtin_expect(seq - rb->read >= rb->nrec || data == NULL
                          || !PyByteArray_CheckExact(data)
                          || PyByteArray_GET_SIZE(data) < rb->nrec * FNT_RECORD_SIZE
-                         || (rb->clock != FNT_CLOCK_LOCAL && rb->clock != FNT_CLOCK_GLOBAL
-                             && rb->clock != FNT_CLOCK_PERF && rb->clock != FNT_CLOCK_MONO), 0))
+                         || !FNT_CLOCK_AS_GIVEN(rb->clock), 0))
         return rb_write_slow(rb, ts, type, flags, a, b, c, d);
     record_t *rec = (record_t *)(PyByteArray_AS_STRING(data) + (seq % rb->nrec) * FNT_RECORD_SIZE);
     rb_store(rec, ts, type, flags, a, b, c, d);

@@ -141,6 +141,8 @@ static int fg_fast_enter(PyObject *rec, fkey k);
 static inline int fg_lane_ignored(thread_rec *t);
 static inline int thread_ignored_by(PyObject *tr);
 static int fg_fast_return(fkey k, PyObject *retval, int unwind);
+static inline __attribute__((always_inline)) int
+fg_fast_return_in(thread_rec *t, fkey k, PyObject *retval, int unwind);
 static int fgraph_return_c(PyObject *rec, PyObject *frame, PyObject *retval, PyObject *unwind);
 
 #define ENTER() thread_rec *_tr = my_rec(); if (_tr) { _tr->busy++; _tr->count++; }
