@@ -17,7 +17,9 @@ from hypothesis.stateful import (
     RuleBasedStateMachine, initialize, invariant, precondition, rule,
 )
 
-from fntrace.ring_buffer import HAS_PAYLOAD, RECORD, RECORD_SIZE, TRACE_FN, ChunkQueue, RingBuffer
+from fntrace.ring_buffer import (
+    HAS_PAYLOAD, RECORD, RECORD_SIZE, TRACE_FN, ChunkQueue, RingBuffer, payloads_by_seq,
+)
 
 KB = 1                          # smallest buffer: 1 KB
 NREC = KB * 1024 // RECORD_SIZE  # 32 records
@@ -202,7 +204,8 @@ class Sink(ChunkQueue):
             # bytes, or (native) a full buffer's own page, handed over uncopied
             assert isinstance(data, (bytes, bytearray)) and len(data) % RECORD_SIZE == 0
             recs = [RECORD.unpack_from(data, o) for o in range(0, len(data), RECORD_SIZE)]
-            out.append((first_seq, recs, dict(payloads)))
+            # a dict, or (native) a list in the flagged records' order
+            out.append((first_seq, recs, dict(payloads_by_seq(data, first_seq, payloads))))
         return out
 
     def ids(self) -> list[int]:
@@ -276,6 +279,46 @@ def test_sink_chunks_carry_their_payloads():
         want = {first_seq + k: f"payload-{r[3]}" for k, r in enumerate(recs) if r[3] % 3 == 0}
         assert payloads == want
     assert buf.payloads == {}
+
+
+def test_payloads_read_between_hand_overs_stay_with_their_records():
+    """A native buffer with a sink lists its payloads; asking for ``payloads`` (a
+    snapshot, a view) gives them by sequence number, and the chunks still pair every
+    payload with its record, before, across and after the look."""
+    sink = Sink()
+    buf = RingBuffer(0, KB, sink=sink)
+    for i in range(NREC + 5):
+        if i % 2 == 0:
+            put_payload(buf, i)
+        else:
+            put(buf, i)
+    held = buf.payloads                          # the 5 not handed over yet
+    assert held == {i: f"payload-{i}" for i in range(NREC, NREC + 5) if i % 2 == 0}
+    for i in range(NREC + 5, 3 * NREC):
+        put_payload(buf, i)
+    buf.flush()
+    got = {}
+    for first_seq, recs, payloads in sink.chunks:
+        assert set(payloads) == {first_seq + k for k, r in enumerate(recs) if r[2] & HAS_PAYLOAD}
+        got.update(payloads)
+    assert got == {i: f"payload-{i}" for i in range(3 * NREC) if i % 2 == 0 or i >= NREC + 5}
+    assert buf.payloads == {}
+
+
+def test_a_flagged_record_without_payload_does_not_shift_the_others():
+    """write() with the payload flag and no payload (a payload never stored): the
+    records after it keep their own payloads."""
+    sink = Sink()
+    buf = RingBuffer(0, KB, sink=sink)
+    put_payload(buf, 0)
+    buf.write(1001, TRACE_FN, HAS_PAYLOAD, 1, 2, 3, 7)
+    for i in range(2, NREC + 3):
+        put_payload(buf, i)
+    buf.flush()
+    got = {}
+    for _, _, payloads in sink.chunks:
+        got.update(payloads)
+    assert got == {i: f"payload-{i}" for i in range(NREC + 3) if i != 1}
 
 
 def test_a_payload_of_no_record_in_the_chunk_stays_in_the_buffer():

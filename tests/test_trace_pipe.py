@@ -316,7 +316,7 @@ def test_flush_from_another_thread_while_the_owner_hands_over(limit):
     """A recording's buffer: its thread hands full chunks over itself, the sink's
     thread flushes it every so often (handoff(False)).  The chunks, in queue order,
     are every record once, in order, each payload with its record."""
-    from fntrace.ring_buffer import ChunkQueue
+    from fntrace.ring_buffer import ChunkQueue, payloads_by_seq
     q = ChunkQueue(limit=limit)
     buf = RingBuffer(0, 2, overwrite=False, sink=q)      # 64 records
     total = 40000
@@ -338,6 +338,7 @@ def test_flush_from_another_thread_while_the_owner_hands_over(limit):
         chunks.append(item)
     seqs, stamps = [], []
     for cpu, chunk, first, pay in chunks:
+        pay = payloads_by_seq(chunk, first, pay)     # (a native buffer lists them)
         for k, rec in enumerate(RECORD.iter_unpack(chunk)):
             ts, typ, flags, a, b, c, d = rec
             assert ts == a == d, rec

@@ -773,6 +773,28 @@ def test_native_and_python_payload_packing_give_the_same_bytes(flags, first_seq,
 
 
 @pytest.mark.skipif(_NATIVE_PACK is None, reason="the native module is not built")
+@settings(max_examples=300, deadline=None)
+@given(flags=st.lists(st.booleans(), max_size=40), first_seq=st.integers(0, 2**40),
+       step=st.integers(1, 12), extra=st.integers(-2, 2), data=st.data())
+def test_listed_payloads_pack_as_the_same_payloads_by_sequence_number(flags, first_seq, step,
+                                                                      extra, data):
+    """A native buffer with a sink lists a chunk's payloads in its flagged records'
+    order: packed natively and by the Python twin, they give the bytes the dict gives,
+    and a list one too short or too long is refused by both, with the same words."""
+    recs = [(i, PRINT, TF_HAS_PAYLOAD if f else 0, 0, 0, 0, 0) for i, f in enumerate(flags)]
+    mv = memoryview(pack(recs))
+    flagged = [first_seq + i for i, f in enumerate(flags) if f]
+    values = [data.draw(_payload_value) for _ in range(max(0, len(flagged) + extra))]
+    py = _tails_or_error(writer._py_payload_tails, mv, first_seq, values, step)
+    native = _tails_or_error(_NATIVE_PACK, mv, first_seq, values, step, writer._dumps)
+    assert native == py
+    if len(values) == len(flagged):
+        assert py == writer._py_payload_tails(mv, first_seq, dict(zip(flagged, values)), step)
+    else:
+        assert py[0] == "ValueError"
+
+
+@pytest.mark.skipif(_NATIVE_PACK is None, reason="the native module is not built")
 def test_written_file_is_the_same_with_and_without_native_payload_packing(monkeypatch):
     recs = make_chunk(0, 1000, 50, payload_every=2)
     # out of order, every kind, pieces of 8 records

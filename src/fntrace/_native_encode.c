@@ -557,9 +557,9 @@ pack_one(obuf *o, PyObject *obj, PyObject *dumps)
 PyObject *
 fntrace_pack_payloads(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 5 || !PyDict_Check(args[2])) {
+    if (nargs != 5 || !(PyDict_Check(args[2]) || PyList_CheckExact(args[2]))) {
         PyErr_SetString(PyExc_TypeError,
-                        "pack_payloads(records, first_seq, payloads: dict, step, dumps)");
+                        "pack_payloads(records, first_seq, payloads: dict | list, step, dumps)");
         return NULL;
     }
     long long first_seq = PyLong_AsLongLong(args[1]);
@@ -581,7 +581,8 @@ fntrace_pack_payloads(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     obuf o = {NULL, 0, 0};
     Py_ssize_t n = view.len / FNT_RECORD_SIZE;
     Py_ssize_t npieces = n ? (n + step - 1) / step : 1;
-    Py_ssize_t m = PyDict_GET_SIZE(payloads), k = 0, pos = 0;
+    int listed = PyList_CheckExact(payloads);
+    Py_ssize_t m = listed ? PyList_GET_SIZE(payloads) : PyDict_GET_SIZE(payloads), k = 0, pos = 0;
     const record_t *r = (const record_t *)view.buf;
     if (m) {
         pays = PyMem_Malloc(sizeof(pay_t) * (size_t)m);
@@ -592,7 +593,30 @@ fntrace_pack_payloads(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *key, *value;
     int sorted = 1;
-    while (k < m && PyDict_Next(payloads, &pos, &key, &value)) {
+    if (listed) {
+        /* a native buffer's list: the payloads of the flagged records, in order
+         * (ring_buffer.payloads_by_seq, the twin, says the same of a mismatch) */
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (!(r[i].flags & FNT_HAS_PAYLOAD))
+                continue;
+            if (k == m) {
+                PyErr_Format(PyExc_ValueError,
+                             "record %lld has the TF_HAS_PAYLOAD flag but the chunk's "
+                             "%zd payloads are used up", first_seq + (long long)i, m);
+                goto done;
+            }
+            pays[k].i = i;
+            pays[k].obj = Py_NewRef(PyList_GET_ITEM(payloads, k));
+            k++;
+        }
+        if (k < m) {
+            PyErr_Format(PyExc_ValueError,
+                         "%zd payloads for the chunk's %zd records with the TF_HAS_PAYLOAD flag",
+                         m, k);
+            goto done;
+        }
+    }
+    while (!listed && k < m && PyDict_Next(payloads, &pos, &key, &value)) {
         if (!PyLong_Check(key)) {
             res = Py_NewRef(Py_None);
             goto done;

@@ -26,7 +26,7 @@ import itertools
 import struct
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from _thread import get_ident as _get_ident
 from os import getpid as _getpid
 from os import write as _os_write
@@ -48,7 +48,7 @@ from .record_format import (
 __all__ = ["RECORD", "RECORD_SIZE", "RingBuffer", "ChunkQueue", "TRACE_FN", "TRACE_GRAPH_ENT",
            "TRACE_GRAPH_RET", "TRACE_PRINT", "TRACE_STACK", "TRACE_EVENT", "HAS_PAYLOAD",
            "PAYLOAD_SEP", "args_pairs", "text_parts", "TRACE_CLOCKS", "CLOCK_IN_NS",
-           "trace_clock_now", "quiet_pending"]
+           "trace_clock_now", "quiet_pending", "payloads_by_seq"]
 
 # The record's layout, type numbers and flag bits: record_format.py, their one definition.
 RECORD = struct.Struct(FORMAT)
@@ -125,7 +125,9 @@ def quiet_pending(limit: int) -> int:
 class ChunkQueue:
     """Where ring buffers in record mode hand their chunks.
 
-    items      (cpu, records bytes, first_seq, payloads dict) in hand-over order
+    items      (cpu, records, first_seq, payloads) in hand-over order: the records bytes
+               (or a full native buffer's own bytearray), the payloads a dict by
+               sequence number (or a native buffer's list: payloads_by_seq)
     notify_fd  a pipe the reader waits on: one byte ``c`` per chunk (-1: nobody waits)
     pending    bytes handed over and not yet taken off by the reader (a payload
                counts PAYLOAD_COST)
@@ -299,6 +301,31 @@ def _payload_missing(buf, seq: int) -> bool:
     just after the record (write_payload): a reader on another thread may come between."""
     flags = _unpack_flags(buf.data, (seq % buf.nrec) * RECORD_SIZE + _FLAGS_OFFSET)[0]
     return bool(flags & HAS_PAYLOAD) and seq not in buf.payloads
+
+
+def payloads_by_seq(records: bytes | bytearray | memoryview, first_seq: int,
+                    payloads: Mapping[int, Any] | list[Any]) -> Mapping[int, Any]:
+    """A handed-over chunk's payloads keyed by sequence number.  A dict is that already;
+    a list is what a native buffer with a sink keeps (ring_buffer.c.h rb_write_payload:
+    no int key made per payload): the payloads of the chunk's records flagged
+    HAS_PAYLOAD, in their order.  A mismatch is refused as _native.pack_payloads, its
+    twin for the trace file, refuses it."""
+    if not isinstance(payloads, list):
+        return payloads
+    mv = memoryview(records).cast("B")
+    out: dict[int, Any] = {}
+    k = 0
+    for i in range(mv.nbytes // RECORD_SIZE):
+        if _unpack_flags(mv, i * RECORD_SIZE + _FLAGS_OFFSET)[0] & HAS_PAYLOAD:
+            if k == len(payloads):
+                raise ValueError(f"record {first_seq + i} has the TF_HAS_PAYLOAD flag but "
+                                 f"the chunk's {len(payloads)} payloads are used up")
+            out[first_seq + i] = payloads[k]
+            k += 1
+    if k < len(payloads):
+        raise ValueError(f"{len(payloads)} payloads for the chunk's {k} records with the "
+                         f"TF_HAS_PAYLOAD flag")
+    return out
 
 
 def _take_payloads(buf, start: int, end: int) -> dict:

@@ -38,6 +38,7 @@ from ..core.task import thread_info
 from ..errors import FntraceError
 from ..output.pipe import PipeRenderer
 from ..output.registry import name_of, nr_cpus_of
+from ..ring_buffer import payloads_by_seq
 from ..output.render import render_trace
 from ..tracefile.reader import TraceFile
 from ..tracefile.trace_set import TraceSet, child_files
@@ -114,6 +115,9 @@ class LivePrinter:
         n = len(records) // 32
         if not n:
             return
+        if payloads:
+            # (a native buffer lists them in its flagged records' order)
+            payloads = payloads_by_seq(records, first_seq, payloads)
         self.nr_entries += n
         if self.first_ns is None:
             self.first_ns = time.monotonic_ns()

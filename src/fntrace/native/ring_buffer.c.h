@@ -16,6 +16,14 @@ typedef struct {
     PyObject *data;        /* bytearray, nrec * FNT_RECORD_SIZE bytes */
     PyObject *sink;        /* None, or the ChunkQueue handoff() appends to */
     PyObject *payloads;    /* dict seq -> object */
+    /* A buffer that hands its records to a sink keeps its payloads in a list instead,
+     * in record order: the payloads of the records flagged FNT_HAS_PAYLOAD from
+     * `list_from` on, one each (no int key made, no dict grown, per payload).  A full
+     * hand-over gives the list away whole; anything that asks for `payloads` first
+     * settles it into the dict (rb_settle), which is what the Python twin keeps. */
+    PyObject *paylist;     /* list, or NULL */
+    long long list_from;
+    char list_off;         /* a payload-flagged record came from Python's write() */
 } RingBufferObject;
 
 
@@ -54,6 +62,49 @@ payloads_within(PyObject *payloads, long long start, long long end)
     return 1;
 }
 
+/* The list's payloads into the dict, each under its record's sequence number: before
+ * anything reads or trims the dict, or writes in a way the list does not follow.
+ * 0, or -1 with an exception set (the list then keeps what was not moved). */
+static int
+rb_settle(RingBufferObject *rb)
+{
+    PyObject *l = rb->paylist;
+    if (l == NULL || PyList_GET_SIZE(l) == 0)
+        return 0;
+    if (rb->payloads == NULL || !PyDict_Check(rb->payloads)) {
+        PyErr_SetString(PyExc_RuntimeError, "ring buffer payloads are not set up");
+        return -1;
+    }
+    if (rb->data == NULL || !PyByteArray_Check(rb->data)
+            || PyByteArray_GET_SIZE(rb->data) < rb->nrec * FNT_RECORD_SIZE) {
+        PyErr_SetString(PyExc_RuntimeError, "ring buffer data is not set up");
+        return -1;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(l), j = 0;
+    const char *data = PyByteArray_AS_STRING(rb->data);
+    Py_INCREF(l);
+    /* (the records are still there: a buffer with a list never overwrites) */
+    for (long long q = rb->list_from; q < rb->seq && j < n; q++) {
+        const record_t *rec = (const record_t *)(data + (q % rb->nrec) * FNT_RECORD_SIZE);
+        if (!(rec->flags & FNT_HAS_PAYLOAD))
+            continue;
+        PyObject *k = PyLong_FromLongLong(q);
+        if (k == NULL || PyDict_SetItem(rb->payloads, k, PyList_GET_ITEM(l, j)) < 0) {
+            Py_XDECREF(k);
+            PyList_SetSlice(l, 0, j, NULL);
+            rb->list_from = q;
+            Py_DECREF(l);
+            return -1;
+        }
+        Py_DECREF(k);
+        j++;
+    }
+    PyList_SetSlice(l, 0, PY_SSIZE_T_MAX, NULL);
+    rb->list_from = rb->seq;
+    Py_DECREF(l);
+    return 0;
+}
+
 /* Does the record `seq` carry a payload that is not in `payloads` yet?  (A pure-Python
  * writer stores the payload just after the record: a reader on another thread may see
  * the record first.  The native writer does both at once, so this is only ever true
@@ -61,6 +112,10 @@ payloads_within(PyObject *payloads, long long start, long long end)
 static int
 rb_payload_missing(RingBufferObject *rb, long long seq)
 {
+    if (rb_settle(rb) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
     const record_t *rec = (const record_t *)(PyByteArray_AS_STRING(rb->data)
                                              + (seq % rb->nrec) * FNT_RECORD_SIZE);
     if (!(rec->flags & FNT_HAS_PAYLOAD))
@@ -122,6 +177,11 @@ rb_handoff(RingBufferObject *rb, int wait, int quiet, int full)
         PyErr_SetString(PyExc_RuntimeError, "ring buffer data is not set up");
         return -1;
     }
+    /* both the list and the dict hold payloads (something read `payloads` since the
+     * last hand-over): the dict's way, below */
+    if (rb->paylist != NULL && PyList_GET_SIZE(rb->paylist) && rb->payloads != NULL
+            && PyDict_Check(rb->payloads) && PyDict_GET_SIZE(rb->payloads) && rb_settle(rb) < 0)
+        return -1;
     PyObject *items = PyObject_GetAttr(q, str_items);
     if (items == NULL)
         return -1;
@@ -140,19 +200,27 @@ rb_handoff(RingBufferObject *rb, int wait, int quiet, int full)
     (void)presize;
 #endif
     PyObject *item = PyTuple_New(4);
-    if (pay == NULL || item == NULL) {
+    /* the buffer's next payload list, if it keeps one (made here, with the others) */
+    PyObject *nlist = rb->paylist != NULL ? PyList_New(0) : NULL;
+    if (pay == NULL || item == NULL || (rb->paylist != NULL && nlist == NULL)) {
         Py_XDECREF(pay);
         Py_XDECREF(item);
+        Py_XDECREF(nlist);
         Py_DECREF(items);
         return -1;
     }
+    /* every payload still to hand over is in the list: the list goes whole, and no
+     * record's payload can be missing (the native writer stores it with its record) */
+    int listed = rb->paylist != NULL && PyList_GET_SIZE(rb->paylist)
+        && (rb->payloads == NULL || !PyDict_Check(rb->payloads) || !PyDict_GET_SIZE(rb->payloads));
     long long start = rb->seq - rb->nrec > rb->read ? rb->seq - rb->nrec : rb->read;
     long long end = rb->seq;
-    if (!wait && end > start && rb_payload_missing(rb, end - 1))
+    if (!listed && !wait && end > start && rb_payload_missing(rb, end - 1))
         end--;
     if (end <= start) {
         Py_DECREF(pay);
         Py_DECREF(item);
+        Py_XDECREF(nlist);
         Py_DECREF(items);
         return 0;
     }
@@ -177,6 +245,7 @@ rb_handoff(RingBufferObject *rb, int wait, int quiet, int full)
     PyObject *first = PyLong_FromLongLong(start);
     PyObject *cpu = PyLong_FromSsize_t(rb->cpu);
     if (chunk == NULL || first == NULL || cpu == NULL) {
+        Py_XDECREF(nlist);
         Py_XDECREF(fresh);
         Py_XDECREF(chunk);
         Py_XDECREF(first);
@@ -203,9 +272,18 @@ rb_handoff(RingBufferObject *rb, int wait, int quiet, int full)
         memcpy(dst + k * FNT_RECORD_SIZE, src, (size_t)(n - k) * FNT_RECORD_SIZE);
     }
     /* nothing between the check and the swap can run code that writes a payload */
-    int whole = rb->payloads != NULL && PyDict_CheckExact(rb->payloads)
+    int whole = !listed && rb->payloads != NULL && PyDict_CheckExact(rb->payloads)
         && PyDict_GET_SIZE(rb->payloads) && payloads_within(rb->payloads, start, end);
-    if (whole) {
+    if (listed) {
+        /* the chunk's payloads are the list, in its flagged records' order */
+        PyObject *held = rb->paylist;
+        rb->paylist = nlist;
+        nlist = NULL;
+        rb->list_from = end;
+        Py_DECREF(pay);
+        pay = held;
+    }
+    else if (whole) {
         /* every payload held is this chunk's (the rule while a sink is attached): the
          * dict itself goes, the buffer keeps the new one, no entry is moved */
         PyObject *held = rb->payloads;
@@ -250,8 +328,12 @@ rb_handoff(RingBufferObject *rb, int wait, int quiet, int full)
         }
     }
     rb->read = end;
+    if (nlist != NULL) {
+        /* (unused: the list stays; it holds nothing of this chunk) */
+        Py_DECREF(nlist);
+    }
     PyTuple_SET_ITEM(item, 3, pay);
-    long long npay = (long long)PyDict_GET_SIZE(pay);
+    long long npay = (long long)(PyList_Check(pay) ? PyList_GET_SIZE(pay) : PyDict_GET_SIZE(pay));
     PyObject *r = PyObject_CallMethodOneArg(items, str_append, item);
     Py_DECREF(items);
     Py_DECREF(item);
@@ -434,6 +516,9 @@ rb_write_slow_held(RingBufferObject *rb, long long ts, unsigned type, unsigned f
             }
         }
         else if (rb->overwrite) {
+            /* (a sink taken away with payloads listed: the dict keeps them from now) */
+            if (rb_settle(rb) < 0)
+                return -2;
             rb->overrun++;
             if (rb->payloads != NULL && PyDict_GET_SIZE(rb->payloads)) {
                 PyObject *k = PyLong_FromLongLong(seq - rb->nrec);
@@ -511,6 +596,24 @@ rb_write_payload(RingBufferObject *rb, long long ts, unsigned type, unsigned lon
                  unsigned long b, unsigned long c, unsigned long long d, PyObject *payload)
 {
     long long seq = rb_write(rb, ts, type, FNT_HAS_PAYLOAD, a, b, c, d);
+    if (seq >= 0 && rb->paylist != NULL && !rb->list_off && rb->sink != NULL
+            && rb->sink != Py_None && rb->payloads != NULL && PyDict_CheckExact(rb->payloads)
+            && PyDict_GET_SIZE(rb->payloads) == 0) {
+        /* handed to a sink: listed (no allocation here can start a collection) */
+        if (PyList_GET_SIZE(rb->paylist) == 0)
+            rb->list_from = seq;
+        if (PyList_Append(rb->paylist, payload) < 0) {
+            /* its record says so no more: a record without its payload is one
+             * the list would pair with the next payload */
+            record_t *rec = (record_t *)(PyByteArray_AS_STRING(rb->data)
+                                         + (seq % rb->nrec) * FNT_RECORD_SIZE);
+            rec->flags &= (unsigned short)~FNT_HAS_PAYLOAD;
+            return -2;
+        }
+        return seq;
+    }
+    if (seq >= 0 && rb_settle(rb) < 0)
+        return -2;
     if (seq >= 0) {
         PyObject *k = PyLong_FromLongLong(seq);
         if (k == NULL || rb->payloads == NULL || PyDict_SetItem(rb->payloads, k, payload) < 0) {
@@ -544,6 +647,12 @@ rb_write_call(RingBufferObject *self, PyObject *const *args, Py_ssize_t nargs, i
     unsigned long long d = PyLong_AsUnsignedLongLong(f[3]);
     if (PyErr_Occurred())
         return NULL;
+    if (!payload && (flags & FNT_HAS_PAYLOAD)) {
+        /* a flagged record with no payload from here: the list could not pair them */
+        self->list_off = 1;
+        if (rb_settle(self) < 0)
+            return NULL;
+    }
     long long seq = payload ? rb_write_payload(self, ts, type, a, b, c, d, args[6])
                             : rb_write(self, ts, type, flags, a, b, c, d);
     return seq == -2 ? NULL : PyLong_FromLongLong(seq);
@@ -567,6 +676,7 @@ RingBuffer_traverse(RingBufferObject *self, visitproc visit, void *arg)
     Py_VISIT(self->data);
     Py_VISIT(self->sink);
     Py_VISIT(self->payloads);
+    Py_VISIT(self->paylist);
     Py_VISIT(Py_TYPE(self));
     return 0;
 }
@@ -577,6 +687,7 @@ RingBuffer_clear(RingBufferObject *self)
     Py_CLEAR(self->data);
     Py_CLEAR(self->sink);
     Py_CLEAR(self->payloads);
+    Py_CLEAR(self->paylist);
     return 0;
 }
 
@@ -612,7 +723,36 @@ static PyMemberDef RingBuffer_members[] = {
     {"clock", T_INT, offsetof(RingBufferObject, clock), 0, NULL},
     {"data", T_OBJECT, offsetof(RingBufferObject, data), 0, NULL},
     {"sink", T_OBJECT, offsetof(RingBufferObject, sink), 0, NULL},
-    {"payloads", T_OBJECT, offsetof(RingBufferObject, payloads), 0, NULL},
+    {NULL}
+};
+
+/* `payloads`: the dict of every payload held, the listed ones settled into it first. */
+static PyObject *
+RingBuffer_get_payloads(RingBufferObject *self, void *closure)
+{
+    if (rb_settle(self) < 0)
+        return NULL;
+    return Py_NewRef(self->payloads ? self->payloads : Py_None);
+}
+
+static int
+RingBuffer_set_payloads(RingBufferObject *self, PyObject *value, void *closure)
+{
+    if (self->paylist == NULL) {
+        /* made here, from Python, not on a write (a collection could start there) */
+        self->paylist = PyList_New(0);
+        if (self->paylist == NULL)
+            return -1;
+        self->list_from = self->seq;
+    }
+    Py_XINCREF(value);
+    Py_XSETREF(self->payloads, value);
+    return 0;
+}
+
+static PyGetSetDef RingBuffer_getset[] = {
+    {"payloads", (getter)RingBuffer_get_payloads, (setter)RingBuffer_set_payloads,
+     "dict seq -> payload of the records held", NULL},
     {NULL}
 };
 
@@ -622,6 +762,7 @@ static PyType_Slot RingBuffer_slots[] = {
     {Py_tp_clear, RingBuffer_clear},
     {Py_tp_methods, RingBuffer_methods},
     {Py_tp_members, RingBuffer_members},
+    {Py_tp_getset, RingBuffer_getset},
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_doc, "The native part of ring_buffer.RingBuffer: its counters and write()."},
     {0, NULL}

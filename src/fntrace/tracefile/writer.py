@@ -24,6 +24,7 @@ from .. import _env
 from ..outfile import create as create_output
 from ..errors import TraceFileError
 from ..record_format import OFFSETS
+from ..ring_buffer import payloads_by_seq
 from .blocks import (BLOCK_HEAD, COMPRESS_HINT, CRC, FILE_HEAD, MAGIC, MAX_BLOCK_LEN,
                     PAY_INT, PAY_JSON, PAY_STR, RECORD_SIZE, RECORD_TIME, TAG_CHUNK,
                     TAG_CHUNK_Z, TAG_END, TAG_HEADER, TAG_INDEX, TAG_STATS, TAG_SYMBOLS,
@@ -64,7 +65,7 @@ def _pack_payloads(pairs: list[list[Any]]) -> bytes:
     return bytes(out)
 
 
-def _py_payload_tails(mv: memoryview, first_seq: int, payloads: Mapping[int, Any],
+def _py_payload_tails(mv: memoryview, first_seq: int, payloads: Mapping[int, Any] | list[Any],
                       step: int) -> list[bytes]:
     """The payload bytes of each ``step`` records of a chunk (b"" for a piece without).
 
@@ -74,7 +75,7 @@ def _py_payload_tails(mv: memoryview, first_seq: int, payloads: Mapping[int, Any
     """
     n = mv.nbytes // RECORD_SIZE
     per_piece: list[list[list[Any]]] = [[] for _ in range(max(1, -(-n // step)))]
-    for seq, obj in payloads.items():
+    for seq, obj in payloads_by_seq(mv, first_seq, payloads).items():
         i = seq - first_seq
         if not 0 <= i < n:
             raise ValueError(
@@ -95,12 +96,12 @@ def _py_payload_tails(mv: memoryview, first_seq: int, payloads: Mapping[int, Any
     return tails
 
 
-def _payload_tails(mv: memoryview, first_seq: int, payloads: Mapping[int, Any],
+def _payload_tails(mv: memoryview, first_seq: int, payloads: Mapping[int, Any] | list[Any],
                    step: int) -> list[bytes]:
     # The writer thread packs every -A/-R payload of the trace: in C when it is built
     # (str and int there, anything else through _dumps).  None back means a key the C
     # code does not take (not an int): the Python twin says what it means.
-    if _pack_native is not None and type(payloads) is dict:
+    if _pack_native is not None and type(payloads) in (dict, list):
         # (the checker sees the native module's functions as Any; this is _native.pyi's type)
         tails: list[bytes] | None = _pack_native(mv, first_seq, payloads, step, _dumps)
         if tails is not None:
@@ -346,13 +347,14 @@ class TraceFileWriter:
         records: bytes | bytearray | memoryview,
         first_seq: int,
         lost: int = 0,
-        payloads: Mapping[int, Any] | None = None,
+        payloads: Mapping[int, Any] | list[Any] | None = None,
     ) -> None:
         """Write 32-byte records of ring buffer ``cpu`` (compactly encoded).
 
         ``first_seq`` is the sequence number of the first record; ``payloads``
         maps the sequence number of each record flagged TF_HAS_PAYLOAD to its
-        payload object.  ``lost`` counts records the buffer dropped before
+        payload object (or lists them in the records' order, as a native ring
+        buffer hands them: ring_buffer.payloads_by_seq).  ``lost`` counts records the buffer dropped before
         this chunk.
         """
         mv = _as_bytes_view(records)

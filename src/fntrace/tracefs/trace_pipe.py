@@ -47,6 +47,7 @@ from ..core.task import thread_info
 from ..output.entry import LostEvents
 from ..output.pipe import PipeRenderer
 from ..output.registry import name_of, nr_cpus_of
+from ..ring_buffer import payloads_by_seq
 
 __all__ = ["TracePipe", "PipeReader", "InstancePipe", "trace_pipe_of", "COPY_LIMIT"]
 
@@ -83,7 +84,8 @@ class TracePipe:
         with self.lock:
             if not self.readers:
                 return
-            self.copies.append((cpu, chunk, first_seq, dict(payloads) if payloads else {}))
+            self.copies.append((cpu, chunk, first_seq,
+                                dict(payloads_by_seq(chunk, first_seq, payloads)) if payloads else {}))
             self.copy_bytes += len(chunk)
             while self.copy_bytes > COPY_LIMIT and len(self.copies) > 1:
                 c, old, _, _ = self.copies.popleft()
