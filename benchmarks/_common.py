@@ -19,7 +19,24 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 __all__ = ["HERE", "ROOT", "import_fntrace", "have_valgrind", "callgrind_ir", "python_label",
-           "child_env", "fmt_int", "probe", "variants", "VARIANTS"]
+           "child_env", "fmt_int", "probe", "variants", "VARIANTS", "FLOOR"]
+
+# Program text: with `floor` or `floor1` after its first argument, the program registers
+# the floor any sys.monitoring tool pays, C functions that do nothing: PY_START calling
+# operator.is_ and PY_RETURN calling "".format, or PY_START alone (ns_per_call.py,
+# targets.py).
+FLOOR = """\
+if sys.argv[2:] in (["floor"], ["floor1"]):
+    import operator
+    mon = sys.monitoring
+    mon.use_tool_id(3, "floor")
+    mon.register_callback(3, mon.events.PY_START, operator.is_)
+    if sys.argv[2] == "floor":
+        mon.register_callback(3, mon.events.PY_RETURN, "".format)
+        mon.set_events(3, mon.events.PY_START | mon.events.PY_RETURN)
+    else:
+        mon.set_events(3, mon.events.PY_START)
+"""
 
 
 def import_fntrace():

@@ -47,16 +47,7 @@ def main(n):
         f()
     return time.perf_counter_ns() - t
 
-if sys.argv[2:] in (["floor"], ["floor1"]):
-    import operator
-    mon = sys.monitoring
-    mon.use_tool_id(3, "floor")
-    mon.register_callback(3, mon.events.PY_START, operator.is_)
-    if sys.argv[2] == "floor":
-        mon.register_callback(3, mon.events.PY_RETURN, "".format)
-        mon.set_events(3, mon.events.PY_START | mon.events.PY_RETURN)
-    else:
-        mon.set_events(3, mon.events.PY_START)
+""" + _common.FLOOR + """\
 print("loop_ns", main(int(sys.argv[1])), file=sys.stderr)
 """
 
