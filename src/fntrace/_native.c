@@ -99,6 +99,7 @@ bind_trace_array(PyObject *self, PyObject *tr_type)
     OFF(tr_type, "max_graph_depth", off_tr_max_graph_depth);
     OFF(tr_type, "tracing_thresh", off_tr_tracing_thresh);
     OFF(tr_type, "sleep_time", off_tr_sleep_time);
+    OFF(tr_type, "lane_plain", off_tr_lane_plain);
     OFF(tr_type, "graph_args", off_tr_graph_args);
     OFF(tr_type, "graph_retval", off_tr_graph_retval);
     Py_RETURN_NONE;

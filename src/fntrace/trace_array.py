@@ -63,6 +63,11 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+# The function_graph options lane_plain sums up (TraceArray.__setattr__).
+_LANE_OPTIONS = frozenset({"max_graph_depth", "tracing_thresh", "graph_args", "graph_retval",
+                           "sleep_time"})
+
+
 class _ThreadEnd:
     """Kept in a thread's local storage: freed with it when the thread ends, it tells
     the trace array (threading.local has no other thread-exit hook)."""
@@ -98,9 +103,19 @@ class TraceArray:
 
     __slots__ = ("tracing_on", "local", "graph_fops", "graph_notrace_fops", "max_graph_depth",
                  "tracing_thresh", "graph_args", "graph_retval", "sleep_time", "serial",
-                 "__dict__", "__weakref__")
+                 "lane_plain", "__dict__", "__weakref__")
     # Set by the flight recorder only (flight.py), and read with __dict__.get: not a slot.
     snapshot_hook: Callable[[], None]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name in _LANE_OPTIONS:
+            # One slot the native function_graph tests on every call instead of these
+            # five (function_graph.c.h graph_lane_enter): all of them off, sleep-time on.
+            object.__setattr__(self, "lane_plain", not (
+                getattr(self, "max_graph_depth", 0) or getattr(self, "tracing_thresh", 0)
+                or getattr(self, "graph_args", False) or getattr(self, "graph_retval", False)
+                or not getattr(self, "sleep_time", True)))
 
     def __init__(self, name: str = "", buffer_size_kb: int = DEFAULT_BUFFER_KB,
                  overwrite: bool = True, sink: ChunkQueue | None = None):

@@ -22,7 +22,7 @@ static long g_max_depth;
 static PyObject *str_st, *str_entryfunc, *str_retfunc, *str_ops, *str_idx, *str_private;
 static Py_ssize_t off_tr_graph_fops, off_tr_graph_notrace_fops, off_tr_max_graph_depth,
                   off_tr_tracing_thresh, off_tr_graph_args, off_tr_graph_retval,
-                  off_tr_sleep_time;
+                  off_tr_sleep_time, off_tr_lane_plain;
 static PyObject *g_graph_entry_py;      /* the Python twin, for the lazy start */
 static PyObject *g_graph_return_py;     /* and for sleep-time 0 (both twins take it) */
 static PyObject *g_safe_repr, *g_retval_payload;         /* tracers/function_graph.py */

@@ -94,11 +94,9 @@ lane_write(thread_rec *t, PyObject *tr, long long ts, unsigned type, unsigned lo
            unsigned long b, unsigned long c, unsigned long long d)
 {
     PyObject *held;
-    t->busy++;
-    t->count++;
-    RingBufferObject *buf = buf_get(tr, &held);
-    long long w = buf == NULL ? -2 : BUF_IGNORED(buf) ? -1 : rb_write(buf, ts, type, 0, a, b, c, d);
-    t->busy--;
+    RingBufferObject *buf = buf_get_cb(t, tr, &held);
+    long long w = buf == NULL ? -2 : BUF_IGNORED(buf) ? -1
+                : rb_write_cb(t, buf, ts, type, 0, a, b, c, d);
     buf_put(buf, held);
     return w;
 }

@@ -83,6 +83,24 @@ buf_get(PyObject *tr, PyObject **held)
     return cpu_buffer_slow(tr, local, serial);
 }
 
+/* buf_get() from a callback of thread `t`: its slow path (Python code) marked busy for
+ * synchronize(), the cached answer not (it runs no code). */
+static inline __attribute__((always_inline)) RingBufferObject *
+buf_get_cb(thread_rec *t, PyObject *tr, PyObject **held)
+{
+    PyObject *local = SLOT(tr, off_tr_local);
+    long long serial = slot_ll(tr, off_tr_serial);
+    *held = NULL;
+    if (__builtin_expect(tr == tl_tr && local == tl_local && serial == tl_serial
+                         && tl_buf != NULL, 1))
+        return (RingBufferObject *)tl_buf;
+    *held = Py_NewRef(tr);
+    t->busy++;
+    RingBufferObject *buf = cpu_buffer_slow(tr, local, serial);
+    t->busy--;
+    return buf;
+}
+
 /* Before anything that may run Python code while a buf_get() buffer is in hand. */
 static inline void
 buf_hold(PyObject *tr, RingBufferObject *buf, PyObject **held)

@@ -24,18 +24,20 @@ graph_lane_enter(PyObject *tr, thread_rec *t, const fkey *k, unsigned long ip, i
      * (set_ftrace_pid, ...) are its verdict, and an ignored thread's call is not pushed
      * (2: done).  The same buffer takes the entry record: one look-up a call. */
     PyObject *held;
-    t->busy++;
-    RingBufferObject *buf = buf_get(tr, &held);
-    t->busy--;
+    RingBufferObject *buf = buf_get_cb(t, tr, &held);
     if (buf == NULL) {
         buf_put(buf, held);
         return -1;
     }
+    /* TraceArray.lane_plain: max_graph_depth, tracing_thresh, funcgraph-args and
+     * -retval off and sleep-time on, said in one slot the array keeps up to date (its
+     * __setattr__): the common case tests one pointer instead of five options */
+    int plain = SLOT(tr, off_tr_lane_plain) == Py_True;
     int r = 1;
     if (BUF_IGNORED(buf))
         r = 2;
-    else if (!ll_zero(SLOT(tr, off_tr_max_graph_depth))
-             || !ll_zero(SLOT(tr, off_tr_tracing_thresh)))
+    else if (!plain && (!ll_zero(SLOT(tr, off_tr_max_graph_depth))
+                        || !ll_zero(SLOT(tr, off_tr_tracing_thresh))))
         r = 0;
     else {
         PyObject *gf = SLOT(tr, off_tr_graph_fops), *gn = SLOT(tr, off_tr_graph_notrace_fops);
@@ -53,24 +55,22 @@ graph_lane_enter(PyObject *tr, thread_rec *t, const fkey *k, unsigned long ip, i
         buf_hold(tr, buf, &held);            /* its truth may run Python code */
     if (on == Py_True || (on != NULL && on != Py_False && PyObject_IsTrue(on) == 1)) {
         long long w;
-        if (__builtin_expect(!ll_zero(SLOT(tr, off_tr_graph_args)), 0)) {
+        if (__builtin_expect(!plain && !ll_zero(SLOT(tr, off_tr_graph_args)), 0)) {
             buf_hold(tr, buf, &held);        /* the arguments' text may */
             w = lane_write_args(t, tr, *k, ip, (unsigned long)depth, calltime);
         }
         else {
             /* one clock reading for the entry record and the call's start */
-            t->busy++;
-            t->count++;
             *calltime = now_ns();
-            w = rb_write(buf, *calltime, FNT_TRACE_GRAPH_ENT, 0, ip, (unsigned long)depth, 0, 0);
-            t->busy--;
+            w = rb_write_cb(t, buf, *calltime, FNT_TRACE_GRAPH_ENT, 0, ip, (unsigned long)depth,
+                            0, 0);
         }
         if (w == -2)
             r = -1;
     }
     else
         *calltime = now_ns();
-    if (__builtin_expect(ll_zero(SLOT(tr, off_tr_sleep_time)), 0))
+    if (__builtin_expect(!plain && ll_zero(SLOT(tr, off_tr_sleep_time)), 0))
         t->lane_cpu0 = thread_cpu_ns();
     buf_put(buf, held);
     return r;
@@ -91,10 +91,12 @@ graph_lane_return(PyObject *tr, thread_rec *t, const fg_frame *f, PyObject *retv
             if (c > calltime)
                 calltime = c;
         }
-        long long thresh = slot_ll(tr, off_tr_tracing_thresh);
+        /* (lane_plain: no threshold, no funcgraph-retval: see the entry) */
+        int plain = SLOT(tr, off_tr_lane_plain) == Py_True;
+        long long thresh = plain ? 0 : slot_ll(tr, off_tr_tracing_thresh);
         if (!thresh || rettime - f->calltime >= thresh) {
             /* funcgraph-retval: graph_return's payload */
-            long long w = __builtin_expect(!ll_zero(SLOT(tr, off_tr_graph_retval)), 0)
+            long long w = __builtin_expect(!plain && !ll_zero(SLOT(tr, off_tr_graph_retval)), 0)
                 ? lane_write_retval(t, tr, rettime, f->ip, f->depth, (unsigned long)t->overrun,
                                     (unsigned long long)calltime, retval, unwind)
                 : lane_write(t, tr, rettime, FNT_TRACE_GRAPH_RET, f->ip, f->depth,

@@ -574,8 +574,8 @@ rb_write_slow(RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
  * read, the bytearray in place) is a handful of stores, without a call's prologue; all
  * else is rb_write_slow's. */
 static inline __attribute__((always_inline)) long long
-rb_write(RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
-         unsigned long a, unsigned long b, unsigned long c, unsigned long long d)
+rb_write_fast(RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
+              unsigned long a, unsigned long b, unsigned long c, unsigned long long d)
 {
     long long seq = rb->seq;
     PyObject *data = rb->data;
@@ -583,10 +583,35 @@ rb_write(RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
                          || !PyByteArray_CheckExact(data)
                          || PyByteArray_GET_SIZE(data) < rb->nrec * FNT_RECORD_SIZE
                          || !FNT_CLOCK_AS_GIVEN(rb->clock), 0))
-        return rb_write_slow(rb, ts, type, flags, a, b, c, d);
+        return -3;
     record_t *rec = (record_t *)(PyByteArray_AS_STRING(data) + (seq % rb->nrec) * FNT_RECORD_SIZE);
     rb_store(rec, ts, type, flags, a, b, c, d);
     rb->seq = seq + 1;
+    return seq;
+}
+
+static inline __attribute__((always_inline)) long long
+rb_write(RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
+         unsigned long a, unsigned long b, unsigned long c, unsigned long long d)
+{
+    long long seq = rb_write_fast(rb, ts, type, flags, a, b, c, d);
+    return __builtin_expect(seq != -3, 1) ? seq : rb_write_slow(rb, ts, type, flags, a, b, c, d);
+}
+
+/* rb_write() from a callback of thread `t`: only the slow path, which may let the GIL
+ * go (a hand-over waiting for the reader), is marked busy for synchronize(); the fast
+ * one runs no code and keeps the GIL, so no other thread can see it half done. */
+static inline __attribute__((always_inline)) long long
+rb_write_cb(thread_rec *t, RingBufferObject *rb, long long ts, unsigned type, unsigned flags,
+            unsigned long a, unsigned long b, unsigned long c, unsigned long long d)
+{
+    long long seq = rb_write_fast(rb, ts, type, flags, a, b, c, d);
+    if (__builtin_expect(seq != -3, 1))
+        return seq;
+    t->busy++;
+    t->count++;
+    seq = rb_write_slow(rb, ts, type, flags, a, b, c, d);
+    t->busy--;
     return seq;
 }
 
