@@ -170,11 +170,40 @@ def test_named_values_and_value_subclasses_natively_are_the_python_text(v):
     assert t == fetch.value_repr(v)
 
 
-@pytest.mark.parametrize("v", [{"k": (1, Plain())}, Plain(), [Plain()], object.__init__],
+class _OddModule:
+    pass
+
+
+_OddModule.__module__ = 5         # not a str: the Python twin decides what it shows
+
+
+class _NonAscii:
+    pass
+
+
+_NonAscii.__module__ = "mod\u00e9"
+
+
+# Objects of the program's classes (and C types with no text of their own) are shown by
+# type and address, at any depth: natively too, while no program code may run (the
+# default; with --repr the callers take only a scalar's text from the walk).
+PLAIN = [Plain(), [Plain()], {"k": (1, Plain())}, (Plain(),) * 8, [[[[Plain()]]]],
+         object.__init__, [object.__init__], _NonAscii(), (1, _NonAscii()),
+         (Color.RED, (0, MyInt(7), Plain()))]
+
+
+@pytest.mark.parametrize("v", PLAIN, ids=lambda v: type(v).__name__)
+def test_plain_objects_at_any_depth_natively_are_the_python_text(v):
+    t = native_text(v)
+    assert t is not None
+    assert t == fetch.value_repr(v)
+
+
+@pytest.mark.parametrize("v", [_OddModule(), [_OddModule()], {"k": (1, _OddModule())}],
                          ids=lambda v: type(v).__name__)
 def test_what_the_native_text_does_not_show_goes_to_the_python_twin(v):
-    # an object of the program's class is shown by its type and address (payloads.c.h
-    # plain_object_repr, or the Python twin): not by this walk
+    # a class whose __module__ is not a str: the walk leaves the whole value to the
+    # Python twin, which still shows it
     assert native_text(v) is None
     assert fetch.value_repr(v) != fetch.FAULT
 

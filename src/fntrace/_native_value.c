@@ -60,14 +60,31 @@ puts_ascii_n(vbuf *w, const char *s, Py_ssize_t n)
         w->c[w->n++] = (unsigned char)s[i];
 }
 
-/* the characters [start, end) of a str object */
+/* the characters [start, end) of a str object (a loop for each kind: names, the
+ * common case, are one byte a character) */
 static void
 put_str_range(vbuf *w, PyObject *s, Py_ssize_t start, Py_ssize_t end)
 {
+    if (end - start > KEEP - w->n)
+        end = start + (KEEP - w->n);
+    if (end <= start)
+        return;
     int kind = PyUnicode_KIND(s);
     const void *data = PyUnicode_DATA(s);
-    for (Py_ssize_t i = start; i < end && w->n < KEEP; i++)
-        w->c[w->n++] = PyUnicode_READ(kind, data, i);
+    Py_UCS4 *out = w->c + w->n;
+    w->n += (int)(end - start);
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *p = (const Py_UCS1 *)data;
+        for (Py_ssize_t i = start; i < end; i++)
+            *out++ = p[i];
+    }
+    else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *p = (const Py_UCS2 *)data;
+        for (Py_ssize_t i = start; i < end; i++)
+            *out++ = p[i];
+    }
+    else
+        memcpy(out, (const Py_UCS4 *)data + start, (size_t)(end - start) * sizeof(Py_UCS4));
 }
 
 /* _cut(s, MAX_STRING) of an ASCII text */
@@ -533,7 +550,8 @@ put_type_names(vbuf *w, PyTypeObject *t, int with_module)
                 return PyErr_Occurred() ? -1 : 0;
             if (!PyUnicode_CheckExact(mod))
                 return 0;
-            if (PyUnicode_CompareWithASCIIString(mod, "builtins") != 0) {
+            if (!(PyUnicode_GET_LENGTH(mod) == 8 && PyUnicode_KIND(mod) == PyUnicode_1BYTE_KIND
+                  && memcmp(PyUnicode_DATA(mod), "builtins", 8) == 0)) {
                 put_str_range(w, mod, 0, PyUnicode_GET_LENGTH(mod));
                 put(w, '.');
             }
@@ -637,7 +655,54 @@ put_named(vbuf *w, PyObject *v, PyTypeObject *t, int level)
     return rc;
 }
 
-/* 1 written, 0 not a value this file shows (the caller goes the Python way), -1 error */
+/* Is v shown by core/fetch.py _repr's last line ("<module.Qualname object at 0x...>"),
+ * being of none of the types it shows otherwise (its subclasses of the value types by
+ * their base's value, which put_named reads for int, str and tuple only)? */
+int
+fntrace_is_plain_object(PyObject *v)
+{
+    PyTypeObject *t = Py_TYPE(v);
+    return !(PyType_FastSubclass(t, Py_TPFLAGS_LONG_SUBCLASS | Py_TPFLAGS_LIST_SUBCLASS
+                                 | Py_TPFLAGS_TUPLE_SUBCLASS | Py_TPFLAGS_BYTES_SUBCLASS
+                                 | Py_TPFLAGS_UNICODE_SUBCLASS | Py_TPFLAGS_DICT_SUBCLASS
+                                 | Py_TPFLAGS_BASE_EXC_SUBCLASS | Py_TPFLAGS_TYPE_SUBCLASS)
+             || PyFloat_Check(v) || PyAnySet_Check(v) || PyComplex_Check(v)
+             || PyByteArray_Check(v) || PyRange_Check(v) || PyFunction_Check(v)
+             || PyCFunction_Check(v) || PyMethod_Check(v) || PyModule_Check(v)
+             || PyCode_Check(v) || v == Py_Ellipsis || v == Py_NotImplemented
+             || v == Py_None);
+}
+
+/* "<module.Qualname object at 0x...>": 1, or 0 where the Python twin decides (an odd
+ * __module__, a name that is not plain text) */
+static int
+put_plain(vbuf *w, PyObject *v)
+{
+    size_t mark = (size_t)w->n;
+    put(w, '<');
+    int rc = put_type_names(w, Py_TYPE(v), 1);
+    if (rc <= 0) {
+        w->n = (int)mark;
+        return rc;
+    }
+    puts_ascii(w, " object at 0x");
+    char hex[2 * sizeof(uintptr_t) + 1];
+    int k = 0;
+    uintptr_t a = (uintptr_t)v;
+    do {
+        hex[k++] = hexdigits[a & 0xf];
+        a >>= 4;
+    } while (a);
+    while (k)
+        put(w, (Py_UCS4)hex[--k]);
+    put(w, '>');
+    return 1;
+}
+
+/* 1 written, 0 not a value this file shows (the caller goes the Python way), -1 error.
+ * An object of a program's class is shown by its type and address, at any depth: the
+ * text core/fetch.py gives it while no program code may run (with --repr, the callers
+ * take only a scalar's text from here: payloads.c.h fast_safe_repr). */
 static int
 put_value(vbuf *w, PyObject *v, int level)
 {
@@ -685,7 +750,10 @@ put_value(vbuf *w, PyObject *v, int level)
         return put_slot_repr(w, v, t->tp_repr, 0, 0);
     if (PyExceptionInstance_Check(v))
         return put_exception(w, v, level);
-    return put_named(w, v, t, level);
+    int rc = put_named(w, v, t, level);
+    if (rc != 0 || !fntrace_is_plain_object(v))
+        return rc;
+    return put_plain(w, v);
 }
 
 /* core/fetch.py value_repr(v) for the values above, into out (room for MAX_REPR
@@ -725,21 +793,8 @@ fntrace_plain_text(PyObject *v)
 {
     vbuf w;
     w.n = 0;
-    put(&w, '<');
-    int rc = put_type_names(&w, Py_TYPE(v), 1);
-    if (rc <= 0)
+    if (put_plain(&w, v) <= 0)
         return NULL;
-    puts_ascii(&w, " object at 0x");
-    char hex[2 * sizeof(uintptr_t) + 1];
-    int k = 0;
-    uintptr_t a = (uintptr_t)v;
-    do {
-        hex[k++] = hexdigits[a & 0xf];
-        a >>= 4;
-    } while (a);
-    while (k)
-        put(&w, (Py_UCS4)hex[--k]);
-    put(&w, '>');
     if (w.n > MAX_REPR) {
         w.n = MAX_REPR - 3;
         w.c[w.n++] = '.';

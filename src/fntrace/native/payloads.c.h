@@ -3,29 +3,18 @@
 
 /* -- funcgraph-args / funcgraph-retval payloads (tracers/function_graph.py) ----------- */
 
-/* safe_repr(v) for the common exact types whose reprlib form is plain repr() (ints
- * and floats of at most 40 characters, short str, None/True/False); anything else goes
- * to the Python safe_repr.  New reference. */
 /* core/fetch.py _repr's last line, "<module.Qualname object at 0x...>", for an object of
  * none of the types it shows otherwise; NULL without an exception for those (the
  * Python path then).  No Python code runs: a callback that ran bytecode could run a
  * signal handler of the program's there, and the KeyboardInterrupt would be raised at
  * the wrong place (test_generators SignalAndYieldFromTest). */
 PyObject *fntrace_plain_text(PyObject *v);     /* _native_value.c */
+int fntrace_is_plain_object(PyObject *v);
 
 static PyObject *
 plain_object_repr(PyObject *v)
 {
-    PyTypeObject *t = Py_TYPE(v);
-    if (PyType_FastSubclass(t, Py_TPFLAGS_LONG_SUBCLASS | Py_TPFLAGS_LIST_SUBCLASS
-                            | Py_TPFLAGS_TUPLE_SUBCLASS | Py_TPFLAGS_BYTES_SUBCLASS
-                            | Py_TPFLAGS_UNICODE_SUBCLASS | Py_TPFLAGS_DICT_SUBCLASS
-                            | Py_TPFLAGS_BASE_EXC_SUBCLASS | Py_TPFLAGS_TYPE_SUBCLASS)
-            || PyFloat_Check(v) || PyAnySet_Check(v) || PyComplex_Check(v)
-            || PyByteArray_Check(v) || PyRange_Check(v) || PyFunction_Check(v)
-            || PyCFunction_Check(v) || PyMethod_Check(v) || PyModule_Check(v)
-            || PyCode_Check(v) || v == Py_Ellipsis || v == Py_NotImplemented
-            || v == Py_None)
+    if (!fntrace_is_plain_object(v))
         return NULL;
 #if PY_VERSION_HEX < 0x030B0000
     return NULL;
@@ -77,6 +66,8 @@ program_code_allowed(void)
 /* _native_value.c */
 PyObject *fntrace_value_text(PyObject *v);
 
+/* safe_repr(v): the native text where the Python twin would give the same (see
+ * below), else the Python safe_repr.  New reference. */
 static PyObject *
 fast_safe_repr(PyObject *v)
 {
