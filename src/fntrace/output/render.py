@@ -129,8 +129,10 @@ class _LiveBlocks:
             self.blocks[b.cpu] = (b.cpu, 0, recs, 0)
         self.cpus = sorted(self.blocks)
         self.threads = {c: thread_info.get(c, (0, "<...>")) for c in self.cpus}
+        # (a copy, made in one step: the tuples list(items()) makes may start a
+        # collection, whose finalizers can let a thread that records a new function in)
         self.symbols = {ip: (r.name, r.filename, r.line)
-                        for ip, r in list(record_table.by_ip.items())}
+                        for ip, r in record_table.by_ip.copy().items()}
 
     def record_blocks(self, cpu: int | None = None, payloads: bool = False,
                       since: int | None = None, until: int | None = None) -> Iterator[tuple]:
