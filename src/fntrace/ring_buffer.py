@@ -12,10 +12,13 @@ Full buffer: overwrite mode drops the oldest record (``overrun``), stop mode dro
 one (``dropped``); with a sink attached (``fntrace record``) the records not handed over
 yet go to the sink as one chunk instead, so nothing is lost.  Objects that do not fit a
 record (argument reprs, marker text) ride beside it in ``payloads``, keyed by sequence
-number, and go when their record is overwritten.
+number, and go when their record is overwritten.  (The native twin with a sink lists
+them in record order instead and settles the list into ``payloads`` when it is read:
+``payloads_by_seq`` pairs a handed-over list with its chunk's flagged records.)
 
 The sink is a ``ChunkQueue``: the writing thread only copies the chunk out and appends
-it (the kernel's reader-page swap), in C when the native twin is built, so handing a
+it (the kernel's reader-page swap; the native twin hands a full buffer's page itself
+and writes on in a new one), in C when the native twin is built, so handing a
 chunk over runs no Python frame on the traced thread's stack — a thread at its
 recursion limit, or one a signal handler interrupts, still hands it over whole.  The
 reader (the trace file's writer thread, tracefile/sink.py) takes chunks off in order.
