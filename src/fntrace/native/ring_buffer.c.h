@@ -237,6 +237,7 @@ rb_handoff(RingBufferObject *rb, int wait, int quiet, int full)
         if (fresh == NULL) {
             Py_DECREF(pay);
             Py_DECREF(item);
+            Py_XDECREF(nlist);
             Py_DECREF(items);
             return -1;
         }
