@@ -48,58 +48,62 @@ cpu_buffer_slow(PyObject *tr, PyObject *local, long long serial)
     return (RingBufferObject *)buf;
 }
 
+/* The thread's cached answer for `tr` (borrowed), or NULL: then *local and *serial are
+ * what cpu_buffer_slow() asks with.  Borrowed pointers: a thread's storage has no
+ * destructor, so a strong reference here would keep a finished thread's buffer alive
+ * for ever.  The trace array's serial number tells a new array at a freed one's address
+ * apart; an array frees a thread's buffer only once that thread has ended (trace.py). */
+static inline __attribute__((always_inline)) PyObject *
+buf_cached(PyObject *tr, PyObject **local, long long *serial)
+{
+    *local = SLOT(tr, off_tr_local);
+    *serial = slot_ll(tr, off_tr_serial);
+    if (__builtin_expect(tr == tl_tr && *local == tl_local && *serial == tl_serial
+                         && tl_buf != NULL, 1))
+        return tl_buf;
+    return NULL;
+}
+
 /* tr.local.buf, or tr.cpu_buffer() on a thread's first event (new reference); Py_None
- * (BUF_IGNORED) for an ignored thread.  Every traced call asks it once or twice: the
- * cached answer is inlined into the callback, without a call's prologue. */
+ * (BUF_IGNORED) for an ignored thread.  The cached answer is inlined into the caller,
+ * without a call's prologue. */
 static inline __attribute__((always_inline)) RingBufferObject *
 cpu_buffer(PyObject *tr)
 {
-    PyObject *local = SLOT(tr, off_tr_local);
-    /* Borrowed pointers: a thread's storage has no destructor, so a strong reference
-     * here would keep a finished thread's buffer alive for ever.  The trace array's
-     * serial number tells a new array at a freed one's address apart; an array frees
-     * a thread's buffer only once that thread has ended (trace.py). */
-    long long serial = slot_ll(tr, off_tr_serial);
-    if (__builtin_expect(tr == tl_tr && local == tl_local && serial == tl_serial
-                         && tl_buf != NULL, 1))
-        return (RingBufferObject *)Py_NewRef(tl_buf);
+    PyObject *local;
+    long long serial;
+    PyObject *buf = buf_cached(tr, &local, &serial);
+    if (__builtin_expect(buf != NULL, 1))
+        return (RingBufferObject *)Py_NewRef(buf);
     return cpu_buffer_slow(tr, local, serial);
 }
 
 /* cpu_buffer() without references on the common path: the thread's cached buffer is
  * borrowed (tr.local holds it, and nothing runs Python code before the record is in:
  * rb_write_slow holds it across a hand-over).  A miss (the thread's first event, a new
- * array) calls into Python, so `tr` and the new reference are held until buf_put(). */
+ * array) calls into Python, so `tr` and the new reference are held until buf_put(),
+ * and a callback's thread `t` (buf_get_cb; NULL: none) is marked busy for
+ * synchronize() meanwhile; the cached answer runs no code and is not. */
 static inline __attribute__((always_inline)) RingBufferObject *
-buf_get(PyObject *tr, PyObject **held)
+buf_get_in(thread_rec *t, PyObject *tr, PyObject **held)
 {
-    PyObject *local = SLOT(tr, off_tr_local);
-    long long serial = slot_ll(tr, off_tr_serial);
+    PyObject *local;
+    long long serial;
+    PyObject *buf = buf_cached(tr, &local, &serial);
     *held = NULL;
-    if (__builtin_expect(tr == tl_tr && local == tl_local && serial == tl_serial
-                         && tl_buf != NULL, 1))
-        return (RingBufferObject *)tl_buf;
+    if (__builtin_expect(buf != NULL, 1))
+        return (RingBufferObject *)buf;
     *held = Py_NewRef(tr);
-    return cpu_buffer_slow(tr, local, serial);
+    if (t != NULL)
+        t->busy++;
+    RingBufferObject *b = cpu_buffer_slow(tr, local, serial);
+    if (t != NULL)
+        t->busy--;
+    return b;
 }
 
-/* buf_get() from a callback of thread `t`: its slow path (Python code) marked busy for
- * synchronize(), the cached answer not (it runs no code). */
-static inline __attribute__((always_inline)) RingBufferObject *
-buf_get_cb(thread_rec *t, PyObject *tr, PyObject **held)
-{
-    PyObject *local = SLOT(tr, off_tr_local);
-    long long serial = slot_ll(tr, off_tr_serial);
-    *held = NULL;
-    if (__builtin_expect(tr == tl_tr && local == tl_local && serial == tl_serial
-                         && tl_buf != NULL, 1))
-        return (RingBufferObject *)tl_buf;
-    *held = Py_NewRef(tr);
-    t->busy++;
-    RingBufferObject *buf = cpu_buffer_slow(tr, local, serial);
-    t->busy--;
-    return buf;
-}
+#define buf_get(tr, held) buf_get_in(NULL, (tr), (held))
+#define buf_get_cb(t, tr, held) buf_get_in((t), (tr), (held))
 
 /* Before anything that may run Python code while a buf_get() buffer is in hand. */
 static inline void
