@@ -224,6 +224,9 @@ class RingBufferBase:
     data: bytearray
     sink: Any
     payloads: dict[int, Any]
+    read_events: int
+    def __init__(self, cpu: int, size_kb: int, overwrite: bool = True, sink: Any = None,
+                 clock: int = 0) -> None: ...
     def write(self, ts: int, type: int, flags: int, a: int, b: int, c: int, d: int, /) -> int: ...
     def write_payload(self, ts: int, type: int, a: int, b: int, c: int, d: int,
                       payload: object, /) -> int: ...

@@ -183,7 +183,7 @@ class _PyRingBufferBase:
     """The counters and write() of a ring buffer; fntrace._native.RingBufferBase is its
     native twin (same attribute names, same behaviour)."""
     __slots__ = ("cpu", "data", "nrec", "seq", "read", "overrun", "dropped", "overwrite",
-                 "sink", "payloads", "clock", "lock")
+                 "sink", "payloads", "clock", "lock", "read_events")
     # The slots' types, for the checker (annotations without a value: no class attribute
     # that would clash with a slot).  RingBuffer.__init__ sets them.
     cpu: int
@@ -198,6 +198,23 @@ class _PyRingBufferBase:
     payloads: dict[int, Any]
     clock: int
     lock: Any                   # an RLock (pure path only: the native twin has none)
+    read_events: int
+
+    def __init__(self, cpu: int, size_kb: int, overwrite: bool = True,
+                 sink: ChunkQueue | None = None, clock: int = 0):
+        self.cpu = cpu
+        self.clock = clock
+        self.read_events = 0
+        self.nrec = max(1, size_kb * 1024 // RECORD_SIZE)
+        self.data = bytearray(self.nrec * RECORD_SIZE)
+        self.seq = 0
+        self.read = 0
+        self.overrun = 0
+        self.dropped = 0
+        self.overwrite = overwrite
+        self.sink = sink
+        self.payloads = {}
+        self.lock = _RLock()
 
     # -- writing (hot path) -------------------------------------------------------------
     def write(self, ts: int, typ: int, flags: int, a: int, b: int, c: int, d: int) -> int:
@@ -400,24 +417,9 @@ class RingBuffer(_Base):
     clock      the trace_clock its timestamps are read from (TRACE_CLOCKS index)
     read_events  records consumed by trace_pipe (the per_thread stats file)
     """
-    __slots__ = ("read_events",)
-
-    def __init__(self, cpu: int, size_kb: int, overwrite: bool = True,
-                 sink: ChunkQueue | None = None, clock: int = 0):
-        self.cpu = cpu
-        self.clock = clock
-        self.read_events = 0
-        self.nrec = max(1, size_kb * 1024 // RECORD_SIZE)
-        self.data = _ring_data(self.nrec * RECORD_SIZE)
-        self.seq = 0
-        self.read = 0
-        self.overrun = 0
-        self.dropped = 0
-        self.overwrite = overwrite
-        self.sink = sink
-        self.payloads: dict[int, Any] = {}
-        if _native is None:
-            self.lock = _RLock()
+    __slots__ = ()
+    # (__init__ is the base's: RingBuffer(cpu, size_kb, overwrite=True, sink=None,
+    # clock=0), natively one call.)
 
     # -- the sink (record mode) -----------------------------------------------------
     def flush(self, quiet: bool = False) -> None:

@@ -11,6 +11,7 @@ import itertools
 import os
 import threading
 import weakref
+from _thread import get_native_id as _get_native_id
 # typing is not imported at run time (it is a fifth of fntrace's import cost);
 # the annotations are strings (from __future__ import annotations).
 TYPE_CHECKING = False
@@ -85,8 +86,10 @@ class _ThreadEnd:
             # its cpu number.
             return
         try:
-            tr.thread_ended(self.cpu)
-            if threading.get_native_id() == thread_info.get(self.cpu, (None,))[0]:
+            cpu = self.cpu
+            tr.thread_ended(cpu)
+            info = thread_info.get(cpu)
+            if info is not None and info[0] == _get_native_id():
                 task.thread_ended()         # on the ending thread itself
         except Exception:
             pass
@@ -184,19 +187,24 @@ class TraceArray:
         filters are the callers'); None while the thread hands its buffer over (see
         ``_ending``)."""
         cpu = thread_cpu()
-        if cpu in self._ending:
-            self._ending[cpu] += 1
+        ending = self._ending
+        if ending and cpu in ending:
+            ending[cpu] += 1
             return None
-        with self.lock:
-            buf = self.buffers.get(cpu)
-            if buf is None:
+        # Only this thread makes the buffer of its slot: looked up without the lock.
+        buf = self.buffers.get(cpu)
+        if buf is None:
+            with self.lock:
+                buf = self.buffers.get(cpu)
+                if buf is not None:
+                    return buf
                 buf = RingBuffer(cpu, self.buffer_size_kb, self.overwrite, self.sink,
                                  self.clock_id)
                 self.buffers[cpu] = buf
-        ends = self.ends
-        if getattr(ends, "release", None) is None:
-            # Dropped with the thread's local storage when the thread ends.
-            ends.release = _ThreadEnd(self, cpu)
+            # Dropped with the thread's local storage when the thread ends.  Made with
+            # the buffer: a slot's buffer is made on its own thread, and every table
+            # that forgets the buffers forgets these too (cli/record.py after a fork).
+            self.ends.release = _ThreadEnd(self, cpu)
         return buf
 
     def cpu_buffer(self) -> RingBuffer | None:
@@ -206,9 +214,16 @@ class TraceArray:
         tracing_cpumask): cached in tr.local.buf either way (ftrace_ignore_pid)."""
         if self._ending and thread_cpu() in self._ending:
             return self.thread_buffer()         # counted, not cached
-        local = self.local
-        buf = None if self.filter.ignore_function() else self.thread_buffer()
-        local.buf = buf
+        flt = self.filter
+        # (no list and no mask: only fntrace's own threads are ignored, asked here
+        # without the two calls ignore_function() takes)
+        if (flt.ftrace.pids or flt.ftrace.comms or flt.ftrace_no.pids or flt.ftrace_no.comms
+                or flt.cpumask is not None):
+            ignored = flt.ignore_function()
+        else:
+            ignored = _get_native_id() in task.own_threads
+        buf = None if ignored else self.thread_buffer()
+        self.local.buf = buf
         return buf
 
     def event_buffer(self) -> RingBuffer | None:
@@ -249,25 +264,20 @@ class TraceArray:
         # (a finalizer the flush's allocations trigger, a pending call): its events
         # must not ask for this thread's buffer under the same lock (a deadlock,
         # CPython's test_capi pending calls): they are dropped and counted.
-        self._ending[cpu] = 0
+        ending = self._ending
+        ending[cpu] = 0
         try:
-            self._hand_over(cpu)
-        finally:
-            missed = self._ending.pop(cpu, 0)
-            if missed:
-                w, o, d = self.retired.get(cpu, (0, 0, 0))
-                self.retired[cpu] = (w, o, d + missed)
-
-    def _hand_over(self, cpu: int) -> None:
-        with self.lock:
-            buf = self.buffers.get(cpu)
-            if buf is None:
-                return
-            if self.sink is not None:
+            with self.lock:
+                buf = self.buffers.get(cpu)
+                if buf is None:
+                    return
+                if self.sink is None:
+                    buf.shrink()
+                    return
                 try:
-                    buf.flush(quiet=True)       # (the writer comes for it later)
+                    buf.handoff(True, True)     # (the writer comes for it later)
                 except Exception:
-                    return          # kept: nothing is lost, the end of the run takes it
+                    return      # kept: nothing is lost, the end of the run takes it
                 del self.buffers[cpu]
                 # Each thread's native cache holds its buffer by a borrowed pointer
                 # (_native.c cpu_buffer), checked against the serial: a new serial
@@ -275,9 +285,12 @@ class TraceArray:
                 # runs the program's weakref callbacks and finalizers after this
                 # (3.13: clear_locals), and they may be traced.
                 self.serial = next(_serials)
-                self.retired[cpu] = (buf.written, buf.overrun, buf.dropped)
-            else:
-                buf.shrink()
+                self.retired[cpu] = (buf.seq + buf.dropped, buf.overrun, buf.dropped)
+        finally:
+            missed = ending.pop(cpu, 0)
+            if missed:
+                w, o, d = self.retired.get(cpu, (0, 0, 0))
+                self.retired[cpu] = (w, o, d + missed)
 
     def set_buffer_size_kb(self, kb: int) -> None:
         with self.lock:

@@ -146,7 +146,8 @@ class ThreadFilter:
         me = threading.get_native_id()
         if me in task.own_threads:
             return True
-        if lst or no:
+        # (the lists' fields, not their __bool__: a thread's first event asks)
+        if lst.pids or lst.comms or no.pids or no.comms:
             name = task.thread_name() if (lst.comms or no.comms) else None
             if lst and not (self._follow(lst, me, name) if fork else lst.has(me, name)):
                 return True

@@ -14,6 +14,9 @@ import weakref
 from .._env import fork_safe, forked_check
 from .fetch import caller_frame
 
+# (bound once: a thread's first event asks for both)
+from _thread import get_ident as _get_ident, get_native_id as _get_native_id
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:                   # typing is costly to import; only checkers need this
     from collections.abc import Callable
@@ -75,21 +78,29 @@ def thread_name() -> str:
 def thread_cpu() -> int:
     """The calling thread's CPU index (assigned on first use, never reused)."""
     # An ident (and a native id) can be reused by a later thread: the pair names one.
-    ident = threading.get_ident()
-    key = (ident, threading.get_native_id())
+    key = (_get_ident(), _get_native_id())
     cpu = _cpu_of.get(key)
     if cpu is None:
-        forked_check()
-        with _cpu_lock:
-            cpu = _cpu_of.get(key)
-            if cpu is None:
-                cpu = len(thread_info)
-                # comm is TASK_COMM_LEN-1 characters in the kernel.
-                thread_info[cpu] = (threading.get_native_id(),
-                                    _thread_name(ident)[:TASK_COMM_LEN - 1])
-                _cpu_of[key] = cpu
-                for hook in new_thread_hooks:
-                    hook(cpu)
+        cpu = _new_cpu(key)
+    return cpu
+
+
+def _new_cpu(key: tuple[int, int]) -> int:
+    forked_check()
+    with _cpu_lock:
+        cpu = _cpu_of.get(key)
+        if cpu is None:
+            cpu = len(thread_info)
+            # A started thread is in threading's table (asked first, without the calls
+            # _thread_name makes); comm is TASK_COMM_LEN-1 characters in the kernel.
+            t = threading._active.get(key[0])      # type: ignore[attr-defined]
+            name = getattr(t, "_name", None) if t is not None else None
+            if not isinstance(name, str):
+                name = _thread_name(key[0])
+            thread_info[cpu] = (key[1], name[:TASK_COMM_LEN - 1])
+            _cpu_of[key] = cpu
+            for hook in new_thread_hooks:
+                hook(cpu)
     return cpu
 
 
@@ -230,7 +241,7 @@ new_thread_hooks: list[Callable[[int], object]] = []
 def thread_ended() -> None:
     """The calling thread is ending: its ident may be reused by a new thread, which is
     another thread (its index stays with the records it wrote)."""
-    key = (threading.get_ident(), threading.get_native_id())
+    key = (_get_ident(), _get_native_id())
     with _cpu_lock:
         _cpu_of.pop(key, None)
         _parent_of.pop(key[1], None)

@@ -21,7 +21,10 @@ static __attribute__((noinline)) RingBufferObject *
 cpu_buffer_slow(PyObject *tr, PyObject *local, long long serial)
 {
     PyObject *buf = NULL;
-    if (local != NULL) {
+    /* A thread that never cached a buffer (its first event) has no tr.local.buf to
+     * find: the failed look-up would make and drop an AttributeError.  (Asking
+     * tr.cpu_buffer() where one is set is only slower: it gives the same buffer.) */
+    if (local != NULL && tl_tr != NULL) {
         CREDITED_CALL(buf, PyObject_GetAttr(local, str_buf));
         if (buf == NULL) {
             if (!PyErr_ExceptionMatches(PyExc_AttributeError))

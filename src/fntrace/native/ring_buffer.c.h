@@ -11,6 +11,7 @@ typedef struct {
     long long read;
     long long overrun;
     long long dropped;
+    long long read_events; /* records consumed by trace_pipe (per_thread stats) */
     char overwrite;
     int clock;             /* trace_clock: FNT_CLOCK_* (trace.TRACE_CLOCKS order) */
     PyObject *data;        /* bytearray, nrec * FNT_RECORD_SIZE bytes */
@@ -727,6 +728,50 @@ RingBuffer_dealloc(RingBufferObject *self)
     Py_DECREF(tp);
 }
 
+/* RingBuffer(cpu, size_kb, overwrite=True, sink=None, clock=0): the Python twin's
+ * __init__ (ring_buffer._PyRingBufferBase), in one call: a thread's first event makes
+ * its buffer here, and a dozen attribute stores from bytecode cost it ten thousand
+ * instructions.  Payloads start in list mode, as the twin's `payloads = {}` sets it. */
+static int
+RingBuffer_init(RingBufferObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"cpu", "size_kb", "overwrite", "sink", "clock", NULL};
+    Py_ssize_t cpu, size_kb;
+    int overwrite = 1, clock = 0;
+    PyObject *sink = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "nn|pOi:RingBuffer", kwlist, &cpu,
+                                     &size_kb, &overwrite, &sink, &clock))
+        return -1;
+    Py_ssize_t nrec = size_kb > 0 && size_kb <= PY_SSIZE_T_MAX / 1024
+        ? size_kb * 1024 / FNT_RECORD_SIZE : (size_kb > 0 ? PY_SSIZE_T_MAX / FNT_RECORD_SIZE : 1);
+    if (nrec < 1)
+        nrec = 1;
+    PyObject *data = PyByteArray_FromStringAndSize(NULL, nrec * FNT_RECORD_SIZE);
+    if (data == NULL)
+        return -1;
+    PyObject *payloads = PyDict_New();
+    PyObject *paylist = PyList_New(0);
+    if (payloads == NULL || paylist == NULL) {
+        Py_DECREF(data);
+        Py_XDECREF(payloads);
+        Py_XDECREF(paylist);
+        return -1;
+    }
+    self->cpu = cpu;
+    self->clock = clock;
+    self->read_events = 0;
+    self->nrec = nrec;
+    Py_XSETREF(self->data, data);
+    self->seq = self->read = self->overrun = self->dropped = 0;
+    self->overwrite = (char)overwrite;
+    Py_XSETREF(self->sink, Py_NewRef(sink));
+    Py_XSETREF(self->payloads, payloads);
+    Py_XSETREF(self->paylist, paylist);
+    self->list_from = 0;
+    self->list_off = 0;
+    return 0;
+}
+
 static PyMethodDef RingBuffer_methods[] = {
     {"write", (PyCFunction)(void (*)(void))RingBuffer_write, METH_FASTCALL,
      "write(ts, type, flags, a, b, c, d) -> seq (-1 if dropped)"},
@@ -749,6 +794,7 @@ static PyMemberDef RingBuffer_members[] = {
     {"clock", T_INT, offsetof(RingBufferObject, clock), 0, NULL},
     {"data", T_OBJECT, offsetof(RingBufferObject, data), 0, NULL},
     {"sink", T_OBJECT, offsetof(RingBufferObject, sink), 0, NULL},
+    {"read_events", T_LONGLONG, offsetof(RingBufferObject, read_events), 0, NULL},
     {NULL}
 };
 
@@ -790,6 +836,7 @@ static PyType_Slot RingBuffer_slots[] = {
     {Py_tp_members, RingBuffer_members},
     {Py_tp_getset, RingBuffer_getset},
     {Py_tp_new, PyType_GenericNew},
+    {Py_tp_init, RingBuffer_init},
     {Py_tp_doc, "The native part of ring_buffer.RingBuffer: its counters and write()."},
     {0, NULL}
 };

@@ -335,11 +335,14 @@ class TraceFileWriter:
     def add_thread(self, cpu: int, native_id: int, name: str) -> None:
         """Describe the thread behind ring buffer ``cpu``; a later call for the same cpu wins."""
         name_b = enc_text(name)
-        payload = _varints(cpu, native_id, len(name_b)) + name_b
+        block = _block(TAG_THREAD, _varints(cpu, native_id, len(name_b)), name_b)
+        # (every short-lived thread comes here once: the checks inline, not called)
         with self._lock:
-            self._check_open()
-            self._flush_symbols()
-            self._write_block(TAG_THREAD, payload)
+            if self._closed or self._broken is not None:
+                self._check_open()
+            if self._pending_syms:
+                self._flush_symbols()
+            self._write(block)
 
     def write_chunk(
         self,
@@ -357,7 +360,8 @@ class TraceFileWriter:
         buffer hands them: ring_buffer.payloads_by_seq).  ``lost`` counts records the buffer dropped before
         this chunk.
         """
-        mv = _as_bytes_view(records)
+        t = type(records)
+        mv = memoryview(records) if t is bytearray or t is bytes else _as_bytes_view(records)
         nbytes = mv.nbytes
         if nbytes % RECORD_SIZE:
             raise ValueError(f"records length {nbytes} is not a multiple of {RECORD_SIZE}")
@@ -373,8 +377,10 @@ class TraceFileWriter:
                 raise ValueError("chunk payloads too large for one block")
             block = _block(TAG_CHUNK, head, _varints(len(body)), body)
             with self._lock:
-                self._check_open()
-                self._flush_symbols()
+                if self._closed or self._broken is not None:
+                    self._check_open()
+                if self._pending_syms:
+                    self._flush_symbols()
                 self._index.append(entry)
                 self._write(block)
                 self._file.flush()
