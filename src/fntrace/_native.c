@@ -152,6 +152,9 @@ static PyMethodDef native_methods[] = {
      "crc32(data, value=0): the same value as zlib.crc32, faster"},
     {"block", (PyCFunction)(void (*)(void))native_block, METH_FASTCALL,
      "block(tag, *parts): a trace file block, framed (head, body, CRC-32)"},
+    {"chunk_block", (PyCFunction)(void (*)(void))native_chunk_block, METH_FASTCALL,
+     "chunk_block(tag, cpu, records, first_seq, lost, max_len): a CHNK block of records "
+     "without payloads, framed, with its first and last times"},
     {"fg_sync", (PyCFunction)(void (*)(void))fg_sync, METH_FASTCALL,
      "fg_sync(lane_tr, fast, epoch): who owns fgraph's fast lane"},
     {"encode_records", (PyCFunction)(void (*)(void))fntrace_encode_records, METH_FASTCALL,

@@ -207,3 +207,66 @@ done:
     return out;
 }
 
+
+/* chunk_block(tag, cpu, records, first_seq, lost, max_len) -> (block, first ts, last ts):
+ * a CHNK block of records with no payloads, framed, in one call (tracefile/writer.py
+ * _py_chunk_block, its pure twin: head varints, the body's length, the encoded records).
+ * A short-lived thread's records are one such block: the writer made it in a dozen
+ * Python steps. */
+static PyObject *
+native_chunk_block(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "chunk_block(tag, cpu, records, first_seq, lost, max_len)");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[2], &view, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    Py_ssize_t n = view.len / FNT_RECORD_SIZE;
+    PyObject *res = NULL, *body = NULL, *head = NULL, *blen = NULL, *count = NULL;
+    PyObject *block = NULL;
+    if (view.len % FNT_RECORD_SIZE || n == 0) {
+        PyErr_Format(PyExc_ValueError, "chunk_block: records length %zd is not a positive "
+                     "multiple of %d", view.len, FNT_RECORD_SIZE);
+        goto done;
+    }
+    const record_t *r = (const record_t *)view.buf;
+    unsigned long long t0 = r[0].ts, t1 = r[n - 1].ts;
+    long long max_len = PyLong_AsLongLong(args[5]);
+    if (max_len == -1 && PyErr_Occurred())
+        goto done;
+    body = fntrace_encode_records(self, &args[2], 1);
+    count = PyLong_FromSsize_t(n);
+    if (body == NULL || count == NULL)
+        goto done;
+    PyObject *hv[4] = {args[1], count, args[3], args[4]};
+    head = fntrace_varints(self, hv, 4);
+    if (head == NULL)
+        goto done;
+    if ((long long)(PyBytes_GET_SIZE(head) + PyBytes_GET_SIZE(body)) + 10 > max_len) {
+        PyErr_SetString(PyExc_ValueError, "chunk payloads too large for one block");
+        goto done;
+    }
+    PyObject *blv = PyLong_FromSsize_t(PyBytes_GET_SIZE(body));
+    if (blv == NULL)
+        goto done;
+    blen = fntrace_varints(self, &blv, 1);
+    Py_DECREF(blv);
+    if (blen == NULL)
+        goto done;
+    PyObject *parts[4] = {args[0], head, blen, body};
+    block = native_block(self, parts, 4);
+    if (block == NULL)
+        goto done;
+    res = Py_BuildValue("(OKK)", block, t0, t1);
+done:
+    Py_XDECREF(block);
+    Py_XDECREF(blen);
+    Py_XDECREF(head);
+    Py_XDECREF(count);
+    Py_XDECREF(body);
+    PyBuffer_Release(&view);
+    return res;
+}

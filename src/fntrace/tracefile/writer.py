@@ -136,6 +136,29 @@ def _py_block(tag: bytes, *parts: bytes | memoryview) -> bytes:
 _block: Callable[..., bytes] = getattr(_native, "block", None) or _py_block
 
 
+def _py_chunk_block(tag: bytes, cpu: int, records: bytes | bytearray | memoryview,
+                    first_seq: int, lost: int, max_len: int) -> tuple[bytes, int, int]:
+    """A CHNK block of records without payloads, framed, and its first and last record's
+    times (the index's entry)."""
+    mv = memoryview(records)
+    nbytes = mv.nbytes
+    n = nbytes // RECORD_SIZE
+    if nbytes % RECORD_SIZE or not n:
+        raise ValueError(f"chunk_block: records length {nbytes} is not a positive "
+                         f"multiple of {RECORD_SIZE}")
+    body = _encode(mv)
+    head = _varints(cpu, n, first_seq, lost)
+    if len(head) + len(body) + 10 > max_len:
+        raise ValueError("chunk payloads too large for one block")
+    return (_block(tag, head, _varints(len(body)), body), RECORD_TIME.unpack_from(mv, 0)[0],
+            RECORD_TIME.unpack_from(mv, nbytes - RECORD_SIZE)[0])
+
+
+# A short-lived thread's records are one such block, made in one call by the native twin.
+_chunk_block: Callable[..., tuple[bytes, int, int]] = (getattr(_native, "chunk_block", None)
+                                                       or _py_chunk_block)
+
+
 def _zigzag(v: int) -> int:
     return (v << 1) if v >= 0 else ((-v) << 1) - 1
 
@@ -369,13 +392,9 @@ class TraceFileWriter:
         if not payloads and 0 < n <= self.max_chunk_records and self._zc is None:
             # One block, no payloads (a short thread's last records, most chunks): the
             # loop below, unrolled, with nothing to split.
-            body = _encode(mv)
-            entry = (cpu, n, RECORD_TIME.unpack_from(mv, 0)[0],
-                     RECORD_TIME.unpack_from(mv, nbytes - RECORD_SIZE)[0])
-            head = _varints(cpu, n, first_seq, lost)
-            if len(head) + len(body) + 10 > MAX_BLOCK_LEN:
-                raise ValueError("chunk payloads too large for one block")
-            block = _block(TAG_CHUNK, head, _varints(len(body)), body)
+            block, first, last = _chunk_block(TAG_CHUNK, cpu, mv, first_seq, lost,
+                                              MAX_BLOCK_LEN)
+            entry = (cpu, n, first, last)
             with self._lock:
                 if self._closed or self._broken is not None:
                     self._check_open()
