@@ -9,6 +9,7 @@ may call code a filter could select.
 
 from __future__ import annotations
 
+import io
 import os
 import struct
 import threading
@@ -157,10 +158,6 @@ def _py_chunk_block(tag: bytes, cpu: int, records: bytes | bytearray | memoryvie
 # A short-lived thread's records are one such block, made in one call by the native twin.
 _chunk_block: Callable[..., tuple[bytes, int, int]] = (getattr(_native, "chunk_block", None)
                                                        or _py_chunk_block)
-
-
-def _zigzag(v: int) -> int:
-    return (v << 1) if v >= 0 else ((-v) << 1) - 1
 
 
 
@@ -318,6 +315,7 @@ class TraceFileWriter:
         else:
             self._file = file
             self._owns_file = False
+        self._raw = type(self._file) is io.FileIO
         self._closed = False
         # Set when a write failed part-way: the file then ends in a partial
         # block and anything appended after it would read as damage.
@@ -327,6 +325,10 @@ class TraceFileWriter:
         # each chunk block written: cpu, records, first and last time (INDX)
         self._index: list[tuple[int, int, int, int]] = []
         self._pending_syms: list[tuple[int, str, str, int]] = []
+        # THRD blocks made and not written yet: they go out in the same write as the
+        # next block (a thread's first chunk, most often), each write being one
+        # release of the GIL, which the program's threads take for a while
+        self._pending_threads: list[bytes] = []
         try:
             with self._lock:
                 self._write(FILE_HEAD.pack(MAGIC, VERSION))
@@ -363,9 +365,7 @@ class TraceFileWriter:
         with self._lock:
             if self._closed or self._broken is not None:
                 self._check_open()
-            if self._pending_syms:
-                self._flush_symbols()
-            self._write(block)
+            self._pending_threads.append(block)
 
     def write_chunk(
         self,
@@ -400,9 +400,15 @@ class TraceFileWriter:
                     self._check_open()
                 if self._pending_syms:
                     self._flush_symbols()
+                threads = self._pending_threads
+                if threads:
+                    threads.append(block)
+                    block = b"".join(threads)
+                    self._pending_threads = []
                 self._index.append(entry)
                 self._write(block)
-                self._file.flush()
+                if not self._raw:           # (a raw file has nothing to flush)
+                    self._file.flush()
             return
         step = max(1, int(self.max_chunk_records))
         npieces = max(1, -(-n // step))
@@ -422,7 +428,7 @@ class TraceFileWriter:
                 raise ValueError("chunk payloads too large for one block")
         with self._lock:
             self._check_open()
-            self._flush_symbols()
+            self._flush_pending()
             for head, blen, body, tail, entry in blocks:
                 self._index.append(entry)
                 if self._zc is None:
@@ -438,7 +444,7 @@ class TraceFileWriter:
         """Write queued symbols and flush the file."""
         with self._lock:
             self._check_open()
-            self._flush_symbols()
+            self._flush_pending()
             self._file.flush()
 
     def close(self, stats: dict[str, Any] | None = None) -> None:
@@ -452,7 +458,7 @@ class TraceFileWriter:
                 return
             try:
                 if self._broken is None:
-                    self._flush_symbols()
+                    self._flush_pending()
                     self._write_index()
                     if stats_b is not None:
                         self._write_block(TAG_STATS, stats_b)
@@ -505,15 +511,30 @@ class TraceFileWriter:
         """INDX: each chunk block's cpu, records, first and last time, in the order
         the blocks are in the file; a reader skips the blocks a time window leaves
         out without decoding them (a file cut short has none, and is scanned)."""
-        parts = [_varints(len(self._index))]
+        vals = [len(self._index)]
+        add = vals.extend
         prev = 0
         for cpu, n, first, last in self._index:
             # times as differences: first from the previous block's first, last from
-            # this one's first (a slot's blocks are in time order, the slots not)
-            parts.append(_varints(cpu, n, _zigzag(first - prev), last - first
-                                  if last >= first else 0))
+            # this one's first (a slot's blocks are in time order, the slots not);
+            # the first's zigzagged, inline (a program of many short threads has an
+            # entry for each)
+            d = first - prev
+            add((cpu, n, d << 1 if d >= 0 else ((-d) << 1) - 1,
+                 last - first if last >= first else 0))
             prev = first
-        self._write_block(TAG_INDEX, b"".join(parts))
+        # one call for all of them (varints of many values, concatenated, are the
+        # values' varints one after another)
+        self._write_block(TAG_INDEX, _varints(*vals))
+
+    def _flush_pending(self) -> None:
+        """The symbols and THRD blocks waiting for the next block, written."""
+        if self._pending_syms:
+            self._flush_symbols()
+        threads = self._pending_threads
+        if threads:
+            self._write(b"".join(threads))
+            self._pending_threads = []
 
     def _flush_symbols(self) -> None:
         syms = self._pending_syms
