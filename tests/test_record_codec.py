@@ -165,6 +165,31 @@ def test_a_long_block_is_framed_as_the_pure_twin_frames_it():
     assert NATIVE.crc32(body, 77) == zlib.crc32(body, 77)
 
 
+@pytest.mark.skipif(NATIVE is None, reason="the native twin is not built")
+@given(st.lists(record, min_size=1, max_size=30), st.integers(0, 2**32),
+       st.integers(0, 2**63), st.integers(0, 2**40), st.booleans())
+@settings(max_examples=300, deadline=None)
+def test_native_and_pure_chunk_blocks_are_the_same(recs, cpu, first_seq, lost, view):
+    """A chunk's block made in one native call is the pure twin's, times included."""
+    from fntrace.tracefile.blocks import MAX_BLOCK_LEN
+    from fntrace.tracefile.writer import _py_chunk_block
+    data = pack(recs)
+    records = memoryview(data) if view else bytearray(data)
+    got = NATIVE.chunk_block(b"CHNK", cpu, records, first_seq, lost, MAX_BLOCK_LEN)
+    assert got == _py_chunk_block(b"CHNK", cpu, records, first_seq, lost, MAX_BLOCK_LEN)
+    assert got[1:] == (recs[0][0], recs[-1][0])
+
+
+@pytest.mark.parametrize("records, max_len", [(b"", 1 << 30), (b"x" * 33, 1 << 30),
+                                               (b"\0" * 64, 20)])
+def test_a_chunk_block_that_cannot_be_made_is_refused(records, max_len):
+    from fntrace.tracefile.writer import _py_chunk_block
+    makers = [_py_chunk_block] + ([NATIVE.chunk_block] if NATIVE is not None else [])
+    for make in makers:
+        with pytest.raises(ValueError):
+            make(b"CHNK", 0, records, 0, 0, max_len)
+
+
 @pytest.mark.parametrize("vals", [(-1,), (5, -300), (2**64,), (0, 2**70)])
 def test_a_varint_out_of_range_is_refused(vals):
     from fntrace.tracefile.writer import _py_varints

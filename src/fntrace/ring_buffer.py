@@ -170,6 +170,25 @@ class ChunkQueue:
             self.pending -= len(item[1]) + PAYLOAD_COST * len(item[3])
         return item
 
+    def take_some(self, max_bytes: int) -> tuple[list[tuple], int]:
+        """The oldest chunks, the first whatever its size and the next ones while
+        fewer than ``max_bytes`` of records are taken ([] when empty), and what they
+        counted in ``pending`` (reader side).  A program of many short threads queues
+        a small chunk for each: the reader takes them together, not a round of its
+        loop each."""
+        out: list[tuple] = []
+        size = cost = 0
+        with self.lock:
+            items = self.items
+            while items and size < max_bytes:
+                item = items.popleft()
+                n = len(item[1])
+                size += n
+                cost += n + PAYLOAD_COST * len(item[3])
+                out.append(item)
+            self.pending -= cost
+        return out, cost
+
 
 CHUNK_NOTIFY = b"c"
 # How long (ms) a thread is held after a fatal signal (ChunkQueue.hold): the process ends

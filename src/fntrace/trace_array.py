@@ -35,6 +35,7 @@ DEFAULT_BUFFER_KB = 1408
 
 
 _serials = itertools.count(1)
+_object_setattr = object.__setattr__
 _arrays: "weakref.WeakSet[TraceArray]" = weakref.WeakSet()
 
 
@@ -284,7 +285,9 @@ class TraceArray:
                 # sends every thread back to tr.local once.  A thread still ending
                 # runs the program's weakref callbacks and finalizers after this
                 # (3.13: clear_locals), and they may be traced.
-                self.serial = next(_serials)
+                # (past __setattr__, which only the function_graph options need: a
+                # program of many short threads comes here for each)
+                _object_setattr(self, "serial", next(_serials))
                 self.retired[cpu] = (buf.seq + buf.dropped, buf.overrun, buf.dropped)
         finally:
             missed = ending.pop(cpu, 0)

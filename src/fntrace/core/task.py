@@ -242,9 +242,9 @@ def thread_ended() -> None:
     """The calling thread is ending: its ident may be reused by a new thread, which is
     another thread (its index stays with the records it wrote)."""
     key = (_get_ident(), _get_native_id())
-    with _cpu_lock:
-        _cpu_of.pop(key, None)
-        _parent_of.pop(key[1], None)
+    # (no lock: each pop is one step, and these keys are this thread's alone)
+    _cpu_of.pop(key, None)
+    _parent_of.pop(key[1], None)
     if _native is not None:
         _native.thread_exit()
 

@@ -32,7 +32,7 @@ from ..core import task
 from ..core.records import record_table
 from ..core.task import thread_info
 from ..record_format import RECORD_SIZE
-from ..ring_buffer import ChunkQueue
+from ..ring_buffer import PAYLOAD_COST, ChunkQueue
 # typing is not imported at run time (the recorder's import cost); annotations are strings
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,7 +51,14 @@ PENDING_MIN = 4 << 20
 # export as a "buffer fill" counter): one sample per chunk taken off the queue, of the
 # bytes handed over and not yet written; past BACKLOG_SAMPLES, pairs of neighbours
 # are merged into their larger one, so a run of any length keeps a few KB of them.
+# Chunks smaller than BACKLOG_CHUNK (the smallest buffer's, -b 4) taken with others
+# share their batch's sample: a thread's last few records, which a program of many
+# short threads hands over for each, move the counter by less than a thousandth of
+# the writer's limit.
 BACKLOG_SAMPLES = 4096
+BACKLOG_CHUNK = 4 << 10
+# How many bytes of records the writer thread takes off the queue at a time (_drain).
+DRAIN_BATCH = 256 << 10
 
 # Seconds between flushes of the buffers while something reads as it goes (fntrace
 # live, an open trace_pipe): how late an idle thread's events can be.
@@ -348,33 +355,52 @@ class FileSink:
     def _drain(self, bounded: bool = False) -> None:
         """Write the queued chunks; ``bounded``: only those queued now, so that the
         loop gets back to its pipe (a fatal signal waits there) however fast the
-        program queues more."""
+        program queues more.  Small chunks are taken off the queue a batch at a time
+        (DRAIN_BATCH bytes of records: a big chunk is a batch alone), with one look
+        at the tables (_sync_tables) for all of them."""
         q = self.queue
         budget = len(q.items) if bounded else -1
         while budget:
-            budget -= 1
             if bounded and self._signalled():
                 return          # the round ends: the signal is seen now, not after
             if self.on_progress is not None:
                 self.on_progress()
-            self._backlog(q.pending)        # (before the take: the chunk is part of it)
-            item = q.take()
-            if item is None:
+            self._backlog(q.pending)        # (before the take: the chunks are part of it)
+            items, rest = q.take_some(DRAIN_BATCH)
+            if not items:
                 return
-            cpu, chunk, first_seq, payloads = item
+            if bounded:
+                budget = max(0, budget - len(items))
             if self.error is not None:
-                self.lost += len(chunk) // RECORD_SIZE
+                for item in items:
+                    self.lost += len(item[1]) // RECORD_SIZE
                 continue
             pipe = self.pipe
             if pipe is not None and pipe.readers:
                 # an open trace_pipe sees a copy: the file still gets every event
-                pipe.add_copy(cpu, chunk, first_seq, payloads)
+                for cpu, chunk, first_seq, payloads in items:
+                    pipe.add_copy(cpu, chunk, first_seq, payloads)
+            done = 0
+            samples = self.backlog
             try:
+                # (the tables once a batch: every chunk taken was handed over after
+                # its thread and functions were in them)
                 self._sync_tables()
-                self.writer.write_chunk(cpu, chunk, first_seq, 0, payloads or None)
+                write = self.writer.write_chunk
+                for cpu, chunk, first_seq, payloads in items:
+                    if done and len(chunk) >= BACKLOG_CHUNK:
+                        # the backlog before each chunk, as if taken alone (the first's
+                        # is above): what is queued now and the batch's chunks left
+                        samples.append([time.monotonic_ns(), q.pending + rest])
+                    write(cpu, chunk, first_seq, 0, payloads or None)
+                    rest -= len(chunk) + PAYLOAD_COST * len(payloads)
+                    done += 1
+                while len(samples) > BACKLOG_SAMPLES:
+                    self._thin_backlog()
             except BaseException as e:    # a full disk, say: counted, shown at the end
                 self.error = f"{type(e).__name__}: {e}"
-                self.lost += len(chunk) // RECORD_SIZE
+                for item in items[done:]:
+                    self.lost += len(item[1]) // RECORD_SIZE
 
     def _backlog(self, pending: int) -> None:
         b = self.backlog
@@ -382,8 +408,12 @@ class FileSink:
             return                  # (an idle writer's rounds: nothing to draw)
         b.append([time.monotonic_ns(), pending])
         if len(b) > BACKLOG_SAMPLES:
-            # each pair's larger sample, at its own time: peaks stay as they were
-            b[:] = [max(b[i:i + 2], key=lambda s: s[1]) for i in range(0, len(b), 2)]
+            self._thin_backlog()
+
+    def _thin_backlog(self) -> None:
+        # each pair's larger sample, at its own time: peaks stay as they were
+        b = self.backlog
+        b[:] = [max(b[i:i + 2], key=lambda s: s[1]) for i in range(0, len(b), 2)]
 
     def _sync_tables(self) -> None:
         hi = record_table._next_ip
@@ -404,15 +434,22 @@ class FileSink:
         # len(thread_info)): only the ones after those seen are new.  (Looking at all
         # of them for every chunk made a program of thousands of short threads, a
         # server's thread per request, quadratic.)
-        while self._threads_seen < len(thread_info):
-            info = thread_info.get(self._threads_seen)
-            if info is None:
-                break               # (being made: the next chunk takes it)
-            cpu = self._threads_seen
-            self._threads_seen += 1
-            if cpu not in self.threads_written:
-                self.writer.add_thread(cpu, *info)
-                self.threads_written.add(cpu)
+        cpu = self._threads_seen
+        if cpu >= len(thread_info):
+            return
+        written = self.threads_written
+        add_thread = self.writer.add_thread
+        try:
+            while cpu < len(thread_info):
+                info = thread_info.get(cpu)
+                if info is None:
+                    break               # (being made: the next chunk takes it)
+                if cpu not in written:
+                    add_thread(cpu, *info)
+                    written.add(cpu)
+                cpu += 1
+        finally:
+            self._threads_seen = cpu
 
     def _close(self) -> None:
         if self.on_progress is not None:

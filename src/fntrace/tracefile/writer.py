@@ -328,7 +328,7 @@ class TraceFileWriter:
         # THRD blocks made and not written yet: they go out in the same write as the
         # next block (a thread's first chunk, most often), each write being one
         # release of the GIL, which the program's threads take for a while
-        self._pending_threads: list[bytes] = []
+        self._pending_blocks: list[bytes] = []
         try:
             with self._lock:
                 self._write(FILE_HEAD.pack(MAGIC, VERSION))
@@ -365,7 +365,7 @@ class TraceFileWriter:
         with self._lock:
             if self._closed or self._broken is not None:
                 self._check_open()
-            self._pending_threads.append(block)
+            self._pending_blocks.append(block)
 
     def write_chunk(
         self,
@@ -400,12 +400,12 @@ class TraceFileWriter:
                     self._check_open()
                 if self._pending_syms:
                     self._flush_symbols()
-                threads = self._pending_threads
-                if threads:
-                    threads.append(block)
-                    block = b"".join(threads)
-                    self._pending_threads = []
                 self._index.append(entry)
+                pending = self._pending_blocks
+                if pending:
+                    pending.append(block)
+                    block = b"".join(pending)
+                    self._pending_blocks = []
                 self._write(block)
                 if not self._raw:           # (a raw file has nothing to flush)
                     self._file.flush()
@@ -528,13 +528,13 @@ class TraceFileWriter:
         self._write_block(TAG_INDEX, _varints(*vals))
 
     def _flush_pending(self) -> None:
-        """The symbols and THRD blocks waiting for the next block, written."""
+        """The symbols and the blocks waiting for the next block, written."""
         if self._pending_syms:
             self._flush_symbols()
-        threads = self._pending_threads
-        if threads:
-            self._write(b"".join(threads))
-            self._pending_threads = []
+        pending = self._pending_blocks
+        if pending:
+            self._write(b"".join(pending))
+            self._pending_blocks = []
 
     def _flush_symbols(self) -> None:
         syms = self._pending_syms
