@@ -229,6 +229,25 @@ def test_sink_gets_every_record_in_order_with_first_seq():
     assert sum(len(c[1]) for c in sink.chunks) == 100
 
 
+def test_the_reader_takes_small_chunks_together_and_a_big_one_alone():
+    """take_some: the first chunk whatever its size, then more while fewer than the
+    bytes asked for are taken; `pending` loses what they counted, which it returns."""
+    from fntrace.ring_buffer import PAYLOAD_COST
+    q = ChunkQueue()
+    for cpu, n, pay in [(0, 2, {}), (1, 3, {5: "x"}), (2, 100, {}), (3, 1, [])]:
+        q.items.append((cpu, bytes(n * RECORD_SIZE), 0, pay))
+        q.pending += n * RECORD_SIZE + PAYLOAD_COST * len(pay)
+    total = q.pending
+    items, cost = q.take_some(4 * RECORD_SIZE)
+    assert [i[0] for i in items] == [0, 1]
+    assert cost == 5 * RECORD_SIZE + PAYLOAD_COST and q.pending == total - cost
+    items, cost = q.take_some(4 * RECORD_SIZE)
+    assert [i[0] for i in items] == [2]             # alone, though over the size
+    items, cost = q.take_some(1 << 20)
+    assert [i[0] for i in items] == [3] and q.pending == 0
+    assert q.take_some(1 << 20) == ([], 0)
+
+
 def test_a_full_buffer_hands_over_its_page_and_writes_on_in_a_new_one():
     """The kernel's reader-page swap: the native buffer gives a full page to the sink
     as it is, not a copy, and what it writes next never reaches that page."""
