@@ -183,12 +183,11 @@ class TraceArray:
         self.set_tracer(nop.NopTracer())
 
     # -- buffers -------------------------------------------------------------------
-    def thread_buffer(self, cpu: int | None = None) -> RingBuffer | None:
+    def thread_buffer(self) -> RingBuffer | None:
         """The calling thread's buffer, made on its first use (any writer: the thread
         filters are the callers'); None while the thread hands its buffer over (see
-        ``_ending``).  ``cpu``: the thread's, when the caller has it."""
-        if cpu is None:
-            cpu = thread_cpu()
+        ``_ending``)."""
+        cpu = thread_cpu()
         ending = self._ending
         if ending and cpu in ending:
             ending[cpu] += 1
@@ -213,8 +212,7 @@ class TraceArray:
         """The calling thread's buffer for the function tracers (slow path: a thread's
         first event, or the first after a thread filter changed), None if the thread is
         ignored (fntrace's own threads, set_ftrace_pid / set_ftrace_notrace_pid,
-        tracing_cpumask): cached in tr.local.buf (ftrace_ignore_pid), an ignored
-        thread's at once, a buffer from the thread's second ask on."""
+        tracing_cpumask): cached in tr.local.buf either way (ftrace_ignore_pid)."""
         if self._ending and thread_cpu() in self._ending:
             return self.thread_buffer()         # counted, not cached
         flt = self.filter
@@ -225,16 +223,7 @@ class TraceArray:
             ignored = flt.ignore_function()
         else:
             ignored = _get_native_id() in task.own_threads
-        if ignored:
-            self.local.buf = None
-            return None
-        # Cached from the thread's second ask on: the first is its first event (the
-        # native twin caches the answer itself), and a short-lived thread that asks
-        # once does not make tr.local's storage for itself, nor free it at its end.
-        cpu = thread_cpu()
-        buf = self.buffers.get(cpu)
-        if buf is None:
-            return self.thread_buffer(cpu)
+        buf = None if ignored else self.thread_buffer()
         self.local.buf = buf
         return buf
 

@@ -20,7 +20,6 @@ import os
 from ..core import ops as core_ops
 from ..core.hash import hash_lines
 from ..core.records import record_table
-from ..core.task import thread_cpu
 from ..errors import FilterError, FntraceError
 from ..tracers.function_cmds import FunctionCommands, filter_word_pos, split_commands
 from .values import short, ulong
@@ -178,9 +177,7 @@ def _ftrace_dump(fs, this_thread: bool) -> None:
         try:
             bufs = [tr.local.buf]
         except AttributeError:
-            # (a thread's buffer is cached in tr.local from its second ask on)
-            b = tr.buffers.get(thread_cpu())
-            bufs = [b] if b is not None else []
+            bufs = []
     else:
         bufs = None
     lines = list(trace_array_lines(tr, buffers=bufs, consume=True))
