@@ -497,3 +497,44 @@ def test_written_minus_entries_is_what_was_lost(overwrite):
     for i in range(3 * NREC + 1):
         put(buf, i)
     assert buf.written - buf.entries == buf.overrun + buf.dropped == 2 * NREC + 1
+
+
+# ---------------------------------------------------------------------------------
+# A thread's buffer in a trace array: made at its first event, handed over at its end
+# ---------------------------------------------------------------------------------
+
+def test_a_thread_filter_change_does_not_end_the_threads_still_running():
+    """A thread's end is told by its storage in tr.local being freed; a thread filter
+    change replaces tr.local (every thread takes its verdict again), and must not
+    announce the end of the threads that still run: their buffers stay until they
+    end, and are handed over then."""
+    import gc
+    import threading
+
+    from fntrace.trace_array import TraceArray
+    q = ChunkQueue()
+    tr = TraceArray(buffer_size_kb=KB, sink=q)
+    started, go_on = threading.Event(), threading.Event()
+
+    def work() -> None:
+        buf = tr.cpu_buffer()
+        put(buf, 1)
+        started.set()
+        go_on.wait(10)
+        put(tr.cpu_buffer(), 2)         # the new local: the same buffer again
+
+    t = threading.Thread(target=work)
+    t.start()
+    assert started.wait(10)
+    (cpu,) = tr.buffers
+    tr.pids_changed()
+    tr.pids_changed()
+    gc.collect()
+    assert cpu in tr.buffers and not q.items and cpu not in tr.retired
+    go_on.set()
+    t.join()
+    gc.collect()
+    assert cpu not in tr.buffers and tr.retired[cpu] == (2, 0, 0)
+    (item,) = q.items
+    assert item[0] == cpu and [r[3] for r in (RECORD.unpack_from(item[1], o)
+                                               for o in (0, RECORD_SIZE))] == [1, 2]

@@ -138,12 +138,15 @@ class TraceArray:
         self.clock_id = 0
         self.buffers: dict[int, RingBuffer] = {}
         # Per thread: .buf, the buffer the function tracers write (None: the thread is
-        # ignored, see cpu_buffer), .ebuf, the one events write.  Replaced when a thread
-        # filter changes (pids_changed), so every thread takes its verdict again.
+        # ignored, see cpu_buffer), .ebuf, the one events write, and .release, what
+        # tells this array the thread ended (_ThreadEnd, put there with the thread's
+        # buffer).  Replaced when a thread filter changes (pids_changed), so every
+        # thread takes its verdict again; the ones replaced are kept (_kept_locals):
+        # dropping one would announce the end of threads still running.  (One local,
+        # not two: a thread's storage in each is made at its first event and freed at
+        # its end, a cost each short-lived thread pays.)
         self.local = threading.local()
-        # Per thread: what tells this array the thread ended (not replaced with .local:
-        # its end would be announced for threads still running).
-        self.ends = threading.local()
+        self._kept_locals: list[threading.local] = []
         self.filter = ThreadFilter()
         # Reentrant: program code CPython runs while a thread holds it (a finalizer, a
         # pending call) may be traced and ask for that thread's buffer (thread_ended
@@ -203,9 +206,9 @@ class TraceArray:
                                  self.clock_id)
                 self.buffers[cpu] = buf
             # Dropped with the thread's local storage when the thread ends.  Made with
-            # the buffer: a slot's buffer is made on its own thread, and every table
-            # that forgets the buffers forgets these too (cli/record.py after a fork).
-            self.ends.release = _ThreadEnd(self, cpu)
+            # the buffer: a slot's buffer is made on its own thread, and what forgets
+            # the buffers forgets these too (forget_threads, after a fork).
+            self.local.release = _ThreadEnd(self, cpu)
         return buf
 
     def cpu_buffer(self) -> RingBuffer | None:
@@ -241,6 +244,18 @@ class TraceArray:
         """A thread filter changed: every thread takes its verdict again at its next
         event (a new serial for the native twin's per-thread cache, a new local for the
         Python one)."""
+        self._kept_locals.append(self.local)
+        self.local = threading.local()
+        self.serial = next(_serials)
+
+    def forget_threads(self) -> None:
+        """After fork, in the child that records on: the parent's buffers and threads
+        are not this process's; every thread takes a new buffer at its next event.
+        (The storage of the thread that forked is dropped here, which tells this
+        array its end: thread_ended has no buffer of it to hand over.)"""
+        self.buffers = {}
+        self.retired = {}
+        self._kept_locals = []
         self.local = threading.local()
         self.serial = next(_serials)
 

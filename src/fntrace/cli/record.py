@@ -519,10 +519,7 @@ class Recording:
         # The buffers held the parent's records (the parent writes them) and the other
         # threads' (gone): every thread takes a new one, handing over to this sink, at
         # its next event (a new serial: the native per-thread caches are stale too).
-        tr.buffers = {}
-        tr.retired = {}
-        tr.ends = threading.local()
-        tr.pids_changed()
+        tr.forget_threads()
         # the parent's threads keep their slots (thread_info) but are not this
         # process's: only the slots taken from now on go in its file
         self.sink.threads_written.update(thread_info)
