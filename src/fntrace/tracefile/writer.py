@@ -441,14 +441,15 @@ class TraceFileWriter:
             self._file.flush()
 
     def flush(self) -> None:
-        """Write queued symbols and flush the file."""
+        """Write the queued symbols and thread blocks, and flush the file."""
         with self._lock:
             self._check_open()
             self._flush_pending()
             self._file.flush()
 
     def close(self, stats: dict[str, Any] | None = None) -> None:
-        """Write queued symbols, the STAT block (if ``stats``) and END; flush.
+        """Write the queued symbols and thread blocks, INDX, STAT (if ``stats``) and
+        END; flush.
 
         Closes the file if the writer opened it.  Calling close() again does nothing.
         """
