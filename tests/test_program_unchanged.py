@@ -19,7 +19,8 @@ from support import (
     SUBPROCESS_TIMEOUT, fn_lines, fntrace_argv, fntrace_cli, header_counts, run_python,
 )
 
-PURE = bool(os.environ.get("FNTRACE_PURE"))
+# (FNTRACE_PURE=0 is the native path, as fntrace reads it: _env.PURE)
+PURE = os.environ.get("FNTRACE_PURE", "") not in ("", "0")
 
 
 def funcs(text: str) -> list[tuple[str, str | None]]:
