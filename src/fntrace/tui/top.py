@@ -32,7 +32,9 @@ class TopScreen(App):
     TITLE = "fntrace top"
     CSS = """
     Screen { layout: vertical; }
-    #status { height: 1; background: $primary-background; }
+    /* (auto: why nothing is counted is a sentence longer than a line, and the
+       screen must show it whole) */
+    #status { height: auto; max-height: 4; background: $primary-background; }
     #filter { dock: bottom; display: none; }
     #filter.shown { display: block; }
     DataTable { height: 1fr; }
