@@ -432,3 +432,28 @@ def test_audit_hook_quiet_at_interpreter_exit(tmp_path):
     r = run_python(prog, cwd=tmp_path)
     assert r.returncode == 0
     assert "audit hook" not in r.stderr, r.stderr
+
+
+def test_static_events_are_made_when_first_looked_for(tmp_path):
+    """A recording that names no event does not build the ~150 static events (a
+    twentieth of its start-up); the first look at the event table does, before
+    anything else is registered, so they keep the first ids as when they were made
+    with tracefs."""
+    prog = tmp_path / "lazy.py"
+    prog.write_text(
+        "import sys\n"
+        "from fntrace.cli.main import main\n"
+        "rc = main(['record', '-o', 'e.dat', '-c', 'pass'])\n"
+        "print(rc, 'fntrace.events.static_events' in sys.modules)\n"
+        "from fntrace.tracefs import Tracefs\n"
+        "fs = Tracefs()\n"
+        "print('fntrace.events.static_events' in sys.modules)\n"
+        "fs.write('dynamic_events', 'f:mine json.dumps')\n"
+        "print(int(fs.read('events/fprobes/mine/id')) >\n"
+        "      max(int(fs.read(f'events/{e.replace(\":\", \"/\")}/id'))\n"
+        "          for e in fs.read('available_events').split() if '/' not in e\n"
+        "          and not e.startswith('fprobes:')))\n"
+        "print('audit:open' in fs.read('available_events').split())\n")
+    r = run_python(prog, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:4] == ["0 False", "False", "True", "True"]

@@ -33,14 +33,91 @@ from ..ring_buffer import PAYLOAD_SEP, TRACE_EVENT
 
 get_native_id = threading.get_native_id
 
-__all__ = ["EventCall", "EventFile", "event_file", "event_calls", "register_event_call",
+__all__ = ["EventCall", "EventFile", "event_file", "event_calls", "add_event_source",
+           "register_event_call",
            "unregister_event_call", "find_event_call", "stack_text", "filter_passes",
            "event_buffer_of"]
 
 _lock = fork_safe(threading.RLock())
 _ids = __import__("itertools").count(1)      # event ids are never reused
-# (system, name) -> EventCall, in creation order.
-event_calls: dict[tuple[str, str], "EventCall"] = {}
+
+
+# The static events (events/static_events.py: some 150 audit, exception, gc, thread and
+# hand-off events) are registered when the table is first read, not when tracefs is
+# made: building them is 11 M instructions, a twentieth of every `fntrace record`'s
+# start-up, and most recordings never name an event.  A reader cannot tell: every read
+# of the table (and every registration, so that the ids come out as before) loads the
+# pending sources first, under the table's lock.
+_sources: list[Callable[[], None]] = []
+_loading = [False]      # under _lock: this thread is running the sources
+
+
+def add_event_source(load: Callable[[], None]) -> None:
+    """Have ``load()`` register its events before the table is next read (once)."""
+    with _lock:
+        if load not in _sources:
+            _sources.append(load)
+
+
+def _load_sources() -> None:
+    with _lock:
+        if _loading[0]:
+            return          # the source's own registrations read the table
+        _loading[0] = True
+        try:
+            while _sources:
+                _sources.pop(0)()
+        finally:
+            _loading[0] = False
+
+
+class _EventTable(dict):
+    """(system, name) -> EventCall, in creation order; the pending sources are loaded
+    by every read."""
+    __slots__ = ()
+
+    def __contains__(self, key: object) -> bool:
+        if _sources:
+            _load_sources()
+        return dict.__contains__(self, key)
+
+    def __getitem__(self, key: tuple[str, str]) -> "EventCall":
+        if _sources:
+            _load_sources()
+        return dict.__getitem__(self, key)
+
+    def get(self, key, default=None):  # type: ignore[override]
+        if _sources:
+            _load_sources()
+        return dict.get(self, key, default)
+
+    def __iter__(self):
+        if _sources:
+            _load_sources()
+        return dict.__iter__(self)
+
+    def __len__(self) -> int:
+        if _sources:
+            _load_sources()
+        return dict.__len__(self)
+
+    def keys(self):  # type: ignore[override]
+        if _sources:
+            _load_sources()
+        return dict.keys(self)
+
+    def values(self):  # type: ignore[override]
+        if _sources:
+            _load_sources()
+        return dict.values(self)
+
+    def items(self):  # type: ignore[override]
+        if _sources:
+            _load_sources()
+        return dict.items(self)
+
+
+event_calls: dict[tuple[str, str], "EventCall"] = _EventTable()
 
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -115,6 +192,8 @@ class EventCall:
     def __init__(self, system: str, name: str, fields: Mapping[str, str], *,
                  print_fmt: str = "", hook: Callable[[bool], None] | None = None,
                  definition: str = ""):
+        if _sources:        # the static events take the first ids, as they always did
+            _load_sources()
         self.system = system
         self.name = name
         self.fields = dict(fields)

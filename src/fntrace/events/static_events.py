@@ -39,10 +39,9 @@ import gc
 import sys
 import threading
 
-from .._env import fork_safe
 from ..core.fetch import static_getattr
 from .audit_events import audit_calls
-from .core import EventCall, event_calls, register_event_call
+from .core import EventCall, _lock as _core_lock, event_calls, register_event_call
 from .exception_events import exception_calls
 from .handoff_events import handoff_calls
 from .static_emit import emit, event_call as _call, print_fmt as _print_fmt, program_frame
@@ -210,7 +209,6 @@ def marker_passes(tr, text: str, frame=None) -> bool:
 # -- registration ----------------------------------------------------------------------------
 
 _registered: list[EventCall] = []
-_lock = fork_safe(threading.Lock())
 
 
 def static_calls() -> list[EventCall]:
@@ -220,10 +218,11 @@ def static_calls() -> list[EventCall]:
 
 
 def register_static_events() -> None:
-    """Register the static events (idempotent)."""
+    """Register the static events (idempotent).  Under the event table's own lock:
+    it is also the table's source, run by the first read (tracefs/fs.py)."""
     if _registered:
         return
-    with _lock:
+    with _core_lock:
         if _registered:
             return
         g = _GcEvents()

@@ -32,6 +32,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 
 from ..errors import FntraceError
+from ..events.core import add_event_source
 from ..output.trace_options import parse_trace_options
 from ..trace_array import TraceArray
 from .buffer_files import PER_THREAD_FILES, per_thread_path, register_buffer_files, thread_buffers
@@ -93,9 +94,6 @@ class Tracefs:
     func_cmds: FunctionCommands
 
     def __init__(self, tr: TraceArray | None = None, *, top: bool = True):
-        # the interpreter's own tracepoints: events/<system>/<event>/ from the start
-        from ..events.static_events import register_static_events
-        register_static_events()
         self.tr = tr if tr is not None else TraceArray()
         self.top = top
         self.error_log = ErrorLog()
@@ -454,6 +452,16 @@ def tracefs() -> Tracefs:
         if _top is None:
             _top = Tracefs()
         return _top
+
+
+def _static_events() -> None:
+    from ..events.static_events import register_static_events
+    register_static_events()
+
+
+# The interpreter's own tracepoints, events/<system>/<event>/, are there from the start
+# for whoever looks; they are made when the event table is first read (events/core.py).
+add_event_source(_static_events)
 
 
 from .._env import public_dir as _public_dir  # noqa: E402
