@@ -21,7 +21,6 @@ never raised into the traced program.
 from __future__ import annotations
 
 import _signal
-import opcode
 import sys
 from types import FunctionType, MethodType
 
@@ -472,31 +471,45 @@ def _profile_c_call(frame: FrameType, func: Any) -> None:
 _ret_offs: dict[int, tuple[CodeType, frozenset[int]]] = {}
 
 
-def _scan(code: CodeType, ops: frozenset[int], resume_after_yield: bool) -> frozenset[int]:
-    """The offsets of the instructions in ``ops`` (and, if asked, of every RESUME with an
-    argument) in ``code``'s bytecode.  co_code is the unspecialised bytecode, 2-byte code
-    units whose inline caches are CACHE (opcode 0) units: read directly, not through
-    dis.get_instructions, which builds an Instruction with names and positions for each
-    one (enabling function_graph over 14,000 functions on 3.11 spent 2.7 s there)."""
+def _scan(code: CodeType, yields_only: bool) -> frozenset[int]:
+    """The offsets of the returns and yields and of every RESUME with an argument (or,
+    ``yields_only``, of the yields) in ``code``'s bytecode.  co_code is the unspecialised
+    bytecode, 2-byte code units whose inline caches are CACHE (opcode 0) units: read
+    directly, not through dis.get_instructions, which builds an Instruction with names and
+    positions for each one (enabling function_graph over 14,000 functions on 3.11 spent
+    2.7 s there)."""
+    extended_arg, resume, return_ops, yield_ops = _opcodes()
+    ops = yield_ops if yields_only else return_ops
+    resume_after_yield = not yields_only
     raw = code.co_code
     found = []
     arg = 0
     for i in range(0, len(raw), 2):
         op = raw[i]
-        if op == _EXTENDED_ARG:
+        if op == extended_arg:
             arg = (arg | raw[i + 1]) << 8
             continue
-        if op in ops or (resume_after_yield and op == _RESUME and (arg | raw[i + 1])):
+        if op in ops or (resume_after_yield and op == resume and (arg | raw[i + 1])):
             found.append(i)
         arg = 0
     return frozenset(found)
 
 
-_EXTENDED_ARG = opcode.opmap["EXTENDED_ARG"]
-_RESUME = opcode.opmap["RESUME"]
-_RETURN_OPS = frozenset(opcode.opmap[n] for n in ("RETURN_VALUE", "RETURN_CONST", "YIELD_VALUE")
-                        if n in opcode.opmap)
-_YIELD_OPS = frozenset((opcode.opmap["YIELD_VALUE"],))
+_OPCODES: list[tuple[int, int, frozenset[int], frozenset[int]]] = []
+
+
+def _opcodes() -> tuple[int, int, frozenset[int], frozenset[int]]:
+    """EXTENDED_ARG, RESUME, the return ops and the yield ops, found at the first scan:
+    only the setprofile back end (3.11) scans, and importing opcode is 2 M instructions
+    of every recording's start-up on 3.12."""
+    if not _OPCODES:
+        import opcode
+        m = opcode.opmap
+        _OPCODES.append((m["EXTENDED_ARG"], m["RESUME"],
+                         frozenset(m[n] for n in ("RETURN_VALUE", "RETURN_CONST", "YIELD_VALUE")
+                                   if n in m),
+                         frozenset((m["YIELD_VALUE"],))))
+    return _OPCODES[0]
 
 
 def _return_offsets(code: CodeType) -> frozenset[int]:
@@ -505,7 +518,7 @@ def _return_offsets(code: CodeType) -> frozenset[int]:
     lasti_is_yield quirk, python/cpython#113728)."""
     ent = _ret_offs.get(id(code))
     if ent is None or ent[0] is not code:
-        ent = _ret_offs[id(code)] = (code, _scan(code, _RETURN_OPS, True))
+        ent = _ret_offs[id(code)] = (code, _scan(code, False))
     return ent[1]
 
 
@@ -515,7 +528,7 @@ _throw_at: dict[int, int] = {}     # id(frame) -> f_lasti of a generator resumed
 def _yield_offsets(code: CodeType) -> frozenset[int]:
     ent = _yield_offs.get(id(code))
     if ent is None or ent[0] is not code:
-        ent = _yield_offs[id(code)] = (code, _scan(code, _YIELD_OPS, False))
+        ent = _yield_offs[id(code)] = (code, _scan(code, True))
     return ent[1]
 
 

@@ -92,14 +92,20 @@ _INLINED_COMPREHENSIONS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>"})
 _CO_GENLIKE = 0x20 | 0x80 | 0x200    # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
 
 
-_RESUME = __import__("opcode").opmap["RESUME"]      # (dis would load far more)
+_RESUME: list[int] = []     # RESUME's opcode, looked up at the first site that needs it
 
 
 def _first_resume(code: CodeType) -> int:
     # Instructions are 2-byte units (3.11+); RESUME comes within the first few.
+    if not _RESUME:
+        # opcode (dis would load far more) is 2 M instructions to import on 3.12: not
+        # a cost of every start-up
+        import opcode
+        _RESUME.append(opcode.opmap["RESUME"])
+    resume = _RESUME[0]
     b = code.co_code
     for i in range(0, len(b), 2):
-        if b[i] == _RESUME:
+        if b[i] == resume:
             return i
     return -1
 
