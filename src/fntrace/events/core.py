@@ -86,7 +86,7 @@ class _EventTable(dict):
             _load_sources()
         return dict.__getitem__(self, key)
 
-    def get(self, key, default=None):  # type: ignore[override]
+    def get(self, key, default=None):
         if _sources:
             _load_sources()
         return dict.get(self, key, default)
@@ -101,17 +101,17 @@ class _EventTable(dict):
             _load_sources()
         return dict.__len__(self)
 
-    def keys(self):  # type: ignore[override]
+    def keys(self):
         if _sources:
             _load_sources()
         return dict.keys(self)
 
-    def values(self):  # type: ignore[override]
+    def values(self):
         if _sources:
             _load_sources()
         return dict.values(self)
 
-    def items(self):  # type: ignore[override]
+    def items(self):
         if _sources:
             _load_sources()
         return dict.items(self)
