@@ -28,7 +28,9 @@ run), for each interpreter asked for (native hot path):
 not the targets' subject; its figures are shown all the same).
 
     python benchmarks/targets.py --python .venvs/py3.12/bin/python \\
-        --python .venvs/py3.13/bin/python [--markdown]
+        --python .venvs/py3.13/bin/python
+
+It prints a Markdown table for each interpreter (the progress goes to stderr).
 """
 from __future__ import annotations
 
