@@ -842,6 +842,56 @@ def test_recorded_arguments_are_not_in_the_programs_gc_objects(tmp_path, opts):
                      rep.stdout), rep.stdout[-600:]
 
 
+GC_COUNT_WHILE_WRITING = """\
+import gc, sys
+gc.disable()        # (the count moves only when something makes or frees an object)
+
+def f(x, y):
+    return x + y
+
+def work(n):
+    s = 0
+    for i in range(n):
+        s = f(s, i)
+    return s
+
+class G:
+    def __eq__(self, other):
+        return False
+
+g = G()
+differ = 0
+for rep in range(int(sys.argv[1])):
+    work(300)           # (fills the buffers: the writer thread writes all along)
+    before = len(gc.get_objects())
+    for i in range(10):
+        g == g
+    if len(gc.get_objects()) != before:
+        differ += 1
+print("counts that differ", differ)
+"""
+
+
+@pytest.mark.parametrize("opts", [["-p", "function_graph", "-A", "-R"], ["-p", "function_graph"],
+                                  ["-p", "function"]])
+def test_the_writer_thread_makes_nothing_the_program_counts(tmp_path, opts):
+    # CPython's test_descr (test_slots) under -A -R failed once in twenty-odd runs: the
+    # program's count of gc.get_objects() took in, now and then, what the writer thread
+    # had alive at that moment (a chunk's index tuple, a memoryview, poll()'s list, the
+    # symbols waiting) or what the hand-over had queued.  Here the program counts
+    # around ten calls thousands of times while the writer writes: before, 14 to 28 of
+    # 2,000 counts differed on each interpreter.  The native path: the pure one
+    # encodes in Python on the writer thread, with objects the program can see (a
+    # limitation of the twin, docs/internals.md), so it is the native path here too.
+    (tmp_path / "prog.py").write_text(GC_COUNT_WHILE_WRITING)
+    plain = run_python("prog.py", "2000", cwd=tmp_path)
+    assert plain.stdout == "counts that differ 0\n", plain.stdout
+    r = fntrace_cli("record", "-o", "t.dat", *opts, "prog.py", "2000", cwd=tmp_path,
+                    env={**os.environ, "FNTRACE_PURE": "0"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == plain.stdout, r.stdout[:400]
+
+
 AUDITED = """\
 import sys
 seen = []

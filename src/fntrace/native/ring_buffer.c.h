@@ -335,6 +335,15 @@ rb_handoff(RingBufferObject *rb, int wait, int quiet, int full)
         Py_DECREF(nlist);
     }
     PyTuple_SET_ITEM(item, 3, pay);
+    /* The chunk and its payloads wait in the queue for the writer thread, which frees
+     * them: the program must not count them among its objects (gc.get_objects() in
+     * CPython's test_descr counts before and after a few calls, and a hand-over between
+     * the two would be two more).  Neither can be part of a cycle: nothing but the
+     * queue, and then the writer, refers to them, and payloads refer to nothing of
+     * fntrace's.  The buffer's next payload list or dict, made above, takes the place
+     * of the one that goes: the count the program sees is the same. */
+    PyObject_GC_UnTrack(item);
+    PyObject_GC_UnTrack(pay);      /* (a dict of strings may be untracked already) */
     long long npay = (long long)(PyList_Check(pay) ? PyList_GET_SIZE(pay) : PyDict_GET_SIZE(pay));
     PyObject *r = PyObject_CallMethodOneArg(items, str_append, item);
     Py_DECREF(items);

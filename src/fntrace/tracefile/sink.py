@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 from collections import deque
+from array import array
 from itertools import takewhile
 
 from ..core import task
@@ -67,6 +68,8 @@ TICK = 0.025
 
 # Bytes on the writer's pipe besides signal numbers (1..64).
 _CHUNK, _FINISH, _PAUSE = ord("c"), ord("f"), ord("p")
+_FINISH_B, _PAUSE_B = bytes((_FINISH,)), bytes((_PAUSE,))
+_NOT_SIGNALS = bytes([0, *range(65, 256)])     # a round's bytes that are not signals
 # How long a fork waits for the writer thread to step aside (it is between two writes
 # within microseconds unless a write blocks: a full pipe to a slow reader).
 _PAUSE_WAIT = 2.0
@@ -173,7 +176,11 @@ class FileSink:
         self.threads_written: set[int] = set()
         self._threads_seen = 0            # thread_info's slots looked at
         self.lost = 0                     # records in chunks that could not be written
-        self.backlog: list[list[int]] = []      # [time ns, bytes pending] (BACKLOG_SAMPLES)
+        # the backlog's samples, time ns and bytes pending (BACKLOG_SAMPLES), as two
+        # arrays: a sample is no new object (see "What the program counts" below)
+        self._bl_time = array("q")
+        self._bl_pending = array("q")
+        self._batch: list[tuple[Any, ...]] = []     # the chunks of one drain (used again each time)
         self.error: str | None = None     # the first write error
         self.on_signal: Callable[[int], None] | None = None    # on_signal(signum): set by record()
         self.on_progress: Callable[..., None] | None = None   # called between two chunks written
@@ -223,11 +230,25 @@ class FileSink:
         self._running = True
         self._exited.acquire(blocking=False)
         self._timeouts.append(0)          # the first round: set up, then wait
-        rounds = takewhile(bool, map(self._step, map(self._poller.poll,
+        rounds = takewhile(bool, map(self._step, map(self._wait,
                                                      iter(self._timeouts.popleft, None))))
         _thread.start_new_thread(deque, (rounds, 0))
 
-    def _step(self, ready: list[tuple[int, int]]) -> bool:
+    # What the program counts.  Its gc.get_objects() sees every container of the
+    # process, this thread's too (CPython's test_descr counts them before and after
+    # ten calls).  So a round makes no container that outlives a moment: the pipe's
+    # state is a bool (not poll()'s list), the chunks come in a list kept for all
+    # rounds, the backlog and the file's index are arrays, locks are taken without
+    # `with` (its bound __exit__), nothing is looped over with an iterator object, and
+    # every write - where the GIL goes to the program - happens with no such
+    # temporary alive.  The chunks themselves and their payloads were untracked by
+    # the hand-over (ring_buffer.c.h).  The program cannot see the rest: it gets the
+    # GIL at a write, or after a switch interval (5 ms) that no step of a round lasts.
+    def _wait(self, timeout: float) -> bool:
+        """Wait for the pipe (ms, -1: for ever): True if something came."""
+        return bool(self._poller.poll(timeout))
+
+    def _step(self, ready: bool) -> bool:
         """One round of the loop: what the pipe said, done; False ends the thread."""
         if not self._native_id:
             task.fntrace_thread()
@@ -253,7 +274,7 @@ class FileSink:
         self._exited.release()
         return False
 
-    def _round(self, ready: list[tuple[int, int]]) -> bool:
+    def _round(self, ready: bool) -> bool:
         data, self._stash = self._stash, b""
         if ready:
             try:
@@ -266,19 +287,16 @@ class FileSink:
                 if not more:
                     return False
                 data += more
-        finish = pause = False
-        for b in data:
-            if b == _FINISH:
-                finish = True
-            elif b == _PAUSE:
-                # (a pause that timed out leaves its byte behind: only a pause still
-                # wanted ends the thread)
-                pause = _paused[0] > 0
-            elif 0 < b < 65 and self.on_signal is not None:
-                # tracing off first (on_signal), then everything is written: a
-                # drain before would never end while the program fills the queue
-                # as fast as it is written
-                self.on_signal(b)     # writes everything and ends the process
+        finish = _FINISH_B in data
+        # (a pause that timed out leaves its byte behind: only a pause still wanted
+        # ends the thread)
+        pause = _PAUSE_B in data and _paused[0] > 0
+        signals = data.translate(None, _NOT_SIGNALS) if data else b""
+        if signals and self.on_signal is not None:
+            # tracing off first (on_signal), then everything is written: a drain
+            # before would never end while the program fills the queue as fast as
+            # it is written
+            self.on_signal(signals[0])     # writes everything and ends the process
         if not finish and self._interval() is not None:
             now = time.monotonic_ns()
             if now >= self._next_tick:
@@ -359,6 +377,7 @@ class FileSink:
         (DRAIN_BATCH bytes of records: a big chunk is a batch alone), with one look
         at the tables (_sync_tables) for all of them."""
         q = self.queue
+        batch = self._batch
         budget = len(q.items) if bounded else -1
         while budget:
             if bounded and self._signalled():
@@ -366,54 +385,79 @@ class FileSink:
             if self.on_progress is not None:
                 self.on_progress()
             self._backlog(q.pending)        # (before the take: the chunks are part of it)
-            items, rest = q.take_some(DRAIN_BATCH)
-            if not items:
+            rest = q.take_some(DRAIN_BATCH, batch)
+            n = len(batch)
+            if not n:
                 return
-            if bounded:
-                budget = max(0, budget - len(items))
-            if self.error is not None:
-                for item in items:
-                    self.lost += len(item[1]) // RECORD_SIZE
-                continue
-            pipe = self.pipe
-            if pipe is not None and pipe.readers:
-                # an open trace_pipe sees a copy: the file still gets every event
-                for cpu, chunk, first_seq, payloads in items:
-                    pipe.add_copy(cpu, chunk, first_seq, payloads)
-            done = 0
-            samples = self.backlog
             try:
-                # (the tables once a batch: every chunk taken was handed over after
-                # its thread and functions were in them)
-                self._sync_tables()
-                write = self.writer.write_chunk
-                for cpu, chunk, first_seq, payloads in items:
-                    if done and len(chunk) >= BACKLOG_CHUNK:
-                        # the backlog before each chunk, as if taken alone (the first's
-                        # is above): what is queued now and the batch's chunks left
-                        samples.append([time.monotonic_ns(), q.pending + rest])
-                    write(cpu, chunk, first_seq, 0, payloads or None)
-                    rest -= len(chunk) + PAYLOAD_COST * len(payloads)
-                    done += 1
-                while len(samples) > BACKLOG_SAMPLES:
-                    self._thin_backlog()
-            except BaseException as e:    # a full disk, say: counted, shown at the end
-                self.error = f"{type(e).__name__}: {e}"
-                for item in items[done:]:
-                    self.lost += len(item[1]) // RECORD_SIZE
+                self._write_batch(batch, n, rest)
+            finally:
+                batch.clear()
+            if bounded:
+                budget = max(0, budget - n)
+
+    def _write_batch(self, batch: list[tuple[Any, ...]], n: int, rest: int) -> None:
+        """The chunks taken (``rest``: what they counted in pending), written."""
+        q = self.queue
+        if self.error is not None:
+            for i in range(n):
+                self.lost += len(batch[i][1]) // RECORD_SIZE
+            return
+        pipe = self.pipe
+        if pipe is not None and pipe.readers:
+            # an open trace_pipe sees a copy: the file still gets every event
+            for cpu, chunk, first_seq, payloads in batch:
+                pipe.add_copy(cpu, chunk, first_seq, payloads)
+        done = 0
+        try:
+            # (the tables once a batch: every chunk taken was handed over after
+            # its thread and functions were in them)
+            self._sync_tables()
+            writer = self.writer
+            for i in range(n):
+                cpu, chunk, first_seq, payloads = batch[i]
+                if done and len(chunk) >= BACKLOG_CHUNK:
+                    # the backlog before each chunk, as if taken alone (the first's
+                    # is above): what is queued now and the batch's chunks left
+                    self._bl_time.append(time.monotonic_ns())
+                    self._bl_pending.append(q.pending + rest)
+                writer.write_chunk(cpu, chunk, first_seq, 0, payloads or None)
+                rest -= len(chunk) + PAYLOAD_COST * len(payloads)
+                done += 1
+            while len(self._bl_time) > BACKLOG_SAMPLES:
+                self._thin_backlog()
+        except BaseException as e:    # a full disk, say: counted, shown at the end
+            self.error = f"{type(e).__name__}: {e}"
+            for i in range(done, n):
+                self.lost += len(batch[i][1]) // RECORD_SIZE
 
     def _backlog(self, pending: int) -> None:
-        b = self.backlog
-        if b and b[-1][1] == pending == 0:
+        bp = self._bl_pending
+        if bp and bp[-1] == pending == 0:
             return                  # (an idle writer's rounds: nothing to draw)
-        b.append([time.monotonic_ns(), pending])
-        if len(b) > BACKLOG_SAMPLES:
+        self._bl_time.append(time.monotonic_ns())
+        bp.append(pending)
+        if len(bp) > BACKLOG_SAMPLES:
             self._thin_backlog()
 
     def _thin_backlog(self) -> None:
-        # each pair's larger sample, at its own time: peaks stay as they were
-        b = self.backlog
-        b[:] = [max(b[i:i + 2], key=lambda s: s[1]) for i in range(0, len(b), 2)]
+        # each pair's larger sample, at its own time: peaks stay as they were (in
+        # place: no new object)
+        bt, bp = self._bl_time, self._bl_pending
+        n = len(bp)
+        j = 0
+        for i in range(0, n, 2):
+            k = i + 1 if i + 1 < n and bp[i + 1] > bp[i] else i
+            bt[j] = bt[k]
+            bp[j] = bp[k]
+            j += 1
+        del bt[j:]
+        del bp[j:]
+
+    @property
+    def backlog(self) -> list[list[int]]:
+        """The backlog's samples, [time ns, bytes pending] each."""
+        return [[t, p] for t, p in zip(self._bl_time, self._bl_pending)]
 
     def _sync_tables(self) -> None:
         hi = record_table._next_ip
@@ -459,7 +503,7 @@ class FileSink:
         try:
             stats = self._finish_stats or {}
             stats["lost_in_writer"] = self.lost
-            if self.backlog:
+            if self._bl_time:
                 stats["backlog"] = {"limit": self.limit, "samples": self.backlog}
             if self.error is not None:
                 stats["write_error"] = self.error

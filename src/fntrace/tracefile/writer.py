@@ -10,6 +10,7 @@ may call code a filter could select.
 from __future__ import annotations
 
 import io
+from array import array
 import os
 import struct
 import threading
@@ -66,7 +67,7 @@ def _pack_payloads(pairs: list[list[Any]]) -> bytes:
     return bytes(out)
 
 
-def _py_payload_tails(mv: memoryview, first_seq: int, payloads: Mapping[int, Any] | list[Any],
+def _py_payload_tails(mv: bytes | bytearray | memoryview, first_seq: int, payloads: Mapping[int, Any] | list[Any],
                       step: int) -> list[bytes]:
     """The payload bytes of each ``step`` records of a chunk (b"" for a piece without).
 
@@ -74,6 +75,7 @@ def _py_payload_tails(mv: memoryview, first_seq: int, payloads: Mapping[int, Any
     TF_HAS_PAYLOAD.  The native twin (``_native.pack_payloads``) gives the same bytes
     and raises the same errors.
     """
+    mv = memoryview(mv)
     n = mv.nbytes // RECORD_SIZE
     per_piece: list[list[list[Any]]] = [[] for _ in range(max(1, -(-n // step)))]
     for seq, obj in payloads_by_seq(mv, first_seq, payloads).items():
@@ -97,7 +99,7 @@ def _py_payload_tails(mv: memoryview, first_seq: int, payloads: Mapping[int, Any
     return tails
 
 
-def _payload_tails(mv: memoryview, first_seq: int, payloads: Mapping[int, Any] | list[Any],
+def _payload_tails(mv: bytes | bytearray | memoryview, first_seq: int, payloads: Mapping[int, Any] | list[Any],
                    step: int) -> list[bytes]:
     # The writer thread packs every -A/-R payload of the trace: in C when it is built
     # (str and int there, anything else through _dumps).  None back means a key the C
@@ -158,6 +160,10 @@ def _py_chunk_block(tag: bytes, cpu: int, records: bytes | bytearray | memoryvie
 # A short-lived thread's records are one such block, made in one call by the native twin.
 _chunk_block: Callable[..., tuple[bytes, int, int]] = (getattr(_native, "chunk_block", None)
                                                        or _py_chunk_block)
+
+# An INDX entry as the writer keeps it (an array("q")'s four items: cpu, records, first
+# and last time).
+_INDEX_ENTRY = struct.Struct("=4q")
 
 
 
@@ -322,8 +328,10 @@ class TraceFileWriter:
         self._broken: BaseException | None = None
         self._known_ips: set[int] = set()
         self._files: dict[str, int] = {}  # file name -> index in the file table
-        # each chunk block written: cpu, records, first and last time (INDX)
-        self._index: list[tuple[int, int, int, int]] = []
+        # each chunk block written: cpu, records, first and last time (INDX), four
+        # numbers an entry: an array, no object a chunk (the writer thread makes
+        # nothing the program's gc.get_objects() could count: sink.py)
+        self._index = array("q")
         self._pending_syms: list[tuple[int, str, str, int]] = []
         # THRD blocks made and not written yet: they go out in the same write as the
         # next block (a thread's first chunk, most often), each write being one
@@ -350,22 +358,35 @@ class TraceFileWriter:
             if not 0 <= line <= 0xFFFFFFFF:
                 raise ValueError(f"symbol line {line} does not fit in u32")
             new.append((ip, str(name), str(filename), line))
-        with self._lock:
+        lock = self._lock
+        lock.acquire()
+        try:
             self._check_open()
             for sym in new:
                 if sym[0] not in self._known_ips:
                     self._known_ips.add(sym[0])
                     self._pending_syms.append(sym)
+            # the SYMS block made now, written with the next block: the tuples do not
+            # wait (the next chunk's encoding lets the GIL go, and the program would
+            # count them)
+            self._flush_symbols()
+        finally:
+            lock.release()
 
     def add_thread(self, cpu: int, native_id: int, name: str) -> None:
         """Describe the thread behind ring buffer ``cpu``; a later call for the same cpu wins."""
         name_b = enc_text(name)
         block = _block(TAG_THREAD, _varints(cpu, native_id, len(name_b)), name_b)
-        # (every short-lived thread comes here once: the checks inline, not called)
-        with self._lock:
+        # (every short-lived thread comes here once: the checks inline, not called;
+        # the lock without `with`, whose bound __exit__ the program would count)
+        lock = self._lock
+        lock.acquire()
+        try:
             if self._closed or self._broken is not None:
                 self._check_open()
             self._pending_blocks.append(block)
+        finally:
+            lock.release()
 
     def write_chunk(
         self,
@@ -383,62 +404,124 @@ class TraceFileWriter:
         buffer hands them: ring_buffer.payloads_by_seq).  ``lost`` counts records the buffer dropped before
         this chunk.
         """
+        # (no memoryview of a bytearray or bytes: it and its managed buffer are two
+        # objects the collector tracks; see _write_chunk_pieces)
         t = type(records)
-        mv = memoryview(records) if t is bytearray or t is bytes else _as_bytes_view(records)
-        nbytes = mv.nbytes
+        if t is bytearray or t is bytes:
+            nbytes = len(records)
+        else:
+            records = _as_bytes_view(records)
+            nbytes = records.nbytes
         if nbytes % RECORD_SIZE:
             raise ValueError(f"records length {nbytes} is not a multiple of {RECORD_SIZE}")
         n = nbytes // RECORD_SIZE
         if not payloads and 0 < n <= self.max_chunk_records and self._zc is None:
             # One block, no payloads (a short thread's last records, most chunks): the
             # loop below, unrolled, with nothing to split.
-            block, first, last = _chunk_block(TAG_CHUNK, cpu, mv, first_seq, lost,
+            block, first, last = _chunk_block(TAG_CHUNK, cpu, records, first_seq, lost,
                                               MAX_BLOCK_LEN)
-            entry = (cpu, n, first, last)
-            with self._lock:
+            lock = self._lock
+            lock.acquire()
+            try:
                 if self._closed or self._broken is not None:
                     self._check_open()
+                ix = self._index
+                ix.append(cpu)
+                ix.append(n)
+                ix.append(first)
+                ix.append(last)
                 if self._pending_syms:
                     self._flush_symbols()
-                self._index.append(entry)
                 pending = self._pending_blocks
                 if pending:
                     pending.append(block)
                     block = b"".join(pending)
-                    self._pending_blocks = []
+                    pending.clear()
                 self._write(block)
                 if not self._raw:           # (a raw file has nothing to flush)
                     self._file.flush()
+            finally:
+                lock.release()
             return
+        # Encode records and payloads before taking the lock: they are the slow part.
+        # Made in one call, so that its temporaries (lists) are gone before the write
+        # lets the program run.
+        data, entries = self._chunk_pieces(cpu, records, n, first_seq, lost, payloads)
+        lock = self._lock
+        lock.acquire()
+        try:
+            self._check_open()
+            self._flush_pending()
+            self._index.frombytes(entries)
+            self._write(data)
+            # A killed recorder should leave every written chunk in the file.
+            self._file.flush()
+        finally:
+            lock.release()
+
+    def _chunk_pieces(self, cpu: int, records: bytes | bytearray | memoryview, n: int,
+                      first_seq: int, lost: int,
+                      payloads: Mapping[int, Any] | list[Any] | None) -> tuple[bytearray, bytearray]:
+        """A chunk's blocks, as the bytes to write, and their index entries (as the
+        index array's bytes: an array is an object the collector tracks).
+
+        The records' encoding lets the GIL go (the program runs on meanwhile): it is
+        done first, with nothing made yet that the program's gc.get_objects() could
+        count; a piece of a chunk split is a copy, not a memoryview (which is two
+        such objects)."""
         step = max(1, int(self.max_chunk_records))
         npieces = max(1, -(-n // step))
-        # Encode records and payloads before taking the lock: they are the slow part.
-        tails = _payload_tails(mv, first_seq, payloads, step) if payloads else None
-        blocks = []
+        bodies: bytes | bytearray
+        if npieces == 1:
+            bodies = _encode(records)
+        else:
+            # the pieces' bodies one after another, and where each ends (8 bytes each)
+            bodies = bytearray()
+            ends = bytearray()
+            for k in range(npieces):
+                bodies += _encode(records[k * step * RECORD_SIZE:
+                                          min(n, (k + 1) * step) * RECORD_SIZE])
+                ends += len(bodies).to_bytes(8, "little")
+        tail_list = _payload_tails(records, first_seq, payloads, step) if payloads else None
+        tails = tail_ends = None
+        if tail_list is not None:
+            # (as one bytes and where each ends: compressing a block lets the GIL go)
+            tail_ends = b"".join([len(t).to_bytes(8, "little") for t in tail_list])
+            tails = b"".join(tail_list)
+            del tail_list
+        out = bytearray()
+        entries = bytearray()
+        zc = self._zc
+        prev_end = prev_tail = 0
         for k in range(npieces):
             start = k * step
             count = min(step, n - start)
-            tail = tails[k] if tails else b""
+            if tails is None or tail_ends is None:
+                tail = b""
+            else:
+                tail_end = prev_tail + int.from_bytes(tail_ends[8 * k: 8 * k + 8], "little")
+                tail = tails[prev_tail:tail_end]
+                prev_tail = tail_end
             head = _varints(cpu, count, first_seq + start, lost if k == 0 else 0)
-            body = _encode(mv[start * RECORD_SIZE : (start + count) * RECORD_SIZE])
-            times = (RECORD_TIME.unpack_from(mv, start * RECORD_SIZE)[0],
-                     RECORD_TIME.unpack_from(mv, (start + count - 1) * RECORD_SIZE)[0]) if count else (0, 0)
-            blocks.append((head, _varints(len(body)), body, tail, (cpu, count, *times)))
+            if npieces == 1:
+                body = bodies
+            else:
+                end = int.from_bytes(ends[8 * k: 8 * k + 8], "little")
+                body = bytes(bodies[prev_end:end])
+                prev_end = end
             if len(head) + len(body) + len(tail) + 10 > MAX_BLOCK_LEN:
                 raise ValueError("chunk payloads too large for one block")
-        with self._lock:
-            self._check_open()
-            self._flush_pending()
-            for head, blen, body, tail, entry in blocks:
-                self._index.append(entry)
-                if self._zc is None:
-                    self._write_block(TAG_CHUNK, head, blen, body, tail)
-                else:
-                    inner = b"".join((blen, body, tail))
-                    self._write_block(TAG_CHUNK_Z, head, _varints(len(inner)),
-                                      self._zc.compress(inner))
-            # A killed recorder should leave every written chunk in the file.
-            self._file.flush()
+            entries += _INDEX_ENTRY.pack(cpu, count, *((
+                RECORD_TIME.unpack_from(records, start * RECORD_SIZE)[0],
+                RECORD_TIME.unpack_from(records, (start + count - 1) * RECORD_SIZE)[0])
+                if count else (0, 0)))
+            blen = _varints(len(body))
+            if zc is None:
+                out += _block(TAG_CHUNK, head, blen, body, tail)
+            else:
+                inner = b"".join((blen, body, tail))
+                out += _block(TAG_CHUNK_Z, head, _varints(len(inner)), zc.compress(inner))
+        return out, entries
 
     def flush(self) -> None:
         """Write the queued symbols and thread blocks, and flush the file."""
@@ -488,7 +571,7 @@ class TraceFileWriter:
         if self._broken is not None:
             raise ValueError(f"trace file writer failed earlier: {self._broken}") from self._broken
 
-    def _write(self, data: bytes | memoryview) -> None:
+    def _write(self, data: bytes | bytearray | memoryview) -> None:
         try:
             n = self._file.write(data)
             # Raw (unbuffered) files may write less than asked for.
@@ -512,10 +595,12 @@ class TraceFileWriter:
         """INDX: each chunk block's cpu, records, first and last time, in the order
         the blocks are in the file; a reader skips the blocks a time window leaves
         out without decoding them (a file cut short has none, and is scanned)."""
-        vals = [len(self._index)]
+        ix = self._index
+        vals = [len(ix) // 4]
         add = vals.extend
         prev = 0
-        for cpu, n, first, last in self._index:
+        for i in range(0, len(ix), 4):
+            cpu, n, first, last = ix[i], ix[i + 1], ix[i + 2], ix[i + 3]
             # times as differences: first from the previous block's first, last from
             # this one's first (a slot's blocks are in time order, the slots not);
             # the first's zigzagged, inline (a program of many short threads has an
@@ -534,10 +619,13 @@ class TraceFileWriter:
             self._flush_symbols()
         pending = self._pending_blocks
         if pending:
-            self._write(b"".join(pending))
-            self._pending_blocks = []
+            data = b"".join(pending)
+            pending.clear()
+            self._write(data)
 
     def _flush_symbols(self) -> None:
+        """The symbols queued, as a SYMS block that goes out with the next write (made
+        here, written there: this call's lists are gone before the write)."""
         syms = self._pending_syms
         if not syms:
             return
@@ -558,14 +646,8 @@ class TraceFileWriter:
             parts.append(f_b)
         parts.append(_varints(len(syms)))
         payload = b"".join(parts) + b"".join(out)
-        try:
-            self._write_block(TAG_SYMBOLS, payload)
-        except BaseException:
-            # The writer is broken now anyway; keep the tables consistent.
-            for f in new_files:
-                del self._files[f]
-            raise
-        self._pending_syms = []
+        self._pending_blocks.append(_block(TAG_SYMBOLS, payload))
+        syms.clear()
 
 
 from .._env import public_dir as _public_dir  # noqa: E402
