@@ -845,6 +845,10 @@ def test_recorded_arguments_are_not_in_the_programs_gc_objects(tmp_path, opts):
 GC_COUNT_WHILE_WRITING = """\
 import gc, sys
 gc.disable()        # (the count moves only when something makes or frees an object)
+# The writer thread gets the GIL back from the program after 10 us, not 5 ms, and so
+# gives it up at nearly every check of its own bytecode: a container it has alive at
+# any of them would be counted.
+sys.setswitchinterval(1e-5)
 
 def f(x, y):
     return x + y
@@ -880,7 +884,8 @@ def test_the_writer_thread_makes_nothing_the_program_counts(tmp_path, opts):
     # had alive at that moment (a chunk's index tuple, a memoryview, poll()'s list, the
     # symbols waiting) or what the hand-over had queued.  Here the program counts
     # around ten calls thousands of times while the writer writes: before, 14 to 28 of
-    # 2,000 counts differed on each interpreter.  The native path: the pure one
+    # 2,000 counts differed on each interpreter (at the default switch interval).  The
+    # native path: the pure one
     # encodes in Python on the writer thread, with objects the program can see (a
     # limitation of the twin, docs/internals.md), so it is the native path here too.
     (tmp_path / "prog.py").write_text(GC_COUNT_WHILE_WRITING)

@@ -668,6 +668,9 @@ fntrace_pack_payloads(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto fail;
         PyList_SET_ITEM(res, piece, b);
     }
+    /* (a list of bytes, in no cycle: the writer thread's, which the program's
+     * gc.get_objects() must not count should the GIL go to it as this returns) */
+    PyObject_GC_UnTrack(res);
     goto done;
 fail:
     Py_CLEAR(res);

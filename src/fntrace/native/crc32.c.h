@@ -261,6 +261,8 @@ native_chunk_block(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (block == NULL)
         goto done;
     res = Py_BuildValue("(OKK)", block, t0, t1);
+    if (res != NULL)
+        PyObject_GC_UnTrack(res);   /* (the writer thread's: see pack_payloads) */
 done:
     Py_XDECREF(block);
     Py_XDECREF(blen);

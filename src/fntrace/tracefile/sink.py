@@ -27,7 +27,7 @@ import threading
 import time
 from collections import deque
 from array import array
-from itertools import takewhile
+from itertools import repeat, takewhile
 
 from ..core import task
 from ..core.records import record_table
@@ -196,6 +196,8 @@ class FileSink:
         self._next_tick = 0
         self._poller = select.poll()
         self._poller.register(self.rfd, select.POLLIN)
+        # poll(0)'s answer as a bool, its list made and dropped in C (_signalled)
+        self._pipe_ready = map(bool, map(self._poller.poll, repeat(0)))
         self._timeouts: deque[float] = deque()
         self._stash = b""           # pipe bytes read during a drain, for the next round
         self._running = False
@@ -219,9 +221,13 @@ class FileSink:
     # them in a forked child), not in fork()'s "process is multi-threaded" warning.
     # Its loop is a pipeline of C iterators, so while it waits it has no Python frame:
     #
-    #     deque(takewhile(bool, map(_step, map(poll, iter(timeouts.popleft, None)))), 0)
-    #           stops when _step    one round   waits here,     _step appends the next
-    #           returns False       of the loop  no frame held   wait (ms; -1: for ever)
+    #   deque(takewhile(bool, map(_step, map(bool, map(poll, iter(timeouts.popleft, None))))), 0)
+    #
+    #     takewhile(bool, ..)   stops when _step returns False
+    #     map(_step, ..)        one round of the loop
+    #     map(bool, ..)         did the pipe say something (poll()'s list gone at once)
+    #     map(poll, ..)         waits here, no Python frame held
+    #     iter(popleft, None)   the next wait (ms; -1: for ever), which _step appends
     #
     # and around every os.fork() it is not there at all (pause/resume: the fork hooks
     # below): the parent's warning counts the process's threads, and a child must not
@@ -230,24 +236,21 @@ class FileSink:
         self._running = True
         self._exited.acquire(blocking=False)
         self._timeouts.append(0)          # the first round: set up, then wait
-        rounds = takewhile(bool, map(self._step, map(self._wait,
-                                                     iter(self._timeouts.popleft, None))))
+        # (bool: poll()'s list is gone before the round; the program would count it)
+        rounds = takewhile(bool, map(self._step, map(bool, map(
+            self._poller.poll, iter(self._timeouts.popleft, None)))))
         _thread.start_new_thread(deque, (rounds, 0))
 
     # What the program counts.  Its gc.get_objects() sees every container of the
     # process, this thread's too (CPython's test_descr counts them before and after
     # ten calls).  So a round makes no container that outlives a moment: the pipe's
-    # state is a bool (not poll()'s list), the chunks come in a list kept for all
+    # state is a bool (poll()'s list is gone before the round), the chunks come in a list kept for all
     # rounds, the backlog and the file's index are arrays, locks are taken without
     # `with` (its bound __exit__), nothing is looped over with an iterator object, and
     # every write - where the GIL goes to the program - happens with no such
     # temporary alive.  The chunks themselves and their payloads were untracked by
     # the hand-over (ring_buffer.c.h).  The program cannot see the rest: it gets the
     # GIL at a write, or after a switch interval (5 ms) that no step of a round lasts.
-    def _wait(self, timeout: float) -> bool:
-        """Wait for the pipe (ms, -1: for ever): True if something came."""
-        return bool(self._poller.poll(timeout))
-
     def _step(self, ready: bool) -> bool:
         """One round of the loop: what the pipe said, done; False ends the thread."""
         if not self._native_id:
@@ -312,7 +315,7 @@ class FileSink:
         """Has a fatal signal's number come down the pipe?  (Read now, between two
         chunks of a long drain, kept for the round: a backlog that takes seconds to
         print must not let the program run on for those seconds.)"""
-        if not self._poller.poll(0):
+        if not next(self._pipe_ready):
             return False
         try:
             more = os.read(self.rfd, 65536)

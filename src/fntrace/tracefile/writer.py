@@ -485,9 +485,13 @@ class TraceFileWriter:
         tail_list = _payload_tails(records, first_seq, payloads, step) if payloads else None
         tails = tail_ends = None
         if tail_list is not None:
-            # (as one bytes and where each ends: compressing a block lets the GIL go)
-            tail_ends = b"".join([len(t).to_bytes(8, "little") for t in tail_list])
-            tails = b"".join(tail_list)
+            # (as one bytes and where each ends: compressing a block lets the GIL go;
+            # a loop, not a comprehension, which is an object on 3.11)
+            tails = bytearray()
+            tail_ends = bytearray()
+            for k in range(len(tail_list)):
+                tails += tail_list[k]
+                tail_ends += len(tail_list[k]).to_bytes(8, "little")
             del tail_list
         out = bytearray()
         entries = bytearray()
@@ -496,6 +500,7 @@ class TraceFileWriter:
         for k in range(npieces):
             start = k * step
             count = min(step, n - start)
+            tail: bytes | bytearray
             if tails is None or tail_ends is None:
                 tail = b""
             else:
@@ -511,10 +516,14 @@ class TraceFileWriter:
                 prev_end = end
             if len(head) + len(body) + len(tail) + 10 > MAX_BLOCK_LEN:
                 raise ValueError("chunk payloads too large for one block")
-            entries += _INDEX_ENTRY.pack(cpu, count, *((
-                RECORD_TIME.unpack_from(records, start * RECORD_SIZE)[0],
-                RECORD_TIME.unpack_from(records, (start + count - 1) * RECORD_SIZE)[0])
-                if count else (0, 0)))
+            # (the times without unpack_from's tuple)
+            t_first = t_last = 0
+            if count:
+                o = start * RECORD_SIZE
+                t_first = int.from_bytes(records[o:o + 8], "little")
+                o = (start + count - 1) * RECORD_SIZE
+                t_last = int.from_bytes(records[o:o + 8], "little")
+            entries += _INDEX_ENTRY.pack(cpu, count, t_first, t_last)
             blen = _varints(len(body))
             if zc is None:
                 out += _block(TAG_CHUNK, head, blen, body, tail)
