@@ -482,31 +482,16 @@ class TraceFileWriter:
                 bodies += _encode(records[k * step * RECORD_SIZE:
                                           min(n, (k + 1) * step) * RECORD_SIZE])
                 ends += len(bodies).to_bytes(8, "little")
-        tail_list = _payload_tails(records, first_seq, payloads, step) if payloads else None
-        tails = tail_ends = None
-        if tail_list is not None:
-            # (as one bytes and where each ends: compressing a block lets the GIL go;
-            # a loop, not a comprehension, which is an object on 3.11)
-            tails = bytearray()
-            tail_ends = bytearray()
-            for k in range(len(tail_list)):
-                tails += tail_list[k]
-                tail_ends += len(tail_list[k]).to_bytes(8, "little")
-            del tail_list
+        # (the native pack_payloads' list is untracked: compressing a block lets the GIL go)
+        tails = _payload_tails(records, first_seq, payloads, step) if payloads else None
         out = bytearray()
         entries = bytearray()
         zc = self._zc
-        prev_end = prev_tail = 0
+        prev_end = 0
         for k in range(npieces):
             start = k * step
             count = min(step, n - start)
-            tail: bytes | bytearray
-            if tails is None or tail_ends is None:
-                tail = b""
-            else:
-                tail_end = prev_tail + int.from_bytes(tail_ends[8 * k: 8 * k + 8], "little")
-                tail = tails[prev_tail:tail_end]
-                prev_tail = tail_end
+            tail = tails[k] if tails else b""
             head = _varints(cpu, count, first_seq + start, lost if k == 0 else 0)
             if npieces == 1:
                 body = bodies
