@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import enum
 import math
+import os
 import re
 import sys
 import textwrap
@@ -504,3 +505,38 @@ def test_plain_objects_recorded_natively_are_the_python_text(tmp_path):
     rep = fntrace_cli("report", str(out), check=True).stdout
     line = next(ln for ln in rep.splitlines() if "take(" in ln)
     assert all(f"{k}={v}" in line for k, v in zip("abcd", expected)), (line, expected)
+
+
+WIDE_TEXT = """\
+import sys
+
+def take(a, é=1, *args, 名前=None, a_rather_long_parameter_name=0,
+         très_long_paramètre_à_é=0, 長い名前の引数はここにあります=0, **kw):
+    return a
+
+for v in ["abc", "café", "ÿ", "Ā", "名前", "😀x", "a" * 100, "é" * 30, "é" * 100 + "😀",
+          "0123456789abcdefg", "Ā" * 20 + "a", 3, 2.5, None, ("é", "😀"), ["ascii" * 5],
+          {"kéy": "ü" * 17}]:
+    take(v)
+    take("x", v, v, 名前=v, ü=v, a_rather_long_parameter_name=v, très_long_paramètre_à_é=v,
+         長い名前の引数はここにあります=v)
+"""
+
+
+@pytest.mark.skipif(NATIVE is None, reason="the native module is not built")
+def test_a_payloads_characters_of_every_width_natively_are_the_python_text(tmp_path):
+    # The payload's str is made from its characters' class (ASCII, Latin-1, the BMP,
+    # beyond), sixteen at a time (payloads.c.h, _native_value.c fntrace_ucs4_str): each
+    # class in a parameter's name and in a value, long and short, against the twin's.
+    (tmp_path / "prog.py").write_text(WIDE_TEXT, encoding="utf-8")
+    texts = {}
+    for pure in ("0", "1"):
+        out = tmp_path / f"t{pure}.dat"
+        fntrace_cli("record", "-p", "function_graph", "-A", "-R", "-F", "__main__.take",
+                    "-o", str(out), "prog.py", cwd=tmp_path, check=True,
+                    env={**os.environ, "FNTRACE_PURE": pure})
+        rep = fntrace_cli("report", str(out), check=True).stdout
+        texts[pure] = [ln.split("|", 1)[-1] for ln in rep.splitlines() if "take(" in ln]
+    assert len(texts["0"]) == 34, texts["0"][:3]
+    assert texts["0"] == texts["1"]
+    assert any("長い名前の引数はここにあります='Ā" in t for t in texts["0"])

@@ -17,6 +17,9 @@
 #include <Python.h>
 #include <math.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 /* core/fetch.py's limits */
 #define MAX_REPR 64
@@ -28,9 +31,12 @@
 /* Characters kept: one more than MAX_REPR says the text is longer than that. */
 #define KEEP (MAX_REPR + 1)
 
+/* KEEP characters at c: the caller's (fntrace_value_text_buf writes into the payload's
+ * own buffer, no copy) or store */
 typedef struct {
-    Py_UCS4 c[KEEP];
+    Py_UCS4 *c;
     int n;
+    Py_UCS4 store[KEEP];
 } vbuf;
 
 static inline int
@@ -104,9 +110,60 @@ put_cut_ascii(vbuf *w, const char *s, Py_ssize_t n)
 
 static const char hexdigits[] = "0123456789abcdef";
 
+/* one character of a str's repr (unicode_repr's rules), `quote` the repr's */
+static void
+put_repr_char(vbuf *w, Py_UCS4 ch, Py_UCS4 quote)
+{
+    if (ch == quote || ch == '\\') {
+        put(w, '\\');
+        put(w, ch);
+    }
+    else if (ch == '\t') {
+        put(w, '\\');
+        put(w, 't');
+    }
+    else if (ch == '\n') {
+        put(w, '\\');
+        put(w, 'n');
+    }
+    else if (ch == '\r') {
+        put(w, '\\');
+        put(w, 'r');
+    }
+    else if (ch < ' ' || ch == 0x7f) {
+        put(w, '\\');
+        put(w, 'x');
+        put(w, hexdigits[(ch >> 4) & 0xf]);
+        put(w, hexdigits[ch & 0xf]);
+    }
+    else if (ch < 0x7f)
+        put(w, ch);
+    else if (Py_UNICODE_ISPRINTABLE(ch))
+        put(w, ch);
+    else if (ch <= 0xff) {
+        put(w, '\\');
+        put(w, 'x');
+        put(w, hexdigits[(ch >> 4) & 0xf]);
+        put(w, hexdigits[ch & 0xf]);
+    }
+    else if (ch <= 0xffff) {
+        put(w, '\\');
+        put(w, 'u');
+        for (int sh = 12; sh >= 0; sh -= 4)
+            put(w, hexdigits[(ch >> sh) & 0xf]);
+    }
+    else {
+        put(w, '\\');
+        put(w, 'U');
+        for (int sh = 28; sh >= 0; sh -= 4)
+            put(w, hexdigits[(ch >> sh) & 0xf]);
+    }
+}
+
 /* str.__repr__ of s[start:end] (unicode_repr's rules), without its first character
  * (the opening quote) if skip_open, without its last (the closing quote) if
- * skip_close. */
+ * skip_close.  A str of one byte a character (most) has its own loop: the quotes
+ * found by memchr, a printable ASCII character put as it is. */
 static void
 put_str_repr(vbuf *w, PyObject *s, Py_ssize_t start, Py_ssize_t end, int skip_open,
              int skip_close)
@@ -114,63 +171,35 @@ put_str_repr(vbuf *w, PyObject *s, Py_ssize_t start, Py_ssize_t end, int skip_op
     int kind = PyUnicode_KIND(s);
     const void *data = PyUnicode_DATA(s);
     int sq = 0, dq = 0;
-    for (Py_ssize_t i = start; i < end; i++) {
-        Py_UCS4 ch = PyUnicode_READ(kind, data, i);
-        if (ch == '\'')
-            sq = 1;
-        else if (ch == '"')
-            dq = 1;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *p = (const Py_UCS1 *)data + start;
+        sq = end > start && memchr(p, '\'', (size_t)(end - start)) != NULL;
+        dq = end > start && memchr(p, '"', (size_t)(end - start)) != NULL;
     }
+    else
+        for (Py_ssize_t i = start; i < end; i++) {
+            Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+            if (ch == '\'')
+                sq = 1;
+            else if (ch == '"')
+                dq = 1;
+        }
     Py_UCS4 quote = (sq && !dq) ? '"' : '\'';
     if (!skip_open)
         put(w, quote);
-    for (Py_ssize_t i = start; i < end && !full(w); i++) {
-        Py_UCS4 ch = PyUnicode_READ(kind, data, i);
-        if (ch == quote || ch == '\\') {
-            put(w, '\\');
-            put(w, ch);
-        }
-        else if (ch == '\t') {
-            put(w, '\\');
-            put(w, 't');
-        }
-        else if (ch == '\n') {
-            put(w, '\\');
-            put(w, 'n');
-        }
-        else if (ch == '\r') {
-            put(w, '\\');
-            put(w, 'r');
-        }
-        else if (ch < ' ' || ch == 0x7f) {
-            put(w, '\\');
-            put(w, 'x');
-            put(w, hexdigits[(ch >> 4) & 0xf]);
-            put(w, hexdigits[ch & 0xf]);
-        }
-        else if (ch < 0x7f)
-            put(w, ch);
-        else if (Py_UNICODE_ISPRINTABLE(ch))
-            put(w, ch);
-        else if (ch <= 0xff) {
-            put(w, '\\');
-            put(w, 'x');
-            put(w, hexdigits[(ch >> 4) & 0xf]);
-            put(w, hexdigits[ch & 0xf]);
-        }
-        else if (ch <= 0xffff) {
-            put(w, '\\');
-            put(w, 'u');
-            for (int sh = 12; sh >= 0; sh -= 4)
-                put(w, hexdigits[(ch >> sh) & 0xf]);
-        }
-        else {
-            put(w, '\\');
-            put(w, 'U');
-            for (int sh = 28; sh >= 0; sh -= 4)
-                put(w, hexdigits[(ch >> sh) & 0xf]);
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *p = (const Py_UCS1 *)data;
+        for (Py_ssize_t i = start; i < end && !full(w); i++) {
+            Py_UCS1 ch = p[i];
+            if (ch >= ' ' && ch < 0x7f && ch != quote && ch != '\\')
+                w->c[w->n++] = ch;
+            else
+                put_repr_char(w, ch, quote);
         }
     }
+    else
+        for (Py_ssize_t i = start; i < end && !full(w); i++)
+            put_repr_char(w, PyUnicode_READ(kind, data, i), quote);
     if (!skip_close)
         put(w, quote);
 }
@@ -756,14 +785,76 @@ put_value(vbuf *w, PyObject *v, int level)
     return put_plain(w, v);
 }
 
-/* core/fetch.py value_repr(v) for the values above, into out (room for MAX_REPR
- * characters): its length, or -1 (no exception) for any other value (the Python twin
+/* A str of the n characters at c, whose bits ORed are `bits` (or more of the same
+ * class: below 0x80, 0x100, 0x10000 or not): the highest bit set of an OR is the
+ * highest of the largest character, which decides the str's kind, so this is
+ * PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, ...) without its pass that looks for
+ * the largest (every -A/-R payload is made here). */
+PyObject *
+fntrace_ucs4_str(const Py_UCS4 *c, Py_ssize_t n, Py_UCS4 bits)
+{
+    PyObject *s = PyUnicode_New(n, bits > 0x10ffff ? 0x10ffff : bits);
+    if (s == NULL)
+        return NULL;
+    int kind = PyUnicode_KIND(s);
+    void *d = PyUnicode_DATA(s);
+    Py_ssize_t i = 0;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        Py_UCS1 *o = (Py_UCS1 *)d;
+#ifdef __SSE2__
+        /* sixteen at a time: every character is below 0x100 here, so the signed
+         * saturating packs keep them as they are */
+        for (; i + 16 <= n; i += 16) {
+            __m128i a = _mm_loadu_si128((const __m128i *)(c + i));
+            __m128i b = _mm_loadu_si128((const __m128i *)(c + i + 4));
+            __m128i e = _mm_loadu_si128((const __m128i *)(c + i + 8));
+            __m128i f = _mm_loadu_si128((const __m128i *)(c + i + 12));
+            _mm_storeu_si128((__m128i *)(o + i),
+                             _mm_packus_epi16(_mm_packs_epi32(a, b), _mm_packs_epi32(e, f)));
+        }
+#endif
+        for (; i < n; i++)
+            o[i] = (Py_UCS1)c[i];
+    }
+    else if (kind == PyUnicode_2BYTE_KIND) {
+        Py_UCS2 *o = (Py_UCS2 *)d;
+        for (; i < n; i++)
+            o[i] = (Py_UCS2)c[i];
+    }
+    else
+        memcpy(d, c, (size_t)n * sizeof(Py_UCS4));
+    return s;
+}
+
+/* the bits of the n characters at c ORed (fntrace_ucs4_str's `bits`) */
+Py_UCS4
+fntrace_ucs4_or(const Py_UCS4 *c, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    Py_UCS4 r = 0;
+#ifdef __SSE2__
+    __m128i m = _mm_setzero_si128();
+    for (; i + 8 <= n; i += 8)
+        m = _mm_or_si128(m, _mm_or_si128(_mm_loadu_si128((const __m128i *)(c + i)),
+                                         _mm_loadu_si128((const __m128i *)(c + i + 4))));
+    m = _mm_or_si128(m, _mm_srli_si128(m, 8));
+    m = _mm_or_si128(m, _mm_srli_si128(m, 4));
+    r = (Py_UCS4)_mm_cvtsi128_si32(m);
+#endif
+    for (; i < n; i++)
+        r |= c[i];
+    return r;
+}
+
+/* core/fetch.py value_repr(v) for the values above, into out (room for KEEP,
+ * MAX_REPR + 1, characters: the text is made there): its length, or -1 (no exception) for any other value (the Python twin
  * decides).  An error while reading one (out of memory) is its "(fault)", as
  * value_repr's. */
 int
 fntrace_value_text_buf(PyObject *v, Py_UCS4 *out)
 {
     vbuf w;
+    w.c = out;
     w.n = 0;
     int rc = put_value(&w, v, 0);
     if (rc == 0)
@@ -780,7 +871,6 @@ fntrace_value_text_buf(PyObject *v, Py_UCS4 *out)
         w.c[w.n++] = '.';
         w.c[w.n++] = '.';
     }
-    memcpy(out, w.c, (size_t)w.n * sizeof(Py_UCS4));
     return w.n;
 }
 
@@ -792,6 +882,7 @@ PyObject *
 fntrace_plain_text(PyObject *v)
 {
     vbuf w;
+    w.c = w.store;
     w.n = 0;
     if (put_plain(&w, v) <= 0)
         return NULL;
@@ -801,16 +892,16 @@ fntrace_plain_text(PyObject *v)
         w.c[w.n++] = '.';
         w.c[w.n++] = '.';
     }
-    return PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, w.c, w.n);
+    return fntrace_ucs4_str(w.c, w.n, fntrace_ucs4_or(w.c, w.n));
 }
 
 /* the same as a new str; NULL without an exception for a value not shown here */
 PyObject *
 fntrace_value_text(PyObject *v)
 {
-    Py_UCS4 out[MAX_REPR];
+    Py_UCS4 out[KEEP];
     int n = fntrace_value_text_buf(v, out);
     if (n < 0)
         return NULL;
-    return PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out, n);
+    return fntrace_ucs4_str(out, n, fntrace_ucs4_or(out, n));
 }

@@ -128,10 +128,20 @@ frame_var(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return fntrace_frame_var(args[0], args[1]);
 }
 
-/* The payload's characters: a stack buffer, moved to the heap when it fills. */
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+/* _native_value.c */
+PyObject *fntrace_ucs4_str(const Py_UCS4 *c, Py_ssize_t n, Py_UCS4 bits);
+Py_UCS4 fntrace_ucs4_or(const Py_UCS4 *c, Py_ssize_t n);
+
+/* The payload's characters: a stack buffer, moved to the heap when it fills; `bits`,
+ * its characters' bits ORed (the str's kind: fntrace_ucs4_str). */
 typedef struct {
     Py_UCS4 *c;
     Py_ssize_t n, cap;
+    Py_UCS4 bits;
     Py_UCS4 stack[512];
 } ubuf;
 
@@ -154,14 +164,47 @@ ubuf_room(ubuf *b, Py_ssize_t more)
     return 0;
 }
 
+/* s's characters appended (a loop for each kind, not PyUnicode_AsUCS4's general one:
+ * a parameter's name, one byte a character, is most of them) */
 static int
 ubuf_put_str(ubuf *b, PyObject *s)
 {
     Py_ssize_t n = PyUnicode_GET_LENGTH(s);
     if (ubuf_room(b, n) < 0)
         return -1;
-    if (PyUnicode_AsUCS4(s, b->c + b->n, n, 0) == NULL)
-        return -1;
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    Py_UCS4 *out = b->c + b->n;
+    /* (a str is canonical: its kind, and ASCII or not, says the class of its largest) */
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *p = (const Py_UCS1 *)data;
+        Py_ssize_t i = 0;
+#ifdef __SSE2__
+        /* sixteen at a time, widened with zeros */
+        const __m128i z = _mm_setzero_si128();
+        for (; i + 16 <= n; i += 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(p + i));
+            __m128i lo = _mm_unpacklo_epi8(v, z), hi = _mm_unpackhi_epi8(v, z);
+            _mm_storeu_si128((__m128i *)(out + i), _mm_unpacklo_epi16(lo, z));
+            _mm_storeu_si128((__m128i *)(out + i + 4), _mm_unpackhi_epi16(lo, z));
+            _mm_storeu_si128((__m128i *)(out + i + 8), _mm_unpacklo_epi16(hi, z));
+            _mm_storeu_si128((__m128i *)(out + i + 12), _mm_unpackhi_epi16(hi, z));
+        }
+#endif
+        for (; i < n; i++)
+            out[i] = p[i];
+        b->bits |= PyUnicode_IS_ASCII(s) ? 0 : 0x80;
+    }
+    else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *p = (const Py_UCS2 *)data;
+        for (Py_ssize_t i = 0; i < n; i++)
+            out[i] = p[i];
+        b->bits |= 0x100;
+    }
+    else {
+        memcpy(out, data, (size_t)n * sizeof(Py_UCS4));
+        b->bits |= 0x10000;
+    }
     b->n += n;
     return 0;
 }
@@ -174,7 +217,7 @@ int fntrace_value_text_buf(PyObject *v, Py_UCS4 *out);
 static int
 ubuf_put_value(ubuf *b, PyObject *val, int *allowed)
 {
-    if (ubuf_room(b, 64) < 0)
+    if (ubuf_room(b, 65) < 0)       /* (MAX_REPR + 1: fntrace_value_text_buf) */
         return -1;
     int n = fntrace_value_text_buf(val, b->c + b->n);
     if (n >= 0) {
@@ -186,6 +229,7 @@ ubuf_put_value(ubuf *b, PyObject *val, int *allowed)
         if (!scalar && *allowed == -2 && (*allowed = program_code_allowed()) < 0)
             return -1;
         if (scalar || !*allowed) {
+            b->bits |= fntrace_ucs4_or(b->c + b->n, n);
             b->n += n;
             return 0;
         }
@@ -248,6 +292,7 @@ args_text(PyCodeObject *code, PyObject *frame, void *iframe)
     b.c = b.stack;
     b.n = 0;
     b.cap = (Py_ssize_t)(sizeof(b.stack) / sizeof(b.stack[0]));
+    b.bits = 0;
     int allowed = -2;
     if (names == NULL)
         goto done;
@@ -301,7 +346,7 @@ args_text(PyCodeObject *code, PyObject *frame, void *iframe)
         if (rc < 0)
             goto done;
     }
-    out = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, b.c, b.n);
+    out = fntrace_ucs4_str(b.c, b.n, b.bits);
 done:
     if (b.c != b.stack)
         PyMem_Free(b.c);
