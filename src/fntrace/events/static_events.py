@@ -1,6 +1,7 @@
 """Static events: the interpreter's own tracepoints (the kernel's TRACE_EVENTs).
 
-Registered once, when tracefs is first used, like the kernel's built-in events; all off
+Registered once, when the event table is first read (a lookup, a listing, a new
+event's id: events/core.py add_event_source), like the kernel's built-in events; all off
 by default; each under ``events/<system>/<event>/`` with enable, filter, trigger, format
 and id, listed in ``available_events``, enabled with ``-e SYSTEM:EVENT`` or set_event
 (globs too: ``-e 'audit:*'``).  One mechanism per module:
