@@ -106,6 +106,10 @@ class LivePrinter:
         if not self.printing:
             self.log.append(("add_symbols", (list(syms),)))
 
+    def add_symbol(self, ip: int, name: str, filename: str, line: int) -> None:
+        if not self.printing:
+            self.log.append(("add_symbols", ([(ip, name, filename, line)],)))
+
     def add_thread(self, cpu: int, native_id: int, name: str) -> None:
         if not self.printing:
             self.log.append(("add_thread", (cpu, native_id, name)))

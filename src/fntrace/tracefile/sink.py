@@ -324,7 +324,7 @@ class FileSink:
         if not more:
             return False
         self._stash += more
-        return any(0 < b < 65 for b in more)
+        return bool(more.translate(None, _NOT_SIGNALS))     # (no generator: see above)
 
     def pause(self) -> None:
         """Before a fork: the writer thread ends (what is queued stays queued) and is
@@ -465,18 +465,17 @@ class FileSink:
     def _sync_tables(self) -> None:
         hi = record_table._next_ip
         if hi > self.next_ip:
+            # (one call a symbol, no tuple or list of them: see "What the program counts")
             by_ip = record_table.by_ip
-            syms = []
+            writer = self.writer
             ip = self.next_ip
             while ip < hi:
                 r = by_ip.get(ip)
                 if r is None:
                     break           # still being made: the next chunk takes it
-                syms.append((ip, r.name, r.filename, r.line))
+                writer.add_symbol(ip, r.name, r.filename, r.line)
                 ip += 1
             self.next_ip = ip
-            if syms:
-                self.writer.add_symbols(syms)
         # Slots are numbered in the order threads come (task.thread_cpu: the next is
         # len(thread_info)): only the ones after those seen are new.  (Looking at all
         # of them for every chunk made a program of thousands of short threads, a
@@ -485,14 +484,14 @@ class FileSink:
         if cpu >= len(thread_info):
             return
         written = self.threads_written
-        add_thread = self.writer.add_thread
+        writer = self.writer
         try:
             while cpu < len(thread_info):
                 info = thread_info.get(cpu)
                 if info is None:
                     break               # (being made: the next chunk takes it)
                 if cpu not in written:
-                    add_thread(cpu, *info)
+                    writer.add_thread(cpu, info[0], info[1])
                     written.add(cpu)
                 cpu += 1
         finally:

@@ -161,6 +161,13 @@ def _py_chunk_block(tag: bytes, cpu: int, records: bytes | bytearray | memoryvie
 _chunk_block: Callable[..., tuple[bytes, int, int]] = (getattr(_native, "chunk_block", None)
                                                        or _py_chunk_block)
 
+def _check_symbol(ip: int, line: int) -> None:
+    if not 0 <= ip <= 0xFFFFFFFF:
+        raise ValueError(f"symbol ip {ip} does not fit in u32")
+    if not 0 <= line <= 0xFFFFFFFF:
+        raise ValueError(f"symbol line {line} does not fit in u32")
+
+
 # An INDX entry as the writer keeps it (an array("q")'s four items: cpu, records, first
 # and last time).
 _INDEX_ENTRY = struct.Struct("=4q")
@@ -332,7 +339,13 @@ class TraceFileWriter:
         # numbers an entry: an array, no object a chunk (the writer thread makes
         # nothing the program's gc.get_objects() could count: sink.py)
         self._index = array("q")
-        self._pending_syms: list[tuple[int, str, str, int]] = []
+        # Symbols added and not written yet, as the SYMS block's parts: the new files'
+        # entries and the symbols' (bytearrays and counts, no tuple a symbol: the
+        # writer thread keeps nothing the program's gc.get_objects() could count)
+        self._sym_files = bytearray()
+        self._sym_nfiles = 0
+        self._sym_body = bytearray()
+        self._sym_n = 0
         # THRD blocks made and not written yet: they go out in the same write as the
         # next block (a thread's first chunk, most often), each write being one
         # release of the GIL, which the program's threads take for a while
@@ -353,25 +366,45 @@ class TraceFileWriter:
         """Queue symbols ``(ip, name, filename, line)``; ips already written are skipped."""
         new = []
         for ip, name, filename, line in syms:
-            if not 0 <= ip <= 0xFFFFFFFF:
-                raise ValueError(f"symbol ip {ip} does not fit in u32")
-            if not 0 <= line <= 0xFFFFFFFF:
-                raise ValueError(f"symbol line {line} does not fit in u32")
+            _check_symbol(ip, line)
             new.append((ip, str(name), str(filename), line))
         lock = self._lock
         lock.acquire()
         try:
             self._check_open()
             for sym in new:
-                if sym[0] not in self._known_ips:
-                    self._known_ips.add(sym[0])
-                    self._pending_syms.append(sym)
-            # the SYMS block made now, written with the next block: the tuples do not
-            # wait (the next chunk's encoding lets the GIL go, and the program would
-            # count them)
-            self._flush_symbols()
+                self._add_symbol(*sym)
         finally:
             lock.release()
+
+    def add_symbol(self, ip: int, name: str, filename: str, line: int) -> None:
+        """Queue one symbol (add_symbols of one, with no tuple or list made: the
+        writer thread's, sink.py)."""
+        _check_symbol(ip, line)
+        lock = self._lock
+        lock.acquire()
+        try:
+            self._check_open()
+            self._add_symbol(ip, str(name), str(filename), line)
+        finally:
+            lock.release()
+
+    def _add_symbol(self, ip: int, name: str, filename: str, line: int) -> None:
+        # (the lock held)
+        if ip in self._known_ips:
+            return
+        self._known_ips.add(ip)
+        idx = self._files.get(filename)
+        if idx is None:
+            idx = self._files[filename] = len(self._files)
+            f_b = enc_text(filename)
+            self._sym_files += _varints(len(f_b))
+            self._sym_files += f_b
+            self._sym_nfiles += 1
+        name_b = enc_text(name)
+        self._sym_body += _varints(ip, line, idx, len(name_b))
+        self._sym_body += name_b
+        self._sym_n += 1
 
     def add_thread(self, cpu: int, native_id: int, name: str) -> None:
         """Describe the thread behind ring buffer ``cpu``; a later call for the same cpu wins."""
@@ -430,7 +463,7 @@ class TraceFileWriter:
                 ix.append(n)
                 ix.append(first)
                 ix.append(last)
-                if self._pending_syms:
+                if self._sym_n:
                     self._flush_symbols()
                 pending = self._pending_blocks
                 if pending:
@@ -609,7 +642,7 @@ class TraceFileWriter:
 
     def _flush_pending(self) -> None:
         """The symbols and the blocks waiting for the next block, written."""
-        if self._pending_syms:
+        if self._sym_n:
             self._flush_symbols()
         pending = self._pending_blocks
         if pending:
@@ -619,29 +652,16 @@ class TraceFileWriter:
 
     def _flush_symbols(self) -> None:
         """The symbols queued, as a SYMS block that goes out with the next write (made
-        here, written there: this call's lists are gone before the write)."""
-        syms = self._pending_syms
-        if not syms:
+        here, written there)."""
+        if not self._sym_n:
             return
-        new_files = []
-        out = []
-        for ip, name, filename, line in syms:
-            idx = self._files.get(filename)
-            if idx is None:
-                idx = self._files[filename] = len(self._files)
-                new_files.append(filename)
-            name_b = enc_text(name)
-            out.append(_varints(ip, line, idx, len(name_b)))
-            out.append(name_b)
-        parts = [_varints(len(new_files))]
-        for f in new_files:
-            f_b = enc_text(f)
-            parts.append(_varints(len(f_b)))
-            parts.append(f_b)
-        parts.append(_varints(len(syms)))
-        payload = b"".join(parts) + b"".join(out)
-        self._pending_blocks.append(_block(TAG_SYMBOLS, payload))
-        syms.clear()
+        payload = b"".join((_varints(self._sym_nfiles), self._sym_files,
+                            _varints(self._sym_n), self._sym_body))
+        # (before the THRD blocks waiting, as the symbols were written before)
+        self._pending_blocks.insert(0, _block(TAG_SYMBOLS, payload))
+        self._sym_files.clear()
+        self._sym_body.clear()
+        self._sym_nfiles = self._sym_n = 0
 
 
 from .._env import public_dir as _public_dir  # noqa: E402
